@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Generates hw/ifc/src/prm/*.rs from reference/mlx5_ifc_offsets.json (the facts: bit offset and
+width of every field of the mlx5_ifc structures we use).
+
+    python3 hw/ifc/gen/ifcgen.py            # rewrite the generated files
+    python3 hw/ifc/gen/ifcgen.py --check    # exit 1 if they are stale (CI)
+
+Every named (non-reserved) field of each listed structure becomes a typed constant:
+`Field<L>` (integers up to 64 bits), `Bytes<L>` (byte arrays and flexible tails) or
+`Nested<L, M>` (an embedded structure that is also generated).
+"""
+import json, os, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+REF = os.path.join(ROOT, "reference", "mlx5_ifc_offsets.json")
+OUT = os.path.join(ROOT, "src", "prm")
+
+# room -> [(struct, doc)]
+ROOMS = {
+    "init_seg": [
+        ("initial_seg", "The initialization segment at BAR0 offset 0 (PRM \"Initialization Segment\")."),
+        ("health_buffer", "The firmware health buffer at BAR0 + 0x200 (PRM \"Health Buffer\")."),
+    ],
+    "cmdif": [
+        ("cmd_queue_entry", "A 64-byte command queue entry (PRM \"Command Queue Entry\")."),
+        ("cmd_if_box", "A 576-byte command mailbox block (PRM \"Command Mailbox\")."),
+        ("cmd_pas", "A physical address (PAS) entry of a 4 KiB page."),
+    ],
+    "hca": [
+        ("enable_hca_in", "ENABLE_HCA (0x104) input."),
+        ("enable_hca_out", "ENABLE_HCA (0x104) output."),
+        ("disable_hca_in", "DISABLE_HCA (0x105) input."),
+        ("disable_hca_out", "DISABLE_HCA (0x105) output."),
+        ("query_issi_in", "QUERY_ISSI (0x10a) input."),
+        ("query_issi_out", "QUERY_ISSI (0x10a) output."),
+        ("set_issi_in", "SET_ISSI (0x10b) input."),
+        ("set_issi_out", "SET_ISSI (0x10b) output."),
+        ("query_pages_in", "QUERY_PAGES (0x107) input."),
+        ("query_pages_out", "QUERY_PAGES (0x107) output."),
+        ("manage_pages_in", "MANAGE_PAGES (0x108) input; the PAS list follows at byte 0x10."),
+        ("manage_pages_out", "MANAGE_PAGES (0x108) output; the PAS list follows at byte 0x10."),
+        ("query_hca_cap_in", "QUERY_HCA_CAP (0x100) input."),
+        ("query_hca_cap_out", "QUERY_HCA_CAP (0x100) output; the capability starts at byte 0x10."),
+        ("set_hca_cap_in", "SET_HCA_CAP (0x109) input; the capability starts at byte 0x10."),
+        ("set_hca_cap_out", "SET_HCA_CAP (0x109) output."),
+        ("init_hca_in", "INIT_HCA (0x102) input."),
+        ("init_hca_out", "INIT_HCA (0x102) output."),
+        ("teardown_hca_in", "TEARDOWN_HCA (0x103) input."),
+        ("teardown_hca_out", "TEARDOWN_HCA (0x103) output."),
+        ("set_driver_version_in", "SET_DRIVER_VERSION (0x10d) input."),
+        ("set_driver_version_out", "SET_DRIVER_VERSION (0x10d) output."),
+        ("access_register_in", "ACCESS_REG (0x805) input; register data from byte 0x10."),
+        ("access_register_out", "ACCESS_REG (0x805) output; register data from byte 0x10."),
+        ("paos_reg", "PAOS register (0x5006): port administrative and operational status."),
+        ("pmtu_reg", "PMTU register (0x5003): port MTU."),
+    ],
+    "caps": [
+        ("cmd_hca_cap", "General device capabilities (HCA_CAP cap_type 0, PRM \"HCA Capabilities\")."),
+        ("roce_cap", "RoCE capabilities (HCA_CAP cap_type 4)."),
+    ],
+    "uar_pd": [
+        ("alloc_uar_in", "ALLOC_UAR (0x802) input."),
+        ("alloc_uar_out", "ALLOC_UAR (0x802) output."),
+        ("dealloc_uar_in", "DEALLOC_UAR (0x803) input."),
+        ("dealloc_uar_out", "DEALLOC_UAR (0x803) output."),
+        ("alloc_pd_in", "ALLOC_PD (0x800) input."),
+        ("alloc_pd_out", "ALLOC_PD (0x800) output."),
+        ("dealloc_pd_in", "DEALLOC_PD (0x801) input."),
+        ("dealloc_pd_out", "DEALLOC_PD (0x801) output."),
+        ("query_special_contexts_in", "QUERY_SPECIAL_CONTEXTS (0x203) input."),
+        ("query_special_contexts_out", "QUERY_SPECIAL_CONTEXTS (0x203) output: reserved lkey, null mkey."),
+    ],
+    "vport": [
+        ("nic_vport_context", "NIC vport context (PRM \"NIC_Vport Context\")."),
+        ("modify_nic_vport_field_select", "Which NIC vport context fields MODIFY_NIC_VPORT_CONTEXT changes."),
+        ("query_nic_vport_context_in", "QUERY_NIC_VPORT_CONTEXT (0x754) input."),
+        ("query_nic_vport_context_out", "QUERY_NIC_VPORT_CONTEXT (0x754) output."),
+        ("modify_nic_vport_context_in", "MODIFY_NIC_VPORT_CONTEXT (0x755) input."),
+        ("modify_nic_vport_context_out", "MODIFY_NIC_VPORT_CONTEXT (0x755) output."),
+        ("roce_addr_layout", "A RoCE address (GID table entry): L3 address, MAC, VLAN, RoCE version."),
+        ("set_roce_address_in", "SET_ROCE_ADDRESS (0x761) input."),
+        ("set_roce_address_out", "SET_ROCE_ADDRESS (0x761) output."),
+        ("query_roce_address_in", "QUERY_ROCE_ADDRESS (0x760) input."),
+        ("query_roce_address_out", "QUERY_ROCE_ADDRESS (0x760) output."),
+        ("query_vport_state_in", "QUERY_VPORT_STATE (0x750) input."),
+        ("query_vport_state_out", "QUERY_VPORT_STATE (0x750) output."),
+    ],
+    "eq": [
+        ("eqc", "Event queue context (PRM \"EQ Context\")."),
+        ("create_eq_in", "CREATE_EQ (0x301) input; PAS list at byte 0x110."),
+        ("create_eq_out", "CREATE_EQ (0x301) output."),
+        ("destroy_eq_in", "DESTROY_EQ (0x302) input."),
+        ("destroy_eq_out", "DESTROY_EQ (0x302) output."),
+        ("query_eq_in", "QUERY_EQ (0x303) input."),
+        ("query_eq_out", "QUERY_EQ (0x303) output."),
+    ],
+    "cq": [
+        ("cqc", "Completion queue context (PRM \"CQ Context\")."),
+        ("create_cq_in", "CREATE_CQ (0x400) input; PAS list at byte 0x110."),
+        ("create_cq_out", "CREATE_CQ (0x400) output."),
+        ("destroy_cq_in", "DESTROY_CQ (0x401) input."),
+        ("destroy_cq_out", "DESTROY_CQ (0x401) output."),
+        ("query_cq_in", "QUERY_CQ (0x402) input."),
+        ("query_cq_out", "QUERY_CQ (0x402) output."),
+    ],
+    "srq": [
+        ("srqc", "Shared receive queue context (PRM \"SRQ Context\", ISSI 0)."),
+        ("wq", "Work queue context embedded in RMP/RQ/SQ contexts (PRM \"WQ Context\")."),
+        ("rmpc", "Receive memory pool context (PRM \"RMP Context\"), the SRQ of ISSI >= 1."),
+        ("create_srq_in", "CREATE_SRQ (0x700) input; PAS list at byte 0x110."),
+        ("create_srq_out", "CREATE_SRQ (0x700) output."),
+        ("destroy_srq_in", "DESTROY_SRQ (0x701) input."),
+        ("destroy_srq_out", "DESTROY_SRQ (0x701) output."),
+        ("query_srq_in", "QUERY_SRQ (0x702) input."),
+        ("query_srq_out", "QUERY_SRQ (0x702) output."),
+        ("create_rmp_in", "CREATE_RMP (0x90c) input."),
+        ("create_rmp_out", "CREATE_RMP (0x90c) output."),
+        ("destroy_rmp_in", "DESTROY_RMP (0x90e) input."),
+        ("destroy_rmp_out", "DESTROY_RMP (0x90e) output."),
+        ("query_rmp_in", "QUERY_RMP (0x90f) input."),
+        ("query_rmp_out", "QUERY_RMP (0x90f) output."),
+    ],
+    "qp": [
+        ("ads", "Address path (PRM \"Address Path\"), primary and secondary paths of a QP context."),
+        ("qpc", "Queue pair context (PRM \"QP Context\", 232 bytes)."),
+        ("create_qp_in", "CREATE_QP (0x500) input; the QP context at byte 0x18, PAS list at byte 0x110."),
+        ("create_qp_out", "CREATE_QP (0x500) output."),
+        ("destroy_qp_in", "DESTROY_QP (0x501) input."),
+        ("destroy_qp_out", "DESTROY_QP (0x501) output."),
+        ("query_qp_in", "QUERY_QP (0x50b) input."),
+        ("query_qp_out", "QUERY_QP (0x50b) output."),
+        ("rst2init_qp_in", "RST2INIT_QP (0x502) input."),
+        ("rst2init_qp_out", "RST2INIT_QP (0x502) output."),
+        ("init2init_qp_in", "INIT2INIT_QP (0x50e) input."),
+        ("init2init_qp_out", "INIT2INIT_QP (0x50e) output."),
+        ("init2rtr_qp_in", "INIT2RTR_QP (0x503) input."),
+        ("init2rtr_qp_out", "INIT2RTR_QP (0x503) output."),
+        ("rtr2rts_qp_in", "RTR2RTS_QP (0x504) input."),
+        ("rtr2rts_qp_out", "RTR2RTS_QP (0x504) output."),
+        ("rts2rts_qp_in", "RTS2RTS_QP (0x505) input."),
+        ("rts2rts_qp_out", "RTS2RTS_QP (0x505) output."),
+        ("qp_2err_in", "2ERR_QP (0x507) input."),
+        ("qp_2err_out", "2ERR_QP (0x507) output."),
+        ("qp_2rst_in", "2RST_QP (0x50a) input."),
+        ("qp_2rst_out", "2RST_QP (0x50a) output."),
+    ],
+    "mr": [
+        ("mkc", "Memory key context (PRM \"MKey Context\")."),
+        ("create_mkey_in", "CREATE_MKEY (0x200) input; MTT/KLM list at byte 0x110."),
+        ("create_mkey_out", "CREATE_MKEY (0x200) output."),
+        ("destroy_mkey_in", "DESTROY_MKEY (0x202) input."),
+        ("destroy_mkey_out", "DESTROY_MKEY (0x202) output."),
+        ("query_mkey_in", "QUERY_MKEY (0x201) input."),
+        ("query_mkey_out", "QUERY_MKEY (0x201) output."),
+    ],
+}
+
+
+def camel(name):
+    parts = name.split("_")
+    return "".join(p[:1].upper() + p[1:] for p in parts)
+
+
+def const_name(field):
+    n = field.replace(".", "_").upper()
+    if n[0].isdigit():
+        n = "F_" + n
+    return n
+
+
+def main():
+    check = "--check" in sys.argv
+    facts = json.load(open(REF))
+    generated = {s for room in ROOMS.values() for s, _ in room}
+    files = {}
+    all_entries = []
+    for room, structs in ROOMS.items():
+        out = [
+            "// @generated by hw/ifc/gen/ifcgen.py from reference/mlx5_ifc_offsets.json: do not edit.",
+            f"//! Layouts of the `{room}` room.",
+            "",
+            "#[allow(unused_imports)]",
+            "use crate::layout::{Bytes, Field, FieldInfo, Layout, Nested};",
+            "",
+        ]
+        for s, doc in structs:
+            fields = facts[s]
+            size = facts["_sizes"][s] // 8
+            members = facts["_member_types"].get(s, {})
+            ty = camel(s)
+            consts, infos = [], []
+            for fname, (bit, width) in fields.items():
+                if fname.startswith("reserved") or "#" in fname:
+                    continue
+                mt = members.get(fname)
+                cn = const_name(fname)
+                loc = f"bit {bit:#x}, width {width}, byte {bit // 8:#x}"
+                if mt and mt.get("kind") in ("struct", "union") and mt["type"] in generated and mt.get("count", 1) == 1:
+                    consts.append(f"    #[doc = \"`{fname}` ({mt['type']}): {loc}.\"] pub const {cn}: Nested<Self, {camel(mt['type'])}> = Nested::new(\"{fname}\", {bit:#x}, {width});")
+                elif width <= 64 and width > 0 and not mt:
+                    consts.append(f"    #[doc = \"`{fname}`: {loc}.\"] pub const {cn}: Field<Self> = Field::new(\"{fname}\", {bit:#x}, {width});")
+                elif bit % 8 == 0 and width % 8 == 0:
+                    consts.append(f"    #[doc = \"`{fname}` (bytes): {loc}.\"] pub const {cn}: Bytes<Self> = Bytes::new(\"{fname}\", {bit:#x}, {width});")
+                elif width <= 64:
+                    consts.append(f"    #[doc = \"`{fname}`: {loc}.\"] pub const {cn}: Field<Self> = Field::new(\"{fname}\", {bit:#x}, {width});")
+                else:
+                    continue
+                infos.append(f"Self::{cn}.info")
+            out.append(f"/// {doc}")
+            out.append(f"///\n/// `mlx5_ifc` structure `{s}`, {size} bytes.")
+            out.append("#[derive(Debug, Clone, Copy)]")
+            out.append(f"pub struct {ty};")
+            out.append("")
+            out.append(f"impl {ty} {{")
+            out.extend(consts)
+            out.append("}")
+            out.append("")
+            out.append(f"impl Layout for {ty} {{")
+            out.append(f"    const NAME: &'static str = \"{s}\";")
+            out.append(f"    const BYTES: usize = {size:#x};")
+            out.append("    const FIELDS: &'static [FieldInfo] = &[")
+            for k in range(0, len(infos), 4):
+                out.append("        " + " ".join(f"{i}," for i in infos[k:k + 4]))
+            out.append("    ];")
+            out.append("}")
+            out.append("")
+            all_entries.append(f"    (\"{s}\", {room}::{ty}::BYTES, {room}::{ty}::FIELDS),")
+        files[f"{room}.rs"] = "\n".join(out).rstrip() + "\n"
+    mod = [
+        "// @generated by hw/ifc/gen/ifcgen.py from reference/mlx5_ifc_offsets.json: do not edit.",
+        "//! PRM structures as layouts, one module per hardware object (\"room\").",
+        "//!",
+        "//! Every named field of every structure listed here is a typed constant at its `mlx5_ifc`",
+        "//! bit offset and width; `tests/conformance.rs` checks each against the reference facts.",
+        "",
+    ]
+    for room in ROOMS:
+        mod.append(f"#[rustfmt::skip]\npub mod {room};")
+    mod.append("")
+    mod.append("use crate::layout::{FieldInfo, Layout};")
+    mod.append("")
+    mod.append("/// Every generated layout: `(mlx5_ifc name, size in bytes, fields)`.")
+    mod.append("pub const ALL: &[(&str, usize, &[FieldInfo])] = &[")
+    mod.extend(all_entries)
+    mod.append("];")
+    files["mod.rs"] = "\n".join(mod) + "\n"
+    stale = []
+    os.makedirs(OUT, exist_ok=True)
+    for name, text in files.items():
+        path = os.path.join(OUT, name)
+        old = open(path).read() if os.path.exists(path) else None
+        if old != text:
+            stale.append(name)
+            if not check:
+                open(path, "w").write(text)
+    if check and stale:
+        print("stale generated layouts:", ", ".join(stale))
+        sys.exit(1)
+    print(("checked" if check else "wrote"), len(files), "files;", len(all_entries), "layouts")
+
+
+if __name__ == "__main__":
+    main()

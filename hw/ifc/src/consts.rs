@@ -1,0 +1,156 @@
+//! Enumerated values of command fields (op_mod encodings, states, types).
+
+/// `op_mod` of QUERY_HCA_CAP / SET_HCA_CAP: `cap_type << 1 | mode`.
+pub mod cap_type {
+    /// General device capabilities (`cmd_hca_cap`).
+    pub const GENERAL: u16 = 0x0;
+    /// Ethernet offloads.
+    pub const ETHERNET_OFFLOADS: u16 = 0x1;
+    /// On-demand paging.
+    pub const ODP: u16 = 0x2;
+    /// Atomic operations.
+    pub const ATOMIC: u16 = 0x3;
+    /// RoCE (`roce_cap`).
+    pub const ROCE: u16 = 0x4;
+    /// General capabilities 2.
+    pub const GENERAL_2: u16 = 0x20;
+}
+
+/// QUERY_HCA_CAP mode (low bit of `op_mod`).
+pub mod cap_mode {
+    /// The device maximum.
+    pub const MAX: u16 = 0;
+    /// The current setting.
+    pub const CUR: u16 = 1;
+}
+
+/// `op_mod` of QUERY_PAGES.
+pub mod query_pages {
+    /// Pages needed before INIT_HCA can start (boot).
+    pub const BOOT: u16 = 1;
+    /// Pages needed by INIT_HCA.
+    pub const INIT: u16 = 2;
+    /// Pages requested at run time.
+    pub const REGULAR: u16 = 3;
+}
+
+/// `op_mod` of MANAGE_PAGES.
+pub mod manage_pages {
+    /// The driver could not allocate the pages asked for.
+    pub const ALLOC_FAIL: u16 = 0;
+    /// Give pages to the device.
+    pub const GIVE: u16 = 1;
+    /// Take pages back from the device.
+    pub const TAKE: u16 = 2;
+}
+
+/// `profile` of TEARDOWN_HCA.
+pub mod teardown_profile {
+    /// Graceful close.
+    pub const GRACEFUL: u16 = 0;
+    /// Force close.
+    pub const FORCE_CLOSE: u16 = 1;
+    /// Prepare fast teardown.
+    pub const PREPARE_FAST: u16 = 2;
+}
+
+/// `type` of a command queue entry: PCI command transport.
+pub const CMD_TYPE_PCI: u8 = 7;
+/// Bytes of the input and output carried inline in the command queue entry.
+pub const CMD_INLINE_BYTES: usize = 16;
+/// Data bytes per mailbox block.
+pub const MAILBOX_DATA_BYTES: usize = 512;
+/// Size of a mailbox block.
+pub const MAILBOX_BYTES: usize = 0x240;
+/// Alignment of mailbox blocks (the next pointer keeps bits 63..10).
+pub const MAILBOX_ALIGN: usize = 1024;
+/// The device page size for firmware pages and PAS entries.
+pub const ADAPTER_PAGE_SIZE: usize = 4096;
+/// Largest command queue the driver supports (`2^log_cmdq_size`).
+pub const MAX_COMMANDS: usize = 32;
+
+/// `cmdif_checksum` encodings in `cmd_hca_cap`.
+pub mod cmdif_checksum {
+    /// Checksums disabled.
+    pub const DISABLED: u64 = 0;
+    /// Initial state.
+    pub const INITIAL: u64 = 1;
+    /// Checksums enabled.
+    pub const ENABLED: u64 = 3;
+}
+
+/// `port_type` in `cmd_hca_cap`.
+pub mod port_type {
+    /// InfiniBand.
+    pub const IB: u64 = 0;
+    /// Ethernet.
+    pub const ETH: u64 = 1;
+}
+
+/// ACCESS_REG register ids and `op_mod`.
+pub mod reg {
+    /// `op_mod`: write the register.
+    pub const WRITE: u16 = 0;
+    /// `op_mod`: read the register.
+    pub const READ: u16 = 1;
+    /// PMTU: port MTU.
+    pub const PMTU: u16 = 0x5003;
+    /// PAOS: port administrative and operational status.
+    pub const PAOS: u16 = 0x5006;
+    /// HOST_ENDIANNESS.
+    pub const HOST_ENDIANNESS: u16 = 0x7004;
+    /// DTOR: default timeouts.
+    pub const DTOR: u16 = 0xc00e;
+}
+
+/// QP states (`qpc.state`).
+pub mod qp_state {
+    /// Reset.
+    pub const RST: u64 = 0;
+    /// Initialized.
+    pub const INIT: u64 = 1;
+    /// Ready to receive.
+    pub const RTR: u64 = 2;
+    /// Ready to send.
+    pub const RTS: u64 = 3;
+    /// Send queue error.
+    pub const SQER: u64 = 4;
+    /// Error.
+    pub const ERR: u64 = 6;
+    /// Send queue drained.
+    pub const SQD: u64 = 7;
+}
+
+/// QP service types (`qpc.st`).
+pub mod qp_st {
+    /// Reliable connected.
+    pub const RC: u64 = 0;
+    /// Unreliable connected.
+    pub const UC: u64 = 1;
+    /// Unreliable datagram.
+    pub const UD: u64 = 2;
+    /// XRC.
+    pub const XRC: u64 = 3;
+}
+
+/// Receive queue types (`qpc.rq_type`).
+pub mod rq_type {
+    /// A regular receive queue of the QP's own.
+    pub const REGULAR: u64 = 0;
+    /// Receives come from an SRQ / RMP.
+    pub const SRQ: u64 = 1;
+    /// Zero-length receive queue (no RQ).
+    pub const ZERO_LEN: u64 = 3;
+}
+
+/// RoCE address entry encodings.
+pub mod roce {
+    /// `roce_version` 2 (RoCE v2, UDP/IP).
+    pub const VERSION_2: u64 = 2;
+    /// `roce_l3_type` IPv4.
+    pub const L3_IPV4: u64 = 0;
+    /// `roce_l3_type` IPv6.
+    pub const L3_IPV6: u64 = 1;
+    /// UDP destination port of RoCE v2.
+    pub const UDP_DPORT: u16 = 4791;
+}

@@ -1,0 +1,391 @@
+//! Bit-exact layouts: fields at their PRM bit offset and width, and views over byte images.
+//!
+//! A layout ([`Layout`]) is a PRM structure (`mlx5_ifc` name) described as data: its size and the
+//! bit offset and width of every named field, MSB-first over the big-endian byte image (bit 0 is
+//! the most significant bit of byte 0; a field at offset `o` of width `w` lives in dword `o / 32`).
+//! Fields are typed by the layout they belong to, so a field of one structure cannot be applied to
+//! another. The bit access itself is the `bitfield` crate's `MSB0 [u8]` bit range.
+//!
+//! [`View`] and [`ViewMut`] check the buffer length once, at construction; every accessor is then
+//! in bounds by construction (the conformance tests prove that every field lies inside its
+//! layout). Setters refuse a value that does not fit the field instead of truncating it.
+
+use core::fmt;
+use core::marker::PhantomData;
+
+use bitfield::{BitRange, BitRangeMut};
+
+struct Msb0<T>(T);
+bitfield::bitfield_bitrange! {struct Msb0(MSB0 [u8])}
+
+/// What kind of member a field is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// An integer of at most 64 bits.
+    Value,
+    /// A byte-aligned byte array (addresses, GIDs, strings, flexible arrays).
+    Bytes,
+    /// An embedded structure with its own layout.
+    Nested,
+}
+
+/// A field as data: name, bit offset and bit width, as the PRM / `mlx5_ifc.h` define it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldInfo {
+    /// The `mlx5_ifc` field name.
+    pub name: &'static str,
+    /// Bit offset from the start of the structure, MSB-first.
+    pub bit: u32,
+    /// Width in bits (0 for a flexible array at the tail).
+    pub width: u32,
+    /// Value, byte array or nested structure.
+    pub kind: FieldKind,
+}
+
+impl FieldInfo {
+    /// Offset of the first byte of the field.
+    pub const fn byte_offset(&self) -> usize {
+        (self.bit / 8) as usize
+    }
+}
+
+/// A PRM structure.
+pub trait Layout {
+    /// The `mlx5_ifc` name of the structure (without the `mlx5_ifc_` prefix and `_bits` suffix).
+    const NAME: &'static str;
+    /// Size of the structure in bytes (the fixed part, without flexible tails).
+    const BYTES: usize;
+    /// Every named field this crate defines for it.
+    const FIELDS: &'static [FieldInfo];
+
+    /// Looks a field up by its `mlx5_ifc` name.
+    fn field(name: &str) -> Option<&'static FieldInfo> {
+        Self::FIELDS.iter().find(|f| f.name == name)
+    }
+}
+
+/// An integer field (at most 64 bits) of layout `L`.
+pub struct Field<L> {
+    /// Name, offset and width.
+    pub info: FieldInfo,
+    _l: PhantomData<fn() -> L>,
+}
+
+/// A byte-aligned byte-array field of layout `L` (width 0 = flexible tail).
+pub struct Bytes<L> {
+    /// Name, offset and width.
+    pub info: FieldInfo,
+    _l: PhantomData<fn() -> L>,
+}
+
+/// A structure of layout `M` embedded in layout `L`.
+pub struct Nested<L, M> {
+    /// Name, offset and width.
+    pub info: FieldInfo,
+    _l: PhantomData<fn() -> (L, M)>,
+}
+
+macro_rules! copy_impls {
+    ($t:ident < $($p:ident),* >) => {
+        impl<$($p),*> Clone for $t<$($p),*> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+        impl<$($p),*> Copy for $t<$($p),*> {}
+        impl<$($p),*> fmt::Debug for $t<$($p),*> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.info.fmt(f)
+            }
+        }
+    };
+}
+copy_impls!(Field<L>);
+copy_impls!(Bytes<L>);
+copy_impls!(Nested<L, M>);
+
+impl<L> Field<L> {
+    /// Defines a field. Used by the generated layouts.
+    pub const fn new(name: &'static str, bit: u32, width: u32) -> Self {
+        Self { info: FieldInfo { name, bit, width, kind: FieldKind::Value }, _l: PhantomData }
+    }
+    /// The largest value the field holds.
+    pub const fn max(&self) -> u64 {
+        if self.info.width >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << self.info.width) - 1
+        }
+    }
+}
+
+impl<L> Bytes<L> {
+    /// Defines a byte-array field. Used by the generated layouts.
+    pub const fn new(name: &'static str, bit: u32, width: u32) -> Self {
+        Self { info: FieldInfo { name, bit, width, kind: FieldKind::Bytes }, _l: PhantomData }
+    }
+    /// Offset of the first byte.
+    pub const fn offset(&self) -> usize {
+        self.info.byte_offset()
+    }
+}
+
+impl<L, M> Nested<L, M> {
+    /// Defines an embedded structure. Used by the generated layouts.
+    pub const fn new(name: &'static str, bit: u32, width: u32) -> Self {
+        Self { info: FieldInfo { name, bit, width, kind: FieldKind::Nested }, _l: PhantomData }
+    }
+    /// Offset of the first byte.
+    pub const fn offset(&self) -> usize {
+        self.info.byte_offset()
+    }
+}
+
+/// Why a layout access was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutError {
+    /// The buffer is shorter than the structure.
+    Short {
+        /// The structure.
+        layout: &'static str,
+        /// Bytes it needs.
+        needed: usize,
+        /// Bytes the buffer has.
+        got: usize,
+    },
+    /// A value does not fit its field; nothing was written.
+    Overflow {
+        /// The structure.
+        layout: &'static str,
+        /// The field.
+        field: &'static str,
+        /// Its width in bits.
+        width: u32,
+        /// The value that was refused.
+        value: u64,
+    },
+    /// A byte array was given with the wrong length; nothing was written.
+    Length {
+        /// The structure.
+        layout: &'static str,
+        /// The field.
+        field: &'static str,
+        /// The field's length in bytes.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+}
+
+impl fmt::Display for LayoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Short { layout, needed, got } => {
+                write!(f, "{layout}: buffer of {got} bytes is shorter than the {needed}-byte structure")
+            }
+            Self::Overflow { layout, field, width, value } => {
+                write!(f, "{layout}.{field}: value {value:#x} does not fit in {width} bits")
+            }
+            Self::Length { layout, field, expected, got } => {
+                write!(f, "{layout}.{field}: {got} bytes given for a {expected}-byte field")
+            }
+        }
+    }
+}
+
+fn check_len<L: Layout>(len: usize) -> Result<(), LayoutError> {
+    if len < L::BYTES {
+        Err(LayoutError::Short { layout: L::NAME, needed: L::BYTES, got: len })
+    } else {
+        Ok(())
+    }
+}
+
+fn read_bits(buf: &[u8], info: &FieldInfo) -> u64 {
+    if info.width == 0 {
+        return 0;
+    }
+    let (bit, width) = (info.bit as usize, info.width as usize);
+    // MSB0 bit range: `lsb` is the field's first (most significant) bit, `msb` its last.
+    BitRange::<u64>::bit_range(&Msb0(buf), bit + width - 1, bit)
+}
+
+fn byte_range(info: &FieldInfo, len: usize) -> core::ops::Range<usize> {
+    let start = info.byte_offset();
+    let end = if info.width == 0 { len } else { start + (info.width as usize).div_ceil(8) };
+    start.min(len)..end.min(len)
+}
+
+/// A read-only view of a byte image as layout `L`.
+pub struct View<'a, L> {
+    buf: &'a [u8],
+    _l: PhantomData<fn() -> L>,
+}
+
+impl<L> Clone for View<'_, L> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<L> Copy for View<'_, L> {}
+impl<L: Layout> fmt::Debug for View<'_, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct(L::NAME);
+        for info in L::FIELDS.iter().filter(|i| i.kind == FieldKind::Value) {
+            s.field(info.name, &read_bits(self.buf, info));
+        }
+        s.finish()
+    }
+}
+
+impl<'a, L: Layout> View<'a, L> {
+    /// Views `buf` as `L`; `buf` may be longer (flexible tails, mailbox data).
+    pub fn new(buf: &'a [u8]) -> Result<Self, LayoutError> {
+        check_len::<L>(buf.len())?;
+        Ok(Self { buf, _l: PhantomData })
+    }
+    /// The value of an integer field.
+    pub fn get(&self, f: Field<L>) -> u64 {
+        read_bits(self.buf, &f.info)
+    }
+    /// The value of an integer field of at most 32 bits (wider fields are truncated to their low
+    /// 32 bits; use [`View::get`] for them).
+    pub fn get32(&self, f: Field<L>) -> u32 {
+        self.get(f) as u32
+    }
+    /// The bytes of a byte-array field (a flexible tail runs to the end of the buffer).
+    pub fn bytes(&self, f: Bytes<L>) -> &'a [u8] {
+        let r = byte_range(&f.info, self.buf.len());
+        self.buf.get(r).unwrap_or(&[])
+    }
+    /// The embedded structure `M`.
+    pub fn nested<M: Layout>(&self, n: Nested<L, M>) -> View<'a, M> {
+        let r = byte_range(&n.info, self.buf.len());
+        View { buf: self.buf.get(r.start..).unwrap_or(&[]), _l: PhantomData }
+    }
+    /// The whole underlying buffer.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.buf
+    }
+    /// The value of any field of this layout by its `mlx5_ifc` name (for tools and profiles).
+    pub fn get_by_name(&self, name: &str) -> Option<u64> {
+        L::field(name).filter(|i| i.kind == FieldKind::Value).map(|i| read_bits(self.buf, i))
+    }
+}
+
+/// A writable view of a byte image as layout `L`.
+pub struct ViewMut<'a, L> {
+    buf: &'a mut [u8],
+    _l: PhantomData<fn() -> L>,
+}
+
+impl<L: Layout> fmt::Debug for ViewMut<'_, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.as_view().fmt(f)
+    }
+}
+
+impl<'a, L: Layout> ViewMut<'a, L> {
+    /// Views `buf` as `L`; `buf` may be longer (flexible tails, mailbox data).
+    pub fn new(buf: &'a mut [u8]) -> Result<Self, LayoutError> {
+        check_len::<L>(buf.len())?;
+        Ok(Self { buf, _l: PhantomData })
+    }
+    /// A read-only view of the same bytes.
+    pub fn as_view(&self) -> View<'_, L> {
+        View { buf: self.buf, _l: PhantomData }
+    }
+    /// The value of an integer field.
+    pub fn get(&self, f: Field<L>) -> u64 {
+        read_bits(self.buf, &f.info)
+    }
+    /// Sets an integer field; a value wider than the field is refused, never truncated.
+    pub fn set(&mut self, f: Field<L>, value: u64) -> Result<&mut Self, LayoutError> {
+        set_bits(self.buf, L::NAME, &f.info, value)?;
+        Ok(self)
+    }
+    /// Copies `src` into a byte-array field; `src` must be exactly the field's length (for a
+    /// flexible tail: at most the space left in the buffer).
+    pub fn set_bytes(&mut self, f: Bytes<L>, src: &[u8]) -> Result<&mut Self, LayoutError> {
+        let r = byte_range(&f.info, self.buf.len());
+        let expected = r.len();
+        let fits = if f.info.width == 0 { src.len() <= expected } else { src.len() == expected };
+        if !fits {
+            return Err(LayoutError::Length { layout: L::NAME, field: f.info.name, expected, got: src.len() });
+        }
+        if let Some(dst) = self.buf.get_mut(r.start..r.start + src.len()) {
+            dst.copy_from_slice(src);
+        }
+        Ok(self)
+    }
+    /// The bytes of a byte-array field, writable.
+    pub fn bytes_mut(&mut self, f: Bytes<L>) -> &mut [u8] {
+        let r = byte_range(&f.info, self.buf.len());
+        self.buf.get_mut(r).unwrap_or(&mut [])
+    }
+    /// The embedded structure `M`, writable.
+    pub fn nested_mut<M: Layout>(&mut self, n: Nested<L, M>) -> ViewMut<'_, M> {
+        let r = byte_range(&n.info, self.buf.len());
+        ViewMut { buf: self.buf.get_mut(r.start..).unwrap_or(&mut []), _l: PhantomData }
+    }
+    /// Sets any integer field of this layout by its `mlx5_ifc` name (for tools and profiles).
+    /// `Ok(false)` means the layout has no such integer field.
+    pub fn set_by_name(&mut self, name: &str, value: u64) -> Result<bool, LayoutError> {
+        match L::field(name).filter(|i| i.kind == FieldKind::Value) {
+            Some(info) => set_bits(self.buf, L::NAME, info, value).map(|()| true),
+            None => Ok(false),
+        }
+    }
+    /// The whole underlying buffer.
+    pub fn as_bytes(&mut self) -> &mut [u8] {
+        self.buf
+    }
+}
+
+fn set_bits(buf: &mut [u8], layout: &'static str, info: &FieldInfo, value: u64) -> Result<(), LayoutError> {
+    let width = info.width;
+    if width == 0 || (width < 64 && value >> width != 0) {
+        return Err(LayoutError::Overflow { layout, field: info.name, width, value });
+    }
+    let bit = info.bit as usize;
+    BitRangeMut::<u64>::set_bit_range(&mut Msb0(buf), bit + width as usize - 1, bit, value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct T;
+    impl T {
+        const A: Field<T> = Field::new("a", 0x4, 4);
+        const B: Field<T> = Field::new("b", 0x8, 24);
+        const C: Field<T> = Field::new("c", 0x20, 64);
+    }
+    impl Layout for T {
+        const NAME: &'static str = "t";
+        const BYTES: usize = 12;
+        const FIELDS: &'static [FieldInfo] = &[T::A.info, T::B.info, T::C.info];
+    }
+
+    #[test]
+    fn msb0_over_big_endian_bytes() {
+        let mut b = [0u8; 12];
+        let mut v = ViewMut::<T>::new(&mut b).unwrap();
+        v.set(T::A, 0xa).unwrap().set(T::B, 0x12_3456).unwrap();
+        v.set(T::C, 0x0102_0304_0506_0708).unwrap();
+        assert_eq!(b, [0x0a, 0x12, 0x34, 0x56, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let v = View::<T>::new(&b).unwrap();
+        assert_eq!((v.get(T::A), v.get(T::B)), (0xa, 0x12_3456));
+    }
+
+    #[test]
+    fn setters_refuse_instead_of_truncating() {
+        let mut b = [0u8; 12];
+        let mut v = ViewMut::<T>::new(&mut b).unwrap();
+        let e = v.set(T::B, 0x1ff_ffff).unwrap_err();
+        assert!(matches!(e, LayoutError::Overflow { field: "b", width: 24, .. }));
+        assert_eq!(b, [0; 12]);
+        assert!(View::<T>::new(&b[..11]).is_err());
+    }
+}
