@@ -1,1 +1,40 @@
-#![no_std]
+//! `mlx5`: a `no_std` kernel-bypass driver for NVIDIA/Mellanox ConnectX-5 (mlx5) RoCE NICs.
+//!
+//! The driver maps nothing and allocates nothing by itself: everything it needs from its
+//! environment goes through one [`Platform`] boundary (BAR0 access, DMA memory, a clock). With
+//! it, [`Device::open`] drives the firmware command interface from reset to a usable RoCE port.
+//!
+//! Layers (docs/architecture.md):
+//! * [`mlx5_ifc`]: the hardware interface as data (bit-exact layouts, opcodes, statuses);
+//! * [`io`]: the single `unsafe` module (DMA memory, MMIO, barriers);
+//! * [`cmd`], [`pages`], [`hca`], [`uar`], [`pd`], [`vport`]: one module per hardware object;
+//! * [`Device`]: bring-up, teardown, capabilities and the verbs view of them.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+#[allow(unsafe_code)]
+pub mod io;
+
+pub mod caps;
+pub mod cmd;
+pub mod device;
+pub mod error;
+pub mod hca;
+pub mod pages;
+pub mod pd;
+pub mod platform;
+pub mod uar;
+pub mod vport;
+
+pub use caps::{Caps, DeviceAttr};
+pub use device::{BringUp, Device, DeviceConfig, FwVersion};
+pub use error::{DeadCause, Error, Result, Wait};
+pub use platform::{DmaRegion, Platform, PlatformError};
+
+pub use mlx5_ifc as ifc;
+
+#[cfg(feature = "sim")]
+pub use io::sim::SimPlatform;
+#[cfg(feature = "sim")]
+pub use mlx5_sim as sim;

@@ -74,7 +74,10 @@ mod tests {
     #[test]
     fn byte_image_is_big_endian() {
         assert_eq!(Be32::new(0x0102_0304).to_bytes(), [1, 2, 3, 4]);
-        assert_eq!(Be64::new(0x0102_0304_0506_0708).to_bytes(), [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(
+            Be64::new(0x0102_0304_0506_0708).to_bytes(),
+            [1, 2, 3, 4, 5, 6, 7, 8]
+        );
         assert_eq!(Be16::from_bytes([0xab, 0xcd]).get(), 0xabcd);
         let raw = Be32::new(0xdead_beef).to_ne_raw();
         assert_eq!(Be32::from_ne_raw(raw).get(), 0xdead_beef);

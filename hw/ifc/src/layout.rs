@@ -107,7 +107,15 @@ copy_impls!(Nested<L, M>);
 impl<L> Field<L> {
     /// Defines a field. Used by the generated layouts.
     pub const fn new(name: &'static str, bit: u32, width: u32) -> Self {
-        Self { info: FieldInfo { name, bit, width, kind: FieldKind::Value }, _l: PhantomData }
+        Self {
+            info: FieldInfo {
+                name,
+                bit,
+                width,
+                kind: FieldKind::Value,
+            },
+            _l: PhantomData,
+        }
     }
     /// The largest value the field holds.
     pub const fn max(&self) -> u64 {
@@ -122,7 +130,15 @@ impl<L> Field<L> {
 impl<L> Bytes<L> {
     /// Defines a byte-array field. Used by the generated layouts.
     pub const fn new(name: &'static str, bit: u32, width: u32) -> Self {
-        Self { info: FieldInfo { name, bit, width, kind: FieldKind::Bytes }, _l: PhantomData }
+        Self {
+            info: FieldInfo {
+                name,
+                bit,
+                width,
+                kind: FieldKind::Bytes,
+            },
+            _l: PhantomData,
+        }
     }
     /// Offset of the first byte.
     pub const fn offset(&self) -> usize {
@@ -133,7 +149,15 @@ impl<L> Bytes<L> {
 impl<L, M> Nested<L, M> {
     /// Defines an embedded structure. Used by the generated layouts.
     pub const fn new(name: &'static str, bit: u32, width: u32) -> Self {
-        Self { info: FieldInfo { name, bit, width, kind: FieldKind::Nested }, _l: PhantomData }
+        Self {
+            info: FieldInfo {
+                name,
+                bit,
+                width,
+                kind: FieldKind::Nested,
+            },
+            _l: PhantomData,
+        }
     }
     /// Offset of the first byte.
     pub const fn offset(&self) -> usize {
@@ -180,14 +204,37 @@ pub enum LayoutError {
 impl fmt::Display for LayoutError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Self::Short { layout, needed, got } => {
-                write!(f, "{layout}: buffer of {got} bytes is shorter than the {needed}-byte structure")
+            Self::Short {
+                layout,
+                needed,
+                got,
+            } => {
+                write!(
+                    f,
+                    "{layout}: buffer of {got} bytes is shorter than the {needed}-byte structure"
+                )
             }
-            Self::Overflow { layout, field, width, value } => {
-                write!(f, "{layout}.{field}: value {value:#x} does not fit in {width} bits")
+            Self::Overflow {
+                layout,
+                field,
+                width,
+                value,
+            } => {
+                write!(
+                    f,
+                    "{layout}.{field}: value {value:#x} does not fit in {width} bits"
+                )
             }
-            Self::Length { layout, field, expected, got } => {
-                write!(f, "{layout}.{field}: {got} bytes given for a {expected}-byte field")
+            Self::Length {
+                layout,
+                field,
+                expected,
+                got,
+            } => {
+                write!(
+                    f,
+                    "{layout}.{field}: {got} bytes given for a {expected}-byte field"
+                )
             }
         }
     }
@@ -195,7 +242,11 @@ impl fmt::Display for LayoutError {
 
 fn check_len<L: Layout>(len: usize) -> Result<(), LayoutError> {
     if len < L::BYTES {
-        Err(LayoutError::Short { layout: L::NAME, needed: L::BYTES, got: len })
+        Err(LayoutError::Short {
+            layout: L::NAME,
+            needed: L::BYTES,
+            got: len,
+        })
     } else {
         Ok(())
     }
@@ -212,7 +263,11 @@ fn read_bits(buf: &[u8], info: &FieldInfo) -> u64 {
 
 fn byte_range(info: &FieldInfo, len: usize) -> core::ops::Range<usize> {
     let start = info.byte_offset();
-    let end = if info.width == 0 { len } else { start + (info.width as usize).div_ceil(8) };
+    let end = if info.width == 0 {
+        len
+    } else {
+        start + (info.width as usize).div_ceil(8)
+    };
     start.min(len)..end.min(len)
 }
 
@@ -242,7 +297,10 @@ impl<'a, L: Layout> View<'a, L> {
     /// Views `buf` as `L`; `buf` may be longer (flexible tails, mailbox data).
     pub fn new(buf: &'a [u8]) -> Result<Self, LayoutError> {
         check_len::<L>(buf.len())?;
-        Ok(Self { buf, _l: PhantomData })
+        Ok(Self {
+            buf,
+            _l: PhantomData,
+        })
     }
     /// The value of an integer field.
     pub fn get(&self, f: Field<L>) -> u64 {
@@ -261,7 +319,10 @@ impl<'a, L: Layout> View<'a, L> {
     /// The embedded structure `M`.
     pub fn nested<M: Layout>(&self, n: Nested<L, M>) -> View<'a, M> {
         let r = byte_range(&n.info, self.buf.len());
-        View { buf: self.buf.get(r.start..).unwrap_or(&[]), _l: PhantomData }
+        View {
+            buf: self.buf.get(r.start..).unwrap_or(&[]),
+            _l: PhantomData,
+        }
     }
     /// The whole underlying buffer.
     pub fn as_bytes(&self) -> &'a [u8] {
@@ -269,7 +330,9 @@ impl<'a, L: Layout> View<'a, L> {
     }
     /// The value of any field of this layout by its `mlx5_ifc` name (for tools and profiles).
     pub fn get_by_name(&self, name: &str) -> Option<u64> {
-        L::field(name).filter(|i| i.kind == FieldKind::Value).map(|i| read_bits(self.buf, i))
+        L::field(name)
+            .filter(|i| i.kind == FieldKind::Value)
+            .map(|i| read_bits(self.buf, i))
     }
 }
 
@@ -289,11 +352,17 @@ impl<'a, L: Layout> ViewMut<'a, L> {
     /// Views `buf` as `L`; `buf` may be longer (flexible tails, mailbox data).
     pub fn new(buf: &'a mut [u8]) -> Result<Self, LayoutError> {
         check_len::<L>(buf.len())?;
-        Ok(Self { buf, _l: PhantomData })
+        Ok(Self {
+            buf,
+            _l: PhantomData,
+        })
     }
     /// A read-only view of the same bytes.
     pub fn as_view(&self) -> View<'_, L> {
-        View { buf: self.buf, _l: PhantomData }
+        View {
+            buf: self.buf,
+            _l: PhantomData,
+        }
     }
     /// The value of an integer field.
     pub fn get(&self, f: Field<L>) -> u64 {
@@ -309,9 +378,18 @@ impl<'a, L: Layout> ViewMut<'a, L> {
     pub fn set_bytes(&mut self, f: Bytes<L>, src: &[u8]) -> Result<&mut Self, LayoutError> {
         let r = byte_range(&f.info, self.buf.len());
         let expected = r.len();
-        let fits = if f.info.width == 0 { src.len() <= expected } else { src.len() == expected };
+        let fits = if f.info.width == 0 {
+            src.len() <= expected
+        } else {
+            src.len() == expected
+        };
         if !fits {
-            return Err(LayoutError::Length { layout: L::NAME, field: f.info.name, expected, got: src.len() });
+            return Err(LayoutError::Length {
+                layout: L::NAME,
+                field: f.info.name,
+                expected,
+                got: src.len(),
+            });
         }
         if let Some(dst) = self.buf.get_mut(r.start..r.start + src.len()) {
             dst.copy_from_slice(src);
@@ -326,7 +404,10 @@ impl<'a, L: Layout> ViewMut<'a, L> {
     /// The embedded structure `M`, writable.
     pub fn nested_mut<M: Layout>(&mut self, n: Nested<L, M>) -> ViewMut<'_, M> {
         let r = byte_range(&n.info, self.buf.len());
-        ViewMut { buf: self.buf.get_mut(r.start..).unwrap_or(&mut []), _l: PhantomData }
+        ViewMut {
+            buf: self.buf.get_mut(r.start..).unwrap_or(&mut []),
+            _l: PhantomData,
+        }
     }
     /// Sets any integer field of this layout by its `mlx5_ifc` name (for tools and profiles).
     /// `Ok(false)` means the layout has no such integer field.
@@ -342,10 +423,20 @@ impl<'a, L: Layout> ViewMut<'a, L> {
     }
 }
 
-fn set_bits(buf: &mut [u8], layout: &'static str, info: &FieldInfo, value: u64) -> Result<(), LayoutError> {
+fn set_bits(
+    buf: &mut [u8],
+    layout: &'static str,
+    info: &FieldInfo,
+    value: u64,
+) -> Result<(), LayoutError> {
     let width = info.width;
     if width == 0 || (width < 64 && value >> width != 0) {
-        return Err(LayoutError::Overflow { layout, field: info.name, width, value });
+        return Err(LayoutError::Overflow {
+            layout,
+            field: info.name,
+            width,
+            value,
+        });
     }
     let bit = info.bit as usize;
     BitRangeMut::<u64>::set_bit_range(&mut Msb0(buf), bit + width as usize - 1, bit, value);
@@ -384,7 +475,14 @@ mod tests {
         let mut b = [0u8; 12];
         let mut v = ViewMut::<T>::new(&mut b).unwrap();
         let e = v.set(T::B, 0x1ff_ffff).unwrap_err();
-        assert!(matches!(e, LayoutError::Overflow { field: "b", width: 24, .. }));
+        assert!(matches!(
+            e,
+            LayoutError::Overflow {
+                field: "b",
+                width: 24,
+                ..
+            }
+        ));
         assert_eq!(b, [0; 12]);
         assert!(View::<T>::new(&b[..11]).is_err());
     }

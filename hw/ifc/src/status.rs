@@ -110,7 +110,13 @@ mod tests {
         assert_eq!(CmdStatus::from_raw(0x03), CmdStatus::BadParam);
         assert_eq!(CmdStatus::BadParam.raw(), 3);
         assert_eq!(CmdStatus::from_raw(0x77), CmdStatus::Other(0x77));
-        assert_eq!(DeliveryStatus::from_raw(0x10).text(), "bad command descriptor type");
-        assert_eq!(std::format!("{}", HealthSyndrome::from_raw(0xa)), "ICM fetch PCI error (0xa)");
+        assert_eq!(
+            DeliveryStatus::from_raw(0x10).text(),
+            "bad command descriptor type"
+        );
+        assert_eq!(
+            std::format!("{}", HealthSyndrome::from_raw(0xa)),
+            "ICM fetch PCI error (0xa)"
+        );
     }
 }

@@ -1,0 +1,238 @@
+//! Device capabilities (QUERY_HCA_CAP) and the verbs attributes derived from them.
+//!
+//! [`Caps`] keeps the raw `cmd_hca_cap` and `roce_cap` images the firmware returned (current
+//! values, after SET_HCA_CAP and INIT_HCA) and exposes the limits under their PRM names.
+//! [`DeviceAttr`] is what `ibv_query_device` reports for the device, derived as the mlx5 verbs
+//! stack derives it.
+
+use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
+use mlx5_ifc::{Field, View};
+
+/// Size of a capability image (`cmd_hca_cap`, `roce_cap`).
+pub const CAP_BYTES: usize = 256;
+
+/// The capabilities of an initialized device.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Caps {
+    general: [u8; CAP_BYTES],
+    general_max: [u8; CAP_BYTES],
+    roce: [u8; CAP_BYTES],
+}
+
+impl core::fmt::Debug for Caps {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Caps")
+            .field("log_max_qp", &self.log_max_qp())
+            .field("log_max_qp_sz", &self.log_max_qp_sz())
+            .field("max_wqe_sz_sq", &self.max_wqe_sz_sq())
+            .field("max_wqe_sz_rq", &self.max_wqe_sz_rq())
+            .finish_non_exhaustive()
+    }
+}
+
+macro_rules! cap_getters {
+    ($($(#[$m:meta])* $name:ident: $field:ident as $ty:ty;)*) => {
+        $(
+            $(#[$m])*
+            #[doc = concat!("`cmd_hca_cap.", stringify!($name), "` (current).")]
+            pub fn $name(&self) -> $ty {
+                self.gen(CmdHcaCap::$field) as $ty
+            }
+        )*
+    };
+}
+
+impl Caps {
+    /// Capabilities from raw images: general current, general maximum, RoCE current.
+    pub fn from_raw(
+        general: [u8; CAP_BYTES],
+        general_max: [u8; CAP_BYTES],
+        roce: [u8; CAP_BYTES],
+    ) -> Self {
+        Self {
+            general,
+            general_max,
+            roce,
+        }
+    }
+
+    fn gen(&self, f: Field<CmdHcaCap>) -> u64 {
+        View::<CmdHcaCap>::new(&self.general).map_or(0, |v| v.get(f))
+    }
+
+    /// A RoCE capability field.
+    pub fn roce_field(&self, f: Field<RoceCap>) -> u64 {
+        View::<RoceCap>::new(&self.roce).map_or(0, |v| v.get(f))
+    }
+
+    /// Any general capability by its `mlx5_ifc` field name (current value).
+    pub fn get(&self, name: &str) -> Option<u64> {
+        View::<CmdHcaCap>::new(&self.general)
+            .ok()?
+            .get_by_name(name)
+    }
+
+    /// Any general capability by its `mlx5_ifc` field name (device maximum).
+    pub fn get_max(&self, name: &str) -> Option<u64> {
+        View::<CmdHcaCap>::new(&self.general_max)
+            .ok()?
+            .get_by_name(name)
+    }
+
+    /// The raw current `cmd_hca_cap` image.
+    pub fn general_raw(&self) -> &[u8; CAP_BYTES] {
+        &self.general
+    }
+
+    /// The raw `roce_cap` image.
+    pub fn roce_raw(&self) -> &[u8; CAP_BYTES] {
+        &self.roce
+    }
+
+    cap_getters! {
+        log_max_qp_sz: LOG_MAX_QP_SZ as u8;
+        log_max_qp: LOG_MAX_QP as u8;
+        log_max_srq_sz: LOG_MAX_SRQ_SZ as u8;
+        log_max_srq: LOG_MAX_SRQ as u8;
+        log_max_cq_sz: LOG_MAX_CQ_SZ as u8;
+        log_max_cq: LOG_MAX_CQ as u8;
+        log_max_eq_sz: LOG_MAX_EQ_SZ as u8;
+        log_max_eq: LOG_MAX_EQ as u8;
+        log_max_mkey: LOG_MAX_MKEY as u8;
+        log_max_pd: LOG_MAX_PD as u8;
+        log_max_xrcd: LOG_MAX_XRCD as u8;
+        log_max_ra_req_qp: LOG_MAX_RA_REQ_QP as u8;
+        log_max_ra_res_qp: LOG_MAX_RA_RES_QP as u8;
+        log_max_msg: LOG_MAX_MSG as u8;
+        log_max_klm_list_size: LOG_MAX_KLM_LIST_SIZE as u8;
+        log_max_mcg: LOG_MAX_MCG as u8;
+        max_qp_mcg: MAX_QP_MCG as u32;
+        log_pg_sz: LOG_PG_SZ as u8;
+        max_wqe_sz_sq: MAX_WQE_SZ_SQ as u32;
+        max_wqe_sz_rq: MAX_WQE_SZ_RQ as u32;
+        max_wqe_sz_sq_dc: MAX_WQE_SZ_SQ_DC as u32;
+        bf: BF as u8;
+        log_bf_reg_size: LOG_BF_REG_SIZE as u8;
+        cqe_version: CQE_VERSION as u8;
+        port_type: PORT_TYPE as u8;
+        num_ports: NUM_PORTS as u8;
+        roce: ROCE as u8;
+        rc: RC as u8;
+        uc: UC as u8;
+        ud: UD as u8;
+        xrc: XRC as u8;
+        atomic: ATOMIC as u8;
+        cmdif_checksum: CMDIF_CHECKSUM as u8;
+        driver_version: DRIVER_VERSION as u8;
+        device_frequency_khz: DEVICE_FREQUENCY_KHZ as u32;
+        uar_4k: UAR_4K as u8;
+        uar_sz: UAR_SZ as u8;
+        max_tc: MAX_TC as u8;
+        imaicl: IMAICL as u8;
+    }
+
+    /// The RoCE GID table size (`roce_cap.roce_address_table_size`).
+    pub fn roce_address_table_size(&self) -> u32 {
+        self.roce_field(RoceCap::ROCE_ADDRESS_TABLE_SIZE) as u32
+    }
+
+    /// RoCE versions supported (`roce_cap.roce_version`: bit 0 v1, bit 2 v2).
+    pub fn roce_version(&self) -> u8 {
+        self.roce_field(RoceCap::ROCE_VERSION) as u8
+    }
+
+    /// The verbs view of the device, as `ibv_query_device` reports it on mlx5.
+    pub fn device_attr(&self) -> DeviceAttr {
+        let p2 = |l: u8| if l >= 64 { u64::MAX } else { 1u64 << l };
+        let max_send_sge = (self.max_wqe_sz_sq().min(512).saturating_sub(32)) / 16;
+        let max_recv_sge = self.max_wqe_sz_rq() / 16;
+        let max_qp = p2(self.log_max_qp());
+        let max_qp_rd_atom = p2(self.log_max_ra_req_qp());
+        DeviceAttr {
+            max_qp,
+            max_qp_wr: p2(self.log_max_qp_sz()),
+            max_send_sge,
+            max_recv_sge,
+            max_sge: max_send_sge.min(max_recv_sge),
+            max_sge_rd: 30,
+            max_cq: p2(self.log_max_cq()),
+            max_cqe: p2(self.log_max_cq_sz()).saturating_sub(1),
+            max_mr: p2(self.log_max_mkey()),
+            max_mw: if self.imaicl() != 0 {
+                p2(self.log_max_mkey())
+            } else {
+                0
+            },
+            max_pd: p2(self.log_max_pd()),
+            max_qp_rd_atom,
+            max_qp_init_rd_atom: p2(self.log_max_ra_res_qp()),
+            max_res_rd_atom: max_qp_rd_atom.saturating_mul(max_qp),
+            max_srq: p2(self.log_max_srq()),
+            max_srq_wr: p2(self.log_max_srq_sz()).saturating_sub(1),
+            max_srq_sge: (self.max_wqe_sz_rq() / 16).saturating_sub(1),
+            max_mr_size: u64::MAX,
+            page_size_cap: !(p2(self.log_pg_sz()).wrapping_sub(1)),
+            max_fast_reg_page_list_len: p2(self.log_max_klm_list_size()),
+            max_mcast_grp: p2(self.log_max_mcg()),
+            max_mcast_qp_attach: self.max_qp_mcg(),
+            max_ah: i32::MAX as u64,
+            hca_core_clock_khz: self.device_frequency_khz(),
+            phys_port_cnt: self.num_ports(),
+        }
+    }
+}
+
+/// Device attributes in verbs terms (`struct ibv_device_attr`), derived from the capabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceAttr {
+    /// `1 << log_max_qp`.
+    pub max_qp: u64,
+    /// `1 << log_max_qp_sz`: the most WQEs of any work queue (not reachable by every QP type).
+    pub max_qp_wr: u64,
+    /// `(min(max_wqe_sz_sq, 512) - 32) / 16`.
+    pub max_send_sge: u32,
+    /// `max_wqe_sz_rq / 16`.
+    pub max_recv_sge: u32,
+    /// `min(max_send_sge, max_recv_sge)`.
+    pub max_sge: u32,
+    /// Constant 30 on mlx5.
+    pub max_sge_rd: u32,
+    /// `1 << log_max_cq`.
+    pub max_cq: u64,
+    /// `(1 << log_max_cq_sz) - 1`.
+    pub max_cqe: u64,
+    /// `1 << log_max_mkey`.
+    pub max_mr: u64,
+    /// `1 << log_max_mkey` when memory windows are supported (`imaicl`), else 0.
+    pub max_mw: u64,
+    /// `1 << log_max_pd`.
+    pub max_pd: u64,
+    /// `1 << log_max_ra_req_qp`.
+    pub max_qp_rd_atom: u64,
+    /// `1 << log_max_ra_res_qp`.
+    pub max_qp_init_rd_atom: u64,
+    /// `max_qp_rd_atom * max_qp`.
+    pub max_res_rd_atom: u64,
+    /// `1 << log_max_srq`.
+    pub max_srq: u64,
+    /// `(1 << log_max_srq_sz) - 1`.
+    pub max_srq_wr: u64,
+    /// `max_wqe_sz_rq / 16 - 1`.
+    pub max_srq_sge: u32,
+    /// `~0`.
+    pub max_mr_size: u64,
+    /// `~((1 << log_pg_sz) - 1)`.
+    pub page_size_cap: u64,
+    /// `1 << log_max_klm_list_size`.
+    pub max_fast_reg_page_list_len: u64,
+    /// `1 << log_max_mcg`.
+    pub max_mcast_grp: u64,
+    /// `max_qp_mcg`.
+    pub max_mcast_qp_attach: u32,
+    /// `INT_MAX`.
+    pub max_ah: u64,
+    /// `device_frequency_khz`.
+    pub hca_core_clock_khz: u32,
+    /// `num_ports`.
+    pub phys_port_cnt: u8,
+}

@@ -1,0 +1,523 @@
+//! [`Device`]: an mlx5 function brought from reset to a usable RoCE port, and back.
+//!
+//! Bring-up follows the PF order (docs/bring-up.md): wait for `initializing` to clear, check the
+//! command interface revision, program the command queue, ENABLE_HCA, ISSI, boot pages,
+//! HOST_ENDIANNESS, capabilities (query, set), init pages, INIT_HCA, driver version, current
+//! capabilities, ALLOC_UAR, special keys, RoCE on the vport, the default GID, the port up,
+//! ALLOC_PD. [`Device::close`] undoes each step that was done, in reverse, and takes every page
+//! back; a device dropped without `close` is closed on drop, best effort.
+
+use mlx5_ifc::consts::{cap_type, cmdif_checksum, reg, teardown_profile};
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::{regs, Be32, ViewMut};
+
+use crate::caps::{Caps, DeviceAttr, CAP_BYTES};
+use crate::cmd::{check_health, CmdQueue, CmdStats};
+use crate::error::{DeadCause, Error, Result, Wait};
+use crate::hca;
+use crate::io::barrier;
+use crate::pages::{PagePool, PageRequest};
+use crate::pd::{query_special_keys, Pd, SpecialKeys};
+use crate::platform::Platform;
+use crate::uar::Uar;
+use crate::vport::{self, GidEntry, PortState, VportInfo};
+
+/// Timeouts and choices of the bring-up. The defaults are the firmware's documented defaults.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// How long the firmware may stay `initializing` before the command queue is set up.
+    pub fw_pre_init_timeout_ms: u64,
+    /// How long it may stay `initializing` after (overridden by a published `cmd_q_init_to`).
+    pub fw_init_timeout_ms: u64,
+    /// Per-command timeout (overridden by a published `cmd_exec_to`).
+    pub cmd_timeout_ms: u64,
+    /// How long page reclaim may go without progress after TEARDOWN_HCA.
+    pub reclaim_timeout_ms: u64,
+    /// Upper bound for `log_max_qp` programmed with SET_HCA_CAP.
+    pub log_max_qp: u8,
+    /// The string given to SET_DRIVER_VERSION.
+    pub driver_version: &'static str,
+    /// Size of BAR0 (UAR indices are checked against it).
+    pub bar_size: u64,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        Self {
+            fw_pre_init_timeout_ms: 120_000,
+            fw_init_timeout_ms: 2_000,
+            cmd_timeout_ms: 60_000,
+            reclaim_timeout_ms: 5_000,
+            log_max_qp: 18,
+            driver_version: concat!("rust,mlx5,", env!("CARGO_PKG_VERSION")),
+            bar_size: 32 << 20,
+        }
+    }
+}
+
+/// Firmware version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FwVersion {
+    /// Major.
+    pub major: u16,
+    /// Minor.
+    pub minor: u16,
+    /// Sub-minor.
+    pub subminor: u16,
+}
+
+impl core::fmt::Display for FwVersion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.subminor)
+    }
+}
+
+/// How the bring-up went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BringUp {
+    /// Platform time from the first register read to a usable device.
+    pub elapsed_ns: u64,
+    /// Commands executed.
+    pub commands: u64,
+    /// Boot pages given.
+    pub boot_pages: usize,
+    /// Init pages given.
+    pub init_pages: usize,
+}
+
+/// Bring-up progress; teardown undoes every stage reached, in reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    CmdQueue,
+    Enabled,
+    Initialized,
+    Uar,
+    RoceEnabled,
+    Gid,
+    Pd,
+}
+
+/// An mlx5 function, initialized.
+#[derive(Debug)]
+pub struct Device<P: Platform> {
+    platform: P,
+    cmd: spin::Mutex<CmdQueue>,
+    pages: spin::Mutex<PagePool>,
+    caps: Caps,
+    fw: FwVersion,
+    issi: u16,
+    embedded_cpu: bool,
+    uar: Option<Uar>,
+    pd: Option<Pd>,
+    keys: SpecialKeys,
+    vport: VportInfo,
+    gid0: Option<GidEntry>,
+    config: DeviceConfig,
+    stage: Option<Stage>,
+    bringup: BringUp,
+    last_heartbeat: spin::Mutex<u32>,
+}
+
+fn wait_not_initializing<P: Platform>(p: &P, what: Wait, timeout_ms: u64) -> Result<()> {
+    let start = p.now_ns();
+    loop {
+        let v = p.bar_read32(u64::from(regs::INITIALIZING)).get();
+        if v == u32::MAX {
+            // All-ones: the function does not answer (or is in reset); keep waiting until the
+            // deadline like a real reset would require.
+        } else if v & regs::INITIALIZING_BIT == 0 {
+            return Ok(());
+        }
+        let waited = p.now_ns().saturating_sub(start);
+        if waited > timeout_ms.saturating_mul(1_000_000) {
+            return Err(Error::Timeout {
+                waiting_for: what,
+                waited_ms: waited / 1_000_000,
+            });
+        }
+        p.relax();
+    }
+}
+
+impl<P: Platform> Device<P> {
+    /// Brings the function up. On failure everything done so far is undone (as far as the
+    /// device allows) and the error says which step failed.
+    pub fn open(platform: P, config: DeviceConfig) -> Result<Self> {
+        let t0 = platform.now_ns();
+        wait_not_initializing(&platform, Wait::FwPreInit, config.fw_pre_init_timeout_ms)?;
+        let rev = platform.bar_read32(u64::from(regs::FW_REV)).get();
+        let cmdif = platform.bar_read32(u64::from(regs::CMDIF_REV_FW_SUB)).get();
+        let fw = FwVersion {
+            major: rev as u16,
+            minor: (rev >> 16) as u16,
+            subminor: cmdif as u16,
+        };
+        let cmdif_rev = (cmdif >> 16) as u16;
+        if cmdif_rev != regs::CMD_IF_REV {
+            return Err(Error::Unsupported {
+                what: "command interface revision 5",
+                found: u64::from(cmdif_rev),
+            });
+        }
+        let l = platform.bar_read32(u64::from(regs::CMDQ_ADDR_L_SZ)).get();
+        let (log_size, log_stride) = (((l >> 4) & 0xf) as u8, (l & 0xf) as u8);
+        if (1usize << log_size) > mlx5_ifc::consts::MAX_COMMANDS
+            || log_size + log_stride > 12
+            || log_stride < 6
+        {
+            return Err(Error::BadDeviceValue {
+                what: "command queue geometry (log_cmdq_size << 4 | log_cmdq_stride)",
+                value: u64::from(l & 0xff),
+                limit: 0x56,
+            });
+        }
+        let embedded_cpu =
+            platform.bar_read32(u64::from(regs::INITIALIZING)).get() & regs::EMBEDDED_CPU_BIT != 0;
+        let cmd = CmdQueue::new(&platform, log_stride, config.cmd_timeout_ms)?;
+        let addr = cmd.iova();
+        platform.bar_write32(u64::from(regs::CMDQ_ADDR_H), Be32::new((addr >> 32) as u32));
+        platform.bar_write32(
+            u64::from(regs::CMDQ_ADDR_L_SZ),
+            Be32::new(addr as u32 & !0xfff),
+        );
+        barrier::mmio_wmb();
+        let mut config = config;
+        let init_to =
+            regs::decode_timeout_ms(platform.bar_read32(u64::from(regs::CMD_Q_INIT_TO)).get());
+        if let Some(ms) = init_to {
+            config.fw_init_timeout_ms = ms;
+            if let Some(cmd_ms) =
+                regs::decode_timeout_ms(platform.bar_read32(u64::from(regs::CMD_EXEC_TO)).get())
+            {
+                config.cmd_timeout_ms = cmd_ms;
+            }
+        }
+        let mut dev = Device {
+            platform,
+            cmd: spin::Mutex::new(cmd),
+            pages: spin::Mutex::new(PagePool::default()),
+            caps: Caps::from_raw([0; CAP_BYTES], [0; CAP_BYTES], [0; CAP_BYTES]),
+            fw,
+            issi: 0,
+            embedded_cpu,
+            uar: None,
+            pd: None,
+            keys: SpecialKeys {
+                resd_lkey: 0,
+                null_mkey: 0,
+            },
+            vport: VportInfo {
+                mac: [0; 6],
+                mtu: 0,
+                roce_en: false,
+            },
+            gid0: None,
+            stage: Some(Stage::CmdQueue),
+            bringup: BringUp {
+                elapsed_ns: 0,
+                commands: 0,
+                boot_pages: 0,
+                init_pages: 0,
+            },
+            last_heartbeat: spin::Mutex::new(0),
+            config,
+        };
+        dev.cmd.get_mut().set_timeout_ms(dev.config.cmd_timeout_ms);
+        match dev.bring_up() {
+            Ok(()) => {
+                dev.bringup.elapsed_ns = dev.platform.now_ns().saturating_sub(t0);
+                dev.bringup.commands = dev.cmd.get_mut().stats().executed;
+                log::info!(
+                    "mlx5 up: fw {}, ISSI {}, {} commands, {} + {} pages",
+                    dev.fw,
+                    dev.issi,
+                    dev.bringup.commands,
+                    dev.bringup.boot_pages,
+                    dev.bringup.init_pages
+                );
+                Ok(dev)
+            }
+            Err(e) => {
+                log::error!("bring-up failed: {e}");
+                if let Err(e2) = dev.shutdown() {
+                    log::error!("cleanup after the failed bring-up also failed: {e2}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn bring_up(&mut self) -> Result<()> {
+        let p = &self.platform;
+        let cmd = self.cmd.get_mut();
+        let pages = self.pages.get_mut();
+        wait_not_initializing(p, Wait::FwInit, self.config.fw_init_timeout_ms)?;
+        check_health(p)?;
+        hca::enable_hca(cmd, p, self.embedded_cpu)?;
+        self.stage = Some(Stage::Enabled);
+        self.issi = hca::negotiate_issi(cmd, p)?;
+        self.bringup.boot_pages = pages.satisfy(cmd, p, PageRequest::Boot)?;
+        // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 0x80).
+        let mut he = [0u8; 16];
+        he[0] = if cfg!(target_endian = "big") { 0x80 } else { 0 };
+        if let Err(e) = hca::access_reg(cmd, p, reg::HOST_ENDIANNESS, 0, true, &mut he) {
+            log::warn!("HOST_ENDIANNESS not accepted ({e}); continuing");
+        }
+        let max = hca::query_hca_cap(cmd, p, cap_type::GENERAL, false)?;
+        let mut cur = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
+        {
+            let maxv = mlx5_ifc::View::<CmdHcaCap>::new(&max)?;
+            let mut v = ViewMut::<CmdHcaCap>::new(&mut cur)?;
+            v.set(CmdHcaCap::CMDIF_CHECKSUM, cmdif_checksum::DISABLED)?;
+            v.set(CmdHcaCap::PKEY_TABLE_SIZE, 0)?;
+            v.set(
+                CmdHcaCap::LOG_MAX_QP,
+                u64::from(self.config.log_max_qp).min(maxv.get(CmdHcaCap::LOG_MAX_QP)),
+            )?;
+            v.set(CmdHcaCap::UAR_4K, 0)?;
+            v.set(CmdHcaCap::LOG_UAR_PAGE_SZ, 0)?;
+            v.set(
+                CmdHcaCap::ROCE,
+                maxv.get(CmdHcaCap::ROCE_RW_SUPPORTED) & maxv.get(CmdHcaCap::ROCE),
+            )?;
+            v.set(
+                CmdHcaCap::NUM_VHCA_PORTS,
+                maxv.get(CmdHcaCap::NUM_VHCA_PORTS),
+            )?;
+            v.set(
+                CmdHcaCap::RELEASE_ALL_PAGES,
+                maxv.get(CmdHcaCap::RELEASE_ALL_PAGES),
+            )?;
+        }
+        hca::set_hca_cap(cmd, p, cap_type::GENERAL, &cur)?;
+        self.bringup.init_pages = pages.satisfy(cmd, p, PageRequest::Init)?;
+        let owner = (self.platform.now_ns() as u128).to_be_bytes();
+        hca::init_hca(cmd, p, Some(owner))?;
+        self.stage = Some(Stage::Initialized);
+        let general = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
+        let view = mlx5_ifc::View::<CmdHcaCap>::new(&general)?;
+        if view.get(CmdHcaCap::DRIVER_VERSION) == 1 {
+            if let Err(e) = hca::set_driver_version(cmd, p, self.config.driver_version) {
+                log::warn!("SET_DRIVER_VERSION refused: {e}");
+            }
+        }
+        let roce = if view.get(CmdHcaCap::ROCE) == 1 {
+            hca::query_hca_cap(cmd, p, cap_type::ROCE, true)?
+        } else {
+            [0; CAP_BYTES]
+        };
+        self.caps = Caps::from_raw(general, max, roce);
+        cmd.set_checksum(self.caps.cmdif_checksum() == cmdif_checksum::ENABLED as u8);
+        if self.caps.port_type() != mlx5_ifc::consts::port_type::ETH as u8 || self.caps.roce() == 0
+        {
+            return Err(Error::Unsupported {
+                what: "an Ethernet port with RoCE",
+                found: u64::from(self.caps.port_type()),
+            });
+        }
+        self.uar = Some(Uar::alloc(cmd, p, self.config.bar_size)?);
+        self.stage = Some(Stage::Uar);
+        self.keys = query_special_keys(cmd, p)?;
+        vport::set_roce_en(cmd, p, true)?;
+        self.stage = Some(Stage::RoceEnabled);
+        self.vport = vport::query_nic_vport(cmd, p)?;
+        let gid = GidEntry::link_local(self.vport.mac);
+        vport::set_roce_address(cmd, p, 0, Some(&gid))?;
+        self.gid0 = Some(gid);
+        self.stage = Some(Stage::Gid);
+        vport::ensure_port_up(cmd, p)?;
+        self.pd = Some(Pd::alloc(cmd, p)?);
+        self.stage = Some(Stage::Pd);
+        *self.last_heartbeat.get_mut() = p.bar_read32(u64::from(regs::HEALTH_COUNTER)).get();
+        Ok(())
+    }
+
+    /// Undoes every bring-up stage reached, in reverse. The first error is returned after all
+    /// steps that can still run have run.
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(stage) = self.stage.take() else {
+            return Ok(());
+        };
+        let p = &self.platform;
+        let cmd = self.cmd.get_mut();
+        let pages = self.pages.get_mut();
+        let mut first: Option<Error> = None;
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                log::warn!("teardown step failed: {e}");
+                first.get_or_insert(e);
+            }
+        };
+        let alive = cmd.dead().is_none();
+        if alive {
+            if stage >= Stage::Pd {
+                if let Some(pd) = self.pd.take() {
+                    note(pd.free(cmd, p));
+                }
+            }
+            if stage >= Stage::Gid {
+                note(vport::set_roce_address(cmd, p, 0, None));
+            }
+            if stage >= Stage::RoceEnabled {
+                note(vport::set_roce_en(cmd, p, false));
+            }
+            if stage >= Stage::Uar {
+                if let Some(uar) = self.uar.take() {
+                    note(uar.free(cmd, p));
+                }
+            }
+            let mut torn_down = true;
+            if stage >= Stage::Initialized {
+                let r = hca::teardown_hca(cmd, p, teardown_profile::GRACEFUL);
+                torn_down = r.is_ok();
+                note(r);
+            }
+            if torn_down && cmd.dead().is_none() {
+                note(pages.reclaim_all(cmd, p, self.config.reclaim_timeout_ms));
+            }
+            if stage >= Stage::Enabled && cmd.dead().is_none() {
+                note(hca::disable_hca(cmd, p, self.embedded_cpu));
+            }
+        }
+        if pages.held() > 0 || cmd.dead().is_some() {
+            // The device may still write to its pages and to the command queue: never free them.
+            pages.abandon();
+            log::error!(
+                "device unusable or pages not returned: command queue memory left to the device"
+            );
+        } else {
+            pages.free_idle_chunks(p);
+            cmd.release(p);
+        }
+        match first {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Tears the device down: every object of the bring-up released, every page taken back,
+    /// DISABLE_HCA, command queue freed. Returns the first step that failed, if any.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    /// The platform the device runs on.
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+
+    /// The capabilities (current values).
+    pub fn caps(&self) -> &Caps {
+        &self.caps
+    }
+
+    /// The device attributes in verbs terms.
+    pub fn device_attr(&self) -> DeviceAttr {
+        self.caps.device_attr()
+    }
+
+    /// Firmware version.
+    pub fn fw_version(&self) -> FwVersion {
+        self.fw
+    }
+
+    /// The interface step (ISSI) in use.
+    pub fn issi(&self) -> u16 {
+        self.issi
+    }
+
+    /// The UAR page the driver's doorbells go to.
+    pub fn uar(&self) -> Option<Uar> {
+        self.uar
+    }
+
+    /// The default protection domain.
+    pub fn pd(&self) -> Option<&Pd> {
+        self.pd.as_ref()
+    }
+
+    /// The special memory keys.
+    pub fn special_keys(&self) -> SpecialKeys {
+        self.keys
+    }
+
+    /// What the vport reported at bring-up (MAC, MTU, RoCE).
+    pub fn vport(&self) -> VportInfo {
+        self.vport
+    }
+
+    /// GID table entry 0 (link-local, RoCE v2).
+    pub fn gid0(&self) -> Option<GidEntry> {
+        self.gid0
+    }
+
+    /// How the bring-up went.
+    pub fn bringup(&self) -> BringUp {
+        self.bringup
+    }
+
+    /// Command counters.
+    pub fn cmd_stats(&self) -> CmdStats {
+        self.cmd.lock().stats()
+    }
+
+    /// Pages the firmware holds.
+    pub fn pages_held(&self) -> usize {
+        self.pages.lock().held()
+    }
+
+    /// Runs a command with the device's command queue (for the object modules and tools).
+    pub fn exec(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
+        self.cmd.lock().exec(&self.platform, input, output)
+    }
+
+    /// Runs `f` with the command queue and the platform.
+    pub fn with_cmd<R>(&self, f: impl FnOnce(&mut CmdQueue, &P) -> Result<R>) -> Result<R> {
+        let mut cmd = self.cmd.lock();
+        f(&mut cmd, &self.platform)
+    }
+
+    /// Port state now (QUERY_VPORT_STATE).
+    pub fn port_state(&self) -> Result<PortState> {
+        self.with_cmd(vport::query_vport_state)
+    }
+
+    /// Health check: a fatal syndrome is an error (and the device becomes unusable); `Ok(false)`
+    /// when the heartbeat counter has not moved since the last check.
+    pub fn check_health(&self) -> Result<bool> {
+        if let Err(e) = check_health(&self.platform) {
+            let cause = match e {
+                Error::Health { synd, .. } => DeadCause::Fatal { synd },
+                _ => DeadCause::Gone,
+            };
+            self.cmd.lock().mark_dead(cause);
+            return Err(e);
+        }
+        let now = self
+            .platform
+            .bar_read32(u64::from(regs::HEALTH_COUNTER))
+            .get();
+        let mut last = self.last_heartbeat.lock();
+        let moved = now != *last;
+        *last = now;
+        Ok(moved)
+    }
+
+    /// Gives the firmware the pages it asks for at run time (QUERY_PAGES regular).
+    pub fn service_page_requests(&self) -> Result<usize> {
+        let mut pages = self.pages.lock();
+        let mut cmd = self.cmd.lock();
+        pages.satisfy(&mut cmd, &self.platform, PageRequest::Regular)
+    }
+}
+
+impl<P: Platform> Drop for Device<P> {
+    fn drop(&mut self) {
+        if self.stage.is_some() {
+            log::debug!("mlx5 device dropped without close(); tearing down");
+            if let Err(e) = self.shutdown() {
+                log::error!("teardown on drop failed: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The driver's errors: each says what failed, on which operation, and why.
+
+use core::fmt;
+
+use mlx5_ifc::{opcode_name, CmdStatus, DeliveryStatus, HealthSyndrome, LayoutError};
+
+use crate::io::OutOfBounds;
+use crate::platform::PlatformError;
+
+/// What a bounded wait was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Wait {
+    /// The `initializing` bit before the command queue is set up.
+    FwPreInit,
+    /// The `initializing` bit after the command queue address is written.
+    FwInit,
+    /// A command's completion (ownership handed back).
+    Command {
+        /// Its opcode.
+        opcode: u16,
+    },
+    /// The firmware returning its pages after TEARDOWN_HCA.
+    PageReclaim {
+        /// Pages it still held.
+        outstanding: usize,
+    },
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Wait::FwPreInit => f.write_str("firmware pre-initialization (initializing bit)"),
+            Wait::FwInit => f.write_str("firmware initialization (initializing bit)"),
+            Wait::Command { opcode } => {
+                write!(f, "completion of {} ({opcode:#06x})", opcode_name(opcode))
+            }
+            Wait::PageReclaim { outstanding } => {
+                write!(
+                    f,
+                    "the firmware to return its pages ({outstanding} outstanding)"
+                )
+            }
+        }
+    }
+}
+
+/// A driver error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The firmware executed the command and refused it.
+    Cmd {
+        /// Opcode.
+        opcode: u16,
+        /// Its op_mod.
+        op_mod: u16,
+        /// The status the firmware returned.
+        status: CmdStatus,
+        /// The firmware's syndrome.
+        syndrome: u32,
+    },
+    /// The command interface could not deliver the command (entry-level status).
+    Delivery {
+        /// Opcode.
+        opcode: u16,
+        /// The delivery status in the entry.
+        status: DeliveryStatus,
+    },
+    /// A bounded wait ran out.
+    Timeout {
+        /// What it waited for.
+        waiting_for: Wait,
+        /// How long it waited, in milliseconds.
+        waited_ms: u64,
+    },
+    /// An earlier failure left the device unusable; no command is issued any more.
+    Unusable {
+        /// The command that was refused now.
+        opcode: u16,
+        /// Why the device is unusable.
+        cause: DeadCause,
+    },
+    /// The firmware reports a fatal health condition.
+    Health {
+        /// The health syndrome.
+        synd: HealthSyndrome,
+        /// The extended syndrome.
+        ext_synd: u16,
+    },
+    /// The device returned a value that makes no sense; it was not used.
+    BadDeviceValue {
+        /// Which value.
+        what: &'static str,
+        /// What the device returned.
+        value: u64,
+        /// The largest (or expected) acceptable value.
+        limit: u64,
+    },
+    /// The device does not offer something the driver needs.
+    Unsupported {
+        /// What is missing.
+        what: &'static str,
+        /// What the device reported.
+        found: u64,
+    },
+    /// The platform could not provide DMA memory or a mapping.
+    Platform {
+        /// What the driver was doing.
+        op: &'static str,
+        /// The platform's error.
+        source: PlatformError,
+    },
+    /// A fixed-capacity table of the driver is full.
+    Capacity {
+        /// Which table.
+        what: &'static str,
+        /// Its capacity.
+        limit: usize,
+    },
+    /// A caller's argument was refused before anything was sent to the device.
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// The argument or field.
+        field: &'static str,
+        /// What was asked.
+        requested: u64,
+        /// The largest value that would have worked.
+        max: u64,
+        /// The limit that decided it.
+        limit: &'static str,
+    },
+    /// A layout access was refused (a value too wide for its field, a short buffer).
+    Layout(LayoutError),
+    /// An internal DMA access went out of bounds (a driver bug caught safely).
+    Internal(OutOfBounds),
+}
+
+/// Why the driver considers a device unusable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeadCause {
+    /// A command never completed; its entry still belongs to the device.
+    CommandTimeout {
+        /// The command that timed out.
+        opcode: u16,
+    },
+    /// The health buffer reported a fatal syndrome.
+    Fatal {
+        /// The syndrome.
+        synd: HealthSyndrome,
+    },
+    /// The device fell off the bus (reads return all-ones).
+    Gone,
+    /// The device was closed.
+    Closed,
+}
+
+impl fmt::Display for DeadCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            DeadCause::CommandTimeout { opcode } => {
+                write!(f, "{} ({opcode:#06x}) never completed", opcode_name(opcode))
+            }
+            DeadCause::Fatal { synd } => write!(f, "fatal health syndrome {synd}"),
+            DeadCause::Gone => f.write_str("the device does not answer on the bus"),
+            DeadCause::Closed => f.write_str("the device was closed"),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Cmd { opcode, op_mod, status, syndrome } => write!(
+                f,
+                "{}({opcode:#06x}) op_mod({op_mod:#x}) failed: status {status}, syndrome {syndrome:#010x}",
+                opcode_name(*opcode)
+            ),
+            Error::Delivery { opcode, status } => {
+                write!(f, "{}({opcode:#06x}) was not delivered: {status}", opcode_name(*opcode))
+            }
+            Error::Timeout { waiting_for, waited_ms } => {
+                write!(f, "timed out after {waited_ms} ms waiting for {waiting_for}")
+            }
+            Error::Unusable { opcode, cause } => {
+                write!(f, "{}({opcode:#06x}) refused: device unusable, {cause}", opcode_name(*opcode))
+            }
+            Error::Health { synd, ext_synd } => {
+                write!(f, "firmware fatal error: health syndrome {synd}, ext_synd {ext_synd:#x}")
+            }
+            Error::BadDeviceValue { what, value, limit } => {
+                write!(f, "device returned {what} = {value:#x}, outside what makes sense (limit {limit:#x})")
+            }
+            Error::Unsupported { what, found } => write!(f, "device does not support {what} (reported {found:#x})"),
+            Error::Platform { op, source } => write!(f, "{op}: {source}"),
+            Error::Capacity { what, limit } => write!(f, "{what} is full ({limit} entries)"),
+            Error::InvalidArgument { op, field, requested, max, limit } => {
+                write!(f, "{op}: {field} {requested} exceeds {max} ({limit})")
+            }
+            Error::Layout(e) => write!(f, "layout: {e}"),
+            Error::Internal(e) => write!(f, "internal: {e}"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+impl std::error::Error for Error {}
+
+impl From<LayoutError> for Error {
+    fn from(e: LayoutError) -> Self {
+        Error::Layout(e)
+    }
+}
+
+impl From<OutOfBounds> for Error {
+    fn from(e: OutOfBounds) -> Self {
+        Error::Internal(e)
+    }
+}
+
+/// The driver's result type.
+pub type Result<T> = core::result::Result<T, Error>;

@@ -1,0 +1,247 @@
+//! [`DmaBuf`]: DMA memory the driver owns, reached only through raw-pointer atomics.
+
+use core::fmt;
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use mlx5_ifc::{Be32, Be64};
+
+use crate::platform::{DmaRegion, Platform, PlatformError};
+
+/// An access outside a [`DmaBuf`] was refused (a driver bug caught, never a memory error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfBounds {
+    /// Offset of the access.
+    pub offset: usize,
+    /// Its length.
+    pub len: usize,
+    /// Size of the buffer.
+    pub size: usize,
+}
+
+impl fmt::Display for OutOfBounds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DMA access of {} bytes at offset {:#x} outside a {}-byte buffer",
+            self.len, self.offset, self.size
+        )
+    }
+}
+
+/// DMA memory allocated from a [`Platform`]: bounds-checked byte and big-endian word access.
+///
+/// It is not freed on drop (it does not know its platform); give it back with
+/// [`DmaBuf::free`]. All accesses are atomic on raw pointers, never references.
+#[derive(Debug)]
+pub struct DmaBuf {
+    region: DmaRegion,
+}
+
+// SAFETY: a DmaBuf is a handle to memory the platform gave to the driver alone; every access
+// goes through atomics, so sharing or moving the handle across threads cannot create a data race.
+unsafe impl Send for DmaBuf {}
+// SAFETY: as above; `&DmaBuf` only permits atomic accesses.
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    /// Allocates `len` zeroed bytes aligned to `align` from `platform`.
+    pub fn alloc<P: Platform + ?Sized>(
+        platform: &P,
+        len: usize,
+        align: usize,
+    ) -> Result<Self, PlatformError> {
+        let region = platform.dma_alloc(len, align)?;
+        if region.len < len
+            || region.iova % align.max(1) as u64 != 0
+            || region.cpu.as_ptr() as usize % 8 != 0
+        {
+            log::error!("platform returned a DMA region that breaks its contract: {region:?} for {len}/{align}");
+            let _ = platform.dma_free(region);
+            return Err(PlatformError::OutOfDmaMemory { len, align });
+        }
+        let buf = Self {
+            region: DmaRegion { len, ..region },
+        };
+        buf.zero();
+        Ok(buf)
+    }
+
+    /// Gives the memory back to `platform`. The device must no longer use it.
+    pub fn free<P: Platform + ?Sized>(self, platform: &P) -> Result<(), PlatformError> {
+        platform.dma_free(self.region)
+    }
+
+    /// Device address of the first byte.
+    #[inline]
+    pub fn iova(&self) -> u64 {
+        self.region.iova
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.region.len
+    }
+
+    /// Whether the buffer is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.region.len == 0
+    }
+
+    #[inline]
+    fn check(&self, offset: usize, len: usize, align: usize) -> Result<*mut u8, OutOfBounds> {
+        let oob = OutOfBounds {
+            offset,
+            len,
+            size: self.region.len,
+        };
+        let end = offset.checked_add(len).ok_or(oob)?;
+        if end > self.region.len || offset % align != 0 {
+            return Err(oob);
+        }
+        // The base pointer is 8-aligned (checked at allocation), so `offset % align == 0` makes
+        // the result aligned for an access of `align` bytes.
+        Ok(self.region.cpu.as_ptr().wrapping_add(offset))
+    }
+
+    /// Sets every byte to zero.
+    pub fn zero(&self) {
+        let words = self.region.len / 8;
+        for i in 0..words {
+            let _ = self.write_u64_raw(i * 8, 0);
+        }
+        for off in words * 8..self.region.len {
+            let _ = self.write_u8(off, 0);
+        }
+    }
+
+    #[inline]
+    fn write_u64_raw(&self, offset: usize, raw: u64) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 8, 8)?;
+        // SAFETY: `p` is in bounds and 8-aligned (checked); the platform guarantees the region
+        // is valid memory for the buffer's lifetime; the access is atomic, so concurrent device
+        // accesses are not data races.
+        unsafe { AtomicU64::from_ptr(p.cast()) }.store(raw, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[inline]
+    fn read_u64_raw(&self, offset: usize) -> Result<u64, OutOfBounds> {
+        let p = self.check(offset, 8, 8)?;
+        // SAFETY: as in `write_u64_raw`.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast()) }.load(Ordering::Relaxed))
+    }
+
+    /// Stores one byte.
+    #[inline]
+    pub fn write_u8(&self, offset: usize, v: u8) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 1, 1)?;
+        // SAFETY: `p` is in bounds (checked); valid memory per the platform contract; atomic.
+        unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Loads one byte.
+    #[inline]
+    pub fn read_u8(&self, offset: usize) -> Result<u8, OutOfBounds> {
+        let p = self.check(offset, 1, 1)?;
+        // SAFETY: as in `write_u8`.
+        Ok(unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed))
+    }
+
+    /// Loads one byte with acquire ordering: later loads see what the device wrote before it
+    /// (ownership bytes, owner bits).
+    #[inline]
+    pub fn read_u8_acquire(&self, offset: usize) -> Result<u8, OutOfBounds> {
+        let p = self.check(offset, 1, 1)?;
+        // SAFETY: as in `write_u8`.
+        Ok(unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Acquire))
+    }
+
+    /// Stores one byte with release ordering: the device sees every earlier store first.
+    #[inline]
+    pub fn write_u8_release(&self, offset: usize, v: u8) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 1, 1)?;
+        // SAFETY: as in `write_u8`.
+        unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Release);
+        Ok(())
+    }
+
+    /// Stores a big-endian 32-bit word (4-aligned offset).
+    #[inline]
+    pub fn write_be32(&self, offset: usize, v: Be32) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 4, 4)?;
+        // SAFETY: in bounds and 4-aligned (checked); valid memory per the platform contract; atomic.
+        unsafe { AtomicU32::from_ptr(p.cast()) }.store(v.to_ne_raw(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Loads a big-endian 32-bit word (4-aligned offset).
+    #[inline]
+    pub fn read_be32(&self, offset: usize) -> Result<Be32, OutOfBounds> {
+        let p = self.check(offset, 4, 4)?;
+        // SAFETY: as in `write_be32`.
+        Ok(Be32::from_ne_raw(
+            unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Relaxed),
+        ))
+    }
+
+    /// Stores a big-endian 64-bit word (8-aligned offset).
+    #[inline]
+    pub fn write_be64(&self, offset: usize, v: Be64) -> Result<(), OutOfBounds> {
+        self.write_u64_raw(offset, v.to_ne_raw())
+    }
+
+    /// Loads a big-endian 64-bit word (8-aligned offset).
+    #[inline]
+    pub fn read_be64(&self, offset: usize) -> Result<Be64, OutOfBounds> {
+        self.read_u64_raw(offset).map(Be64::from_ne_raw)
+    }
+
+    /// Copies `src` into the buffer at `offset`.
+    pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
+        self.check(offset, src.len(), 1)?;
+        let mut i = 0;
+        while i < src.len() {
+            let off = offset + i;
+            if off % 8 == 0 && src.len() - i >= 8 {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&src[i..i + 8]);
+                self.write_u64_raw(off, u64::from_ne_bytes(w))?;
+                i += 8;
+            } else {
+                self.write_u8(off, src[i])?;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies from the buffer at `offset` into `dst`.
+    pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
+        self.check(offset, dst.len(), 1)?;
+        let mut i = 0;
+        while i < dst.len() {
+            let off = offset + i;
+            if off % 8 == 0 && dst.len() - i >= 8 {
+                let w = self.read_u64_raw(off)?.to_ne_bytes();
+                dst[i..i + 8].copy_from_slice(&w);
+                i += 8;
+            } else {
+                dst[i] = self.read_u8(off)?;
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills `len` bytes at `offset` with zeros.
+    pub fn zero_range(&self, offset: usize, len: usize) -> Result<(), OutOfBounds> {
+        self.check(offset, len, 1)?;
+        for off in offset..offset + len {
+            self.write_u8(off, 0)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,65 @@
+//! Protection domains (PRM "ALLOC_PD"): the scope in which memory keys and QPs meet.
+
+use mlx5_ifc::prm::uar_pd::{
+    AllocPdIn, AllocPdOut, DeallocPdIn, DeallocPdOut, QuerySpecialContextsIn,
+    QuerySpecialContextsOut,
+};
+use mlx5_ifc::Opcode;
+
+use crate::cmd::{run, CmdQueue};
+use crate::error::Result;
+use crate::platform::Platform;
+
+/// A protection domain.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Pd {
+    pdn: u32,
+}
+
+impl Pd {
+    /// The PD number the contexts name.
+    pub fn pdn(&self) -> u32 {
+        self.pdn
+    }
+
+    /// ALLOC_PD.
+    pub fn alloc<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<Self> {
+        let out = run::<AllocPdIn, AllocPdOut, _, _>(cmd, p, Opcode::AllocPd, 0, |_| Ok(()))?;
+        Ok(Self {
+            pdn: out.get(AllocPdOut::PD) as u32,
+        })
+    }
+
+    /// DEALLOC_PD.
+    pub fn free<P: Platform>(self, cmd: &mut CmdQueue, p: &P) -> Result<()> {
+        run::<DeallocPdIn, DeallocPdOut, _, _>(cmd, p, Opcode::DeallocPd, 0, |v| {
+            v.set(DeallocPdIn::PD, u64::from(self.pdn))?;
+            Ok(())
+        })
+        .map(drop)
+    }
+}
+
+/// The special memory keys (QUERY_SPECIAL_CONTEXTS).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecialKeys {
+    /// The reserved lkey (physical addressing for kernel-style buffers).
+    pub resd_lkey: u32,
+    /// The null mkey (scatter entries that drop data).
+    pub null_mkey: u32,
+}
+
+/// QUERY_SPECIAL_CONTEXTS.
+pub fn query_special_keys<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<SpecialKeys> {
+    let out = run::<QuerySpecialContextsIn, QuerySpecialContextsOut, _, _>(
+        cmd,
+        p,
+        Opcode::QuerySpecialContexts,
+        0,
+        |_| Ok(()),
+    )?;
+    Ok(SpecialKeys {
+        resd_lkey: out.get(QuerySpecialContextsOut::RESD_LKEY) as u32,
+        null_mkey: out.get(QuerySpecialContextsOut::NULL_MKEY) as u32,
+    })
+}

@@ -1,0 +1,96 @@
+//! The one thing the driver needs from its environment: the [`Platform`] boundary.
+//!
+//! A platform gives the driver BAR0 (32-bit loads and stores, the 64-bit doorbell store),
+//! coherent DMA memory (allocate → CPU pointer + device address, free) and a clock for
+//! deadlines. A VFIO process, a unikernel and the simulator each provide one; the rest of the
+//! driver never names any of them.
+
+use mlx5_ifc::{Be32, Be64};
+
+use core::fmt;
+use core::ptr::NonNull;
+
+/// A block of DMA-coherent memory: where the CPU sees it and where the device sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaRegion {
+    /// CPU address of the first byte.
+    pub cpu: NonNull<u8>,
+    /// Device (bus / IO virtual) address of the first byte.
+    pub iova: u64,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// Why a platform could not do what the driver asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PlatformError {
+    /// No DMA memory of that size and alignment is left.
+    OutOfDmaMemory {
+        /// Bytes asked for.
+        len: usize,
+        /// Alignment asked for.
+        align: usize,
+    },
+    /// The IOMMU (or its stand-in) refused the mapping.
+    MapFailed {
+        /// Bytes asked for.
+        len: usize,
+        /// Platform-specific error code (errno for VFIO).
+        code: i32,
+    },
+    /// The region was not allocated by this platform, or was freed already.
+    UnknownRegion {
+        /// Its device address.
+        iova: u64,
+    },
+}
+
+impl fmt::Display for PlatformError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::OutOfDmaMemory { len, align } => {
+                write!(f, "no DMA memory left for {len} bytes aligned to {align}")
+            }
+            Self::MapFailed { len, code } => {
+                write!(f, "IOMMU mapping of {len} bytes failed (code {code})")
+            }
+            Self::UnknownRegion { iova } => write!(f, "DMA region at iova {iova:#x} is not ours"),
+        }
+    }
+}
+
+/// The environment the driver runs in.
+///
+/// # Safety
+///
+/// Implementors promise that:
+/// * [`Platform::dma_alloc`] returns memory that is valid for reads and writes of `len` bytes at
+///   `cpu`, aligned as asked (and at least to 8 bytes), reachable by the device at `iova`, not
+///   used by anything else, and that stays valid until it is given to [`Platform::dma_free`]
+///   (or the platform is dropped);
+/// * the BAR accessors perform exactly one access of the stated width at BAR0 + `offset` (or
+///   its faithful emulation) and never touch memory the driver was given by `dma_alloc`.
+///
+/// The driver reads and writes DMA memory only through raw pointers with atomic accesses, so
+/// concurrent device writes (or a simulator thread) are fine.
+#[allow(unsafe_code)] // Declares the contract; implementing it is the unsafe part.
+pub unsafe trait Platform {
+    /// 32-bit load from BAR0 at `offset` (4-aligned).
+    fn bar_read32(&self, offset: u64) -> Be32;
+    /// 32-bit store to BAR0 at `offset` (4-aligned).
+    fn bar_write32(&self, offset: u64, value: Be32);
+    /// One 64-bit store to BAR0 at `offset` (8-aligned): UAR doorbells.
+    fn bar_write64(&self, offset: u64, value: Be64);
+    /// Allocates `len` bytes of zeroed DMA memory aligned to `align` (a power of two ≤ 2 MiB).
+    fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError>;
+    /// Returns a region from [`Platform::dma_alloc`]. The device must no longer use it.
+    fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError>;
+    /// Monotonic time in nanoseconds; deadlines are computed from it.
+    fn now_ns(&self) -> u64;
+    /// Called once per iteration of every polling loop (a pause, a yield, or — in a simulator —
+    /// letting device time pass).
+    fn relax(&self) {
+        core::hint::spin_loop();
+    }
+}
