@@ -1,0 +1,105 @@
+//! Every field mlx5-ifc defines, checked against the reference facts: the bit offset and width
+//! of each field of `mlx5_ifc.h` (Linux v6.12.113), copied into `reference/mlx5_ifc_offsets.json`.
+
+use mlx5_ifc::layout::FieldKind;
+use mlx5_ifc::prm::ALL;
+use mlx5_ifc::{regs, CmdInHeader, CmdOutHeader, Layout};
+use serde_json::Value;
+
+fn facts() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/reference/mlx5_ifc_offsets.json");
+    let text = std::fs::read_to_string(path).expect("reference facts present");
+    serde_json::from_str(&text).expect("reference facts are JSON")
+}
+
+fn fact(facts: &Value, layout: &str, field: &str) -> Option<(u64, u64)> {
+    let f = facts.get(layout)?.get(field)?;
+    Some((f.get(0)?.as_u64()?, f.get(1)?.as_u64()?))
+}
+
+#[test]
+fn every_field_matches_the_reference() {
+    let facts = facts();
+    let mut checked = 0;
+    for &(name, bytes, fields) in ALL {
+        let size_bits = facts["_sizes"][name].as_u64().unwrap_or_else(|| panic!("{name}: no reference size"));
+        assert_eq!(bytes as u64 * 8, size_bits, "{name}: size");
+        for f in fields {
+            let (bit, width) = fact(&facts, name, f.name).unwrap_or_else(|| panic!("{name}.{}: not in the reference", f.name));
+            assert_eq!((u64::from(f.bit), u64::from(f.width)), (bit, width), "{name}.{}: (bit, width)", f.name);
+            assert!(u64::from(f.bit + f.width) <= size_bits, "{name}.{}: runs past the structure", f.name);
+            if f.kind != FieldKind::Value {
+                assert_eq!(f.bit % 8, 0, "{name}.{}: byte arrays and nested structures are byte aligned", f.name);
+            } else {
+                assert!(f.width >= 1 && f.width <= 64, "{name}.{}: integer fields are 1..=64 bits", f.name);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 1000, "only {checked} fields checked");
+}
+
+#[test]
+fn every_named_reference_field_is_defined() {
+    // Coverage: a named field of a structure we define may only be missing if it cannot be
+    // expressed (a duplicate name or a wide non-aligned array), never by oversight.
+    let facts = facts();
+    for &(name, _, fields) in ALL {
+        let obj = facts[name].as_object().expect("struct facts");
+        for (fname, v) in obj {
+            if fname.starts_with("reserved") || fname.contains('#') {
+                continue;
+            }
+            let width = v[1].as_u64().unwrap_or(0);
+            let bit = v[0].as_u64().unwrap_or(0);
+            let expressible = width <= 64 || (bit % 8 == 0 && width % 8 == 0);
+            if expressible {
+                assert!(fields.iter().any(|f| f.name == fname), "{name}.{fname} is not defined");
+            }
+        }
+    }
+}
+
+#[test]
+fn command_headers_match_every_command() {
+    let facts = facts();
+    let mut ins = 0;
+    let mut outs = 0;
+    for &(name, _, _) in ALL {
+        let (hdr, n): (&[mlx5_ifc::FieldInfo], &mut i32) = if name.ends_with("_in") {
+            (CmdInHeader::FIELDS, &mut ins)
+        } else if name.ends_with("_out") {
+            (CmdOutHeader::FIELDS, &mut outs)
+        } else {
+            continue;
+        };
+        for f in hdr {
+            if f.name == "uid" && fact(&facts, name, "uid").is_none() {
+                continue; // older commands keep those bits reserved
+            }
+            assert_eq!(fact(&facts, name, f.name), Some((u64::from(f.bit), u64::from(f.width))), "{name}.{}", f.name);
+        }
+        *n += 1;
+    }
+    assert!(ins > 40 && outs > 40);
+}
+
+#[test]
+fn bar0_register_offsets_match_the_init_segment() {
+    let facts = facts();
+    let dword = |field: &str| fact(&facts, "initial_seg", field).map(|(bit, _)| bit / 32 * 4).unwrap();
+    assert_eq!(u64::from(regs::FW_REV), dword("fw_rev_minor"));
+    assert_eq!(u64::from(regs::CMDIF_REV_FW_SUB), dword("cmd_interface_rev"));
+    assert_eq!(u64::from(regs::CMDQ_ADDR_H), dword("cmdq_phy_addr_63_32"));
+    assert_eq!(u64::from(regs::CMDQ_ADDR_L_SZ), dword("log_cmdq_size"));
+    assert_eq!(u64::from(regs::CMD_DBELL), dword("command_doorbell_vector"));
+    assert_eq!(u64::from(regs::INITIALIZING), dword("initializing"));
+    assert_eq!(u64::from(regs::HEALTH_BUFFER), dword("health_buffer"));
+    assert_eq!(u64::from(regs::HEALTH_COUNTER), dword("health_counter"));
+    // bit 31 of the `initializing` dword.
+    assert_eq!(fact(&facts, "initial_seg", "initializing").unwrap().0 % 32, 0);
+    let hb = |field: &str| fact(&facts, "health_buffer", field).map(|(bit, _)| bit / 32 * 4).unwrap();
+    assert_eq!(u64::from(regs::HEALTH_SYND - regs::HEALTH_BUFFER), hb("synd"));
+    assert_eq!(u64::from(regs::HEALTH_RFR_SEVERITY - regs::HEALTH_BUFFER), hb("rfr"));
+    assert_eq!(u64::from(regs::HEALTH_FW_VER - regs::HEALTH_BUFFER), hb("fw_version"));
+}
