@@ -24,6 +24,7 @@ pub mod hca;
 pub mod pages;
 pub mod pd;
 pub mod platform;
+pub mod qp;
 pub mod uar;
 pub mod vport;
 
