@@ -208,7 +208,7 @@ impl CmdQueue {
             (input.len(), "input length"),
             (output.len(), "output length"),
         ] {
-            if len > MAX_CMD_BYTES || len < 8 {
+            if !(8..=MAX_CMD_BYTES).contains(&len) {
                 return Err(Error::InvalidArgument {
                     op: "command",
                     field,

@@ -281,9 +281,8 @@ impl PagePool {
                 "abandoning {held} firmware pages on an unusable device (memory leaked on purpose)"
             );
         }
-        while let Some(c) = self.chunks.pop() {
-            core::mem::forget(c.buf);
-        }
+        // Dropping a DmaBuf never frees its memory (only `DmaBuf::free` does): this leaks it.
+        self.chunks.clear();
         self.held = 0;
         held
     }

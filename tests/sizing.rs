@@ -2,15 +2,36 @@
 //! row computed by executing the mlx5 provider's own sizing logic, plus the seed's examples,
 //! the limit answers and the error messages.
 
-use mlx5::qp::{max_qp_cap, size_qp, CapField, Limit, QpCap, QpLimits, QpType, SendOps, SizeMode, SizingError};
+use mlx5::qp::{
+    max_qp_cap, size_qp, CapField, Limit, QpCap, QpLimits, QpType, SendOps, SizeMode, SizingError,
+};
 
-const CX5: QpLimits = QpLimits { max_wqe_sz_sq: 1024, max_wqe_sz_rq: 512, log_max_qp_sz: 15 };
-const SQ512: QpLimits = QpLimits { max_wqe_sz_sq: 512, ..CX5 };
-const TIGHT: QpLimits = QpLimits { log_max_qp_sz: 10, ..CX5 };
+const CX5: QpLimits = QpLimits {
+    max_wqe_sz_sq: 1024,
+    max_wqe_sz_rq: 512,
+    log_max_qp_sz: 15,
+};
+const SQ512: QpLimits = QpLimits {
+    max_wqe_sz_sq: 512,
+    ..CX5
+};
+const TIGHT: QpLimits = QpLimits {
+    log_max_qp_sz: 10,
+    ..CX5
+};
 
 fn cap(s_wr: u32, r_wr: u32, s_sge: u32, r_sge: u32, inl: u32) -> QpCap {
-    QpCap { max_send_wr: s_wr, max_recv_wr: r_wr, max_send_sge: s_sge, max_recv_sge: r_sge, max_inline_data: inl }
+    QpCap {
+        max_send_wr: s_wr,
+        max_recv_wr: r_wr,
+        max_send_sge: s_sge,
+        max_recv_sge: r_sge,
+        max_inline_data: inl,
+    }
 }
+
+/// Granted caps and (send WQE bytes, SQ WQEBBs, RQ stride, RQ count).
+type Granted = (QpCap, (u32, u32, u32, u32));
 
 struct Row {
     n: u32,
@@ -20,46 +41,263 @@ struct Row {
     ops: Option<SendOps>,
     req: QpCap,
     /// granted caps and (wqe bytes, sq BBs, rq stride, rq count); None = refused with this field
-    out: Result<(QpCap, (u32, u32, u32, u32)), CapField>,
+    out: Result<Granted, CapField>,
 }
 
 fn rows() -> Vec<Row> {
     use QpType::*;
-    let r = |n, l, t, srq, req, out| Row { n, l, t, srq, ops: None, req, out };
+    let r = |n, l, t, srq, req, out| Row {
+        n,
+        l,
+        t,
+        srq,
+        ops: None,
+        req,
+        out,
+    };
     let send_only = SendOps::SEND;
     vec![
-        r(1, CX5, Rc, false, cap(2, 2, 1, 1, 0), Ok((cap(2, 4, 1, 1, 60), (256, 8, 16, 4)))),
-        r(2, CX5, Rc, true, cap(2, 2, 1, 1, 0), Ok((cap(2, 0, 1, 0, 60), (256, 8, 0, 0)))),
-        r(3, CX5, Rc, false, cap(2, 2, 1, 1, 512), Ok((cap(2, 4, 1, 1, 572), (768, 32, 16, 4)))),
-        r(4, CX5, Ud, false, cap(2, 2, 1, 1, 0), Ok((cap(2, 4, 1, 1, 60), (128, 4, 16, 4)))),
+        r(
+            1,
+            CX5,
+            Rc,
+            false,
+            cap(2, 2, 1, 1, 0),
+            Ok((cap(2, 4, 1, 1, 60), (256, 8, 16, 4))),
+        ),
+        r(
+            2,
+            CX5,
+            Rc,
+            true,
+            cap(2, 2, 1, 1, 0),
+            Ok((cap(2, 0, 1, 0, 60), (256, 8, 0, 0))),
+        ),
+        r(
+            3,
+            CX5,
+            Rc,
+            false,
+            cap(2, 2, 1, 1, 512),
+            Ok((cap(2, 4, 1, 1, 572), (768, 32, 16, 4))),
+        ),
+        r(
+            4,
+            CX5,
+            Ud,
+            false,
+            cap(2, 2, 1, 1, 0),
+            Ok((cap(2, 4, 1, 1, 60), (128, 4, 16, 4))),
+        ),
         // Row 5: the provider returns 2^32 - 4 (wrapped -4); we grant 0 (docs/sizing.md).
-        r(5, CX5, Rc, false, cap(1, 1, 0, 1, 0), Ok((cap(1, 4, 0, 1, 0), (192, 4, 16, 4)))),
-        r(6, CX5, Rc, false, cap(8192, 1, 1, 1, 0), Ok((cap(8192, 4, 1, 1, 60), (256, 32768, 16, 4)))),
-        r(7, CX5, Rc, false, cap(8193, 1, 1, 1, 0), Err(CapField::MaxSendWr)),
-        r(8, CX5, Ud, false, cap(16384, 1, 1, 1, 0), Ok((cap(16384, 4, 1, 1, 60), (128, 32768, 16, 4)))),
-        r(9, CX5, Ud, false, cap(16385, 1, 1, 1, 0), Err(CapField::MaxSendWr)),
-        r(10, CX5, Rc, false, cap(64, 1, 30, 1, 0), Ok((cap(93, 4, 30, 1, 508), (704, 1024, 16, 4)))),
-        r(11, CX5, Rc, false, cap(64, 1, 52, 1, 0), Ok((cap(64, 4, 52, 1, 828), (1024, 1024, 16, 4)))),
-        r(12, CX5, Rc, false, cap(64, 1, 53, 1, 0), Err(CapField::MaxSendSge)),
-        r(13, CX5, Ud, false, cap(64, 1, 60, 1, 0), Ok((cap(64, 4, 60, 1, 956), (1024, 1024, 16, 4)))),
-        r(14, CX5, Rc, false, cap(64, 1, 1, 1, 828), Ok((cap(64, 4, 1, 1, 828), (1024, 1024, 16, 4)))),
-        r(15, CX5, Rc, false, cap(64, 1, 1, 1, 829), Err(CapField::MaxInlineData)),
-        r(16, CX5, Ud, false, cap(64, 1, 1, 1, 956), Ok((cap(64, 4, 1, 1, 956), (1024, 1024, 16, 4)))),
-        Row { ops: Some(send_only), ..r(17, CX5, Rc, false, cap(64, 1, 1, 1, 1004), Ok((cap(64, 4, 1, 1, 1004), (1024, 1024, 16, 4)))) },
-        Row { ops: Some(send_only), ..r(18, CX5, Rc, false, cap(64, 1, 1, 1, 1005), Err(CapField::MaxInlineData)) },
-        r(19, CX5, Rc, false, cap(1, 32768, 1, 1, 0), Ok((cap(1, 32768, 1, 1, 60), (256, 4, 16, 32768)))),
-        r(20, CX5, Rc, false, cap(1, 16, 1, 32, 0), Ok((cap(1, 16, 1, 32, 60), (256, 4, 512, 16)))),
-        r(21, CX5, Rc, false, cap(1, 16, 1, 33, 0), Err(CapField::MaxRecvSge)),
-        r(22, CX5, Rc, false, cap(1, 100, 1, 3, 0), Ok((cap(1, 128, 1, 4, 60), (256, 4, 64, 128)))),
-        r(23, CX5, Rc, false, cap(0, 8, 4, 1, 100), Ok((cap(0, 8, 0, 1, 100), (0, 0, 16, 8)))),
-        r(24, CX5, Ud, false, cap(16, 0, 1, 4, 0), Ok((cap(16, 0, 1, 0, 60), (128, 32, 0, 0)))),
+        r(
+            5,
+            CX5,
+            Rc,
+            false,
+            cap(1, 1, 0, 1, 0),
+            Ok((cap(1, 4, 0, 1, 0), (192, 4, 16, 4))),
+        ),
+        r(
+            6,
+            CX5,
+            Rc,
+            false,
+            cap(8192, 1, 1, 1, 0),
+            Ok((cap(8192, 4, 1, 1, 60), (256, 32768, 16, 4))),
+        ),
+        r(
+            7,
+            CX5,
+            Rc,
+            false,
+            cap(8193, 1, 1, 1, 0),
+            Err(CapField::MaxSendWr),
+        ),
+        r(
+            8,
+            CX5,
+            Ud,
+            false,
+            cap(16384, 1, 1, 1, 0),
+            Ok((cap(16384, 4, 1, 1, 60), (128, 32768, 16, 4))),
+        ),
+        r(
+            9,
+            CX5,
+            Ud,
+            false,
+            cap(16385, 1, 1, 1, 0),
+            Err(CapField::MaxSendWr),
+        ),
+        r(
+            10,
+            CX5,
+            Rc,
+            false,
+            cap(64, 1, 30, 1, 0),
+            Ok((cap(93, 4, 30, 1, 508), (704, 1024, 16, 4))),
+        ),
+        r(
+            11,
+            CX5,
+            Rc,
+            false,
+            cap(64, 1, 52, 1, 0),
+            Ok((cap(64, 4, 52, 1, 828), (1024, 1024, 16, 4))),
+        ),
+        r(
+            12,
+            CX5,
+            Rc,
+            false,
+            cap(64, 1, 53, 1, 0),
+            Err(CapField::MaxSendSge),
+        ),
+        r(
+            13,
+            CX5,
+            Ud,
+            false,
+            cap(64, 1, 60, 1, 0),
+            Ok((cap(64, 4, 60, 1, 956), (1024, 1024, 16, 4))),
+        ),
+        r(
+            14,
+            CX5,
+            Rc,
+            false,
+            cap(64, 1, 1, 1, 828),
+            Ok((cap(64, 4, 1, 1, 828), (1024, 1024, 16, 4))),
+        ),
+        r(
+            15,
+            CX5,
+            Rc,
+            false,
+            cap(64, 1, 1, 1, 829),
+            Err(CapField::MaxInlineData),
+        ),
+        r(
+            16,
+            CX5,
+            Ud,
+            false,
+            cap(64, 1, 1, 1, 956),
+            Ok((cap(64, 4, 1, 1, 956), (1024, 1024, 16, 4))),
+        ),
+        Row {
+            ops: Some(send_only),
+            ..r(
+                17,
+                CX5,
+                Rc,
+                false,
+                cap(64, 1, 1, 1, 1004),
+                Ok((cap(64, 4, 1, 1, 1004), (1024, 1024, 16, 4))),
+            )
+        },
+        Row {
+            ops: Some(send_only),
+            ..r(
+                18,
+                CX5,
+                Rc,
+                false,
+                cap(64, 1, 1, 1, 1005),
+                Err(CapField::MaxInlineData),
+            )
+        },
+        r(
+            19,
+            CX5,
+            Rc,
+            false,
+            cap(1, 32768, 1, 1, 0),
+            Ok((cap(1, 32768, 1, 1, 60), (256, 4, 16, 32768))),
+        ),
+        r(
+            20,
+            CX5,
+            Rc,
+            false,
+            cap(1, 16, 1, 32, 0),
+            Ok((cap(1, 16, 1, 32, 60), (256, 4, 512, 16))),
+        ),
+        r(
+            21,
+            CX5,
+            Rc,
+            false,
+            cap(1, 16, 1, 33, 0),
+            Err(CapField::MaxRecvSge),
+        ),
+        r(
+            22,
+            CX5,
+            Rc,
+            false,
+            cap(1, 100, 1, 3, 0),
+            Ok((cap(1, 128, 1, 4, 60), (256, 4, 64, 128))),
+        ),
+        r(
+            23,
+            CX5,
+            Rc,
+            false,
+            cap(0, 8, 4, 1, 100),
+            Ok((cap(0, 8, 0, 1, 100), (0, 0, 16, 8))),
+        ),
+        r(
+            24,
+            CX5,
+            Ud,
+            false,
+            cap(16, 0, 1, 4, 0),
+            Ok((cap(16, 0, 1, 0, 60), (128, 32, 0, 0))),
+        ),
         // Row 25: the provider refuses max_recv_wr 40000 even with an SRQ; the seed says the
         // receive attributes are ignored, so we grant 0 (docs/sizing.md).
-        r(25, CX5, Rc, true, cap(16, 40000, 1, 1, 0), Ok((cap(16, 0, 1, 0, 60), (256, 64, 0, 0)))),
-        r(27, SQ512, Rc, false, cap(16, 1, 20, 1, 0), Ok((cap(16, 4, 20, 1, 316), (512, 128, 16, 4)))),
-        r(28, SQ512, Rc, false, cap(16, 1, 30, 1, 0), Err(CapField::MaxSendSge)),
-        r(29, TIGHT, Rc, false, cap(100, 100, 1, 1, 0), Ok((cap(128, 128, 1, 1, 60), (256, 512, 16, 128)))),
-        r(30, TIGHT, Rc, false, cap(300, 1, 1, 1, 0), Err(CapField::MaxSendWr)),
+        r(
+            25,
+            CX5,
+            Rc,
+            true,
+            cap(16, 40000, 1, 1, 0),
+            Ok((cap(16, 0, 1, 0, 60), (256, 64, 0, 0))),
+        ),
+        r(
+            27,
+            SQ512,
+            Rc,
+            false,
+            cap(16, 1, 20, 1, 0),
+            Ok((cap(16, 4, 20, 1, 316), (512, 128, 16, 4))),
+        ),
+        r(
+            28,
+            SQ512,
+            Rc,
+            false,
+            cap(16, 1, 30, 1, 0),
+            Err(CapField::MaxSendSge),
+        ),
+        r(
+            29,
+            TIGHT,
+            Rc,
+            false,
+            cap(100, 100, 1, 1, 0),
+            Ok((cap(128, 128, 1, 1, 60), (256, 512, 16, 128))),
+        ),
+        r(
+            30,
+            TIGHT,
+            Rc,
+            false,
+            cap(300, 1, 1, 1, 0),
+            Err(CapField::MaxSendWr),
+        ),
     ]
 }
 
@@ -72,7 +310,17 @@ fn worked_examples_of_the_reference() {
             (Ok(s), Ok((cap, (wqe, bbs, stride, cnt)))) => {
                 assert_eq!(s.cap, cap, "row {}: caps", row.n);
                 let l = s.layout;
-                assert_eq!((l.sq_wqe_bytes, l.sq_wqebb_cnt, l.rq_stride_bytes, l.rq_wqe_cnt), (wqe, bbs, stride, cnt), "row {}", row.n);
+                assert_eq!(
+                    (
+                        l.sq_wqe_bytes,
+                        l.sq_wqebb_cnt,
+                        l.rq_stride_bytes,
+                        l.rq_wqe_cnt
+                    ),
+                    (wqe, bbs, stride, cnt),
+                    "row {}",
+                    row.n
+                );
             }
             (Err(e), Err(field)) => assert_eq!(e.field(), Some(field), "row {}: {e}", row.n),
             (got, want) => panic!("row {}: got {got:?}, want {want:?}", row.n),
@@ -85,18 +333,50 @@ fn the_seeds_examples() {
     let ops = SendOps::default_for(QpType::Rc);
     // Examples 1 and 2 (one CQ or two: sizing is the same), 3 (SRQ: receive attributes left 0),
     // 4 (inline 512).
-    let s = size_qp(&CX5, QpType::Rc, ops, false, &cap(2, 2, 1, 1, 0), SizeMode::Exact).unwrap();
+    let s = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        false,
+        &cap(2, 2, 1, 1, 0),
+        SizeMode::Exact,
+    )
+    .unwrap();
     assert_eq!(s.cap, cap(2, 4, 1, 1, 60));
-    let s = size_qp(&CX5, QpType::Rc, ops, true, &cap(2, 0, 1, 0, 0), SizeMode::Exact).unwrap();
+    let s = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        true,
+        &cap(2, 0, 1, 0, 0),
+        SizeMode::Exact,
+    )
+    .unwrap();
     assert_eq!(s.cap, cap(2, 0, 1, 0, 60));
-    let s = size_qp(&CX5, QpType::Rc, ops, false, &cap(2, 2, 1, 1, 512), SizeMode::Exact).unwrap();
+    let s = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        false,
+        &cap(2, 2, 1, 1, 512),
+        SizeMode::Exact,
+    )
+    .unwrap();
     assert_eq!(s.cap, cap(2, 4, 1, 1, 572));
 }
 
 #[test]
 fn errors_name_the_field_the_max_and_the_limit() {
     let ops = SendOps::default_for(QpType::Rc);
-    let e = size_qp(&CX5, QpType::Rc, ops, false, &cap(64, 1, 1, 1, 1005), SizeMode::Exact).unwrap_err();
+    let e = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        false,
+        &cap(64, 1, 1, 1, 1005),
+        SizeMode::Exact,
+    )
+    .unwrap_err();
     assert_eq!(
         e,
         SizingError::TooLarge {
@@ -113,28 +393,109 @@ fn errors_name_the_field_the_max_and_the_limit() {
         e.to_string(),
         "max_inline_data 1005 exceeds 828: a 1024-byte send WQE (max_wqe_sz_sq) minus 192 bytes of RC overhead and the 4-byte inline header"
     );
-    let e = size_qp(&CX5, QpType::Rc, ops, false, &cap(8193, 1, 1, 1, 0), SizeMode::Exact).unwrap_err();
-    assert!(matches!(e, SizingError::TooLarge { field: CapField::MaxSendWr, max: 8192, limit: Limit::LogMaxQpSz, .. }), "{e}");
-    let e = size_qp(&CX5, QpType::Rc, ops, false, &cap(64, 1, 53, 1, 0), SizeMode::Exact).unwrap_err();
-    assert!(matches!(e, SizingError::TooLarge { field: CapField::MaxSendSge, max: 52, .. }), "{e}");
-    let e = size_qp(&CX5, QpType::Rc, ops, false, &cap(1, 16, 1, 33, 0), SizeMode::Exact).unwrap_err();
-    assert!(matches!(e, SizingError::TooLarge { field: CapField::MaxRecvSge, max: 32, limit: Limit::MaxWqeSzRq, .. }), "{e}");
-    let e = size_qp(&CX5, QpType::Ud, SendOps::WRITE, false, &cap(1, 1, 1, 1, 0), SizeMode::Exact).unwrap_err();
+    let e = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        false,
+        &cap(8193, 1, 1, 1, 0),
+        SizeMode::Exact,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SizingError::TooLarge {
+                field: CapField::MaxSendWr,
+                max: 8192,
+                limit: Limit::LogMaxQpSz,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        false,
+        &cap(64, 1, 53, 1, 0),
+        SizeMode::Exact,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SizingError::TooLarge {
+                field: CapField::MaxSendSge,
+                max: 52,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        false,
+        &cap(1, 16, 1, 33, 0),
+        SizeMode::Exact,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SizingError::TooLarge {
+                field: CapField::MaxRecvSge,
+                max: 32,
+                limit: Limit::MaxWqeSzRq,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = size_qp(
+        &CX5,
+        QpType::Ud,
+        SendOps::WRITE,
+        false,
+        &cap(1, 1, 1, 1, 0),
+        SizeMode::Exact,
+    )
+    .unwrap_err();
     assert_eq!(e.to_string(), "send ops write cannot be posted on a UD QP");
 }
 
 #[test]
 fn clamp_grants_the_largest_that_fits() {
     let ops = SendOps::default_for(QpType::Rc);
-    let s = size_qp(&CX5, QpType::Rc, ops, false, &cap(100_000, 100_000, 100, 100, 5000), SizeMode::Clamp).unwrap();
+    let s = size_qp(
+        &CX5,
+        QpType::Rc,
+        ops,
+        false,
+        &cap(100_000, 100_000, 100, 100, 5000),
+        SizeMode::Clamp,
+    )
+    .unwrap();
     assert_eq!(s.cap.max_send_sge, 52);
     assert_eq!(s.cap.max_inline_data, 828);
-    assert_eq!(s.cap.max_send_wr, 2048, "a 1024-byte WQE: 32768 WQEBBs / 16");
-    assert_eq!(s.cap.max_recv_wr, 32768, "the RQ limit counts WQEs, whatever their size");
+    assert_eq!(
+        s.cap.max_send_wr, 2048,
+        "a 1024-byte WQE: 32768 WQEBBs / 16"
+    );
+    assert_eq!(
+        s.cap.max_recv_wr, 32768,
+        "the RQ limit counts WQEs, whatever their size"
+    );
     assert_eq!(s.cap.max_recv_sge, 32);
     // Nothing to clamp: the same as exact.
     let r = cap(2, 2, 1, 1, 0);
-    assert_eq!(size_qp(&CX5, QpType::Rc, ops, false, &r, SizeMode::Clamp), size_qp(&CX5, QpType::Rc, ops, false, &r, SizeMode::Exact));
+    assert_eq!(
+        size_qp(&CX5, QpType::Rc, ops, false, &r, SizeMode::Clamp),
+        size_qp(&CX5, QpType::Rc, ops, false, &r, SizeMode::Exact)
+    );
 }
 
 #[test]
@@ -146,7 +507,10 @@ fn max_qp_cap_answers_the_faq() {
     let send_only = max_qp_cap(&CX5, QpType::Rc, SendOps::SEND);
     assert_eq!(send_only.max_inline_data, 1004);
     // Every answer is creatable, and one more is not.
-    for (t, ops, m) in [(QpType::Rc, SendOps::default_for(QpType::Rc), rc), (QpType::Ud, SendOps::default_for(QpType::Ud), ud)] {
+    for (t, ops, m) in [
+        (QpType::Rc, SendOps::default_for(QpType::Rc), rc),
+        (QpType::Ud, SendOps::default_for(QpType::Ud), ud),
+    ] {
         let base = cap(1, 1, 0, 0, 0);
         for (f, v) in [
             (CapField::MaxSendWr, m.max_send_wr),
@@ -164,7 +528,10 @@ fn max_qp_cap_answers_the_faq() {
                 CapField::MaxRecvSge => (at.max_recv_sge, over.max_recv_sge) = (v, v + 1),
                 CapField::MaxInlineData => (at.max_inline_data, over.max_inline_data) = (v, v + 1),
             }
-            assert!(size_qp(&CX5, t, ops, false, &at, SizeMode::Exact).is_ok(), "{t:?} {f:?} {v}");
+            assert!(
+                size_qp(&CX5, t, ops, false, &at, SizeMode::Exact).is_ok(),
+                "{t:?} {f:?} {v}"
+            );
             let e = size_qp(&CX5, t, ops, false, &over, SizeMode::Exact).unwrap_err();
             assert_eq!(e.field(), Some(f), "{t:?} {f:?} {}", v + 1);
         }

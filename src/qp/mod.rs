@@ -2,7 +2,10 @@
 
 pub mod sizing;
 
-pub use sizing::{max_qp_cap, size_qp, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode, Sized, SizingError};
+pub use sizing::{
+    max_qp_cap, size_qp, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode,
+    Sized, SizingError,
+};
 
 use crate::caps::Caps;
 

@@ -41,7 +41,9 @@ impl QpType {
 
     /// Parses `rc`, `uc` or `ud` (any case).
     pub fn from_name(s: &str) -> Option<Self> {
-        [QpType::Rc, QpType::Uc, QpType::Ud].into_iter().find(|t| t.name().eq_ignore_ascii_case(s))
+        [QpType::Rc, QpType::Uc, QpType::Ud]
+            .into_iter()
+            .find(|t| t.name().eq_ignore_ascii_case(s))
     }
 
     /// Upper-case name for messages.
@@ -145,7 +147,10 @@ impl SendOps {
 
     /// The op named `name` (`send`, `write`, … as in [`SendOps::NAMED`]).
     pub fn from_name(name: &str) -> Option<Self> {
-        Self::NAMED.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|&(_, o)| o)
+        Self::NAMED
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|&(_, o)| o)
     }
 }
 
@@ -326,8 +331,19 @@ impl SizingError {
 
 impl fmt::Display for SizingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let SizingError::TooLarge { qp_type, field, requested, max, limit, limit_value, overhead } = *self else {
-            let SizingError::OpNotSupported { qp_type, ops } = *self else { return Ok(()) };
+        let SizingError::TooLarge {
+            qp_type,
+            field,
+            requested,
+            max,
+            limit,
+            limit_value,
+            overhead,
+        } = *self
+        else {
+            let SizingError::OpNotSupported { qp_type, ops } = *self else {
+                return Ok(());
+            };
             write!(f, "send ops")?;
             for (n, o) in SendOps::NAMED {
                 if ops.contains(o) {
@@ -379,7 +395,9 @@ pub enum SizeMode {
 /// The send overhead of a type and op set (control segment plus the largest op segments).
 pub const fn sq_overhead(t: QpType, ops: SendOps) -> u32 {
     let mut ov = 16;
-    if ops.intersects(SendOps(SendOps::WRITE.0 | SendOps::WRITE_IMM.0 | SendOps::READ.0)) {
+    if ops.intersects(SendOps(
+        SendOps::WRITE.0 | SendOps::WRITE_IMM.0 | SendOps::READ.0,
+    )) {
         ov = 32;
     }
     if ops.intersects(SendOps(SendOps::ATOMIC_CS.0 | SendOps::ATOMIC_FA.0)) {
@@ -417,7 +435,10 @@ struct Fail {
 
 impl CapField {
     const fn is_send(self) -> bool {
-        matches!(self, CapField::MaxSendWr | CapField::MaxSendSge | CapField::MaxInlineData)
+        matches!(
+            self,
+            CapField::MaxSendWr | CapField::MaxSendSge | CapField::MaxInlineData
+        )
     }
 }
 
@@ -426,44 +447,75 @@ impl CapField {
 #[inline]
 fn compute(l: &QpLimits, ov: u32, srq: bool, req: &QpCap) -> Result<Sized, Fail> {
     let mut cap = QpCap::default();
-    let mut layout = QpLayout { sq_overhead: ov, ..QpLayout::default() };
+    let mut layout = QpLayout {
+        sq_overhead: ov,
+        ..QpLayout::default()
+    };
     compute_sq(l, ov, req, &mut cap, &mut layout)?;
     compute_rq(l, srq, req, &mut cap, &mut layout)?;
     Ok(Sized { cap, layout })
 }
 
 #[inline]
-fn compute_sq(l: &QpLimits, ov: u32, req: &QpCap, cap: &mut QpCap, layout: &mut QpLayout) -> Result<(), Fail> {
+fn compute_sq(
+    l: &QpLimits,
+    ov: u32,
+    req: &QpCap,
+    cap: &mut QpCap,
+    layout: &mut QpLayout,
+) -> Result<(), Fail> {
     let max_sq = u64::from(l.max_wqe_sz_sq);
     let max_wqes = 1u64 << l.log_max_qp_sz.min(31);
     let ov64 = u64::from(ov);
 
     if req.max_send_wr > 0 {
         let inl = if req.max_inline_data > 0 {
-            ov64 + align(u64::from(INLINE_HDR) + u64::from(req.max_inline_data), u64::from(SEG))
+            ov64 + align(
+                u64::from(INLINE_HDR) + u64::from(req.max_inline_data),
+                u64::from(SEG),
+            )
         } else {
             0
         };
         if max_sq < ov64 || u64::from(req.max_send_sge) > (max_sq - ov64) / u64::from(SEG) {
-            return Err(Fail { field: CapField::MaxSendSge, limit: Limit::MaxWqeSzSq });
+            return Err(Fail {
+                field: CapField::MaxSendSge,
+                limit: Limit::MaxWqeSzSq,
+            });
         }
         let size = ov64 + u64::from(SEG) * u64::from(req.max_send_sge);
         let tot = size.max(inl);
-        let blame = if inl > size { CapField::MaxInlineData } else { CapField::MaxSendSge };
+        let blame = if inl > size {
+            CapField::MaxInlineData
+        } else {
+            CapField::MaxSendSge
+        };
         if tot > max_sq {
-            return Err(Fail { field: blame, limit: Limit::MaxWqeSzSq });
+            return Err(Fail {
+                field: blame,
+                limit: Limit::MaxWqeSzSq,
+            });
         }
         let wqe = align(tot, u64::from(SEND_WQE_BB));
         if wqe > max_sq {
-            return Err(Fail { field: blame, limit: Limit::MaxWqeSzSq });
+            return Err(Fail {
+                field: blame,
+                limit: Limit::MaxWqeSzSq,
+            });
         }
         if u64::from(req.max_send_wr) > WR_GUARD / max_sq.max(1) {
-            return Err(Fail { field: CapField::MaxSendWr, limit: Limit::WrOverflow });
+            return Err(Fail {
+                field: CapField::MaxSendWr,
+                limit: Limit::WrOverflow,
+            });
         }
         let sq_bytes = roundup_pow2(u64::from(req.max_send_wr) * wqe);
         let bbs = sq_bytes / u64::from(SEND_WQE_BB);
         if bbs > max_wqes {
-            return Err(Fail { field: CapField::MaxSendWr, limit: Limit::LogMaxQpSz });
+            return Err(Fail {
+                field: CapField::MaxSendWr,
+                limit: Limit::LogMaxQpSz,
+            });
         }
         cap.max_send_wr = (sq_bytes / wqe) as u32;
         cap.max_send_sge = req.max_send_sge;
@@ -479,24 +531,39 @@ fn compute_sq(l: &QpLimits, ov: u32, req: &QpCap, cap: &mut QpCap, layout: &mut 
 }
 
 #[inline]
-fn compute_rq(l: &QpLimits, srq: bool, req: &QpCap, cap: &mut QpCap, layout: &mut QpLayout) -> Result<(), Fail> {
+fn compute_rq(
+    l: &QpLimits,
+    srq: bool,
+    req: &QpCap,
+    cap: &mut QpCap,
+    layout: &mut QpLayout,
+) -> Result<(), Fail> {
     let max_rq = u64::from(l.max_wqe_sz_rq);
     let max_wqes = 1u64 << l.log_max_qp_sz.min(31);
     // With an SRQ the receive attributes are ignored — not checked — and granted 0 (the seed
     // document; the provider still checks max_recv_wr, see docs/sizing.md).
     if !srq && req.max_recv_wr > 0 {
         if u64::from(req.max_recv_wr) > max_wqes {
-            return Err(Fail { field: CapField::MaxRecvWr, limit: Limit::LogMaxQpSz });
+            return Err(Fail {
+                field: CapField::MaxRecvWr,
+                limit: Limit::LogMaxQpSz,
+            });
         }
         let bytes = u64::from(SEG) * u64::from(req.max_recv_sge.max(1));
         if bytes > max_rq {
-            return Err(Fail { field: CapField::MaxRecvSge, limit: Limit::MaxWqeSzRq });
+            return Err(Fail {
+                field: CapField::MaxRecvSge,
+                limit: Limit::MaxWqeSzRq,
+            });
         }
         let stride = roundup_pow2(bytes);
         let rq_bytes = (roundup_pow2(u64::from(req.max_recv_wr)) * stride).max(64);
         let cnt = rq_bytes / stride;
         if cnt > max_wqes {
-            return Err(Fail { field: CapField::MaxRecvWr, limit: Limit::LogMaxQpSz });
+            return Err(Fail {
+                field: CapField::MaxRecvWr,
+                limit: Limit::LogMaxQpSz,
+            });
         }
         cap.max_recv_wr = cnt as u32;
         cap.max_recv_sge = (stride / u64::from(SEG)) as u32;
@@ -508,7 +575,14 @@ fn compute_rq(l: &QpLimits, srq: bool, req: &QpCap, cap: &mut QpCap, layout: &mu
 
 /// The largest value of `field` (≤ `hi`) with which its queue (SQ or RQ) sizes, the other fields
 /// as in `req`; `None` if even 0 fails.
-fn largest_fitting(l: &QpLimits, ov: u32, srq: bool, req: &QpCap, field: CapField, hi: u32) -> Option<u32> {
+fn largest_fitting(
+    l: &QpLimits,
+    ov: u32,
+    srq: bool,
+    req: &QpCap,
+    field: CapField,
+    hi: u32,
+) -> Option<u32> {
     let ok = |v: u32| {
         let r = field.with(req, v);
         let (mut c, mut lay) = (QpCap::default(), QpLayout::default());
@@ -552,15 +626,26 @@ pub fn size_qp(
 ) -> Result<Sized, SizingError> {
     let bad = SendOps(ops.0 & !SendOps::valid_for(t).0);
     if !bad.is_empty() {
-        return Err(SizingError::OpNotSupported { qp_type: t, ops: bad });
+        return Err(SizingError::OpNotSupported {
+            qp_type: t,
+            ops: bad,
+        });
     }
     let ov = sq_overhead(t, ops);
     let mut req = *req;
     if mode == SizeMode::Clamp {
         // Per-WQE fields first, each to the most a WQE can hold on its own; the queue depths are
         // then clamped below with the WQE sizes as they came out.
-        let base = QpCap { max_send_wr: 1, max_recv_wr: 1, ..QpCap::default() };
-        for f in [CapField::MaxSendSge, CapField::MaxInlineData, CapField::MaxRecvSge] {
+        let base = QpCap {
+            max_send_wr: 1,
+            max_recv_wr: 1,
+            ..QpCap::default()
+        };
+        for f in [
+            CapField::MaxSendSge,
+            CapField::MaxInlineData,
+            CapField::MaxRecvSge,
+        ] {
             if let Some(m) = largest_fitting(l, ov, srq, &base, f, u32::MAX) {
                 req = f.with(&req, f.get(&req).min(m));
             }
@@ -572,7 +657,8 @@ pub fn size_qp(
             Ok(s) => return Ok(s),
             Err(fail) => {
                 let requested = fail.field.get(&req);
-                let max = largest_fitting(l, ov, srq, &req, fail.field, requested.saturating_sub(1));
+                let max =
+                    largest_fitting(l, ov, srq, &req, fail.field, requested.saturating_sub(1));
                 // Clamping a queue depth to 0 would remove the queue: that is an error instead.
                 if let (SizeMode::Clamp, Some(m @ 1..)) = (mode, max) {
                     req = fail.field.with(&req, m);
@@ -607,7 +693,11 @@ pub fn size_qp(
 /// What the verbs FAQ says "you can't know": no trial and error needed.
 pub fn max_qp_cap(l: &QpLimits, t: QpType, ops: SendOps) -> QpCap {
     let ov = sq_overhead(t, ops);
-    let base = QpCap { max_send_wr: 1, max_recv_wr: 1, ..QpCap::default() };
+    let base = QpCap {
+        max_send_wr: 1,
+        max_recv_wr: 1,
+        ..QpCap::default()
+    };
     let best = |f: CapField| largest_fitting(l, ov, false, &base, f, u32::MAX).unwrap_or(0);
     QpCap {
         max_send_wr: best(CapField::MaxSendWr),

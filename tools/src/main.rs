@@ -1,1 +1,42 @@
-fn main(){}
+//! `mlx5ctl`: look at a ConnectX (mlx5) device, simulated or real.
+//!
+//! `mlx5ctl devinfo` brings a device up and prints what `ibv_devinfo -v` prints for it, plus the
+//! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
+
+#![recursion_limit = "256"]
+
+mod devinfo;
+mod target;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Look at ConnectX-5 (mlx5) devices: simulated (the default) or real.
+#[derive(Parser, Debug)]
+#[command(name = "mlx5ctl", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Bring a device up and print its attributes (like `ibv_devinfo -v`), then tear it down.
+    Devinfo(devinfo::Args),
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Devinfo(a) => devinfo::run(&a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mlx5ctl: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

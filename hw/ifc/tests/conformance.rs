@@ -7,7 +7,10 @@ use mlx5_ifc::{regs, CmdInHeader, CmdOutHeader, Layout};
 use serde_json::Value;
 
 fn facts() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/reference/mlx5_ifc_offsets.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/reference/mlx5_ifc_offsets.json"
+    );
     let text = std::fs::read_to_string(path).expect("reference facts present");
     serde_json::from_str(&text).expect("reference facts are JSON")
 }
@@ -22,16 +25,37 @@ fn every_field_matches_the_reference() {
     let facts = facts();
     let mut checked = 0;
     for &(name, bytes, fields) in ALL {
-        let size_bits = facts["_sizes"][name].as_u64().unwrap_or_else(|| panic!("{name}: no reference size"));
+        let size_bits = facts["_sizes"][name]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{name}: no reference size"));
         assert_eq!(bytes as u64 * 8, size_bits, "{name}: size");
         for f in fields {
-            let (bit, width) = fact(&facts, name, f.name).unwrap_or_else(|| panic!("{name}.{}: not in the reference", f.name));
-            assert_eq!((u64::from(f.bit), u64::from(f.width)), (bit, width), "{name}.{}: (bit, width)", f.name);
-            assert!(u64::from(f.bit + f.width) <= size_bits, "{name}.{}: runs past the structure", f.name);
+            let (bit, width) = fact(&facts, name, f.name)
+                .unwrap_or_else(|| panic!("{name}.{}: not in the reference", f.name));
+            assert_eq!(
+                (u64::from(f.bit), u64::from(f.width)),
+                (bit, width),
+                "{name}.{}: (bit, width)",
+                f.name
+            );
+            assert!(
+                u64::from(f.bit + f.width) <= size_bits,
+                "{name}.{}: runs past the structure",
+                f.name
+            );
             if f.kind != FieldKind::Value {
-                assert_eq!(f.bit % 8, 0, "{name}.{}: byte arrays and nested structures are byte aligned", f.name);
+                assert_eq!(
+                    f.bit % 8,
+                    0,
+                    "{name}.{}: byte arrays and nested structures are byte aligned",
+                    f.name
+                );
             } else {
-                assert!(f.width >= 1 && f.width <= 64, "{name}.{}: integer fields are 1..=64 bits", f.name);
+                assert!(
+                    f.width >= 1 && f.width <= 64,
+                    "{name}.{}: integer fields are 1..=64 bits",
+                    f.name
+                );
             }
             checked += 1;
         }
@@ -54,7 +78,10 @@ fn every_named_reference_field_is_defined() {
             let bit = v[0].as_u64().unwrap_or(0);
             let expressible = width <= 64 || (bit % 8 == 0 && width % 8 == 0);
             if expressible {
-                assert!(fields.iter().any(|f| f.name == fname), "{name}.{fname} is not defined");
+                assert!(
+                    fields.iter().any(|f| f.name == fname),
+                    "{name}.{fname} is not defined"
+                );
             }
         }
     }
@@ -77,7 +104,12 @@ fn command_headers_match_every_command() {
             if f.name == "uid" && fact(&facts, name, "uid").is_none() {
                 continue; // older commands keep those bits reserved
             }
-            assert_eq!(fact(&facts, name, f.name), Some((u64::from(f.bit), u64::from(f.width))), "{name}.{}", f.name);
+            assert_eq!(
+                fact(&facts, name, f.name),
+                Some((u64::from(f.bit), u64::from(f.width))),
+                "{name}.{}",
+                f.name
+            );
         }
         *n += 1;
     }
@@ -87,9 +119,16 @@ fn command_headers_match_every_command() {
 #[test]
 fn bar0_register_offsets_match_the_init_segment() {
     let facts = facts();
-    let dword = |field: &str| fact(&facts, "initial_seg", field).map(|(bit, _)| bit / 32 * 4).unwrap();
+    let dword = |field: &str| {
+        fact(&facts, "initial_seg", field)
+            .map(|(bit, _)| bit / 32 * 4)
+            .unwrap()
+    };
     assert_eq!(u64::from(regs::FW_REV), dword("fw_rev_minor"));
-    assert_eq!(u64::from(regs::CMDIF_REV_FW_SUB), dword("cmd_interface_rev"));
+    assert_eq!(
+        u64::from(regs::CMDIF_REV_FW_SUB),
+        dword("cmd_interface_rev")
+    );
     assert_eq!(u64::from(regs::CMDQ_ADDR_H), dword("cmdq_phy_addr_63_32"));
     assert_eq!(u64::from(regs::CMDQ_ADDR_L_SZ), dword("log_cmdq_size"));
     assert_eq!(u64::from(regs::CMD_DBELL), dword("command_doorbell_vector"));
@@ -97,9 +136,25 @@ fn bar0_register_offsets_match_the_init_segment() {
     assert_eq!(u64::from(regs::HEALTH_BUFFER), dword("health_buffer"));
     assert_eq!(u64::from(regs::HEALTH_COUNTER), dword("health_counter"));
     // bit 31 of the `initializing` dword.
-    assert_eq!(fact(&facts, "initial_seg", "initializing").unwrap().0 % 32, 0);
-    let hb = |field: &str| fact(&facts, "health_buffer", field).map(|(bit, _)| bit / 32 * 4).unwrap();
-    assert_eq!(u64::from(regs::HEALTH_SYND - regs::HEALTH_BUFFER), hb("synd"));
-    assert_eq!(u64::from(regs::HEALTH_RFR_SEVERITY - regs::HEALTH_BUFFER), hb("rfr"));
-    assert_eq!(u64::from(regs::HEALTH_FW_VER - regs::HEALTH_BUFFER), hb("fw_version"));
+    assert_eq!(
+        fact(&facts, "initial_seg", "initializing").unwrap().0 % 32,
+        0
+    );
+    let hb = |field: &str| {
+        fact(&facts, "health_buffer", field)
+            .map(|(bit, _)| bit / 32 * 4)
+            .unwrap()
+    };
+    assert_eq!(
+        u64::from(regs::HEALTH_SYND - regs::HEALTH_BUFFER),
+        hb("synd")
+    );
+    assert_eq!(
+        u64::from(regs::HEALTH_RFR_SEVERITY - regs::HEALTH_BUFFER),
+        hb("rfr")
+    );
+    assert_eq!(
+        u64::from(regs::HEALTH_FW_VER - regs::HEALTH_BUFFER),
+        hb("fw_version")
+    );
 }

@@ -1,1 +1,326 @@
+//! `mlx5-sim`: a simulated NVIDIA ConnectX-5 (mlx5) that behaves like its firmware, for the
+//! driver's tests and for users without a NIC.
+//!
+//! A [`SimDevice`] is a PCI function seen from the driver: a 32 MiB BAR0 ([`SimDevice::bar_read32`],
+//! [`SimDevice::bar_write32`], [`SimDevice::bar_write64`]) holding the initialization segment,
+//! health buffer and UAR pages; DMA memory reached through an IOMMU-like translation
+//! ([`SimDevice::dma_alloc`]); and a clock ([`SimDevice::now_ns`], [`SimDevice::relax`]). Behind
+//! BAR0 the firmware command interface runs the bring-up and resource commands with the checks
+//! real firmware makes (delivery status, command status with a per-reason [`syndrome`]).
+//!
+//! Modules: `bar` (init segment, health, UAR writes), `iommu` (DMA memory), `cmdif` (entries,
+//! mailboxes, delivery), `fw` (state machine, dispatch, one module per object), `profile`,
+//! `fault`, `trace`.
+//!
+//! Two modes ([`Mode`]): `Sync` executes a command inside the doorbell write and runs on virtual
+//! time advanced by `relax()`; `Threaded` runs the firmware on its own thread and real time, so
+//! the driver's polling, ordering and timeouts are exercised for real.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
+mod bar;
+mod cmdif;
+mod device;
+mod error;
+mod fault;
+mod fw;
+mod iommu;
+mod profile;
+pub mod syndrome;
+mod trace;
+
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use mlx5_ifc::{Be32, Be64};
+
+pub use bar::{UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE};
+pub use device::RELAX_NS;
+pub use error::SimError;
+pub use fault::{DmaFault, DmaFaultKind, Fault};
+pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
+pub use fw::vport::{DEFAULT_MTU, MAX_MTU};
+pub use fw::{HcaState, ObjectKind};
+pub use iommu::{DmaBlock, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
+pub use profile::Profile;
+pub use trace::{TraceRecord, TRACE_CAPACITY};
+
+use device::Shared;
+
+/// How the simulated device runs its firmware.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Commands execute inside the doorbell write; device time is virtual and advances only
+    /// through [`SimDevice::relax`]. Deterministic.
+    Sync,
+    /// A device thread executes commands; device time is real monotonic time.
+    Threaded,
+}
+
+/// The handle every clone shares; dropping the last one stops the device thread.
+struct Handle {
+    shared: Arc<Shared>,
+    doorbells: Option<Sender<u32>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's receive loop.
+        self.doorbells.take();
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                log::error!("mlx5-sim: the device thread panicked");
+            }
+        }
+    }
+}
+
+/// A simulated ConnectX-5. Clones share the device; it is `Send + Sync`.
+#[derive(Clone)]
+pub struct SimDevice {
+    inner: Arc<Handle>,
+}
+
+impl std::fmt::Debug for SimDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimDevice")
+            .field("profile", &self.inner.shared.profile.name())
+            .field("mode", &self.inner.shared.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimDevice {
+    /// A device of `profile`, just out of reset (`initializing` set, HCA disabled).
+    pub fn new(profile: Profile, mode: Mode) -> SimDevice {
+        let shared = Arc::new(Shared::new(profile, mode));
+        let (mut doorbells, mut thread) = (None, None);
+        if mode == Mode::Threaded {
+            let (tx, rx) = mpsc::channel::<u32>();
+            let dev = Arc::clone(&shared);
+            let spawned = std::thread::Builder::new()
+                .name("mlx5-sim".to_string())
+                .spawn(move || {
+                    while let Ok(bits) = rx.recv() {
+                        dev.ring(bits);
+                    }
+                });
+            match spawned {
+                Ok(t) => (doorbells, thread) = (Some(tx), Some(t)),
+                Err(e) => log::error!(
+                    "mlx5-sim: cannot start the device thread ({e}); doorbells run inline"
+                ),
+            }
+        }
+        SimDevice {
+            inner: Arc::new(Handle {
+                shared,
+                doorbells,
+                thread,
+            }),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    /// The mode the device runs in.
+    pub fn mode(&self) -> Mode {
+        self.shared().mode
+    }
+
+    /// The device's profile.
+    pub fn profile(&self) -> &Profile {
+        &self.shared().profile
+    }
+
+    /// A 32-bit read of BAR0 at byte offset `off` (4-aligned; else all ones and a warning).
+    pub fn bar_read32(&self, off: u64) -> Be32 {
+        let now = self.now_ns();
+        let mut st = self.shared().lock();
+        let stuck = st.faults.stuck_initializing;
+        Be32::new(st.bar.read32(off, now, stuck))
+    }
+
+    /// A 32-bit write of BAR0 at byte offset `off` (4-aligned; else ignored with a warning).
+    /// A write to `cmd_dbell` hands the entries whose bits are set to the firmware (executed
+    /// before this returns in [`Mode::Sync`]).
+    pub fn bar_write32(&self, off: u64, v: Be32) {
+        let doorbell = self.shared().lock().bar.write32(off, v.get());
+        let Some(bits) = doorbell else { return };
+        match &self.inner.doorbells {
+            Some(tx) if tx.send(bits).is_ok() => {}
+            _ => self.shared().ring(bits),
+        }
+    }
+
+    /// A 64-bit write of BAR0 (8-aligned; UAR doorbells, recorded in [`SimDevice::uar_writes`]).
+    pub fn bar_write64(&self, off: u64, v: Be64) {
+        self.shared().lock().bar.write64(off, v.get());
+    }
+
+    /// Size of BAR0 (32 MiB).
+    pub fn bar_size(&self) -> u64 {
+        BAR_SIZE
+    }
+
+    /// Every write to a UAR page so far, in order.
+    pub fn uar_writes(&self) -> Vec<UarWrite> {
+        self.shared().lock().bar.uar_writes().to_vec()
+    }
+
+    /// Allocates `len` zeroed bytes of DMA memory, mapped at an IOVA aligned to
+    /// `max(align, 4096)` (`align` a power of two up to 1 MiB).
+    pub fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
+        self.shared().lock().iommu.alloc(len, align)
+    }
+
+    /// Unmaps and frees the allocation at `iova`. Freeing memory that holds a page the device
+    /// still owns (MANAGE_PAGES give, not taken back) frees it anyway and records a
+    /// [`DmaFaultKind::HostFreedDevicePage`] in [`SimDevice::dma_faults`].
+    pub fn dma_free(&self, iova: u64) -> Result<(), SimError> {
+        let mut st = self.shared().lock();
+        let len = st.iommu.free(iova)?;
+        for page in st.fw.pages.held_in(iova, len) {
+            log::warn!(
+                "mlx5-sim: host freed DMA memory at {iova:#x} holding device page {page:#x}"
+            );
+            st.dma_faults.push(DmaFault {
+                iova: page,
+                len: mlx5_ifc::consts::ADAPTER_PAGE_SIZE,
+                kind: DmaFaultKind::HostFreedDevicePage,
+                what: "host freed a page the device holds".to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Host-side convenience: writes `data` into DMA memory at `iova`.
+    pub fn dma_write(&self, iova: u64, data: &[u8]) -> Result<(), SimError> {
+        let st = self.shared().lock();
+        st.iommu
+            .write_release(iova, data)
+            .map_err(|_| SimError::DmaUnmapped {
+                iova,
+                len: data.len(),
+            })
+    }
+
+    /// Host-side convenience: reads DMA memory at `iova` into `buf`.
+    pub fn dma_read(&self, iova: u64, buf: &mut [u8]) -> Result<(), SimError> {
+        let st = self.shared().lock();
+        st.iommu.read(iova, buf).map_err(|_| SimError::DmaUnmapped {
+            iova,
+            len: buf.len(),
+        })
+    }
+
+    /// Device time in nanoseconds: virtual in [`Mode::Sync`], real since creation in
+    /// [`Mode::Threaded`].
+    pub fn now_ns(&self) -> u64 {
+        self.shared().now_ns()
+    }
+
+    /// Called by the driver in every polling loop: [`Mode::Sync`] advances device time by
+    /// [`RELAX_NS`]; [`Mode::Threaded`] yields the CPU.
+    pub fn relax(&self) {
+        self.shared().relax();
+    }
+
+    /// Injects a fault (see [`Fault`]).
+    pub fn inject(&self, f: Fault) {
+        let now = self.now_ns();
+        let mut st = self.shared().lock();
+        match f {
+            Fault::FatalHealth { synd } => st.bar.set_fatal(synd, now),
+            other => st.faults.add(other),
+        }
+    }
+
+    /// Drops every pending injected fault (a fatal health state stays).
+    pub fn clear_faults(&self) {
+        self.shared().lock().faults.clear();
+    }
+
+    /// Firmware pages the device holds now.
+    pub fn pages_held(&self) -> usize {
+        self.shared().lock().fw.pages.held()
+    }
+
+    /// Every live firmware object, by kind then handle.
+    pub fn live_objects(&self) -> Vec<(ObjectKind, u32)> {
+        self.shared().lock().fw.objects.live()
+    }
+
+    /// Bytes of DMA memory still allocated.
+    pub fn dma_bytes_mapped(&self) -> usize {
+        self.shared().lock().iommu.mapped_bytes()
+    }
+
+    /// Every DMA violation so far (device translation faults, host frees of device pages).
+    pub fn dma_faults(&self) -> Vec<DmaFault> {
+        self.shared().lock().dma_faults.clone()
+    }
+
+    /// The HCA state the firmware is in.
+    pub fn hca_state(&self) -> HcaState {
+        self.shared().lock().fw.state
+    }
+
+    /// Every executed command (the last [`TRACE_CAPACITY`]).
+    pub fn trace(&self) -> Vec<TraceRecord> {
+        self.shared().lock().trace.records()
+    }
+
+    /// Writes the trace as JSON lines ([`TraceRecord::to_json_line`]).
+    pub fn write_trace_jsonl(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        for r in self.trace() {
+            writeln!(w, "{}", r.to_json_line())?;
+        }
+        Ok(())
+    }
+
+    /// How many commands the firmware has executed (delivered, whatever their status).
+    pub fn commands_executed(&self) -> u64 {
+        self.shared().lock().commands_executed
+    }
+
+    /// The health buffer syndrome (0 = healthy).
+    pub fn health_syndrome(&self) -> u8 {
+        self.shared().lock().bar.health_synd()
+    }
+
+    /// The driver version string SET_DRIVER_VERSION reported, if any.
+    pub fn driver_version(&self) -> Option<String> {
+        self.shared().lock().fw.driver_version.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handle_is_send_sync() {
+        assert_send_sync::<SimDevice>();
+    }
+
+    #[test]
+    fn dropping_the_last_clone_stops_the_thread() {
+        let dev = SimDevice::new(Profile::connectx5(), Mode::Threaded);
+        let weak = Arc::downgrade(&dev.inner.shared);
+        let other = dev.clone();
+        drop(dev);
+        assert!(weak.upgrade().is_some());
+        drop(other);
+        assert!(
+            weak.upgrade().is_none(),
+            "device thread still holds the device"
+        );
+    }
+}

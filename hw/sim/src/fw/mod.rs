@@ -1,0 +1,334 @@
+//! The simulated firmware: the HCA state machine and command dispatch.
+//!
+//! [`Firmware::execute`] runs one delivered command. Its checks, in order, each with its own
+//! status and syndrome ([`crate::syndrome`]):
+//!
+//! 1. `input_length` < 8 → BAD_INPUT_LEN;
+//! 2. an opcode without a row in the command table → BAD_OP;
+//! 3. `input_length` < the `*_in` layout size → BAD_INPUT_LEN; `output_length` < the `*_out`
+//!    layout size → BAD_OUTPUT_LEN;
+//! 4. the state gate → BAD_SYS_STATE: before ENABLE_HCA only ENABLE_HCA runs; between
+//!    ENABLE_HCA and INIT_HCA (and after TEARDOWN_HCA) only the bring-up commands (ISSI, pages,
+//!    caps, ACCESS_REG, INIT_HCA, DISABLE_HCA, SET_DRIVER_VERSION); after INIT_HCA everything;
+//! 5. `uid` ≠ 0 while `log_max_uctx` is 0 → BAD_PARAM;
+//! 6. the command's handler (in the module of its object), which checks its fields and acts.
+//!
+//! A failed command has no effect; its output is zero apart from status and syndrome.
+//!
+//! Adding a command = a row in `SPECS` and a handler `fn(&mut Firmware, &mut Env, &Req, &mut
+//! [u8]) -> CmdResult` in the module of its object; objects live in the [`objects`] table keyed
+//! by [`ObjectKind`].
+
+pub(crate) mod hca;
+pub(crate) mod objects;
+pub(crate) mod pages;
+pub(crate) mod resources;
+pub(crate) mod vport;
+
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::{hca as h, uar_pd as u, vport as v};
+use mlx5_ifc::{
+    consts, CmdInHeader, CmdOutHeader, CmdStatus, Field, Layout, LayoutError, Opcode, View, ViewMut,
+};
+
+pub use objects::ObjectKind;
+
+use crate::fault::DmaFault;
+use crate::iommu::Iommu;
+use crate::{syndrome as syn, Profile};
+
+/// The HCA life cycle as the firmware sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HcaState {
+    /// Before ENABLE_HCA, or after DISABLE_HCA.
+    Disabled,
+    /// After ENABLE_HCA, before INIT_HCA.
+    Enabled,
+    /// After INIT_HCA.
+    Initialized,
+    /// After TEARDOWN_HCA (still enabled: pages can be taken back, then DISABLE_HCA).
+    TornDown,
+}
+
+/// The firmware state of the one function the device has.
+pub(crate) struct Firmware {
+    pub(crate) state: HcaState,
+    pub(crate) issi: u16,
+    pub(crate) cur_general: [u8; CmdHcaCap::BYTES],
+    pub(crate) cur_roce: [u8; 256],
+    pub(crate) pages: pages::Pages,
+    pub(crate) objects: objects::ObjectTable,
+    pub(crate) vport: vport::Vport,
+    pub(crate) driver_version: Option<String>,
+}
+
+/// What a handler may use besides the firmware state.
+pub(crate) struct Env<'a> {
+    pub(crate) profile: &'a Profile,
+    pub(crate) iommu: &'a Iommu,
+    pub(crate) dma_faults: &'a mut Vec<DmaFault>,
+}
+
+/// One command: its header fields, its input (truncated to `input_length`) and `output_length`.
+pub(crate) struct Req<'a> {
+    pub(crate) opcode: u16,
+    pub(crate) op_mod: u16,
+    pub(crate) input: &'a [u8],
+    pub(crate) outlen: usize,
+}
+
+/// A failed command: status and syndrome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub(crate) status: CmdStatus,
+    pub(crate) syndrome: u32,
+}
+
+/// What a handler returns.
+pub(crate) type CmdResult = Result<(), Failure>;
+
+pub(crate) const fn fail(status: CmdStatus, syndrome: u32) -> Failure {
+    Failure { status, syndrome }
+}
+pub(crate) const fn bad_param(syndrome: u32) -> Failure {
+    fail(CmdStatus::BadParam, syndrome)
+}
+pub(crate) const fn bad_state(syndrome: u32) -> Failure {
+    fail(CmdStatus::BadSysState, syndrome)
+}
+
+/// Input bytes viewed as `L` (a short buffer is a bad input length).
+pub(crate) fn view<L: Layout>(b: &[u8]) -> Result<View<'_, L>, Failure> {
+    View::new(b).map_err(|_| fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))
+}
+
+/// The input viewed as `L` (its length was checked by the dispatcher).
+pub(crate) fn input<'a, L: Layout>(req: &Req<'a>) -> Result<View<'a, L>, Failure> {
+    view(req.input)
+}
+
+/// The output viewed as `L` (its length was checked by the dispatcher).
+pub(crate) fn output<L: Layout>(out: &mut [u8]) -> Result<ViewMut<'_, L>, Failure> {
+    ViewMut::new(out).map_err(|_| fail(CmdStatus::BadOutputLen, syn::OUTLEN_BELOW_LAYOUT))
+}
+
+/// Maps a layout refusal (a value the simulator produced does not fit) to an internal error.
+pub(crate) fn encoded<T>(r: Result<T, LayoutError>) -> Result<T, Failure> {
+    r.map_err(|e| {
+        log::error!("mlx5-sim: cannot encode output: {e}");
+        fail(CmdStatus::InternalErr, syn::INTERNAL)
+    })
+}
+
+/// The states a command may run in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    /// Only before ENABLE_HCA (ENABLE_HCA itself).
+    Disabled,
+    /// Any time after ENABLE_HCA.
+    Enabled,
+    /// Only after INIT_HCA, before TEARDOWN_HCA.
+    Initialized,
+}
+
+type Handler = fn(&mut Firmware, &mut Env<'_>, &Req<'_>, &mut [u8]) -> CmdResult;
+
+struct Spec {
+    opcode: Opcode,
+    in_bytes: usize,
+    out_bytes: usize,
+    gate: Gate,
+    handler: Handler,
+}
+
+const fn spec<I: Layout, O: Layout>(opcode: Opcode, gate: Gate, handler: Handler) -> Spec {
+    Spec {
+        opcode,
+        in_bytes: I::BYTES,
+        out_bytes: O::BYTES,
+        gate,
+        handler,
+    }
+}
+
+/// Every implemented command.
+const SPECS: &[Spec] = &[
+    spec::<h::EnableHcaIn, h::EnableHcaOut>(Opcode::EnableHca, Gate::Disabled, hca::enable_hca),
+    spec::<h::DisableHcaIn, h::DisableHcaOut>(Opcode::DisableHca, Gate::Enabled, hca::disable_hca),
+    spec::<h::QueryIssiIn, h::QueryIssiOut>(Opcode::QueryIssi, Gate::Enabled, hca::query_issi),
+    spec::<h::SetIssiIn, h::SetIssiOut>(Opcode::SetIssi, Gate::Enabled, hca::set_issi),
+    spec::<h::QueryPagesIn, h::QueryPagesOut>(
+        Opcode::QueryPages,
+        Gate::Enabled,
+        pages::query_pages,
+    ),
+    spec::<h::ManagePagesIn, h::ManagePagesOut>(
+        Opcode::ManagePages,
+        Gate::Enabled,
+        pages::manage_pages,
+    ),
+    spec::<h::QueryHcaCapIn, h::QueryHcaCapOut>(
+        Opcode::QueryHcaCap,
+        Gate::Enabled,
+        hca::query_hca_cap,
+    ),
+    spec::<h::SetHcaCapIn, h::SetHcaCapOut>(Opcode::SetHcaCap, Gate::Enabled, hca::set_hca_cap),
+    spec::<h::AccessRegisterIn, h::AccessRegisterOut>(
+        Opcode::AccessReg,
+        Gate::Enabled,
+        vport::access_reg,
+    ),
+    spec::<h::InitHcaIn, h::InitHcaOut>(Opcode::InitHca, Gate::Enabled, hca::init_hca),
+    spec::<h::SetDriverVersionIn, h::SetDriverVersionOut>(
+        Opcode::SetDriverVersion,
+        Gate::Enabled,
+        hca::set_driver_version,
+    ),
+    spec::<h::TeardownHcaIn, h::TeardownHcaOut>(
+        Opcode::TeardownHca,
+        Gate::Initialized,
+        hca::teardown_hca,
+    ),
+    spec::<u::AllocUarIn, u::AllocUarOut>(
+        Opcode::AllocUar,
+        Gate::Initialized,
+        resources::alloc_uar,
+    ),
+    spec::<u::DeallocUarIn, u::DeallocUarOut>(
+        Opcode::DeallocUar,
+        Gate::Initialized,
+        resources::dealloc_uar,
+    ),
+    spec::<u::AllocPdIn, u::AllocPdOut>(Opcode::AllocPd, Gate::Initialized, resources::alloc_pd),
+    spec::<u::DeallocPdIn, u::DeallocPdOut>(
+        Opcode::DeallocPd,
+        Gate::Initialized,
+        resources::dealloc_pd,
+    ),
+    spec::<u::QuerySpecialContextsIn, u::QuerySpecialContextsOut>(
+        Opcode::QuerySpecialContexts,
+        Gate::Initialized,
+        resources::query_special_contexts,
+    ),
+    spec::<v::QueryNicVportContextIn, v::QueryNicVportContextOut>(
+        Opcode::QueryNicVportContext,
+        Gate::Initialized,
+        vport::query_nic_vport_context,
+    ),
+    spec::<v::ModifyNicVportContextIn, v::ModifyNicVportContextOut>(
+        Opcode::ModifyNicVportContext,
+        Gate::Initialized,
+        vport::modify_nic_vport_context,
+    ),
+    spec::<v::SetRoceAddressIn, v::SetRoceAddressOut>(
+        Opcode::SetRoceAddress,
+        Gate::Initialized,
+        vport::set_roce_address,
+    ),
+    spec::<v::QueryRoceAddressIn, v::QueryRoceAddressOut>(
+        Opcode::QueryRoceAddress,
+        Gate::Initialized,
+        vport::query_roce_address,
+    ),
+    spec::<v::QueryVportStateIn, v::QueryVportStateOut>(
+        Opcode::QueryVportState,
+        Gate::Initialized,
+        vport::query_vport_state,
+    ),
+];
+
+impl Firmware {
+    pub(crate) fn new(profile: &Profile) -> Self {
+        Self {
+            state: HcaState::Disabled,
+            issi: 0,
+            cur_general: *profile.hca_cap_max(),
+            cur_roce: *profile.roce_cap(),
+            pages: pages::Pages::default(),
+            objects: objects::ObjectTable::default(),
+            vport: vport::Vport::new(profile),
+            driver_version: None,
+        }
+    }
+
+    /// DISABLE_HCA: the function's settings go back to their reset values. Pages and objects
+    /// stay (a driver that leaks them is caught by `pages_held` / `live_objects`).
+    pub(crate) fn reset_function(&mut self, profile: &Profile) {
+        self.state = HcaState::Disabled;
+        self.issi = 0;
+        self.cur_general = *profile.hca_cap_max();
+        self.cur_roce = *profile.roce_cap();
+        self.vport = vport::Vport::new(profile);
+        self.driver_version = None;
+    }
+
+    /// One field of the current general capabilities.
+    pub(crate) fn cur(&self, f: Field<CmdHcaCap>) -> u64 {
+        View::<CmdHcaCap>::new(&self.cur_general).map_or(0, |v| v.get(f))
+    }
+
+    /// Whether entry and mailbox signatures are checked (CUR `cmdif_checksum` = 3).
+    pub(crate) fn checksum_enabled(&self) -> bool {
+        self.cur(CmdHcaCap::CMDIF_CHECKSUM) == consts::cmdif_checksum::ENABLED
+    }
+
+    /// Runs one command, writing its output (status and syndrome included) into `out`
+    /// (`out.len() >= 16`); returns `(status, syndrome)`.
+    pub(crate) fn execute(
+        &mut self,
+        env: &mut Env<'_>,
+        req: &Req<'_>,
+        out: &mut [u8],
+    ) -> (u8, u32) {
+        out.fill(0);
+        let (status, syndrome) = match self.dispatch(env, req, out) {
+            Ok(()) => (0, 0),
+            Err(f) => {
+                out.fill(0);
+                (f.status.raw(), f.syndrome)
+            }
+        };
+        write_header(out, status, syndrome);
+        (status, syndrome)
+    }
+
+    fn dispatch(&mut self, env: &mut Env<'_>, req: &Req<'_>, out: &mut [u8]) -> CmdResult {
+        if req.input.len() < CmdInHeader::BYTES {
+            return Err(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_HEADER));
+        }
+        let spec = SPECS
+            .iter()
+            .find(|s| s.opcode as u16 == req.opcode)
+            .ok_or(fail(CmdStatus::BadOp, syn::UNKNOWN_OPCODE))?;
+        if req.input.len() < spec.in_bytes {
+            return Err(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT));
+        }
+        if req.outlen < spec.out_bytes {
+            return Err(fail(CmdStatus::BadOutputLen, syn::OUTLEN_BELOW_LAYOUT));
+        }
+        match (spec.gate, self.state) {
+            (Gate::Disabled, HcaState::Disabled) => {}
+            (Gate::Disabled, _) => return Err(bad_state(syn::ALREADY_ENABLED)),
+            (_, HcaState::Disabled) => return Err(bad_state(syn::NOT_ENABLED)),
+            (Gate::Enabled, _) | (Gate::Initialized, HcaState::Initialized) => {}
+            (Gate::Initialized, _) => return Err(bad_state(syn::NOT_INITIALIZED)),
+        }
+        let uid = input::<CmdInHeader>(req)?.get(CmdInHeader::UID);
+        if uid != 0 && self.cur(CmdHcaCap::LOG_MAX_UCTX) == 0 {
+            return Err(bad_param(syn::BAD_UID));
+        }
+        (spec.handler)(self, env, req, out)
+    }
+}
+
+/// Writes status and syndrome into the first 8 output bytes.
+pub(crate) fn write_header(out: &mut [u8], status: u8, syndrome: u32) {
+    if let Ok(mut v) = ViewMut::<CmdOutHeader>::new(out) {
+        let r = v
+            .set(CmdOutHeader::STATUS, status.into())
+            .and_then(|v| v.set(CmdOutHeader::SYNDROME, syndrome.into()));
+        if let Err(e) = r {
+            log::error!("mlx5-sim: cannot write command status: {e}");
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! Simple resources: UAR pages, protection domains, special contexts.
+//!
+//! * UAR indices come from `FIRST_UAR_INDEX` (8) up to the last 4 KiB page of BAR0 (pages 0–4
+//!   hold the init segment, MSI-X table and PBA).
+//! * PD numbers come from `1..2^log_max_pd` (CUR); 0 is never handed out.
+
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::uar_pd::{
+    AllocPdOut, AllocUarOut, DeallocPdIn, DeallocUarIn, QuerySpecialContextsOut,
+};
+use mlx5_ifc::{regs, CmdStatus};
+
+use super::objects::{Object, ObjectKind};
+use super::{encoded, fail, input, output, CmdResult, Env, Firmware, Req};
+use crate::bar::BAR_SIZE;
+use crate::syndrome as syn;
+
+/// The first UAR index ALLOC_UAR hands out.
+pub const FIRST_UAR_INDEX: u32 = 8;
+/// The reserved lkey QUERY_SPECIAL_CONTEXTS reports.
+pub const RESD_LKEY: u32 = 0x100;
+/// The null mkey QUERY_SPECIAL_CONTEXTS reports.
+pub const NULL_MKEY: u32 = 0x200;
+
+const UAR_END: u32 = (BAR_SIZE / regs::UAR_PAGE_SIZE) as u32;
+
+pub(crate) fn alloc_uar(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    _: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let uar = fw
+        .objects
+        .alloc(ObjectKind::Uar, FIRST_UAR_INDEX, UAR_END, Object::Uar)
+        .ok_or(fail(CmdStatus::ExceedLim, syn::UAR_EXHAUSTED))?;
+    encoded(output::<AllocUarOut>(out)?.set(AllocUarOut::UAR, uar.into()))?;
+    Ok(())
+}
+
+pub(crate) fn dealloc_uar(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let uar = input::<DeallocUarIn>(req)?.get(DeallocUarIn::UAR) as u32;
+    if !fw.objects.free(ObjectKind::Uar, uar) {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_UAR));
+    }
+    Ok(())
+}
+
+pub(crate) fn alloc_pd(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    _: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let log_max = fw.cur(CmdHcaCap::LOG_MAX_PD).min(24);
+    let pd = fw
+        .objects
+        .alloc(ObjectKind::Pd, 1, 1u32 << log_max, Object::Pd)
+        .ok_or(fail(CmdStatus::ExceedLim, syn::PD_EXHAUSTED))?;
+    encoded(output::<AllocPdOut>(out)?.set(AllocPdOut::PD, pd.into()))?;
+    Ok(())
+}
+
+pub(crate) fn dealloc_pd(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let pd = input::<DeallocPdIn>(req)?.get(DeallocPdIn::PD) as u32;
+    if !fw.objects.free(ObjectKind::Pd, pd) {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_PD));
+    }
+    Ok(())
+}
+
+pub(crate) fn query_special_contexts(
+    _: &mut Firmware,
+    _: &mut Env<'_>,
+    _: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let mut o = output::<QuerySpecialContextsOut>(out)?;
+    encoded(o.set(QuerySpecialContextsOut::RESD_LKEY, RESD_LKEY.into()))?;
+    encoded(o.set(QuerySpecialContextsOut::NULL_MKEY, NULL_MKEY.into()))?;
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! The port and its vport: NIC vport context, RoCE address (GID) table, vport state, and the
+//! port registers behind ACCESS_REG (PAOS, PMTU, HOST_ENDIANNESS).
+//!
+//! The port starts administratively and operationally up (PAOS 1), MTU 1500 (PMTU admin/oper,
+//! NIC vport `mtu`), `roce_en` 0, permanent address = the profile MAC, node/port/system GUIDs
+//! its EUI-64. QUERY_VPORT_STATE reports `admin_state` 1 and `state` = 1 while PAOS is up.
+
+use mlx5_ifc::consts::{reg, roce};
+use mlx5_ifc::prm::caps::RoceCap;
+use mlx5_ifc::prm::hca::{AccessRegisterIn, AccessRegisterOut, PaosReg, PmtuReg};
+use mlx5_ifc::prm::vport::{
+    ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as Sel, NicVportContext as Ctx,
+    QueryNicVportContextIn, QueryNicVportContextOut, QueryRoceAddressIn, QueryRoceAddressOut,
+    QueryVportStateIn, QueryVportStateOut, RoceAddrLayout, SetRoceAddressIn,
+};
+use mlx5_ifc::{CmdStatus, Layout};
+
+use super::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Firmware, Req};
+use crate::{syndrome as syn, Profile};
+
+/// The largest port MTU (PMTU `max_mtu`).
+pub const MAX_MTU: u16 = 9216;
+/// The MTU the port starts with.
+pub const DEFAULT_MTU: u16 = 1500;
+/// Size of the HOST_ENDIANNESS register (`mlx5_ifc` has no layout for it in `mlx5-ifc` yet).
+const HOST_ENDIANNESS_BYTES: usize = 16;
+/// PAOS status values.
+const PORT_UP: u64 = 1;
+const PORT_DOWN: u64 = 2;
+
+/// Port and vport state.
+pub(crate) struct Vport {
+    roce_en: bool,
+    mtu: u16,
+    mac: [u8; 6],
+    disable_uc_local_lb: bool,
+    disable_mc_local_lb: bool,
+    gids: Vec<[u8; RoceAddrLayout::BYTES]>,
+    paos_admin: u64,
+    pmtu_admin: u16,
+    host_endianness: [u8; HOST_ENDIANNESS_BYTES],
+}
+
+impl Vport {
+    pub(crate) fn new(profile: &Profile) -> Self {
+        let gids = profile.roce_field(RoceCap::ROCE_ADDRESS_TABLE_SIZE) as usize;
+        Self {
+            roce_en: false,
+            mtu: DEFAULT_MTU,
+            mac: profile.mac(),
+            disable_uc_local_lb: false,
+            disable_mc_local_lb: false,
+            gids: vec![[0; RoceAddrLayout::BYTES]; gids],
+            paos_admin: PORT_UP,
+            pmtu_admin: DEFAULT_MTU,
+            host_endianness: [0; HOST_ENDIANNESS_BYTES],
+        }
+    }
+
+    fn eui64(&self) -> u64 {
+        let m = self.mac;
+        u64::from_be_bytes([m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+    }
+}
+
+fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
+    if other_vport != 0 || vport_number != 0 {
+        return Err(bad_param(syn::BAD_VPORT));
+    }
+    Ok(())
+}
+
+pub(crate) fn query_nic_vport_context(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<QueryNicVportContextIn>(req)?;
+    own_vport(
+        i.get(QueryNicVportContextIn::OTHER_VPORT),
+        i.get(QueryNicVportContextIn::VPORT_NUMBER),
+    )?;
+    let vp = &fw.vport;
+    let mut o = output::<QueryNicVportContextOut>(out)?;
+    let mut c = o.nested_mut(QueryNicVportContextOut::NIC_VPORT_CONTEXT);
+    encoded(c.set(Ctx::ROCE_EN, vp.roce_en.into()))?;
+    encoded(c.set(Ctx::MTU, vp.mtu.into()))?;
+    encoded(c.set(Ctx::DISABLE_UC_LOCAL_LB, vp.disable_uc_local_lb.into()))?;
+    encoded(c.set(Ctx::DISABLE_MC_LOCAL_LB, vp.disable_mc_local_lb.into()))?;
+    for f in [Ctx::SYSTEM_IMAGE_GUID, Ctx::PORT_GUID, Ctx::NODE_GUID] {
+        encoded(c.set(f, vp.eui64()))?;
+    }
+    let addr = c.bytes_mut(Ctx::PERMANENT_ADDRESS);
+    let n = addr.len();
+    addr[n.saturating_sub(6)..].copy_from_slice(&vp.mac[6usize.saturating_sub(n)..]);
+    Ok(())
+}
+
+pub(crate) fn modify_nic_vport_context(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<ModIn>(req)?;
+    own_vport(i.get(ModIn::OTHER_VPORT), i.get(ModIn::VPORT_NUMBER))?;
+    let sel = i.nested(ModIn::FIELD_SELECT);
+    let c = i.nested(ModIn::NIC_VPORT_CONTEXT);
+    let mtu = c.get(Ctx::MTU);
+    if sel.get(Sel::MTU) == 1 && (mtu == 0 || mtu > u64::from(MAX_MTU)) {
+        return Err(bad_param(syn::BAD_MTU));
+    }
+    let vp = &mut fw.vport;
+    if sel.get(Sel::ROCE_EN) == 1 {
+        vp.roce_en = c.get(Ctx::ROCE_EN) == 1;
+    }
+    if sel.get(Sel::MTU) == 1 {
+        vp.mtu = mtu as u16;
+    }
+    if sel.get(Sel::DISABLE_UC_LOCAL_LB) == 1 {
+        vp.disable_uc_local_lb = c.get(Ctx::DISABLE_UC_LOCAL_LB) == 1;
+    }
+    if sel.get(Sel::DISABLE_MC_LOCAL_LB) == 1 {
+        vp.disable_mc_local_lb = c.get(Ctx::DISABLE_MC_LOCAL_LB) == 1;
+    }
+    if sel.get(Sel::PERMANENT_ADDRESS) == 1 {
+        let addr = c.bytes(Ctx::PERMANENT_ADDRESS);
+        if let Some(mac) = addr.get(addr.len().saturating_sub(6)..) {
+            vp.mac.copy_from_slice(mac);
+        }
+    }
+    Ok(())
+}
+
+fn gid_slot(
+    fw: &mut Firmware,
+    index: u64,
+    port: u64,
+) -> Result<&mut [u8; RoceAddrLayout::BYTES], super::Failure> {
+    if port > 1 {
+        return Err(bad_param(syn::BAD_VHCA_PORT));
+    }
+    fw.vport
+        .gids
+        .get_mut(index as usize)
+        .ok_or(bad_param(syn::BAD_GID_INDEX))
+}
+
+pub(crate) fn set_roce_address(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<SetRoceAddressIn>(req)?;
+    let a = i.nested(SetRoceAddressIn::ROCE_ADDRESS);
+    let version = a.get(RoceAddrLayout::ROCE_VERSION);
+    let l3 = a.get(RoceAddrLayout::ROCE_L3_TYPE);
+    let slot = gid_slot(
+        fw,
+        i.get(SetRoceAddressIn::ROCE_ADDRESS_INDEX),
+        i.get(SetRoceAddressIn::VHCA_PORT_NUM),
+    )?;
+    if !(version == 0 || version == roce::VERSION_2)
+        || !(l3 == roce::L3_IPV4 || l3 == roce::L3_IPV6)
+    {
+        return Err(bad_param(syn::BAD_ROCE_ADDRESS));
+    }
+    slot.copy_from_slice(&a.as_bytes()[..RoceAddrLayout::BYTES]);
+    Ok(())
+}
+
+pub(crate) fn query_roce_address(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<QueryRoceAddressIn>(req)?;
+    let slot = *gid_slot(
+        fw,
+        i.get(QueryRoceAddressIn::ROCE_ADDRESS_INDEX),
+        i.get(QueryRoceAddressIn::VHCA_PORT_NUM),
+    )?;
+    let mut o = output::<QueryRoceAddressOut>(out)?;
+    o.nested_mut(QueryRoceAddressOut::ROCE_ADDRESS).as_bytes()[..RoceAddrLayout::BYTES]
+        .copy_from_slice(&slot);
+    Ok(())
+}
+
+pub(crate) fn query_vport_state(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<QueryVportStateIn>(req)?;
+    own_vport(
+        i.get(QueryVportStateIn::OTHER_VPORT),
+        i.get(QueryVportStateIn::VPORT_NUMBER),
+    )?;
+    let mut o = output::<QueryVportStateOut>(out)?;
+    encoded(o.set(QueryVportStateOut::ADMIN_STATE, 1))?;
+    encoded(o.set(
+        QueryVportStateOut::STATE,
+        u64::from(fw.vport.paos_admin == PORT_UP),
+    ))?;
+    Ok(())
+}
+
+pub(crate) fn access_reg(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<AccessRegisterIn>(req)?;
+    let id = i.get(AccessRegisterIn::REGISTER_ID) as u16;
+    let write = match req.op_mod {
+        reg::WRITE => true,
+        reg::READ => false,
+        _ => return Err(bad_param(syn::BAD_OP_MOD)),
+    };
+    let size = match id {
+        reg::PAOS => PaosReg::BYTES,
+        reg::PMTU => PmtuReg::BYTES,
+        reg::HOST_ENDIANNESS => HOST_ENDIANNESS_BYTES,
+        _ => return Err(bad_param(syn::BAD_REGISTER_ID)),
+    };
+    let data = i.bytes(AccessRegisterIn::REGISTER_DATA);
+    let data = data
+        .get(..size)
+        .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_REGISTER))?;
+    if req.outlen < AccessRegisterOut::BYTES + size {
+        return Err(fail(CmdStatus::BadOutputLen, syn::OUTLEN_REGISTER));
+    }
+    let mut o = output::<AccessRegisterOut>(out)?;
+    let reg_out = &mut o.bytes_mut(AccessRegisterOut::REGISTER_DATA)[..size];
+    let vp = &mut fw.vport;
+    match id {
+        reg::PAOS => {
+            let r = view::<PaosReg>(data)?;
+            if r.get(PaosReg::LOCAL_PORT) != 1 {
+                return Err(bad_param(syn::BAD_LOCAL_PORT));
+            }
+            if write && r.get(PaosReg::ASE) == 1 {
+                let admin = r.get(PaosReg::ADMIN_STATUS);
+                if admin != PORT_UP && admin != PORT_DOWN {
+                    return Err(bad_param(syn::BAD_REGISTER_FIELD));
+                }
+                vp.paos_admin = admin;
+            }
+            let mut w = output::<PaosReg>(reg_out)?;
+            encoded(w.set(PaosReg::LOCAL_PORT, 1))?;
+            encoded(w.set(PaosReg::ADMIN_STATUS, vp.paos_admin))?;
+            encoded(w.set(PaosReg::OPER_STATUS, vp.paos_admin))?;
+        }
+        reg::PMTU => {
+            let r = view::<PmtuReg>(data)?;
+            if r.get(PmtuReg::LOCAL_PORT) != 1 {
+                return Err(bad_param(syn::BAD_LOCAL_PORT));
+            }
+            if write {
+                let mtu = r.get(PmtuReg::ADMIN_MTU);
+                if mtu == 0 || mtu > u64::from(MAX_MTU) {
+                    return Err(bad_param(syn::BAD_REGISTER_FIELD));
+                }
+                vp.pmtu_admin = mtu as u16;
+            }
+            let mut w = output::<PmtuReg>(reg_out)?;
+            encoded(w.set(PmtuReg::LOCAL_PORT, 1))?;
+            encoded(w.set(PmtuReg::MAX_MTU, MAX_MTU.into()))?;
+            encoded(w.set(PmtuReg::ADMIN_MTU, vp.pmtu_admin.into()))?;
+            encoded(w.set(PmtuReg::OPER_MTU, vp.pmtu_admin.into()))?;
+        }
+        _ => {
+            if write {
+                vp.host_endianness.copy_from_slice(data);
+            }
+            reg_out.copy_from_slice(&vp.host_endianness);
+        }
+    }
+    Ok(())
+}

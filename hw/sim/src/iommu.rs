@@ -1,0 +1,245 @@
+//! DMA memory shared with the driver, and the IOMMU-like translation the device goes through.
+//!
+//! Every allocation is a `Box<[AtomicU64]>`: 8-byte aligned host memory that both sides access
+//! with atomic operations only, so the simulator needs no `unsafe` code. Word `i` of an
+//! allocation holds its bytes `8i..8i+8` in native memory order (the device's big-endian byte
+//! image, exactly as a real DMA buffer would hold it).
+//!
+//! IOVAs are handed out by a bump allocator starting at [`IOVA_BASE`] (so IOVA 0 is never
+//! valid), 4 KiB aligned (or more, up to [`MAX_DMA_ALIGN`]), with an unmapped 4 KiB guard page
+//! after every allocation; freed ranges are never handed out again. A device access is valid
+//! only if it lies entirely inside one live allocation (`[iova, iova + len)`, `len` as asked
+//! for): anything else is a translation fault.
+
+use std::collections::BTreeMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::SimError;
+
+/// The first IOVA the simulator hands out.
+pub const IOVA_BASE: u64 = 0x1_0000_0000;
+/// IOVA granule: every allocation starts on a 4 KiB boundary.
+pub const IOVA_PAGE: u64 = 4096;
+/// The largest alignment `dma_alloc` honours.
+pub const MAX_DMA_ALIGN: usize = 1 << 20;
+/// The most DMA memory one simulated device maps at once.
+pub const MAX_DMA_BYTES: usize = 1 << 30;
+
+/// A block of DMA memory: the device sees it at `iova`, the host at `host`.
+///
+/// The memory stays valid until `SimDevice::dma_free(iova)` or until the last clone of the
+/// `SimDevice` that allocated it is dropped. Access it only with atomic loads and stores
+/// (e.g. `AtomicU32::from_ptr`): the device reads and writes it concurrently in threaded mode.
+#[derive(Debug, Clone, Copy)]
+pub struct DmaBlock {
+    /// The device address (IOVA) of the first byte.
+    pub iova: u64,
+    /// Length in bytes, as asked for.
+    pub len: usize,
+    /// The host address of the first byte (8-byte aligned).
+    pub host: NonNull<u8>,
+}
+
+struct Mapping {
+    len: usize,
+    words: Box<[AtomicU64]>,
+}
+
+/// A device access hit no live mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unmapped;
+
+/// The translation table and the memory behind it.
+pub(crate) struct Iommu {
+    maps: BTreeMap<u64, Mapping>,
+    next: u64,
+    mapped: usize,
+}
+
+impl Iommu {
+    pub(crate) fn new() -> Self {
+        Self {
+            maps: BTreeMap::new(),
+            next: IOVA_BASE,
+            mapped: 0,
+        }
+    }
+
+    /// Allocates and maps `len` zeroed bytes at an IOVA aligned to `max(align, 4 KiB)`.
+    pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
+        if len == 0 {
+            return Err(SimError::DmaZeroLength);
+        }
+        if !align.is_power_of_two() || align > MAX_DMA_ALIGN {
+            return Err(SimError::DmaBadAlign { align });
+        }
+        if len > MAX_DMA_BYTES - self.mapped {
+            return Err(SimError::DmaExhausted {
+                len,
+                mapped: self.mapped,
+                limit: MAX_DMA_BYTES,
+            });
+        }
+        let align = (align as u64).max(IOVA_PAGE);
+        let iova = self.next.next_multiple_of(align);
+        let pages = (len as u64).div_ceil(IOVA_PAGE);
+        // One unmapped guard page after every allocation catches overruns into a neighbour.
+        self.next = iova + (pages + 1) * IOVA_PAGE;
+        let words: Box<[AtomicU64]> = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        let host = NonNull::from(&*words).cast::<u8>();
+        self.maps.insert(iova, Mapping { len, words });
+        self.mapped += len;
+        Ok(DmaBlock { iova, len, host })
+    }
+
+    /// Unmaps and frees the allocation starting at `iova`; returns its length.
+    pub(crate) fn free(&mut self, iova: u64) -> Result<usize, SimError> {
+        let m = self
+            .maps
+            .remove(&iova)
+            .ok_or(SimError::DmaUnknownIova { iova })?;
+        self.mapped -= m.len;
+        Ok(m.len)
+    }
+
+    /// Bytes of DMA memory still allocated.
+    pub(crate) fn mapped_bytes(&self) -> usize {
+        self.mapped
+    }
+
+    fn locate(&self, iova: u64, len: usize) -> Option<(&Mapping, usize)> {
+        let (&start, m) = self.maps.range(..=iova).next_back()?;
+        let off = usize::try_from(iova - start).ok()?;
+        (off.checked_add(len)? <= m.len).then_some((m, off))
+    }
+
+    /// Whether `[iova, iova + len)` lies inside one live allocation.
+    pub(crate) fn is_mapped(&self, iova: u64, len: usize) -> bool {
+        self.locate(iova, len).is_some()
+    }
+
+    /// Reads `buf.len()` bytes at `iova` (acquire loads).
+    pub(crate) fn read(&self, iova: u64, buf: &mut [u8]) -> Result<(), Unmapped> {
+        let (m, off) = self.locate(iova, buf.len()).ok_or(Unmapped)?;
+        let mut i = 0;
+        while i < buf.len() {
+            let pos = off + i;
+            let (w, b) = (pos / 8, pos % 8);
+            let n = (8 - b).min(buf.len() - i);
+            let word = m
+                .words
+                .get(w)
+                .ok_or(Unmapped)?
+                .load(Ordering::Acquire)
+                .to_ne_bytes();
+            buf[i..i + n].copy_from_slice(&word[b..b + n]);
+            i += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `iova` with relaxed stores.
+    pub(crate) fn write(&self, iova: u64, data: &[u8]) -> Result<(), Unmapped> {
+        self.store(iova, data, Ordering::Relaxed)
+    }
+
+    /// Writes `data` at `iova`; the last store has release ordering, so every earlier write of
+    /// this thread is visible to whoever observes it with an acquire load.
+    pub(crate) fn write_release(&self, iova: u64, data: &[u8]) -> Result<(), Unmapped> {
+        self.store(iova, data, Ordering::Release)
+    }
+
+    fn store(&self, iova: u64, data: &[u8], last: Ordering) -> Result<(), Unmapped> {
+        let (m, off) = self.locate(iova, data.len()).ok_or(Unmapped)?;
+        let mut i = 0;
+        while i < data.len() {
+            let pos = off + i;
+            let (w, b) = (pos / 8, pos % 8);
+            let n = (8 - b).min(data.len() - i);
+            let order = if i + n == data.len() {
+                last
+            } else {
+                Ordering::Relaxed
+            };
+            let word = m.words.get(w).ok_or(Unmapped)?;
+            if n == 8 {
+                let mut v = [0u8; 8];
+                v.copy_from_slice(&data[i..i + 8]);
+                word.store(u64::from_ne_bytes(v), order);
+            } else {
+                // A partial word: never a plain load-modify-store, which could lose bytes the
+                // driver writes concurrently. Set the new one bits first, then clear the new zero
+                // bits, so a bit that goes from 1 to 0 (the ownership bit) changes last.
+                let (mut v, mut mask) = ([0u8; 8], [0u8; 8]);
+                v[b..b + n].copy_from_slice(&data[i..i + n]);
+                mask[b..b + n].fill(0xff);
+                let (v, mask) = (u64::from_ne_bytes(v), u64::from_ne_bytes(mask));
+                word.fetch_or(v, Ordering::Relaxed);
+                word.fetch_and(v | !mask, order);
+            }
+            i += n;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iovas_are_aligned_guarded_and_never_reused() {
+        let mut io = Iommu::new();
+        let a = io.alloc(100, 1).unwrap();
+        assert_eq!(a.iova, IOVA_BASE);
+        let b = io.alloc(4096, 64 * 1024).unwrap();
+        assert_eq!(b.iova % (64 * 1024), 0);
+        assert!(b.iova >= a.iova + 2 * IOVA_PAGE);
+        io.free(a.iova).unwrap();
+        let c = io.alloc(100, 1).unwrap();
+        assert!(c.iova > b.iova);
+        assert_eq!(
+            io.free(a.iova),
+            Err(SimError::DmaUnknownIova { iova: a.iova })
+        );
+        assert_eq!(io.mapped_bytes(), 4096 + 100);
+    }
+
+    #[test]
+    fn partial_words_keep_their_neighbours() {
+        let mut io = Iommu::new();
+        let a = io.alloc(24, 8).unwrap();
+        io.write(a.iova, &[0xaa; 24]).unwrap();
+        io.write(a.iova + 3, &[1, 2, 3, 4, 5, 6, 7]).unwrap();
+        io.write_release(a.iova + 23, &[0x00]).unwrap();
+        let mut buf = [0u8; 24];
+        io.read(a.iova, &mut buf).unwrap();
+        assert_eq!(
+            &buf[..12],
+            &[0xaa, 0xaa, 0xaa, 1, 2, 3, 4, 5, 6, 7, 0xaa, 0xaa]
+        );
+        assert_eq!(buf[23], 0);
+        assert_eq!(io.read(a.iova + 20, &mut [0u8; 5]), Err(Unmapped));
+        assert_eq!(io.read(a.iova - 1, &mut [0u8; 1]), Err(Unmapped));
+        assert!(io.is_mapped(a.iova + 8, 16) && !io.is_mapped(a.iova + 8, 17));
+    }
+
+    #[test]
+    fn bad_requests_are_refused() {
+        let mut io = Iommu::new();
+        assert_eq!(io.alloc(0, 8).unwrap_err(), SimError::DmaZeroLength);
+        assert_eq!(
+            io.alloc(8, 3).unwrap_err(),
+            SimError::DmaBadAlign { align: 3 }
+        );
+        assert_eq!(
+            io.alloc(8, 2 << 20).unwrap_err(),
+            SimError::DmaBadAlign { align: 2 << 20 }
+        );
+        assert!(matches!(
+            io.alloc(MAX_DMA_BYTES + 1, 8),
+            Err(SimError::DmaExhausted { .. })
+        ));
+    }
+}

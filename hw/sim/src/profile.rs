@@ -1,0 +1,373 @@
+//! Device profiles: the capability images, firmware version, page demand and MAC a simulated
+//! device reports.
+//!
+//! Built-in profiles ([`Profile::names`]): `cx5` (a ConnectX-5 PF, values derived from public
+//! capability dumps, see `mlx5-datapath-sizing.md` §5.4/§6), `cx5-tight` (small queues and object
+//! counts, for limit tests) and `cx5-sq512` (`max_wqe_sz_sq` 512).
+//!
+//! A JSON profile is an object whose keys are `cmd_hca_cap` field names (values: integers),
+//! `roce_cap.<field>` for RoCE capability fields, and the profile settings `name` (string;
+//! default `"custom"`), `base` (a built-in profile to start from instead of `cx5`),
+//! `_boot_pages`, `_init_pages` (integers) and `_mac` (`"02:c5:5a:00:00:01"`). For example
+//! `{"name": "small", "log_max_qp": 4, "roce_cap.roce_address_table_size": 8}`.
+
+use std::path::Path;
+
+use mlx5_ifc::prm::caps::{CmdHcaCap as C, RoceCap as R};
+use mlx5_ifc::{Field, Layout, LayoutError, View, ViewMut};
+
+use crate::SimError;
+
+/// A simulated device model.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    name: String,
+    hca_cap: [u8; C::BYTES],
+    roce_cap: [u8; R::BYTES],
+    fw: (u16, u16, u16),
+    boot_pages: u32,
+    init_pages: u32,
+    mac: [u8; 6],
+}
+
+/// `cmd_hca_cap` (MAX) of the ConnectX-5 profile.
+const CX5_GENERAL: &[(Field<C>, u64)] = &[
+    (C::LOG_MAX_SRQ_SZ, 15),
+    (C::LOG_MAX_QP_SZ, 15),
+    (C::LOG_MAX_QP, 18),
+    (C::LOG_MAX_SRQ, 23),
+    (C::LOG_MAX_CQ_SZ, 22),
+    (C::LOG_MAX_CQ, 24),
+    (C::LOG_MAX_EQ_SZ, 22),
+    (C::LOG_MAX_MKEY, 24),
+    (C::FAST_TEARDOWN, 1),
+    (C::LOG_MAX_EQ, 7),
+    (C::LOG_MAX_MRW_SZ, 64),
+    (C::FORCE_TEARDOWN, 1),
+    (C::NULL_MKEY, 1),
+    (C::LOG_MAX_KLM_LIST_SIZE, 16),
+    (C::LOG_MAX_RA_REQ_DC, 4),
+    (C::LOG_MAX_RA_RES_DC, 4),
+    (C::RELEASE_ALL_PAGES, 1),
+    (C::LOG_MAX_RA_REQ_QP, 4),
+    (C::LOG_MAX_RA_RES_QP, 4),
+    (C::GID_TABLE_SIZE, 0),
+    (C::PKEY_TABLE_SIZE, 0),
+    (C::LOCAL_CA_ACK_DELAY, 16),
+    (C::PORT_TYPE, 1),
+    (C::NUM_PORTS, 1),
+    (C::LOG_MAX_MSG, 30),
+    (C::MAX_TC, 8),
+    (C::STAT_RATE_SUPPORT, 0),
+    (C::CQE_VERSION, 1),
+    (C::CMDIF_CHECKSUM, 1),
+    (C::DCT, 1),
+    (C::ETH_NET_OFFLOADS, 1),
+    (C::ROCE, 1),
+    (C::ATOMIC, 1),
+    (C::CQ_OI, 1),
+    (C::CQ_RESIZE, 1),
+    (C::CQ_MODERATION, 1),
+    (C::XRC, 1),
+    (C::UD, 1),
+    (C::UC, 1),
+    (C::RC, 1),
+    (C::UAR_SZ, 13),
+    (C::LOG_PG_SZ, 12),
+    (C::BF, 1),
+    (C::DRIVER_VERSION, 1),
+    (C::LOG_BF_REG_SIZE, 9),
+    (C::MAX_WQE_SZ_SQ, 1024),
+    (C::MAX_WQE_SZ_RQ, 512),
+    (C::MAX_WQE_SZ_SQ_DC, 512),
+    (C::MAX_QP_MCG, 240),
+    (C::LOG_MAX_MCG, 21),
+    (C::LOG_MAX_TRANSPORT_DOMAIN, 20),
+    (C::LOG_MAX_PD, 24),
+    (C::LOG_MAX_XRCD, 24),
+    (C::LOG_MAX_RQ, 23),
+    (C::LOG_MAX_SQ, 23),
+    (C::LOG_MAX_TIR, 16),
+    (C::LOG_MAX_TIS, 16),
+    (C::LOG_MAX_RMP, 23),
+    (C::LOG_MAX_RQT, 16),
+    (C::LOG_MAX_RQT_SIZE, 16),
+    (C::ROCE_RW_SUPPORTED, 1),
+    (C::LOG_MAX_WQ_SZ, 20),
+    (C::LOG_MAX_VLAN_LIST, 12),
+    (C::LOG_MAX_CURRENT_MC_LIST, 12),
+    (C::LOG_MAX_CURRENT_UC_LIST, 9),
+    (C::MAX_NUM_EQS, 0),
+    (C::LOG_MAX_L2_TABLE, 15),
+    (C::LOG_UAR_PAGE_SZ, 0),
+    (C::DEVICE_FREQUENCY_KHZ, 156_250),
+    (C::NUM_OF_UARS_PER_PAGE, 1),
+    (C::NUM_VHCA_PORTS, 1),
+    (C::SW_OWNER_ID, 1),
+];
+
+/// `roce_cap` (MAX) of the ConnectX-5 profile.
+const CX5_ROCE: &[(Field<R>, u64)] = &[
+    (R::L3_TYPE, 0x6),
+    (R::ROCE_VERSION, 0x5),
+    (R::R_ROCE_DEST_UDP_PORT, 4791),
+    (R::R_ROCE_MAX_SRC_UDP_PORT, 0xffff),
+    (R::R_ROCE_MIN_SRC_UDP_PORT, 0xc000),
+    (R::ROCE_ADDRESS_TABLE_SIZE, 256),
+];
+
+/// The `cx5-tight` overrides.
+const TIGHT: &[(Field<C>, u64)] = &[
+    (C::LOG_MAX_QP_SZ, 10),
+    (C::LOG_MAX_CQ_SZ, 10),
+    (C::LOG_MAX_SRQ_SZ, 10),
+    (C::LOG_MAX_QP, 8),
+    (C::LOG_MAX_CQ, 8),
+    (C::LOG_MAX_PD, 4),
+    (C::LOG_MAX_MKEY, 8),
+    (C::LOG_MAX_SRQ, 4),
+];
+
+/// The `cx5-sq512` overrides.
+const SQ512: &[(Field<C>, u64)] = &[(C::MAX_WQE_SZ_SQ, 512)];
+
+const NAMES: &[&str] = &["cx5", "cx5-tight", "cx5-sq512"];
+
+fn apply<L: Layout>(buf: &mut [u8], values: &[(Field<L>, u64)]) -> Result<(), LayoutError> {
+    let mut v = ViewMut::<L>::new(buf)?;
+    for &(f, value) in values {
+        v.set(f, value)?;
+    }
+    Ok(())
+}
+
+fn set_named<L: Layout>(
+    buf: &mut [u8],
+    key: &str,
+    field: &str,
+    value: u64,
+) -> Result<(), SimError> {
+    let unknown = || SimError::UnknownProfileKey {
+        key: key.to_string(),
+    };
+    let mut v = ViewMut::<L>::new(buf).map_err(|_| unknown())?;
+    match v.set_by_name(field, value) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(unknown()),
+        Err(LayoutError::Overflow { width, .. }) => Err(SimError::ProfileValueTooWide {
+            key: key.to_string(),
+            value,
+            width,
+        }),
+        Err(_) => Err(unknown()),
+    }
+}
+
+fn integer(key: &str, v: &serde_json::Value) -> Result<u64, SimError> {
+    v.as_u64().ok_or_else(|| SimError::ProfileValueType {
+        key: key.to_string(),
+        expected: "a non-negative integer",
+    })
+}
+
+fn parse_mac(key: &str, v: &serde_json::Value) -> Result<[u8; 6], SimError> {
+    let bad = || SimError::ProfileValueType {
+        key: key.to_string(),
+        expected: "a MAC address \"xx:xx:xx:xx:xx:xx\"",
+    };
+    let s = v.as_str().ok_or_else(bad)?;
+    let mut mac = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut mac {
+        *b = u8::from_str_radix(parts.next().ok_or_else(bad)?, 16).map_err(|_| bad())?;
+    }
+    if parts.next().is_some() {
+        return Err(bad());
+    }
+    Ok(mac)
+}
+
+impl Profile {
+    fn build(name: &str, general: &[&[(Field<C>, u64)]]) -> Profile {
+        let mut p = Profile {
+            name: name.to_string(),
+            hca_cap: [0; C::BYTES],
+            roce_cap: [0; R::BYTES],
+            fw: (16, 35, 2000),
+            boot_pages: 16,
+            init_pages: 64,
+            mac: [0x02, 0xc5, 0x5a, 0x00, 0x00, 0x01],
+        };
+        for values in general {
+            if let Err(e) = apply::<C>(&mut p.hca_cap, values) {
+                log::error!("mlx5-sim: built-in profile {name}: {e}");
+            }
+        }
+        if let Err(e) = apply::<R>(&mut p.roce_cap, CX5_ROCE) {
+            log::error!("mlx5-sim: built-in profile {name}: {e}");
+        }
+        p
+    }
+
+    /// A ConnectX-5 PF (`cx5`): FW 16.35.2000, 16 boot + 64 init pages, MAC 02:c5:5a:00:00:01.
+    pub fn connectx5() -> Profile {
+        Self::build("cx5", &[CX5_GENERAL])
+    }
+
+    /// A built-in profile by name (see [`Profile::names`]).
+    pub fn by_name(name: &str) -> Option<Profile> {
+        match name {
+            "cx5" => Some(Self::connectx5()),
+            "cx5-tight" => Some(Self::build("cx5-tight", &[CX5_GENERAL, TIGHT])),
+            "cx5-sq512" => Some(Self::build("cx5-sq512", &[CX5_GENERAL, SQ512])),
+            _ => None,
+        }
+    }
+
+    /// The names of the built-in profiles.
+    pub fn names() -> &'static [&'static str] {
+        NAMES
+    }
+
+    /// A profile from JSON (see the module documentation); absent keys keep the base values.
+    pub fn from_json_str(s: &str) -> Result<Profile, SimError> {
+        let v: serde_json::Value = serde_json::from_str(s).map_err(|e| SimError::ProfileJson {
+            reason: e.to_string(),
+        })?;
+        let obj = v.as_object().ok_or_else(|| SimError::ProfileJson {
+            reason: "not an object".to_string(),
+        })?;
+        let mut p = match obj.get("base") {
+            None => Self::connectx5(),
+            Some(b) => {
+                let name = b.as_str().ok_or_else(|| SimError::ProfileValueType {
+                    key: "base".to_string(),
+                    expected: "a built-in profile name",
+                })?;
+                Self::by_name(name).ok_or_else(|| SimError::UnknownProfile {
+                    name: name.to_string(),
+                })?
+            }
+        };
+        p.name = "custom".to_string();
+        for (key, val) in obj {
+            match key.as_str() {
+                "base" => {}
+                "name" => {
+                    p.name = val
+                        .as_str()
+                        .ok_or_else(|| SimError::ProfileValueType {
+                            key: key.clone(),
+                            expected: "a string",
+                        })?
+                        .to_string();
+                }
+                "_boot_pages" | "_init_pages" => {
+                    let value = integer(key, val)?;
+                    let n = u32::try_from(value).map_err(|_| SimError::ProfileValueTooWide {
+                        key: key.clone(),
+                        value,
+                        width: 32,
+                    })?;
+                    if key == "_boot_pages" {
+                        p.boot_pages = n;
+                    } else {
+                        p.init_pages = n;
+                    }
+                }
+                "_mac" => p.mac = parse_mac(key, val)?,
+                k => match k.strip_prefix("roce_cap.") {
+                    Some(field) => set_named::<R>(&mut p.roce_cap, k, field, integer(k, val)?)?,
+                    None => set_named::<C>(&mut p.hca_cap, k, k, integer(k, val)?)?,
+                },
+            }
+        }
+        Ok(p)
+    }
+
+    /// A profile from a JSON file.
+    pub fn from_json_file(path: &Path) -> Result<Profile, SimError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SimError::ProfileFile {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Self::from_json_str(&text)
+    }
+
+    /// The profile's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The `cmd_hca_cap` image QUERY_HCA_CAP returns for MAX (and the initial CUR).
+    pub fn hca_cap_max(&self) -> &[u8; 256] {
+        &self.hca_cap
+    }
+
+    /// The `roce_cap` image (MAX, and the initial CUR).
+    pub fn roce_cap(&self) -> &[u8; 256] {
+        &self.roce_cap
+    }
+
+    /// One `cmd_hca_cap` (MAX) field.
+    pub fn general_cap(&self, f: Field<C>) -> u64 {
+        View::<C>::new(&self.hca_cap).map_or(0, |v| v.get(f))
+    }
+
+    /// One `roce_cap` (MAX) field.
+    pub fn roce_field(&self, f: Field<R>) -> u64 {
+        View::<R>::new(&self.roce_cap).map_or(0, |v| v.get(f))
+    }
+
+    /// Firmware version: major, minor, subminor.
+    pub fn fw_version(&self) -> (u16, u16, u16) {
+        self.fw
+    }
+
+    /// Pages QUERY_PAGES asks for at boot (op_mod 1).
+    pub fn boot_pages(&self) -> u32 {
+        self.boot_pages
+    }
+
+    /// Further pages QUERY_PAGES asks for before INIT_HCA (op_mod 2).
+    pub fn init_pages(&self) -> u32 {
+        self.init_pages
+    }
+
+    /// The port's permanent MAC address.
+    pub fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_tables_fit_their_fields() {
+        for table in [CX5_GENERAL, TIGHT, SQ512] {
+            apply::<C>(&mut [0; C::BYTES], table).unwrap();
+        }
+        apply::<R>(&mut [0; R::BYTES], CX5_ROCE).unwrap();
+        for name in Profile::names() {
+            assert_eq!(Profile::by_name(name).unwrap().name(), *name);
+        }
+        let p = Profile::connectx5();
+        for &(f, v) in CX5_GENERAL {
+            assert_eq!(p.general_cap(f), v, "{}", f.info.name);
+        }
+        assert_eq!(
+            Profile::by_name("cx5-tight")
+                .unwrap()
+                .general_cap(C::LOG_MAX_PD),
+            4
+        );
+        assert_eq!(
+            Profile::by_name("cx5-sq512")
+                .unwrap()
+                .general_cap(C::MAX_WQE_SZ_SQ),
+            512
+        );
+    }
+}
