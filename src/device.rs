@@ -9,7 +9,8 @@
 
 use mlx5_ifc::consts::{cap_type, cmdif_checksum, reg, teardown_profile};
 use mlx5_ifc::prm::caps::CmdHcaCap;
-use mlx5_ifc::{regs, Be32, ViewMut};
+use mlx5_ifc::prm::hca::RegisterHostEndianness;
+use mlx5_ifc::{regs, Be32, Layout, ViewMut};
 
 use crate::caps::{Caps, DeviceAttr, CAP_BYTES};
 use crate::cmd::{check_health, CmdQueue, CmdStats};
@@ -257,9 +258,12 @@ impl<P: Platform> Device<P> {
         self.stage = Some(Stage::Enabled);
         self.issi = hca::negotiate_issi(cmd, p)?;
         self.bringup.boot_pages = pages.satisfy(cmd, p, PageRequest::Boot)?;
-        // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 0x80).
-        let mut he = [0u8; 16];
-        he[0] = if cfg!(target_endian = "big") { 0x80 } else { 0 };
+        // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 1).
+        let mut he = [0u8; RegisterHostEndianness::BYTES];
+        ViewMut::<RegisterHostEndianness>::new(&mut he)?.set(
+            RegisterHostEndianness::HE,
+            u64::from(cfg!(target_endian = "big")),
+        )?;
         if let Err(e) = hca::access_reg(cmd, p, reg::HOST_ENDIANNESS, 0, true, &mut he) {
             log::warn!("HOST_ENDIANNESS not accepted ({e}); continuing");
         }

@@ -54,6 +54,7 @@ ROOMS = {
         ("access_register_out", "ACCESS_REG (0x805) output; register data from byte 0x10."),
         ("paos_reg", "PAOS register (0x5006): port administrative and operational status."),
         ("pmtu_reg", "PMTU register (0x5003): port MTU."),
+        ("register_host_endianness", "HOST_ENDIANNESS register (0x7004): the host's byte order."),
     ],
     "caps": [
         ("cmd_hca_cap", "General device capabilities (HCA_CAP cap_type 0, PRM \"HCA Capabilities\")."),

@@ -8,7 +8,7 @@
 //! * [`opcode`], [`status`], [`consts`], [`regs`]: opcodes, statuses and syndromes, field
 //!   encodings, BAR0 register offsets.
 //!
-//! The crate is `no_std` and has no `unsafe` code; it depends only on `bitfield`.
+//! The crate is `no_std`, forbids unsafe_code, and depends only on `bitfield`.
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]

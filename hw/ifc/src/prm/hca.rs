@@ -545,3 +545,21 @@ impl Layout for PmtuReg {
         Self::LOCAL_PORT.info, Self::MAX_MTU.info, Self::ADMIN_MTU.info, Self::OPER_MTU.info,
     ];
 }
+
+/// HOST_ENDIANNESS register (0x7004): the host's byte order.
+///
+/// `mlx5_ifc` structure `register_host_endianness`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct RegisterHostEndianness;
+
+impl RegisterHostEndianness {
+    #[doc = "`he`: bit 0x0, width 1, byte 0x0."] pub const HE: Field<Self> = Field::new("he", 0x0, 1);
+}
+
+impl Layout for RegisterHostEndianness {
+    const NAME: &'static str = "register_host_endianness";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::HE.info,
+    ];
+}

@@ -62,6 +62,7 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("access_register_out", hca::AccessRegisterOut::BYTES, hca::AccessRegisterOut::FIELDS),
     ("paos_reg", hca::PaosReg::BYTES, hca::PaosReg::FIELDS),
     ("pmtu_reg", hca::PmtuReg::BYTES, hca::PmtuReg::FIELDS),
+    ("register_host_endianness", hca::RegisterHostEndianness::BYTES, hca::RegisterHostEndianness::FIELDS),
     ("cmd_hca_cap", caps::CmdHcaCap::BYTES, caps::CmdHcaCap::FIELDS),
     ("roce_cap", caps::RoceCap::BYTES, caps::RoceCap::FIELDS),
     ("alloc_uar_in", uar_pd::AllocUarIn::BYTES, uar_pd::AllocUarIn::FIELDS),
