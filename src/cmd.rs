@@ -456,3 +456,37 @@ where
     cmd.exec(p, &input[..I::BYTES], &mut out.buf[..O::BYTES])?;
     Ok(out)
 }
+
+/// Buffer size of [`run_create`]: a 0x110-byte create command and up to 512 PAS entries.
+pub const CREATE_CMD_BYTES: usize = 0x110 + crate::queue::MAX_PAS * 8;
+
+/// Runs a create command whose fixed part (layout `I`, 0x110 bytes for every CREATE_* with a
+/// buffer) is followed by the PAS list of `pas`.
+pub fn run_create<I, O, P, F>(
+    cmd: &mut CmdQueue,
+    p: &P,
+    opcode: mlx5_ifc::Opcode,
+    pas: Option<&crate::queue::QueueBuf>,
+    fill: F,
+) -> Result<Output<O>>
+where
+    I: mlx5_ifc::Layout,
+    O: mlx5_ifc::Layout,
+    P: Platform,
+    F: FnOnce(&mut ViewMut<'_, I>) -> Result<()>,
+{
+    let npas = pas.map_or(0, |q| q.npages());
+    let len = I::BYTES + npas * 8;
+    if len > CREATE_CMD_BYTES || O::BYTES > SMALL_CMD_BYTES {
+        return Err(Error::Capacity { what: "create command buffer", limit: CREATE_CMD_BYTES });
+    }
+    let mut input = [0u8; CREATE_CMD_BYTES];
+    ViewMut::<CmdInHeader>::new(&mut input)?.set(CmdInHeader::OPCODE, opcode as u64)?;
+    fill(&mut ViewMut::<I>::new(&mut input)?)?;
+    if let Some(q) = pas {
+        q.write_pas(&mut input[I::BYTES..len])?;
+    }
+    let mut out = Output { buf: [0u8; SMALL_CMD_BYTES], _o: core::marker::PhantomData };
+    cmd.exec(p, &input[..len], &mut out.buf[..O::BYTES])?;
+    Ok(out)
+}

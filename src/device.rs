@@ -10,10 +10,14 @@
 use mlx5_ifc::consts::{cap_type, cmdif_checksum, reg, teardown_profile};
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::hca::RegisterHostEndianness;
-use mlx5_ifc::{regs, Be32, Layout, ViewMut};
+use mlx5_ifc::{event, regs, Be32, Layout, ViewMut};
+
+/// Events the async EQ holds.
+const ASYNC_EQ_SIZE: u32 = 128;
 
 use crate::caps::{Caps, DeviceAttr, CAP_BYTES};
 use crate::cmd::{check_health, CmdQueue, CmdStats};
+use crate::eq::Eq;
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::hca;
 use crate::io::barrier;
@@ -40,6 +44,8 @@ pub struct DeviceConfig {
     pub driver_version: &'static str,
     /// Size of BAR0 (UAR indices are checked against it).
     pub bar_size: u64,
+    /// Events the completion EQ holds.
+    pub comp_eq_size: u32,
 }
 
 impl Default for DeviceConfig {
@@ -52,6 +58,7 @@ impl Default for DeviceConfig {
             log_max_qp: 18,
             driver_version: concat!("rust,mlx5,", env!("CARGO_PKG_VERSION")),
             bar_size: 32 << 20,
+            comp_eq_size: 1024,
         }
     }
 }
@@ -93,6 +100,7 @@ enum Stage {
     Enabled,
     Initialized,
     Uar,
+    Eqs,
     RoceEnabled,
     Gid,
     Pd,
@@ -109,6 +117,8 @@ pub struct Device<P: Platform> {
     issi: u16,
     embedded_cpu: bool,
     uar: Option<Uar>,
+    async_eq: Option<Eq>,
+    comp_eq: Option<Eq>,
     pd: Option<Pd>,
     keys: SpecialKeys,
     vport: VportInfo,
@@ -202,6 +212,8 @@ impl<P: Platform> Device<P> {
             issi: 0,
             embedded_cpu,
             uar: None,
+            async_eq: None,
+            comp_eq: None,
             pd: None,
             keys: SpecialKeys {
                 resd_lkey: 0,
@@ -319,8 +331,19 @@ impl<P: Platform> Device<P> {
                 found: u64::from(self.caps.port_type()),
             });
         }
-        self.uar = Some(Uar::alloc(cmd, p, self.config.bar_size)?);
+        let uar = Uar::alloc(cmd, p, self.config.bar_size)?;
+        self.uar = Some(uar);
         self.stage = Some(Stage::Uar);
+        let mut events: heapless::Vec<u8, 16> = heapless::Vec::new();
+        for &e in event::ASYNC_EVENTS {
+            let _ = events.push(e);
+        }
+        if view.get(CmdHcaCap::PAGE_REQUEST_DISABLE) == 0 {
+            let _ = events.push(event::PAGE_REQUEST);
+        }
+        self.async_eq = Some(Eq::create(cmd, p, &self.caps, uar, ASYNC_EQ_SIZE, &events, 0)?);
+        self.stage = Some(Stage::Eqs);
+        self.comp_eq = Some(Eq::create(cmd, p, &self.caps, uar, self.config.comp_eq_size, &[], 0)?);
         self.keys = query_special_keys(cmd, p)?;
         vport::set_roce_en(cmd, p, true)?;
         self.stage = Some(Stage::RoceEnabled);
@@ -364,6 +387,11 @@ impl<P: Platform> Device<P> {
             }
             if stage >= Stage::RoceEnabled {
                 note(vport::set_roce_en(cmd, p, false));
+            }
+            if stage >= Stage::Eqs {
+                for eq in [self.comp_eq.take(), self.async_eq.take()].into_iter().flatten() {
+                    note(eq.destroy(cmd, p));
+                }
             }
             if stage >= Stage::Uar {
                 if let Some(uar) = self.uar.take() {
@@ -433,6 +461,16 @@ impl<P: Platform> Device<P> {
     /// The UAR page the driver's doorbells go to.
     pub fn uar(&self) -> Option<Uar> {
         self.uar
+    }
+
+    /// The completion EQ every CQ reports to.
+    pub fn comp_eqn(&self) -> Option<u8> {
+        self.comp_eq.as_ref().map(Eq::eqn)
+    }
+
+    /// The async EQ (QP, CQ, port and page events).
+    pub fn async_eqn(&self) -> Option<u8> {
+        self.async_eq.as_ref().map(Eq::eqn)
     }
 
     /// The default protection domain.

@@ -131,6 +131,30 @@ pub enum Error {
         /// The limit that decided it.
         limit: &'static str,
     },
+    /// A QP sizing request does not fit the device.
+    Sizing(crate::qp::SizingError),
+    /// A QP state transition that does not exist for this QP type.
+    QpTransition {
+        /// The QP.
+        qpn: u32,
+        /// Its state.
+        from: crate::qp::QpState,
+        /// The state asked for.
+        to: crate::qp::QpState,
+    },
+    /// A `modify_qp` attribute is missing or not allowed for the transition.
+    QpAttr {
+        /// The QP.
+        qpn: u32,
+        /// Its state.
+        from: crate::qp::QpState,
+        /// The state asked for.
+        to: crate::qp::QpState,
+        /// The attribute (verbs name).
+        attr: &'static str,
+        /// Missing or not allowed.
+        problem: crate::qp::AttrProblem,
+    },
     /// A layout access was refused (a value too wide for its field, a short buffer).
     Layout(LayoutError),
     /// An internal DMA access went out of bounds (a driver bug caught safely).
@@ -199,6 +223,18 @@ impl fmt::Display for Error {
             Error::InvalidArgument { op, field, requested, max, limit } => {
                 write!(f, "{op}: {field} {requested} exceeds {max} ({limit})")
             }
+            Error::Sizing(e) => write!(f, "create_qp: {e}"),
+            Error::QpTransition { qpn, from, to } => {
+                write!(f, "modify_qp: QP {qpn:#x} cannot go from {from} to {to}")
+            }
+            Error::QpAttr { qpn, from, to, attr, problem } => match problem {
+                crate::qp::AttrProblem::Missing => {
+                    write!(f, "modify_qp: QP {qpn:#x} {from}->{to} requires {attr}")
+                }
+                crate::qp::AttrProblem::NotAllowed => {
+                    write!(f, "modify_qp: QP {qpn:#x} {from}->{to} does not take {attr}")
+                }
+            },
             Error::Layout(e) => write!(f, "layout: {e}"),
             Error::Internal(e) => write!(f, "internal: {e}"),
         }
@@ -211,6 +247,12 @@ impl std::error::Error for Error {}
 impl From<LayoutError> for Error {
     fn from(e: LayoutError) -> Self {
         Error::Layout(e)
+    }
+}
+
+impl From<crate::qp::SizingError> for Error {
+    fn from(e: crate::qp::SizingError) -> Self {
+        Error::Sizing(e)
     }
 }
 

@@ -18,13 +18,17 @@ pub mod io;
 
 pub mod caps;
 pub mod cmd;
+pub mod cq;
 pub mod device;
+pub mod eq;
 pub mod error;
 pub mod hca;
 pub mod pages;
 pub mod pd;
 pub mod platform;
 pub mod qp;
+pub mod srq;
+pub mod queue;
 pub mod uar;
 pub mod vport;
 

@@ -1,10 +1,16 @@
-//! Queue pairs (PRM "QP"): sizing against the device's limits.
+//! Queue pairs (PRM "QP"): sizing against the device's limits ([`sizing`]), creation with a
+//! programmed context ([`create`]) and the state machine ([`modify`]).
 
+pub mod create;
+pub mod modify;
 pub mod sizing;
+
+pub use create::{Qp, QpInitAttr};
+pub use modify::{AhAttr, Access, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery, QpState};
 
 pub use sizing::{
     max_qp_cap, size_qp, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode,
-    Sized, SizingError,
+    SizedQp, SizingError,
 };
 
 use crate::caps::Caps;

@@ -208,7 +208,7 @@ impl QpLayout {
 
 /// The result of sizing: granted caps and the layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Sized {
+pub struct SizedQp {
     /// What the QP can do (each value ≥ the request, or the clamped request).
     pub cap: QpCap,
     /// How its work queues are laid out.
@@ -445,7 +445,7 @@ impl CapField {
 /// One pass over the provider's rules, in its order (SQ, then RQ). `Err` names the first rule
 /// that refused.
 #[inline]
-fn compute(l: &QpLimits, ov: u32, srq: bool, req: &QpCap) -> Result<Sized, Fail> {
+fn compute(l: &QpLimits, ov: u32, srq: bool, req: &QpCap) -> Result<SizedQp, Fail> {
     let mut cap = QpCap::default();
     let mut layout = QpLayout {
         sq_overhead: ov,
@@ -453,7 +453,7 @@ fn compute(l: &QpLimits, ov: u32, srq: bool, req: &QpCap) -> Result<Sized, Fail>
     };
     compute_sq(l, ov, req, &mut cap, &mut layout)?;
     compute_rq(l, srq, req, &mut cap, &mut layout)?;
-    Ok(Sized { cap, layout })
+    Ok(SizedQp { cap, layout })
 }
 
 #[inline]
@@ -623,7 +623,7 @@ pub fn size_qp(
     srq: bool,
     req: &QpCap,
     mode: SizeMode,
-) -> Result<Sized, SizingError> {
+) -> Result<SizedQp, SizingError> {
     let bad = SendOps(ops.0 & !SendOps::valid_for(t).0);
     if !bad.is_empty() {
         return Err(SizingError::OpNotSupported {

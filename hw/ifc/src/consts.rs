@@ -154,3 +154,80 @@ pub mod roce {
     /// UDP destination port of RoCE v2.
     pub const UDP_DPORT: u16 = 4791;
 }
+
+/// `opt_param_mask` bits of the QP modify commands (`MLX5_QP_OPTPAR_*`): which optional QP
+/// context fields a transition applies.
+pub mod qp_opt_param {
+    /// Alternate address path.
+    pub const ALT_ADDR_PATH: u32 = 1 << 0;
+    /// `rre` (remote read enable).
+    pub const RRE: u32 = 1 << 1;
+    /// `rae` (remote atomic enable).
+    pub const RAE: u32 = 1 << 2;
+    /// `rwe` (remote write enable).
+    pub const RWE: u32 = 1 << 3;
+    /// Primary path `pkey_index`.
+    pub const PKEY_INDEX: u32 = 1 << 4;
+    /// `q_key`.
+    pub const Q_KEY: u32 = 1 << 5;
+    /// `min_rnr_nak` (RNR NAK timer).
+    pub const RNR_TIMEOUT: u32 = 1 << 6;
+    /// The primary address path.
+    pub const PRIMARY_ADDR_PATH: u32 = 1 << 7;
+    /// `log_sra_max`.
+    pub const SRA_MAX: u32 = 1 << 8;
+    /// `log_rra_max`.
+    pub const RRA_MAX: u32 = 1 << 9;
+    /// `pm_state`.
+    pub const PM_STATE: u32 = 1 << 10;
+    /// `retry_count`.
+    pub const RETRY_COUNT: u32 = 1 << 12;
+    /// `rnr_retry`.
+    pub const RNR_RETRY: u32 = 1 << 13;
+    /// Primary path `ack_timeout`.
+    pub const ACK_TIMEOUT: u32 = 1 << 14;
+    /// `lag_tx_port_affinity`.
+    pub const LAG_TX_AFF: u32 = 1 << 15;
+    /// Primary path `vhca_port_num`.
+    pub const PRI_PORT: u32 = 1 << 16;
+    /// `srqn_rmpn_xrqn`.
+    pub const SRQN: u32 = 1 << 18;
+    /// `cqn_rcv`.
+    pub const CQN_RCV: u32 = 1 << 19;
+    /// `counter_set_id`.
+    pub const COUNTER_SET_ID: u32 = 1 << 25;
+}
+
+/// `cqc.cqe_sz`.
+pub mod cqe_sz {
+    /// 64-byte CQEs.
+    pub const BYTES_64: u64 = 0;
+    /// 128-byte CQEs.
+    pub const BYTES_128: u64 = 1;
+}
+
+/// `eqc.st` / `cqc.st`: the arming state of an EQ or CQ.
+pub mod arm_state {
+    /// CQ armed for solicited completions only.
+    pub const SOLICITED_ARMED: u64 = 0x6;
+    /// Armed: the next event (completion) generates an interrupt (event).
+    pub const ARMED: u64 = 0x9;
+    /// Fired: not armed.
+    pub const FIRED: u64 = 0xa;
+}
+
+/// `rmpc.state`.
+pub mod rmp_state {
+    /// Ready.
+    pub const RDY: u64 = 1;
+    /// Error.
+    pub const ERR: u64 = 3;
+}
+
+/// `wq.wq_type`.
+pub mod wq_type {
+    /// Linked list (SRQ / RMP).
+    pub const LINKED_LIST: u64 = 0;
+    /// Cyclic.
+    pub const CYCLIC: u64 = 1;
+}

@@ -1,0 +1,56 @@
+//! Event queue entry types (PRM "Events"; the `event_bitmask` bit of each in CREATE_EQ).
+
+/// Completion event (a CQ was armed and got a CQE).
+pub const COMPLETION: u8 = 0x00;
+/// Path migrated.
+pub const PATH_MIG: u8 = 0x01;
+/// Communication established (first packet on an RTR QP).
+pub const COMM_EST: u8 = 0x02;
+/// Send queue drained.
+pub const SQ_DRAINED: u8 = 0x03;
+/// CQ error (overrun, access).
+pub const CQ_ERROR: u8 = 0x04;
+/// Work queue catastrophic error.
+pub const WQ_CATAS_ERROR: u8 = 0x05;
+/// Path migration failed.
+pub const PATH_MIG_FAILED: u8 = 0x07;
+/// Internal device error.
+pub const INTERNAL_ERROR: u8 = 0x08;
+/// Port state changed.
+pub const PORT_CHANGE: u8 = 0x09;
+/// Command completion (event-mode command interface).
+pub const CMD: u8 = 0x0a;
+/// Firmware page request.
+pub const PAGE_REQUEST: u8 = 0x0b;
+/// Invalid request on a work queue.
+pub const WQ_INVAL_REQ_ERROR: u8 = 0x10;
+/// Access violation on a work queue.
+pub const WQ_ACCESS_ERROR: u8 = 0x11;
+/// SRQ catastrophic error.
+pub const SRQ_CATAS_ERROR: u8 = 0x12;
+/// Last WQE reached on a QP attached to an SRQ.
+pub const SRQ_LAST_WQE: u8 = 0x13;
+/// SRQ limit reached.
+pub const SRQ_RQ_LIMIT: u8 = 0x14;
+
+/// The asynchronous events a RoCE driver subscribes its async EQ to.
+pub const ASYNC_EVENTS: &[u8] = &[
+    PATH_MIG,
+    COMM_EST,
+    SQ_DRAINED,
+    CQ_ERROR,
+    WQ_CATAS_ERROR,
+    PATH_MIG_FAILED,
+    INTERNAL_ERROR,
+    PORT_CHANGE,
+    WQ_INVAL_REQ_ERROR,
+    WQ_ACCESS_ERROR,
+    SRQ_CATAS_ERROR,
+    SRQ_LAST_WQE,
+    SRQ_RQ_LIMIT,
+];
+
+/// Size of an event queue entry.
+pub const EQE_BYTES: usize = 64;
+/// Offset of the owner byte (bit 0) in an EQE.
+pub const EQE_OWNER: usize = 0x3f;

@@ -1,0 +1,121 @@
+//! Event queues (PRM "Event Queue"): where the device reports completions and asynchronous events.
+//!
+//! The device writes 64-byte EQEs into a ring in host memory; an entry at consumer index `ci` is
+//! valid when its owner bit equals `(ci >> log_size) & 1` inverted from the initial value, so the
+//! driver initializes every owner bit to 1. The EQ doorbell (UAR + 0x40 arms, + 0x48 does not)
+//! tells the device the consumer index.
+
+use mlx5_ifc::event::{EQE_BYTES, EQE_OWNER};
+use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, DestroyEqIn, DestroyEqOut, Eqc, QueryEqIn, QueryEqOut};
+use mlx5_ifc::{regs, Be32, Opcode};
+
+use crate::caps::Caps;
+use crate::cmd::{run, run_create, CmdQueue};
+use crate::error::{Error, Result};
+use crate::io::barrier;
+use crate::platform::Platform;
+use crate::queue::{ceil_log2, QueueBuf};
+use crate::uar::Uar;
+
+/// Spare EQEs added to every EQ (the device may post a few more than the driver consumes).
+pub const EQ_SPARE: u32 = 0x80;
+
+/// An event queue.
+#[derive(Debug)]
+pub struct Eq {
+    eqn: u8,
+    log_size: u8,
+    buf: QueueBuf,
+    uar: Uar,
+    cons: u32,
+}
+
+impl Eq {
+    /// CREATE_EQ for at least `nent` events of the types in `events` (event type numbers), with
+    /// MSI-X vector `intr`, doorbells on `uar`.
+    pub fn create<P: Platform>(cmd: &mut CmdQueue, p: &P, caps: &Caps, uar: Uar, nent: u32, events: &[u8], intr: u16) -> Result<Self> {
+        let log_size = ceil_log2(u64::from(nent) + u64::from(EQ_SPARE));
+        if log_size > caps.log_max_eq_sz() {
+            return Err(Error::InvalidArgument {
+                op: "create_eq",
+                field: "nent",
+                requested: u64::from(nent),
+                max: (1u64 << caps.log_max_eq_sz()).saturating_sub(u64::from(EQ_SPARE)),
+                limit: "log_max_eq_sz",
+            });
+        }
+        let buf = QueueBuf::alloc(p, EQE_BYTES << log_size, "allocate an EQ ring")?;
+        for i in 0..(1usize << log_size) {
+            buf.buf().write_u8(i * EQE_BYTES + EQE_OWNER, 1)?;
+        }
+        let mut mask = [0u64; 4];
+        for &e in events {
+            mask[usize::from(e / 64) % 4] |= 1 << (e % 64);
+        }
+        let made = run_create::<CreateEqIn, CreateEqOut, _, _>(cmd, p, Opcode::CreateEq, Some(&buf), |v| {
+            {
+                let mut c = v.nested_mut(CreateEqIn::EQ_CONTEXT_ENTRY);
+                c.set(Eqc::LOG_EQ_SIZE, u64::from(log_size))?;
+                c.set(Eqc::UAR_PAGE, u64::from(uar.index()))?;
+                c.set(Eqc::INTR, u64::from(intr))?;
+                c.set(Eqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
+            }
+            // event_bitmask is an array of 4 big-endian 64-bit words; word i holds event types
+            // 64i..64i+63, bit (type % 64).
+            let bm = v.bytes_mut(CreateEqIn::EVENT_BITMASK);
+            for (w, m) in mask.iter().enumerate() {
+                let at = w * 8;
+                bm[at..at + 8].copy_from_slice(&m.to_be_bytes());
+            }
+            Ok(())
+        });
+        match made {
+            Ok(out) => Ok(Self { eqn: out.get(CreateEqOut::EQ_NUMBER) as u8, log_size, buf, uar, cons: 0 }),
+            Err(e) => {
+                buf.free(p);
+                Err(e)
+            }
+        }
+    }
+
+    /// The EQ number CQs name (`c_eqn`).
+    pub fn eqn(&self) -> u8 {
+        self.eqn
+    }
+
+    /// Entries in the ring.
+    pub fn size(&self) -> u32 {
+        1 << self.log_size
+    }
+
+    /// Writes the consumer index to the EQ doorbell and arms the EQ (interrupt on the next event).
+    pub fn arm<P: Platform>(&self, p: &P) {
+        barrier::mmio_wmb();
+        let v = (u32::from(self.eqn) << 24) | (self.cons & 0xff_ffff);
+        p.bar_write32(self.uar.bar_offset() + u64::from(regs::uar::EQ_DOORBELL_ARM), Be32::new(v));
+    }
+
+    /// QUERY_EQ: the context as the device holds it (for diagnostics and tests).
+    pub fn query<P: Platform>(&self, cmd: &mut CmdQueue, p: &P) -> Result<(u8, u32)> {
+        let out = run::<QueryEqIn, QueryEqOut, _, _>(cmd, p, Opcode::QueryEq, 0, |v| {
+            v.set(QueryEqIn::EQ_NUMBER, u64::from(self.eqn))?;
+            Ok(())
+        })?;
+        let v = out.view()?;
+        let c = v.nested(QueryEqOut::EQ_CONTEXT_ENTRY);
+        Ok((c.get(Eqc::LOG_EQ_SIZE) as u8, c.get(Eqc::UAR_PAGE) as u32))
+    }
+
+    /// DESTROY_EQ, then frees the ring.
+    pub fn destroy<P: Platform>(self, cmd: &mut CmdQueue, p: &P) -> Result<()> {
+        run::<DestroyEqIn, DestroyEqOut, _, _>(cmd, p, Opcode::DestroyEq, 0, |v| {
+            v.set(DestroyEqIn::EQ_NUMBER, u64::from(self.eqn))?;
+            Ok(())
+        })?;
+        self.buf.free(p);
+        Ok(())
+    }
+
+    /// Forgets the EQ without a command (the device is unusable); the ring is leaked on purpose.
+    pub fn abandon(self) {}
+}

@@ -1,0 +1,291 @@
+//! `create_qp`: a QP sized against the device's limits, its WQ buffer and doorbell record, and a
+//! fully programmed QP context (PRM "CREATE_QP").
+
+use core::marker::PhantomData;
+
+use mlx5_ifc::consts::{qp_st, rq_type};
+use mlx5_ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, DestroyQpOut, Qpc};
+use mlx5_ifc::Opcode;
+
+use super::modify::QpState;
+use super::sizing::{size_qp, QpCap, QpLayout, QpType, SendOps, SizeMode};
+use crate::cmd::{run, run_create};
+use crate::cq::Cq;
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::io::DmaBuf;
+use crate::pd::Pd;
+use crate::platform::Platform;
+use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::srq::Srq;
+
+/// `pm_state` MIGRATED, set at creation.
+const PM_STATE_MIGRATED: u64 = 3;
+
+/// What a QP is asked to be (`struct ibv_qp_init_attr`, Rust-shaped).
+#[derive(Debug)]
+pub struct QpInitAttr<'a, 'd, P: Platform> {
+    /// A value of the caller's that comes back with the QP ([`Qp::context`]).
+    pub qp_context: u64,
+    /// The CQ of send completions.
+    pub send_cq: &'a Cq<'d, P>,
+    /// The CQ of receive completions (may be the same CQ).
+    pub recv_cq: &'a Cq<'d, P>,
+    /// Receives come from this SRQ; the receive attributes of `cap` are then ignored.
+    pub srq: Option<&'a Srq<'d, P>>,
+    /// Queue sizes asked for.
+    pub cap: QpCap,
+    /// Transport service.
+    pub qp_type: QpType,
+    /// Every send work request completes with a CQE (else only signaled ones).
+    pub sq_sig_all: bool,
+    /// The send ops the QP will post (`None`: what `ibv_create_qp` assumes for the type).
+    pub send_ops: Option<SendOps>,
+    /// Refuse what does not fit ([`SizeMode::Exact`]) or lower it ([`SizeMode::Clamp`]).
+    pub size_mode: SizeMode,
+}
+
+impl<'a, 'd, P: Platform> QpInitAttr<'a, 'd, P> {
+    /// A QP of `qp_type` on `send_cq`/`recv_cq` with `cap`; no SRQ, default ops, exact sizing.
+    pub fn new(qp_type: QpType, send_cq: &'a Cq<'d, P>, recv_cq: &'a Cq<'d, P>, cap: QpCap) -> Self {
+        Self {
+            qp_context: 0,
+            send_cq,
+            recv_cq,
+            srq: None,
+            cap,
+            qp_type,
+            sq_sig_all: false,
+            send_ops: None,
+            size_mode: SizeMode::Exact,
+        }
+    }
+}
+
+/// A queue pair. It borrows the CQs and SRQ it was created on, so they cannot go away first.
+#[derive(Debug)]
+pub struct Qp<'a, P: Platform> {
+    pub(super) dev: &'a Device<P>,
+    pub(super) qpn: u32,
+    pub(super) qp_type: QpType,
+    pub(super) cap: QpCap,
+    pub(super) layout: QpLayout,
+    pub(super) ops: SendOps,
+    pub(super) sq_sig_all: bool,
+    pub(super) context: u64,
+    pub(super) pdn: u32,
+    pub(super) send_cqn: u32,
+    pub(super) recv_cqn: u32,
+    pub(super) srqn: Option<u32>,
+    pub(super) state: QpState,
+    pub(super) port: u8,
+    mem: Option<(Option<QueueBuf>, DmaBuf)>,
+    _borrows: PhantomData<&'a ()>,
+}
+
+fn st_of(t: QpType) -> u64 {
+    match t {
+        QpType::Rc => qp_st::RC,
+        QpType::Uc => qp_st::UC,
+        QpType::Ud => qp_st::UD,
+    }
+}
+
+impl<P: Platform> Device<P> {
+    /// Creates a QP in `pd` (`ibv_create_qp`): sized with [`size_qp`] against this device's limits,
+    /// its buffer (RQ then SQ) and doorbell record allocated, its context programmed. The QP
+    /// starts in RESET; `cap()` holds the granted sizes, each ≥ the request.
+    pub fn create_qp<'a>(&'a self, pd: &Pd, attr: &QpInitAttr<'a, '_, P>) -> Result<Qp<'a, P>> {
+        let mine = |d: &Device<P>| core::ptr::eq(d, self);
+        if !mine(attr.send_cq.device()) || !mine(attr.recv_cq.device()) || attr.srq.is_some_and(|s| !mine(s.device())) {
+            return Err(Error::InvalidArgument {
+                op: "create_qp",
+                field: "send_cq/recv_cq/srq",
+                requested: 0,
+                max: 0,
+                limit: "CQs and SRQ must belong to the device the QP is created on",
+            });
+        }
+        let caps = self.caps();
+        let supported = match attr.qp_type {
+            QpType::Rc => caps.rc(),
+            QpType::Uc => caps.uc(),
+            QpType::Ud => caps.ud(),
+        };
+        if supported == 0 {
+            return Err(Error::Unsupported { what: "this QP type", found: st_of(attr.qp_type) });
+        }
+        let ops = attr.send_ops.unwrap_or(SendOps::default_for(attr.qp_type));
+        let sized = size_qp(&caps.qp_limits(), attr.qp_type, ops, attr.srq.is_some(), &attr.cap, attr.size_mode)?;
+        let (cap, layout) = (sized.cap, sized.layout);
+        let Some(uar) = self.uar() else {
+            return Err(Error::Unsupported { what: "a UAR (device not open)", found: 0 });
+        };
+        let p = self.platform();
+        let bytes = layout.rq_bytes() + layout.sq_bytes();
+        let buf = if bytes > 0 { Some(QueueBuf::alloc(p, bytes as usize, "allocate a QP buffer")?) } else { None };
+        let dbr = match alloc_dbr(p, "allocate a QP doorbell record") {
+            Ok(d) => d,
+            Err(e) => {
+                if let Some(b) = buf {
+                    b.free(p);
+                }
+                return Err(e);
+            }
+        };
+        let srqn = attr.srq.map(|s| s.srqn());
+        let (send_cqn, recv_cqn) = (attr.send_cq.cqn(), attr.recv_cq.cqn());
+        let made = self.with_cmd(|cmd, p| {
+            run_create::<CreateQpIn, CreateQpOut, _, _>(cmd, p, Opcode::CreateQp, buf.as_ref(), |v| {
+                let mut c = v.nested_mut(CreateQpIn::QPC);
+                c.set(Qpc::ST, st_of(attr.qp_type))?;
+                c.set(Qpc::PM_STATE, PM_STATE_MIGRATED)?;
+                c.set(Qpc::PD, u64::from(pd.pdn()))?;
+                c.set(Qpc::UAR_PAGE, u64::from(uar.index()))?;
+                c.set(Qpc::CQN_SND, u64::from(send_cqn))?;
+                c.set(Qpc::CQN_RCV, u64::from(recv_cqn))?;
+                if layout.sq_wqebb_cnt == 0 {
+                    c.set(Qpc::NO_SQ, 1)?;
+                } else {
+                    c.set(Qpc::LOG_SQ_SIZE, u64::from(ceil_log2(u64::from(layout.sq_wqebb_cnt))))?;
+                }
+                if let Some(n) = srqn {
+                    c.set(Qpc::RQ_TYPE, rq_type::SRQ)?;
+                    c.set(Qpc::SRQN_RMPN_XRQN, u64::from(n))?;
+                } else if layout.rq_wqe_cnt == 0 {
+                    c.set(Qpc::RQ_TYPE, rq_type::ZERO_LEN)?;
+                } else {
+                    c.set(Qpc::RQ_TYPE, rq_type::REGULAR)?;
+                    c.set(Qpc::LOG_RQ_SIZE, u64::from(ceil_log2(u64::from(layout.rq_wqe_cnt))))?;
+                    c.set(Qpc::LOG_RQ_STRIDE, u64::from(ceil_log2(u64::from(layout.rq_stride_bytes)) - 4))?;
+                }
+                if let Some(b) = buf.as_ref() {
+                    c.set(Qpc::LOG_PAGE_SIZE, u64::from(b.log_page_size()))?;
+                }
+                c.set(Qpc::DBR_ADDR, dbr.iova())?;
+                Ok(())
+            })
+        });
+        match made {
+            Ok(out) => {
+                let qpn = out.get(CreateQpOut::QPN) as u32;
+                log::debug!("QP {qpn:#x} ({}) created: {cap:?}, {layout:?}", attr.qp_type.name());
+                Ok(Qp {
+                    dev: self,
+                    qpn,
+                    qp_type: attr.qp_type,
+                    cap,
+                    layout,
+                    ops,
+                    sq_sig_all: attr.sq_sig_all,
+                    context: attr.qp_context,
+                    pdn: pd.pdn(),
+                    send_cqn,
+                    recv_cqn,
+                    srqn,
+                    state: QpState::Reset,
+                    port: 1,
+                    mem: Some((buf, dbr)),
+                    _borrows: PhantomData,
+                })
+            }
+            Err(e) => {
+                if let Some(b) = buf {
+                    b.free(p);
+                }
+                let _ = dbr.free(p);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<'a, P: Platform> Qp<'a, P> {
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// The granted sizes (each ≥ what was asked, unless clamped).
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// The work-queue layout.
+    pub fn layout(&self) -> QpLayout {
+        self.layout
+    }
+
+    /// The send ops the QP was sized for.
+    pub fn send_ops(&self) -> SendOps {
+        self.ops
+    }
+
+    /// Whether every send completes with a CQE.
+    pub fn sq_sig_all(&self) -> bool {
+        self.sq_sig_all
+    }
+
+    /// The caller's value given at creation (`qp_context`).
+    pub fn context(&self) -> u64 {
+        self.context
+    }
+
+    /// The state the driver last moved the QP to.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// PD, send CQ, receive CQ and SRQ numbers.
+    pub fn handles(&self) -> (u32, u32, u32, Option<u32>) {
+        (self.pdn, self.send_cqn, self.recv_cqn, self.srqn)
+    }
+
+    /// Device address of the WQ buffer and of the doorbell record.
+    pub fn buffer_iovas(&self) -> (Option<u64>, Option<u64>) {
+        match &self.mem {
+            Some((b, d)) => (b.as_ref().map(|b| b.buf().iova()), Some(d.iova())),
+            None => (None, None),
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &'a Device<P> {
+        self.dev
+    }
+
+    /// DESTROY_QP and free its memory (`ibv_destroy_qp`).
+    pub fn destroy(mut self) -> Result<()> {
+        self.destroy_inner()
+    }
+
+    fn destroy_inner(&mut self) -> Result<()> {
+        let Some((buf, dbr)) = self.mem.take() else { return Ok(()) };
+        let qpn = u64::from(self.qpn);
+        self.dev.with_cmd(|cmd, p| {
+            run::<DestroyQpIn, DestroyQpOut, _, _>(cmd, p, Opcode::DestroyQp, 0, |v| {
+                v.set(DestroyQpIn::QPN, qpn)?;
+                Ok(())
+            })
+        })?;
+        let p = self.dev.platform();
+        if let Some(b) = buf {
+            b.free(p);
+        }
+        let _ = dbr.free(p);
+        Ok(())
+    }
+}
+
+impl<P: Platform> Drop for Qp<'_, P> {
+    fn drop(&mut self) {
+        if let Err(e) = self.destroy_inner() {
+            log::error!("destroying QP {:#x} on drop: {e}", self.qpn);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Shared receive queues: CREATE_RMP (ISSI ≥ 1) or CREATE_SRQ (ISSI 0), sized like mlx5 verbs
+//! (docs/sizing.md, "SRQ").
+//!
+//! An SRQ WQE is a 16-byte next segment (`next_wqe_index` at byte 2) followed by data segments;
+//! free WQEs form a linked list, initially entry i → i + 1.
+
+use mlx5_ifc::prm::srq::{
+    CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroyRmpOut, DestroySrqIn, DestroySrqOut,
+    Rmpc, Srqc, Wq,
+};
+use mlx5_ifc::{Be16, Opcode};
+
+use crate::cmd::{run, run_create};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::io::DmaBuf;
+use crate::platform::Platform;
+use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
+
+/// What an SRQ is asked for (`struct ibv_srq_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SrqAttr {
+    /// Outstanding receive work requests.
+    pub max_wr: u32,
+    /// Scatter/gather entries per work request.
+    pub max_sge: u32,
+    /// Limit event threshold (0 = none).
+    pub srq_limit: u32,
+}
+
+/// An SRQ's granted attributes and layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqSized {
+    /// Granted attributes (each ≥ the request).
+    pub attr: SrqAttr,
+    /// WQEs in the ring (a power of two; includes the provider's spare "wait queue" entries).
+    pub wqe_cnt: u32,
+    /// Bytes of one WQE (a power of two ≥ 32).
+    pub stride: u32,
+}
+
+fn roundup_pow2(n: u64) -> u64 {
+    n.max(1).next_power_of_two()
+}
+
+/// Sizes an SRQ as the mlx5 provider and kernel do together (mlx5-datapath-sizing.md §5.2).
+pub fn size_srq(log_max_srq_sz: u8, max_wqe_sz_rq: u32, a: &SrqAttr) -> Result<SrqSized> {
+    let lim = 1u64 << log_max_srq_sz.min(31);
+    let bad = |field, requested: u32, max: u64, limit| Error::InvalidArgument {
+        op: "create_srq",
+        field,
+        requested: u64::from(requested),
+        max,
+        limit,
+    };
+    // The kernel refuses `roundup_pow2(wr) - 1 >= lim`; `max_wr = lim - 1` is the last that fits.
+    if a.max_wr == 0 || u64::from(a.max_wr) >= lim {
+        return Err(bad("max_wr", a.max_wr, lim - 1, "log_max_srq_sz (2^log_max_srq_sz - 1, at least 1)"));
+    }
+    let max_gs_limit = u64::from(max_wqe_sz_rq / 16);
+    let stride = roundup_pow2((16 + 16 * u64::from(a.max_sge)).max(32));
+    let max_gs = (stride - 16) / 16;
+    if u64::from(a.max_sge) > max_gs_limit || max_gs > max_gs_limit {
+        // The largest SGE count whose power-of-two stride keeps (stride - 16) / 16 within the limit.
+        let stride_max = 1u64 << (63 - (16 * max_gs_limit + 16).leading_zeros());
+        let fit = (stride_max.max(32) - 16) / 16;
+        return Err(bad("max_sge", a.max_sge, fit.min(max_gs_limit), "max_wqe_sz_rq (16-byte next segment + SGEs)"));
+    }
+    let wr = if 2 * u64::from(a.max_wr) + 1 <= lim { 2 * u64::from(a.max_wr) + 1 } else { u64::from(a.max_wr) + 1 };
+    let hw = roundup_pow2(wr);
+    let granted_wr = roundup_pow2(u64::from(a.max_wr) + 1) - 1;
+    if a.srq_limit > a.max_wr {
+        return Err(bad("srq_limit", a.srq_limit, u64::from(a.max_wr), "max_wr"));
+    }
+    Ok(SrqSized {
+        attr: SrqAttr { max_wr: granted_wr as u32, max_sge: max_gs as u32, srq_limit: a.srq_limit },
+        wqe_cnt: hw as u32,
+        stride: stride as u32,
+    })
+}
+
+/// A shared receive queue of device `'d`.
+#[derive(Debug)]
+pub struct Srq<'d, P: Platform> {
+    dev: &'d Device<P>,
+    srqn: u32,
+    rmp: bool,
+    sized: SrqSized,
+    mem: Option<(QueueBuf, DmaBuf)>,
+}
+
+impl<P: Platform> Device<P> {
+    /// Creates an SRQ in `pd` (`ibv_create_srq`): an RMP at ISSI ≥ 1, a plain SRQ at ISSI 0.
+    pub fn create_srq(&self, pd: &crate::pd::Pd, attr: &SrqAttr) -> Result<Srq<'_, P>> {
+        let c = self.caps();
+        let sized = size_srq(c.log_max_srq_sz(), c.max_wqe_sz_rq(), attr)?;
+        let p = self.platform();
+        let bytes = sized.wqe_cnt as usize * sized.stride as usize;
+        let buf = QueueBuf::alloc(p, bytes, "allocate an SRQ ring")?;
+        let dbr = match alloc_dbr(p, "allocate an SRQ doorbell record") {
+            Ok(d) => d,
+            Err(e) => {
+                buf.free(p);
+                return Err(e);
+            }
+        };
+        let n = sized.wqe_cnt;
+        let init = (0..n).try_for_each(|i| {
+            let next = Be16::new(((i + 1) & (n - 1)) as u16).to_bytes();
+            buf.buf().write_bytes(i as usize * sized.stride as usize + 2, &next)
+        });
+        let log_sz = ceil_log2(u64::from(n));
+        let log_stride = ceil_log2(u64::from(sized.stride));
+        let rmp = self.issi() >= 1;
+        let pdn = pd.pdn();
+        let made = init.map_err(Error::from).and_then(|()| {
+            self.with_cmd(|cmd, p| {
+                if rmp {
+                    let out = run_create::<CreateRmpIn, CreateRmpOut, _, _>(cmd, p, Opcode::CreateRmp, Some(&buf), |v| {
+                        let mut r = v.nested_mut(CreateRmpIn::CTX);
+                        r.set(Rmpc::STATE, 1)?;
+                        let mut w = r.nested_mut(Rmpc::WQ);
+                        w.set(Wq::WQ_TYPE, 0)?;
+                        w.set(Wq::PD, u64::from(pdn))?;
+                        w.set(Wq::DBR_ADDR, dbr.iova())?;
+                        w.set(Wq::LOG_WQ_STRIDE, u64::from(log_stride))?;
+                        w.set(Wq::LOG_WQ_SZ, u64::from(log_sz))?;
+                        w.set(Wq::LOG_WQ_PG_SZ, u64::from(buf.log_page_size()))?;
+                        w.set(Wq::LWM, u64::from(attr.srq_limit))?;
+                        Ok(())
+                    })?;
+                    Ok(out.get(CreateRmpOut::RMPN) as u32)
+                } else {
+                    let out = run_create::<CreateSrqIn, CreateSrqOut, _, _>(cmd, p, Opcode::CreateSrq, Some(&buf), |v| {
+                        let mut s = v.nested_mut(CreateSrqIn::SRQ_CONTEXT_ENTRY);
+                        s.set(Srqc::LOG_SRQ_SIZE, u64::from(log_sz))?;
+                        s.set(Srqc::LOG_RQ_STRIDE, u64::from(log_stride - 4))?;
+                        s.set(Srqc::PD, u64::from(pdn))?;
+                        s.set(Srqc::DBR_ADDR, dbr.iova())?;
+                        s.set(Srqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
+                        s.set(Srqc::LWM, u64::from(attr.srq_limit))?;
+                        Ok(())
+                    })?;
+                    Ok(out.get(CreateSrqOut::SRQN) as u32)
+                }
+            })
+        });
+        match made {
+            Ok(srqn) => Ok(Srq { dev: self, srqn, rmp, sized, mem: Some((buf, dbr)) }),
+            Err(e) => {
+                buf.free(p);
+                let _ = dbr.free(p);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<'d, P: Platform> Srq<'d, P> {
+    /// The SRQ (or RMP) number QPs name.
+    pub fn srqn(&self) -> u32 {
+        self.srqn
+    }
+
+    /// Whether the device object is an RMP (ISSI ≥ 1).
+    pub fn is_rmp(&self) -> bool {
+        self.rmp
+    }
+
+    /// Granted attributes and layout.
+    pub fn sized(&self) -> SrqSized {
+        self.sized
+    }
+
+    /// The device.
+    pub fn device(&self) -> &'d Device<P> {
+        self.dev
+    }
+
+    /// Destroys the SRQ (`ibv_destroy_srq`).
+    pub fn destroy(mut self) -> Result<()> {
+        self.destroy_inner()
+    }
+
+    fn destroy_inner(&mut self) -> Result<()> {
+        let Some((buf, dbr)) = self.mem.take() else { return Ok(()) };
+        let (n, rmp) = (u64::from(self.srqn), self.rmp);
+        self.dev.with_cmd(|cmd, p| {
+            if rmp {
+                run::<DestroyRmpIn, DestroyRmpOut, _, _>(cmd, p, Opcode::DestroyRmp, 0, |v| {
+                    v.set(DestroyRmpIn::RMPN, n)?;
+                    Ok(())
+                })
+                .map(drop)
+            } else {
+                run::<DestroySrqIn, DestroySrqOut, _, _>(cmd, p, Opcode::DestroySrq, 0, |v| {
+                    v.set(DestroySrqIn::SRQN, n)?;
+                    Ok(())
+                })
+                .map(drop)
+            }
+        })?;
+        let p = self.dev.platform();
+        buf.free(p);
+        let _ = dbr.free(p);
+        Ok(())
+    }
+}
+
+impl<P: Platform> Drop for Srq<'_, P> {
+    fn drop(&mut self) {
+        if let Err(e) = self.destroy_inner() {
+            log::error!("destroying SRQ {:#x} on drop: {e}", self.srqn);
+        }
+    }
+}
