@@ -9,7 +9,7 @@ pub use create::{Qp, QpInitAttr};
 pub use modify::{AhAttr, Access, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery, QpState};
 
 pub use sizing::{
-    max_qp_cap, size_qp, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode,
+    max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode,
     SizedQp, SizingError,
 };
 

@@ -2,6 +2,7 @@
 //! the bring-up took.
 
 use clap::Args as ClapArgs;
+use mlx5::qp::{max_qp_cap, QpType, SendOps};
 use serde_json::{json, Map, Value};
 
 use crate::target::{Opened, Target};
@@ -86,6 +87,15 @@ fn report(o: &Opened) -> Value {
     let port = d.port_state().ok();
     let (max_mtu, max_mtu_e) = mtu_enum(4096);
     let (active_mtu, active_mtu_e) = mtu_enum(v.mtu.saturating_sub(58).max(256));
+    let limits = d.caps().qp_limits();
+    let mut maxcap = Map::new();
+    for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+        let m = max_qp_cap(&limits, t, SendOps::default_for(t));
+        maxcap.insert(
+            t.name().into(),
+            json!({"max_send_wr": m.max_send_wr, "max_recv_wr": m.max_recv_wr, "max_send_sge": m.max_send_sge, "max_recv_sge": m.max_recv_sge, "max_inline_data": m.max_inline_data}),
+        );
+    }
     let b = d.bringup();
     let mac_text = mac
         .iter()
@@ -144,6 +154,7 @@ fn report(o: &Opened) -> Value {
             "gids": gids,
         }],
         "raw_caps": raw,
+        "max_qp_cap": maxcap,
         "bring_up": {
             "issi": d.issi(),
             "commands": b.commands,
@@ -220,6 +231,17 @@ fn print_text(r: &Value) {
     if let Some(m) = r["raw_caps"].as_object() {
         for (k, v) in m {
             println!("\t{:<28}{}", format!("{k}:"), v);
+        }
+    }
+    println!();
+    println!("max_qp_cap: the largest each field can be on a QP of that type (default send ops, others minimal):");
+    println!("\t{:<6}{:>12}{:>12}{:>13}{:>13}{:>16}", "type", "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data");
+    if let Some(m) = r["max_qp_cap"].as_object() {
+        for (t, v) in m {
+            println!(
+                "\t{:<6}{:>12}{:>12}{:>13}{:>13}{:>16}",
+                t, v["max_send_wr"], v["max_recv_wr"], v["max_send_sge"], v["max_recv_sge"], v["max_inline_data"]
+            );
         }
     }
     let b = &r["bring_up"];

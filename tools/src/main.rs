@@ -5,7 +5,9 @@
 
 #![recursion_limit = "256"]
 
+mod createqp;
 mod devinfo;
+mod size;
 mod target;
 
 use std::process::ExitCode;
@@ -24,6 +26,10 @@ struct Cli {
 enum Cmd {
     /// Bring a device up and print its attributes (like `ibv_devinfo -v`), then tear it down.
     Devinfo(devinfo::Args),
+    /// What create_qp would grant (or why not), without a device: the sizing calculator.
+    Size(size::Args),
+    /// Create a QP on the device, print the granted caps and its layout, destroy it.
+    CreateQp(createqp::Args),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +37,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Devinfo(a) => devinfo::run(&a),
+        Cmd::Size(a) => size::run(&a),
+        Cmd::CreateQp(a) => createqp::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
