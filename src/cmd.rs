@@ -478,7 +478,10 @@ where
     let npas = pas.map_or(0, |q| q.npages());
     let len = I::BYTES + npas * 8;
     if len > CREATE_CMD_BYTES || O::BYTES > SMALL_CMD_BYTES {
-        return Err(Error::Capacity { what: "create command buffer", limit: CREATE_CMD_BYTES });
+        return Err(Error::Capacity {
+            what: "create command buffer",
+            limit: CREATE_CMD_BYTES,
+        });
     }
     let mut input = [0u8; CREATE_CMD_BYTES];
     ViewMut::<CmdInHeader>::new(&mut input)?.set(CmdInHeader::OPCODE, opcode as u64)?;
@@ -486,7 +489,10 @@ where
     if let Some(q) = pas {
         q.write_pas(&mut input[I::BYTES..len])?;
     }
-    let mut out = Output { buf: [0u8; SMALL_CMD_BYTES], _o: core::marker::PhantomData };
+    let mut out = Output {
+        buf: [0u8; SMALL_CMD_BYTES],
+        _o: core::marker::PhantomData,
+    };
     cmd.exec(p, &input[..len], &mut out.buf[..O::BYTES])?;
     Ok(out)
 }

@@ -5,7 +5,9 @@
 //! slots, `cqe` granted = slots − 1, limited by `log_max_cq_sz`. Every CQE starts with the invalid
 //! opcode (0xf) and owner 0, so the driver never mistakes an unwritten slot for a completion.
 
-use mlx5_ifc::prm::cq::{CreateCqIn, CreateCqOut, Cqc, DestroyCqIn, DestroyCqOut, QueryCqIn, QueryCqOut};
+use mlx5_ifc::prm::cq::{
+    Cqc, CreateCqIn, CreateCqOut, DestroyCqIn, DestroyCqOut, QueryCqIn, QueryCqOut,
+};
 use mlx5_ifc::Opcode;
 
 use crate::cmd::{run, run_create};
@@ -59,7 +61,10 @@ impl<P: Platform> Device<P> {
             });
         }
         let (Some(uar), Some(eqn)) = (self.uar(), self.comp_eqn()) else {
-            return Err(Error::Unsupported { what: "a completion EQ (device not open)", found: 0 });
+            return Err(Error::Unsupported {
+                what: "a completion EQ (device not open)",
+                found: 0,
+            });
         };
         let log_size = ceil_log2(u64::from(cqe) + 1);
         let p = self.platform();
@@ -71,24 +76,37 @@ impl<P: Platform> Device<P> {
                 return Err(e);
             }
         };
-        let init = (0..1usize << log_size).try_for_each(|i| buf.buf().write_u8(i * CQE_BYTES + CQE_OP_OWN, CQE_INVALID));
+        let init = (0..1usize << log_size)
+            .try_for_each(|i| buf.buf().write_u8(i * CQE_BYTES + CQE_OP_OWN, CQE_INVALID));
         let made = init.map_err(Error::from).and_then(|()| {
             self.with_cmd(|cmd, p| {
-                run_create::<CreateCqIn, CreateCqOut, _, _>(cmd, p, Opcode::CreateCq, Some(&buf), |v| {
-                    let mut c = v.nested_mut(CreateCqIn::CQ_CONTEXT);
-                    c.set(Cqc::LOG_CQ_SIZE, u64::from(log_size))?;
-                    c.set(Cqc::UAR_PAGE, u64::from(uar.index()))?;
-                    c.set(Cqc::C_EQN_OR_APU_ELEMENT, u64::from(eqn))?;
-                    c.set(Cqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
-                    c.set(Cqc::DBR_ADDR, dbr.iova())?;
-                    Ok(())
-                })
+                run_create::<CreateCqIn, CreateCqOut, _, _>(
+                    cmd,
+                    p,
+                    Opcode::CreateCq,
+                    Some(&buf),
+                    |v| {
+                        let mut c = v.nested_mut(CreateCqIn::CQ_CONTEXT);
+                        c.set(Cqc::LOG_CQ_SIZE, u64::from(log_size))?;
+                        c.set(Cqc::UAR_PAGE, u64::from(uar.index()))?;
+                        c.set(Cqc::C_EQN_OR_APU_ELEMENT, u64::from(eqn))?;
+                        c.set(Cqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
+                        c.set(Cqc::DBR_ADDR, dbr.iova())?;
+                        Ok(())
+                    },
+                )
             })
         });
         match made {
             Ok(out) => {
                 let cqn = out.get(CreateCqOut::CQN) as u32;
-                Ok(Cq { dev: self, cqn, cqe: (1 << log_size) - 1, eqn, mem: Some((buf, dbr)) })
+                Ok(Cq {
+                    dev: self,
+                    cqn,
+                    cqe: (1 << log_size) - 1,
+                    eqn,
+                    mem: Some((buf, dbr)),
+                })
             }
             Err(e) => {
                 buf.free(p);
@@ -144,7 +162,9 @@ impl<'d, P: Platform> Cq<'d, P> {
     }
 
     fn destroy_inner(&mut self) -> Result<()> {
-        let Some((buf, dbr)) = self.mem.take() else { return Ok(()) };
+        let Some((buf, dbr)) = self.mem.take() else {
+            return Ok(());
+        };
         let cqn = self.cqn;
         let r = self.dev.with_cmd(|cmd, p| {
             run::<DestroyCqIn, DestroyCqOut, _, _>(cmd, p, Opcode::DestroyCq, 0, |v| {

@@ -12,6 +12,9 @@ use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::hca::RegisterHostEndianness;
 use mlx5_ifc::{event, regs, Be32, Layout, ViewMut};
 
+/// GID table entries the driver keeps track of.
+pub const MAX_GIDS: usize = 16;
+
 /// Events the async EQ holds.
 const ASYNC_EQ_SIZE: u32 = 128;
 
@@ -123,6 +126,7 @@ pub struct Device<P: Platform> {
     keys: SpecialKeys,
     vport: VportInfo,
     gid0: Option<GidEntry>,
+    gids: spin::Mutex<heapless::Vec<(u16, GidEntry), MAX_GIDS>>,
     config: DeviceConfig,
     stage: Option<Stage>,
     bringup: BringUp,
@@ -225,6 +229,7 @@ impl<P: Platform> Device<P> {
                 roce_en: false,
             },
             gid0: None,
+            gids: spin::Mutex::new(heapless::Vec::new()),
             stage: Some(Stage::CmdQueue),
             bringup: BringUp {
                 elapsed_ns: 0,
@@ -341,9 +346,29 @@ impl<P: Platform> Device<P> {
         if view.get(CmdHcaCap::PAGE_REQUEST_DISABLE) == 0 {
             let _ = events.push(event::PAGE_REQUEST);
         }
-        self.async_eq = Some(Eq::create(cmd, p, &self.caps, uar, ASYNC_EQ_SIZE, &events, 0)?);
+        self.async_eq = Some(Eq::create(
+            cmd,
+            p,
+            &self.caps,
+            uar,
+            ASYNC_EQ_SIZE,
+            &events,
+            0,
+        )?);
         self.stage = Some(Stage::Eqs);
-        self.comp_eq = Some(Eq::create(cmd, p, &self.caps, uar, self.config.comp_eq_size, &[], 0)?);
+        self.comp_eq = Some(Eq::create(
+            cmd,
+            p,
+            &self.caps,
+            uar,
+            self.config.comp_eq_size,
+            &[],
+            0,
+        )?);
+        // Arm both: the consumer index is 0 and the device may raise the next event.
+        for eq in [&self.async_eq, &self.comp_eq].into_iter().flatten() {
+            eq.arm(p);
+        }
         self.keys = query_special_keys(cmd, p)?;
         vport::set_roce_en(cmd, p, true)?;
         self.stage = Some(Stage::RoceEnabled);
@@ -351,6 +376,7 @@ impl<P: Platform> Device<P> {
         let gid = GidEntry::link_local(self.vport.mac);
         vport::set_roce_address(cmd, p, 0, Some(&gid))?;
         self.gid0 = Some(gid);
+        let _ = self.gids.get_mut().push((0, gid));
         self.stage = Some(Stage::Gid);
         vport::ensure_port_up(cmd, p)?;
         self.pd = Some(Pd::alloc(cmd, p)?);
@@ -383,13 +409,21 @@ impl<P: Platform> Device<P> {
                 }
             }
             if stage >= Stage::Gid {
-                note(vport::set_roce_address(cmd, p, 0, None));
+                let set: heapless::Vec<u16, MAX_GIDS> =
+                    self.gids.get_mut().iter().map(|&(i, _)| i).collect();
+                for i in set {
+                    note(vport::set_roce_address(cmd, p, i, None));
+                }
+                self.gids.get_mut().clear();
             }
             if stage >= Stage::RoceEnabled {
                 note(vport::set_roce_en(cmd, p, false));
             }
             if stage >= Stage::Eqs {
-                for eq in [self.comp_eq.take(), self.async_eq.take()].into_iter().flatten() {
+                for eq in [self.comp_eq.take(), self.async_eq.take()]
+                    .into_iter()
+                    .flatten()
+                {
                     note(eq.destroy(cmd, p));
                 }
             }
@@ -491,6 +525,46 @@ impl<P: Platform> Device<P> {
     /// GID table entry 0 (link-local, RoCE v2).
     pub fn gid0(&self) -> Option<GidEntry> {
         self.gid0
+    }
+
+    /// GID table entry `index`, if the driver set it.
+    pub fn gid(&self, index: u16) -> Option<GidEntry> {
+        self.gids
+            .lock()
+            .iter()
+            .find(|&&(i, _)| i == index)
+            .map(|&(_, g)| g)
+    }
+
+    /// Sets (or with `None` clears) GID table entry `index` of port 1 (SET_ROCE_ADDRESS), e.g. an
+    /// IPv4 GID with [`GidEntry::ipv4`].
+    pub fn set_gid(&self, index: u16, entry: Option<GidEntry>) -> Result<()> {
+        let size = self.caps.roce_address_table_size();
+        if u32::from(index) >= size {
+            return Err(Error::InvalidArgument {
+                op: "set_gid",
+                field: "index",
+                requested: u64::from(index),
+                max: u64::from(size.saturating_sub(1)),
+                limit: "roce_address_table_size",
+            });
+        }
+        let mut gids = self.gids.lock();
+        let known = gids.iter().position(|&(i, _)| i == index);
+        if entry.is_some() && known.is_none() && gids.is_full() {
+            return Err(Error::Capacity {
+                what: "driver GID table",
+                limit: MAX_GIDS,
+            });
+        }
+        self.with_cmd(|cmd, p| vport::set_roce_address(cmd, p, index, entry.as_ref()))?;
+        if let Some(k) = known {
+            gids.swap_remove(k);
+        }
+        if let Some(e) = entry {
+            let _ = gids.push((index, e));
+        }
+        Ok(())
     }
 
     /// How the bring-up went.

@@ -6,7 +6,9 @@
 //! tells the device the consumer index.
 
 use mlx5_ifc::event::{EQE_BYTES, EQE_OWNER};
-use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, DestroyEqIn, DestroyEqOut, Eqc, QueryEqIn, QueryEqOut};
+use mlx5_ifc::prm::eq::{
+    CreateEqIn, CreateEqOut, DestroyEqIn, DestroyEqOut, Eqc, QueryEqIn, QueryEqOut,
+};
 use mlx5_ifc::{regs, Be32, Opcode};
 
 use crate::caps::Caps;
@@ -33,7 +35,15 @@ pub struct Eq {
 impl Eq {
     /// CREATE_EQ for at least `nent` events of the types in `events` (event type numbers), with
     /// MSI-X vector `intr`, doorbells on `uar`.
-    pub fn create<P: Platform>(cmd: &mut CmdQueue, p: &P, caps: &Caps, uar: Uar, nent: u32, events: &[u8], intr: u16) -> Result<Self> {
+    pub fn create<P: Platform>(
+        cmd: &mut CmdQueue,
+        p: &P,
+        caps: &Caps,
+        uar: Uar,
+        nent: u32,
+        events: &[u8],
+        intr: u16,
+    ) -> Result<Self> {
         let log_size = ceil_log2(u64::from(nent) + u64::from(EQ_SPARE));
         if log_size > caps.log_max_eq_sz() {
             return Err(Error::InvalidArgument {
@@ -52,25 +62,37 @@ impl Eq {
         for &e in events {
             mask[usize::from(e / 64) % 4] |= 1 << (e % 64);
         }
-        let made = run_create::<CreateEqIn, CreateEqOut, _, _>(cmd, p, Opcode::CreateEq, Some(&buf), |v| {
-            {
-                let mut c = v.nested_mut(CreateEqIn::EQ_CONTEXT_ENTRY);
-                c.set(Eqc::LOG_EQ_SIZE, u64::from(log_size))?;
-                c.set(Eqc::UAR_PAGE, u64::from(uar.index()))?;
-                c.set(Eqc::INTR, u64::from(intr))?;
-                c.set(Eqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
-            }
-            // event_bitmask is an array of 4 big-endian 64-bit words; word i holds event types
-            // 64i..64i+63, bit (type % 64).
-            let bm = v.bytes_mut(CreateEqIn::EVENT_BITMASK);
-            for (w, m) in mask.iter().enumerate() {
-                let at = w * 8;
-                bm[at..at + 8].copy_from_slice(&m.to_be_bytes());
-            }
-            Ok(())
-        });
+        let made = run_create::<CreateEqIn, CreateEqOut, _, _>(
+            cmd,
+            p,
+            Opcode::CreateEq,
+            Some(&buf),
+            |v| {
+                {
+                    let mut c = v.nested_mut(CreateEqIn::EQ_CONTEXT_ENTRY);
+                    c.set(Eqc::LOG_EQ_SIZE, u64::from(log_size))?;
+                    c.set(Eqc::UAR_PAGE, u64::from(uar.index()))?;
+                    c.set(Eqc::INTR, u64::from(intr))?;
+                    c.set(Eqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
+                }
+                // event_bitmask is an array of 4 big-endian 64-bit words; word i holds event types
+                // 64i..64i+63, bit (type % 64).
+                let bm = v.bytes_mut(CreateEqIn::EVENT_BITMASK);
+                for (w, m) in mask.iter().enumerate() {
+                    let at = w * 8;
+                    bm[at..at + 8].copy_from_slice(&m.to_be_bytes());
+                }
+                Ok(())
+            },
+        );
         match made {
-            Ok(out) => Ok(Self { eqn: out.get(CreateEqOut::EQ_NUMBER) as u8, log_size, buf, uar, cons: 0 }),
+            Ok(out) => Ok(Self {
+                eqn: out.get(CreateEqOut::EQ_NUMBER) as u8,
+                log_size,
+                buf,
+                uar,
+                cons: 0,
+            }),
             Err(e) => {
                 buf.free(p);
                 Err(e)
@@ -92,7 +114,10 @@ impl Eq {
     pub fn arm<P: Platform>(&self, p: &P) {
         barrier::mmio_wmb();
         let v = (u32::from(self.eqn) << 24) | (self.cons & 0xff_ffff);
-        p.bar_write32(self.uar.bar_offset() + u64::from(regs::uar::EQ_DOORBELL_ARM), Be32::new(v));
+        p.bar_write32(
+            self.uar.bar_offset() + u64::from(regs::uar::EQ_DOORBELL_ARM),
+            Be32::new(v),
+        );
     }
 
     /// QUERY_EQ: the context as the device holds it (for diagnostics and tests).

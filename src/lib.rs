@@ -27,8 +27,8 @@ pub mod pages;
 pub mod pd;
 pub mod platform;
 pub mod qp;
-pub mod srq;
 pub mod queue;
+pub mod srq;
 pub mod uar;
 pub mod vport;
 

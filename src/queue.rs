@@ -45,7 +45,8 @@ impl QueueBuf {
                 limit: "512 pages of 2 MiB",
             });
         }
-        let buf = DmaBuf::alloc(p, npages * page, page).map_err(|source| Error::Platform { op: what, source })?;
+        let buf = DmaBuf::alloc(p, npages * page, page)
+            .map_err(|source| Error::Platform { op: what, source })?;
         Ok(Self { buf, page, npages })
     }
 
@@ -68,7 +69,10 @@ impl QueueBuf {
     pub fn write_pas(&self, dst: &mut [u8]) -> Result<()> {
         let need = self.npages * 8;
         let limit = dst.len() / 8;
-        let dst = dst.get_mut(..need).ok_or(Error::Capacity { what: "PAS list buffer", limit })?;
+        let dst = dst.get_mut(..need).ok_or(Error::Capacity {
+            what: "PAS list buffer",
+            limit,
+        })?;
         for (i, e) in dst.chunks_exact_mut(8).enumerate() {
             e.copy_from_slice(&Be64::new(self.buf.iova() + (i * self.page) as u64).to_bytes());
         }

@@ -5,8 +5,8 @@
 //! free WQEs form a linked list, initially entry i → i + 1.
 
 use mlx5_ifc::prm::srq::{
-    CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroyRmpOut, DestroySrqIn, DestroySrqOut,
-    Rmpc, Srqc, Wq,
+    CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroyRmpOut,
+    DestroySrqIn, DestroySrqOut, Rmpc, Srqc, Wq,
 };
 use mlx5_ifc::{Be16, Opcode};
 
@@ -55,7 +55,12 @@ pub fn size_srq(log_max_srq_sz: u8, max_wqe_sz_rq: u32, a: &SrqAttr) -> Result<S
     };
     // The kernel refuses `roundup_pow2(wr) - 1 >= lim`; `max_wr = lim - 1` is the last that fits.
     if a.max_wr == 0 || u64::from(a.max_wr) >= lim {
-        return Err(bad("max_wr", a.max_wr, lim - 1, "log_max_srq_sz (2^log_max_srq_sz - 1, at least 1)"));
+        return Err(bad(
+            "max_wr",
+            a.max_wr,
+            lim - 1,
+            "log_max_srq_sz (2^log_max_srq_sz - 1, at least 1)",
+        ));
     }
     let max_gs_limit = u64::from(max_wqe_sz_rq / 16);
     let stride = roundup_pow2((16 + 16 * u64::from(a.max_sge)).max(32));
@@ -64,16 +69,27 @@ pub fn size_srq(log_max_srq_sz: u8, max_wqe_sz_rq: u32, a: &SrqAttr) -> Result<S
         // The largest SGE count whose power-of-two stride keeps (stride - 16) / 16 within the limit.
         let stride_max = 1u64 << (63 - (16 * max_gs_limit + 16).leading_zeros());
         let fit = (stride_max.max(32) - 16) / 16;
-        return Err(bad("max_sge", a.max_sge, fit.min(max_gs_limit), "max_wqe_sz_rq (16-byte next segment + SGEs)"));
+        return Err(bad(
+            "max_sge",
+            a.max_sge,
+            fit.min(max_gs_limit),
+            "max_wqe_sz_rq (16-byte next segment + SGEs)",
+        ));
     }
-    let wr = if 2 * u64::from(a.max_wr) + 1 <= lim { 2 * u64::from(a.max_wr) + 1 } else { u64::from(a.max_wr) + 1 };
+    // A "wait queue" of max_wr + 1 extra entries when the device has room for it (§5.2).
+    let w = u64::from(a.max_wr);
+    let wr = if 2 * w < lim { 2 * w + 1 } else { w + 1 };
     let hw = roundup_pow2(wr);
     let granted_wr = roundup_pow2(u64::from(a.max_wr) + 1) - 1;
     if a.srq_limit > a.max_wr {
         return Err(bad("srq_limit", a.srq_limit, u64::from(a.max_wr), "max_wr"));
     }
     Ok(SrqSized {
-        attr: SrqAttr { max_wr: granted_wr as u32, max_sge: max_gs as u32, srq_limit: a.srq_limit },
+        attr: SrqAttr {
+            max_wr: granted_wr as u32,
+            max_sge: max_gs as u32,
+            srq_limit: a.srq_limit,
+        },
         wqe_cnt: hw as u32,
         stride: stride as u32,
     })
@@ -107,7 +123,8 @@ impl<P: Platform> Device<P> {
         let n = sized.wqe_cnt;
         let init = (0..n).try_for_each(|i| {
             let next = Be16::new(((i + 1) & (n - 1)) as u16).to_bytes();
-            buf.buf().write_bytes(i as usize * sized.stride as usize + 2, &next)
+            buf.buf()
+                .write_bytes(i as usize * sized.stride as usize + 2, &next)
         });
         let log_sz = ceil_log2(u64::from(n));
         let log_stride = ceil_log2(u64::from(sized.stride));
@@ -116,37 +133,55 @@ impl<P: Platform> Device<P> {
         let made = init.map_err(Error::from).and_then(|()| {
             self.with_cmd(|cmd, p| {
                 if rmp {
-                    let out = run_create::<CreateRmpIn, CreateRmpOut, _, _>(cmd, p, Opcode::CreateRmp, Some(&buf), |v| {
-                        let mut r = v.nested_mut(CreateRmpIn::CTX);
-                        r.set(Rmpc::STATE, 1)?;
-                        let mut w = r.nested_mut(Rmpc::WQ);
-                        w.set(Wq::WQ_TYPE, 0)?;
-                        w.set(Wq::PD, u64::from(pdn))?;
-                        w.set(Wq::DBR_ADDR, dbr.iova())?;
-                        w.set(Wq::LOG_WQ_STRIDE, u64::from(log_stride))?;
-                        w.set(Wq::LOG_WQ_SZ, u64::from(log_sz))?;
-                        w.set(Wq::LOG_WQ_PG_SZ, u64::from(buf.log_page_size()))?;
-                        w.set(Wq::LWM, u64::from(attr.srq_limit))?;
-                        Ok(())
-                    })?;
+                    let out = run_create::<CreateRmpIn, CreateRmpOut, _, _>(
+                        cmd,
+                        p,
+                        Opcode::CreateRmp,
+                        Some(&buf),
+                        |v| {
+                            let mut r = v.nested_mut(CreateRmpIn::CTX);
+                            r.set(Rmpc::STATE, 1)?;
+                            let mut w = r.nested_mut(Rmpc::WQ);
+                            w.set(Wq::WQ_TYPE, 0)?;
+                            w.set(Wq::PD, u64::from(pdn))?;
+                            w.set(Wq::DBR_ADDR, dbr.iova())?;
+                            w.set(Wq::LOG_WQ_STRIDE, u64::from(log_stride))?;
+                            w.set(Wq::LOG_WQ_SZ, u64::from(log_sz))?;
+                            w.set(Wq::LOG_WQ_PG_SZ, u64::from(buf.log_page_size()))?;
+                            w.set(Wq::LWM, u64::from(attr.srq_limit))?;
+                            Ok(())
+                        },
+                    )?;
                     Ok(out.get(CreateRmpOut::RMPN) as u32)
                 } else {
-                    let out = run_create::<CreateSrqIn, CreateSrqOut, _, _>(cmd, p, Opcode::CreateSrq, Some(&buf), |v| {
-                        let mut s = v.nested_mut(CreateSrqIn::SRQ_CONTEXT_ENTRY);
-                        s.set(Srqc::LOG_SRQ_SIZE, u64::from(log_sz))?;
-                        s.set(Srqc::LOG_RQ_STRIDE, u64::from(log_stride - 4))?;
-                        s.set(Srqc::PD, u64::from(pdn))?;
-                        s.set(Srqc::DBR_ADDR, dbr.iova())?;
-                        s.set(Srqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
-                        s.set(Srqc::LWM, u64::from(attr.srq_limit))?;
-                        Ok(())
-                    })?;
+                    let out = run_create::<CreateSrqIn, CreateSrqOut, _, _>(
+                        cmd,
+                        p,
+                        Opcode::CreateSrq,
+                        Some(&buf),
+                        |v| {
+                            let mut s = v.nested_mut(CreateSrqIn::SRQ_CONTEXT_ENTRY);
+                            s.set(Srqc::LOG_SRQ_SIZE, u64::from(log_sz))?;
+                            s.set(Srqc::LOG_RQ_STRIDE, u64::from(log_stride - 4))?;
+                            s.set(Srqc::PD, u64::from(pdn))?;
+                            s.set(Srqc::DBR_ADDR, dbr.iova())?;
+                            s.set(Srqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
+                            s.set(Srqc::LWM, u64::from(attr.srq_limit))?;
+                            Ok(())
+                        },
+                    )?;
                     Ok(out.get(CreateSrqOut::SRQN) as u32)
                 }
             })
         });
         match made {
-            Ok(srqn) => Ok(Srq { dev: self, srqn, rmp, sized, mem: Some((buf, dbr)) }),
+            Ok(srqn) => Ok(Srq {
+                dev: self,
+                srqn,
+                rmp,
+                sized,
+                mem: Some((buf, dbr)),
+            }),
             Err(e) => {
                 buf.free(p);
                 let _ = dbr.free(p);
@@ -183,7 +218,9 @@ impl<'d, P: Platform> Srq<'d, P> {
     }
 
     fn destroy_inner(&mut self) -> Result<()> {
-        let Some((buf, dbr)) = self.mem.take() else { return Ok(()) };
+        let Some((buf, dbr)) = self.mem.take() else {
+            return Ok(());
+        };
         let (n, rmp) = (u64::from(self.srqn), self.rmp);
         self.dev.with_cmd(|cmd, p| {
             if rmp {

@@ -3,7 +3,9 @@
 
 use mlx5::ifc::prm::qp::{Init2rtrQpIn, Rst2initQpIn};
 use mlx5::ifc::{CmdStatus, Layout, Opcode, ViewMut};
-use mlx5::qp::{AhAttr, Access, AttrProblem, Mtu, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType};
+use mlx5::qp::{
+    Access, AhAttr, AttrProblem, Mtu, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType,
+};
 use mlx5::sim::{Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, Error, SimPlatform};
 
@@ -13,21 +15,41 @@ fn open() -> (SimDevice, Device<SimPlatform>) {
     (sim, dev)
 }
 
-const CAP: QpCap = QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+const CAP: QpCap = QpCap {
+    max_send_wr: 16,
+    max_recv_wr: 16,
+    max_send_sge: 1,
+    max_recv_sge: 1,
+    max_inline_data: 0,
+};
 
 fn to_init(t: QpType) -> (QpAttr, M) {
-    let mut a = QpAttr { qp_state: Some(QpState::Init), port_num: 1, ..QpAttr::default() };
+    let mut a = QpAttr {
+        qp_state: Some(QpState::Init),
+        port_num: 1,
+        ..QpAttr::default()
+    };
     if t == QpType::Ud {
         a.qkey = 0x1111_1111;
         (a, M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY)
     } else {
-        a.access = Access { remote_write: true, remote_read: t == QpType::Rc, remote_atomic: t == QpType::Rc };
+        a.access = Access {
+            remote_write: true,
+            remote_read: t == QpType::Rc,
+            remote_atomic: t == QpType::Rc,
+        };
         (a, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS)
     }
 }
 
 fn to_rtr(t: QpType, dest: u32, gid0: [u8; 16]) -> (QpAttr, M) {
-    let ah = AhAttr { sgid_index: 0, dgid: gid0, dmac: [0x02, 0xc5, 0x5a, 0, 0, 2], hop_limit: 64, ..AhAttr::default() };
+    let ah = AhAttr {
+        sgid_index: 0,
+        dgid: gid0,
+        dmac: [0x02, 0xc5, 0x5a, 0, 0, 2],
+        hop_limit: 64,
+        ..AhAttr::default()
+    };
     let a = QpAttr {
         qp_state: Some(QpState::Rtr),
         ah_attr: ah,
@@ -39,7 +61,15 @@ fn to_rtr(t: QpType, dest: u32, gid0: [u8; 16]) -> (QpAttr, M) {
         ..QpAttr::default()
     };
     let m = match t {
-        QpType::Rc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+        QpType::Rc => {
+            M::STATE
+                | M::AV
+                | M::PATH_MTU
+                | M::DEST_QPN
+                | M::RQ_PSN
+                | M::MAX_DEST_RD_ATOMIC
+                | M::MIN_RNR_TIMER
+        }
         QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
         QpType::Ud => M::STATE,
     };
@@ -57,7 +87,9 @@ fn to_rts(t: QpType) -> (QpAttr, M) {
         ..QpAttr::default()
     };
     let m = match t {
-        QpType::Rc => M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
+        QpType::Rc => {
+            M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC
+        }
         _ => M::STATE | M::SQ_PSN,
     };
     (a, m)
@@ -70,7 +102,9 @@ fn every_type_walks_the_state_machine() {
         let cq = dev.create_cq(32).unwrap();
         let gid0 = dev.gid0().unwrap().gid;
         for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
-            let mut qp = dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, &cq, &cq, CAP)).unwrap();
+            let mut qp = dev
+                .create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, &cq, &cq, CAP))
+                .unwrap();
             assert_eq!(sim.qp_state(qp.qpn()), Some(0));
             for (a, m) in [to_init(t), to_rtr(t, 0x1ab, gid0), to_rts(t)] {
                 qp.modify(&a, m).unwrap_or_else(|e| panic!("{t:?}: {e}"));
@@ -85,11 +119,30 @@ fn every_type_walks_the_state_machine() {
             }
             // RTS -> RTS with an optional attribute, then ERR, then RESET.
             let (rts, _) = to_rts(t);
-            let opt = if t == QpType::Ud { M::QKEY } else { M::ACCESS_FLAGS };
-            qp.modify(&QpAttr { qkey: 7, ..rts }, M::STATE | opt).unwrap();
-            qp.modify(&QpAttr { qp_state: Some(QpState::Err), ..QpAttr::default() }, M::STATE).unwrap();
+            let opt = if t == QpType::Ud {
+                M::QKEY
+            } else {
+                M::ACCESS_FLAGS
+            };
+            qp.modify(&QpAttr { qkey: 7, ..rts }, M::STATE | opt)
+                .unwrap();
+            qp.modify(
+                &QpAttr {
+                    qp_state: Some(QpState::Err),
+                    ..QpAttr::default()
+                },
+                M::STATE,
+            )
+            .unwrap();
             assert_eq!(sim.qp_state(qp.qpn()), Some(6));
-            qp.modify(&QpAttr { qp_state: Some(QpState::Reset), ..QpAttr::default() }, M::STATE).unwrap();
+            qp.modify(
+                &QpAttr {
+                    qp_state: Some(QpState::Reset),
+                    ..QpAttr::default()
+                },
+                M::STATE,
+            )
+            .unwrap();
             assert_eq!(qp.query().unwrap().state, QpState::Reset);
         }
     }
@@ -102,21 +155,44 @@ fn the_driver_refuses_before_sending_anything() {
     let (sim, dev) = open();
     {
         let cq = dev.create_cq(32).unwrap();
-        let mut qp = dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP)).unwrap();
+        let mut qp = dev
+            .create_qp(
+                dev.pd().unwrap(),
+                &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP),
+            )
+            .unwrap();
         let gid0 = dev.gid0().unwrap().gid;
         let before = sim.commands_executed();
         let qpn = qp.qpn();
         // An illegal transition.
         let (rtr, m) = to_rtr(QpType::Rc, 5, gid0);
-        assert_eq!(qp.modify(&rtr, m).unwrap_err(), Error::QpTransition { qpn, from: QpState::Reset, to: QpState::Rtr });
+        assert_eq!(
+            qp.modify(&rtr, m).unwrap_err(),
+            Error::QpTransition {
+                qpn,
+                from: QpState::Reset,
+                to: QpState::Rtr
+            }
+        );
         // A missing required attribute.
         let (init, m) = to_init(QpType::Rc);
-        let e = qp.modify(&init, M::STATE | M::PORT | M::PKEY_INDEX).unwrap_err();
+        let e = qp
+            .modify(&init, M::STATE | M::PORT | M::PKEY_INDEX)
+            .unwrap_err();
         assert_eq!(
             e,
-            Error::QpAttr { qpn, from: QpState::Reset, to: QpState::Init, attr: "qp_access_flags", problem: AttrProblem::Missing }
+            Error::QpAttr {
+                qpn,
+                from: QpState::Reset,
+                to: QpState::Init,
+                attr: "qp_access_flags",
+                problem: AttrProblem::Missing
+            }
         );
-        assert_eq!(e.to_string(), format!("modify_qp: QP {qpn:#x} RESET->INIT requires qp_access_flags"));
+        assert_eq!(
+            e.to_string(),
+            format!("modify_qp: QP {qpn:#x} RESET->INIT requires qp_access_flags")
+        );
         assert_eq!(qp.state(), QpState::Reset);
         assert_eq!(sim.commands_executed(), before, "refused without a command");
         qp.modify(&init, m).unwrap();
@@ -124,28 +200,89 @@ fn the_driver_refuses_before_sending_anything() {
         let after_init = sim.commands_executed();
         assert_eq!(after_init, before + 1);
         // An attribute the transition does not take.
-        let e = qp.modify(&rtr, m.union(to_rtr(QpType::Rc, 5, gid0).1).union(M::SQ_PSN)).unwrap_err();
-        assert!(matches!(e, Error::QpAttr { problem: AttrProblem::NotAllowed, .. }), "{e}");
+        let e = qp
+            .modify(
+                &rtr,
+                m.union(to_rtr(QpType::Rc, 5, gid0).1).union(M::SQ_PSN),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::QpAttr {
+                    problem: AttrProblem::NotAllowed,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         // Values the device cannot take.
         let (rtr, m) = to_rtr(QpType::Rc, 5, gid0);
         let bad = [
-            (QpAttr { ah_attr: AhAttr { sgid_index: 255, ..rtr.ah_attr }, ..rtr }, "ah_attr.sgid_index"),
-            (QpAttr { ah_attr: AhAttr { dmac: [0; 6], ..rtr.ah_attr }, ..rtr }, "ah_attr.dmac"),
-            (QpAttr { dest_qp_num: 1 << 24, ..rtr }, "dest_qp_num"),
-            (QpAttr { rq_psn: 1 << 24, ..rtr }, "rq_psn"),
-            (QpAttr { max_dest_rd_atomic: 64, ..rtr }, "max_dest_rd_atomic"),
+            (
+                QpAttr {
+                    ah_attr: AhAttr {
+                        sgid_index: 255,
+                        ..rtr.ah_attr
+                    },
+                    ..rtr
+                },
+                "ah_attr.sgid_index",
+            ),
+            (
+                QpAttr {
+                    ah_attr: AhAttr {
+                        dmac: [0; 6],
+                        ..rtr.ah_attr
+                    },
+                    ..rtr
+                },
+                "ah_attr.dmac",
+            ),
+            (
+                QpAttr {
+                    dest_qp_num: 1 << 24,
+                    ..rtr
+                },
+                "dest_qp_num",
+            ),
+            (
+                QpAttr {
+                    rq_psn: 1 << 24,
+                    ..rtr
+                },
+                "rq_psn",
+            ),
+            (
+                QpAttr {
+                    max_dest_rd_atomic: 64,
+                    ..rtr
+                },
+                "max_dest_rd_atomic",
+            ),
         ];
         for (a, field) in bad {
             let e = qp.modify(&a, m).unwrap_err();
-            assert!(matches!(e, Error::InvalidArgument { field: f, .. } if f == field), "{field}: {e}");
+            assert!(
+                matches!(e, Error::InvalidArgument { field: f, .. } if f == field),
+                "{field}: {e}"
+            );
         }
-        assert_eq!(sim.commands_executed(), after_init, "no command for a refused modify");
+        assert_eq!(
+            sim.commands_executed(),
+            after_init,
+            "no command for a refused modify"
+        );
     }
     dev.close().unwrap();
 }
 
 /// Sends a raw QP transition, bypassing the driver's checks, to see the firmware's own answer.
-fn raw<L: Layout>(dev: &Device<SimPlatform>, op: Opcode, fill: impl FnOnce(&mut [u8])) -> Result<(), Error> {
+fn raw<L: Layout>(
+    dev: &Device<SimPlatform>,
+    op: Opcode,
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<(), Error> {
     let mut i = vec![0u8; L::BYTES];
     i[0..2].copy_from_slice(&(op as u16).to_be_bytes());
     fill(&mut i);
@@ -158,56 +295,138 @@ fn the_firmware_refuses_independently() {
     let (_sim, dev) = open();
     {
         let cq = dev.create_cq(32).unwrap();
-        let qp = dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP)).unwrap();
+        let qp = dev
+            .create_qp(
+                dev.pd().unwrap(),
+                &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP),
+            )
+            .unwrap();
         let qpn = u64::from(qp.qpn());
         // INIT2RTR on a QP in RESET: bad resource state.
         let e = raw::<Init2rtrQpIn>(&dev, Opcode::Init2RtrQp, |b| {
-            ViewMut::<Init2rtrQpIn>::new(b).unwrap().set(Init2rtrQpIn::QPN, qpn).unwrap();
+            ViewMut::<Init2rtrQpIn>::new(b)
+                .unwrap()
+                .set(Init2rtrQpIn::QPN, qpn)
+                .unwrap();
         })
         .unwrap_err();
-        assert!(matches!(e, Error::Cmd { opcode: 0x503, status: CmdStatus::BadResState, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Cmd {
+                    opcode: 0x503,
+                    status: CmdStatus::BadResState,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         // RST2INIT without the port: bad parameter.
         let e = raw::<Rst2initQpIn>(&dev, Opcode::Rst2InitQp, |b| {
-            ViewMut::<Rst2initQpIn>::new(b).unwrap().set(Rst2initQpIn::QPN, qpn).unwrap();
+            ViewMut::<Rst2initQpIn>::new(b)
+                .unwrap()
+                .set(Rst2initQpIn::QPN, qpn)
+                .unwrap();
         })
         .unwrap_err();
-        assert!(matches!(e, Error::Cmd { opcode: 0x502, status: CmdStatus::BadParam, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Cmd {
+                    opcode: 0x502,
+                    status: CmdStatus::BadParam,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         // An unknown QP: bad resource.
         let e = raw::<Rst2initQpIn>(&dev, Opcode::Rst2InitQp, |b| {
-            ViewMut::<Rst2initQpIn>::new(b).unwrap().set(Rst2initQpIn::QPN, 0xabcdef).unwrap();
+            ViewMut::<Rst2initQpIn>::new(b)
+                .unwrap()
+                .set(Rst2initQpIn::QPN, 0xabcdef)
+                .unwrap();
         })
         .unwrap_err();
-        assert!(matches!(e, Error::Cmd { status: CmdStatus::BadRes, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Cmd {
+                    status: CmdStatus::BadRes,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         // A CQ in use by a QP cannot be destroyed (the firmware says so; the driver's borrows
         // make it impossible through the API).
         let mut i = [0u8; 16];
         i[0..2].copy_from_slice(&(Opcode::DestroyCq as u16).to_be_bytes());
         i[8..12].copy_from_slice(&cq.cqn().to_be_bytes());
         let e = dev.exec(&i, &mut [0u8; 16]).unwrap_err();
-        assert!(matches!(e, Error::Cmd { opcode: 0x401, status: CmdStatus::ResBusy, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                Error::Cmd {
+                    opcode: 0x401,
+                    status: CmdStatus::ResBusy,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
     dev.close().unwrap();
 }
 
 /// MSB-first bit field of a big-endian image, read with the reference offsets (not mlx5-ifc).
 fn bits(buf: &[u8], bit: u64, width: u64) -> u64 {
-    (bit..bit + width).fold(0, |v, i| (v << 1) | u64::from(buf[(i / 8) as usize] >> (7 - i % 8) & 1))
+    (bit..bit + width).fold(0, |v, i| {
+        (v << 1) | u64::from(buf[(i / 8) as usize] >> (7 - i % 8) & 1)
+    })
 }
 
 #[test]
 fn create_qp_in_the_trace_carries_the_context_the_driver_meant() {
     let (sim, dev) = open();
-    let facts: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/hw/ifc/reference/mlx5_ifc_offsets.json")).unwrap())
-            .unwrap();
-    let at = |s: &str, f: &str| (facts[s][f][0].as_u64().unwrap(), facts[s][f][1].as_u64().unwrap());
+    let facts: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/hw/ifc/reference/mlx5_ifc_offsets.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let at = |s: &str, f: &str| {
+        (
+            facts[s][f][0].as_u64().unwrap(),
+            facts[s][f][1].as_u64().unwrap(),
+        )
+    };
     {
         let scq = dev.create_cq(64).unwrap();
         let rcq = dev.create_cq(64).unwrap();
         let qp = dev
-            .create_qp(dev.pd().unwrap(), &QpInitAttr::new(QpType::Ud, &scq, &rcq, QpCap { max_recv_sge: 3, max_recv_wr: 100, ..CAP }))
+            .create_qp(
+                dev.pd().unwrap(),
+                &QpInitAttr::new(
+                    QpType::Ud,
+                    &scq,
+                    &rcq,
+                    QpCap {
+                        max_recv_sge: 3,
+                        max_recv_wr: 100,
+                        ..CAP
+                    },
+                ),
+            )
             .unwrap();
-        let rec = sim.trace().into_iter().rev().find(|r| r.opcode == Opcode::CreateQp as u16).unwrap();
+        let rec = sim
+            .trace()
+            .into_iter()
+            .rev()
+            .find(|r| r.opcode == Opcode::CreateQp as u16)
+            .unwrap();
         let input = &rec.input;
         let (qpc, _) = at("create_qp_in", "qpc");
         let f = |name: &str| {
@@ -233,9 +452,17 @@ fn create_qp_in_the_trace_carries_the_context_the_driver_meant() {
         let page = 4096u64 << f("log_page_size");
         let total = l.rq_bytes() + l.sq_bytes();
         let n = total.div_ceil(page);
-        assert_eq!(input.len() as u64, pas / 8 + 8 * n, "input carries exactly the PAS entries");
+        assert_eq!(
+            input.len() as u64,
+            pas / 8 + 8 * n,
+            "input carries exactly the PAS entries"
+        );
         for k in 0..n {
-            assert_eq!(bits(input, pas + 64 * k, 64), buf.unwrap() + k * page, "PAS entry {k}");
+            assert_eq!(
+                bits(input, pas + 64 * k, 64),
+                buf.unwrap() + k * page,
+                "PAS entry {k}"
+            );
         }
     }
     dev.close().unwrap();

@@ -541,15 +541,46 @@ fn max_qp_cap_answers_the_faq() {
 #[test]
 fn srq_sizing_of_the_reference() {
     use mlx5::srq::{size_srq, SrqAttr};
-    let a = |max_wr, max_sge| SrqAttr { max_wr, max_sge, srq_limit: 0 };
+    let a = |max_wr, max_sge| SrqAttr {
+        max_wr,
+        max_sge,
+        srq_limit: 0,
+    };
     let s = size_srq(15, 512, &a(100, 1)).unwrap();
-    assert_eq!((s.attr.max_wr, s.attr.max_sge, s.wqe_cnt, s.stride), (127, 1, 256, 32));
+    assert_eq!(
+        (s.attr.max_wr, s.attr.max_sge, s.wqe_cnt, s.stride),
+        (127, 1, 256, 32)
+    );
     let s = size_srq(15, 512, &a(16384, 2)).unwrap();
-    assert_eq!((s.attr.max_wr, s.attr.max_sge, s.wqe_cnt, s.stride), (32767, 3, 32768, 64), "no wait queue");
+    assert_eq!(
+        (s.attr.max_wr, s.attr.max_sge, s.wqe_cnt, s.stride),
+        (32767, 3, 32768, 64),
+        "no wait queue"
+    );
     let e = size_srq(15, 512, &a(32768, 1)).unwrap_err();
-    assert!(matches!(e, mlx5::Error::InvalidArgument { field: "max_wr", max: 32767, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            mlx5::Error::InvalidArgument {
+                field: "max_wr",
+                max: 32767,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let s = size_srq(15, 512, &a(1, 31)).unwrap();
     assert_eq!((s.attr.max_sge, s.stride), (31, 512));
     let e = size_srq(15, 512, &a(1, 32)).unwrap_err();
-    assert!(matches!(e, mlx5::Error::InvalidArgument { field: "max_sge", max: 31, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            mlx5::Error::InvalidArgument {
+                field: "max_sge",
+                max: 31,
+                ..
+            }
+        ),
+        "{e}"
+    );
 }

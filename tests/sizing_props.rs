@@ -1,7 +1,9 @@
 //! Properties of QP sizing over random devices and requests: granted ≥ requested, the granted
 //! layout fits the hardware, and every error names a field whose request really exceeds what fits.
 
-use mlx5::qp::{size_qp, sq_overhead, CapField, QpCap, QpLimits, QpType, SendOps, SizeMode, SizingError};
+use mlx5::qp::{
+    size_qp, sq_overhead, CapField, QpCap, QpLimits, QpType, SendOps, SizeMode, SizingError,
+};
 use proptest::prelude::*;
 
 fn limits() -> impl Strategy<Value = QpLimits> {
@@ -18,19 +20,31 @@ fn qp_type() -> impl Strategy<Value = QpType> {
 
 fn ops_for(t: QpType) -> impl Strategy<Value = SendOps> {
     let valid = SendOps::valid_for(t).bits();
-    prop_oneof![Just(SendOps::default_for(t)), (1u16..0x400).prop_map(move |b| {
-        let named = SendOps::NAMED.iter().filter(|(_, o)| b & o.bits() & valid != 0).fold(SendOps::empty(), |a, (_, o)| a.union(*o));
-        if named.is_empty() { SendOps::SEND } else { named }
-    })]
+    prop_oneof![
+        Just(SendOps::default_for(t)),
+        (1u16..0x400).prop_map(move |b| {
+            let named = SendOps::NAMED
+                .iter()
+                .filter(|(_, o)| b & o.bits() & valid != 0)
+                .fold(SendOps::empty(), |a, (_, o)| a.union(*o));
+            if named.is_empty() {
+                SendOps::SEND
+            } else {
+                named
+            }
+        })
+    ]
 }
 
 fn request() -> impl Strategy<Value = QpCap> {
-    (0u32..40_000, 0u32..40_000, 0u32..80, 0u32..80, 0u32..1_200).prop_map(|(s, r, ss, rs, i)| QpCap {
-        max_send_wr: s,
-        max_recv_wr: r,
-        max_send_sge: ss,
-        max_recv_sge: rs,
-        max_inline_data: i,
+    (0u32..40_000, 0u32..40_000, 0u32..80, 0u32..80, 0u32..1_200).prop_map(|(s, r, ss, rs, i)| {
+        QpCap {
+            max_send_wr: s,
+            max_recv_wr: r,
+            max_send_sge: ss,
+            max_recv_sge: rs,
+            max_inline_data: i,
+        }
     })
 }
 

@@ -47,7 +47,12 @@ pub struct QpInitAttr<'a, 'd, P: Platform> {
 
 impl<'a, 'd, P: Platform> QpInitAttr<'a, 'd, P> {
     /// A QP of `qp_type` on `send_cq`/`recv_cq` with `cap`; no SRQ, default ops, exact sizing.
-    pub fn new(qp_type: QpType, send_cq: &'a Cq<'d, P>, recv_cq: &'a Cq<'d, P>, cap: QpCap) -> Self {
+    pub fn new(
+        qp_type: QpType,
+        send_cq: &'a Cq<'d, P>,
+        recv_cq: &'a Cq<'d, P>,
+        cap: QpCap,
+    ) -> Self {
         Self {
             qp_context: 0,
             send_cq,
@@ -97,7 +102,10 @@ impl<P: Platform> Device<P> {
     /// starts in RESET; `cap()` holds the granted sizes, each ≥ the request.
     pub fn create_qp<'a>(&'a self, pd: &Pd, attr: &QpInitAttr<'a, '_, P>) -> Result<Qp<'a, P>> {
         let mine = |d: &Device<P>| core::ptr::eq(d, self);
-        if !mine(attr.send_cq.device()) || !mine(attr.recv_cq.device()) || attr.srq.is_some_and(|s| !mine(s.device())) {
+        if !mine(attr.send_cq.device())
+            || !mine(attr.recv_cq.device())
+            || attr.srq.is_some_and(|s| !mine(s.device()))
+        {
             return Err(Error::InvalidArgument {
                 op: "create_qp",
                 field: "send_cq/recv_cq/srq",
@@ -113,17 +121,34 @@ impl<P: Platform> Device<P> {
             QpType::Ud => caps.ud(),
         };
         if supported == 0 {
-            return Err(Error::Unsupported { what: "this QP type", found: st_of(attr.qp_type) });
+            return Err(Error::Unsupported {
+                what: "this QP type",
+                found: st_of(attr.qp_type),
+            });
         }
         let ops = attr.send_ops.unwrap_or(SendOps::default_for(attr.qp_type));
-        let sized = size_qp(&caps.qp_limits(), attr.qp_type, ops, attr.srq.is_some(), &attr.cap, attr.size_mode)?;
+        let sized = size_qp(
+            &caps.qp_limits(),
+            attr.qp_type,
+            ops,
+            attr.srq.is_some(),
+            &attr.cap,
+            attr.size_mode,
+        )?;
         let (cap, layout) = (sized.cap, sized.layout);
         let Some(uar) = self.uar() else {
-            return Err(Error::Unsupported { what: "a UAR (device not open)", found: 0 });
+            return Err(Error::Unsupported {
+                what: "a UAR (device not open)",
+                found: 0,
+            });
         };
         let p = self.platform();
         let bytes = layout.rq_bytes() + layout.sq_bytes();
-        let buf = if bytes > 0 { Some(QueueBuf::alloc(p, bytes as usize, "allocate a QP buffer")?) } else { None };
+        let buf = if bytes > 0 {
+            Some(QueueBuf::alloc(p, bytes as usize, "allocate a QP buffer")?)
+        } else {
+            None
+        };
         let dbr = match alloc_dbr(p, "allocate a QP doorbell record") {
             Ok(d) => d,
             Err(e) => {
@@ -136,40 +161,58 @@ impl<P: Platform> Device<P> {
         let srqn = attr.srq.map(|s| s.srqn());
         let (send_cqn, recv_cqn) = (attr.send_cq.cqn(), attr.recv_cq.cqn());
         let made = self.with_cmd(|cmd, p| {
-            run_create::<CreateQpIn, CreateQpOut, _, _>(cmd, p, Opcode::CreateQp, buf.as_ref(), |v| {
-                let mut c = v.nested_mut(CreateQpIn::QPC);
-                c.set(Qpc::ST, st_of(attr.qp_type))?;
-                c.set(Qpc::PM_STATE, PM_STATE_MIGRATED)?;
-                c.set(Qpc::PD, u64::from(pd.pdn()))?;
-                c.set(Qpc::UAR_PAGE, u64::from(uar.index()))?;
-                c.set(Qpc::CQN_SND, u64::from(send_cqn))?;
-                c.set(Qpc::CQN_RCV, u64::from(recv_cqn))?;
-                if layout.sq_wqebb_cnt == 0 {
-                    c.set(Qpc::NO_SQ, 1)?;
-                } else {
-                    c.set(Qpc::LOG_SQ_SIZE, u64::from(ceil_log2(u64::from(layout.sq_wqebb_cnt))))?;
-                }
-                if let Some(n) = srqn {
-                    c.set(Qpc::RQ_TYPE, rq_type::SRQ)?;
-                    c.set(Qpc::SRQN_RMPN_XRQN, u64::from(n))?;
-                } else if layout.rq_wqe_cnt == 0 {
-                    c.set(Qpc::RQ_TYPE, rq_type::ZERO_LEN)?;
-                } else {
-                    c.set(Qpc::RQ_TYPE, rq_type::REGULAR)?;
-                    c.set(Qpc::LOG_RQ_SIZE, u64::from(ceil_log2(u64::from(layout.rq_wqe_cnt))))?;
-                    c.set(Qpc::LOG_RQ_STRIDE, u64::from(ceil_log2(u64::from(layout.rq_stride_bytes)) - 4))?;
-                }
-                if let Some(b) = buf.as_ref() {
-                    c.set(Qpc::LOG_PAGE_SIZE, u64::from(b.log_page_size()))?;
-                }
-                c.set(Qpc::DBR_ADDR, dbr.iova())?;
-                Ok(())
-            })
+            run_create::<CreateQpIn, CreateQpOut, _, _>(
+                cmd,
+                p,
+                Opcode::CreateQp,
+                buf.as_ref(),
+                |v| {
+                    let mut c = v.nested_mut(CreateQpIn::QPC);
+                    c.set(Qpc::ST, st_of(attr.qp_type))?;
+                    c.set(Qpc::PM_STATE, PM_STATE_MIGRATED)?;
+                    c.set(Qpc::PD, u64::from(pd.pdn()))?;
+                    c.set(Qpc::UAR_PAGE, u64::from(uar.index()))?;
+                    c.set(Qpc::CQN_SND, u64::from(send_cqn))?;
+                    c.set(Qpc::CQN_RCV, u64::from(recv_cqn))?;
+                    if layout.sq_wqebb_cnt == 0 {
+                        c.set(Qpc::NO_SQ, 1)?;
+                    } else {
+                        c.set(
+                            Qpc::LOG_SQ_SIZE,
+                            u64::from(ceil_log2(u64::from(layout.sq_wqebb_cnt))),
+                        )?;
+                    }
+                    if let Some(n) = srqn {
+                        c.set(Qpc::RQ_TYPE, rq_type::SRQ)?;
+                        c.set(Qpc::SRQN_RMPN_XRQN, u64::from(n))?;
+                    } else if layout.rq_wqe_cnt == 0 {
+                        c.set(Qpc::RQ_TYPE, rq_type::ZERO_LEN)?;
+                    } else {
+                        c.set(Qpc::RQ_TYPE, rq_type::REGULAR)?;
+                        c.set(
+                            Qpc::LOG_RQ_SIZE,
+                            u64::from(ceil_log2(u64::from(layout.rq_wqe_cnt))),
+                        )?;
+                        c.set(
+                            Qpc::LOG_RQ_STRIDE,
+                            u64::from(ceil_log2(u64::from(layout.rq_stride_bytes)) - 4),
+                        )?;
+                    }
+                    if let Some(b) = buf.as_ref() {
+                        c.set(Qpc::LOG_PAGE_SIZE, u64::from(b.log_page_size()))?;
+                    }
+                    c.set(Qpc::DBR_ADDR, dbr.iova())?;
+                    Ok(())
+                },
+            )
         });
         match made {
             Ok(out) => {
                 let qpn = out.get(CreateQpOut::QPN) as u32;
-                log::debug!("QP {qpn:#x} ({}) created: {cap:?}, {layout:?}", attr.qp_type.name());
+                log::debug!(
+                    "QP {qpn:#x} ({}) created: {cap:?}, {layout:?}",
+                    attr.qp_type.name()
+                );
                 Ok(Qp {
                     dev: self,
                     qpn,
@@ -265,7 +308,9 @@ impl<'a, P: Platform> Qp<'a, P> {
     }
 
     fn destroy_inner(&mut self) -> Result<()> {
-        let Some((buf, dbr)) = self.mem.take() else { return Ok(()) };
+        let Some((buf, dbr)) = self.mem.take() else {
+            return Ok(());
+        };
         let qpn = u64::from(self.qpn);
         self.dev.with_cmd(|cmd, p| {
             run::<DestroyQpIn, DestroyQpOut, _, _>(cmd, p, Opcode::DestroyQp, 0, |v| {

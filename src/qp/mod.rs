@@ -6,11 +6,11 @@ pub mod modify;
 pub mod sizing;
 
 pub use create::{Qp, QpInitAttr};
-pub use modify::{AhAttr, Access, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery, QpState};
+pub use modify::{Access, AhAttr, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery, QpState};
 
 pub use sizing::{
-    max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode,
-    SizedQp, SizingError,
+    max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps,
+    SizeMode, SizedQp, SizingError,
 };
 
 use crate::caps::Caps;

@@ -7,10 +7,11 @@
 
 use core::fmt;
 
-use mlx5_ifc::consts::qp_state;
+use mlx5_ifc::consts::{qp_opt_param as optpar, qp_state};
 use mlx5_ifc::prm::qp::{
-    Ads, Init2initQpIn, Init2initQpOut, Init2rtrQpIn, Init2rtrQpOut, Qp2errIn, Qp2errOut, Qp2rstIn, Qp2rstOut, Qpc,
-    QueryQpIn, QueryQpOut, Rst2initQpIn, Rst2initQpOut, Rtr2rtsQpIn, Rtr2rtsQpOut, Rts2rtsQpIn, Rts2rtsQpOut,
+    Ads, Init2initQpIn, Init2initQpOut, Init2rtrQpIn, Init2rtrQpOut, Qp2errIn, Qp2errOut, Qp2rstIn,
+    Qp2rstOut, Qpc, QueryQpIn, QueryQpOut, Rst2initQpIn, Rst2initQpOut, Rtr2rtsQpIn, Rtr2rtsQpOut,
+    Rts2rtsQpIn, Rts2rtsQpOut,
 };
 use mlx5_ifc::{Field, Layout, Nested, Opcode, ViewMut};
 
@@ -114,7 +115,10 @@ impl QpAttrMask {
     }
     /// The name of the lowest attribute in the set.
     pub fn first_name(self) -> &'static str {
-        Self::NAMES.iter().find(|(b, _)| self.0 & b != 0).map_or("?", |&(_, n)| n)
+        Self::NAMES
+            .iter()
+            .find(|(b, _)| self.0 & b != 0)
+            .map_or("?", |&(_, n)| n)
     }
 }
 
@@ -232,9 +236,17 @@ fn table(t: QpType, from: QpState, to: QpState) -> Option<(M, M)> {
         (Init, Init, QpType::Ud) => (st, M::PKEY_INDEX | M::PORT | M::QKEY),
         (Init, Init, _) => (st, M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS),
         (Init, Rtr, QpType::Ud) => (st, M::PKEY_INDEX | M::QKEY),
-        (Init, Rtr, QpType::Uc) => (st | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN, M::ACCESS_FLAGS | M::PKEY_INDEX),
+        (Init, Rtr, QpType::Uc) => (
+            st | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
+            M::ACCESS_FLAGS | M::PKEY_INDEX,
+        ),
         (Init, Rtr, QpType::Rc) => (
-            st | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+            st | M::AV
+                | M::PATH_MTU
+                | M::DEST_QPN
+                | M::RQ_PSN
+                | M::MAX_DEST_RD_ATOMIC
+                | M::MIN_RNR_TIMER,
             M::ACCESS_FLAGS | M::PKEY_INDEX,
         ),
         (Rtr, Rts, QpType::Ud) => (st | M::SQ_PSN, M::QKEY),
@@ -248,17 +260,6 @@ fn table(t: QpType, from: QpState, to: QpState) -> Option<(M, M)> {
         (Rts, Rts, QpType::Rc) => (st, M::ACCESS_FLAGS | M::MIN_RNR_TIMER),
         _ => return None,
     })
-}
-
-/// `opt_param_mask` bits of the QP modify commands (PRM; `MLX5_QP_OPTPAR_*`).
-mod optpar {
-    pub const RRE: u32 = 1 << 1;
-    pub const RAE: u32 = 1 << 2;
-    pub const RWE: u32 = 1 << 3;
-    pub const PKEY_INDEX: u32 = 1 << 4;
-    pub const Q_KEY: u32 = 1 << 5;
-    pub const RNR_TIMEOUT: u32 = 1 << 6;
-    pub const PRI_PORT: u32 = 1 << 16;
 }
 
 /// The modify commands share one shape: qpn, opt_param_mask, qpc.
@@ -289,7 +290,13 @@ modify_cmd!(Rts2rtsQpIn, Rts2rtsQpOut, Rts2RtsQp);
 
 impl<P: Platform> Qp<'_, P> {
     fn arg(&self, field: &'static str, requested: u64, max: u64, limit: &'static str) -> Error {
-        Error::InvalidArgument { op: "modify_qp", field, requested, max, limit }
+        Error::InvalidArgument {
+            op: "modify_qp",
+            field,
+            requested,
+            max,
+            limit,
+        }
     }
 
     /// Checks values against the device before anything is sent.
@@ -297,15 +304,69 @@ impl<P: Platform> Qp<'_, P> {
         let caps = self.dev.caps();
         let max24 = 0xff_ffff;
         let checks: [(QpAttrMask, &'static str, u64, u64, &'static str); 10] = [
-            (M::PORT, "port_num", u64::from(a.port_num), u64::from(caps.num_ports().max(1)), "num_ports (ports count from 1)"),
-            (M::PKEY_INDEX, "pkey_index", u64::from(a.pkey_index), 0, "Ethernet ports have one P_Key"),
-            (M::DEST_QPN, "dest_qp_num", u64::from(a.dest_qp_num), max24, "24-bit QP numbers"),
-            (M::RQ_PSN, "rq_psn", u64::from(a.rq_psn), max24, "24-bit PSNs"),
-            (M::SQ_PSN, "sq_psn", u64::from(a.sq_psn), max24, "24-bit PSNs"),
-            (M::TIMEOUT, "timeout", u64::from(a.timeout), 31, "5-bit ack timeout exponent"),
-            (M::RETRY_CNT, "retry_cnt", u64::from(a.retry_cnt), 7, "3-bit retry count"),
-            (M::RNR_RETRY, "rnr_retry", u64::from(a.rnr_retry), 7, "3-bit RNR retry count"),
-            (M::MIN_RNR_TIMER, "min_rnr_timer", u64::from(a.min_rnr_timer), 31, "5-bit RNR timer code"),
+            (
+                M::PORT,
+                "port_num",
+                u64::from(a.port_num),
+                u64::from(caps.num_ports().max(1)),
+                "num_ports (ports count from 1)",
+            ),
+            (
+                M::PKEY_INDEX,
+                "pkey_index",
+                u64::from(a.pkey_index),
+                0,
+                "Ethernet ports have one P_Key",
+            ),
+            (
+                M::DEST_QPN,
+                "dest_qp_num",
+                u64::from(a.dest_qp_num),
+                max24,
+                "24-bit QP numbers",
+            ),
+            (
+                M::RQ_PSN,
+                "rq_psn",
+                u64::from(a.rq_psn),
+                max24,
+                "24-bit PSNs",
+            ),
+            (
+                M::SQ_PSN,
+                "sq_psn",
+                u64::from(a.sq_psn),
+                max24,
+                "24-bit PSNs",
+            ),
+            (
+                M::TIMEOUT,
+                "timeout",
+                u64::from(a.timeout),
+                31,
+                "5-bit ack timeout exponent",
+            ),
+            (
+                M::RETRY_CNT,
+                "retry_cnt",
+                u64::from(a.retry_cnt),
+                7,
+                "3-bit retry count",
+            ),
+            (
+                M::RNR_RETRY,
+                "rnr_retry",
+                u64::from(a.rnr_retry),
+                7,
+                "3-bit RNR retry count",
+            ),
+            (
+                M::MIN_RNR_TIMER,
+                "min_rnr_timer",
+                u64::from(a.min_rnr_timer),
+                31,
+                "5-bit RNR timer code",
+            ),
             (
                 M::MAX_QP_RD_ATOMIC,
                 "max_rd_atomic",
@@ -322,23 +383,56 @@ impl<P: Platform> Qp<'_, P> {
         if mask.contains(M::PORT) && a.port_num == 0 {
             return Err(self.arg("port_num", 0, 1, "ports count from 1"));
         }
-        if mask.contains(M::MAX_DEST_RD_ATOMIC) && u64::from(a.max_dest_rd_atomic) > 1 << caps.log_max_ra_res_qp() {
+        if mask.contains(M::MAX_DEST_RD_ATOMIC)
+            && u64::from(a.max_dest_rd_atomic) > 1 << caps.log_max_ra_res_qp()
+        {
             let max = 1 << caps.log_max_ra_res_qp();
-            return Err(self.arg("max_dest_rd_atomic", u64::from(a.max_dest_rd_atomic), max, "log_max_ra_res_qp"));
+            return Err(self.arg(
+                "max_dest_rd_atomic",
+                u64::from(a.max_dest_rd_atomic),
+                max,
+                "log_max_ra_res_qp",
+            ));
         }
         if mask.contains(M::AV) {
             let gids = u64::from(caps.roce_address_table_size());
             if u64::from(a.ah_attr.sgid_index) >= gids {
-                return Err(self.arg("ah_attr.sgid_index", u64::from(a.ah_attr.sgid_index), gids.saturating_sub(1), "roce_address_table_size"));
+                return Err(self.arg(
+                    "ah_attr.sgid_index",
+                    u64::from(a.ah_attr.sgid_index),
+                    gids.saturating_sub(1),
+                    "roce_address_table_size",
+                ));
+            }
+            if self.dev.gid(u16::from(a.ah_attr.sgid_index)).is_none() {
+                return Err(self.arg(
+                    "ah_attr.sgid_index",
+                    u64::from(a.ah_attr.sgid_index),
+                    0,
+                    "a GID table entry that is set (Device::set_gid)",
+                ));
             }
             if a.ah_attr.dmac == [0; 6] {
-                return Err(self.arg("ah_attr.dmac", 0, 0, "RoCE needs the next hop's MAC (not 00:00:00:00:00:00)"));
+                return Err(self.arg(
+                    "ah_attr.dmac",
+                    0,
+                    0,
+                    "RoCE needs the next hop's MAC (not 00:00:00:00:00:00)",
+                ));
             }
             if a.ah_attr.flow_label > 0xf_ffff {
-                return Err(self.arg("ah_attr.flow_label", u64::from(a.ah_attr.flow_label), 0xf_ffff, "20-bit flow label"));
+                return Err(self.arg(
+                    "ah_attr.flow_label",
+                    u64::from(a.ah_attr.flow_label),
+                    0xf_ffff,
+                    "20-bit flow label",
+                ));
             }
         }
-        if mask.contains(M::ACCESS_FLAGS) && self.qp_type == QpType::Uc && (a.access.remote_read || a.access.remote_atomic) {
+        if mask.contains(M::ACCESS_FLAGS)
+            && self.qp_type == QpType::Uc
+            && (a.access.remote_read || a.access.remote_atomic)
+        {
             return Err(self.arg("qp_access_flags", 1, 0, "UC QPs take remote write only"));
         }
         Ok(())
@@ -348,31 +442,61 @@ impl<P: Platform> Qp<'_, P> {
     pub fn modify(&mut self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let from = self.state;
         let Some(to) = attr.qp_state.filter(|_| mask.contains(M::STATE)) else {
-            return Err(Error::QpAttr { qpn: self.qpn, from, to: from, attr: "qp_state", problem: AttrProblem::Missing });
+            return Err(Error::QpAttr {
+                qpn: self.qpn,
+                from,
+                to: from,
+                attr: "qp_state",
+                problem: AttrProblem::Missing,
+            });
         };
         let Some((required, optional)) = table(self.qp_type, from, to) else {
-            return Err(Error::QpTransition { qpn: self.qpn, from, to });
+            return Err(Error::QpTransition {
+                qpn: self.qpn,
+                from,
+                to,
+            });
         };
         let missing = required.minus(mask);
         if missing != QpAttrMask::EMPTY {
-            return Err(Error::QpAttr { qpn: self.qpn, from, to, attr: missing.first_name(), problem: AttrProblem::Missing });
+            return Err(Error::QpAttr {
+                qpn: self.qpn,
+                from,
+                to,
+                attr: missing.first_name(),
+                problem: AttrProblem::Missing,
+            });
         }
         let extra = mask.minus(required).minus(optional);
         if extra != QpAttrMask::EMPTY {
-            return Err(Error::QpAttr { qpn: self.qpn, from, to, attr: extra.first_name(), problem: AttrProblem::NotAllowed });
+            return Err(Error::QpAttr {
+                qpn: self.qpn,
+                from,
+                to,
+                attr: extra.first_name(),
+                problem: AttrProblem::NotAllowed,
+            });
         }
         self.check_values(attr, mask)?;
         let opt = mask.minus(required);
         use QpState::{Init, Reset, Rtr, Rts};
         match (from, to) {
             (_, Reset) => self.simple::<Qp2rstIn, Qp2rstOut>(Opcode::Qp2Rst, Qp2rstIn::QPN)?,
-            (_, QpState::Err) => self.simple::<Qp2errIn, Qp2errOut>(Opcode::Qp2Err, Qp2errIn::QPN)?,
+            (_, QpState::Err) => {
+                self.simple::<Qp2errIn, Qp2errOut>(Opcode::Qp2Err, Qp2errIn::QPN)?
+            }
             (Reset, Init) => self.transition::<Rst2initQpIn>(attr, mask, opt)?,
             (Init, Init) => self.transition::<Init2initQpIn>(attr, mask, opt)?,
             (Init, Rtr) => self.transition::<Init2rtrQpIn>(attr, mask, opt)?,
             (Rtr, Rts) => self.transition::<Rtr2rtsQpIn>(attr, mask, opt)?,
             (Rts, Rts) => self.transition::<Rts2rtsQpIn>(attr, mask, opt)?,
-            _ => return Err(Error::QpTransition { qpn: self.qpn, from, to }),
+            _ => {
+                return Err(Error::QpTransition {
+                    qpn: self.qpn,
+                    from,
+                    to,
+                })
+            }
         }
         if mask.contains(M::PORT) {
             self.port = attr.port_num;
@@ -383,10 +507,20 @@ impl<P: Platform> Qp<'_, P> {
 
     fn simple<I: Layout, O: Layout>(&self, op: Opcode, qpn: Field<I>) -> Result<()> {
         let n = u64::from(self.qpn);
-        self.dev.with_cmd(|cmd, p| run::<I, O, _, _>(cmd, p, op, 0, |v| v.set(qpn, n).map(drop).map_err(Error::from)).map(drop))
+        self.dev.with_cmd(|cmd, p| {
+            run::<I, O, _, _>(cmd, p, op, 0, |v| {
+                v.set(qpn, n).map(drop).map_err(Error::from)
+            })
+            .map(drop)
+        })
     }
 
-    fn transition<C: ModifyCmd>(&self, a: &QpAttr, mask: QpAttrMask, opt: QpAttrMask) -> Result<()> {
+    fn transition<C: ModifyCmd>(
+        &self,
+        a: &QpAttr,
+        mask: QpAttrMask,
+        opt: QpAttrMask,
+    ) -> Result<()> {
         let t = self.qp_type;
         let log_msg_max = u64::from(self.dev.caps().log_max_msg());
         let qpn = self.qpn;
@@ -396,10 +530,21 @@ impl<P: Platform> Qp<'_, P> {
             let mut c = v.nested_mut(C::QPC);
             if mask.contains(M::ACCESS_FLAGS) {
                 let rw = a.access.remote_write;
-                let (rr, ra) = if t == QpType::Rc { (a.access.remote_read, a.access.remote_atomic) } else { (false, false) };
-                c.set(Qpc::RWE, u64::from(rw))?.set(Qpc::RRE, u64::from(rr))?.set(Qpc::RAE, u64::from(ra))?;
+                let (rr, ra) = if t == QpType::Rc {
+                    (a.access.remote_read, a.access.remote_atomic)
+                } else {
+                    (false, false)
+                };
+                c.set(Qpc::RWE, u64::from(rw))?
+                    .set(Qpc::RRE, u64::from(rr))?
+                    .set(Qpc::RAE, u64::from(ra))?;
                 if opt.contains(M::ACCESS_FLAGS) {
-                    bits |= optpar::RWE | if t == QpType::Rc { optpar::RRE | optpar::RAE } else { 0 };
+                    bits |= optpar::RWE
+                        | if t == QpType::Rc {
+                            optpar::RRE | optpar::RAE
+                        } else {
+                            0
+                        };
                 }
             }
             if mask.contains(M::QKEY) {
@@ -409,7 +554,8 @@ impl<P: Platform> Qp<'_, P> {
                 }
             }
             if mask.contains(M::PATH_MTU) {
-                c.set(Qpc::MTU, a.path_mtu as u64)?.set(Qpc::LOG_MSG_MAX, log_msg_max)?;
+                c.set(Qpc::MTU, a.path_mtu as u64)?
+                    .set(Qpc::LOG_MSG_MAX, log_msg_max)?;
             }
             if mask.contains(M::DEST_QPN) {
                 c.set(Qpc::REMOTE_QPN, u64::from(a.dest_qp_num))?;
@@ -421,10 +567,16 @@ impl<P: Platform> Qp<'_, P> {
                 c.set(Qpc::NEXT_SEND_PSN, u64::from(a.sq_psn))?;
             }
             if mask.contains(M::MAX_DEST_RD_ATOMIC) {
-                c.set(Qpc::LOG_RRA_MAX, u64::from(ceil_log2(u64::from(a.max_dest_rd_atomic))))?;
+                c.set(
+                    Qpc::LOG_RRA_MAX,
+                    u64::from(ceil_log2(u64::from(a.max_dest_rd_atomic))),
+                )?;
             }
             if mask.contains(M::MAX_QP_RD_ATOMIC) {
-                c.set(Qpc::LOG_SRA_MAX, u64::from(ceil_log2(u64::from(a.max_rd_atomic))))?;
+                c.set(
+                    Qpc::LOG_SRA_MAX,
+                    u64::from(ceil_log2(u64::from(a.max_rd_atomic))),
+                )?;
             }
             if mask.contains(M::RETRY_CNT) {
                 c.set(Qpc::RETRY_COUNT, u64::from(a.retry_cnt))?;
@@ -462,16 +614,28 @@ impl<P: Platform> Qp<'_, P> {
                 path.set(Ads::DSCP, u64::from(ah.traffic_class >> 2))?;
                 path.set(Ads::FLOW_LABEL, u64::from(ah.flow_label))?;
                 path.set_bytes(Ads::RGID_RIP, &ah.dgid)?;
-                path.set(Ads::RMAC_47_32, u64::from(u16::from_be_bytes([ah.dmac[0], ah.dmac[1]])))?;
-                path.set(Ads::RMAC_31_0, u64::from(u32::from_be_bytes([ah.dmac[2], ah.dmac[3], ah.dmac[4], ah.dmac[5]])))?;
+                path.set(
+                    Ads::RMAC_47_32,
+                    u64::from(u16::from_be_bytes([ah.dmac[0], ah.dmac[1]])),
+                )?;
+                path.set(
+                    Ads::RMAC_31_0,
+                    u64::from(u32::from_be_bytes([
+                        ah.dmac[2], ah.dmac[3], ah.dmac[4], ah.dmac[5],
+                    ])),
+                )?;
                 path.set(Ads::ETH_PRIO, u64::from(ah.sl & 7))?;
-                path.set(Ads::UDP_SPORT, u64::from(udp_sport(qpn, a.dest_qp_num, ah.flow_label)))?;
+                path.set(
+                    Ads::UDP_SPORT,
+                    u64::from(udp_sport(qpn, a.dest_qp_num, ah.flow_label)),
+                )?;
                 path.set(Ads::VHCA_PORT_NUM, u64::from(self.port))?;
             }
             v.set(C::MASK, u64::from(bits))?;
             Ok(())
         };
-        self.dev.with_cmd(|cmd, p| run::<C, C::Out, _, _>(cmd, p, C::OP, 0, fill).map(drop))
+        self.dev
+            .with_cmd(|cmd, p| run::<C, C::Out, _, _>(cmd, p, C::OP, 0, fill).map(drop))
     }
 
     /// QUERY_QP: the state and the main attributes as the device holds them.
@@ -485,7 +649,11 @@ impl<P: Platform> Qp<'_, P> {
             let v = out.view()?;
             let c = v.nested(QueryQpOut::QPC);
             let raw = c.get(Qpc::STATE);
-            let state = QpState::from_hw(raw).ok_or(Error::BadDeviceValue { what: "QUERY_QP state", value: raw, limit: 7 })?;
+            let state = QpState::from_hw(raw).ok_or(Error::BadDeviceValue {
+                what: "QUERY_QP state",
+                value: raw,
+                limit: 7,
+            })?;
             Ok(QpQuery {
                 state,
                 remote_qpn: c.get(Qpc::REMOTE_QPN) as u32,
@@ -503,7 +671,11 @@ impl<P: Platform> Qp<'_, P> {
 /// RoCE v2 UDP source port: from the flow label when there is one, else from the QP numbers, in
 /// the dynamic range 0xc000..=0xffff.
 fn udp_sport(qpn: u32, dqpn: u32, flow_label: u32) -> u16 {
-    let h = if flow_label != 0 { flow_label ^ (flow_label >> 14) } else { (qpn ^ dqpn.rotate_left(7)) ^ (qpn >> 14) };
+    let h = if flow_label != 0 {
+        flow_label ^ (flow_label >> 14)
+    } else {
+        (qpn ^ dqpn.rotate_left(7)) ^ (qpn >> 14)
+    };
     0xc000 | (h & 0x3fff) as u16
 }
 

@@ -624,8 +624,10 @@ pub fn size_qp(
     req: &QpCap,
     mode: SizeMode,
 ) -> Result<SizedQp, SizingError> {
+    // The type's default set is always accepted (UC's default sizes for READ and atomics, as
+    // verbs does); a declared set may only hold ops the transport carries.
     let bad = SendOps(ops.0 & !SendOps::valid_for(t).0);
-    if !bad.is_empty() {
+    if !bad.is_empty() && ops != SendOps::default_for(t) {
         return Err(SizingError::OpNotSupported {
             qp_type: t,
             ops: bad,

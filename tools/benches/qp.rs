@@ -14,21 +14,57 @@ use mlx5::sim::{Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, SimPlatform};
 
 fn sizing(c: &mut Criterion) {
-    let dev = Device::open(SimPlatform::new(SimDevice::new(Profile::connectx5(), Mode::Sync)), DeviceConfig::default()).unwrap();
+    let dev = Device::open(
+        SimPlatform::new(SimDevice::new(Profile::connectx5(), Mode::Sync)),
+        DeviceConfig::default(),
+    )
+    .unwrap();
     let caps = dev.caps().clone();
     let limits = caps.qp_limits();
     let ops = SendOps::default_for(QpType::Rc);
-    let req = QpCap { max_send_wr: 2, max_recv_wr: 2, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let bad = QpCap { max_inline_data: 1005, max_send_wr: 64, ..req };
+    let req = QpCap {
+        max_send_wr: 2,
+        max_recv_wr: 2,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let bad = QpCap {
+        max_inline_data: 1005,
+        max_send_wr: 64,
+        ..req
+    };
     let mut g = c.benchmark_group("sizing");
-    g.bench_function("baseline: read the limits from the caps", |b| b.iter(|| black_box(&caps).qp_limits()));
+    g.bench_function("baseline: read the limits from the caps", |b| {
+        b.iter(|| black_box(&caps).qp_limits())
+    });
     g.bench_function("size_qp RC 2/2/1/1/0", |b| {
-        b.iter(|| size_qp(black_box(&limits), QpType::Rc, ops, false, black_box(&req), SizeMode::Exact))
+        b.iter(|| {
+            size_qp(
+                black_box(&limits),
+                QpType::Rc,
+                ops,
+                false,
+                black_box(&req),
+                SizeMode::Exact,
+            )
+        })
     });
     g.bench_function("size_qp refused (error with max)", |b| {
-        b.iter(|| size_qp(black_box(&limits), QpType::Rc, ops, false, black_box(&bad), SizeMode::Exact))
+        b.iter(|| {
+            size_qp(
+                black_box(&limits),
+                QpType::Rc,
+                ops,
+                false,
+                black_box(&bad),
+                SizeMode::Exact,
+            )
+        })
     });
-    g.bench_function("max_qp_cap RC", |b| b.iter(|| max_qp_cap(black_box(&limits), QpType::Rc, ops)));
+    g.bench_function("max_qp_cap RC", |b| {
+        b.iter(|| max_qp_cap(black_box(&limits), QpType::Rc, ops))
+    });
     g.finish();
     dev.close().unwrap();
 }
@@ -43,15 +79,28 @@ fn create(c: &mut Criterion) {
             QpType::Rc,
             &cq,
             &cq,
-            QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+            QpCap {
+                max_send_wr: 64,
+                max_recv_wr: 64,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
         );
         let before = sim.commands_executed();
         dev.create_qp(pd, &attr).unwrap().destroy().unwrap();
-        eprintln!("create_qp + destroy_qp: {} firmware commands per QP", sim.commands_executed() - before);
+        eprintln!(
+            "create_qp + destroy_qp: {} firmware commands per QP",
+            sim.commands_executed() - before
+        );
         let mut g = c.benchmark_group("create_qp");
         g.measurement_time(Duration::from_secs(3));
-        g.bench_function("baseline: one command (QUERY_VPORT_STATE)", |b| b.iter(|| dev.port_state().unwrap()));
-        g.bench_function("create_qp + destroy_qp (RC 64/64)", |b| b.iter(|| dev.create_qp(pd, &attr).unwrap().destroy().unwrap()));
+        g.bench_function("baseline: one command (QUERY_VPORT_STATE)", |b| {
+            b.iter(|| dev.port_state().unwrap())
+        });
+        g.bench_function("create_qp + destroy_qp (RC 64/64)", |b| {
+            b.iter(|| dev.create_qp(pd, &attr).unwrap().destroy().unwrap())
+        });
         g.finish();
     }
     dev.close().unwrap();

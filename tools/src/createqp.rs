@@ -41,10 +41,34 @@ fn example(n: u8) -> Plan {
         max_inline_data: inl,
     };
     match n {
-        1 => Plan { title: "1) one CQ for both queues", qp_type: QpType::Rc, cap: c(2, 2, 1, 1, 0), two_cqs: false, srq: false },
-        2 => Plan { title: "2) different send and receive CQs", qp_type: QpType::Rc, cap: c(2, 2, 1, 1, 0), two_cqs: true, srq: false },
-        3 => Plan { title: "3) receives from an SRQ", qp_type: QpType::Rc, cap: c(2, 0, 1, 0, 0), two_cqs: true, srq: true },
-        _ => Plan { title: "4) inline messages of 512 bytes", qp_type: QpType::Rc, cap: c(2, 2, 1, 1, 512), two_cqs: false, srq: false },
+        1 => Plan {
+            title: "1) one CQ for both queues",
+            qp_type: QpType::Rc,
+            cap: c(2, 2, 1, 1, 0),
+            two_cqs: false,
+            srq: false,
+        },
+        2 => Plan {
+            title: "2) different send and receive CQs",
+            qp_type: QpType::Rc,
+            cap: c(2, 2, 1, 1, 0),
+            two_cqs: true,
+            srq: false,
+        },
+        3 => Plan {
+            title: "3) receives from an SRQ",
+            qp_type: QpType::Rc,
+            cap: c(2, 0, 1, 0, 0),
+            two_cqs: true,
+            srq: true,
+        },
+        _ => Plan {
+            title: "4) inline messages of 512 bytes",
+            qp_type: QpType::Rc,
+            cap: c(2, 2, 1, 1, 512),
+            two_cqs: false,
+            srq: false,
+        },
     }
 }
 
@@ -52,23 +76,51 @@ fn example(n: u8) -> Plan {
 pub fn run(a: &Args) -> Result<(), String> {
     let plan = match a.example {
         Some(n) => example(n),
-        None => Plan { title: "custom", qp_type: a.spec.qp_type, cap: a.spec.cap(), two_cqs: false, srq: a.spec.srq },
+        None => Plan {
+            title: "custom",
+            qp_type: a.spec.qp_type,
+            cap: a.spec.cap(),
+            two_cqs: false,
+            srq: a.spec.srq,
+        },
     };
     let o = a.target.open()?;
     let report = {
         let dev = &o.device;
         let pd = dev.pd().ok_or("no PD")?;
         let scq = dev.create_cq(256).map_err(|e| e.to_string())?;
-        let rcq = if plan.two_cqs { Some(dev.create_cq(256).map_err(|e| e.to_string())?) } else { None };
+        let rcq = if plan.two_cqs {
+            Some(dev.create_cq(256).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
         let srq = if plan.srq {
-            Some(dev.create_srq(pd, &SrqAttr { max_wr: 64, max_sge: 1, srq_limit: 0 }).map_err(|e| e.to_string())?)
+            Some(
+                dev.create_srq(
+                    pd,
+                    &SrqAttr {
+                        max_wr: 64,
+                        max_sge: 1,
+                        srq_limit: 0,
+                    },
+                )
+                .map_err(|e| e.to_string())?,
+            )
         } else {
             None
         };
         let mut attr = QpInitAttr::new(plan.qp_type, &scq, rcq.as_ref().unwrap_or(&scq), plan.cap);
         attr.srq = srq.as_ref();
-        attr.send_ops = if a.example.is_some() { None } else { a.spec.ops() };
-        attr.size_mode = if a.example.is_some() { mlx5::qp::SizeMode::Exact } else { a.spec.mode() };
+        attr.send_ops = if a.example.is_some() {
+            None
+        } else {
+            a.spec.ops()
+        };
+        attr.size_mode = if a.example.is_some() {
+            mlx5::qp::SizeMode::Exact
+        } else {
+            a.spec.mode()
+        };
         let qp = dev.create_qp(pd, &attr).map_err(|e| e.to_string())?;
         let (c, l) = (qp.cap(), qp.layout());
         let (pdn, scqn, rcqn, srqn) = qp.handles();
@@ -89,10 +141,18 @@ pub fn run(a: &Args) -> Result<(), String> {
     };
     a.target.close(o)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
-    println!("create_qp {}: {} QP {:#x}", report["example"].as_str().unwrap_or(""), report["qp_type"].as_str().unwrap_or(""), report["qpn"].as_u64().unwrap_or(0));
+    println!(
+        "create_qp {}: {} QP {:#x}",
+        report["example"].as_str().unwrap_or(""),
+        report["qp_type"].as_str().unwrap_or(""),
+        report["qpn"].as_u64().unwrap_or(0)
+    );
     for k in ["requested", "granted"] {
         let v = &report[k];
         println!(
@@ -101,10 +161,19 @@ pub fn run(a: &Args) -> Result<(), String> {
         );
     }
     let l = &report["layout"];
-    println!("  send WQE   {} bytes, send overhead {} bytes", l["sq_wqe_bytes"], l["sq_overhead"]);
-    println!("  buffer     RQ at offset 0: {} x {} bytes; SQ at offset {}: {} WQEBBs of 64 bytes", l["rq_wqe_cnt"], l["rq_stride_bytes"], l["sq_offset"], l["sq_wqebb_cnt"]);
+    println!(
+        "  send WQE   {} bytes, send overhead {} bytes",
+        l["sq_wqe_bytes"], l["sq_overhead"]
+    );
+    println!(
+        "  buffer     RQ at offset 0: {} x {} bytes; SQ at offset {}: {} WQEBBs of 64 bytes",
+        l["rq_wqe_cnt"], l["rq_stride_bytes"], l["sq_offset"], l["sq_wqebb_cnt"]
+    );
     let h = &report["handles"];
-    println!("  context    pd {}  send_cq {}  recv_cq {}  srq {}  buffer {}  doorbell record {}", h["pd"], h["send_cq"], h["recv_cq"], h["srq"], report["buffer_iova"], report["dbr_iova"]);
+    println!(
+        "  context    pd {}  send_cq {}  recv_cq {}  srq {}  buffer {}  doorbell record {}",
+        h["pd"], h["send_cq"], h["recv_cq"], h["srq"], report["buffer_iova"], report["dbr_iova"]
+    );
     println!("  destroyed");
     Ok(())
 }

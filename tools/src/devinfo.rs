@@ -235,12 +235,20 @@ fn print_text(r: &Value) {
     }
     println!();
     println!("max_qp_cap: the largest each field can be on a QP of that type (default send ops, others minimal):");
-    println!("\t{:<6}{:>12}{:>12}{:>13}{:>13}{:>16}", "type", "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data");
+    println!(
+        "\t{:<6}{:>12}{:>12}{:>13}{:>13}{:>16}",
+        "type", "max_send_wr", "max_recv_wr", "max_send_sge", "max_recv_sge", "max_inline_data"
+    );
     if let Some(m) = r["max_qp_cap"].as_object() {
         for (t, v) in m {
             println!(
                 "\t{:<6}{:>12}{:>12}{:>13}{:>13}{:>16}",
-                t, v["max_send_wr"], v["max_recv_wr"], v["max_send_sge"], v["max_recv_sge"], v["max_inline_data"]
+                t,
+                v["max_send_wr"],
+                v["max_recv_wr"],
+                v["max_send_sge"],
+                v["max_recv_sge"],
+                v["max_inline_data"]
             );
         }
     }

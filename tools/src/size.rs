@@ -45,7 +45,9 @@ pub struct QpSpec {
 }
 
 fn parse_type(s: &str) -> Result<QpType, String> {
-    QpType::from_name(s).ok_or_else(|| format!("unknown QP type {s:?} (rc, uc, ud; RD is not offered by any device)"))
+    QpType::from_name(s).ok_or_else(|| {
+        format!("unknown QP type {s:?} (rc, uc, ud; RD is not offered by any device)")
+    })
 }
 
 fn parse_op(s: &str) -> Result<SendOps, String> {
@@ -123,7 +125,15 @@ pub fn answer(r: &Result<SizedQp, SizingError>) -> Value {
             "rq_stride_bytes": s.layout.rq_stride_bytes,
             "rq_wqe_cnt": s.layout.rq_wqe_cnt,
         }),
-        Err(e @ SizingError::TooLarge { field, requested, max, limit, .. }) => json!({
+        Err(
+            e @ SizingError::TooLarge {
+                field,
+                requested,
+                max,
+                limit,
+                ..
+            },
+        ) => json!({
             "ok": false,
             "field": field.name(),
             "requested": requested,
@@ -146,13 +156,24 @@ fn batch_line(base: &[u8; 256], line: &str) -> Value {
     };
     let mut cap = *base;
     if let Some(over) = req.get("caps") {
-        let Some(obj) = over.as_object() else { return refuse("caps", "caps must be an object".into()) };
-        let Ok(mut v) = ViewMut::<CmdHcaCap>::new(&mut cap) else { return refuse("caps", "internal".into()) };
+        let Some(obj) = over.as_object() else {
+            return refuse("caps", "caps must be an object".into());
+        };
+        let Ok(mut v) = ViewMut::<CmdHcaCap>::new(&mut cap) else {
+            return refuse("caps", "internal".into());
+        };
         for (k, val) in obj {
-            let Some(n) = val.as_u64() else { return refuse("caps", format!("caps.{k} must be a non-negative integer")) };
+            let Some(n) = val.as_u64() else {
+                return refuse("caps", format!("caps.{k} must be a non-negative integer"));
+            };
             match v.set_by_name(k, n) {
                 Ok(true) => {}
-                Ok(false) => return refuse("caps", format!("caps.{k} is not a {} field", CmdHcaCap::NAME)),
+                Ok(false) => {
+                    return refuse(
+                        "caps",
+                        format!("caps.{k} is not a {} field", CmdHcaCap::NAME),
+                    )
+                }
                 Err(e) => return refuse("caps", e.to_string()),
             }
         }
@@ -164,7 +185,9 @@ fn batch_line(base: &[u8; 256], line: &str) -> Value {
     };
     let mut ops = None;
     if let Some(list) = req.get("send_ops") {
-        let Some(list) = list.as_array() else { return refuse("send_ops", "send_ops must be an array".into()) };
+        let Some(list) = list.as_array() else {
+            return refuse("send_ops", "send_ops must be an array".into());
+        };
         let mut set = SendOps::empty();
         for o in list {
             match o.as_str().map(parse_op) {
@@ -178,7 +201,10 @@ fn batch_line(base: &[u8; 256], line: &str) -> Value {
     let num = |k: &str| -> Result<u32, Value> {
         match req.get(k) {
             None => Ok(0),
-            Some(v) => v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| refuse(k, format!("{k} must be a 32-bit unsigned integer"))),
+            Some(v) => v
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| refuse(k, format!("{k} must be a 32-bit unsigned integer"))),
         }
     };
     let c = (|| -> Result<QpCap, Value> {
@@ -195,12 +221,23 @@ fn batch_line(base: &[u8; 256], line: &str) -> Value {
         Err(v) => return v,
     };
     let srq = req.get("srq").and_then(Value::as_bool).unwrap_or(false);
-    let mode = if req.get("clamp").and_then(Value::as_bool).unwrap_or(false) { SizeMode::Clamp } else { SizeMode::Exact };
+    let mode = if req.get("clamp").and_then(Value::as_bool).unwrap_or(false) {
+        SizeMode::Clamp
+    } else {
+        SizeMode::Exact
+    };
     let limits = match limits_of(&cap) {
         Ok(l) => l,
         Err(e) => return refuse("caps", e),
     };
-    answer(&size_qp(&limits, t, ops.unwrap_or(SendOps::default_for(t)), srq, &c, mode))
+    answer(&size_qp(
+        &limits,
+        t,
+        ops.unwrap_or(SendOps::default_for(t)),
+        srq,
+        &c,
+        mode,
+    ))
 }
 
 /// Runs `mlx5ctl size`.
@@ -221,7 +258,14 @@ pub fn run(a: &Args) -> Result<(), String> {
     }
     let limits = limits_of(&base)?;
     let t = a.spec.qp_type;
-    let r = size_qp(&limits, t, a.spec.ops().unwrap_or(SendOps::default_for(t)), a.spec.srq, &a.spec.cap(), a.spec.mode());
+    let r = size_qp(
+        &limits,
+        t,
+        a.spec.ops().unwrap_or(SendOps::default_for(t)),
+        a.spec.srq,
+        &a.spec.cap(),
+        a.spec.mode(),
+    );
     if a.json {
         println!("{}", answer(&r));
     } else if let Ok(s) = &r {
@@ -243,7 +287,21 @@ pub fn print_sized(s: &SizedQp) {
     let c = s.cap;
     let l = s.layout;
     println!("  granted   max_send_wr {}  max_recv_wr {}  max_send_sge {}  max_recv_sge {}  max_inline_data {}", c.max_send_wr, c.max_recv_wr, c.max_send_sge, c.max_recv_sge, c.max_inline_data);
-    println!("  send WQE  {} bytes ({} WQEBBs of 64), overhead {} bytes", l.sq_wqe_bytes, l.sq_wqe_bytes / 64, l.sq_overhead);
-    println!("  SQ        {} WQEBBs = {} bytes", l.sq_wqebb_cnt, l.sq_bytes());
-    println!("  RQ        {} WQEs x {} bytes = {} bytes", l.rq_wqe_cnt, l.rq_stride_bytes, l.rq_bytes());
+    println!(
+        "  send WQE  {} bytes ({} WQEBBs of 64), overhead {} bytes",
+        l.sq_wqe_bytes,
+        l.sq_wqe_bytes / 64,
+        l.sq_overhead
+    );
+    println!(
+        "  SQ        {} WQEBBs = {} bytes",
+        l.sq_wqebb_cnt,
+        l.sq_bytes()
+    );
+    println!(
+        "  RQ        {} WQEs x {} bytes = {} bytes",
+        l.rq_wqe_cnt,
+        l.rq_stride_bytes,
+        l.rq_bytes()
+    );
 }

@@ -11,7 +11,8 @@
 //!
 //! BAR0 is [`BAR_SIZE`] bytes. Pages 0–4 hold the init segment, the MSI-X table (0x2000) and the
 //! PBA (0x3000) and read as the image / zero; UAR page `n` sits at `n * 4096` (n ≥ 5) and reads as
-//! zero. Writes to UAR pages are recorded ([`UarWrite`]), nothing else happens yet.
+//! zero. Writes to UAR pages are recorded ([`UarWrite`]); the firmware acts on the EQ and CQ
+//! doorbells among them (`fw::doorbell`).
 
 use mlx5_ifc::prm::init_seg::{HealthBuffer, InitialSeg};
 use mlx5_ifc::{regs, Field, FieldInfo, Layout, View, ViewMut};
@@ -64,6 +65,11 @@ fn field_in_word(word: u32, word_off: u64, f: &FieldInfo) -> u64 {
 
 fn misaligned(off: u64, size: u64) -> bool {
     off % size != 0 || off.checked_add(size).is_none_or(|end| end > BAR_SIZE)
+}
+
+/// Whether an access of `size` bytes at `off` is an accepted write to a UAR page.
+pub(crate) fn is_uar_access(off: u64, size: u64) -> bool {
+    !misaligned(off, size) && off >= INIT_SEG_PAGES * regs::UAR_PAGE_SIZE
 }
 
 impl Bar {

@@ -50,7 +50,7 @@ pub enum SimError {
     },
     /// `dma_alloc` of zero bytes.
     DmaZeroLength,
-    /// `dma_alloc` alignment not a power of two or above 1 MiB.
+    /// `dma_alloc` alignment not a power of two or above 2 MiB.
     DmaBadAlign {
         /// The alignment asked for.
         align: usize,
@@ -93,7 +93,7 @@ impl fmt::Display for SimError {
             Self::ProfileFile { path, reason } => write!(f, "cannot read profile {path}: {reason}"),
             Self::DmaZeroLength => write!(f, "DMA allocation of zero bytes"),
             Self::DmaBadAlign { align } => {
-                write!(f, "DMA alignment {align:#x} is not a power of two up to 1 MiB")
+                write!(f, "DMA alignment {align:#x} is not a power of two up to 2 MiB")
             }
             Self::DmaExhausted { len, mapped, limit } => write!(
                 f,

@@ -54,6 +54,13 @@ pub enum DmaFaultKind {
     /// The host freed DMA memory holding a page the device still owns (given by MANAGE_PAGES,
     /// not taken back).
     HostFreedDevicePage,
+    /// A queue's buffer page (PAS entry) or doorbell record given to CREATE_EQ/CQ/SRQ/RMP/QP is
+    /// not (entirely) mapped.
+    QueueNotMapped,
+    /// A doorbell write to a UAR page that names no object using that page (unknown EQ/CQ
+    /// number, or the object's doorbells go to another UAR), or with the wrong access width.
+    /// `iova` is the BAR0 offset written.
+    BadDoorbell,
 }
 
 /// One DMA violation: a translation fault of the device, or the host freeing device memory.

@@ -22,7 +22,7 @@ pub const IOVA_BASE: u64 = 0x1_0000_0000;
 /// IOVA granule: every allocation starts on a 4 KiB boundary.
 pub const IOVA_PAGE: u64 = 4096;
 /// The largest alignment `dma_alloc` honours.
-pub const MAX_DMA_ALIGN: usize = 1 << 20;
+pub const MAX_DMA_ALIGN: usize = 2 << 20;
 /// The most DMA memory one simulated device maps at once.
 pub const MAX_DMA_BYTES: usize = 1 << 30;
 
@@ -234,9 +234,10 @@ mod tests {
             SimError::DmaBadAlign { align: 3 }
         );
         assert_eq!(
-            io.alloc(8, 2 << 20).unwrap_err(),
-            SimError::DmaBadAlign { align: 2 << 20 }
+            io.alloc(8, 4 << 20).unwrap_err(),
+            SimError::DmaBadAlign { align: 4 << 20 }
         );
+        assert_eq!(io.alloc(8, 2 << 20).unwrap().iova % (2 << 20), 0);
         assert!(matches!(
             io.alloc(MAX_DMA_BYTES + 1, 8),
             Err(SimError::DmaExhausted { .. })

@@ -5,8 +5,10 @@
 //! [`SimDevice::bar_write32`], [`SimDevice::bar_write64`]) holding the initialization segment,
 //! health buffer and UAR pages; DMA memory reached through an IOMMU-like translation
 //! ([`SimDevice::dma_alloc`]); and a clock ([`SimDevice::now_ns`], [`SimDevice::relax`]). Behind
-//! BAR0 the firmware command interface runs the bring-up and resource commands with the checks
-//! real firmware makes (delivery status, command status with a per-reason [`syndrome`]).
+//! BAR0 the firmware command interface runs the bring-up and resource commands, and creates,
+//! queries and destroys the queue objects (EQ, CQ, SRQ / RMP, QP and its state machine), with the
+//! checks real firmware makes (delivery status, command status with a per-reason [`syndrome`]).
+//! The EQ and CQ doorbells written to UAR pages update their queues ([`SimDevice::eq_armed`]).
 //!
 //! Modules: `bar` (init segment, health, UAR writes), `iommu` (DMA memory), `cmdif` (entries,
 //! mailboxes, delivery), `fw` (state machine, dispatch, one module per object), `profile`,
@@ -39,6 +41,8 @@ pub use bar::{UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, 
 pub use device::RELAX_NS;
 pub use error::SimError;
 pub use fault::{DmaFault, DmaFaultKind, Fault};
+pub use fw::eq::{EQE_BYTES, MSIX_VECTORS};
+pub use fw::qp::FIRST_QPN;
 pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
 pub use fw::vport::{DEFAULT_MTU, MAX_MTU};
 pub use fw::{HcaState, ObjectKind};
@@ -147,9 +151,17 @@ impl SimDevice {
 
     /// A 32-bit write of BAR0 at byte offset `off` (4-aligned; else ignored with a warning).
     /// A write to `cmd_dbell` hands the entries whose bits are set to the firmware (executed
-    /// before this returns in [`Mode::Sync`]).
+    /// before this returns in [`Mode::Sync`]); an EQ doorbell in a UAR page updates the EQ.
     pub fn bar_write32(&self, off: u64, v: Be32) {
-        let doorbell = self.shared().lock().bar.write32(off, v.get());
+        let doorbell = {
+            let mut guard = self.shared().lock();
+            let st = &mut *guard;
+            let doorbell = st.bar.write32(off, v.get());
+            if bar::is_uar_access(off, 4) {
+                st.fw.uar_write(off, v.get().into(), 32, &mut st.dma_faults);
+            }
+            doorbell
+        };
         let Some(bits) = doorbell else { return };
         match &self.inner.doorbells {
             Some(tx) if tx.send(bits).is_ok() => {}
@@ -158,8 +170,15 @@ impl SimDevice {
     }
 
     /// A 64-bit write of BAR0 (8-aligned; UAR doorbells, recorded in [`SimDevice::uar_writes`]).
+    /// EQ and CQ doorbells update the queue (see [`SimDevice::eq_armed`]); a doorbell naming
+    /// no queue on that UAR page is recorded as a [`DmaFaultKind::BadDoorbell`].
     pub fn bar_write64(&self, off: u64, v: Be64) {
-        self.shared().lock().bar.write64(off, v.get());
+        let mut guard = self.shared().lock();
+        let st = &mut *guard;
+        st.bar.write64(off, v.get());
+        if bar::is_uar_access(off, 8) {
+            st.fw.uar_write(off, v.get(), 64, &mut st.dma_faults);
+        }
     }
 
     /// Size of BAR0 (32 MiB).
@@ -173,7 +192,7 @@ impl SimDevice {
     }
 
     /// Allocates `len` zeroed bytes of DMA memory, mapped at an IOVA aligned to
-    /// `max(align, 4096)` (`align` a power of two up to 1 MiB).
+    /// `max(align, 4096)` (`align` a power of two up to 2 MiB).
     pub fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
         self.shared().lock().iommu.alloc(len, align)
     }
@@ -253,6 +272,42 @@ impl SimDevice {
     /// Every live firmware object, by kind then handle.
     pub fn live_objects(&self) -> Vec<(ObjectKind, u32)> {
         self.shared().lock().fw.objects.live()
+    }
+
+    /// The context image of a queue object as the firmware holds it now — the `eqc`, `cqc`,
+    /// `srqc`, `rmpc` (without its PAS) or `qpc` bytes — or `None` if `id` is not a live queue
+    /// object of `kind` (UARs and PDs have no context).
+    pub fn object_context(&self, kind: ObjectKind, id: u32) -> Option<Vec<u8>> {
+        self.shared()
+            .lock()
+            .fw
+            .objects
+            .queue(kind, id)
+            .map(|q| q.ctx.clone())
+    }
+
+    /// The state (`qpc.state`, `mlx5_ifc::consts::qp_state`) of QP `qpn`, if it exists.
+    pub fn qp_state(&self, qpn: u32) -> Option<u8> {
+        fw::qp::state(&self.shared().lock().fw, qpn)
+    }
+
+    /// Whether EQ `eqn` is armed (its last doorbell was the arming one), if it exists.
+    pub fn eq_armed(&self, eqn: u32) -> Option<bool> {
+        self.armed(ObjectKind::Eq, eqn)
+    }
+
+    /// Whether CQ `cqn` has been armed by a CQ doorbell, if it exists.
+    pub fn cq_armed(&self, cqn: u32) -> Option<bool> {
+        self.armed(ObjectKind::Cq, cqn)
+    }
+
+    fn armed(&self, kind: ObjectKind, id: u32) -> Option<bool> {
+        self.shared()
+            .lock()
+            .fw
+            .objects
+            .queue(kind, id)
+            .map(|q| q.armed)
     }
 
     /// Bytes of DMA memory still allocated.

@@ -8,6 +8,8 @@
 //! |---|---|---|
 //! | `0x5e010001` INTERNAL | INTERNAL_ERR 0x01 | the simulator could not encode its output (a simulator bug) |
 //! | `0x5e020001` UNKNOWN_OPCODE | BAD_OP 0x02 | the opcode is not implemented |
+//! | `0x5e020002` CREATE_SRQ_AT_ISSI_1 | BAD_OP | CREATE_SRQ at ISSI 1: use CREATE_RMP |
+//! | `0x5e020003` CREATE_RMP_AT_ISSI_0 | BAD_OP | CREATE_RMP at ISSI 0 (RMPs need ISSI ≥ 1) |
 //! | `0x5e030001` BAD_FUNCTION_ID | BAD_PARAM 0x03 | `function_id`, `embedded_cpu_function` or `other_function` not 0 |
 //! | `0x5e030002` BAD_ISSI | BAD_PARAM | SET_ISSI `current_issi` not 0 or 1 |
 //! | `0x5e030003` BAD_OP_MOD | BAD_PARAM | `op_mod` not defined for the command |
@@ -28,6 +30,41 @@
 //! | `0x5e030012` BAD_VPORT | BAD_PARAM | `other_vport` set or `vport_number` not 0 |
 //! | `0x5e030013` BAD_MTU | BAD_PARAM | MODIFY_NIC_VPORT_CONTEXT mtu 0 or above the port maximum |
 //! | `0x5e030014` BAD_UID | BAD_PARAM | `uid` not 0 while `log_max_uctx` is 0 |
+//! | `0x5e030015` QUEUE_PAGE_SIZE | BAD_PARAM | queue `log_page_size` (`log_wq_pg_sz`) above 9 (pages above 2 MiB) |
+//! | `0x5e030016` QUEUE_PAGE_OFFSET | BAD_PARAM | queue `page_offset` not 0 |
+//! | `0x5e030017` QUEUE_PAS_MISSING | BAD_PARAM | a needed queue PAS entry is 0 (fewer pages than the queue needs) |
+//! | `0x5e030018` QUEUE_PAS_UNALIGNED | BAD_PARAM | a queue PAS entry not aligned to the queue page size |
+//! | `0x5e030019` QUEUE_PAS_UNMAPPED | BAD_PARAM | a queue page (its used part) not inside one DMA mapping (a `DmaFault` is recorded) |
+//! | `0x5e03001a` DBR_UNALIGNED | BAD_PARAM | `dbr_addr` not 8-byte aligned |
+//! | `0x5e03001b` DBR_UNMAPPED | BAD_PARAM | the doorbell record not inside a DMA mapping (a `DmaFault` is recorded) |
+//! | `0x5e03001c` EQ_TOO_BIG | BAD_PARAM | CREATE_EQ `log_eq_size` above `log_max_eq_sz` |
+//! | `0x5e03001d` BAD_EQ_INTR | BAD_PARAM | CREATE_EQ `intr` not below the 64 MSI-X vectors |
+//! | `0x5e03001e` CQ_TOO_BIG | BAD_PARAM | CREATE_CQ `log_cq_size` above `log_max_cq_sz` |
+//! | `0x5e03001f` BAD_CQE_SIZE | BAD_PARAM | CREATE_CQ `cqe_sz` not 0 (64 B) or 1 (128 B) |
+//! | `0x5e030020` SRQ_TOO_BIG | BAD_PARAM | CREATE_SRQ `log_srq_size` / CREATE_RMP `log_wq_sz` above `log_max_srq_sz` |
+//! | `0x5e030021` BAD_SRQ_STRIDE | BAD_PARAM | SRQ / RMP WQE stride below 16 or above `max_wqe_sz_rq` |
+//! | `0x5e030022` BAD_RMP_STATE | BAD_PARAM | CREATE_RMP `state` not RDY |
+//! | `0x5e030023` BAD_WQ_TYPE | BAD_PARAM | CREATE_RMP `wq_type` not linked list |
+//! | `0x5e030024` BAD_QP_ST | BAD_PARAM | CREATE_QP `st` not RC, UC or UD |
+//! | `0x5e030025` QP_ST_NOT_SUPPORTED | BAD_PARAM | CREATE_QP `st` whose capability (`rc`, `uc`, `ud`) is 0 |
+//! | `0x5e030026` BAD_RQ_TYPE | BAD_PARAM | CREATE_QP `rq_type` not 0 (regular), 1 (SRQ/RMP) or 3 (zero-length) |
+//! | `0x5e030027` RQ_TOO_BIG | BAD_PARAM | CREATE_QP `log_rq_size` above `log_max_qp_sz` |
+//! | `0x5e030028` BAD_RQ_STRIDE | BAD_PARAM | CREATE_QP `log_rq_stride` above 5 or its stride above `max_wqe_sz_rq` |
+//! | `0x5e030029` RQ_SIZE_WITHOUT_RQ | BAD_PARAM | CREATE_QP `log_rq_size` not 0 with an SRQ or a zero-length RQ |
+//! | `0x5e03002a` SQ_TOO_BIG | BAD_PARAM | CREATE_QP `log_sq_size` above `log_max_qp_sz` |
+//! | `0x5e03002b` SQ_SIZE_WITH_NO_SQ | BAD_PARAM | CREATE_QP `no_sq` with a `log_sq_size` not 0 |
+//! | `0x5e03002c` BAD_OPT_PARAM_MASK | BAD_PARAM | QP transition: an `opt_param_mask` bit the transition does not take |
+//! | `0x5e03002d` BAD_QP_PORT | BAD_PARAM | QP primary path `vhca_port_num` not 1 |
+//! | `0x5e03002e` BAD_PKEY_INDEX | BAD_PARAM | QP primary path `pkey_index` out of the P_Key table (not 0 on Ethernet) |
+//! | `0x5e03002f` QP_ACCESS_NOT_SUPPORTED | BAD_PARAM | `rre`/`rae` on a UC QP, `rre`/`rwe`/`rae` on a UD QP |
+//! | `0x5e030030` BAD_PATH_MTU | BAD_PARAM | INIT2RTR (RC/UC) `mtu` not 1..=5 |
+//! | `0x5e030031` BAD_REMOTE_QPN | BAD_PARAM | INIT2RTR (RC/UC) `remote_qpn` 0 or 1 |
+//! | `0x5e030032` MISSING_RMAC | BAD_PARAM | INIT2RTR (RC/UC) primary path `rmac` 0 |
+//! | `0x5e030033` QP_GID_INDEX | BAD_PARAM | INIT2RTR (RC/UC) `src_addr_index` not below `roce_address_table_size` |
+//! | `0x5e030034` QP_GID_NOT_SET | BAD_PARAM | INIT2RTR (RC/UC) `src_addr_index` names a GID entry SET_ROCE_ADDRESS has not set |
+//! | `0x5e030035` RRA_MAX_TOO_BIG | BAD_PARAM | INIT2RTR (RC) `log_rra_max` above `log_max_ra_res_qp` |
+//! | `0x5e030036` SRA_MAX_TOO_BIG | BAD_PARAM | RTR2RTS (RC) `log_sra_max` above `log_max_ra_req_qp` |
+//! | `0x5e030037` MSG_MAX_TOO_BIG | BAD_PARAM | INIT2RTR (RC/UC) `log_msg_max` above `log_max_msg` |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -35,20 +72,39 @@
 //! | `0x5e040005` INSUFFICIENT_PAGES | BAD_SYS_STATE | INIT_HCA with fewer than boot + init pages held |
 //! | `0x5e040006` SET_CAP_AFTER_INIT | BAD_SYS_STATE | SET_HCA_CAP after INIT_HCA |
 //! | `0x5e040007` DISABLE_WHILE_INITIALIZED | BAD_SYS_STATE | DISABLE_HCA before TEARDOWN_HCA |
-//! | `0x5e050001` UNKNOWN_UAR | BAD_RES 0x05 | DEALLOC_UAR of a UAR not allocated |
-//! | `0x5e050002` UNKNOWN_PD | BAD_RES | DEALLOC_PD of a PD not allocated |
+//! | `0x5e050001` UNKNOWN_UAR | BAD_RES 0x05 | a UAR not allocated (DEALLOC_UAR, `uar_page` of CREATE_EQ/CQ/QP) |
+//! | `0x5e050002` UNKNOWN_PD | BAD_RES | a PD not allocated (DEALLOC_PD, `pd` of CREATE_SRQ/RMP/QP) |
+//! | `0x5e050003` UNKNOWN_EQ | BAD_RES | an EQ number that is not a live EQ (DESTROY/QUERY_EQ, CREATE_CQ `c_eqn`) |
+//! | `0x5e050004` UNKNOWN_CQ | BAD_RES | a CQ number that is not a live CQ (DESTROY/QUERY_CQ, CREATE_QP `cqn_snd`/`cqn_rcv`) |
+//! | `0x5e050005` UNKNOWN_SRQ | BAD_RES | an SRQ / RMP number that is not live (DESTROY/QUERY_SRQ/RMP, CREATE_QP `srqn_rmpn_xrqn`) |
+//! | `0x5e050006` UNKNOWN_QP | BAD_RES | a QP number that is not a live QP (every QP command) |
+//! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
+//! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
+//! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
+//! | `0x5e060004` CQ_IN_USE | RES_BUSY | DESTROY_CQ of a CQ a QP uses (either `cqn`) |
+//! | `0x5e060005` SRQ_IN_USE | RES_BUSY | DESTROY_SRQ/RMP of an SRQ/RMP a QP uses |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
+//! | `0x5e080003` EQ_EXHAUSTED | EXCEED_LIM | `2^log_max_eq - 1` EQs live |
+//! | `0x5e080004` CQ_EXHAUSTED | EXCEED_LIM | `2^log_max_cq - 1` CQs live |
+//! | `0x5e080005` SRQ_EXHAUSTED | EXCEED_LIM | `2^log_max_srq - 1` SRQs + RMPs live (RMP: or `2^log_max_rmp - 1` RMPs) |
+//! | `0x5e080006` QP_EXHAUSTED | EXCEED_LIM | `2^log_max_qp - 1` QPs live |
+//! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e500001` INLEN_BELOW_HEADER | BAD_INPUT_LEN 0x50 | `input_length` < 8 |
 //! | `0x5e500002` INLEN_BELOW_LAYOUT | BAD_INPUT_LEN | `input_length` < the command's `*_in` size |
 //! | `0x5e500003` INLEN_PAS | BAD_INPUT_LEN | MANAGE_PAGES give: `input_length` does not cover `input_num_entries` |
 //! | `0x5e500004` INLEN_REGISTER | BAD_INPUT_LEN | ACCESS_REG: `input_length` does not cover the register |
+//! | `0x5e500005` INLEN_QUEUE_PAS | BAD_INPUT_LEN | CREATE_EQ/CQ/SRQ/RMP/QP: `input_length` does not cover the PAS entries the queue needs |
 //! | `0x5e510001` OUTLEN_BELOW_LAYOUT | BAD_OUTPUT_LEN 0x51 | `output_length` < the command's `*_out` size |
 //! | `0x5e510002` OUTLEN_REGISTER | BAD_OUTPUT_LEN | ACCESS_REG: `output_length` does not cover the register |
 
 macro_rules! syndromes {
     ($($(#[doc = $doc:literal])* $name:ident = $val:expr;)*) => {
         $($(#[doc = $doc])* pub const $name: u32 = $val;)*
+
+        /// Every syndrome, for the table check below.
+        #[cfg(test)]
+        const ALL: &[(&str, u32)] = &[$((stringify!($name), $val),)*];
 
         /// The name of a simulator syndrome (`"PD_EXHAUSTED"`), if it is one.
         pub fn name(syndrome: u32) -> Option<&'static str> {
@@ -65,6 +121,10 @@ syndromes! {
     INTERNAL = 0x5e01_0001;
     /// BAD_OP: the opcode is not implemented.
     UNKNOWN_OPCODE = 0x5e02_0001;
+    /// BAD_OP: CREATE_SRQ at ISSI 1: use CREATE_RMP.
+    CREATE_SRQ_AT_ISSI_1 = 0x5e02_0002;
+    /// BAD_OP: CREATE_RMP at ISSI 0.
+    CREATE_RMP_AT_ISSI_0 = 0x5e02_0003;
     /// BAD_PARAM: `function_id`, `embedded_cpu_function` or `other_function` not 0.
     BAD_FUNCTION_ID = 0x5e03_0001;
     /// BAD_PARAM: SET_ISSI `current_issi` not 0 or 1.
@@ -105,6 +165,76 @@ syndromes! {
     BAD_MTU = 0x5e03_0013;
     /// BAD_PARAM: `uid` not 0 while the device has no user contexts.
     BAD_UID = 0x5e03_0014;
+    /// BAD_PARAM: queue page size above 2 MiB.
+    QUEUE_PAGE_SIZE = 0x5e03_0015;
+    /// BAD_PARAM: queue `page_offset` not 0.
+    QUEUE_PAGE_OFFSET = 0x5e03_0016;
+    /// BAD_PARAM: a needed queue PAS entry is 0.
+    QUEUE_PAS_MISSING = 0x5e03_0017;
+    /// BAD_PARAM: a queue PAS entry not aligned to the queue page size.
+    QUEUE_PAS_UNALIGNED = 0x5e03_0018;
+    /// BAD_PARAM: a queue page not inside a DMA mapping.
+    QUEUE_PAS_UNMAPPED = 0x5e03_0019;
+    /// BAD_PARAM: `dbr_addr` not 8-byte aligned.
+    DBR_UNALIGNED = 0x5e03_001a;
+    /// BAD_PARAM: the doorbell record not inside a DMA mapping.
+    DBR_UNMAPPED = 0x5e03_001b;
+    /// BAD_PARAM: `log_eq_size` above `log_max_eq_sz`.
+    EQ_TOO_BIG = 0x5e03_001c;
+    /// BAD_PARAM: EQ `intr` not below 64.
+    BAD_EQ_INTR = 0x5e03_001d;
+    /// BAD_PARAM: `log_cq_size` above `log_max_cq_sz`.
+    CQ_TOO_BIG = 0x5e03_001e;
+    /// BAD_PARAM: `cqe_sz` not 0 or 1.
+    BAD_CQE_SIZE = 0x5e03_001f;
+    /// BAD_PARAM: SRQ / RMP size above `log_max_srq_sz`.
+    SRQ_TOO_BIG = 0x5e03_0020;
+    /// BAD_PARAM: SRQ / RMP stride below 16 or above `max_wqe_sz_rq`.
+    BAD_SRQ_STRIDE = 0x5e03_0021;
+    /// BAD_PARAM: CREATE_RMP `state` not RDY.
+    BAD_RMP_STATE = 0x5e03_0022;
+    /// BAD_PARAM: CREATE_RMP `wq_type` not linked list.
+    BAD_WQ_TYPE = 0x5e03_0023;
+    /// BAD_PARAM: QP `st` not RC, UC or UD.
+    BAD_QP_ST = 0x5e03_0024;
+    /// BAD_PARAM: QP `st` the device's capabilities do not offer.
+    QP_ST_NOT_SUPPORTED = 0x5e03_0025;
+    /// BAD_PARAM: QP `rq_type` not 0, 1 or 3.
+    BAD_RQ_TYPE = 0x5e03_0026;
+    /// BAD_PARAM: QP `log_rq_size` above `log_max_qp_sz`.
+    RQ_TOO_BIG = 0x5e03_0027;
+    /// BAD_PARAM: QP RQ stride above 512 or `max_wqe_sz_rq`.
+    BAD_RQ_STRIDE = 0x5e03_0028;
+    /// BAD_PARAM: QP `log_rq_size` not 0 without an RQ of its own.
+    RQ_SIZE_WITHOUT_RQ = 0x5e03_0029;
+    /// BAD_PARAM: QP `log_sq_size` above `log_max_qp_sz`.
+    SQ_TOO_BIG = 0x5e03_002a;
+    /// BAD_PARAM: QP `no_sq` with `log_sq_size` not 0.
+    SQ_SIZE_WITH_NO_SQ = 0x5e03_002b;
+    /// BAD_PARAM: an `opt_param_mask` bit the QP transition does not take.
+    BAD_OPT_PARAM_MASK = 0x5e03_002c;
+    /// BAD_PARAM: QP `vhca_port_num` not 1.
+    BAD_QP_PORT = 0x5e03_002d;
+    /// BAD_PARAM: QP `pkey_index` out of the P_Key table.
+    BAD_PKEY_INDEX = 0x5e03_002e;
+    /// BAD_PARAM: remote access flags the QP's service type does not have.
+    QP_ACCESS_NOT_SUPPORTED = 0x5e03_002f;
+    /// BAD_PARAM: INIT2RTR `mtu` not 1..=5.
+    BAD_PATH_MTU = 0x5e03_0030;
+    /// BAD_PARAM: INIT2RTR `remote_qpn` 0 or 1.
+    BAD_REMOTE_QPN = 0x5e03_0031;
+    /// BAD_PARAM: INIT2RTR `rmac` 0.
+    MISSING_RMAC = 0x5e03_0032;
+    /// BAD_PARAM: INIT2RTR `src_addr_index` out of the RoCE address table.
+    QP_GID_INDEX = 0x5e03_0033;
+    /// BAD_PARAM: INIT2RTR `src_addr_index` names an unset GID entry.
+    QP_GID_NOT_SET = 0x5e03_0034;
+    /// BAD_PARAM: INIT2RTR `log_rra_max` above `log_max_ra_res_qp`.
+    RRA_MAX_TOO_BIG = 0x5e03_0035;
+    /// BAD_PARAM: RTR2RTS `log_sra_max` above `log_max_ra_req_qp`.
+    SRA_MAX_TOO_BIG = 0x5e03_0036;
+    /// BAD_PARAM: INIT2RTR `log_msg_max` above `log_max_msg`.
+    MSG_MAX_TOO_BIG = 0x5e03_0037;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -119,14 +249,42 @@ syndromes! {
     SET_CAP_AFTER_INIT = 0x5e04_0006;
     /// BAD_SYS_STATE: DISABLE_HCA while initialized.
     DISABLE_WHILE_INITIALIZED = 0x5e04_0007;
-    /// BAD_RES: DEALLOC_UAR of an unknown UAR.
+    /// BAD_RES: a UAR that is not allocated.
     UNKNOWN_UAR = 0x5e05_0001;
-    /// BAD_RES: DEALLOC_PD of an unknown PD.
+    /// BAD_RES: a PD that is not allocated.
     UNKNOWN_PD = 0x5e05_0002;
+    /// BAD_RES: not a live EQ.
+    UNKNOWN_EQ = 0x5e05_0003;
+    /// BAD_RES: not a live CQ.
+    UNKNOWN_CQ = 0x5e05_0004;
+    /// BAD_RES: not a live SRQ / RMP.
+    UNKNOWN_SRQ = 0x5e05_0005;
+    /// BAD_RES: not a live QP.
+    UNKNOWN_QP = 0x5e05_0006;
+    /// RES_BUSY: DEALLOC_UAR of a UAR in use.
+    UAR_IN_USE = 0x5e06_0001;
+    /// RES_BUSY: DEALLOC_PD of a PD in use.
+    PD_IN_USE = 0x5e06_0002;
+    /// RES_BUSY: DESTROY_EQ of an EQ with CQs.
+    EQ_IN_USE = 0x5e06_0003;
+    /// RES_BUSY: DESTROY_CQ of a CQ a QP uses.
+    CQ_IN_USE = 0x5e06_0004;
+    /// RES_BUSY: DESTROY_SRQ/RMP of an SRQ/RMP a QP uses.
+    SRQ_IN_USE = 0x5e06_0005;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.
     PD_EXHAUSTED = 0x5e08_0002;
+    /// EXCEED_LIM: EQ limit reached.
+    EQ_EXHAUSTED = 0x5e08_0003;
+    /// EXCEED_LIM: CQ limit reached.
+    CQ_EXHAUSTED = 0x5e08_0004;
+    /// EXCEED_LIM: SRQ / RMP limit reached.
+    SRQ_EXHAUSTED = 0x5e08_0005;
+    /// EXCEED_LIM: QP limit reached.
+    QP_EXHAUSTED = 0x5e08_0006;
+    /// BAD_RES_STATE: QP transition from the wrong state.
+    QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_INPUT_LEN: `input_length` < 8.
     INLEN_BELOW_HEADER = 0x5e50_0001;
     /// BAD_INPUT_LEN: `input_length` < the `*_in` size.
@@ -135,6 +293,8 @@ syndromes! {
     INLEN_PAS = 0x5e50_0003;
     /// BAD_INPUT_LEN: ACCESS_REG register not covered by `input_length`.
     INLEN_REGISTER = 0x5e50_0004;
+    /// BAD_INPUT_LEN: the queue's PAS entries not covered by `input_length`.
+    INLEN_QUEUE_PAS = 0x5e50_0005;
     /// BAD_OUTPUT_LEN: `output_length` < the `*_out` size.
     OUTLEN_BELOW_LAYOUT = 0x5e51_0001;
     /// BAD_OUTPUT_LEN: ACCESS_REG register not covered by `output_length`.
@@ -148,5 +308,20 @@ mod tests {
         assert_eq!(super::name(super::PD_EXHAUSTED), Some("PD_EXHAUSTED"));
         assert_eq!(super::name(0), None);
         assert_eq!((super::BAD_UID >> 16) & 0xff, 0x03);
+    }
+
+    #[test]
+    fn every_syndrome_is_distinct_and_in_the_table() {
+        let doc = include_str!("syndrome.rs");
+        let mut seen = std::collections::BTreeSet::new();
+        for &(name, value) in super::ALL {
+            assert!(seen.insert(value), "{name} reuses {value:#x}");
+            assert_eq!(value >> 24, 0x5e, "{name}");
+            let row = format!("//! | `{value:#010x}` {name} |");
+            assert!(
+                doc.contains(&row),
+                "{name} is missing from the module table"
+            );
+        }
     }
 }

@@ -212,7 +212,7 @@ fn dma_memory_accounting_and_errors() {
     assert_eq!(dev.dma_alloc(0, 8).unwrap_err(), SimError::DmaZeroLength);
     assert_eq!(
         dev.dma_alloc(8, 24).unwrap_err().to_string(),
-        "DMA alignment 0x18 is not a power of two up to 1 MiB"
+        "DMA alignment 0x18 is not a power of two up to 2 MiB"
     );
     dev.dma_free(a.iova).unwrap();
     let e = dev.dma_free(a.iova).unwrap_err();

@@ -95,8 +95,9 @@ fn lengths_and_unknown_opcodes() {
         .set(CmdInHeader::OPCODE, 0x7777)
         .unwrap();
     expect(&mut p, &unknown, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
-    let create_qp = bare::<QueryIssiIn>(Opcode::CreateQp, 0);
-    expect(&mut p, &create_qp, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
+    // A named opcode the device does not implement.
+    let arm_rq = bare::<QueryIssiIn>(Opcode::ArmRq, 0);
+    expect(&mut p, &arm_rq, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
     assert_eq!(
         p.dev.commands_executed(),
         8,

@@ -13,20 +13,32 @@
 //! 5. `uid` ≠ 0 while `log_max_uctx` is 0 → BAD_PARAM;
 //! 6. the command's handler (in the module of its object), which checks its fields and acts.
 //!
+//! Objects: UAR pages and PDs ([`resources`]), EQs ([`eq`]), CQs ([`cq`]), SRQs and RMPs
+//! ([`srq`]), QPs ([`qp`], state machine in [`qp_modify`]); what queue objects share (buffers,
+//! doorbell records, references, limits) is in [`queue`], the UAR doorbells the firmware acts on
+//! in [`doorbell`].
+//!
 //! A failed command has no effect; its output is zero apart from status and syndrome.
 //!
 //! Adding a command = a row in `SPECS` and a handler `fn(&mut Firmware, &mut Env, &Req, &mut
 //! [u8]) -> CmdResult` in the module of its object; objects live in the [`objects`] table keyed
 //! by [`ObjectKind`].
 
+pub(crate) mod cq;
+pub(crate) mod doorbell;
+pub(crate) mod eq;
 pub(crate) mod hca;
 pub(crate) mod objects;
 pub(crate) mod pages;
+pub(crate) mod qp;
+pub(crate) mod qp_modify;
+pub(crate) mod queue;
 pub(crate) mod resources;
+pub(crate) mod srq;
 pub(crate) mod vport;
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
-use mlx5_ifc::prm::{hca as h, uar_pd as u, vport as v};
+use mlx5_ifc::prm::{cq as c, eq as e, hca as h, qp as q, srq as s, uar_pd as u, vport as v};
 use mlx5_ifc::{
     consts, CmdInHeader, CmdOutHeader, CmdStatus, Field, Layout, LayoutError, Opcode, View, ViewMut,
 };
@@ -235,6 +247,56 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         vport::query_vport_state,
     ),
+    spec::<e::CreateEqIn, e::CreateEqOut>(Opcode::CreateEq, Gate::Initialized, eq::create_eq),
+    spec::<e::DestroyEqIn, e::DestroyEqOut>(Opcode::DestroyEq, Gate::Initialized, eq::destroy_eq),
+    spec::<e::QueryEqIn, e::QueryEqOut>(Opcode::QueryEq, Gate::Initialized, eq::query_eq),
+    spec::<c::CreateCqIn, c::CreateCqOut>(Opcode::CreateCq, Gate::Initialized, cq::create_cq),
+    spec::<c::DestroyCqIn, c::DestroyCqOut>(Opcode::DestroyCq, Gate::Initialized, cq::destroy_cq),
+    spec::<c::QueryCqIn, c::QueryCqOut>(Opcode::QueryCq, Gate::Initialized, cq::query_cq),
+    spec::<s::CreateSrqIn, s::CreateSrqOut>(Opcode::CreateSrq, Gate::Initialized, srq::create_srq),
+    spec::<s::DestroySrqIn, s::DestroySrqOut>(
+        Opcode::DestroySrq,
+        Gate::Initialized,
+        srq::destroy_srq,
+    ),
+    spec::<s::QuerySrqIn, s::QuerySrqOut>(Opcode::QuerySrq, Gate::Initialized, srq::query_srq),
+    spec::<s::CreateRmpIn, s::CreateRmpOut>(Opcode::CreateRmp, Gate::Initialized, srq::create_rmp),
+    spec::<s::DestroyRmpIn, s::DestroyRmpOut>(
+        Opcode::DestroyRmp,
+        Gate::Initialized,
+        srq::destroy_rmp,
+    ),
+    spec::<s::QueryRmpIn, s::QueryRmpOut>(Opcode::QueryRmp, Gate::Initialized, srq::query_rmp),
+    spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
+    spec::<q::DestroyQpIn, q::DestroyQpOut>(Opcode::DestroyQp, Gate::Initialized, qp::destroy_qp),
+    spec::<q::QueryQpIn, q::QueryQpOut>(Opcode::QueryQp, Gate::Initialized, qp::query_qp),
+    spec::<q::Rst2initQpIn, q::Rst2initQpOut>(
+        Opcode::Rst2InitQp,
+        Gate::Initialized,
+        qp_modify::rst2init_qp,
+    ),
+    spec::<q::Init2initQpIn, q::Init2initQpOut>(
+        Opcode::Init2InitQp,
+        Gate::Initialized,
+        qp_modify::init2init_qp,
+    ),
+    spec::<q::Init2rtrQpIn, q::Init2rtrQpOut>(
+        Opcode::Init2RtrQp,
+        Gate::Initialized,
+        qp_modify::init2rtr_qp,
+    ),
+    spec::<q::Rtr2rtsQpIn, q::Rtr2rtsQpOut>(
+        Opcode::Rtr2RtsQp,
+        Gate::Initialized,
+        qp_modify::rtr2rts_qp,
+    ),
+    spec::<q::Rts2rtsQpIn, q::Rts2rtsQpOut>(
+        Opcode::Rts2RtsQp,
+        Gate::Initialized,
+        qp_modify::rts2rts_qp,
+    ),
+    spec::<q::Qp2errIn, q::Qp2errOut>(Opcode::Qp2Err, Gate::Initialized, qp_modify::qp_2err),
+    spec::<q::Qp2rstIn, q::Qp2rstOut>(Opcode::Qp2Rst, Gate::Initialized, qp_modify::qp_2rst),
 ];
 
 impl Firmware {

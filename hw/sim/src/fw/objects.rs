@@ -1,8 +1,13 @@
-//! The firmware object table: every live object by kind and handle.
+//! The firmware object table: every live object by kind and handle, with its reference count.
 //!
 //! Handles are allocated from a per-kind range with a rotating cursor (the next free handle
 //! after the last one handed out), so a freed handle is not reused at once and a driver that
-//! keeps using a stale handle gets BAD_RES instead of someone else's object.
+//! keeps using a stale handle gets BAD_RES instead of someone else's object. SRQs and RMPs share
+//! one number space (a QP names either with `srqn_rmpn_xrqn`).
+//!
+//! An object that another one uses (the EQ of a CQ, the CQs / SRQ / PD / UAR of a QP...) is held:
+//! its reference count is raised when the user is created and dropped when it is destroyed. The
+//! holder remembers what it holds ([`Queue::holds`]).
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
@@ -15,20 +20,55 @@ pub enum ObjectKind {
     Uar,
     /// A protection domain (ALLOC_PD).
     Pd,
+    /// An event queue (CREATE_EQ).
+    Eq,
+    /// A completion queue (CREATE_CQ).
+    Cq,
+    /// A shared receive queue (CREATE_SRQ, ISSI 0).
+    Srq,
+    /// A receive memory pool, the SRQ of ISSI ≥ 1 (CREATE_RMP).
+    Rmp,
+    /// A queue pair (CREATE_QP).
+    Qp,
 }
 
-/// What the device keeps about one object (grows with the object kinds: queue contexts...).
+/// What the device keeps about a queue object (EQ, CQ, SRQ, RMP, QP).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Queue {
+    /// The context image as the firmware holds it (eqc, cqc, srqc, rmpc without its PAS, qpc).
+    pub(crate) ctx: Vec<u8>,
+    /// The buffer pages (IOVAs), in queue order.
+    pub(crate) pas: Vec<u64>,
+    /// The UAR page the object's doorbells must target, if it has one.
+    pub(crate) uar: Option<u32>,
+    /// Armed for an event (EQ) or a completion event (CQ).
+    pub(crate) armed: bool,
+    /// EQ: the 256-bit `event_bitmask` as given (zero for other kinds).
+    pub(crate) event_bitmask: [u8; 32],
+    /// The objects this one holds a reference on (released when it is destroyed).
+    pub(crate) holds: Vec<(ObjectKind, u32)>,
+}
+
+/// What the device keeps about one object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Object {
     /// A UAR page.
     Uar,
     /// A protection domain.
     Pd,
+    /// A queue object.
+    Queue(Box<Queue>),
+}
+
+#[derive(Debug)]
+struct Slot {
+    obj: Object,
+    refs: u32,
 }
 
 #[derive(Debug, Default)]
 struct Table {
-    live: BTreeMap<u32, Object>,
+    live: BTreeMap<u32, Slot>,
     cursor: u32,
 }
 
@@ -47,35 +87,120 @@ impl ObjectTable {
         end: u32,
         obj: Object,
     ) -> Option<u32> {
-        let t = self.tables.entry(kind).or_default();
+        self.alloc_shared(kind, &[], first, end, obj)
+    }
+
+    /// Like [`ObjectTable::alloc`], with a handle that is also not live in any of `shared`.
+    pub(crate) fn alloc_shared(
+        &mut self,
+        kind: ObjectKind,
+        shared: &[ObjectKind],
+        first: u32,
+        end: u32,
+        obj: Object,
+    ) -> Option<u32> {
         let span = end.checked_sub(first).filter(|&s| s > 0)?;
-        let mut id = if (first..end).contains(&t.cursor) {
-            t.cursor
+        let taken = |tables: &BTreeMap<ObjectKind, Table>, id: u32| {
+            shared
+                .iter()
+                .any(|k| tables.get(k).is_some_and(|t| t.live.contains_key(&id)))
+        };
+        let cursor = self.tables.get(&kind).map_or(first, |t| t.cursor);
+        let mut id = if (first..end).contains(&cursor) {
+            cursor
         } else {
             first
         };
         for _ in 0..span {
-            if let Entry::Vacant(slot) = t.live.entry(id) {
-                slot.insert(obj);
-                t.cursor = id.wrapping_add(1);
-                return Some(id);
+            if !taken(&self.tables, id) {
+                let t = self.tables.entry(kind).or_default();
+                if let Entry::Vacant(slot) = t.live.entry(id) {
+                    slot.insert(Slot { obj, refs: 0 });
+                    t.cursor = id.wrapping_add(1);
+                    return Some(id);
+                }
             }
             id = if id + 1 >= end { first } else { id + 1 };
         }
         None
     }
 
-    /// Frees `id`; `false` if it is not a live object of `kind`.
+    /// Frees `id` whatever its reference count; `false` if it is not a live object of `kind`.
     pub(crate) fn free(&mut self, kind: ObjectKind, id: u32) -> bool {
+        self.remove(kind, id).is_some()
+    }
+
+    /// Removes `id` and returns it.
+    pub(crate) fn remove(&mut self, kind: ObjectKind, id: u32) -> Option<Object> {
         self.tables
             .get_mut(&kind)
-            .is_some_and(|t| t.live.remove(&id).is_some())
+            .and_then(|t| t.live.remove(&id))
+            .map(|s| s.obj)
     }
 
     /// The object `id` of `kind`, if live.
-    #[allow(dead_code)]
     pub(crate) fn get(&self, kind: ObjectKind, id: u32) -> Option<&Object> {
-        self.tables.get(&kind).and_then(|t| t.live.get(&id))
+        self.tables
+            .get(&kind)
+            .and_then(|t| t.live.get(&id))
+            .map(|s| &s.obj)
+    }
+
+    /// Whether `id` is a live object of `kind`.
+    pub(crate) fn contains(&self, kind: ObjectKind, id: u32) -> bool {
+        self.get(kind, id).is_some()
+    }
+
+    /// The queue object `id` of `kind`, if live.
+    pub(crate) fn queue(&self, kind: ObjectKind, id: u32) -> Option<&Queue> {
+        match self.get(kind, id) {
+            Some(Object::Queue(q)) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// The queue object `id` of `kind`, writable.
+    pub(crate) fn queue_mut(&mut self, kind: ObjectKind, id: u32) -> Option<&mut Queue> {
+        match self
+            .tables
+            .get_mut(&kind)
+            .and_then(|t| t.live.get_mut(&id))
+            .map(|s| &mut s.obj)
+        {
+            Some(Object::Queue(q)) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// How many objects of `kind` are live.
+    pub(crate) fn count(&self, kind: ObjectKind) -> usize {
+        self.tables.get(&kind).map_or(0, |t| t.live.len())
+    }
+
+    /// How many holders `id` has (0 if it is not live).
+    pub(crate) fn refs(&self, kind: ObjectKind, id: u32) -> u32 {
+        self.tables
+            .get(&kind)
+            .and_then(|t| t.live.get(&id))
+            .map_or(0, |s| s.refs)
+    }
+
+    /// Raises the reference count of every object in `held`.
+    pub(crate) fn hold(&mut self, held: &[(ObjectKind, u32)]) {
+        for &(kind, id) in held {
+            if let Some(s) = self.tables.get_mut(&kind).and_then(|t| t.live.get_mut(&id)) {
+                s.refs += 1;
+            }
+        }
+    }
+
+    /// Drops the reference count of every object in `held`.
+    pub(crate) fn release(&mut self, held: &[(ObjectKind, u32)]) {
+        for &(kind, id) in held {
+            if let Some(s) = self.tables.get_mut(&kind).and_then(|t| t.live.get_mut(&id)) {
+                s.refs = s.refs.saturating_sub(1);
+            }
+        }
     }
 
     /// Every live object, by kind then handle.
@@ -110,5 +235,23 @@ mod tests {
             ]
         );
         assert_eq!(t.alloc(ObjectKind::Uar, 5, 5, Object::Uar), None);
+    }
+
+    #[test]
+    fn shared_number_spaces_and_references() {
+        let mut t = ObjectTable::default();
+        assert_eq!(t.alloc(ObjectKind::Srq, 1, 4, Object::Pd), Some(1));
+        let rmp = t.alloc_shared(ObjectKind::Rmp, &[ObjectKind::Srq], 1, 4, Object::Pd);
+        assert_eq!(rmp, Some(2));
+        assert_eq!(t.count(ObjectKind::Rmp), 1);
+        t.hold(&[
+            (ObjectKind::Srq, 1),
+            (ObjectKind::Srq, 1),
+            (ObjectKind::Pd, 9),
+        ]);
+        assert_eq!(t.refs(ObjectKind::Srq, 1), 2);
+        t.release(&[(ObjectKind::Srq, 1)]);
+        assert_eq!(t.refs(ObjectKind::Srq, 1), 1);
+        assert!(t.queue(ObjectKind::Srq, 1).is_none());
     }
 }

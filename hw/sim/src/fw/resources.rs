@@ -3,6 +3,8 @@
 //! * UAR indices come from `FIRST_UAR_INDEX` (8) up to the last 4 KiB page of BAR0 (pages 0–4
 //!   hold the init segment, MSI-X table and PBA).
 //! * PD numbers come from `1..2^log_max_pd` (CUR); 0 is never handed out.
+//! * DEALLOC_UAR of a UAR an EQ, CQ or QP uses, DEALLOC_PD of a PD an SRQ, RMP or QP uses: RES_BUSY
+//!   (UAR_IN_USE, PD_IN_USE).
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::uar_pd::{
@@ -45,6 +47,9 @@ pub(crate) fn dealloc_uar(
     _: &mut [u8],
 ) -> CmdResult {
     let uar = input::<DeallocUarIn>(req)?.get(DeallocUarIn::UAR) as u32;
+    if fw.objects.refs(ObjectKind::Uar, uar) > 0 {
+        return Err(fail(CmdStatus::ResBusy, syn::UAR_IN_USE));
+    }
     if !fw.objects.free(ObjectKind::Uar, uar) {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_UAR));
     }
@@ -73,6 +78,9 @@ pub(crate) fn dealloc_pd(
     _: &mut [u8],
 ) -> CmdResult {
     let pd = input::<DeallocPdIn>(req)?.get(DeallocPdIn::PD) as u32;
+    if fw.objects.refs(ObjectKind::Pd, pd) > 0 {
+        return Err(fail(CmdStatus::ResBusy, syn::PD_IN_USE));
+    }
     if !fw.objects.free(ObjectKind::Pd, pd) {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_PD));
     }

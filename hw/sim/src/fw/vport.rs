@@ -57,6 +57,12 @@ impl Vport {
         }
     }
 
+    /// The RoCE address (GID) entry `index` as SET_ROCE_ADDRESS wrote it (all zero = unset);
+    /// `None` beyond the table.
+    pub(crate) fn gid(&self, index: usize) -> Option<&[u8; RoceAddrLayout::BYTES]> {
+        self.gids.get(index)
+    }
+
     fn eui64(&self) -> u64 {
         let m = self.mac;
         u64::from_be_bytes([m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])

@@ -3,6 +3,8 @@
 //! the doorbell, waits for the ownership bit and collects the output.
 #![allow(dead_code)]
 
+pub mod queues;
+
 use mlx5_ifc::consts::{
     cap_mode, cap_type, manage_pages, query_pages, CMD_INLINE_BYTES, CMD_TYPE_PCI,
 };

@@ -1,0 +1,108 @@
+//! Completion queues: CREATE_CQ, DESTROY_CQ, QUERY_CQ.
+//!
+//! CREATE_CQ checks, in order: `log_cq_size` ≤ CUR `log_max_cq_sz` (BAD_PARAM CQ_TOO_BIG);
+//! `cqe_sz` 0 (64 B) or 1 (128 B) (BAD_PARAM BAD_CQE_SIZE); `c_eqn_or_apu_element` a live EQ
+//! (BAD_RES UNKNOWN_EQ); `uar_page` an allocated UAR (BAD_RES UNKNOWN_UAR); the 8-byte doorbell
+//! record at `dbr_addr`; the buffer of `2^log_cq_size` CQEs ([`super::queue`]); fewer than
+//! `2^log_max_cq - 1` CQs live (EXCEED_LIM CQ_EXHAUSTED). CQ numbers are 24-bit, from 1. The CQ
+//! holds its EQ and its UAR; `cq_period` / `cq_max_count` are kept as given.
+//!
+//! The CQ starts unarmed (`st` FIRED, counters 0); the CQ arm doorbell ([`super::doorbell`]) sets
+//! `consumer_counter` and arms it (`st` ARMED, or SOLICITED_ARMED). QUERY_CQ returns the context
+//! as programmed with `st` and the counters current, and the PAS list.
+
+use mlx5_ifc::consts::{arm_state, cqe_sz};
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::cq::{Cqc, CreateCqIn, CreateCqOut, DestroyCqIn, QueryCqIn, QueryCqOut};
+use mlx5_ifc::{CmdStatus, ViewMut};
+
+use super::objects::ObjectKind;
+use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use crate::syndrome as syn;
+
+/// Bytes of a CQ doorbell record (consumer index, arm word).
+const CQ_DBR_BYTES: usize = 8;
+
+pub(crate) fn create_cq(
+    fw: &mut Firmware,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<CreateCqIn>(req)?;
+    let c = i.nested(CreateCqIn::CQ_CONTEXT);
+    let log_size = c.get(Cqc::LOG_CQ_SIZE);
+    if log_size > fw.cur(CmdHcaCap::LOG_MAX_CQ_SZ) {
+        return Err(bad_param(syn::CQ_TOO_BIG));
+    }
+    let cqe_bytes: u64 = match c.get(Cqc::CQE_SZ) {
+        cqe_sz::BYTES_64 => 64,
+        cqe_sz::BYTES_128 => 128,
+        _ => return Err(bad_param(syn::BAD_CQE_SIZE)),
+    };
+    let eqn = c.get32(Cqc::C_EQN_OR_APU_ELEMENT);
+    queue::require(fw, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ)?;
+    let uar = c.get32(Cqc::UAR_PAGE);
+    queue::require(fw, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    queue::doorbell_record(env, "CREATE_CQ", c.get(Cqc::DBR_ADDR), CQ_DBR_BYTES)?;
+    let pas = queue::buffer(
+        env,
+        "CREATE_CQ",
+        i.bytes(CreateCqIn::PAS),
+        c.get(Cqc::LOG_PAGE_SIZE),
+        c.get(Cqc::PAGE_OFFSET),
+        cqe_bytes << log_size,
+    )?;
+    let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_CQ);
+    if !queue::below_limit(fw.objects.count(ObjectKind::Cq), log_max) {
+        return Err(fail(CmdStatus::ExceedLim, syn::CQ_EXHAUSTED));
+    }
+    let mut ctx = queue::image(&c)?;
+    let mut v = encoded(ViewMut::<Cqc>::new(&mut ctx))?;
+    encoded(v.set(Cqc::ST, arm_state::FIRED))?;
+    encoded(v.set(Cqc::STATUS, 0))?;
+    for f in [
+        Cqc::CONSUMER_COUNTER,
+        Cqc::PRODUCER_COUNTER,
+        Cqc::LAST_NOTIFIED_INDEX,
+        Cqc::LAST_SOLICIT_INDEX,
+    ] {
+        encoded(v.set(f, 0))?;
+    }
+    let mut q = queue::new_queue(ctx, pas, Some(uar));
+    q.holds.push((ObjectKind::Eq, eqn));
+    let cqn = queue::insert(
+        fw,
+        ObjectKind::Cq,
+        &[],
+        (1, queue::span(log_max)),
+        q,
+        syn::CQ_EXHAUSTED,
+    )?;
+    encoded(output::<CreateCqOut>(out)?.set(CreateCqOut::CQN, cqn.into()))?;
+    Ok(())
+}
+
+pub(crate) fn destroy_cq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let cqn = input::<DestroyCqIn>(req)?.get32(DestroyCqIn::CQN);
+    queue::destroy(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ, syn::CQ_IN_USE)
+}
+
+pub(crate) fn query_cq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let cqn = input::<QueryCqIn>(req)?.get32(QueryCqIn::CQN);
+    let q = queue::find(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    let mut o = output::<QueryCqOut>(out)?;
+    queue::put(o.nested_mut(QueryCqOut::CQ_CONTEXT).as_bytes(), &q.ctx);
+    queue::put_pas(o.bytes_mut(QueryCqOut::PAS), &q.pas);
+    Ok(())
+}

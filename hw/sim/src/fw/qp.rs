@@ -1,0 +1,248 @@
+//! Queue pairs: CREATE_QP, DESTROY_QP, QUERY_QP (the state machine is in [`super::qp_modify`]).
+//!
+//! CREATE_QP checks, in order, each with its own syndrome:
+//!
+//! 1. `st` RC, UC or UD (BAD_PARAM BAD_QP_ST) whose capability (`rc`, `uc`, `ud`) is 1
+//!    (BAD_PARAM QP_ST_NOT_SUPPORTED); `pm_state` may be anything;
+//! 2. `rq_type`: 0 regular — `log_rq_stride` ≤ 5 and `16 << log_rq_stride` ≤ `max_wqe_sz_rq`
+//!    (BAD_RQ_STRIDE), `log_rq_size` ≤ `log_max_qp_sz` (RQ_TOO_BIG); 1 SRQ/RMP and 3 zero-length
+//!    — `log_rq_size` 0 (RQ_SIZE_WITHOUT_RQ); anything else BAD_RQ_TYPE;
+//! 3. `no_sq` = 1 — `log_sq_size` 0 (SQ_SIZE_WITH_NO_SQ); else `log_sq_size` ≤ `log_max_qp_sz`
+//!    (SQ_TOO_BIG);
+//! 4. `pd` allocated (BAD_RES UNKNOWN_PD); `cqn_snd` and `cqn_rcv` live CQs (UNKNOWN_CQ); with
+//!    `rq_type` 1, `srqn_rmpn_xrqn` a live SRQ or RMP (UNKNOWN_SRQ); `uar_page` allocated
+//!    (UNKNOWN_UAR);
+//! 5. the 8-byte doorbell record at `dbr_addr`; the buffer — RQ (`2^log_rq_size` strides,
+//!    regular RQ only) then SQ (`2^log_sq_size` 64-byte WQEBBs) — see [`super::queue`] (a QP
+//!    with neither needs no PAS);
+//! 6. fewer than `2^log_max_qp - 1` QPs live (EXCEED_LIM QP_EXHAUSTED).
+//!
+//! QP numbers are 24-bit, from 0x100 (0 and 1 are the special QPs). The QP starts in RST and
+//! holds its PD, both CQs, its SRQ/RMP and its UAR. CREATE_QP keeps only the context fields a QP
+//! in RST has (type, queues, PD, CQs, UAR, doorbell record, buffer, offload options); the rest
+//! is programmed by the transitions. `srqn_rmpn_xrqn` and `xrcd` are kept as given with a
+//! regular RQ (zeros are fine). DESTROY_QP works in any state. QUERY_QP returns the context as
+//! the QP holds it now and the PAS list after it.
+
+use mlx5_ifc::consts::{qp_st, qp_state, rq_type};
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, Qpc, QueryQpIn, QueryQpOut};
+use mlx5_ifc::{CmdStatus, Field, Layout, View, ViewMut};
+
+use super::objects::ObjectKind;
+use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use crate::syndrome as syn;
+
+/// The first QP number CREATE_QP hands out.
+pub const FIRST_QPN: u32 = 0x100;
+/// Bytes of a send WQE basic block.
+const WQEBB_BYTES: u64 = 64;
+/// Bytes of a QP doorbell record (receive counter, send counter).
+const QP_DBR_BYTES: usize = 8;
+/// The largest `log_rq_stride` (512-byte receive WQEs).
+const MAX_LOG_RQ_STRIDE: u64 = 5;
+
+/// The context fields CREATE_QP takes; the transitions program the others.
+const CREATE_FIELDS: &[Field<Qpc>] = &[
+    Qpc::LAG_TX_PORT_AFFINITY,
+    Qpc::ST,
+    Qpc::ISOLATE_VL_TC,
+    Qpc::PM_STATE,
+    Qpc::REQ_E2E_CREDIT_MODE,
+    Qpc::OFFLOAD_TYPE,
+    Qpc::END_PADDING_MODE,
+    Qpc::WQ_SIGNATURE,
+    Qpc::BLOCK_LB_MC,
+    Qpc::ATOMIC_LIKE_WRITE_EN,
+    Qpc::LATENCY_SENSITIVE,
+    Qpc::DRAIN_SIGERR,
+    Qpc::PD,
+    Qpc::LOG_RQ_SIZE,
+    Qpc::LOG_RQ_STRIDE,
+    Qpc::NO_SQ,
+    Qpc::LOG_SQ_SIZE,
+    Qpc::RETRY_MODE,
+    Qpc::TS_FORMAT,
+    Qpc::RLKY,
+    Qpc::ULP_STATELESS_OFFLOAD_MODE,
+    Qpc::COUNTER_SET_ID,
+    Qpc::UAR_PAGE,
+    Qpc::USER_INDEX,
+    Qpc::LOG_PAGE_SIZE,
+    Qpc::PAGE_OFFSET,
+    Qpc::LOG_ACK_REQ_FREQ,
+    Qpc::FRE,
+    Qpc::CQN_SND,
+    Qpc::DETH_SQPN,
+    Qpc::CD_SLAVE_RECEIVE,
+    Qpc::CD_SLAVE_SEND,
+    Qpc::CD_MASTER,
+    Qpc::XRCD,
+    Qpc::CQN_RCV,
+    Qpc::DBR_ADDR,
+    Qpc::RQ_TYPE,
+    Qpc::SRQN_RMPN_XRQN,
+    Qpc::CGS,
+    Qpc::CS_REQ,
+    Qpc::CS_RES,
+    Qpc::DC_ACCESS_KEY,
+];
+
+/// Copies `fields` from `src` to `dst`.
+pub(crate) fn copy(
+    dst: &mut ViewMut<'_, Qpc>,
+    src: &View<'_, Qpc>,
+    fields: &[Field<Qpc>],
+) -> CmdResult {
+    for &f in fields {
+        encoded(dst.set(f, src.get(f)))?;
+    }
+    Ok(())
+}
+
+/// Checks the RQ of a new QP: `(RQ buffer bytes, the SRQ/RMP it receives from)`.
+fn receive_queue(fw: &Firmware, c: &View<'_, Qpc>) -> Result<(u64, Option<u32>), super::Failure> {
+    let log_size = c.get(Qpc::LOG_RQ_SIZE);
+    match c.get(Qpc::RQ_TYPE) {
+        rq_type::REGULAR => {
+            let log_stride = c.get(Qpc::LOG_RQ_STRIDE);
+            let stride = 16u64 << log_stride;
+            if log_stride > MAX_LOG_RQ_STRIDE || stride > fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
+                return Err(bad_param(syn::BAD_RQ_STRIDE));
+            }
+            if log_size > fw.cur(CmdHcaCap::LOG_MAX_QP_SZ) {
+                return Err(bad_param(syn::RQ_TOO_BIG));
+            }
+            Ok((stride << log_size, None))
+        }
+        t @ (rq_type::SRQ | rq_type::ZERO_LEN) => {
+            if log_size != 0 {
+                return Err(bad_param(syn::RQ_SIZE_WITHOUT_RQ));
+            }
+            let srq = (t == rq_type::SRQ).then(|| c.get32(Qpc::SRQN_RMPN_XRQN));
+            Ok((0, srq))
+        }
+        _ => Err(bad_param(syn::BAD_RQ_TYPE)),
+    }
+}
+
+/// Checks the SQ of a new QP: its buffer bytes.
+fn send_queue(fw: &Firmware, c: &View<'_, Qpc>) -> Result<u64, super::Failure> {
+    let log_size = c.get(Qpc::LOG_SQ_SIZE);
+    if c.get(Qpc::NO_SQ) == 1 {
+        if log_size != 0 {
+            return Err(bad_param(syn::SQ_SIZE_WITH_NO_SQ));
+        }
+        return Ok(0);
+    }
+    if log_size > fw.cur(CmdHcaCap::LOG_MAX_QP_SZ) {
+        return Err(bad_param(syn::SQ_TOO_BIG));
+    }
+    Ok(WQEBB_BYTES << log_size)
+}
+
+pub(crate) fn create_qp(
+    fw: &mut Firmware,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<CreateQpIn>(req)?;
+    let c = i.nested(CreateQpIn::QPC);
+    let cap = match c.get(Qpc::ST) {
+        qp_st::RC => CmdHcaCap::RC,
+        qp_st::UC => CmdHcaCap::UC,
+        qp_st::UD => CmdHcaCap::UD,
+        _ => return Err(bad_param(syn::BAD_QP_ST)),
+    };
+    if fw.cur(cap) != 1 {
+        return Err(bad_param(syn::QP_ST_NOT_SUPPORTED));
+    }
+    let (rq_bytes, srq) = receive_queue(fw, &c)?;
+    let sq_bytes = send_queue(fw, &c)?;
+    let pd = c.get32(Qpc::PD);
+    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    let (cqn_snd, cqn_rcv) = (c.get32(Qpc::CQN_SND), c.get32(Qpc::CQN_RCV));
+    queue::require(fw, ObjectKind::Cq, cqn_snd, syn::UNKNOWN_CQ)?;
+    queue::require(fw, ObjectKind::Cq, cqn_rcv, syn::UNKNOWN_CQ)?;
+    let srq = match srq {
+        Some(n) if fw.objects.contains(ObjectKind::Srq, n) => Some((ObjectKind::Srq, n)),
+        Some(n) if fw.objects.contains(ObjectKind::Rmp, n) => Some((ObjectKind::Rmp, n)),
+        Some(_) => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ)),
+        None => None,
+    };
+    let uar = c.get32(Qpc::UAR_PAGE);
+    queue::require(fw, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    queue::doorbell_record(env, "CREATE_QP", c.get(Qpc::DBR_ADDR), QP_DBR_BYTES)?;
+    let pas = queue::buffer(
+        env,
+        "CREATE_QP",
+        i.bytes(CreateQpIn::PAS),
+        c.get(Qpc::LOG_PAGE_SIZE),
+        c.get(Qpc::PAGE_OFFSET),
+        rq_bytes + sq_bytes,
+    )?;
+    let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_QP);
+    if !queue::below_limit(fw.objects.count(ObjectKind::Qp), log_max) {
+        return Err(fail(CmdStatus::ExceedLim, syn::QP_EXHAUSTED));
+    }
+    let mut ctx = vec![0u8; Qpc::BYTES];
+    let mut v = encoded(ViewMut::<Qpc>::new(&mut ctx))?;
+    copy(&mut v, &c, CREATE_FIELDS)?;
+    encoded(v.set(Qpc::STATE, qp_state::RST))?;
+    let mut q = queue::new_queue(ctx, pas, Some(uar));
+    q.holds.extend([
+        (ObjectKind::Pd, pd),
+        (ObjectKind::Cq, cqn_snd),
+        (ObjectKind::Cq, cqn_rcv),
+    ]);
+    q.holds.extend(srq);
+    let end = FIRST_QPN.saturating_add(queue::span(log_max)).min(1 << 24);
+    let qpn = queue::insert(
+        fw,
+        ObjectKind::Qp,
+        &[],
+        (FIRST_QPN, end),
+        q,
+        syn::QP_EXHAUSTED,
+    )?;
+    encoded(output::<CreateQpOut>(out)?.set(CreateQpOut::QPN, qpn.into()))?;
+    Ok(())
+}
+
+pub(crate) fn destroy_qp(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let qpn = input::<DestroyQpIn>(req)?.get32(DestroyQpIn::QPN);
+    // Nothing holds a QP, so it is never busy.
+    queue::destroy(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP, syn::UNKNOWN_QP)
+}
+
+pub(crate) fn query_qp(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let qpn = input::<QueryQpIn>(req)?.get32(QueryQpIn::QPN);
+    let q = queue::find(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
+    let mut o = output::<QueryQpOut>(out)?;
+    queue::put(o.nested_mut(QueryQpOut::QPC).as_bytes(), &q.ctx);
+    // The PAS list runs past the layout's fixed part when the output has room for it.
+    let off = QueryQpOut::QP_PAS_OR_QPC_EXT_AND_PAS.offset();
+    if let Some(tail) = o.as_bytes().get_mut(off..) {
+        queue::put_pas(tail, &q.pas);
+    }
+    Ok(())
+}
+
+/// The state of QP `qpn`, if it is live.
+pub(crate) fn state(fw: &Firmware, qpn: u32) -> Option<u8> {
+    let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
+    View::<Qpc>::new(&q.ctx)
+        .ok()
+        .map(|v| v.get(Qpc::STATE) as u8)
+}

@@ -1,0 +1,409 @@
+//! The QP state machine: RST2INIT, INIT2INIT, INIT2RTR, RTR2RTS, RTS2RTS, 2ERR, 2RST.
+//!
+//! Every transition checks, in order: the QP is live (BAD_RES UNKNOWN_QP); it is in the state
+//! the transition starts from (BAD_RES_STATE QP_WRONG_STATE; 2ERR and 2RST start anywhere);
+//! `opt_param_mask` has only bits the transition takes (BAD_PARAM BAD_OPT_PARAM_MASK); then the
+//! transition's own checks. A refused transition changes nothing.
+//!
+//! | transition | from | applies (always) | optional bits taken |
+//! |---|---|---|---|
+//! | RST2INIT | RST | path `pkey_index` (0 on Ethernet, BAD_PKEY_INDEX), `vhca_port_num` (must be 1, BAD_QP_PORT); `rre`/`rwe`/`rae`; UD: `q_key` | none |
+//! | INIT2INIT | INIT | — | RRE RAE RWE PKEY_INDEX PRI_PORT Q_KEY |
+//! | INIT2RTR | INIT | RC/UC: `mtu` (1..=5, BAD_PATH_MTU), `log_msg_max` (≤ `log_max_msg`, MSG_MAX_TOO_BIG), `remote_qpn` (≥ 2, BAD_REMOTE_QPN), `next_rcv_psn`, the primary path's RoCE fields (`rmac` nonzero, MISSING_RMAC; `src_addr_index` inside the RoCE address table, QP_GID_INDEX, and a set entry, QP_GID_NOT_SET); RC also `log_rra_max` (≤ `log_max_ra_res_qp`, RRA_MAX_TOO_BIG), `min_rnr_nak`; UD: nothing | ALT_ADDR_PATH RRE RAE RWE PKEY_INDEX Q_KEY |
+//! | RTR2RTS | RTR | `next_send_psn`; RC also `retry_count`, `rnr_retry`, `log_sra_max` (≤ `log_max_ra_req_qp`, SRA_MAX_TOO_BIG), path `ack_timeout` | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY |
+//! | RTS2RTS | RTS | — | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY PRIMARY_ADDR_PATH ACK_TIMEOUT |
+//! | 2ERR | any | — | — |
+//! | 2RST | any | the work queue counters and PSN bookkeeping reset; buffers and attributes kept | — |
+//!
+//! Optional bits apply: RRE/RAE/RWE the access flag (RAE with `atomic_mode`), PKEY_INDEX and
+//! PRI_PORT the path field (same checks as RST2INIT), Q_KEY `q_key`, PM_STATE `pm_state`,
+//! RNR_TIMEOUT `min_rnr_nak`, ACK_TIMEOUT and PRIMARY_ADDR_PATH the path `ack_timeout`,
+//! ALT_ADDR_PATH the whole secondary path. Access flags a service type lacks — `rre`/`rae` on UC,
+//! any on UD — are refused when set (QP_ACCESS_NOT_SUPPORTED).
+
+use mlx5_ifc::consts::{port_type, qp_opt_param as opt, qp_st, qp_state};
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::qp::{
+    Ads, Init2initQpIn, Init2rtrQpIn, Qp2errIn, Qp2rstIn, Qpc, Rst2initQpIn, Rtr2rtsQpIn,
+    Rts2rtsQpIn,
+};
+use mlx5_ifc::{CmdStatus, Field, Layout, View, ViewMut};
+
+use super::objects::ObjectKind;
+use super::qp::copy;
+use super::{bad_param, encoded, fail, input, queue, CmdResult, Env, Firmware, Req};
+use crate::syndrome as syn;
+
+type Apply = fn(&Firmware, &mut ViewMut<'_, Qpc>, &View<'_, Qpc>, u64, u32) -> CmdResult;
+
+/// One modify-QP command.
+struct Transition {
+    /// The states it starts from (empty: any).
+    from: &'static [u64],
+    to: u64,
+    /// The `opt_param_mask` bits it takes.
+    optional: u32,
+    apply: Apply,
+}
+
+const ACCESS: u32 = opt::RRE | opt::RAE | opt::RWE;
+
+const RST2INIT: Transition = Transition {
+    from: &[qp_state::RST],
+    to: qp_state::INIT,
+    optional: 0,
+    apply: rst2init,
+};
+const INIT2INIT: Transition = Transition {
+    from: &[qp_state::INIT],
+    to: qp_state::INIT,
+    optional: ACCESS | opt::PKEY_INDEX | opt::PRI_PORT | opt::Q_KEY,
+    apply: optional,
+};
+const INIT2RTR: Transition = Transition {
+    from: &[qp_state::INIT],
+    to: qp_state::RTR,
+    optional: opt::ALT_ADDR_PATH | ACCESS | opt::PKEY_INDEX | opt::Q_KEY,
+    apply: init2rtr,
+};
+const RTR2RTS: Transition = Transition {
+    from: &[qp_state::RTR],
+    to: qp_state::RTS,
+    optional: opt::ALT_ADDR_PATH | ACCESS | opt::PM_STATE | opt::RNR_TIMEOUT | opt::Q_KEY,
+    apply: rtr2rts,
+};
+const RTS2RTS: Transition = Transition {
+    from: &[qp_state::RTS],
+    to: qp_state::RTS,
+    optional: opt::ALT_ADDR_PATH
+        | ACCESS
+        | opt::PM_STATE
+        | opt::RNR_TIMEOUT
+        | opt::Q_KEY
+        | opt::PRIMARY_ADDR_PATH
+        | opt::ACK_TIMEOUT,
+    apply: optional,
+};
+
+/// The primary path fields INIT2RTR programs (RoCE addressing; not `pkey_index`,
+/// `vhca_port_num` or `ack_timeout`).
+const RTR_PATH: &[Field<Ads>] = &[
+    Ads::FL,
+    Ads::FREE_AR,
+    Ads::GRH,
+    Ads::MLID,
+    Ads::RLID,
+    Ads::SRC_ADDR_INDEX,
+    Ads::STAT_RATE,
+    Ads::HOP_LIMIT,
+    Ads::TCLASS,
+    Ads::FLOW_LABEL,
+    Ads::F_DSCP,
+    Ads::F_ECN,
+    Ads::F_ETH_PRIO,
+    Ads::ECN,
+    Ads::DSCP,
+    Ads::UDP_SPORT,
+    Ads::DEI_CFI,
+    Ads::ETH_PRIO,
+    Ads::SL,
+    Ads::RMAC_47_32,
+    Ads::RMAC_31_0,
+];
+
+/// The work queue counters and PSN bookkeeping 2RST clears.
+const COUNTERS: &[Field<Qpc>] = &[
+    Qpc::CUR_RNR_RETRY,
+    Qpc::CUR_RETRY_COUNT,
+    Qpc::LAST_ACKED_PSN,
+    Qpc::SSN,
+    Qpc::RMSN,
+    Qpc::HW_SQ_WQEBB_COUNTER,
+    Qpc::SW_SQ_WQEBB_COUNTER,
+    Qpc::HW_RQ_COUNTER,
+    Qpc::SW_RQ_COUNTER,
+];
+
+/// Copies primary path `fields` from `src` to `dst`.
+fn copy_path(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, fields: &[Field<Ads>]) -> CmdResult {
+    let from = src.nested(Qpc::PRIMARY_ADDRESS_PATH);
+    let mut to = dst.nested_mut(Qpc::PRIMARY_ADDRESS_PATH);
+    for &f in fields {
+        encoded(to.set(f, from.get(f)))?;
+    }
+    Ok(())
+}
+
+fn path(src: &View<'_, Qpc>, f: Field<Ads>) -> u64 {
+    src.nested(Qpc::PRIMARY_ADDRESS_PATH).get(f)
+}
+
+fn check_port(src: &View<'_, Qpc>) -> CmdResult {
+    if path(src, Ads::VHCA_PORT_NUM) != 1 {
+        return Err(bad_param(syn::BAD_QP_PORT));
+    }
+    Ok(())
+}
+
+fn check_pkey(fw: &Firmware, src: &View<'_, Qpc>) -> CmdResult {
+    let entries = if fw.cur(CmdHcaCap::PORT_TYPE) == port_type::ETH {
+        1
+    } else {
+        128u64 << fw.cur(CmdHcaCap::PKEY_TABLE_SIZE).min(8)
+    };
+    if path(src, Ads::PKEY_INDEX) >= entries {
+        return Err(bad_param(syn::BAD_PKEY_INDEX));
+    }
+    Ok(())
+}
+
+/// Applies the access flags `bits` selects (RRE, RAE, RWE), refusing flags `st` lacks.
+fn access(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, st: u64, bits: u32) -> CmdResult {
+    for (bit, f) in [
+        (opt::RRE, Qpc::RRE),
+        (opt::RWE, Qpc::RWE),
+        (opt::RAE, Qpc::RAE),
+    ] {
+        if bits & bit == 0 {
+            continue;
+        }
+        let supported = match st {
+            qp_st::RC => true,
+            qp_st::UC => bit == opt::RWE,
+            _ => false,
+        };
+        let value = src.get(f);
+        if value != 0 && !supported {
+            return Err(bad_param(syn::QP_ACCESS_NOT_SUPPORTED));
+        }
+        encoded(dst.set(f, value))?;
+        if bit == opt::RAE {
+            copy(dst, src, &[Qpc::ATOMIC_MODE])?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies the optional fields `mask` names.
+fn optional(
+    fw: &Firmware,
+    dst: &mut ViewMut<'_, Qpc>,
+    src: &View<'_, Qpc>,
+    st: u64,
+    mask: u32,
+) -> CmdResult {
+    access(dst, src, st, mask & ACCESS)?;
+    if mask & opt::PKEY_INDEX != 0 {
+        check_pkey(fw, src)?;
+        copy_path(dst, src, &[Ads::PKEY_INDEX])?;
+    }
+    if mask & opt::PRI_PORT != 0 {
+        check_port(src)?;
+        copy_path(dst, src, &[Ads::VHCA_PORT_NUM])?;
+    }
+    let plain = [
+        (opt::Q_KEY, Qpc::Q_KEY),
+        (opt::PM_STATE, Qpc::PM_STATE),
+        (opt::RNR_TIMEOUT, Qpc::MIN_RNR_NAK),
+    ];
+    for (bit, f) in plain {
+        if mask & bit != 0 {
+            copy(dst, src, &[f])?;
+        }
+    }
+    if mask & (opt::ACK_TIMEOUT | opt::PRIMARY_ADDR_PATH) != 0 {
+        copy_path(dst, src, &[Ads::ACK_TIMEOUT])?;
+    }
+    if mask & opt::ALT_ADDR_PATH != 0 {
+        let from = src.nested(Qpc::SECONDARY_ADDRESS_PATH).as_bytes();
+        let n = Ads::BYTES.min(from.len());
+        queue::put(
+            dst.nested_mut(Qpc::SECONDARY_ADDRESS_PATH).as_bytes(),
+            &from[..n],
+        );
+    }
+    Ok(())
+}
+
+fn rst2init(
+    fw: &Firmware,
+    dst: &mut ViewMut<'_, Qpc>,
+    src: &View<'_, Qpc>,
+    st: u64,
+    _: u32,
+) -> CmdResult {
+    check_port(src)?;
+    check_pkey(fw, src)?;
+    copy_path(dst, src, &[Ads::PKEY_INDEX, Ads::VHCA_PORT_NUM])?;
+    access(dst, src, st, ACCESS)?;
+    if st == qp_st::UD {
+        copy(dst, src, &[Qpc::Q_KEY])?;
+    }
+    Ok(())
+}
+
+fn init2rtr(
+    fw: &Firmware,
+    dst: &mut ViewMut<'_, Qpc>,
+    src: &View<'_, Qpc>,
+    st: u64,
+    mask: u32,
+) -> CmdResult {
+    if st == qp_st::RC || st == qp_st::UC {
+        if !(1..=5).contains(&src.get(Qpc::MTU)) {
+            return Err(bad_param(syn::BAD_PATH_MTU));
+        }
+        if src.get(Qpc::LOG_MSG_MAX) > fw.cur(CmdHcaCap::LOG_MAX_MSG) {
+            return Err(bad_param(syn::MSG_MAX_TOO_BIG));
+        }
+        if src.get(Qpc::REMOTE_QPN) < 2 {
+            return Err(bad_param(syn::BAD_REMOTE_QPN));
+        }
+        if path(src, Ads::RMAC_47_32) == 0 && path(src, Ads::RMAC_31_0) == 0 {
+            return Err(bad_param(syn::MISSING_RMAC));
+        }
+        let gid = usize::try_from(path(src, Ads::SRC_ADDR_INDEX)).unwrap_or(usize::MAX);
+        match fw.vport.gid(gid) {
+            None => return Err(bad_param(syn::QP_GID_INDEX)),
+            Some(entry) if entry.iter().all(|&b| b == 0) => {
+                return Err(bad_param(syn::QP_GID_NOT_SET))
+            }
+            Some(_) => {}
+        }
+        if st == qp_st::RC && src.get(Qpc::LOG_RRA_MAX) > fw.cur(CmdHcaCap::LOG_MAX_RA_RES_QP) {
+            return Err(bad_param(syn::RRA_MAX_TOO_BIG));
+        }
+        copy(
+            dst,
+            src,
+            &[
+                Qpc::MTU,
+                Qpc::LOG_MSG_MAX,
+                Qpc::REMOTE_QPN,
+                Qpc::NEXT_RCV_PSN,
+            ],
+        )?;
+        copy_path(dst, src, RTR_PATH)?;
+        let from = src.nested(Qpc::PRIMARY_ADDRESS_PATH).bytes(Ads::RGID_RIP);
+        queue::put(
+            dst.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
+                .bytes_mut(Ads::RGID_RIP),
+            from,
+        );
+        if st == qp_st::RC {
+            copy(dst, src, &[Qpc::LOG_RRA_MAX, Qpc::MIN_RNR_NAK])?;
+        }
+    }
+    optional(fw, dst, src, st, mask)
+}
+
+fn rtr2rts(
+    fw: &Firmware,
+    dst: &mut ViewMut<'_, Qpc>,
+    src: &View<'_, Qpc>,
+    st: u64,
+    mask: u32,
+) -> CmdResult {
+    if st == qp_st::RC {
+        if src.get(Qpc::LOG_SRA_MAX) > fw.cur(CmdHcaCap::LOG_MAX_RA_REQ_QP) {
+            return Err(bad_param(syn::SRA_MAX_TOO_BIG));
+        }
+        copy(
+            dst,
+            src,
+            &[Qpc::RETRY_COUNT, Qpc::RNR_RETRY, Qpc::LOG_SRA_MAX],
+        )?;
+        copy_path(dst, src, &[Ads::ACK_TIMEOUT])?;
+    }
+    copy(dst, src, &[Qpc::NEXT_SEND_PSN])?;
+    optional(fw, dst, src, st, mask)
+}
+
+/// Runs transition `t` on QP `qpn` with the context `given` and `mask`.
+fn modify(
+    fw: &mut Firmware,
+    t: &Transition,
+    qpn: u32,
+    mask: u64,
+    given: &View<'_, Qpc>,
+) -> CmdResult {
+    let q = queue::find(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
+    let mut ctx = q.ctx.clone();
+    let mut v = encoded(ViewMut::<Qpc>::new(&mut ctx))?;
+    if !t.from.is_empty() && !t.from.contains(&v.get(Qpc::STATE)) {
+        return Err(fail(CmdStatus::BadResState, syn::QP_WRONG_STATE));
+    }
+    let mask = u32::try_from(mask).unwrap_or(u32::MAX);
+    if mask & !t.optional != 0 {
+        log::info!(
+            "mlx5-sim: QP {qpn:#x}: opt_param_mask {mask:#x} has bits {:#x} the transition does not take",
+            mask & !t.optional
+        );
+        return Err(bad_param(syn::BAD_OPT_PARAM_MASK));
+    }
+    let st = v.get(Qpc::ST);
+    (t.apply)(fw, &mut v, given, st, mask)?;
+    encoded(v.set(Qpc::STATE, t.to))?;
+    if let Some(q) = fw.objects.queue_mut(ObjectKind::Qp, qpn) {
+        q.ctx = ctx;
+    }
+    Ok(())
+}
+
+/// The handler of a modify command with a QP context (`$in` its input layout).
+macro_rules! transition {
+    ($name:ident, $in:ident, $t:expr) => {
+        pub(crate) fn $name(
+            fw: &mut Firmware,
+            _: &mut Env<'_>,
+            req: &Req<'_>,
+            _: &mut [u8],
+        ) -> CmdResult {
+            let i = input::<$in>(req)?;
+            let qpc = i.nested($in::QPC);
+            modify(fw, &$t, i.get32($in::QPN), i.get($in::OPT_PARAM_MASK), &qpc)
+        }
+    };
+}
+
+transition!(rst2init_qp, Rst2initQpIn, RST2INIT);
+transition!(init2init_qp, Init2initQpIn, INIT2INIT);
+transition!(init2rtr_qp, Init2rtrQpIn, INIT2RTR);
+transition!(rtr2rts_qp, Rtr2rtsQpIn, RTR2RTS);
+transition!(rts2rts_qp, Rts2rtsQpIn, RTS2RTS);
+
+/// Moves QP `qpn` to `to` from any state; `reset` also clears its counters.
+fn force(fw: &mut Firmware, qpn: u32, to: u64, reset: bool) -> CmdResult {
+    let q = fw
+        .objects
+        .queue_mut(ObjectKind::Qp, qpn)
+        .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_QP))?;
+    let mut v = encoded(ViewMut::<Qpc>::new(&mut q.ctx))?;
+    if reset {
+        for &f in COUNTERS {
+            encoded(v.set(f, 0))?;
+        }
+    }
+    encoded(v.set(Qpc::STATE, to))?;
+    Ok(())
+}
+
+pub(crate) fn qp_2err(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let qpn = input::<Qp2errIn>(req)?.get32(Qp2errIn::QPN);
+    force(fw, qpn, qp_state::ERR, false)
+}
+
+pub(crate) fn qp_2rst(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let qpn = input::<Qp2rstIn>(req)?.get32(Qp2rstIn::QPN);
+    force(fw, qpn, qp_state::RST, true)
+}

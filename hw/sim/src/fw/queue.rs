@@ -1,0 +1,228 @@
+//! What every queue object (EQ, CQ, SRQ, RMP, QP) shares: its buffer, its doorbell record, the
+//! objects it references, the count limit of its kind, and how it is destroyed and queried.
+//!
+//! Buffer rules, checked in this order, each with its own syndrome:
+//!
+//! * `log_page_size` ≤ 9: a buffer page is `4 KiB << log_page_size`, at most 2 MiB
+//!   (QUEUE_PAGE_SIZE); `page_offset` = 0 (QUEUE_PAGE_OFFSET);
+//! * the queue needs `ceil(queue_bytes / page)` PAS entries (none for a queue of 0 bytes);
+//!   `input_length` must cover them (BAD_INPUT_LEN, INLEN_QUEUE_PAS); entries beyond are ignored;
+//! * each needed entry is nonzero (QUEUE_PAS_MISSING), aligned to the page size
+//!   (QUEUE_PAS_UNALIGNED), and the part of its page the queue uses — the whole page except,
+//!   for the last one, only up to the end of the queue — lies inside one live DMA mapping
+//!   (QUEUE_PAS_UNMAPPED, and a [`DmaFaultKind::QueueNotMapped`] record).
+//!
+//! Doorbell records: `dbr_addr` 8-byte aligned (DBR_UNALIGNED) and the record (8 bytes for CQs
+//! and QPs, 4 for SRQs and RMPs) mapped (DBR_UNMAPPED + a `QueueNotMapped` record).
+//!
+//! Count limits: a create is refused with EXCEED_LIM when the live objects of the kind would
+//! reach `2^log_max_*` (CUR capability), i.e. at most `2^log_max_* - 1` live — the rule ALLOC_PD
+//! follows.
+
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::{Be64, CmdStatus, Field, Layout, View};
+
+use super::objects::{Object, ObjectKind, Queue};
+use super::{bad_param, fail, CmdResult, Env, Failure, Firmware};
+use crate::fault::{DmaFault, DmaFaultKind};
+use crate::syndrome as syn;
+
+/// The largest queue `log_page_size` (2 MiB pages).
+pub(crate) const MAX_LOG_PAGE_SIZE: u64 = 9;
+/// The device page size queue pages are counted in.
+const BASE_PAGE: u64 = 4096;
+
+/// Checks a queue buffer of `bytes` described by `log_page_size`, `page_offset` and the PAS tail
+/// `pas` (the input from the first PAS entry to its end); returns the page addresses it needs.
+pub(crate) fn buffer(
+    env: &mut Env<'_>,
+    what: &str,
+    pas: &[u8],
+    log_page_size: u64,
+    page_offset: u64,
+    bytes: u64,
+) -> Result<Vec<u64>, Failure> {
+    if log_page_size > MAX_LOG_PAGE_SIZE {
+        return Err(bad_param(syn::QUEUE_PAGE_SIZE));
+    }
+    if page_offset != 0 {
+        return Err(bad_param(syn::QUEUE_PAGE_OFFSET));
+    }
+    let page = BASE_PAGE << log_page_size;
+    let n = usize::try_from(bytes.div_ceil(page)).unwrap_or(usize::MAX);
+    if n.checked_mul(8).is_none_or(|need| pas.len() < need) {
+        log::info!(
+            "mlx5-sim: {what}: {} bytes of PAS, the queue needs {n} entries",
+            pas.len()
+        );
+        return Err(fail(CmdStatus::BadInputLen, syn::INLEN_QUEUE_PAS));
+    }
+    let mut pages = Vec::with_capacity(n);
+    for (k, entry) in pas.chunks_exact(8).take(n).enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(entry);
+        let addr = Be64::from_bytes(b).get();
+        if addr == 0 {
+            return Err(bad_param(syn::QUEUE_PAS_MISSING));
+        }
+        if addr % page != 0 {
+            return Err(bad_param(syn::QUEUE_PAS_UNALIGNED));
+        }
+        let used = page.min(bytes - k as u64 * page);
+        let len = usize::try_from(used).unwrap_or(usize::MAX);
+        if !env.iommu.is_mapped(addr, len) {
+            log::warn!("mlx5-sim: {what}: PAS entry {k} ({addr:#x}, {used} bytes) not mapped");
+            env.dma_faults.push(DmaFault {
+                iova: addr,
+                len,
+                kind: DmaFaultKind::QueueNotMapped,
+                what: format!("{what}: PAS entry {k} is not a mapped {page}-byte queue page"),
+            });
+            return Err(bad_param(syn::QUEUE_PAS_UNMAPPED));
+        }
+        pages.push(addr);
+    }
+    Ok(pages)
+}
+
+/// Checks a doorbell record of `len` bytes at `addr`.
+pub(crate) fn doorbell_record(env: &mut Env<'_>, what: &str, addr: u64, len: usize) -> CmdResult {
+    if addr % 8 != 0 {
+        return Err(bad_param(syn::DBR_UNALIGNED));
+    }
+    if !env.iommu.is_mapped(addr, len) {
+        log::warn!("mlx5-sim: {what}: doorbell record at {addr:#x} not mapped");
+        env.dma_faults.push(DmaFault {
+            iova: addr,
+            len,
+            kind: DmaFaultKind::QueueNotMapped,
+            what: format!("{what}: the doorbell record is not mapped"),
+        });
+        return Err(bad_param(syn::DBR_UNMAPPED));
+    }
+    Ok(())
+}
+
+/// `1 << log`, for handle ranges (capped at 24 bits).
+pub(crate) fn span(log: u64) -> u32 {
+    1u32 << log.min(24)
+}
+
+/// A CUR capability `log_max_*` value, capped at 24.
+pub(crate) fn log_max(fw: &Firmware, f: Field<CmdHcaCap>) -> u64 {
+    fw.cur(f).min(24)
+}
+
+/// Whether one more object fits when `live` exist and the limit is `2^log_max` (exclusive).
+pub(crate) fn below_limit(live: usize, log_max: u64) -> bool {
+    (live as u64).saturating_add(1) < (1u64 << log_max.min(63))
+}
+
+/// BAD_RES with `syndrome` unless `id` is a live object of `kind`.
+pub(crate) fn require(fw: &Firmware, kind: ObjectKind, id: u32, syndrome: u32) -> CmdResult {
+    if fw.objects.contains(kind, id) {
+        Ok(())
+    } else {
+        Err(fail(CmdStatus::BadRes, syndrome))
+    }
+}
+
+/// The first `L::BYTES` bytes of a view: a context image.
+pub(crate) fn image<L: Layout>(v: &View<'_, L>) -> Result<Vec<u8>, Failure> {
+    v.as_bytes()
+        .get(..L::BYTES)
+        .map(<[u8]>::to_vec)
+        .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))
+}
+
+/// A new queue object holding references on `holds`.
+pub(crate) fn new_queue(ctx: Vec<u8>, pas: Vec<u64>, uar: Option<u32>) -> Queue {
+    let mut holds = Vec::new();
+    if let Some(uar) = uar {
+        holds.push((ObjectKind::Uar, uar));
+    }
+    Queue {
+        ctx,
+        pas,
+        uar,
+        armed: false,
+        event_bitmask: [0; 32],
+        holds,
+    }
+}
+
+/// Inserts `q` with a handle in `first..end` (not live in `shared` either) and takes its
+/// references; EXCEED_LIM with `exhausted` when the range is full.
+pub(crate) fn insert(
+    fw: &mut Firmware,
+    kind: ObjectKind,
+    shared: &[ObjectKind],
+    range: (u32, u32),
+    q: Queue,
+    exhausted: u32,
+) -> Result<u32, Failure> {
+    let holds = q.holds.clone();
+    let id = fw
+        .objects
+        .alloc_shared(kind, shared, range.0, range.1, Object::Queue(Box::new(q)))
+        .ok_or(fail(CmdStatus::ExceedLim, exhausted))?;
+    fw.objects.hold(&holds);
+    Ok(id)
+}
+
+/// Destroys `id` of `kind`: BAD_RES `unknown` if it is not live, RES_BUSY `busy` while another
+/// object uses it; releases what it holds.
+pub(crate) fn destroy(
+    fw: &mut Firmware,
+    kind: ObjectKind,
+    id: u32,
+    unknown: u32,
+    busy: u32,
+) -> CmdResult {
+    require(fw, kind, id, unknown)?;
+    if fw.objects.refs(kind, id) > 0 {
+        return Err(fail(CmdStatus::ResBusy, busy));
+    }
+    if let Some(Object::Queue(q)) = fw.objects.remove(kind, id) {
+        fw.objects.release(&q.holds);
+    }
+    Ok(())
+}
+
+/// The live queue `id` of `kind`, or BAD_RES `unknown`.
+pub(crate) fn find(
+    fw: &Firmware,
+    kind: ObjectKind,
+    id: u32,
+    unknown: u32,
+) -> Result<&Queue, Failure> {
+    fw.objects
+        .queue(kind, id)
+        .ok_or(fail(CmdStatus::BadRes, unknown))
+}
+
+/// Copies `src` into the start of `dst` (as much as fits).
+pub(crate) fn put(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len().min(src.len());
+    dst[..n].copy_from_slice(&src[..n]);
+}
+
+/// Writes the PAS list into `dst` as 64-bit big-endian entries, as many as fit.
+pub(crate) fn put_pas(dst: &mut [u8], pas: &[u64]) {
+    for (slot, addr) in dst.chunks_exact_mut(8).zip(pas) {
+        slot.copy_from_slice(&Be64::new(*addr).to_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_exclusive() {
+        assert!(below_limit(0, 1));
+        assert!(!below_limit(1, 1));
+        assert!(below_limit(14, 4) && !below_limit(15, 4));
+        assert_eq!(span(30), 1 << 24);
+    }
+}

@@ -1,0 +1,189 @@
+//! Shared receive queues: CREATE/DESTROY/QUERY_SRQ (ISSI 0) and CREATE/DESTROY/QUERY_RMP
+//! (ISSI ≥ 1). SRQs and RMPs share one 24-bit number space from 1 (a QP names either) and one
+//! count limit (`2^log_max_srq`; RMPs also `2^log_max_rmp`, EXCEED_LIM SRQ_EXHAUSTED).
+//!
+//! CREATE_SRQ checks, in order: ISSI 0 (else BAD_OP CREATE_SRQ_AT_ISSI_1); `log_srq_size` ≤ CUR
+//! `log_max_srq_sz` (BAD_PARAM SRQ_TOO_BIG); the stride `16 << log_rq_stride` ≤ `max_wqe_sz_rq`
+//! (BAD_PARAM BAD_SRQ_STRIDE); `pd` allocated (BAD_RES UNKNOWN_PD); the 4-byte doorbell record;
+//! the buffer of `2^log_srq_size` strides ([`super::queue`]); the count limit.
+//!
+//! CREATE_RMP checks, in order: ISSI ≥ 1 (else BAD_OP CREATE_RMP_AT_ISSI_0); `rmpc.state` RDY
+//! (BAD_PARAM BAD_RMP_STATE); `wq.wq_type` linked list (BAD_PARAM BAD_WQ_TYPE); `log_wq_sz` ≤
+//! `log_max_srq_sz` (SRQ_TOO_BIG); the stride `1 << log_wq_stride` in 16..=`max_wqe_sz_rq`
+//! (BAD_SRQ_STRIDE); `wq.pd` allocated (UNKNOWN_PD); the doorbell record at `wq.dbr_addr`; the
+//! buffer (`log_wq_pg_sz`, `wq.page_offset`, PAS at `wq.pas`); the count limits.
+//!
+//! Both hold their PD. QUERY_SRQ / QUERY_RMP return the context as programmed and the PAS list.
+
+use mlx5_ifc::consts::{rmp_state, wq_type};
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::srq::{
+    CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroySrqIn, QueryRmpIn,
+    QueryRmpOut, QuerySrqIn, QuerySrqOut, Rmpc, Srqc, Wq,
+};
+use mlx5_ifc::CmdStatus;
+
+use super::objects::{ObjectKind, Queue};
+use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use crate::syndrome as syn;
+
+/// Bytes of an SRQ / RMP doorbell record (the receive counter).
+const SRQ_DBR_BYTES: usize = 4;
+
+/// Checks the count limits and inserts an SRQ or RMP holding `pd`.
+fn insert(
+    fw: &mut Firmware,
+    kind: ObjectKind,
+    mut q: Queue,
+    pd: u32,
+) -> Result<u32, super::Failure> {
+    let log_srq = queue::log_max(fw, CmdHcaCap::LOG_MAX_SRQ);
+    let srqs = fw.objects.count(ObjectKind::Srq) + fw.objects.count(ObjectKind::Rmp);
+    let mut fits = queue::below_limit(srqs, log_srq);
+    if kind == ObjectKind::Rmp {
+        let log_rmp = queue::log_max(fw, CmdHcaCap::LOG_MAX_RMP);
+        fits &= queue::below_limit(fw.objects.count(ObjectKind::Rmp), log_rmp);
+    }
+    if !fits {
+        return Err(fail(CmdStatus::ExceedLim, syn::SRQ_EXHAUSTED));
+    }
+    q.holds.push((ObjectKind::Pd, pd));
+    let other = if kind == ObjectKind::Srq {
+        ObjectKind::Rmp
+    } else {
+        ObjectKind::Srq
+    };
+    let range = (1, queue::span(log_srq));
+    queue::insert(fw, kind, &[other], range, q, syn::SRQ_EXHAUSTED)
+}
+
+pub(crate) fn create_srq(
+    fw: &mut Firmware,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    if fw.issi != 0 {
+        return Err(fail(CmdStatus::BadOp, syn::CREATE_SRQ_AT_ISSI_1));
+    }
+    let i = input::<CreateSrqIn>(req)?;
+    let c = i.nested(CreateSrqIn::SRQ_CONTEXT_ENTRY);
+    let log_size = c.get(Srqc::LOG_SRQ_SIZE);
+    if log_size > fw.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
+        return Err(bad_param(syn::SRQ_TOO_BIG));
+    }
+    let stride = 16u64 << c.get(Srqc::LOG_RQ_STRIDE);
+    if stride > fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
+        return Err(bad_param(syn::BAD_SRQ_STRIDE));
+    }
+    let pd = c.get32(Srqc::PD);
+    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    queue::doorbell_record(env, "CREATE_SRQ", c.get(Srqc::DBR_ADDR), SRQ_DBR_BYTES)?;
+    let pas = queue::buffer(
+        env,
+        "CREATE_SRQ",
+        i.bytes(CreateSrqIn::PAS),
+        c.get(Srqc::LOG_PAGE_SIZE),
+        c.get(Srqc::PAGE_OFFSET),
+        stride << log_size,
+    )?;
+    let q = queue::new_queue(queue::image(&c)?, pas, None);
+    let srqn = insert(fw, ObjectKind::Srq, q, pd)?;
+    encoded(output::<CreateSrqOut>(out)?.set(CreateSrqOut::SRQN, srqn.into()))?;
+    Ok(())
+}
+
+pub(crate) fn destroy_srq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let srqn = input::<DestroySrqIn>(req)?.get32(DestroySrqIn::SRQN);
+    queue::destroy(fw, ObjectKind::Srq, srqn, syn::UNKNOWN_SRQ, syn::SRQ_IN_USE)
+}
+
+pub(crate) fn query_srq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let srqn = input::<QuerySrqIn>(req)?.get32(QuerySrqIn::SRQN);
+    let q = queue::find(fw, ObjectKind::Srq, srqn, syn::UNKNOWN_SRQ)?;
+    let mut o = output::<QuerySrqOut>(out)?;
+    queue::put(
+        o.nested_mut(QuerySrqOut::SRQ_CONTEXT_ENTRY).as_bytes(),
+        &q.ctx,
+    );
+    queue::put_pas(o.bytes_mut(QuerySrqOut::PAS), &q.pas);
+    Ok(())
+}
+
+pub(crate) fn create_rmp(
+    fw: &mut Firmware,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    if fw.issi == 0 {
+        return Err(fail(CmdStatus::BadOp, syn::CREATE_RMP_AT_ISSI_0));
+    }
+    let i = input::<CreateRmpIn>(req)?;
+    let c = i.nested(CreateRmpIn::CTX);
+    let w = c.nested(Rmpc::WQ);
+    if c.get(Rmpc::STATE) != rmp_state::RDY {
+        return Err(bad_param(syn::BAD_RMP_STATE));
+    }
+    if w.get(Wq::WQ_TYPE) != wq_type::LINKED_LIST {
+        return Err(bad_param(syn::BAD_WQ_TYPE));
+    }
+    let log_size = w.get(Wq::LOG_WQ_SZ);
+    if log_size > fw.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
+        return Err(bad_param(syn::SRQ_TOO_BIG));
+    }
+    let stride = 1u64 << w.get(Wq::LOG_WQ_STRIDE);
+    if !(16..=fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ)).contains(&stride) {
+        return Err(bad_param(syn::BAD_SRQ_STRIDE));
+    }
+    let pd = w.get32(Wq::PD);
+    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    queue::doorbell_record(env, "CREATE_RMP", w.get(Wq::DBR_ADDR), SRQ_DBR_BYTES)?;
+    let pas = queue::buffer(
+        env,
+        "CREATE_RMP",
+        w.bytes(Wq::PAS),
+        w.get(Wq::LOG_WQ_PG_SZ),
+        w.get(Wq::PAGE_OFFSET),
+        stride << log_size,
+    )?;
+    let q = queue::new_queue(queue::image(&c)?, pas, None);
+    let rmpn = insert(fw, ObjectKind::Rmp, q, pd)?;
+    encoded(output::<CreateRmpOut>(out)?.set(CreateRmpOut::RMPN, rmpn.into()))?;
+    Ok(())
+}
+
+pub(crate) fn destroy_rmp(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let rmpn = input::<DestroyRmpIn>(req)?.get32(DestroyRmpIn::RMPN);
+    queue::destroy(fw, ObjectKind::Rmp, rmpn, syn::UNKNOWN_SRQ, syn::SRQ_IN_USE)
+}
+
+pub(crate) fn query_rmp(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let rmpn = input::<QueryRmpIn>(req)?.get32(QueryRmpIn::RMPN);
+    let q = queue::find(fw, ObjectKind::Rmp, rmpn, syn::UNKNOWN_SRQ)?;
+    let mut o = output::<QueryRmpOut>(out)?;
+    let mut c = o.nested_mut(QueryRmpOut::RMP_CONTEXT);
+    queue::put(c.as_bytes(), &q.ctx);
+    queue::put_pas(c.nested_mut(Rmpc::WQ).bytes_mut(Wq::PAS), &q.pas);
+    Ok(())
+}
