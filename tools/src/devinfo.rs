@@ -244,10 +244,10 @@ fn print_text(r: &Value) {
             println!(
                 "\t{:<6}{:>12}{:>12}{:>13}{:>13}{:>16}",
                 t,
-                v["max_send_wr"],
-                v["max_recv_wr"],
-                v["max_send_sge"],
-                v["max_recv_sge"],
+                v["max_send_wr"].as_u64().unwrap_or(0),
+                v["max_recv_wr"].as_u64().unwrap_or(0),
+                v["max_send_sge"].as_u64().unwrap_or(0),
+                v["max_recv_sge"].as_u64().unwrap_or(0),
                 v["max_inline_data"]
             );
         }
