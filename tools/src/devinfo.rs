@@ -248,7 +248,7 @@ fn print_text(r: &Value) {
                 v["max_recv_wr"].as_u64().unwrap_or(0),
                 v["max_send_sge"].as_u64().unwrap_or(0),
                 v["max_recv_sge"].as_u64().unwrap_or(0),
-                v["max_inline_data"]
+                v["max_inline_data"].as_u64().unwrap_or(0)
             );
         }
     }
