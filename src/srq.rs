@@ -6,7 +6,7 @@
 
 use mlx5_ifc::prm::srq::{
     CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroyRmpOut,
-    DestroySrqIn, DestroySrqOut, Rmpc, Srqc, Wq,
+    DestroySrqIn, DestroySrqOut, QueryRmpIn, QueryRmpOut, QuerySrqIn, QuerySrqOut, Rmpc, Srqc, Wq,
 };
 use mlx5_ifc::{Be16, Opcode};
 
@@ -93,6 +93,19 @@ pub fn size_srq(log_max_srq_sz: u8, max_wqe_sz_rq: u32, a: &SrqAttr) -> Result<S
         wqe_cnt: hw as u32,
         stride: stride as u32,
     })
+}
+
+/// What the device holds for an SRQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqInfo {
+    /// log2 of the WQEs in the ring.
+    pub log_size: u8,
+    /// Bytes per WQE.
+    pub stride: u32,
+    /// Its protection domain.
+    pub pdn: u32,
+    /// The limit-event threshold.
+    pub limit: u32,
 }
 
 /// A shared receive queue of device `'d`.
@@ -210,6 +223,41 @@ impl<'d, P: Platform> Srq<'d, P> {
     /// The device.
     pub fn device(&self) -> &'d Device<P> {
         self.dev
+    }
+
+    /// QUERY_RMP / QUERY_SRQ: what the device holds (`ibv_query_srq`).
+    pub fn query(&self) -> Result<SrqInfo> {
+        let n = u64::from(self.srqn);
+        self.dev.with_cmd(|cmd, p| {
+            if self.rmp {
+                let out = run::<QueryRmpIn, QueryRmpOut, _, _>(cmd, p, Opcode::QueryRmp, 0, |v| {
+                    v.set(QueryRmpIn::RMPN, n)?;
+                    Ok(())
+                })?;
+                let v = out.view()?;
+                let r = v.nested(QueryRmpOut::RMP_CONTEXT);
+                let w = r.nested(Rmpc::WQ);
+                Ok(SrqInfo {
+                    log_size: w.get(Wq::LOG_WQ_SZ) as u8,
+                    stride: 1 << w.get(Wq::LOG_WQ_STRIDE).min(31),
+                    pdn: w.get(Wq::PD) as u32,
+                    limit: w.get(Wq::LWM) as u32,
+                })
+            } else {
+                let out = run::<QuerySrqIn, QuerySrqOut, _, _>(cmd, p, Opcode::QuerySrq, 0, |v| {
+                    v.set(QuerySrqIn::SRQN, n)?;
+                    Ok(())
+                })?;
+                let v = out.view()?;
+                let s = v.nested(QuerySrqOut::SRQ_CONTEXT_ENTRY);
+                Ok(SrqInfo {
+                    log_size: s.get(Srqc::LOG_SRQ_SIZE) as u8,
+                    stride: 16 << s.get(Srqc::LOG_RQ_STRIDE).min(27),
+                    pdn: s.get(Srqc::PD) as u32,
+                    limit: s.get(Srqc::LWM) as u32,
+                })
+            }
+        })
     }
 
     /// Destroys the SRQ (`ibv_destroy_srq`).

@@ -116,6 +116,12 @@ fn several_qps_share_one_srq_and_every_type_takes_one() {
             (127, 1)
         );
         assert!(srq.is_rmp(), "ISSI 1 makes SRQs RMPs");
+        let info = srq.query().unwrap();
+        assert_eq!(
+            (1u32 << info.log_size, info.stride, info.pdn),
+            (256, 32, pd.pdn()),
+            "what the device holds"
+        );
         let mut qps = Vec::new();
         for t in [QpType::Rc, QpType::Rc, QpType::Uc, QpType::Ud] {
             // With an SRQ the receive attributes are ignored, even absurd ones.
