@@ -27,11 +27,12 @@ pub const CQE_INVALID: u8 = 0xf0;
 /// A completion queue of device `'d`.
 #[derive(Debug)]
 pub struct Cq<'d, P: Platform> {
-    dev: &'d Device<P>,
-    cqn: u32,
-    cqe: u32,
+    pub(crate) dev: &'d Device<P>,
+    pub(crate) cqn: u32,
+    pub(crate) cqe: u32,
     eqn: u8,
-    mem: Option<(QueueBuf, DmaBuf)>,
+    pub(crate) mem: Option<(QueueBuf, DmaBuf)>,
+    pub(crate) shared: spin::Mutex<crate::cq_poll::CqShared>,
 }
 
 /// What the device holds for a CQ (QUERY_CQ).
@@ -106,6 +107,7 @@ impl<P: Platform> Device<P> {
                     cqe: (1 << log_size) - 1,
                     eqn,
                     mem: Some((buf, dbr)),
+                    shared: spin::Mutex::new(crate::cq_poll::CqShared::default()),
                 })
             }
             Err(e) => {

@@ -497,6 +497,11 @@ impl<P: Platform> Device<P> {
         self.uar
     }
 
+    /// The size of BAR0 the device was opened with.
+    pub fn bar_size(&self) -> u64 {
+        self.config.bar_size
+    }
+
     /// The completion EQ every CQ reports to.
     pub fn comp_eqn(&self) -> Option<u8> {
         self.comp_eq.as_ref().map(Eq::eqn)

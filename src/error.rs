@@ -155,6 +155,26 @@ pub enum Error {
         /// Missing or not allowed.
         problem: crate::qp::AttrProblem,
     },
+    /// The QP's state does not allow the operation.
+    QpState {
+        /// The QP.
+        qpn: u32,
+        /// Its state.
+        state: crate::qp::QpState,
+        /// The operation.
+        op: &'static str,
+    },
+    /// A work queue has no room for the work requests posted; nothing was posted.
+    QueueFull {
+        /// The QP (or SRQ).
+        qpn: u32,
+        /// Which queue.
+        queue: &'static str,
+        /// Entries outstanding now.
+        outstanding: u64,
+        /// Entries the queue holds.
+        limit: u64,
+    },
     /// A layout access was refused (a value too wide for its field, a short buffer).
     Layout(LayoutError),
     /// An internal DMA access went out of bounds (a driver bug caught safely).
@@ -235,6 +255,10 @@ impl fmt::Display for Error {
                     write!(f, "modify_qp: QP {qpn:#x} {from}->{to} does not take {attr}")
                 }
             },
+            Error::QpState { qpn, state, op } => write!(f, "{op}: QP {qpn:#x} is in {state}"),
+            Error::QueueFull { qpn, queue, outstanding, limit } => {
+                write!(f, "{queue} of {qpn:#x} is full: {outstanding} of {limit} entries outstanding")
+            }
             Error::Layout(e) => write!(f, "layout: {e}"),
             Error::Internal(e) => write!(f, "internal: {e}"),
         }

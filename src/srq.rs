@@ -11,11 +11,15 @@ use mlx5_ifc::prm::srq::{
 use mlx5_ifc::{Be16, Opcode};
 
 use crate::cmd::{run, run_create};
+use crate::cq_poll::srq_table;
 use crate::device::Device;
+use crate::error::Error as E;
 use crate::error::{Error, Result};
-use crate::io::DmaBuf;
+use crate::io::{barrier, DmaBuf, SharedDma};
 use crate::platform::Platform;
+use crate::qp::Sge;
 use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::wqe::{self, INVALID_LKEY};
 
 /// What an SRQ is asked for (`struct ibv_srq_attr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -115,7 +119,17 @@ pub struct Srq<'d, P: Platform> {
     srqn: u32,
     rmp: bool,
     sized: SrqSized,
-    mem: Option<(QueueBuf, DmaBuf)>,
+    mem: Option<(QueueBuf, DmaBuf, SharedDma)>,
+    state: spin::Mutex<SrqState>,
+}
+
+/// The free list of SRQ WQEs (linked through `next_wqe_index`): the driver fills `head` and
+/// follows its link; `tail` is the last free WQE, where returned WQEs are linked.
+#[derive(Debug)]
+struct SrqState {
+    head: u16,
+    tail: u16,
+    posted: u64,
 }
 
 impl<P: Platform> Device<P> {
@@ -187,13 +201,30 @@ impl<P: Platform> Device<P> {
                 }
             })
         });
+        let made = made.and_then(
+            |srqn| match SharedDma::alloc(p, srq_table::words(n as usize)) {
+                Ok(table) => Ok((srqn, table)),
+                Err(source) => {
+                    let _ = self.destroy_srq_cmd(srqn, rmp);
+                    Err(E::Platform {
+                        op: "allocate the SRQ work-request table",
+                        source,
+                    })
+                }
+            },
+        );
         match made {
-            Ok(srqn) => Ok(Srq {
+            Ok((srqn, table)) => Ok(Srq {
                 dev: self,
                 srqn,
                 rmp,
                 sized,
-                mem: Some((buf, dbr)),
+                mem: Some((buf, dbr, table)),
+                state: spin::Mutex::new(SrqState {
+                    head: 0,
+                    tail: (n - 1) as u16,
+                    posted: 0,
+                }),
             }),
             Err(e) => {
                 buf.free(p);
@@ -266,11 +297,107 @@ impl<'d, P: Platform> Srq<'d, P> {
     }
 
     fn destroy_inner(&mut self) -> Result<()> {
-        let Some((buf, dbr)) = self.mem.take() else {
+        let Some((buf, dbr, table)) = self.mem.take() else {
             return Ok(());
         };
-        let (n, rmp) = (u64::from(self.srqn), self.rmp);
-        self.dev.with_cmd(|cmd, p| {
+        self.dev.destroy_srq_cmd(self.srqn, self.rmp)?;
+        let p = self.dev.platform();
+        buf.free(p);
+        let _ = dbr.free(p);
+        table.release(p);
+        Ok(())
+    }
+
+    /// The work-request table CQs share.
+    pub(crate) fn table(&self) -> Option<&SharedDma> {
+        self.mem.as_ref().map(|m| &m.2)
+    }
+
+    /// Posts receive work requests to the SRQ (`ibv_post_srq_recv`). Any QP attached to it may
+    /// consume them.
+    pub fn post_recv(&self, wrs: &[crate::qp::RecvWr<'_>]) -> Result<()> {
+        let Some((buf, dbr, table)) = self.mem.as_ref() else {
+            return Ok(());
+        };
+        let max_sge = self.sized.attr.max_sge as usize;
+        for wr in wrs {
+            if wr.sg_list.len() > max_sge {
+                return Err(E::InvalidArgument {
+                    op: "post_srq_recv",
+                    field: "num_sge",
+                    requested: wr.sg_list.len() as u64,
+                    max: max_sge as u64,
+                    limit: "max_sge of the SRQ",
+                });
+            }
+        }
+        let n = self.sized.wqe_cnt as usize;
+        let stride = self.sized.stride as usize;
+        let next_of = |i: u16| -> Result<u16> {
+            let mut b = [0u8; 2];
+            buf.buf().read_bytes(usize::from(i) * stride + 2, &mut b)?;
+            Ok(u16::from_be_bytes(b) & (n as u16 - 1))
+        };
+        let mut st = self.state.lock();
+        // Link the WQEs the CQs handed back after the last free one.
+        loop {
+            let h = table.load(srq_table::FREED_HEAD);
+            if h == table.load(srq_table::FREED_TAIL) {
+                break;
+            }
+            let at = srq_table::freed(n) + (h as usize % n);
+            let v = table.load(at);
+            if v == 0 {
+                break; // a poller reserved the slot and has not filled it yet
+            }
+            table.store(at, 0);
+            table.store(srq_table::FREED_HEAD, h + 1);
+            let idx = (v - 1) as u16 & (n as u16 - 1);
+            buf.buf()
+                .write_bytes(usize::from(st.tail) * stride + 2, &idx.to_be_bytes())?;
+            st.tail = idx;
+        }
+        let mut free = 0usize;
+        let mut i = st.head;
+        while i != st.tail && free < wrs.len() {
+            free += 1;
+            i = next_of(i)?;
+        }
+        if free < wrs.len() {
+            return Err(E::QueueFull {
+                qpn: self.srqn,
+                queue: "SRQ",
+                outstanding: st.posted,
+                limit: self.sized.attr.max_wr.into(),
+            });
+        }
+        for wr in wrs {
+            let idx = st.head;
+            let mut at = usize::from(idx) * stride + 16;
+            let mut used = 0;
+            for s in wr.sg_list.iter().filter(|s: &&Sge| s.length > 0) {
+                buf.buf()
+                    .write_bytes(at, &wqe::data(s.length, s.lkey, s.addr))?;
+                at += 16;
+                used += 1;
+            }
+            if used < max_sge {
+                buf.buf().write_bytes(at, &wqe::data(0, INVALID_LKEY, 0))?;
+            }
+            table.store(srq_table::WRID + usize::from(idx), wr.wr_id);
+            st.head = next_of(idx)?;
+            st.posted += 1;
+        }
+        barrier::dma_wmb();
+        dbr.write_be32(0, mlx5_ifc::Be32::new(st.posted as u32 & 0xffff))?;
+        Ok(())
+    }
+}
+
+impl<P: Platform> Device<P> {
+    fn destroy_srq_cmd(&self, srqn: u32, rmp: bool) -> Result<()> {
+        let n = u64::from(srqn);
+        self.with_cmd(|cmd, p| {
             if rmp {
                 run::<DestroyRmpIn, DestroyRmpOut, _, _>(cmd, p, Opcode::DestroyRmp, 0, |v| {
                     v.set(DestroyRmpIn::RMPN, n)?;
@@ -284,11 +411,7 @@ impl<'d, P: Platform> Srq<'d, P> {
                 })
                 .map(drop)
             }
-        })?;
-        let p = self.dev.platform();
-        buf.free(p);
-        let _ = dbr.free(p);
-        Ok(())
+        })
     }
 }
 

@@ -9,8 +9,10 @@
 pub mod barrier;
 mod dma;
 mod mmio;
+mod shared;
 #[cfg(feature = "sim")]
 pub mod sim;
 
 pub use dma::{DmaBuf, OutOfBounds};
 pub use mmio::MmioRegion;
+pub use shared::SharedDma;

@@ -11,13 +11,16 @@ use super::modify::QpState;
 use super::sizing::{size_qp, QpCap, QpLayout, QpType, SendOps, SizeMode};
 use crate::cmd::{run, run_create};
 use crate::cq::Cq;
+use crate::cq_poll::{rq_table, sq_table, Attached, RecvTable};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::io::DmaBuf;
+use crate::io::SharedDma;
 use crate::pd::Pd;
 use crate::platform::Platform;
 use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
 use crate::srq::Srq;
+use crate::uar::Uar;
 
 /// `pm_state` MIGRATED, set at creation.
 const PM_STATE_MIGRATED: u64 = 3;
@@ -67,6 +70,19 @@ impl<'a, 'd, P: Platform> QpInitAttr<'a, 'd, P> {
     }
 }
 
+/// The memory of a QP's work queues.
+#[derive(Debug)]
+pub(crate) struct QpRing {
+    /// RQ at offset 0, SQ after it.
+    pub(crate) buf: QueueBuf,
+    /// Doorbell record: word 0 RQ counter, word 1 SQ counter.
+    pub(crate) dbr: DmaBuf,
+    /// Send work-request table, shared with the send CQ.
+    pub(crate) sq: SharedDma,
+    /// Receive work-request table (own RQ), shared with the receive CQ.
+    pub(crate) rq: Option<SharedDma>,
+}
+
 /// A queue pair. It borrows the CQs and SRQ it was created on, so they cannot go away first.
 #[derive(Debug)]
 pub struct Qp<'a, P: Platform> {
@@ -79,12 +95,18 @@ pub struct Qp<'a, P: Platform> {
     pub(super) sq_sig_all: bool,
     pub(super) context: u64,
     pub(super) pdn: u32,
-    pub(super) send_cqn: u32,
-    pub(super) recv_cqn: u32,
+    pub(super) send_cq: &'a Cq<'a, P>,
+    pub(super) recv_cq: &'a Cq<'a, P>,
     pub(super) srqn: Option<u32>,
     pub(super) state: QpState,
     pub(super) port: u8,
-    mem: Option<(Option<QueueBuf>, DmaBuf)>,
+    pub(super) uar: Uar,
+    pub(super) ring: Option<QpRing>,
+    pub(super) cur_post: u64,
+    pub(super) rq_head: u64,
+    pub(super) bf_offset: u32,
+    pub(super) bf_half: u32,
+    alive: bool,
     _borrows: PhantomData<&'a ()>,
 }
 
@@ -136,109 +158,176 @@ impl<P: Platform> Device<P> {
             attr.size_mode,
         )?;
         let (cap, layout) = (sized.cap, sized.layout);
-        let Some(uar) = self.uar() else {
-            return Err(Error::Unsupported {
-                what: "a UAR (device not open)",
-                found: 0,
-            });
-        };
+        // Each QP rings its own UAR page, so its BlueFlame register is never shared.
+        let uar = self.with_cmd(|cmd, p| Uar::alloc(cmd, p, self.bar_size()))?;
         let p = self.platform();
-        let bytes = layout.rq_bytes() + layout.sq_bytes();
-        let buf = if bytes > 0 {
-            Some(QueueBuf::alloc(p, bytes as usize, "allocate a QP buffer")?)
-        } else {
-            None
-        };
-        let dbr = match alloc_dbr(p, "allocate a QP doorbell record") {
-            Ok(d) => d,
-            Err(e) => {
-                if let Some(b) = buf {
-                    b.free(p);
+        let made = self.create_qp_memory(&layout).and_then(|ring| {
+            let srqn = attr.srq.map(|s| s.srqn());
+            let (send_cqn, recv_cqn) = (attr.send_cq.cqn(), attr.recv_cq.cqn());
+            let out = self.with_cmd(|cmd, p| {
+                run_create::<CreateQpIn, CreateQpOut, _, _>(
+                    cmd,
+                    p,
+                    Opcode::CreateQp,
+                    ring.as_ref().map(|r| &r.buf),
+                    |v| {
+                        let mut c = v.nested_mut(CreateQpIn::QPC);
+                        c.set(Qpc::ST, st_of(attr.qp_type))?;
+                        c.set(Qpc::PM_STATE, PM_STATE_MIGRATED)?;
+                        c.set(Qpc::PD, u64::from(pd.pdn()))?;
+                        c.set(Qpc::UAR_PAGE, u64::from(uar.index()))?;
+                        c.set(Qpc::CQN_SND, u64::from(send_cqn))?;
+                        c.set(Qpc::CQN_RCV, u64::from(recv_cqn))?;
+                        if layout.sq_wqebb_cnt == 0 {
+                            c.set(Qpc::NO_SQ, 1)?;
+                        } else {
+                            c.set(
+                                Qpc::LOG_SQ_SIZE,
+                                u64::from(ceil_log2(u64::from(layout.sq_wqebb_cnt))),
+                            )?;
+                        }
+                        if let Some(n) = srqn {
+                            c.set(Qpc::RQ_TYPE, rq_type::SRQ)?;
+                            c.set(Qpc::SRQN_RMPN_XRQN, u64::from(n))?;
+                        } else if layout.rq_wqe_cnt == 0 {
+                            c.set(Qpc::RQ_TYPE, rq_type::ZERO_LEN)?;
+                        } else {
+                            c.set(Qpc::RQ_TYPE, rq_type::REGULAR)?;
+                            c.set(
+                                Qpc::LOG_RQ_SIZE,
+                                u64::from(ceil_log2(u64::from(layout.rq_wqe_cnt))),
+                            )?;
+                            c.set(
+                                Qpc::LOG_RQ_STRIDE,
+                                u64::from(ceil_log2(u64::from(layout.rq_stride_bytes)) - 4),
+                            )?;
+                        }
+                        if let Some(r) = ring.as_ref() {
+                            c.set(Qpc::LOG_PAGE_SIZE, u64::from(r.buf.log_page_size()))?;
+                            c.set(Qpc::DBR_ADDR, r.dbr.iova())?;
+                        }
+                        Ok(())
+                    },
+                )
+            });
+            match out {
+                Ok(o) => Ok((o.get(CreateQpOut::QPN) as u32, ring, srqn)),
+                Err(e) => {
+                    free_ring(p, ring);
+                    Err(e)
                 }
+            }
+        });
+        let (qpn, ring, srqn) = match made {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = self.with_cmd(|cmd, p| uar.free(cmd, p));
                 return Err(e);
             }
         };
-        let srqn = attr.srq.map(|s| s.srqn());
-        let (send_cqn, recv_cqn) = (attr.send_cq.cqn(), attr.recv_cq.cqn());
-        let made = self.with_cmd(|cmd, p| {
-            run_create::<CreateQpIn, CreateQpOut, _, _>(
-                cmd,
-                p,
-                Opcode::CreateQp,
-                buf.as_ref(),
-                |v| {
-                    let mut c = v.nested_mut(CreateQpIn::QPC);
-                    c.set(Qpc::ST, st_of(attr.qp_type))?;
-                    c.set(Qpc::PM_STATE, PM_STATE_MIGRATED)?;
-                    c.set(Qpc::PD, u64::from(pd.pdn()))?;
-                    c.set(Qpc::UAR_PAGE, u64::from(uar.index()))?;
-                    c.set(Qpc::CQN_SND, u64::from(send_cqn))?;
-                    c.set(Qpc::CQN_RCV, u64::from(recv_cqn))?;
-                    if layout.sq_wqebb_cnt == 0 {
-                        c.set(Qpc::NO_SQ, 1)?;
-                    } else {
-                        c.set(
-                            Qpc::LOG_SQ_SIZE,
-                            u64::from(ceil_log2(u64::from(layout.sq_wqebb_cnt))),
-                        )?;
+        log::debug!(
+            "QP {qpn:#x} ({}) created: {cap:?}, {layout:?}",
+            attr.qp_type.name()
+        );
+        let caps = self.caps();
+        let bf_half = if caps.bf() == 1 && caps.log_bf_reg_size() > 0 {
+            (1u32 << caps.log_bf_reg_size().min(16)) / 2
+        } else {
+            0
+        };
+        let qp = Qp {
+            dev: self,
+            qpn,
+            qp_type: attr.qp_type,
+            cap,
+            layout,
+            ops,
+            sq_sig_all: attr.sq_sig_all,
+            context: attr.qp_context,
+            pdn: pd.pdn(),
+            send_cq: attr.send_cq,
+            recv_cq: attr.recv_cq,
+            srqn,
+            state: QpState::Reset,
+            port: 1,
+            uar,
+            ring,
+            cur_post: 0,
+            rq_head: 0,
+            bf_offset: 0,
+            bf_half,
+            alive: true,
+            _borrows: PhantomData,
+        };
+        // Let the CQs find this QP's work-request ids.
+        if let Some(r) = qp.ring.as_ref() {
+            let sq = (layout.sq_wqebb_cnt > 0).then(|| (r.sq.share(), layout.sq_wqebb_cnt));
+            let rq = match (attr.srq, r.rq.as_ref()) {
+                (Some(s), _) => s.table().map(|t| RecvTable::Srq {
+                    table: t.share(),
+                    cnt: s.sized().wqe_cnt,
+                    srqn: s.srqn(),
+                }),
+                (None, Some(t)) => Some(RecvTable::Rq {
+                    table: t.share(),
+                    cnt: layout.rq_wqe_cnt,
+                }),
+                (None, None) => None,
+            };
+            attr.send_cq.attach(Attached { qpn, sq, rq: None })?;
+            attr.recv_cq.attach(Attached { qpn, sq: None, rq })?;
+        }
+        Ok(qp)
+    }
+
+    fn create_qp_memory(&self, layout: &QpLayout) -> Result<Option<QpRing>> {
+        let p = self.platform();
+        let bytes = layout.rq_bytes() + layout.sq_bytes();
+        if bytes == 0 {
+            return Ok(None);
+        }
+        let buf = QueueBuf::alloc(p, bytes as usize, "allocate a QP buffer")?;
+        let dbr = match alloc_dbr(p, "allocate a QP doorbell record") {
+            Ok(d) => d,
+            Err(e) => {
+                buf.free(p);
+                return Err(e);
+            }
+        };
+        let tables =
+            SharedDma::alloc(p, sq_table::words(layout.sq_wqebb_cnt as usize)).and_then(|sq| {
+                if layout.rq_wqe_cnt == 0 {
+                    return Ok((sq, None));
+                }
+                match SharedDma::alloc(p, rq_table::WRID + layout.rq_wqe_cnt as usize) {
+                    Ok(rq) => Ok((sq, Some(rq))),
+                    Err(e) => {
+                        sq.release(p);
+                        Err(e)
                     }
-                    if let Some(n) = srqn {
-                        c.set(Qpc::RQ_TYPE, rq_type::SRQ)?;
-                        c.set(Qpc::SRQN_RMPN_XRQN, u64::from(n))?;
-                    } else if layout.rq_wqe_cnt == 0 {
-                        c.set(Qpc::RQ_TYPE, rq_type::ZERO_LEN)?;
-                    } else {
-                        c.set(Qpc::RQ_TYPE, rq_type::REGULAR)?;
-                        c.set(
-                            Qpc::LOG_RQ_SIZE,
-                            u64::from(ceil_log2(u64::from(layout.rq_wqe_cnt))),
-                        )?;
-                        c.set(
-                            Qpc::LOG_RQ_STRIDE,
-                            u64::from(ceil_log2(u64::from(layout.rq_stride_bytes)) - 4),
-                        )?;
-                    }
-                    if let Some(b) = buf.as_ref() {
-                        c.set(Qpc::LOG_PAGE_SIZE, u64::from(b.log_page_size()))?;
-                    }
-                    c.set(Qpc::DBR_ADDR, dbr.iova())?;
-                    Ok(())
-                },
-            )
-        });
-        match made {
-            Ok(out) => {
-                let qpn = out.get(CreateQpOut::QPN) as u32;
-                log::debug!(
-                    "QP {qpn:#x} ({}) created: {cap:?}, {layout:?}",
-                    attr.qp_type.name()
-                );
-                Ok(Qp {
-                    dev: self,
-                    qpn,
-                    qp_type: attr.qp_type,
-                    cap,
-                    layout,
-                    ops,
-                    sq_sig_all: attr.sq_sig_all,
-                    context: attr.qp_context,
-                    pdn: pd.pdn(),
-                    send_cqn,
-                    recv_cqn,
-                    srqn,
-                    state: QpState::Reset,
-                    port: 1,
-                    mem: Some((buf, dbr)),
-                    _borrows: PhantomData,
+                }
+            });
+        match tables {
+            Ok((sq, rq)) => Ok(Some(QpRing { buf, dbr, sq, rq })),
+            Err(source) => {
+                buf.free(p);
+                let _ = dbr.free(p);
+                Err(Error::Platform {
+                    op: "allocate QP work-request tables",
+                    source,
                 })
             }
-            Err(e) => {
-                if let Some(b) = buf {
-                    b.free(p);
-                }
-                let _ = dbr.free(p);
-                Err(e)
-            }
+        }
+    }
+}
+
+fn free_ring<P: Platform>(p: &P, ring: Option<QpRing>) {
+    if let Some(r) = ring {
+        r.buf.free(p);
+        let _ = r.dbr.free(p);
+        r.sq.release(p);
+        if let Some(t) = r.rq {
+            t.release(p);
         }
     }
 }
@@ -286,15 +375,20 @@ impl<'a, P: Platform> Qp<'a, P> {
 
     /// PD, send CQ, receive CQ and SRQ numbers.
     pub fn handles(&self) -> (u32, u32, u32, Option<u32>) {
-        (self.pdn, self.send_cqn, self.recv_cqn, self.srqn)
+        (self.pdn, self.send_cq.cqn(), self.recv_cq.cqn(), self.srqn)
     }
 
     /// Device address of the WQ buffer and of the doorbell record.
     pub fn buffer_iovas(&self) -> (Option<u64>, Option<u64>) {
-        match &self.mem {
-            Some((b, d)) => (b.as_ref().map(|b| b.buf().iova()), Some(d.iova())),
+        match &self.ring {
+            Some(r) => (Some(r.buf.buf().iova()), Some(r.dbr.iova())),
             None => (None, None),
         }
+    }
+
+    /// The UAR page of the QP's doorbells.
+    pub fn uar(&self) -> Uar {
+        self.uar
     }
 
     /// The device.
@@ -308,9 +402,10 @@ impl<'a, P: Platform> Qp<'a, P> {
     }
 
     fn destroy_inner(&mut self) -> Result<()> {
-        let Some((buf, dbr)) = self.mem.take() else {
+        if !self.alive {
             return Ok(());
-        };
+        }
+        self.alive = false;
         let qpn = u64::from(self.qpn);
         self.dev.with_cmd(|cmd, p| {
             run::<DestroyQpIn, DestroyQpOut, _, _>(cmd, p, Opcode::DestroyQp, 0, |v| {
@@ -319,11 +414,19 @@ impl<'a, P: Platform> Qp<'a, P> {
             })
         })?;
         let p = self.dev.platform();
-        if let Some(b) = buf {
-            b.free(p);
+        for cq in [self.send_cq, self.recv_cq] {
+            if let Some(a) = cq.detach(self.qpn) {
+                if let Some((t, _)) = a.sq {
+                    t.release(p);
+                }
+                if let Some(RecvTable::Rq { table, .. } | RecvTable::Srq { table, .. }) = a.rq {
+                    table.release(p);
+                }
+            }
         }
-        let _ = dbr.free(p);
-        Ok(())
+        free_ring(p, self.ring.take());
+        let uar = self.uar;
+        self.dev.with_cmd(|cmd, p| uar.free(cmd, p))
     }
 }
 

@@ -3,10 +3,12 @@
 
 pub mod create;
 pub mod modify;
+pub mod post;
 pub mod sizing;
 
 pub use create::{Qp, QpInitAttr};
 pub use modify::{Access, AhAttr, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery, QpState};
+pub use post::{Payload, RecvWr, SendOp, SendWr, Sge};
 
 pub use sizing::{
     max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps,

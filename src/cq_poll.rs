@@ -1,0 +1,441 @@
+//! Polling a CQ (`ibv_poll_cq`), arming it (`ibv_req_notify_cq`), and the table that lets a CQ
+//! find the work-request ids of the queues completing on it.
+//!
+//! A CQE at consumer index `ci` is the device's when its opcode is INVALID or its owner bit
+//! differs from `(ci >> log_size) & 1`. Every field the device wrote is checked before use: the
+//! QPN must be a queue attached to this CQ, the WQE counter must name an outstanding WQE, the
+//! opcode must be one a CQE can have. Anything else is an error, never an out-of-bounds read.
+
+use heapless::Vec;
+use mlx5_ifc::{regs, Be32, Be64};
+
+use crate::cq::{Cq, CQE_BYTES, CQE_OP_OWN};
+use crate::error::{Error, Result};
+use crate::io::{barrier, SharedDma};
+use crate::platform::Platform;
+use crate::queue::ceil_log2;
+
+/// Queues one CQ can serve.
+pub const MAX_QUEUES_PER_CQ: usize = 512;
+
+/// Word layout of a send queue table: completed WQEBBs, posted WQEBBs, then per WQEBB the wr_id
+/// and a descriptor (`nbb | wr_opcode << 8 | byte_len << 32`).
+pub mod sq_table {
+    /// WQEBBs completed (running counter).
+    pub const TAIL: usize = 0;
+    /// WQEBBs posted (running counter).
+    pub const HEAD: usize = 1;
+    /// First wr_id word.
+    pub const WRID: usize = 2;
+    /// Words of a table for `bbs` WQEBBs.
+    pub const fn words(bbs: usize) -> usize {
+        WRID + 2 * bbs
+    }
+}
+
+/// Word layout of a receive queue table: completed, posted, then the wr_id of each slot.
+pub mod rq_table {
+    /// WQEs completed.
+    pub const TAIL: usize = 0;
+    /// WQEs posted.
+    pub const HEAD: usize = 1;
+    /// First wr_id word.
+    pub const WRID: usize = 2;
+}
+
+/// Word layout of an SRQ table: the freed-WQE ring (consumer, producer, entries = index + 1)
+/// and the wr_id of each WQE.
+pub mod srq_table {
+    /// Freed ring: next entry post_recv takes.
+    pub const FREED_HEAD: usize = 0;
+    /// Freed ring: next entry a poller fills.
+    pub const FREED_TAIL: usize = 1;
+    /// First wr_id word.
+    pub const WRID: usize = 2;
+    /// First freed-ring word for an SRQ of `n` WQEs.
+    pub const fn freed(n: usize) -> usize {
+        WRID + n
+    }
+    /// Words of a table for `n` WQEs.
+    pub const fn words(n: usize) -> usize {
+        WRID + 2 * n
+    }
+}
+
+/// The receive side of an attached QP.
+#[derive(Debug)]
+pub enum RecvTable {
+    /// The QP's own RQ with `cnt` WQEs.
+    Rq {
+        /// Table.
+        table: SharedDma,
+        /// WQEs in the RQ.
+        cnt: u32,
+    },
+    /// An SRQ with `cnt` WQEs.
+    Srq {
+        /// Table.
+        table: SharedDma,
+        /// WQEs in the SRQ.
+        cnt: u32,
+        /// SRQ number.
+        srqn: u32,
+    },
+}
+
+/// One QP attached to a CQ.
+#[derive(Debug)]
+pub struct Attached {
+    /// QP number.
+    pub qpn: u32,
+    /// Send queue table and its WQEBBs, when this CQ is the QP's send CQ.
+    pub sq: Option<(SharedDma, u32)>,
+    /// Receive table, when this CQ is the QP's receive CQ.
+    pub rq: Option<RecvTable>,
+}
+
+/// The CQ state polling changes.
+#[derive(Debug, Default)]
+pub struct CqShared {
+    pub(crate) ci: u32,
+    pub(crate) arm_sn: u32,
+    pub(crate) queues: Vec<Attached, MAX_QUEUES_PER_CQ>,
+}
+
+/// Completion status (`enum ibv_wc_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcStatus {
+    /// Success.
+    Success,
+    /// Local length error (a message longer than the receive buffer).
+    LocLenErr,
+    /// Local QP operation error.
+    LocQpOpErr,
+    /// Local protection error (bad lkey, or no right).
+    LocProtErr,
+    /// Flushed: the QP went to the error state before the work request ran.
+    WrFlushErr,
+    /// Memory window bind error.
+    MwBindErr,
+    /// Bad response.
+    BadRespErr,
+    /// Local access error.
+    LocAccessErr,
+    /// Remote invalid request.
+    RemInvReqErr,
+    /// Remote access error (bad rkey, no right, out of bounds).
+    RemAccessErr,
+    /// Remote operation error.
+    RemOpErr,
+    /// Transport retries exhausted.
+    RetryExcErr,
+    /// RNR retries exhausted.
+    RnrRetryExcErr,
+    /// Remote aborted.
+    RemAbortErr,
+    /// Any other syndrome.
+    GeneralErr(u8),
+}
+
+impl WcStatus {
+    /// The status of a CQE syndrome (mlx5-datapath-sizing.md §4.3).
+    pub fn from_syndrome(s: u8) -> Self {
+        match s {
+            0x01 => WcStatus::LocLenErr,
+            0x02 => WcStatus::LocQpOpErr,
+            0x04 => WcStatus::LocProtErr,
+            0x05 => WcStatus::WrFlushErr,
+            0x06 => WcStatus::MwBindErr,
+            0x10 => WcStatus::BadRespErr,
+            0x11 => WcStatus::LocAccessErr,
+            0x12 => WcStatus::RemInvReqErr,
+            0x13 => WcStatus::RemAccessErr,
+            0x14 => WcStatus::RemOpErr,
+            0x15 => WcStatus::RetryExcErr,
+            0x16 => WcStatus::RnrRetryExcErr,
+            0x22 => WcStatus::RemAbortErr,
+            other => WcStatus::GeneralErr(other),
+        }
+    }
+}
+
+/// What completed (`enum ibv_wc_opcode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcOpcode {
+    /// A SEND (with or without immediate or invalidate).
+    Send,
+    /// An RDMA WRITE.
+    RdmaWrite,
+    /// An RDMA READ.
+    RdmaRead,
+    /// An atomic compare-and-swap.
+    CompSwap,
+    /// An atomic fetch-and-add.
+    FetchAdd,
+    /// A receive.
+    Recv,
+    /// A receive consumed by an RDMA WRITE with immediate.
+    RecvRdmaWithImm,
+}
+
+/// A work completion (`struct ibv_wc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Wc {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Success or what went wrong.
+    pub status: WcStatus,
+    /// What completed (for errors: what the work request was).
+    pub opcode: WcOpcode,
+    /// Bytes transferred (receives, READs, atomics).
+    pub byte_len: u32,
+    /// Immediate data, if any.
+    pub imm_data: Option<u32>,
+    /// The local QP.
+    pub qp_num: u32,
+    /// The source QP (UD receives).
+    pub src_qp: u32,
+    /// Whether a GRH is in the first 40 bytes of the receive buffer (UD).
+    pub grh: bool,
+    /// The device's vendor syndrome (errors).
+    pub vendor_err: u8,
+}
+
+/// The descriptor word of a send queue slot.
+pub(crate) fn sq_desc(nbb: u32, op: WcOpcode, byte_len: u32) -> u64 {
+    let code = match op {
+        WcOpcode::Send => 0,
+        WcOpcode::RdmaWrite => 1,
+        WcOpcode::RdmaRead => 2,
+        WcOpcode::CompSwap => 3,
+        WcOpcode::FetchAdd => 4,
+        WcOpcode::Recv => 5,
+        WcOpcode::RecvRdmaWithImm => 6,
+    };
+    u64::from(nbb) | code << 8 | u64::from(byte_len) << 32
+}
+
+fn desc_op(d: u64) -> WcOpcode {
+    match (d >> 8) & 0xff {
+        1 => WcOpcode::RdmaWrite,
+        2 => WcOpcode::RdmaRead,
+        3 => WcOpcode::CompSwap,
+        4 => WcOpcode::FetchAdd,
+        _ => WcOpcode::Send,
+    }
+}
+
+fn bad(what: &'static str, value: u64, limit: u64) -> Error {
+    Error::BadDeviceValue { what, value, limit }
+}
+
+impl<P: Platform> Cq<'_, P> {
+    /// Attaches a QP's queues (done by `create_qp`).
+    pub(crate) fn attach(&self, a: Attached) -> Result<()> {
+        let mut s = self.shared.lock();
+        if let Some(e) = s.queues.iter_mut().find(|e| e.qpn == a.qpn) {
+            // Same CQ for both queues: merge.
+            if a.sq.is_some() {
+                e.sq = a.sq;
+            }
+            if a.rq.is_some() {
+                e.rq = a.rq;
+            }
+            return Ok(());
+        }
+        s.queues.push(a).map_err(|_| Error::Capacity {
+            what: "queues attached to one CQ",
+            limit: MAX_QUEUES_PER_CQ,
+        })
+    }
+
+    /// Detaches a QP, returning its table handles.
+    pub(crate) fn detach(&self, qpn: u32) -> Option<Attached> {
+        let mut s = self.shared.lock();
+        let i = s.queues.iter().position(|e| e.qpn == qpn)?;
+        Some(s.queues.swap_remove(i))
+    }
+
+    /// Polls up to `wc.len()` completions (`ibv_poll_cq`); returns how many were filled.
+    pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
+        let Some((buf, dbr)) = self.mem.as_ref() else {
+            return Ok(0);
+        };
+        let mut s = self.shared.lock();
+        let size = self.cqe + 1;
+        let log = ceil_log2(u64::from(size));
+        let mut n = 0;
+        let mut err = None;
+        while n < wc.len() {
+            let ci = s.ci;
+            let at = (ci & (size - 1)) as usize * CQE_BYTES;
+            let op_own = buf.buf().read_u8_acquire(at + CQE_OP_OWN)?;
+            let opcode = op_own >> 4;
+            if opcode == 0xf || (op_own & 1) != ((ci >> log) & 1) as u8 {
+                break;
+            }
+            barrier::dma_rmb();
+            let mut cqe = [0u8; CQE_BYTES];
+            buf.buf().read_bytes(at, &mut cqe)?;
+            s.ci = ci.wrapping_add(1);
+            match decode(&s, &cqe) {
+                Ok(c) => {
+                    wc[n] = c;
+                    n += 1;
+                }
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        if n > 0 || err.is_some() {
+            barrier::dma_wmb();
+            dbr.write_be32(0, Be32::new(s.ci & 0xff_ffff))?;
+        }
+        match err {
+            Some(e) if n == 0 => Err(e),
+            Some(e) => {
+                log::error!(
+                    "CQ {:#x}: a CQE made no sense after {n} good ones: {e}",
+                    self.cqn
+                );
+                Ok(n)
+            }
+            None => Ok(n),
+        }
+    }
+
+    /// Arms the CQ (`ibv_req_notify_cq`): the next completion (or the next solicited one) makes
+    /// the device post a completion event to the CQ's EQ.
+    pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
+        let Some((_, dbr)) = self.mem.as_ref() else {
+            return Ok(());
+        };
+        let Some(uar) = self.dev.uar() else {
+            return Ok(());
+        };
+        let s = self.shared.lock();
+        let cmd = if solicited_only { 1u32 << 24 } else { 0 };
+        let word = (s.arm_sn & 3) << 28 | cmd | (s.ci & 0xff_ffff);
+        dbr.write_be32(4, Be32::new(word))?;
+        barrier::mmio_wmb();
+        let db = u64::from(word) << 32 | u64::from(self.cqn);
+        self.dev.platform().bar_write64(
+            uar.bar_offset() + u64::from(regs::uar::CQ_DOORBELL),
+            Be64::new(db),
+        );
+        Ok(())
+    }
+
+    /// Acknowledges a completion event of this CQ (advances the arm sequence number).
+    pub fn ack_event(&self) {
+        let mut s = self.shared.lock();
+        s.arm_sn = s.arm_sn.wrapping_add(1);
+    }
+}
+
+fn be32(c: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([c[at], c[at + 1], c[at + 2], c[at + 3]])
+}
+
+/// Turns one CQE into a work completion, retiring the work requests it completes.
+fn decode(s: &CqShared, c: &[u8; CQE_BYTES]) -> Result<Wc> {
+    let opcode = c[63] >> 4;
+    let qpn = be32(c, 56) & 0xff_ffff;
+    let wqe_counter = u16::from_be_bytes([c[60], c[61]]);
+    let byte_cnt = be32(c, 44);
+    let imm = be32(c, 36);
+    let q = s.queues.iter().find(|e| e.qpn == qpn).ok_or(bad(
+        "CQE QPN (no such queue on this CQ)",
+        u64::from(qpn),
+        0,
+    ))?;
+    let (status, vendor_err) = match opcode {
+        0xd | 0xe => (WcStatus::from_syndrome(c[55]), c[54]),
+        0x0..=0x4 => (WcStatus::Success, 0),
+        other => return Err(bad("CQE opcode", u64::from(other), 0x4)),
+    };
+    let mut wc = Wc {
+        wr_id: 0,
+        status,
+        opcode: WcOpcode::Recv,
+        byte_len: byte_cnt,
+        imm_data: None,
+        qp_num: qpn,
+        src_qp: be32(c, 24) & 0xff_ffff,
+        grh: (c[24] >> 4) & 3 != 0,
+        vendor_err,
+    };
+    let requester = opcode == 0x0 || opcode == 0xd;
+    if requester {
+        let (t, bbs) = q.sq.as_ref().ok_or(bad(
+            "requester CQE for a QP whose send CQ is another",
+            u64::from(qpn),
+            0,
+        ))?;
+        let tail = t.load(sq_table::TAIL);
+        let head = t.load(sq_table::HEAD);
+        let delta = u64::from(wqe_counter.wrapping_sub(tail as u16));
+        if delta >= head.wrapping_sub(tail) {
+            return Err(bad(
+                "CQE wqe_counter (not an outstanding send WQE)",
+                u64::from(wqe_counter),
+                head & 0xffff,
+            ));
+        }
+        let idx = (u32::from(wqe_counter) & (bbs - 1)) as usize;
+        let desc = t.load(sq_table::WRID + *bbs as usize + idx);
+        let nbb = (desc & 0xff).max(1);
+        wc.wr_id = t.load(sq_table::WRID + idx);
+        wc.opcode = desc_op(desc);
+        if wc.opcode == WcOpcode::Send || wc.opcode == WcOpcode::RdmaWrite {
+            wc.byte_len = (desc >> 32) as u32;
+        }
+        t.store(sq_table::TAIL, tail + delta + nbb);
+        return Ok(wc);
+    }
+    wc.opcode = if opcode == 0x1 {
+        WcOpcode::RecvRdmaWithImm
+    } else {
+        WcOpcode::Recv
+    };
+    if opcode == 0x1 || opcode == 0x3 {
+        wc.imm_data = Some(imm);
+    }
+    match q.rq.as_ref().ok_or(bad(
+        "responder CQE for a QP whose receive CQ is another",
+        u64::from(qpn),
+        0,
+    ))? {
+        RecvTable::Rq { table, cnt } => {
+            let tail = table.load(rq_table::TAIL);
+            if tail >= table.load(rq_table::HEAD) {
+                return Err(bad(
+                    "responder CQE with no receive posted",
+                    u64::from(qpn),
+                    0,
+                ));
+            }
+            let slot = (tail as u32 & (cnt - 1)) as usize;
+            wc.wr_id = table.load(rq_table::WRID + slot);
+            table.store(rq_table::TAIL, tail + 1);
+        }
+        RecvTable::Srq { table, cnt, .. } => {
+            let idx = u32::from(wqe_counter);
+            if idx >= *cnt {
+                return Err(bad("CQE SRQ WQE index", u64::from(idx), u64::from(cnt - 1)));
+            }
+            wc.wr_id = table.load(srq_table::WRID + idx as usize);
+            // Hand the WQE back to the SRQ's free list (its post_recv relinks it).
+            let n = *cnt as usize;
+            let at = table.load(srq_table::FREED_TAIL);
+            let mut t = at;
+            while !table.compare_exchange(srq_table::FREED_TAIL, t, t + 1) {
+                t = table.load(srq_table::FREED_TAIL);
+            }
+            table.store(srq_table::freed(n) + (t as usize % n), u64::from(idx) + 1);
+        }
+    }
+    Ok(wc)
+}

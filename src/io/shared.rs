@@ -1,0 +1,110 @@
+//! [`SharedDma`]: a DMA-backed table several driver objects hold at once, without a heap.
+//!
+//! The reference count lives in the table's first eight bytes. Every handle keeps the memory
+//! valid; the last [`SharedDma::release`] frees it. A handle dropped without `release` leaks the
+//! memory instead of freeing it — never the other way round — so no handle can outlive it.
+//! The CQs use it to find the work-request ids of the QPs and SRQs that complete on them.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::platform::{DmaRegion, Platform, PlatformError};
+
+const HEADER: usize = 64;
+
+/// A shared table of 64-bit words in DMA memory.
+#[derive(Debug)]
+pub struct SharedDma {
+    region: DmaRegion,
+    words: usize,
+}
+
+// SAFETY: all accesses are atomic; the memory stays valid while any handle exists (the
+// reference count in the header is only decremented by `release`, which frees at zero).
+unsafe impl Send for SharedDma {}
+// SAFETY: as above.
+unsafe impl Sync for SharedDma {}
+
+impl SharedDma {
+    /// Allocates a zeroed table of `words` 64-bit words with one handle.
+    pub fn alloc<P: Platform + ?Sized>(p: &P, words: usize) -> Result<Self, PlatformError> {
+        let len = HEADER + words * 8;
+        let region = p.dma_alloc(len, 64)?;
+        if region.len < len || region.cpu.as_ptr() as usize % 8 != 0 {
+            let _ = p.dma_free(region);
+            return Err(PlatformError::OutOfDmaMemory { len, align: 64 });
+        }
+        let t = Self { region, words };
+        t.rc().store(1, Ordering::Relaxed);
+        for i in 0..words {
+            t.store(i, 0);
+        }
+        Ok(t)
+    }
+
+    fn rc(&self) -> &AtomicU64 {
+        // SAFETY: the header is in bounds (len ≥ HEADER), 8-aligned (checked at allocation) and
+        // valid while `self` exists (reference count ≥ 1); only atomics touch it.
+        unsafe { AtomicU64::from_ptr(self.region.cpu.as_ptr().cast()) }
+    }
+
+    fn word(&self, i: usize) -> Option<&AtomicU64> {
+        if i >= self.words {
+            return None;
+        }
+        let p = self.region.cpu.as_ptr().wrapping_add(HEADER + i * 8);
+        // SAFETY: `i < words` keeps the word inside the allocation; 8-aligned; valid while
+        // `self` exists; only atomics touch it.
+        Some(unsafe { AtomicU64::from_ptr(p.cast()) })
+    }
+
+    /// Another handle to the same table.
+    pub fn share(&self) -> Self {
+        self.rc().fetch_add(1, Ordering::Relaxed);
+        Self {
+            region: self.region,
+            words: self.words,
+        }
+    }
+
+    /// Gives this handle back; the last one frees the memory.
+    pub fn release<P: Platform + ?Sized>(self, p: &P) {
+        if self.rc().fetch_sub(1, Ordering::AcqRel) == 1 {
+            if let Err(e) = p.dma_free(self.region) {
+                log::warn!("freeing a shared table: {e}");
+            }
+        }
+    }
+
+    /// Whether two handles name the same table.
+    pub fn same(&self, other: &Self) -> bool {
+        self.region.iova == other.region.iova
+    }
+
+    /// Number of words.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    /// Loads word `i` (acquire); 0 when out of range.
+    #[inline]
+    pub fn load(&self, i: usize) -> u64 {
+        self.word(i).map_or(0, |w| w.load(Ordering::Acquire))
+    }
+
+    /// Stores word `i` (release); ignored when out of range.
+    #[inline]
+    pub fn store(&self, i: usize, v: u64) {
+        if let Some(w) = self.word(i) {
+            w.store(v, Ordering::Release);
+        }
+    }
+
+    /// Compare-and-swap of word `i`; `false` when out of range or when it held something else.
+    #[inline]
+    pub fn compare_exchange(&self, i: usize, current: u64, new: u64) -> bool {
+        self.word(i).is_some_and(|w| {
+            w.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        })
+    }
+}

@@ -1,0 +1,227 @@
+//! Memory registration (PRM "Memory Key"): CREATE_MKEY with an MTT built from DMA pages.
+//!
+//! A memory region is a range of device addresses (IOVAs) the device may touch on the driver's
+//! behalf, in a PD, with access rights. Its address space is the IOVA space: the `addr()` of a
+//! region is the IOVA of its first byte, and SGEs and remote addresses name IOVAs. The key is
+//! `mkey_index << 8 | variant`; the same key serves as lkey and rkey.
+
+use core::sync::atomic::{AtomicU8, Ordering};
+
+use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, DestroyMkeyIn, DestroyMkeyOut, Mkc};
+use mlx5_ifc::Opcode;
+
+use crate::cmd::{run, run_create};
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::pd::Pd;
+use crate::platform::Platform;
+use crate::queue::QueueBuf;
+
+/// `access_mode` MTT.
+const ACCESS_MODE_MTT: u64 = 1;
+/// The variant byte of the next key (keys of reused indices differ).
+static VARIANT: AtomicU8 = AtomicU8::new(0x5a);
+
+/// Access rights of a memory region (`ibv_access_flags`). Local read is always granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MrAccess {
+    /// The device may write the memory for local operations (receives, READ responses).
+    pub local_write: bool,
+    /// Remote RDMA WRITE.
+    pub remote_write: bool,
+    /// Remote RDMA READ.
+    pub remote_read: bool,
+    /// Remote atomics.
+    pub remote_atomic: bool,
+}
+
+impl MrAccess {
+    /// Everything.
+    pub const ALL: Self = Self {
+        local_write: true,
+        remote_write: true,
+        remote_read: true,
+        remote_atomic: true,
+    };
+    /// Local read and write only.
+    pub const LOCAL: Self = Self {
+        local_write: true,
+        remote_write: false,
+        remote_read: false,
+        remote_atomic: false,
+    };
+}
+
+/// A registered memory region of device `'d`, backed by DMA memory it owns.
+#[derive(Debug)]
+pub struct MemoryRegion<'d, P: Platform> {
+    dev: &'d Device<P>,
+    key: u32,
+    len: usize,
+    access: MrAccess,
+    buf: Option<QueueBuf>,
+}
+
+impl<P: Platform> Device<P> {
+    /// Allocates `len` bytes of DMA memory and registers them in `pd` (`ibv_reg_mr` on memory the
+    /// driver allocates through the platform).
+    pub fn alloc_mr(&self, pd: &Pd, len: usize, access: MrAccess) -> Result<MemoryRegion<'_, P>> {
+        let max = 1u64 << self.caps().get("log_max_mrw_sz").unwrap_or(32).min(63);
+        if len == 0 || len as u64 > max {
+            return Err(Error::InvalidArgument {
+                op: "reg_mr",
+                field: "length",
+                requested: len as u64,
+                max,
+                limit: "log_max_mrw_sz (at least 1 byte)",
+            });
+        }
+        if access.remote_write && !access.local_write || access.remote_atomic && !access.local_write
+        {
+            return Err(Error::InvalidArgument {
+                op: "reg_mr",
+                field: "access",
+                requested: 0,
+                max: 0,
+                limit: "remote write and remote atomic need local write (as in verbs)",
+            });
+        }
+        let p = self.platform();
+        let buf = QueueBuf::alloc(p, len, "allocate memory to register")?;
+        let variant = VARIANT.fetch_add(1, Ordering::Relaxed);
+        let made = self.with_cmd(|cmd, p| {
+            run_create::<CreateMkeyIn, CreateMkeyOut, _, _>(
+                cmd,
+                p,
+                Opcode::CreateMkey,
+                Some(&buf),
+                |v| {
+                    let octwords = buf.npages().div_ceil(2) as u64;
+                    v.set(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, octwords)?;
+                    let mut m = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
+                    m.set(Mkc::ACCESS_MODE_1_0, ACCESS_MODE_MTT)?;
+                    m.set(Mkc::LR, 1)?;
+                    m.set(Mkc::LW, u64::from(access.local_write))?;
+                    m.set(Mkc::RR, u64::from(access.remote_read))?;
+                    m.set(Mkc::RW, u64::from(access.remote_write))?;
+                    m.set(Mkc::A, u64::from(access.remote_atomic))?;
+                    m.set(Mkc::QPN, 0xff_ffff)?;
+                    m.set(Mkc::MKEY_7_0, u64::from(variant))?;
+                    m.set(Mkc::PD, u64::from(pd.pdn()))?;
+                    m.set(Mkc::START_ADDR, buf.buf().iova())?;
+                    m.set(Mkc::LEN, len as u64)?;
+                    m.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, octwords)?;
+                    m.set(Mkc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
+                    Ok(())
+                },
+            )
+        });
+        match made {
+            Ok(out) => {
+                let index = out.get(CreateMkeyOut::MKEY_INDEX) as u32;
+                Ok(MemoryRegion {
+                    dev: self,
+                    key: index << 8 | u32::from(variant),
+                    len,
+                    access,
+                    buf: Some(buf),
+                })
+            }
+            Err(e) => {
+                buf.free(p);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl<'d, P: Platform> MemoryRegion<'d, P> {
+    /// The local key (SGEs).
+    pub fn lkey(&self) -> u32 {
+        self.key
+    }
+
+    /// The remote key (RDMA and atomics from the peer).
+    pub fn rkey(&self) -> u32 {
+        self.key
+    }
+
+    /// The address of the first byte in the region's address space (its IOVA).
+    pub fn addr(&self) -> u64 {
+        self.buf.as_ref().map_or(0, |b| b.buf().iova())
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never: registration needs a byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Its access rights.
+    pub fn access(&self) -> MrAccess {
+        self.access
+    }
+
+    fn check(&self, offset: usize, n: usize) -> Result<()> {
+        if offset.checked_add(n).is_none_or(|end| end > self.len) {
+            return Err(Error::InvalidArgument {
+                op: "memory region access",
+                field: "offset + length",
+                requested: offset as u64 + n as u64,
+                max: self.len as u64,
+                limit: "region length",
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the region at `offset`.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
+        self.check(offset, src.len())?;
+        match &self.buf {
+            Some(b) => Ok(b.buf().write_bytes(offset, src)?),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies from the region at `offset` into `dst`.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.check(offset, dst.len())?;
+        match &self.buf {
+            Some(b) => Ok(b.buf().read_bytes(offset, dst)?),
+            None => Ok(()),
+        }
+    }
+
+    /// Destroys the key and frees the memory (`ibv_dereg_mr`).
+    pub fn dereg(mut self) -> Result<()> {
+        self.dereg_inner()
+    }
+
+    fn dereg_inner(&mut self) -> Result<()> {
+        let Some(buf) = self.buf.take() else {
+            return Ok(());
+        };
+        let index = u64::from(self.key >> 8);
+        self.dev.with_cmd(|cmd, p| {
+            run::<DestroyMkeyIn, DestroyMkeyOut, _, _>(cmd, p, Opcode::DestroyMkey, 0, |v| {
+                v.set(DestroyMkeyIn::MKEY_INDEX, index)?;
+                Ok(())
+            })
+        })?;
+        buf.free(self.dev.platform());
+        Ok(())
+    }
+}
+
+impl<P: Platform> Drop for MemoryRegion<'_, P> {
+    fn drop(&mut self) {
+        if let Err(e) = self.dereg_inner() {
+            log::error!("deregistering key {:#x} on drop: {e}", self.key);
+        }
+    }
+}

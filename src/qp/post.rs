@@ -1,0 +1,522 @@
+//! `post_send` and `post_recv`: work requests checked against the QP, written into the rings
+//! as the device reads them, and one doorbell per list.
+//!
+//! The data path allocates nothing and takes no lock: the rings, the doorbell record and the
+//! work-request tables were allocated at `create_qp`; the CQ finds the work-request ids in the
+//! tables it shares with the QP.
+
+use mlx5_ifc::{regs, Be32, Be64};
+
+use super::create::Qp;
+use super::modify::QpState;
+use super::sizing::{QpType, SendOps};
+use crate::cq_poll::{rq_table, sq_desc, sq_table, WcOpcode};
+use crate::error::{Error, Result};
+use crate::io::barrier;
+use crate::platform::Platform;
+use crate::wqe::{
+    self, flags, opcode, SqWriter, UdAddr, DS, INLINE_SEG, INVALID_LKEY, MAX_DS, WQEBB,
+};
+
+/// A scatter/gather element: `length` bytes at `addr` in the memory of key `lkey`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Sge {
+    /// Address (IOVA, in the region's address space).
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// Local key of the region.
+    pub lkey: u32,
+}
+
+/// What a send work request does (`ibv_wr_opcode` with its operands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendOp {
+    /// SEND.
+    Send,
+    /// SEND with immediate data.
+    SendImm(u32),
+    /// RDMA WRITE to `remote_addr` with `rkey`.
+    Write {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// RDMA WRITE with immediate data (consumes a receive at the peer).
+    WriteImm {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// RDMA READ from `remote_addr` into the SGEs.
+    Read {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// 8-byte atomic compare-and-swap; the original value lands in the (8-byte) SGE.
+    CmpSwap {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Expected value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+    /// 8-byte atomic fetch-and-add; the original value lands in the (8-byte) SGE.
+    FetchAdd {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+}
+
+impl SendOp {
+    fn parts(&self) -> (u8, SendOps, WcOpcode, u32) {
+        match *self {
+            SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 0),
+            SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, imm),
+            SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 0),
+            SendOp::WriteImm { imm, .. } => (
+                opcode::RDMA_WRITE_IMM,
+                SendOps::WRITE_IMM,
+                WcOpcode::RdmaWrite,
+                imm,
+            ),
+            SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, WcOpcode::RdmaRead, 0),
+            SendOp::CmpSwap { .. } => {
+                (opcode::ATOMIC_CS, SendOps::ATOMIC_CS, WcOpcode::CompSwap, 0)
+            }
+            SendOp::FetchAdd { .. } => {
+                (opcode::ATOMIC_FA, SendOps::ATOMIC_FA, WcOpcode::FetchAdd, 0)
+            }
+        }
+    }
+}
+
+/// Where the data of a send comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Payload<'a> {
+    /// Registered memory, gathered by the device.
+    Sges(&'a [Sge]),
+    /// Bytes copied into the WQE (at most the QP's `max_inline_data`; memory needs no key).
+    Inline(&'a [u8]),
+}
+
+/// A send work request (`struct ibv_send_wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SendWr<'a> {
+    /// Comes back in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// The data.
+    pub payload: Payload<'a>,
+    /// Ask for a completion (always on with `sq_sig_all`).
+    pub signaled: bool,
+    /// Wait for earlier READs and atomics first.
+    pub fence: bool,
+    /// Raise a solicited event at the receiver.
+    pub solicited: bool,
+    /// The destination of a UD send.
+    pub ud: Option<UdAddr>,
+}
+
+impl<'a> SendWr<'a> {
+    /// A signaled SEND of `sges`.
+    pub fn send(wr_id: u64, sges: &'a [Sge]) -> Self {
+        Self {
+            wr_id,
+            op: SendOp::Send,
+            payload: Payload::Sges(sges),
+            signaled: true,
+            fence: false,
+            solicited: false,
+            ud: None,
+        }
+    }
+}
+
+/// A receive work request (`struct ibv_recv_wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RecvWr<'a> {
+    /// Comes back in the completion.
+    pub wr_id: u64,
+    /// Where received data goes.
+    pub sg_list: &'a [Sge],
+}
+
+/// A post refused before anything was written.
+fn refuse(
+    op: &'static str,
+    field: &'static str,
+    requested: u64,
+    max: u64,
+    limit: &'static str,
+) -> Error {
+    Error::InvalidArgument {
+        op,
+        field,
+        requested,
+        max,
+        limit,
+    }
+}
+
+impl<P: Platform> Qp<'_, P> {
+    /// DS units and WQEBBs of a send work request; checks it against the QP.
+    fn measure(&self, wr: &SendWr<'_>) -> Result<(u8, u32, u32)> {
+        let (_, op_set, _, _) = wr.op.parts();
+        if !self.ops.contains(op_set) {
+            return Err(refuse(
+                "post_send",
+                "opcode",
+                u64::from(op_set.bits()),
+                u64::from(self.ops.bits()),
+                "the send ops the QP was created with",
+            ));
+        }
+        let mut ds = 1usize;
+        match wr.op {
+            SendOp::Write { .. } | SendOp::WriteImm { .. } | SendOp::Read { .. } => ds += 1,
+            SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
+            _ => {}
+        }
+        if self.qp_type == QpType::Ud {
+            if wr.ud.is_none() {
+                return Err(refuse(
+                    "post_send",
+                    "ud",
+                    0,
+                    0,
+                    "a UD send needs a destination (SendWr::ud)",
+                ));
+            }
+            ds += 3;
+        }
+        let bytes;
+        match wr.payload {
+            Payload::Sges(sg) => {
+                if sg.len() as u64 > u64::from(self.cap.max_send_sge) {
+                    return Err(refuse(
+                        "post_send",
+                        "num_sge",
+                        sg.len() as u64,
+                        u64::from(self.cap.max_send_sge),
+                        "max_send_sge of the QP",
+                    ));
+                }
+                if matches!(wr.op, SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. })
+                    && (sg.len() != 1 || sg[0].length != 8)
+                {
+                    return Err(refuse(
+                        "post_send",
+                        "sg_list",
+                        sg.len() as u64,
+                        1,
+                        "atomics return 8 bytes into exactly one 8-byte SGE",
+                    ));
+                }
+                ds += sg.iter().filter(|s| s.length > 0).count();
+                bytes = sg.iter().map(|s| u64::from(s.length)).sum();
+            }
+            Payload::Inline(data) => {
+                if data.len() as u64 > u64::from(self.cap.max_inline_data) {
+                    return Err(refuse(
+                        "post_send",
+                        "inline length",
+                        data.len() as u64,
+                        u64::from(self.cap.max_inline_data),
+                        "max_inline_data of the QP",
+                    ));
+                }
+                if matches!(
+                    wr.op,
+                    SendOp::Read { .. } | SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. }
+                ) {
+                    return Err(refuse(
+                        "post_send",
+                        "payload",
+                        0,
+                        0,
+                        "READ and atomics cannot be inline",
+                    ));
+                }
+                ds += (4 + data.len()).div_ceil(DS);
+                bytes = data.len() as u64;
+            }
+        }
+        if let SendOp::CmpSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. } = wr.op {
+            if remote_addr % 8 != 0 {
+                return Err(refuse(
+                    "post_send",
+                    "remote_addr",
+                    remote_addr,
+                    0,
+                    "atomics need an 8-byte aligned address",
+                ));
+            }
+        }
+        if ds > MAX_DS || ds * DS > self.layout.sq_wqe_bytes as usize {
+            return Err(refuse(
+                "post_send",
+                "WQE size (DS)",
+                ds as u64,
+                (self.layout.sq_wqe_bytes as usize / DS).min(MAX_DS) as u64,
+                "the QP's send WQE size",
+            ));
+        }
+        let max_msg = 1u64 << self.dev.caps().log_max_msg().min(31);
+        if bytes > max_msg {
+            return Err(refuse(
+                "post_send",
+                "message length",
+                bytes,
+                max_msg,
+                "log_max_msg",
+            ));
+        }
+        Ok((ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32))
+    }
+
+    /// Posts a list of send work requests (`ibv_post_send`) and rings one doorbell. Every
+    /// request is checked first; if one is refused, none is posted.
+    pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<()> {
+        if self.state != QpState::Rts {
+            return Err(Error::QpState {
+                qpn: self.qpn,
+                state: self.state,
+                op: "post_send",
+            });
+        }
+        let bbs = self.layout.sq_wqebb_cnt;
+        let Some(ring) = self.ring.as_ref().filter(|_| bbs > 0) else {
+            return Err(refuse(
+                "post_send",
+                "max_send_wr",
+                wrs.len() as u64,
+                0,
+                "the QP has no send queue",
+            ));
+        };
+        let tail = ring.sq.load(sq_table::TAIL);
+        let mut need = 0u64;
+        for wr in wrs {
+            need += u64::from(self.measure(wr)?.1);
+        }
+        let used = self.cur_post.wrapping_sub(tail);
+        if used + need > u64::from(bbs) {
+            return Err(Error::QueueFull {
+                qpn: self.qpn,
+                queue: "send queue",
+                outstanding: used,
+                limit: u64::from(bbs),
+            });
+        }
+        let sq_base = self.layout.rq_bytes() as usize;
+        let sq_size = self.layout.sq_bytes() as usize;
+        let mut first = [0u8; 8];
+        let mut last_nbb = 0;
+        for wr in wrs {
+            let (ds, nbb, bytes) = self.measure(wr)?;
+            let (op, _, wc_op, imm) = wr.op.parts();
+            let idx = (self.cur_post as u32) & (bbs - 1);
+            let mut fl = 0;
+            if wr.signaled || self.sq_sig_all {
+                fl |= flags::CQ_UPDATE;
+            }
+            if wr.fence {
+                fl |= flags::FENCE;
+            }
+            if wr.solicited {
+                fl |= flags::SOLICITED;
+            }
+            let c = wqe::ctrl(op, self.cur_post as u16, self.qpn, ds, fl, imm);
+            first.copy_from_slice(&c[..8]);
+            let mut w = SqWriter::new(ring.buf.buf(), sq_base, sq_size, idx as usize * WQEBB);
+            w.put(&c)?;
+            if let Some(ud) = &wr.ud {
+                let dg = wqe::datagram(ud);
+                w.put_bytes(&dg)?;
+            }
+            match wr.op {
+                SendOp::Write { remote_addr, rkey }
+                | SendOp::WriteImm {
+                    remote_addr, rkey, ..
+                }
+                | SendOp::Read { remote_addr, rkey } => {
+                    w.put(&wqe::raddr(remote_addr, rkey))?;
+                }
+                SendOp::CmpSwap {
+                    remote_addr,
+                    rkey,
+                    compare,
+                    swap,
+                } => {
+                    w.put(&wqe::raddr(remote_addr, rkey))?;
+                    w.put(&wqe::atomic(swap, compare))?;
+                }
+                SendOp::FetchAdd {
+                    remote_addr,
+                    rkey,
+                    add,
+                } => {
+                    w.put(&wqe::raddr(remote_addr, rkey))?;
+                    w.put(&wqe::atomic(add, 0))?;
+                }
+                SendOp::Send | SendOp::SendImm(_) => {}
+            }
+            match wr.payload {
+                Payload::Sges(sg) => {
+                    for s in sg.iter().filter(|s| s.length > 0) {
+                        w.put(&wqe::data(s.length, s.lkey, s.addr))?;
+                    }
+                }
+                Payload::Inline(data) => {
+                    let mut head = [0u8; 4];
+                    head.copy_from_slice(&Be32::new(INLINE_SEG | data.len() as u32).to_bytes());
+                    let mut seg = [0u8; 16];
+                    let n = data.len().min(12);
+                    seg[..4].copy_from_slice(&head);
+                    seg[4..4 + n].copy_from_slice(&data[..n]);
+                    w.put(&seg)?;
+                    if data.len() > n {
+                        w.put_bytes(&data[n..])?;
+                    }
+                }
+            }
+            ring.sq.store(sq_table::WRID + idx as usize, wr.wr_id);
+            ring.sq.store(
+                sq_table::WRID + bbs as usize + idx as usize,
+                sq_desc(nbb, wc_op, bytes),
+            );
+            self.cur_post += u64::from(nbb);
+            last_nbb = nbb;
+        }
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        ring.sq.store(sq_table::HEAD, self.cur_post);
+        self.ring_send_doorbell(&first, wrs.len() == 1, last_nbb)
+    }
+
+    /// DBR word 1, then the UAR doorbell (BlueFlame for a single small WQE).
+    fn ring_send_doorbell(&mut self, first: &[u8; 8], single: bool, nbb: u32) -> Result<()> {
+        let Some(ring) = self.ring.as_ref() else {
+            return Ok(());
+        };
+        barrier::dma_wmb();
+        ring.dbr
+            .write_be32(4, Be32::new(self.cur_post as u32 & 0xffff))?;
+        barrier::mmio_wmb();
+        let p = self.dev.platform();
+        let reg =
+            self.uar.bar_offset() + u64::from(regs::uar::BF_OFFSET) + u64::from(self.bf_offset);
+        let bf = self.bf_half > 0 && single && nbb as usize * WQEBB <= self.bf_half as usize;
+        if bf {
+            // BlueFlame: the whole WQE through the register, 8 bytes at a time.
+            let bbs = self.layout.sq_wqebb_cnt;
+            let start = (self.cur_post - u64::from(nbb)) as u32 & (bbs - 1);
+            let sq_base = self.layout.rq_bytes() as usize;
+            for q in 0..(nbb as usize * WQEBB / 8) {
+                let off = (start as usize * WQEBB + q * 8) % self.layout.sq_bytes() as usize;
+                let v = ring.buf.buf().read_be64(sq_base + off)?;
+                p.bar_write64(reg + (q * 8) as u64, v);
+            }
+        } else {
+            p.bar_write64(reg, Be64::from_bytes(*first));
+        }
+        barrier::mmio_wmb();
+        self.bf_offset ^= self.bf_half;
+        Ok(())
+    }
+
+    /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
+        if self.srqn.is_some() {
+            return Err(refuse(
+                "post_recv",
+                "qp",
+                u64::from(self.qpn),
+                0,
+                "receives of a QP with an SRQ go to the SRQ",
+            ));
+        }
+        if self.state == QpState::Reset {
+            return Err(Error::QpState {
+                qpn: self.qpn,
+                state: self.state,
+                op: "post_recv",
+            });
+        }
+        let Some(ring) = self.ring.as_ref() else {
+            return Ok(());
+        };
+        let Some(rq) = ring.rq.as_ref() else {
+            return Err(refuse(
+                "post_recv",
+                "max_recv_wr",
+                wrs.len() as u64,
+                0,
+                "the QP has no receive queue",
+            ));
+        };
+        let cnt = u64::from(self.layout.rq_wqe_cnt);
+        let max_sge = u64::from(self.layout.rq_stride_bytes / 16);
+        for wr in wrs {
+            if wr.sg_list.len() as u64 > max_sge {
+                return Err(refuse(
+                    "post_recv",
+                    "num_sge",
+                    wr.sg_list.len() as u64,
+                    max_sge,
+                    "max_recv_sge of the QP",
+                ));
+            }
+        }
+        let used = self.rq_head.wrapping_sub(rq.load(rq_table::TAIL));
+        if used + wrs.len() as u64 > cnt {
+            return Err(Error::QueueFull {
+                qpn: self.qpn,
+                queue: "receive queue",
+                outstanding: used,
+                limit: cnt,
+            });
+        }
+        let stride = self.layout.rq_stride_bytes as usize;
+        for wr in wrs {
+            let slot = (self.rq_head & (cnt - 1)) as usize;
+            let mut at = slot * stride;
+            let mut used_segs = 0;
+            for s in wr.sg_list.iter().filter(|s| s.length > 0) {
+                ring.buf
+                    .buf()
+                    .write_bytes(at, &wqe::data(s.length, s.lkey, s.addr))?;
+                at += DS;
+                used_segs += 1;
+            }
+            if (used_segs as u64) < max_sge {
+                ring.buf
+                    .buf()
+                    .write_bytes(at, &wqe::data(0, INVALID_LKEY, 0))?;
+            }
+            rq.store(rq_table::WRID + slot, wr.wr_id);
+            self.rq_head += 1;
+        }
+        rq.store(rq_table::HEAD, self.rq_head);
+        barrier::dma_wmb();
+        ring.dbr
+            .write_be32(0, Be32::new(self.rq_head as u32 & 0xffff))?;
+        Ok(())
+    }
+}
