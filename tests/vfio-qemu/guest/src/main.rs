@@ -1,0 +1,2 @@
+//! Placeholder; the guest test is being written.
+fn main() {}
