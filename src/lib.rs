@@ -32,12 +32,16 @@ pub mod qp;
 pub mod queue;
 pub mod srq;
 pub mod uar;
+#[cfg(feature = "vfio")]
+pub mod vfio;
 pub mod vport;
 pub mod wqe;
 
 pub use caps::{Caps, DeviceAttr};
+pub use cq_poll::{Wc, WcOpcode, WcStatus};
 pub use device::{BringUp, Device, DeviceConfig, FwVersion};
 pub use error::{DeadCause, Error, Result, Wait};
+pub use mr::{MemoryRegion, MrAccess};
 pub use platform::{DmaRegion, Platform, PlatformError};
 
 pub use mlx5_ifc as ifc;

@@ -76,8 +76,7 @@ impl<P: Platform> Device<P> {
                 limit: "log_max_mrw_sz (at least 1 byte)",
             });
         }
-        if access.remote_write && !access.local_write || access.remote_atomic && !access.local_write
-        {
+        if (access.remote_write || access.remote_atomic) && !access.local_write {
             return Err(Error::InvalidArgument {
                 op: "reg_mr",
                 field: "access",

@@ -438,7 +438,11 @@ fn create_qp_in_the_trace_carries_the_context_the_driver_meant() {
         assert_eq!(f("pd"), u64::from(pd));
         assert_eq!(f("cqn_snd"), u64::from(snd));
         assert_eq!(f("cqn_rcv"), u64::from(rcv));
-        assert_eq!(f("uar_page"), u64::from(qp.uar().index()), "the QP rings its own UAR page");
+        assert_eq!(
+            f("uar_page"),
+            u64::from(qp.uar().index()),
+            "the QP rings its own UAR page"
+        );
         let l = qp.layout();
         assert_eq!(1 << f("log_sq_size"), u64::from(l.sq_wqebb_cnt));
         assert_eq!(1 << f("log_rq_size"), u64::from(l.rq_wqe_cnt));

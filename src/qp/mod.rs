@@ -1,11 +1,13 @@
 //! Queue pairs (PRM "QP"): sizing against the device's limits ([`sizing`]), creation with a
 //! programmed context ([`create`]) and the state machine ([`modify`]).
 
+pub mod connect;
 pub mod create;
 pub mod modify;
 pub mod post;
 pub mod sizing;
 
+pub use connect::{ConnectOpts, QpEndpoint};
 pub use create::{Qp, QpInitAttr};
 pub use modify::{Access, AhAttr, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery, QpState};
 pub use post::{Payload, RecvWr, SendOp, SendWr, Sge};

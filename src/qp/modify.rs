@@ -501,6 +501,9 @@ impl<P: Platform> Qp<'_, P> {
         if mask.contains(M::PORT) {
             self.port = attr.port_num;
         }
+        if to == QpState::Reset {
+            self.reset_rings();
+        }
         self.state = to;
         Ok(())
     }

@@ -204,8 +204,7 @@ impl<P: Platform> Qp<'_, P> {
             }
             ds += 3;
         }
-        let bytes;
-        match wr.payload {
+        let bytes: u64 = match wr.payload {
             Payload::Sges(sg) => {
                 if sg.len() as u64 > u64::from(self.cap.max_send_sge) {
                     return Err(refuse(
@@ -228,7 +227,7 @@ impl<P: Platform> Qp<'_, P> {
                     ));
                 }
                 ds += sg.iter().filter(|s| s.length > 0).count();
-                bytes = sg.iter().map(|s| u64::from(s.length)).sum();
+                sg.iter().map(|s| u64::from(s.length)).sum()
             }
             Payload::Inline(data) => {
                 if data.len() as u64 > u64::from(self.cap.max_inline_data) {
@@ -253,9 +252,9 @@ impl<P: Platform> Qp<'_, P> {
                     ));
                 }
                 ds += (4 + data.len()).div_ceil(DS);
-                bytes = data.len() as u64;
+                data.len() as u64
             }
-        }
+        };
         if let SendOp::CmpSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. } = wr.op {
             if remote_addr % 8 != 0 {
                 return Err(refuse(
@@ -439,6 +438,24 @@ impl<P: Platform> Qp<'_, P> {
         barrier::mmio_wmb();
         self.bf_offset ^= self.bf_half;
         Ok(())
+    }
+
+    /// Back to empty rings, as the device's work-queue counters after 2RST.
+    pub(super) fn reset_rings(&mut self) {
+        self.cur_post = 0;
+        self.rq_head = 0;
+        self.bf_offset = 0;
+        if let Some(r) = self.ring.as_ref() {
+            for w in [sq_table::TAIL, sq_table::HEAD] {
+                r.sq.store(w, 0);
+            }
+            if let Some(rq) = r.rq.as_ref() {
+                rq.store(rq_table::TAIL, 0);
+                rq.store(rq_table::HEAD, 0);
+            }
+            let _ = r.dbr.write_be32(0, Be32::new(0));
+            let _ = r.dbr.write_be32(4, Be32::new(0));
+        }
     }
 
     /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).

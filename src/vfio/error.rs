@@ -308,11 +308,15 @@ mod tests {
         assert!(s.contains("bound to mlx5_core, not to vfio-pci"), "{s}");
         assert!(s.contains("sudo modprobe vfio-pci"), "{s}");
         assert!(
-            s.contains("echo 0000:03:00.0 | sudo tee /sys/bus/pci/devices/0000:03:00.0/driver/unbind"),
+            s.contains(
+                "echo 0000:03:00.0 | sudo tee /sys/bus/pci/devices/0000:03:00.0/driver/unbind"
+            ),
             "{s}"
         );
         assert!(
-            s.contains("echo vfio-pci | sudo tee /sys/bus/pci/devices/0000:03:00.0/driver_override"),
+            s.contains(
+                "echo vfio-pci | sudo tee /sys/bus/pci/devices/0000:03:00.0/driver_override"
+            ),
             "{s}"
         );
         assert!(
@@ -355,7 +359,10 @@ mod tests {
             ],
         };
         let s = e.to_string();
-        assert!(s.contains("IOMMU group 17 of 0000:03:00.0 is not viable"), "{s}");
+        assert!(
+            s.contains("IOMMU group 17 of 0000:03:00.0 is not viable"),
+            "{s}"
+        );
         assert!(s.contains("  0000:03:00.1 (mlx5_core)"), "{s}");
         assert!(s.contains("  0000:00:01.0 (no driver)"), "{s}");
     }
@@ -397,7 +404,13 @@ mod tests {
             },
         );
         let s = e.to_string();
-        assert!(matches!(e, VfioError::FirmwareInitializing { waited_ms: 120_001, .. }));
+        assert!(matches!(
+            e,
+            VfioError::FirmwareInitializing {
+                waited_ms: 120_001,
+                ..
+            }
+        ));
         assert!(s.contains("still initializing after 120001 ms"), "{s}");
         assert!(s.contains("/sys/bus/pci/devices/0000:03:00.0/reset"), "{s}");
         let e = VfioError::from_bringup(

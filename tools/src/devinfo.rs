@@ -111,13 +111,13 @@ fn report(o: &Opened) -> Value {
         _ => "PORT_DOWN (1)",
     };
     json!({
-        "hca_id": format!("mlx5_sim ({})", o.name),
+        "hca_id": o.hca_id,
         "transport": "InfiniBand (0)",
         "fw_ver": d.fw_version().to_string(),
         "node_guid": guid_text,
         "sys_image_guid": guid_text,
         "vendor_id": "0x02c9",
-        "vendor_part_id": 4119,
+        "vendor_part_id": o.part_id,
         "hw_ver": "0x0",
         "phys_port_cnt": a.phys_port_cnt,
         "max_mr_size": format!("{:#x}", a.max_mr_size),

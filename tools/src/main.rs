@@ -6,7 +6,9 @@
 #![recursion_limit = "256"]
 
 mod createqp;
+mod demo;
 mod devinfo;
+mod list;
 mod size;
 mod target;
 
@@ -26,10 +28,15 @@ struct Cli {
 enum Cmd {
     /// Bring a device up and print its attributes (like `ibv_devinfo -v`), then tear it down.
     Devinfo(devinfo::Args),
+    /// Two simulated NICs on a simulated RoCE v2 wire: every operation verified, then
+    /// throughput and latency.
+    Demo(demo::Args),
     /// What create_qp would grant (or why not), without a device: the sizing calculator.
     Size(size::Args),
     /// Create a QP on the device, print the granted caps and its layout, destroy it.
     CreateQp(createqp::Args),
+    /// The ConnectX (mlx5) PCI functions of this machine and whether they are ready for --vfio.
+    List(list::Args),
 }
 
 fn main() -> ExitCode {
@@ -37,8 +44,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Devinfo(a) => devinfo::run(&a),
+        Cmd::Demo(a) => demo::run(&a),
         Cmd::Size(a) => size::run(&a),
         Cmd::CreateQp(a) => createqp::run(&a),
+        Cmd::List(a) => list::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

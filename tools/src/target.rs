@@ -1,10 +1,12 @@
 //! Which device a command runs on: `--sim PROFILE|CAPS.json` (the default: a simulated
-//! ConnectX-5) with an optional `--trace FILE` of every firmware command.
+//! ConnectX-5) with an optional `--trace FILE` of every firmware command, or `--vfio BDF`: a real
+//! ConnectX function bound to vfio-pci.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use mlx5::sim::{Mode, Profile, SimDevice};
+use mlx5::vfio::{AnyPlatform, VfioError, VfioOptions, VfioPlatform};
 use mlx5::{Device, DeviceConfig, SimPlatform};
 
 /// Device selection shared by the subcommands.
@@ -14,6 +16,10 @@ pub struct Target {
     /// keys are cmd_hca_cap field names.
     #[arg(long, value_name = "PROFILE|CAPS.json", default_value = "cx5")]
     pub sim: String,
+    /// A real ConnectX function bound to vfio-pci instead of the simulator, by PCI address
+    /// (`mlx5ctl list` shows them; docs/vfio.md says how to bind one).
+    #[arg(long, value_name = "BDF", conflicts_with_all = ["threaded", "trace"])]
+    pub vfio: Option<String>,
     /// Run the simulated device on its own thread (like hardware) instead of synchronously.
     #[arg(long)]
     pub threaded: bool,
@@ -24,9 +30,13 @@ pub struct Target {
 
 /// An opened device and what is needed to report on it.
 pub struct Opened {
-    pub device: Device<SimPlatform>,
-    pub sim: SimDevice,
-    pub name: String,
+    pub device: Device<AnyPlatform>,
+    /// The simulated device behind it, if it is one.
+    pub sim: Option<SimDevice>,
+    /// `hca_id` as `ibv_devinfo` prints it.
+    pub hca_id: String,
+    /// PCI device id (`vendor_part_id`).
+    pub part_id: u16,
     pub wall: std::time::Duration,
 }
 
@@ -47,6 +57,9 @@ pub fn profile(spec: &str) -> Result<Profile, String> {
 impl Target {
     /// Brings the selected device up.
     pub fn open(&self) -> Result<Opened, String> {
+        if let Some(bdf) = &self.vfio {
+            return Self::open_vfio(bdf).map_err(|e| e.to_string());
+        }
         let profile = profile(&self.sim)?;
         let name = profile.name().to_string();
         let mode = if self.threaded {
@@ -56,26 +69,52 @@ impl Target {
         };
         let sim = SimDevice::new(profile, mode);
         let t0 = std::time::Instant::now();
-        let device = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default());
+        let platform = AnyPlatform::Sim(SimPlatform::new(sim.clone()));
+        let device = Device::open(platform, DeviceConfig::default());
         let wall = t0.elapsed();
         let device = match device {
             Ok(d) => d,
             Err(e) => {
-                self.write_trace(&sim)?;
+                self.write_trace(Some(&sim))?;
                 return Err(format!("bring-up of the simulated device failed: {e}"));
             }
         };
         Ok(Opened {
             device,
-            sim,
-            name,
+            sim: Some(sim),
+            hca_id: format!("mlx5_sim ({name})"),
+            part_id: 0x1017,
             wall,
         })
     }
 
-    /// Writes the command trace, if asked for.
-    pub fn write_trace(&self, sim: &SimDevice) -> Result<(), String> {
-        let Some(path) = &self.trace else {
+    fn open_vfio(bdf: &str) -> Result<Opened, VfioError> {
+        let opts = VfioOptions {
+            expect_vendor: Some(mlx5::vfio::pci::MELLANOX_VENDOR),
+            ..VfioOptions::default()
+        };
+        let platform = VfioPlatform::open(bdf, &opts)?;
+        let addr = platform.address();
+        let part_id = platform.info().function.device;
+        let config = DeviceConfig {
+            bar_size: platform.bar_size(),
+            ..DeviceConfig::default()
+        };
+        let t0 = std::time::Instant::now();
+        let device = Device::open(AnyPlatform::Vfio(Box::new(platform)), config)
+            .map_err(|e| VfioError::from_bringup(addr, e))?;
+        Ok(Opened {
+            device,
+            sim: None,
+            hca_id: format!("mlx5_vfio ({addr})"),
+            part_id,
+            wall: t0.elapsed(),
+        })
+    }
+
+    /// Writes the command trace, if asked for (simulated devices only).
+    pub fn write_trace(&self, sim: Option<&SimDevice>) -> Result<(), String> {
+        let (Some(path), Some(sim)) = (&self.trace, sim) else {
             return Ok(());
         };
         let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -89,7 +128,7 @@ impl Target {
             .device
             .close()
             .map_err(|e| format!("teardown failed: {e}"));
-        self.write_trace(&o.sim)?;
+        self.write_trace(o.sim.as_ref())?;
         r
     }
 }

@@ -195,6 +195,7 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32) {
                 profile,
                 iommu: &st.iommu,
                 dma_faults: &mut st.dma_faults,
+                now,
             };
             st.fw.execute(&mut env, &req, &mut out)
         }

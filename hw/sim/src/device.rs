@@ -2,12 +2,19 @@
 //! state behind one lock.
 //!
 //! Time: in [`Mode::Sync`] the device clock is virtual — it starts at 0 and only `relax()`
-//! advances it (by [`RELAX_NS`]); in [`Mode::Threaded`] it is real monotonic time since creation.
-//! Time-driven work (`initializing`, `health_counter`) is computed from the clock when observed.
+//! advances it (by [`RELAX_NS`]); it is the clock of the device's fabric, shared with the other
+//! devices on it. In [`Mode::Threaded`] it is real monotonic time since creation. Time-driven
+//! work (`initializing`, `health_counter`) is computed from the clock when observed; the data
+//! path's timers (ack timeout, RNR wait) are serviced when they are due: by `relax()` and
+//! [`crate::Fabric::run_until_idle`] in Sync mode, by the device thread in Threaded mode.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
+
+use crate::engine::{self, Hw};
+use crate::fabric::Fabric;
 
 use crate::bar::Bar;
 use crate::cmdif;
@@ -19,6 +26,19 @@ use crate::{Mode, Profile};
 
 /// Virtual time one `relax()` call advances in [`Mode::Sync`].
 pub const RELAX_NS: u64 = 1_000;
+
+/// Work for the device thread ([`Mode::Threaded`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// A command doorbell with these slot bits.
+    Cmd(u32),
+    /// A send doorbell for this QP.
+    Sq(u32),
+    /// Frames arrived for the device's port.
+    Wire,
+    /// The last handle is gone.
+    Stop,
+}
 
 /// Everything the device knows, behind one lock.
 pub(crate) struct State {
@@ -41,6 +61,16 @@ impl State {
             trace: Trace::default(),
             dma_faults: Vec::new(),
             commands_executed: 0,
+        }
+    }
+
+    /// The data path's view of this state at device time `now`.
+    pub(crate) fn hw(&mut self, now: u64) -> Hw<'_> {
+        Hw {
+            fw: &mut self.fw,
+            iommu: &self.iommu,
+            faults: &mut self.dma_faults,
+            now,
         }
     }
 
@@ -70,8 +100,13 @@ pub(crate) struct Shared {
     pub(crate) profile: Profile,
     pub(crate) mode: Mode,
     created: Instant,
-    virtual_ns: AtomicU64,
     state: Mutex<State>,
+    /// The fabric the port is on and the port's index there (a leaf lock).
+    link: Mutex<(Fabric, usize)>,
+    /// The earliest data path timer (device time; `u64::MAX`: none).
+    deadline: AtomicU64,
+    /// The device thread's work queue ([`Mode::Threaded`]).
+    kick: Mutex<Option<Sender<Work>>>,
 }
 
 impl Shared {
@@ -81,9 +116,87 @@ impl Shared {
             profile,
             mode,
             created: Instant::now(),
-            virtual_ns: AtomicU64::new(0),
             state,
+            link: Mutex::new((Fabric::private(mode), usize::MAX)),
+            deadline: AtomicU64::new(u64::MAX),
+            kick: Mutex::new(None),
         }
+    }
+
+    /// The fabric and port index.
+    pub(crate) fn link(&self) -> (Fabric, usize) {
+        self.link.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set_link(&self, fabric: Fabric, port: usize) {
+        *self.link.lock().unwrap_or_else(|e| e.into_inner()) = (fabric, port);
+    }
+
+    /// The device thread's work queue, if it has one.
+    pub(crate) fn kick(&self) -> Option<Sender<Work>> {
+        self.kick.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(crate) fn set_kick(&self, tx: Option<Sender<Work>>) {
+        *self.kick.lock().unwrap_or_else(|e| e.into_inner()) = tx;
+    }
+
+    /// The port MAC.
+    pub(crate) fn mac(&self) -> [u8; 6] {
+        self.lock().fw.vport.mac()
+    }
+
+    /// The earliest data path timer.
+    pub(crate) fn deadline(&self) -> Option<u64> {
+        Some(self.deadline.load(Ordering::Acquire)).filter(|&d| d != u64::MAX)
+    }
+
+    /// Whether a data path timer is due.
+    pub(crate) fn timers_due(&self) -> bool {
+        self.deadline().is_some_and(|d| d <= self.now_ns())
+    }
+
+    /// Runs `f` on the data path under the lock; then hands the frames it queued to the fabric
+    /// (after releasing the lock) and, in Sync mode, runs the fabric until it is idle when
+    /// `settle`.
+    pub(crate) fn datapath<R>(&self, settle: bool, f: impl FnOnce(&mut Hw<'_>) -> R) -> R {
+        let now = self.now_ns();
+        let (r, frames, mac) = {
+            let mut st = self.lock();
+            let mut hw = st.hw(now);
+            let r = f(&mut hw);
+            let frames = std::mem::take(&mut hw.fw.engine.tx);
+            let deadline = hw.fw.engine.deadline().unwrap_or(u64::MAX);
+            self.deadline.store(deadline, Ordering::Release);
+            (r, frames, hw.fw.vport.mac())
+        };
+        let (fabric, port) = self.link();
+        fabric.transmit(port, mac, frames);
+        if settle && self.mode == Mode::Sync {
+            fabric.run_until_idle();
+        }
+        r
+    }
+
+    /// Delivers a frame from the wire (the caller settles the fabric).
+    pub(crate) fn deliver(&self, frame: &[u8]) {
+        self.datapath(false, |hw| engine::receive(hw, frame));
+    }
+
+    /// Services the due data path timers.
+    pub(crate) fn service_timers(&self) {
+        self.datapath(false, engine::tick);
+    }
+
+    /// Executes the send queue of QP `qpn`.
+    pub(crate) fn sq_doorbell(&self, qpn: u32) {
+        self.datapath(true, |hw| engine::requester::doorbell(hw, qpn));
+    }
+
+    /// Threaded mode: delivers the frames for the port and services the timers.
+    pub(crate) fn service(&self) {
+        let (fabric, port) = self.link();
+        fabric.service(port, self);
     }
 
     /// The state; a panic on another thread while it was held does not make it unusable.
@@ -94,7 +207,7 @@ impl Shared {
     /// Device time in nanoseconds.
     pub(crate) fn now_ns(&self) -> u64 {
         match self.mode {
-            Mode::Sync => self.virtual_ns.load(Ordering::Acquire),
+            Mode::Sync => self.link().0.now_ns(),
             Mode::Threaded => u64::try_from(self.created.elapsed().as_nanos()).unwrap_or(u64::MAX),
         }
     }
@@ -103,7 +216,9 @@ impl Shared {
     pub(crate) fn relax(&self) {
         match self.mode {
             Mode::Sync => {
-                self.virtual_ns.fetch_add(RELAX_NS, Ordering::AcqRel);
+                let fabric = self.link().0;
+                fabric.tick_clock(RELAX_NS);
+                fabric.poll();
             }
             Mode::Threaded => std::thread::yield_now(),
         }
@@ -112,7 +227,14 @@ impl Shared {
     /// Processes a command doorbell now.
     pub(crate) fn ring(&self, bits: u32) {
         let now = self.now_ns();
-        let mut st = self.lock();
-        cmdif::ring(&mut st, &self.profile, now, bits);
+        {
+            let mut st = self.lock();
+            cmdif::ring(&mut st, &self.profile, now, bits);
+            let deadline = st.fw.engine.deadline().unwrap_or(u64::MAX);
+            self.deadline.store(deadline, Ordering::Release);
+        }
+        if self.mode == Mode::Sync {
+            self.link().0.poll();
+        }
     }
 }

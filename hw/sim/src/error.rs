@@ -76,6 +76,20 @@ pub enum SimError {
         /// Length of the access.
         len: usize,
     },
+    /// `Fabric::attach` of a device that is on another shared fabric already.
+    FabricAlreadyAttached,
+    /// A port with this MAC is on the fabric already.
+    DuplicateMac {
+        /// The MAC.
+        mac: [u8; 6],
+    },
+    /// `Fabric::attach` of a device whose mode differs from the fabric's devices'.
+    FabricModeMismatch {
+        /// The mode of the devices on the fabric.
+        fabric: crate::Mode,
+        /// The mode of the device.
+        device: crate::Mode,
+    },
 }
 
 impl fmt::Display for SimError {
@@ -103,6 +117,18 @@ impl fmt::Display for SimError {
             Self::DmaUnmapped { iova, len } => {
                 write!(f, "host access of {len:#x} bytes at iova {iova:#x} is outside every DMA mapping")
             }
+            Self::DuplicateMac { mac } => write!(
+                f,
+                "a port with MAC {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} is on the fabric already (give each profile its own \"_mac\")",
+                mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]
+            ),
+            Self::FabricAlreadyAttached => {
+                write!(f, "the device is attached to another fabric already")
+            }
+            Self::FabricModeMismatch { fabric, device } => write!(
+                f,
+                "a {device:?} device cannot join a fabric of {fabric:?} devices"
+            ),
         }
     }
 }

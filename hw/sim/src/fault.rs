@@ -61,6 +61,15 @@ pub enum DmaFaultKind {
     /// number, or the object's doorbells go to another UAR), or with the wrong access width.
     /// `iova` is the BAR0 offset written.
     BadDoorbell,
+    /// An MTT page given to CREATE_MKEY is not (entirely, for the part the key uses) mapped.
+    MttNotMapped,
+    /// A BlueFlame write (a 64-bit word after the doorbell word in the same half of a BlueFlame
+    /// register) differs from the WQE in the send queue at that offset. `iova` is the BAR0
+    /// offset written.
+    BlueFlameMismatch,
+    /// A send doorbell whose WQE the device could not use: the QP's send queue names another
+    /// QP in its control segment, or the doorbell names a QP without a send queue.
+    BadWqe,
 }
 
 /// One DMA violation: a translation fault of the device, or the host freeing device memory.

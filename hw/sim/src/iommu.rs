@@ -150,6 +150,28 @@ impl Iommu {
         self.store(iova, data, Ordering::Release)
     }
 
+    /// Atomically replaces the big-endian 64-bit value at `iova` (8-byte aligned) by `f(old)`;
+    /// returns the old value.
+    pub(crate) fn fetch_update_be64(
+        &self,
+        iova: u64,
+        f: impl Fn(u64) -> u64,
+    ) -> Result<u64, Unmapped> {
+        let (m, off) = self.locate(iova, 8).ok_or(Unmapped)?;
+        if off % 8 != 0 {
+            return Err(Unmapped);
+        }
+        let word = m.words.get(off / 8).ok_or(Unmapped)?;
+        let value = |w: u64| u64::from_be_bytes(w.to_ne_bytes());
+        let image = |v: u64| u64::from_ne_bytes(v.to_be_bytes());
+        let old = word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                Some(image(f(value(w))))
+            })
+            .unwrap_or_else(|w| w);
+        Ok(value(old))
+    }
+
     fn store(&self, iova: u64, data: &[u8], last: Ordering) -> Result<(), Unmapped> {
         let (m, off) = self.locate(iova, data.len()).ok_or(Unmapped)?;
         let mut i = 0;

@@ -10,20 +10,30 @@
 //! checks real firmware makes (delivery status, command status with a per-reason [`syndrome`]).
 //! The EQ and CQ doorbells written to UAR pages update their queues ([`SimDevice::eq_armed`]).
 //!
-//! Modules: `bar` (init segment, health, UAR writes), `iommu` (DMA memory), `cmdif` (entries,
-//! mailboxes, delivery), `fw` (state machine, dispatch, one module per object), `profile`,
-//! `fault`, `trace`.
 //!
-//! Two modes ([`Mode`]): `Sync` executes a command inside the doorbell write and runs on virtual
-//! time advanced by `relax()`; `Threaded` runs the firmware on its own thread and real time, so
-//! the driver's polling, ordering and timeouts are exercised for real.
+//! The data path: memory keys (CREATE/QUERY/DESTROY_MKEY), send doorbells and BlueFlame on the
+//! UAR pages, WQE execution, CQEs and EQEs, and the RoCE v2 transports (RC with PSNs, ACKs,
+//! retransmission and RNR; UC; UD) over a [`Fabric`] of real frame bytes (ICRC included), with
+//! wire faults ([`WireFault`]) and a pcap capture. A device is alone on a private fabric (its
+//! own MAC loops back) until [`Fabric::attach`] puts it on a shared one.
+//!
+//! Modules: `bar` (init segment, health, UAR writes), `iommu` (DMA memory), `cmdif` (entries,
+//! mailboxes, delivery), `fw` (state machine, dispatch, one module per object), `engine` (the
+//! data path), `fabric` (the wire, RoCE v2 frames, pcap), `profile`, `fault`, `trace`.
+//!
+//! Two modes ([`Mode`]): `Sync` executes a command — and a send doorbell, with every frame it
+//! causes — inside the doorbell write and runs on virtual time advanced by `relax()`;
+//! `Threaded` runs the firmware and the data path on a thread per device and real time, so the
+//! driver's polling, ordering and timeouts are exercised for real.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod bar;
 mod cmdif;
 mod device;
+mod engine;
 mod error;
+mod fabric;
 mod fault;
 mod fw;
 mod iommu;
@@ -31,15 +41,18 @@ mod profile;
 pub mod syndrome;
 mod trace;
 
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use mlx5_ifc::{Be32, Be64};
 
 pub use bar::{UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE};
 pub use device::RELAX_NS;
+pub use engine::DatapathCounters;
 pub use error::SimError;
+pub use fabric::{Fabric, FabricCounters, WireFault, CAPTURE_FRAMES, PCAP_MAGIC_NS};
 pub use fault::{DmaFault, DmaFaultKind, Fault};
 pub use fw::eq::{EQE_BYTES, MSIX_VECTORS};
 pub use fw::qp::FIRST_QPN;
@@ -50,7 +63,10 @@ pub use iommu::{DmaBlock, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
 pub use profile::Profile;
 pub use trace::{TraceRecord, TRACE_CAPACITY};
 
-use device::Shared;
+use device::{Shared, Work};
+
+/// The longest a device thread sleeps before it looks at its timers again.
+const THREAD_TICK: Duration = Duration::from_micros(200);
 
 /// How the simulated device runs its firmware.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,14 +81,17 @@ pub enum Mode {
 /// The handle every clone shares; dropping the last one stops the device thread.
 struct Handle {
     shared: Arc<Shared>,
-    doorbells: Option<Sender<u32>>,
+    doorbells: Option<Sender<Work>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        // Closing the channel ends the thread's receive loop.
-        self.doorbells.take();
+        // The fabric keeps senders to the thread too: stop it explicitly.
+        self.shared.set_kick(None);
+        if let Some(tx) = self.doorbells.take() {
+            let _ = tx.send(Work::Stop);
+        }
         if let Some(t) = self.thread.take() {
             if t.join().is_err() {
                 log::error!("mlx5-sim: the device thread panicked");
@@ -102,22 +121,32 @@ impl SimDevice {
         let shared = Arc::new(Shared::new(profile, mode));
         let (mut doorbells, mut thread) = (None, None);
         if mode == Mode::Threaded {
-            let (tx, rx) = mpsc::channel::<u32>();
+            let (tx, rx) = mpsc::channel::<Work>();
             let dev = Arc::clone(&shared);
             let spawned = std::thread::Builder::new()
                 .name("mlx5-sim".to_string())
-                .spawn(move || {
-                    while let Ok(bits) = rx.recv() {
-                        dev.ring(bits);
+                .spawn(move || loop {
+                    match rx.recv_timeout(THREAD_TICK) {
+                        Ok(Work::Cmd(bits)) => dev.ring(bits),
+                        Ok(Work::Sq(qpn)) => dev.sq_doorbell(qpn),
+                        Ok(Work::Wire) | Err(RecvTimeoutError::Timeout) => {}
+                        Ok(Work::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                     }
+                    dev.service();
                 });
             match spawned {
-                Ok(t) => (doorbells, thread) = (Some(tx), Some(t)),
+                Ok(t) => {
+                    shared.set_kick(Some(tx.clone()));
+                    (doorbells, thread) = (Some(tx), Some(t));
+                }
                 Err(e) => log::error!(
                     "mlx5-sim: cannot start the device thread ({e}); doorbells run inline"
                 ),
             }
         }
+        let (fabric, _) = shared.link();
+        let port = fabric.add_port(Arc::downgrade(&shared), profile_mac(&shared), shared.kick());
+        shared.set_link(fabric, port);
         SimDevice {
             inner: Arc::new(Handle {
                 shared,
@@ -128,6 +157,10 @@ impl SimDevice {
     }
 
     fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    pub(crate) fn shared_arc(&self) -> &Arc<Shared> {
         &self.inner.shared
     }
 
@@ -153,31 +186,43 @@ impl SimDevice {
     /// A write to `cmd_dbell` hands the entries whose bits are set to the firmware (executed
     /// before this returns in [`Mode::Sync`]); an EQ doorbell in a UAR page updates the EQ.
     pub fn bar_write32(&self, off: u64, v: Be32) {
-        let doorbell = {
-            let mut guard = self.shared().lock();
-            let st = &mut *guard;
-            let doorbell = st.bar.write32(off, v.get());
-            if bar::is_uar_access(off, 4) {
-                st.fw.uar_write(off, v.get().into(), 32, &mut st.dma_faults);
-            }
-            doorbell
-        };
+        let doorbell = self.shared().lock().bar.write32(off, v.get());
+        if bar::is_uar_access(off, 4) {
+            self.shared()
+                .datapath(false, |hw| engine::uar_write(hw, off, v.get().into(), 32));
+        }
         let Some(bits) = doorbell else { return };
         match &self.inner.doorbells {
-            Some(tx) if tx.send(bits).is_ok() => {}
+            Some(tx) if tx.send(Work::Cmd(bits)).is_ok() => {}
             _ => self.shared().ring(bits),
         }
     }
 
     /// A 64-bit write of BAR0 (8-aligned; UAR doorbells, recorded in [`SimDevice::uar_writes`]).
     /// EQ and CQ doorbells update the queue (see [`SimDevice::eq_armed`]); a doorbell naming
-    /// no queue on that UAR page is recorded as a [`DmaFaultKind::BadDoorbell`].
+    /// no queue on that UAR page is recorded as a [`DmaFaultKind::BadDoorbell`]. A send
+    /// doorbell (offset 0x800 + k·2^`log_bf_reg_size` of the QP's UAR page, either half)
+    /// executes the QP's send queue — inside this call in [`Mode::Sync`], with every frame it
+    /// sends delivered and answered; on the device thread in [`Mode::Threaded`]. BlueFlame
+    /// words (the rest of the half) are compared with the send queue
+    /// ([`DmaFaultKind::BlueFlameMismatch`]).
     pub fn bar_write64(&self, off: u64, v: Be64) {
-        let mut guard = self.shared().lock();
-        let st = &mut *guard;
-        st.bar.write64(off, v.get());
-        if bar::is_uar_access(off, 8) {
-            st.fw.uar_write(off, v.get(), 64, &mut st.dma_faults);
+        self.shared().lock().bar.write64(off, v.get());
+        if !bar::is_uar_access(off, 8) {
+            return;
+        }
+        let sync = self.mode() == Mode::Sync || self.inner.doorbells.is_none();
+        let qpn = self.shared().datapath(sync, |hw| {
+            let qpn = engine::uar_write(hw, off, v.get(), 64);
+            if let (Some(qpn), true) = (qpn, sync) {
+                engine::requester::doorbell(hw, qpn);
+            }
+            qpn
+        });
+        if let (Some(qpn), Some(tx)) = (qpn, &self.inner.doorbells) {
+            if !sync && tx.send(Work::Sq(qpn)).is_err() {
+                self.shared().sq_doorbell(qpn);
+            }
         }
     }
 
@@ -243,8 +288,9 @@ impl SimDevice {
         self.shared().now_ns()
     }
 
-    /// Called by the driver in every polling loop: [`Mode::Sync`] advances device time by
-    /// [`RELAX_NS`]; [`Mode::Threaded`] yields the CPU.
+    /// Called by the driver in every polling loop: [`Mode::Sync`] advances device time (the
+    /// fabric's clock) by [`RELAX_NS`] and runs the timers and delayed frames now due;
+    /// [`Mode::Threaded`] yields the CPU.
     pub fn relax(&self) {
         self.shared().relax();
     }
@@ -352,6 +398,46 @@ impl SimDevice {
     pub fn driver_version(&self) -> Option<String> {
         self.shared().lock().fw.driver_version.clone()
     }
+
+    /// The fabric the device's port is on: its own private one until [`Fabric::attach`].
+    pub fn fabric(&self) -> Fabric {
+        self.shared().link().0
+    }
+
+    /// The port's MAC address (the NIC vport's permanent address): frames to it reach this
+    /// device.
+    pub fn port_mac(&self) -> [u8; 6] {
+        self.shared().mac()
+    }
+
+    /// How many CQEs the device has written to CQ `cqn` (error CQEs included), if it exists.
+    pub fn cqe_count(&self, cqn: u32) -> Option<u64> {
+        let st = self.shared().lock();
+        st.fw.objects.queue(ObjectKind::Cq, cqn)?;
+        Some(st.fw.engine.cqs.get(&cqn).map_or(0, |c| c.written))
+    }
+
+    /// How many EQEs the device has written to EQ `eqn`, if it exists.
+    pub fn eqe_count(&self, eqn: u32) -> Option<u64> {
+        let st = self.shared().lock();
+        st.fw.objects.queue(ObjectKind::Eq, eqn)?;
+        Some(st.fw.engine.eqs.get(&eqn).map_or(0, |&pi| u64::from(pi)))
+    }
+
+    /// How many send WQEs the device has executed (flushed ones not counted).
+    pub fn wqes_executed(&self) -> u64 {
+        self.shared().lock().fw.engine.counters.wqes_executed
+    }
+
+    /// The data path counters (WQEs, CQEs, EQEs, frames, retransmissions, NAKs...).
+    pub fn datapath_counters(&self) -> DatapathCounters {
+        self.shared().lock().fw.engine.counters
+    }
+}
+
+/// The MAC of a new device (read before its port exists).
+fn profile_mac(shared: &Shared) -> [u8; 6] {
+    shared.mac()
 }
 
 #[cfg(test)]

@@ -338,6 +338,12 @@ impl Profile {
     pub fn mac(&self) -> [u8; 6] {
         self.mac
     }
+
+    /// The same profile with another permanent MAC (each NIC on a fabric needs its own).
+    pub fn with_mac(mut self, mac: [u8; 6]) -> Self {
+        self.mac = mac;
+        self
+    }
 }
 
 #[cfg(test)]

@@ -65,6 +65,12 @@
 //! | `0x5e030035` RRA_MAX_TOO_BIG | BAD_PARAM | INIT2RTR (RC) `log_rra_max` above `log_max_ra_res_qp` |
 //! | `0x5e030036` SRA_MAX_TOO_BIG | BAD_PARAM | RTR2RTS (RC) `log_sra_max` above `log_max_ra_req_qp` |
 //! | `0x5e030037` MSG_MAX_TOO_BIG | BAD_PARAM | INIT2RTR (RC/UC) `log_msg_max` above `log_max_msg` |
+//! | `0x5e030038` MKEY_ACCESS_MODE | BAD_PARAM | CREATE_MKEY `access_mode` not PA (0) or MTT (1) |
+//! | `0x5e030039` MKEY_PAGE_SIZE | BAD_PARAM | CREATE_MKEY (MTT) `log_page_size` above 18 (pages above 1 GiB) |
+//! | `0x5e03003a` MKEY_MTT_SIZE | BAD_PARAM | CREATE_MKEY (MTT) `translations_octword_size` below the MTT entries `start_addr`/`len` span |
+//! | `0x5e03003b` MKEY_MTT_UNALIGNED | BAD_PARAM | CREATE_MKEY (MTT) an MTT entry (low 12 bits masked) not aligned to the page size |
+//! | `0x5e03003c` MKEY_MTT_UNMAPPED | BAD_PARAM | CREATE_MKEY (MTT) the used part of an MTT page not inside one DMA mapping (a `DmaFault` is recorded) |
+//! | `0x5e03003d` MKEY_LENGTH | BAD_PARAM | CREATE_MKEY `length64` with MTT access, or `start_addr + len` past 2^64 |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -78,6 +84,7 @@
 //! | `0x5e050004` UNKNOWN_CQ | BAD_RES | a CQ number that is not a live CQ (DESTROY/QUERY_CQ, CREATE_QP `cqn_snd`/`cqn_rcv`) |
 //! | `0x5e050005` UNKNOWN_SRQ | BAD_RES | an SRQ / RMP number that is not live (DESTROY/QUERY_SRQ/RMP, CREATE_QP `srqn_rmpn_xrqn`) |
 //! | `0x5e050006` UNKNOWN_QP | BAD_RES | a QP number that is not a live QP (every QP command) |
+//! | `0x5e050007` UNKNOWN_MKEY | BAD_RES | DESTROY/QUERY_MKEY of an index that is not a live mkey |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
 //! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
@@ -89,12 +96,14 @@
 //! | `0x5e080004` CQ_EXHAUSTED | EXCEED_LIM | `2^log_max_cq - 1` CQs live |
 //! | `0x5e080005` SRQ_EXHAUSTED | EXCEED_LIM | `2^log_max_srq - 1` SRQs + RMPs live (RMP: or `2^log_max_rmp - 1` RMPs) |
 //! | `0x5e080006` QP_EXHAUSTED | EXCEED_LIM | `2^log_max_qp - 1` QPs live |
+//! | `0x5e080007` MKEY_EXHAUSTED | EXCEED_LIM | `2^log_max_mkey - 1` mkeys live (the reserved lkey and null mkey included) |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e500001` INLEN_BELOW_HEADER | BAD_INPUT_LEN 0x50 | `input_length` < 8 |
 //! | `0x5e500002` INLEN_BELOW_LAYOUT | BAD_INPUT_LEN | `input_length` < the command's `*_in` size |
 //! | `0x5e500003` INLEN_PAS | BAD_INPUT_LEN | MANAGE_PAGES give: `input_length` does not cover `input_num_entries` |
 //! | `0x5e500004` INLEN_REGISTER | BAD_INPUT_LEN | ACCESS_REG: `input_length` does not cover the register |
 //! | `0x5e500005` INLEN_QUEUE_PAS | BAD_INPUT_LEN | CREATE_EQ/CQ/SRQ/RMP/QP: `input_length` does not cover the PAS entries the queue needs |
+//! | `0x5e500006` INLEN_MKEY_MTT | BAD_INPUT_LEN | CREATE_MKEY (MTT): `input_length` does not cover the MTT entries |
 //! | `0x5e510001` OUTLEN_BELOW_LAYOUT | BAD_OUTPUT_LEN 0x51 | `output_length` < the command's `*_out` size |
 //! | `0x5e510002` OUTLEN_REGISTER | BAD_OUTPUT_LEN | ACCESS_REG: `output_length` does not cover the register |
 
@@ -235,6 +244,18 @@ syndromes! {
     SRA_MAX_TOO_BIG = 0x5e03_0036;
     /// BAD_PARAM: INIT2RTR `log_msg_max` above `log_max_msg`.
     MSG_MAX_TOO_BIG = 0x5e03_0037;
+    /// BAD_PARAM: CREATE_MKEY access mode not PA or MTT.
+    MKEY_ACCESS_MODE = 0x5e03_0038;
+    /// BAD_PARAM: CREATE_MKEY MTT page size above 1 GiB.
+    MKEY_PAGE_SIZE = 0x5e03_0039;
+    /// BAD_PARAM: CREATE_MKEY `translations_octword_size` too small.
+    MKEY_MTT_SIZE = 0x5e03_003a;
+    /// BAD_PARAM: an MTT entry not aligned to the mkey page size.
+    MKEY_MTT_UNALIGNED = 0x5e03_003b;
+    /// BAD_PARAM: an MTT page not inside a DMA mapping.
+    MKEY_MTT_UNMAPPED = 0x5e03_003c;
+    /// BAD_PARAM: CREATE_MKEY `length64` with MTT, or the range overflows.
+    MKEY_LENGTH = 0x5e03_003d;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -261,6 +282,8 @@ syndromes! {
     UNKNOWN_SRQ = 0x5e05_0005;
     /// BAD_RES: not a live QP.
     UNKNOWN_QP = 0x5e05_0006;
+    /// BAD_RES: not a live mkey.
+    UNKNOWN_MKEY = 0x5e05_0007;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -283,6 +306,8 @@ syndromes! {
     SRQ_EXHAUSTED = 0x5e08_0005;
     /// EXCEED_LIM: QP limit reached.
     QP_EXHAUSTED = 0x5e08_0006;
+    /// EXCEED_LIM: mkey limit reached.
+    MKEY_EXHAUSTED = 0x5e08_0007;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_INPUT_LEN: `input_length` < 8.
@@ -295,6 +320,8 @@ syndromes! {
     INLEN_REGISTER = 0x5e50_0004;
     /// BAD_INPUT_LEN: the queue's PAS entries not covered by `input_length`.
     INLEN_QUEUE_PAS = 0x5e50_0005;
+    /// BAD_INPUT_LEN: CREATE_MKEY MTT entries not covered by `input_length`.
+    INLEN_MKEY_MTT = 0x5e50_0006;
     /// BAD_OUTPUT_LEN: `output_length` < the `*_out` size.
     OUTLEN_BELOW_LAYOUT = 0x5e51_0001;
     /// BAD_OUTPUT_LEN: ACCESS_REG register not covered by `output_length`.

@@ -7,19 +7,41 @@
 //!   solicited completions only), dword 1 = CQN; the CQ's `consumer_counter` takes the index and
 //!   the CQ is armed (`st` ARMED or SOLICITED_ARMED).
 //!
+//! * 0x800 + k·2^`log_bf_reg_size` (k = 0..3; each register has two halves of half its size):
+//!   a 64-bit write at the start of a half is a send doorbell — the first 8 bytes of the
+//!   control segment of the last WQE posted, `opmod_idx_opcode` in the high dword (WQE counter
+//!   in bits 23:8), `qpn_ds` in the low one (QPN in bits 31:8); the QP's `uar_page` must be this
+//!   page. Further 64-bit writes into the same half are BlueFlame: the rest of that WQE, which
+//!   the data path compares with the send queue ([`crate::engine`]).
+//!
 //! A doorbell that names no live object, names one whose `uar_page` is another page, or has the
 //! wrong width is logged and recorded as a [`DmaFaultKind::BadDoorbell`] (its `iova` is the BAR0
-//! offset); nothing else happens. Other UAR writes (send doorbells, BlueFlame) are only recorded.
+//! offset); nothing else happens. Other UAR writes are only recorded.
 
 use mlx5_ifc::consts::arm_state;
+use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::cq::Cqc;
 use mlx5_ifc::prm::eq::Eqc;
+use mlx5_ifc::prm::qp::Qpc;
 use mlx5_ifc::regs::{uar, UAR_PAGE_SIZE};
-use mlx5_ifc::{Layout, ViewMut};
+use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::objects::{ObjectKind, Queue};
 use super::Firmware;
 use crate::fault::{DmaFault, DmaFaultKind};
+
+/// What a UAR write asks the data path to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UarAction {
+    /// Nothing (an EQ doorbell, an ignored or bad write).
+    None,
+    /// CQ `cqn` was armed with consumer counter `ci`.
+    CqArmed { cqn: u32, ci: u32 },
+    /// A send doorbell for `qpn`, WQE counter `wqe`, in the BlueFlame half at BAR offset `half`.
+    Send { qpn: u32, wqe: u16, half: u64 },
+    /// A BlueFlame word at byte `at` of the half at BAR offset `half`.
+    BlueFlame { half: u64, at: u64 },
+}
 
 /// The queue `id` of `kind` whose doorbells go to UAR `page`.
 fn target(fw: &mut Firmware, kind: ObjectKind, id: u32, page: u32) -> Result<&mut Queue, String> {
@@ -59,27 +81,70 @@ impl Firmware {
         value: u64,
         width: u8,
         faults: &mut Vec<DmaFault>,
-    ) {
+    ) -> UarAction {
         let page = u32::try_from(off / UAR_PAGE_SIZE).unwrap_or(u32::MAX);
         let inpage = (off % UAR_PAGE_SIZE) as u32;
         let r = match inpage {
-            uar::EQ_DOORBELL_ARM | uar::EQ_DOORBELL_NOARM => {
-                self.eq_doorbell(page, inpage == uar::EQ_DOORBELL_ARM, value, width)
-            }
+            uar::EQ_DOORBELL_ARM | uar::EQ_DOORBELL_NOARM => self
+                .eq_doorbell(page, inpage == uar::EQ_DOORBELL_ARM, value, width)
+                .map(|()| UarAction::None),
             o if (uar::CQ_DOORBELL..uar::CQ_DOORBELL + 8).contains(&o) => {
                 self.cq_doorbell(page, value, width)
             }
-            _ => Ok(()),
+            o if o >= uar::BF_OFFSET => self.send_doorbell(off, page, o, value, width),
+            _ => Ok(UarAction::None),
         };
-        if let Err(why) = r {
-            log::warn!("mlx5-sim: bad doorbell {value:#x} at BAR offset {off:#x}: {why}");
-            faults.push(DmaFault {
-                iova: off,
-                len: usize::from(width / 8),
-                kind: DmaFaultKind::BadDoorbell,
-                what: why,
-            });
+        match r {
+            Ok(a) => a,
+            Err(why) => {
+                Self::bad_doorbell(faults, off, value, width, why);
+                UarAction::None
+            }
         }
+    }
+
+    fn bad_doorbell(faults: &mut Vec<DmaFault>, off: u64, value: u64, width: u8, why: String) {
+        log::warn!("mlx5-sim: bad doorbell {value:#x} at BAR offset {off:#x}: {why}");
+        faults.push(DmaFault {
+            iova: off,
+            len: usize::from(width / 8),
+            kind: DmaFaultKind::BadDoorbell,
+            what: why,
+        });
+    }
+
+    fn send_doorbell(
+        &mut self,
+        off: u64,
+        page: u32,
+        inpage: u32,
+        value: u64,
+        width: u8,
+    ) -> Result<UarAction, String> {
+        let reg = 1u64 << self.cur(CmdHcaCap::LOG_BF_REG_SIZE).clamp(6, 10);
+        let r = u64::from(inpage - uar::BF_OFFSET);
+        let halfsz = reg / 2;
+        let at = r % halfsz;
+        let half = off - at;
+        if width != 64 {
+            return Err(format!("send doorbell written {width} bits wide, not 64"));
+        }
+        if at != 0 {
+            return Ok(UarAction::BlueFlame { half, at });
+        }
+        let qpn = ((value >> 8) & 0xff_ffff) as u32;
+        let wqe = ((value >> 40) & 0xffff) as u16;
+        let q = self
+            .objects
+            .queue(ObjectKind::Qp, qpn)
+            .ok_or_else(|| format!("send doorbell for QP {qpn:#x}, which does not exist"))?;
+        let uar = View::<Qpc>::new(&q.ctx).map_or(u32::MAX, |c| c.get32(Qpc::UAR_PAGE));
+        if uar != page {
+            return Err(format!(
+                "QP {qpn:#x} uses UAR {uar:#x}, not UAR page {page:#x}"
+            ));
+        }
+        Ok(UarAction::Send { qpn, wqe, half })
     }
 
     fn eq_doorbell(&mut self, page: u32, arm: bool, value: u64, width: u8) -> Result<(), String> {
@@ -100,7 +165,7 @@ impl Firmware {
         Ok(())
     }
 
-    fn cq_doorbell(&mut self, page: u32, value: u64, width: u8) -> Result<(), String> {
+    fn cq_doorbell(&mut self, page: u32, value: u64, width: u8) -> Result<UarAction, String> {
         if width != 64 {
             return Err(format!("CQ arm doorbell written {width} bits wide, not 64"));
         }
@@ -120,6 +185,9 @@ impl Firmware {
             dw0 & 0xff_ffff,
         )?;
         q.armed = true;
-        Ok(())
+        Ok(UarAction::CqArmed {
+            cqn,
+            ci: (dw0 & 0xff_ffff) as u32,
+        })
     }
 }

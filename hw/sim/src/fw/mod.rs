@@ -28,6 +28,7 @@ pub(crate) mod cq;
 pub(crate) mod doorbell;
 pub(crate) mod eq;
 pub(crate) mod hca;
+pub(crate) mod mkey;
 pub(crate) mod objects;
 pub(crate) mod pages;
 pub(crate) mod qp;
@@ -38,7 +39,9 @@ pub(crate) mod srq;
 pub(crate) mod vport;
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
-use mlx5_ifc::prm::{cq as c, eq as e, hca as h, qp as q, srq as s, uar_pd as u, vport as v};
+use mlx5_ifc::prm::{
+    cq as c, eq as e, hca as h, mr as m, qp as q, srq as s, uar_pd as u, vport as v,
+};
 use mlx5_ifc::{
     consts, CmdInHeader, CmdOutHeader, CmdStatus, Field, Layout, LayoutError, Opcode, View, ViewMut,
 };
@@ -72,6 +75,8 @@ pub(crate) struct Firmware {
     pub(crate) objects: objects::ObjectTable,
     pub(crate) vport: vport::Vport,
     pub(crate) driver_version: Option<String>,
+    /// The data path's runtime state.
+    pub(crate) engine: crate::engine::Engine,
 }
 
 /// What a handler may use besides the firmware state.
@@ -79,6 +84,8 @@ pub(crate) struct Env<'a> {
     pub(crate) profile: &'a Profile,
     pub(crate) iommu: &'a Iommu,
     pub(crate) dma_faults: &'a mut Vec<DmaFault>,
+    /// Device time.
+    pub(crate) now: u64,
 }
 
 /// One command: its header fields, its input (truncated to `input_length`) and `output_length`.
@@ -247,6 +254,17 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         vport::query_vport_state,
     ),
+    spec::<m::CreateMkeyIn, m::CreateMkeyOut>(
+        Opcode::CreateMkey,
+        Gate::Initialized,
+        mkey::create_mkey,
+    ),
+    spec::<m::DestroyMkeyIn, m::DestroyMkeyOut>(
+        Opcode::DestroyMkey,
+        Gate::Initialized,
+        mkey::destroy_mkey,
+    ),
+    spec::<m::QueryMkeyIn, m::QueryMkeyOut>(Opcode::QueryMkey, Gate::Initialized, mkey::query_mkey),
     spec::<e::CreateEqIn, e::CreateEqOut>(Opcode::CreateEq, Gate::Initialized, eq::create_eq),
     spec::<e::DestroyEqIn, e::DestroyEqOut>(Opcode::DestroyEq, Gate::Initialized, eq::destroy_eq),
     spec::<e::QueryEqIn, e::QueryEqOut>(Opcode::QueryEq, Gate::Initialized, eq::query_eq),
@@ -310,6 +328,7 @@ impl Firmware {
             objects: objects::ObjectTable::default(),
             vport: vport::Vport::new(profile),
             driver_version: None,
+            engine: crate::engine::Engine::default(),
         }
     }
 

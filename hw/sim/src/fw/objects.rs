@@ -30,6 +30,9 @@ pub enum ObjectKind {
     Rmp,
     /// A queue pair (CREATE_QP).
     Qp,
+    /// A memory key (CREATE_MKEY); its handle is the mkey index (the key without its variant
+    /// byte).
+    Mkey,
 }
 
 /// What the device keeps about a queue object (EQ, CQ, SRQ, RMP, QP).
@@ -58,6 +61,8 @@ pub(crate) enum Object {
     Pd,
     /// A queue object.
     Queue(Box<Queue>),
+    /// A memory key.
+    Mkey(Box<super::mkey::Mkey>),
 }
 
 #[derive(Debug)]
@@ -157,6 +162,22 @@ impl ObjectTable {
             Some(Object::Queue(q)) => Some(q),
             _ => None,
         }
+    }
+
+    /// The memory key with index `index`, if live.
+    pub(crate) fn mkey(&self, index: u32) -> Option<&super::mkey::Mkey> {
+        match self.get(ObjectKind::Mkey, index) {
+            Some(Object::Mkey(m)) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// Every live queue object of `kind` with its handle.
+    pub(crate) fn queues(&self, kind: ObjectKind) -> Vec<u32> {
+        self.tables
+            .get(&kind)
+            .map(|t| t.live.keys().copied().collect())
+            .unwrap_or_default()
     }
 
     /// The queue object `id` of `kind`, writable.

@@ -388,14 +388,24 @@ fn force(fw: &mut Firmware, qpn: u32, to: u64, reset: bool) -> CmdResult {
     Ok(())
 }
 
+/// 2ERR: the QP's outstanding and posted WQEs complete with WR_FLUSH_ERR
+/// ([`crate::engine::flush::enter_error`]).
 pub(crate) fn qp_2err(
     fw: &mut Firmware,
-    _: &mut Env<'_>,
+    env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let qpn = input::<Qp2errIn>(req)?.get32(Qp2errIn::QPN);
-    force(fw, qpn, qp_state::ERR, false)
+    force(fw, qpn, qp_state::ERR, false)?;
+    let mut hw = crate::engine::Hw {
+        fw,
+        iommu: env.iommu,
+        faults: env.dma_faults,
+        now: env.now,
+    };
+    crate::engine::flush::enter_error(&mut hw, qpn, None);
+    Ok(())
 }
 
 pub(crate) fn qp_2rst(
@@ -405,5 +415,7 @@ pub(crate) fn qp_2rst(
     _: &mut [u8],
 ) -> CmdResult {
     let qpn = input::<Qp2rstIn>(req)?.get32(Qp2rstIn::QPN);
-    force(fw, qpn, qp_state::RST, true)
+    force(fw, qpn, qp_state::RST, true)?;
+    fw.engine.forget(ObjectKind::Qp, qpn);
+    Ok(())
 }

@@ -186,6 +186,7 @@ pub(crate) fn destroy(
     if let Some(Object::Queue(q)) = fw.objects.remove(kind, id) {
         fw.objects.release(&q.holds);
     }
+    fw.engine.forget(kind, id);
     Ok(())
 }
 

@@ -63,6 +63,16 @@ impl Vport {
         self.gids.get(index)
     }
 
+    /// The port's MAC address.
+    pub(crate) fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// The port MTU (NIC vport `mtu`).
+    pub(crate) fn mtu(&self) -> u16 {
+        self.mtu
+    }
+
     fn eui64(&self) -> u64 {
         let m = self.mac;
         u64::from_be_bytes([m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])

@@ -3,6 +3,7 @@
 //! the doorbell, waits for the ownership bit and collects the output.
 #![allow(dead_code)]
 
+pub mod datapath;
 pub mod queues;
 
 use mlx5_ifc::consts::{

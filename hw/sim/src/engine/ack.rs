@@ -1,0 +1,278 @@
+//! RC acknowledgements on the requester side: ACK / NAK / RNR NAK, READ responses and atomic
+//! ACKs, the ack timer and the RNR wait, retransmission (see [`super::requester`] for the
+//! behaviour).
+
+use mlx5_ifc::consts::qp_state;
+
+use super::cqe::syndrome as syn;
+use super::flush::enter_error;
+use super::requester::{complete_ready, local_syndrome};
+use super::{dma, psn_add, psn_diff, qp_rt, Hw, QpInfo};
+use crate::fabric::frame::{op, Packet};
+
+/// The RNR NAK timer encoding (IBTA table 45) in microseconds.
+const RNR_US: [u32; 32] = [
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
+    5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122_880, 163_840, 245_760,
+    327_680, 491_520,
+];
+
+/// The RNR timer `code` in nanoseconds.
+pub(crate) fn rnr_timer_ns(code: u8) -> u64 {
+    u64::from(RNR_US[usize::from(code & 31)]) * 1000
+}
+
+/// The ack timeout of exponent `t` in nanoseconds (`None`: 0, no timeout).
+pub(crate) fn ack_timeout_ns(t: u8) -> Option<u64> {
+    (t != 0).then(|| 4096u64 << t.min(31))
+}
+
+/// (Re)starts the ack timer while requests wait for an acknowledgement.
+pub(crate) fn arm_timer(hw: &mut Hw<'_>, info: &QpInfo) {
+    let now = hw.now;
+    if let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) {
+        let waiting = rt.outstanding.iter().any(|r| !r.done);
+        rt.timer = if waiting && rt.resend_at.is_none() {
+            ack_timeout_ns(info.ack_timeout).map(|t| now + t)
+        } else {
+            None
+        };
+        if !waiting {
+            rt.retries = 0;
+        }
+    }
+}
+
+/// Marks done every request an acknowledgement of `psn` covers; whether any was.
+fn ack_through(hw: &mut Hw<'_>, qpn: u32, psn: u32) -> bool {
+    let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) else {
+        return false;
+    };
+    let mut progress = false;
+    for r in rt.outstanding.iter_mut() {
+        if r.done {
+            continue;
+        }
+        if psn_diff(r.last_psn, psn) > 0 || r.needs_response {
+            break;
+        }
+        r.done = true;
+        progress = true;
+    }
+    if progress {
+        rt.retries = 0;
+        rt.rnr_retries = 0;
+    }
+    progress
+}
+
+/// Sends again every unfinished request from `psn` on.
+fn retransmit_from(hw: &mut Hw<'_>, qpn: u32, psn: u32) {
+    let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) else {
+        return;
+    };
+    let mut frames = Vec::new();
+    for r in rt.outstanding.iter_mut().filter(|r| !r.done) {
+        if psn_diff(r.last_psn, psn) < 0 {
+            continue;
+        }
+        if r.needs_response {
+            r.got_pkts = 0;
+            r.got_bytes = 0;
+        }
+        for (p, f) in &r.frames {
+            if r.needs_response || psn_diff(*p, psn) >= 0 {
+                frames.push(f.clone());
+            }
+        }
+    }
+    let e = &mut hw.fw.engine;
+    e.counters.retransmits += frames.len() as u64;
+    e.counters.tx_frames += frames.len() as u64;
+    e.counters.tx_bytes += frames.iter().map(|f| f.len() as u64).sum::<u64>();
+    e.tx.extend(frames);
+}
+
+/// The WQE counter and opcode of the unfinished request holding `psn` (else the oldest).
+fn request_at(hw: &Hw<'_>, qpn: u32, psn: u32) -> Option<(u16, u8)> {
+    let rt = hw.fw.engine.qps.get(&qpn)?;
+    let pending = || rt.outstanding.iter().filter(|r| !r.done);
+    pending()
+        .find(|r| psn_diff(psn, r.first_psn) >= 0 && psn_diff(r.last_psn, psn) >= 0)
+        .or_else(|| pending().next())
+        .map(|r| (r.wqe_counter, r.opcode))
+}
+
+/// Fails the request holding `psn` with `syndrome`; the QP goes to ERR.
+fn fail_at(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
+    complete_ready(hw, info);
+    let failing = request_at(hw, info.qpn, psn).map(|(c, o)| (c, o, syndrome, 0));
+    enter_error(hw, info.qpn, failing);
+}
+
+/// An ACK / NAK / RNR NAK (AETH `syndrome`) for `psn`.
+fn on_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
+    let prev = psn_add(psn, 0xff_ffff);
+    match syndrome >> 5 {
+        0 => {
+            ack_through(hw, info.qpn, psn);
+        }
+        1 => {
+            ack_through(hw, info.qpn, prev);
+            complete_ready(hw, info);
+            let rt = qp_rt(&mut hw.fw.engine, info);
+            if info.rnr_retry != 7 && rt.rnr_retries >= info.rnr_retry {
+                fail_at(hw, info, psn, syn::RNR_RETRY_EXC_ERR);
+                return;
+            }
+            rt.rnr_retries = rt.rnr_retries.saturating_add(1);
+            rt.resend_at = Some(hw.now + rnr_timer_ns(syndrome));
+            rt.resend_psn = psn;
+            rt.timer = None;
+            return;
+        }
+        3 => {
+            ack_through(hw, info.qpn, prev);
+            let s = match syndrome & 0x1f {
+                0 => {
+                    complete_ready(hw, info);
+                    retransmit_from(hw, info.qpn, psn);
+                    arm_timer(hw, info);
+                    return;
+                }
+                1 => syn::REMOTE_INVAL_REQ_ERR,
+                2 => syn::REMOTE_ACCESS_ERR,
+                _ => syn::REMOTE_OP_ERR,
+            };
+            fail_at(hw, info, psn, s);
+            return;
+        }
+        _ => {}
+    }
+    complete_ready(hw, info);
+}
+
+/// A response packet (ACK, READ response, atomic ACK) for RC QP `info`.
+pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
+    if !matches!(info.state, qp_state::RTS | qp_state::SQD) {
+        hw.fw.engine.counters.rx_dropped += 1;
+        return;
+    }
+    let o = p.opcode & 0x1f;
+    if o == op::ACK {
+        let (s, _) = p.aeth.unwrap_or_default();
+        on_aeth(hw, info, p.psn, s);
+        return;
+    }
+    // A READ response or atomic ACK: it acknowledges every earlier request.
+    let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) else {
+        return;
+    };
+    let idx = rt.outstanding.iter().position(|r| {
+        !r.done
+            && r.needs_response
+            && psn_diff(p.psn, r.first_psn) >= 0
+            && psn_diff(r.last_psn, p.psn) >= 0
+    });
+    let Some(idx) = idx else {
+        hw.fw.engine.counters.rx_dropped += 1;
+        return;
+    };
+    if rt
+        .outstanding
+        .iter()
+        .take(idx)
+        .any(|r| !r.done && r.needs_response)
+    {
+        hw.fw.engine.counters.rx_dropped += 1;
+        return;
+    }
+    for r in rt.outstanding.iter_mut().take(idx) {
+        r.done = true;
+    }
+    let r = &rt.outstanding[idx];
+    let (first, local, got, total) = (r.first_psn, r.local.clone(), r.got_bytes, r.byte_count);
+    let (wqe_counter, opcode) = (r.wqe_counter, r.opcode);
+    let data = match (o, p.atomic_ack) {
+        (op::ATOMIC_ACK, Some(v)) if p.psn == first => v.to_be_bytes().to_vec(),
+        (op::READ_RESP_FIRST..=op::READ_RESP_ONLY, _) if p.psn == psn_add(first, r.got_pkts) => {
+            p.payload.clone()
+        }
+        _ => {
+            hw.fw.engine.counters.rx_dropped += 1;
+            return;
+        }
+    };
+    if u64::from(got) + data.len() as u64 > u64::from(total) {
+        enter_error(
+            hw,
+            info.qpn,
+            Some((wqe_counter, opcode, syn::BAD_RESP_ERR, 0)),
+        );
+        return;
+    }
+    if let Err(e) = dma::scatter(hw, info.pd, &local, u64::from(got), &data) {
+        let (s, vendor) = local_syndrome(e);
+        enter_error(hw, info.qpn, Some((wqe_counter, opcode, s, vendor)));
+        return;
+    }
+    if let Some(r) = hw
+        .fw
+        .engine
+        .qps
+        .get_mut(&info.qpn)
+        .and_then(|rt| rt.outstanding.get_mut(idx))
+    {
+        r.got_pkts += 1;
+        r.got_bytes += data.len() as u32;
+        r.done = matches!(o, op::ATOMIC_ACK | op::READ_RESP_LAST | op::READ_RESP_ONLY);
+    }
+    if let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) {
+        rt.retries = 0;
+    }
+    complete_ready(hw, info);
+}
+
+/// The ack timer or the RNR wait of QP `qpn` expired.
+pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
+    let Some(info) = QpInfo::load(hw.fw, qpn) else {
+        return;
+    };
+    let now = hw.now;
+    let rt = qp_rt(&mut hw.fw.engine, &info);
+    if rt.resend_at.is_some_and(|t| t <= now) {
+        rt.resend_at = None;
+        let psn = rt.resend_psn;
+        retransmit_from(hw, qpn, psn);
+        arm_timer(hw, &info);
+        return;
+    }
+    if rt.timer.is_none_or(|t| t > now) {
+        return;
+    }
+    rt.timer = None;
+    let Some(oldest) = rt.outstanding.iter().find(|r| !r.done).map(|r| r.first_psn) else {
+        return;
+    };
+    if rt.retries >= info.retry_count {
+        log::info!("mlx5-sim: QP {qpn:#x}: retry count exceeded");
+        fail_at(hw, &info, oldest, syn::TRANSPORT_RETRY_EXC_ERR);
+        return;
+    }
+    rt.retries += 1;
+    retransmit_from(hw, qpn, oldest);
+    arm_timer(hw, &info);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timers() {
+        assert_eq!(rnr_timer_ns(12), 640_000);
+        assert_eq!(rnr_timer_ns(0), 655_360_000);
+        assert_eq!(ack_timeout_ns(0), None);
+        assert_eq!(ack_timeout_ns(1), Some(8192));
+    }
+}

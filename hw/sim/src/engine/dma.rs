@@ -1,0 +1,156 @@
+//! Gather and scatter through memory keys: the local side of every transfer.
+
+use std::collections::VecDeque;
+
+use super::wqe::{dma_fault, LocalError, Piece};
+use super::{Hw, Sge};
+use crate::fw::mkey::{self, access};
+
+/// Translates `len` bytes at `addr` through `lkey`, reporting a local error.
+fn local(
+    hw: &Hw<'_>,
+    pd: u32,
+    lkey: u32,
+    addr: u64,
+    len: u64,
+    need: u8,
+) -> Result<Vec<(u64, usize)>, LocalError> {
+    mkey::translate(hw.fw, lkey, addr, len, need, pd).map_err(|e| {
+        log::info!("mlx5-sim: lkey {lkey:#x} at {addr:#x}+{len}: {e:?}");
+        LocalError::Protection
+    })
+}
+
+/// Reads the payload `pieces` name (data segments through their lkeys with local read access).
+pub(crate) fn gather(
+    hw: &mut Hw<'_>,
+    pd: u32,
+    pieces: &[Piece],
+    max: u64,
+) -> Result<Vec<u8>, LocalError> {
+    let total: u64 = pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Inline(b) => b.len() as u64,
+            Piece::Data(s) => u64::from(s.len),
+        })
+        .sum();
+    if total > max {
+        return Err(LocalError::Length);
+    }
+    let mut out = Vec::with_capacity(total as usize);
+    for p in pieces {
+        match p {
+            Piece::Inline(b) => out.extend_from_slice(b),
+            Piece::Data(s) => {
+                let parts = local(hw, pd, s.lkey, s.addr, u64::from(s.len), access::LOCAL_READ)?;
+                for (iova, n) in parts {
+                    let start = out.len();
+                    out.resize(start + n, 0);
+                    if hw.iommu.read(iova, &mut out[start..]).is_err() {
+                        dma_fault(
+                            hw.faults,
+                            iova,
+                            n,
+                            false,
+                            format!("gather through lkey {:#x}", s.lkey),
+                        );
+                        return Err(LocalError::Dma);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Checks that `sges` grant local write access for their whole length.
+pub(crate) fn check_writable(hw: &Hw<'_>, pd: u32, sges: &[Sge]) -> Result<(), LocalError> {
+    for s in sges {
+        local(
+            hw,
+            pd,
+            s.lkey,
+            s.addr,
+            u64::from(s.len),
+            access::LOCAL_WRITE,
+        )?;
+    }
+    Ok(())
+}
+
+/// Total bytes of a scatter list.
+pub(crate) fn capacity(sges: &[Sge]) -> u64 {
+    sges.iter().map(|s| u64::from(s.len)).sum()
+}
+
+/// Writes `data` at byte `offset` of the scatter list `sges` (local write access).
+pub(crate) fn scatter(
+    hw: &mut Hw<'_>,
+    pd: u32,
+    sges: &[Sge],
+    offset: u64,
+    data: &[u8],
+) -> Result<(), LocalError> {
+    if offset + data.len() as u64 > capacity(sges) {
+        return Err(LocalError::Length);
+    }
+    let (mut skip, mut done) = (offset, 0usize);
+    for s in sges {
+        if done == data.len() {
+            break;
+        }
+        let len = u64::from(s.len);
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let n = ((len - skip) as usize).min(data.len() - done);
+        let parts = local(hw, pd, s.lkey, s.addr + skip, n as u64, access::LOCAL_WRITE)?;
+        for (iova, m) in parts {
+            if hw.iommu.write(iova, &data[done..done + m]).is_err() {
+                dma_fault(
+                    hw.faults,
+                    iova,
+                    m,
+                    true,
+                    format!("scatter through lkey {:#x}", s.lkey),
+                );
+                return Err(LocalError::Dma);
+            }
+            done += m;
+        }
+        skip = 0;
+    }
+    Ok(())
+}
+
+/// Writes `data` into IOVA pieces (already translated); `Err` on a DMA fault.
+pub(crate) fn write_pieces(
+    hw: &mut Hw<'_>,
+    pieces: &mut VecDeque<(u64, usize)>,
+    data: &[u8],
+) -> Result<(), LocalError> {
+    let mut done = 0;
+    while done < data.len() {
+        let Some((iova, n)) = pieces.pop_front() else {
+            return Err(LocalError::Length);
+        };
+        let m = n.min(data.len() - done);
+        if hw.iommu.write(iova, &data[done..done + m]).is_err() {
+            dma_fault(
+                hw.faults,
+                iova,
+                m,
+                true,
+                "RDMA WRITE to host memory".to_string(),
+            );
+            return Err(LocalError::Dma);
+        }
+        if m < n {
+            pieces.push_front((iova + m as u64, n - m));
+        }
+        done += m;
+    }
+    Ok(())
+}

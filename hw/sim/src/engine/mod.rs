@@ -1,0 +1,531 @@
+//! The data path: send doorbells and BlueFlame, WQE execution, the RoCE v2 transports (RC, UC,
+//! UD) as requester and responder, completions and events.
+//!
+//! * [`wqe`]: queue buffers through their PAS, doorbell records, send WQE parsing, receive WQEs
+//!   (RQ ring, SRQ/RMP linked list); [`dma`]: gather and scatter through memory keys;
+//! * [`cqe`]: CQEs (64-byte layout, 128-byte CQEs carry it in their second half), EQEs,
+//!   CQ arming, asynchronous events;
+//! * [`requester`]: executing the send queue, PSNs; [`ack`]: ACK/NAK processing,
+//!   retransmission and the retry and RNR counts; [`flush`]: a QP entering ERR;
+//! * [`responder`]: inbound requests: receive WQE consumption, RDMA WRITE / READ / atomics
+//!   with rkey checks, ACK / NAK / RNR NAK generation.
+//!
+//! Everything here runs under the device lock with a [`Hw`]: the firmware state, the IOMMU, the
+//! DMA fault record and the device time. Frames to transmit are queued in [`Engine::tx`]; the
+//! device hands them to its fabric once the lock is released.
+//!
+//! EQE layouts (64 bytes; byte 1 event type, byte 3 sub-type, event data at 0x20..0x3b, owner
+//! bit 0 of byte 0x3f = `(producer >> log_eq_size) & 1`):
+//!
+//! | event | data |
+//! |---|---|
+//! | COMPLETION 0x00 | CQN, BE32 at 0x38 (low 24 bits) |
+//! | CQ_ERROR 0x04 | CQN, BE32 at 0x20; syndrome at 0x2b (1 = overrun) |
+//! | WQ_CATAS_ERROR 0x05, WQ_INVAL_REQ_ERROR 0x10, WQ_ACCESS_ERROR 0x11 | resource type at 0x34 (0 = QP), QPN BE32 at 0x38 |
+//!
+//! Completion events go to the CQ's EQ; asynchronous events to every EQ whose `event_bitmask`
+//! has the event's bit (bit n of the 256-bit mask read as big-endian 64-bit words).
+
+pub(crate) mod ack;
+pub(crate) mod cqe;
+pub(crate) mod dma;
+pub(crate) mod flush;
+pub(crate) mod requester;
+pub(crate) mod responder;
+pub(crate) mod wqe;
+
+use std::collections::{BTreeMap, VecDeque};
+
+use mlx5_ifc::consts::{qp_st, rq_type};
+use mlx5_ifc::prm::qp::{Ads, Qpc};
+use mlx5_ifc::prm::vport::RoceAddrLayout;
+use mlx5_ifc::{View, ViewMut};
+
+use crate::fabric::frame::{self, Packet, Route};
+use crate::fault::{DmaFault, DmaFaultKind};
+use crate::fw::doorbell::UarAction;
+use crate::fw::objects::ObjectKind;
+use crate::fw::Firmware;
+use crate::iommu::Iommu;
+
+/// What the data path works with: the firmware state, DMA memory, the fault record, the time.
+pub(crate) struct Hw<'a> {
+    pub(crate) fw: &'a mut Firmware,
+    pub(crate) iommu: &'a Iommu,
+    pub(crate) faults: &'a mut Vec<DmaFault>,
+    pub(crate) now: u64,
+}
+
+/// Counters of the data path, for tests and tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DatapathCounters {
+    /// Send WQEs fetched and executed (not counting flushed ones).
+    pub wqes_executed: u64,
+    /// Send and receive WQEs completed with WR_FLUSH_ERR.
+    pub wqes_flushed: u64,
+    /// CQEs written (error CQEs included).
+    pub cqes: u64,
+    /// Error CQEs written (flushes included).
+    pub error_cqes: u64,
+    /// CQEs dropped because their CQ was full or in error.
+    pub cqes_dropped: u64,
+    /// EQEs written.
+    pub eqes: u64,
+    /// EQEs dropped because their EQ was full.
+    pub eqes_dropped: u64,
+    /// Frames handed to the wire.
+    pub tx_frames: u64,
+    /// Bytes handed to the wire.
+    pub tx_bytes: u64,
+    /// Frames received from the wire.
+    pub rx_frames: u64,
+    /// Received frames dropped for a bad ICRC.
+    pub rx_icrc_errors: u64,
+    /// Received frames dropped as malformed (not RoCE v2, bad IP header, unknown opcode).
+    pub rx_malformed: u64,
+    /// Well-formed frames dropped: no such QP, wrong service or state, Q_Key mismatch, UD or UC
+    /// without a receive WQE, UC out of sequence, stray responses.
+    pub rx_dropped: u64,
+    /// Packets sent again (ack timeout, NAK, RNR).
+    pub retransmits: u64,
+    /// ACKs (and atomic ACKs) sent.
+    pub acks_sent: u64,
+    /// NAKs sent (sequence error, invalid request, remote access, remote operational).
+    pub naks_sent: u64,
+    /// RNR NAKs sent.
+    pub rnr_naks_sent: u64,
+}
+
+/// A data segment: `byte_count`, `lkey`, `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sge {
+    pub(crate) len: u32,
+    pub(crate) lkey: u32,
+    pub(crate) addr: u64,
+}
+
+/// One RC request on the wire, waiting for its acknowledgement or response.
+#[derive(Debug, Clone)]
+pub(crate) struct SendReq {
+    pub(crate) wqe_counter: u16,
+    /// The mlx5 send opcode (`s_wqe_opcode` of the CQE).
+    pub(crate) opcode: u8,
+    pub(crate) signaled: bool,
+    pub(crate) first_psn: u32,
+    pub(crate) last_psn: u32,
+    /// The frames, each with its PSN (kept for retransmission).
+    pub(crate) frames: Vec<(u32, Vec<u8>)>,
+    pub(crate) byte_count: u32,
+    /// READ / atomic: where the response data goes.
+    pub(crate) local: Vec<Sge>,
+    /// READ / atomic: whether the request waits for response data.
+    pub(crate) needs_response: bool,
+    /// READ: response packets and bytes received so far.
+    pub(crate) got_pkts: u32,
+    pub(crate) got_bytes: u32,
+    /// Acknowledged (or fully answered): ready to complete.
+    pub(crate) done: bool,
+}
+
+/// A receive WQE being filled by a multi-packet SEND.
+#[derive(Debug, Clone)]
+pub(crate) struct RecvCtx {
+    pub(crate) wqe_counter: u16,
+    pub(crate) sges: Vec<Sge>,
+    pub(crate) offset: u64,
+}
+
+/// A multi-packet RDMA WRITE in progress: the IOVA pieces still to fill.
+#[derive(Debug, Clone)]
+pub(crate) struct WriteCtx {
+    pub(crate) pieces: VecDeque<(u64, usize)>,
+    pub(crate) total: u32,
+}
+
+/// The transport state of one QP (beyond its context).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QpRt {
+    /// Send queue: the WQEBB counter of the next WQE to fetch.
+    pub(crate) sq_cc: u16,
+    pub(crate) next_psn: Option<u32>,
+    pub(crate) outstanding: VecDeque<SendReq>,
+    pub(crate) retries: u8,
+    pub(crate) rnr_retries: u8,
+    /// Ack timeout deadline (device time).
+    pub(crate) timer: Option<u64>,
+    /// RNR wait: retransmit from the oldest outstanding PSN at this time.
+    pub(crate) resend_at: Option<u64>,
+    /// RNR wait: the PSN to go back to.
+    pub(crate) resend_psn: u32,
+    /// Receive queue: the counter of the next RQ WQE to consume.
+    pub(crate) rq_cc: u16,
+    pub(crate) epsn: Option<u32>,
+    pub(crate) msn: u32,
+    pub(crate) nak_sent: bool,
+    pub(crate) recv: Option<RecvCtx>,
+    pub(crate) write: Option<WriteCtx>,
+    /// The last atomic executed: `(PSN, original value)`, for duplicates.
+    pub(crate) last_atomic: Option<(u32, u64)>,
+}
+
+/// CQ state: producer counter, error, CQEs written.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CqRt {
+    pub(crate) pi: u32,
+    pub(crate) error: bool,
+    pub(crate) written: u64,
+}
+
+/// The data path state of the device.
+#[derive(Debug, Default)]
+pub(crate) struct Engine {
+    pub(crate) qps: BTreeMap<u32, QpRt>,
+    pub(crate) cqs: BTreeMap<u32, CqRt>,
+    /// SRQ / RMP: `(next WQE index, WQEs consumed)`.
+    pub(crate) srqs: BTreeMap<u32, (u16, u16)>,
+    /// EQ producer counters.
+    pub(crate) eqs: BTreeMap<u32, u32>,
+    /// BlueFlame halves: BAR offset of the half → `(QPN, WQE counter)` of its last doorbell.
+    pub(crate) bf: BTreeMap<u64, (u32, u16)>,
+    /// Frames to put on the wire.
+    pub(crate) tx: Vec<Vec<u8>>,
+    pub(crate) counters: DatapathCounters,
+    ip_id: u16,
+}
+
+impl Engine {
+    /// Forgets the runtime state of a destroyed object (or of a QP moved to RST).
+    pub(crate) fn forget(&mut self, kind: ObjectKind, id: u32) {
+        match kind {
+            ObjectKind::Qp => {
+                self.qps.remove(&id);
+            }
+            ObjectKind::Cq => {
+                self.cqs.remove(&id);
+            }
+            ObjectKind::Srq | ObjectKind::Rmp => {
+                self.srqs.remove(&id);
+            }
+            ObjectKind::Eq => {
+                self.eqs.remove(&id);
+            }
+            _ => {}
+        }
+    }
+
+    /// The earliest timer of any QP (device time).
+    pub(crate) fn deadline(&self) -> Option<u64> {
+        self.qps
+            .values()
+            .flat_map(|q| [q.timer, q.resend_at])
+            .flatten()
+            .min()
+    }
+
+    /// Queues a frame of `p` on `route`; returns its bytes.
+    pub(crate) fn send(&mut self, route: &Route, p: &Packet) -> Vec<u8> {
+        self.ip_id = self.ip_id.wrapping_add(1);
+        let r = Route {
+            ip_id: self.ip_id,
+            ..*route
+        };
+        let f = frame::encode(&r, p);
+        self.counters.tx_frames += 1;
+        self.counters.tx_bytes += f.len() as u64;
+        self.tx.push(f.clone());
+        f
+    }
+}
+
+/// 24-bit PSN arithmetic: `a - b` as a signed distance.
+pub(crate) fn psn_diff(a: u32, b: u32) -> i32 {
+    let d = a.wrapping_sub(b) & 0xff_ffff;
+    if d >= 1 << 23 {
+        d as i32 - (1 << 24)
+    } else {
+        d as i32
+    }
+}
+
+/// `psn + n` in 24 bits.
+pub(crate) fn psn_add(psn: u32, n: u32) -> u32 {
+    psn.wrapping_add(n) & 0xff_ffff
+}
+
+/// What the data path needs from a QP context.
+#[derive(Debug, Clone)]
+pub(crate) struct QpInfo {
+    pub(crate) qpn: u32,
+    pub(crate) st: u64,
+    pub(crate) state: u64,
+    pub(crate) pd: u32,
+    pub(crate) cqn_snd: u32,
+    pub(crate) cqn_rcv: u32,
+    pub(crate) dbr: u64,
+    pub(crate) pas: Vec<u64>,
+    pub(crate) page: u64,
+    pub(crate) rq_wqes: u32,
+    pub(crate) rq_stride: u64,
+    pub(crate) sq_wqebbs: u32,
+    pub(crate) sq_offset: u64,
+    /// The SRQ / RMP the QP receives from.
+    pub(crate) srq: Option<(ObjectKind, u32)>,
+    pub(crate) mtu: u32,
+    pub(crate) remote_qpn: u32,
+    pub(crate) rre: bool,
+    pub(crate) rwe: bool,
+    pub(crate) rae: bool,
+    pub(crate) q_key: u32,
+    pub(crate) retry_count: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_nak: u8,
+    pub(crate) ack_timeout: u8,
+    pub(crate) log_msg_max: u32,
+    pub(crate) user_index: u32,
+    pub(crate) next_send_psn: u32,
+    pub(crate) next_rcv_psn: u32,
+    /// The primary path as a route (RC / UC).
+    pub(crate) route: Route,
+}
+
+/// The source GID of RoCE address `index` (zeros if unset or out of the table).
+pub(crate) fn own_gid(fw: &Firmware, index: usize) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    if let Some(entry) = fw.vport.gid(index) {
+        if let Ok(v) = View::<RoceAddrLayout>::new(entry) {
+            g.copy_from_slice(v.bytes(RoceAddrLayout::SOURCE_L3_ADDRESS));
+        }
+    }
+    g
+}
+
+impl QpInfo {
+    /// The QP `qpn` as the data path sees it, if it is live.
+    pub(crate) fn load(fw: &Firmware, qpn: u32) -> Option<QpInfo> {
+        let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
+        let c = View::<Qpc>::new(&q.ctx).ok()?;
+        let a = c.nested(Qpc::PRIMARY_ADDRESS_PATH);
+        let regular = c.get(Qpc::RQ_TYPE) == rq_type::REGULAR;
+        let rq_stride = 16u64 << c.get(Qpc::LOG_RQ_STRIDE);
+        let rq_wqes = if regular {
+            1u32 << c.get(Qpc::LOG_RQ_SIZE).min(24)
+        } else {
+            0
+        };
+        let no_sq = c.get(Qpc::NO_SQ) == 1;
+        let mut rmac = [0u8; 6];
+        rmac[..2].copy_from_slice(&(a.get(Ads::RMAC_47_32) as u16).to_be_bytes());
+        rmac[2..].copy_from_slice(&(a.get(Ads::RMAC_31_0) as u32).to_be_bytes());
+        let mut dgid = [0u8; 16];
+        dgid.copy_from_slice(a.bytes(Ads::RGID_RIP));
+        let tclass = match a.get(Ads::TCLASS) as u8 {
+            0 => (a.get(Ads::DSCP) as u8) << 2,
+            t => t,
+        };
+        let route = Route {
+            smac: fw.vport.mac(),
+            dmac: rmac,
+            sgid: own_gid(fw, a.get(Ads::SRC_ADDR_INDEX) as usize),
+            dgid,
+            tclass,
+            flow_label: a.get(Ads::FLOW_LABEL) as u32,
+            hop_limit: a.get(Ads::HOP_LIMIT) as u8,
+            sport: a.get(Ads::UDP_SPORT) as u16,
+            ip_id: 0,
+        };
+        Some(QpInfo {
+            qpn,
+            st: c.get(Qpc::ST),
+            state: c.get(Qpc::STATE),
+            pd: c.get32(Qpc::PD),
+            cqn_snd: c.get32(Qpc::CQN_SND),
+            cqn_rcv: c.get32(Qpc::CQN_RCV),
+            dbr: c.get(Qpc::DBR_ADDR),
+            pas: q.pas.clone(),
+            page: 4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20),
+            rq_wqes,
+            rq_stride,
+            sq_wqebbs: if no_sq {
+                0
+            } else {
+                1u32 << c.get(Qpc::LOG_SQ_SIZE).min(24)
+            },
+            sq_offset: u64::from(rq_wqes) * rq_stride,
+            srq: q
+                .holds
+                .iter()
+                .copied()
+                .find(|(k, _)| matches!(k, ObjectKind::Srq | ObjectKind::Rmp)),
+            mtu: match c.get(Qpc::MTU) {
+                m @ 1..=5 => 256 << (m - 1),
+                _ => 1024,
+            },
+            remote_qpn: c.get32(Qpc::REMOTE_QPN),
+            rre: c.get(Qpc::RRE) == 1,
+            rwe: c.get(Qpc::RWE) == 1,
+            rae: c.get(Qpc::RAE) == 1,
+            q_key: c.get32(Qpc::Q_KEY),
+            retry_count: c.get(Qpc::RETRY_COUNT) as u8,
+            rnr_retry: c.get(Qpc::RNR_RETRY) as u8,
+            min_rnr_nak: c.get(Qpc::MIN_RNR_NAK) as u8,
+            ack_timeout: a.get(Ads::ACK_TIMEOUT) as u8,
+            log_msg_max: c.get(Qpc::LOG_MSG_MAX) as u32,
+            user_index: c.get32(Qpc::USER_INDEX),
+            next_send_psn: c.get32(Qpc::NEXT_SEND_PSN),
+            next_rcv_psn: c.get32(Qpc::NEXT_RCV_PSN),
+            route,
+        })
+    }
+
+    /// Whether the QP is UD.
+    pub(crate) fn ud(&self) -> bool {
+        self.st == qp_st::UD
+    }
+
+    /// The largest message the QP takes (`2^log_msg_max`, at least one MTU, at most 1 GiB).
+    pub(crate) fn max_msg(&self) -> u64 {
+        let m = if self.log_msg_max == 0 {
+            30
+        } else {
+            self.log_msg_max.min(30)
+        };
+        (1u64 << m).max(u64::from(self.mtu))
+    }
+}
+
+/// Sets the state of QP `qpn` in its context.
+pub(crate) fn set_qp_state(fw: &mut Firmware, qpn: u32, state: u64) {
+    if let Some(q) = fw.objects.queue_mut(ObjectKind::Qp, qpn) {
+        if let Ok(mut v) = ViewMut::<Qpc>::new(&mut q.ctx) {
+            if let Err(e) = v.set(Qpc::STATE, state) {
+                log::error!("mlx5-sim: QP {qpn:#x}: {e}");
+            }
+        }
+    }
+}
+
+/// The runtime of QP `qpn`, PSNs initialized from its context.
+pub(crate) fn qp_rt<'a>(engine: &'a mut Engine, info: &QpInfo) -> &'a mut QpRt {
+    let rt = engine.qps.entry(info.qpn).or_default();
+    if rt.epsn.is_none() {
+        rt.epsn = Some(info.next_rcv_psn & 0xff_ffff);
+    }
+    if rt.next_psn.is_none() {
+        rt.next_psn = Some(info.next_send_psn & 0xff_ffff);
+    }
+    rt
+}
+
+/// The state of QP `qpn` as its context holds it now.
+pub(crate) fn qp_state_of(fw: &Firmware, qpn: u32) -> Option<u64> {
+    let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
+    View::<Qpc>::new(&q.ctx).ok().map(|v| v.get(Qpc::STATE))
+}
+
+/// Services the timers of every QP that are due at `hw.now`.
+pub(crate) fn tick(hw: &mut Hw<'_>) {
+    let due: Vec<u32> = hw
+        .fw
+        .engine
+        .qps
+        .iter()
+        .filter(|(_, q)| {
+            q.timer.is_some_and(|t| t <= hw.now) || q.resend_at.is_some_and(|t| t <= hw.now)
+        })
+        .map(|(&n, _)| n)
+        .collect();
+    for qpn in due {
+        ack::on_timer(hw, qpn);
+    }
+}
+
+/// A write to a UAR page: EQ and CQ doorbells ([`Firmware::uar_write`]), send doorbells and
+/// BlueFlame words. Returns the QP whose send queue the device must now execute.
+pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Option<u32> {
+    match hw.fw.uar_write(off, value, width, hw.faults) {
+        UarAction::None => None,
+        UarAction::CqArmed { cqn, ci } => {
+            cqe::arm_check(hw, cqn, ci);
+            None
+        }
+        UarAction::Send { qpn, wqe, half } => {
+            hw.fw.engine.bf.insert(half, (qpn, wqe));
+            blueflame(hw, off, half, 0, value);
+            Some(qpn)
+        }
+        UarAction::BlueFlame { half, at } => {
+            blueflame(hw, off, half, at, value);
+            None
+        }
+    }
+}
+
+/// Compares the doorbell or BlueFlame word `value` at byte `at` of the half at `half` with the
+/// WQE its doorbell named; a difference is a [`DmaFaultKind::BlueFlameMismatch`].
+fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
+    let mismatch = |what: String| DmaFault {
+        iova: off,
+        len: 8,
+        kind: DmaFaultKind::BlueFlameMismatch,
+        what,
+    };
+    let Some(&(qpn, wqe)) = hw.fw.engine.bf.get(&half) else {
+        hw.faults.push(mismatch(format!(
+            "BlueFlame word at {off:#x} without a doorbell"
+        )));
+        return;
+    };
+    let Some(info) = QpInfo::load(hw.fw, qpn) else {
+        return;
+    };
+    if info.sq_wqebbs == 0 {
+        return;
+    }
+    let slot = (u64::from(wqe) + at / 64) & u64::from(info.sq_wqebbs - 1);
+    let mut ring = [0u8; 8];
+    let read = wqe::read_queue(
+        hw.iommu,
+        &info.pas,
+        info.page,
+        info.sq_offset + slot * 64 + at % 64,
+        &mut ring,
+    );
+    if read.is_ok() && ring != value.to_be_bytes() {
+        log::warn!("mlx5-sim: QP {qpn:#x} WQE {wqe}: BlueFlame byte {at} differs from the ring");
+        hw.faults.push(mismatch(format!(
+            "QP {qpn:#x} WQE {wqe}: BlueFlame word at byte {at} is {value:#018x}, the send queue holds {:#018x}",
+            u64::from_be_bytes(ring)
+        )));
+    }
+}
+
+/// Handles a frame received from the wire.
+pub(crate) fn receive(hw: &mut Hw<'_>, bytes: &[u8]) {
+    hw.fw.engine.counters.rx_frames += 1;
+    match frame::decode(bytes) {
+        Ok(rx) => responder::dispatch(hw, rx),
+        Err(frame::Refused::Icrc) => {
+            log::info!("mlx5-sim: frame with a bad ICRC dropped");
+            hw.fw.engine.counters.rx_icrc_errors += 1;
+        }
+        Err(frame::Refused::Malformed) => {
+            log::info!("mlx5-sim: malformed frame dropped");
+            hw.fw.engine.counters.rx_malformed += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psn_arithmetic_wraps_at_24_bits() {
+        assert_eq!(psn_diff(5, 3), 2);
+        assert_eq!(psn_diff(3, 5), -2);
+        assert_eq!(psn_diff(0, 0xff_ffff), 1);
+        assert_eq!(psn_diff(0xff_ffff, 0), -1);
+        assert_eq!(psn_add(0xff_ffff, 2), 1);
+    }
+}

@@ -1,0 +1,416 @@
+//! The requester: executing the send queue, PSNs, acknowledgements, retransmission, errors.
+//!
+//! A send doorbell for QP n makes the device read the SQ producer counter (doorbell record
+//! word 1) and execute the WQEs from its own consumer counter up to it. A WQE sits at ring
+//! slot `counter & (wqebbs - 1)`, is DS × 16 bytes long and spans `ceil(DS / 4)` WQEBBs,
+//! wrapping at the ring end. Only a QP in RTS or SQD executes; in RST, INIT and RTR the WQEs
+//! wait (the next doorbell after RTS runs them); in ERR each completes with WR_FLUSH_ERR.
+//!
+//! Per WQE: a bad opcode for the service type, a DS too small for its segments or above
+//! `max_wqe_sz_sq`, or a control segment naming another QP → LOCAL_QP_OP_ERR; a data segment
+//! whose lkey does not grant local read (or local write, for READ and atomic destinations) or
+//! whose range is outside the key → LOCAL_PROT_ERR; a message above `2^log_msg_max` (UD: above
+//! the path MTU the port allows) or an atomic without an 8-byte destination → LOCAL_LENGTH_ERR.
+//! An error CQE moves the QP to ERR: the outstanding WQEs before it and every later WQE complete
+//! with WR_FLUSH_ERR, in order, and so do the posted receive WQEs of its RQ.
+//!
+//! RC: each request takes PSNs from `next_send_psn` (READ: one per response packet); its frames
+//! are kept until it is acknowledged. An ACK completes every request it covers, in order; a
+//! READ completes with its last response, an atomic with its atomic ACK (the original value
+//! goes to the local buffer). NAK sequence error: go back to the NAK'd PSN. NAK invalid request
+//! / remote access / remote operational error: REMOTE_INVAL_REQ_ERR (0x12) / REMOTE_ACCESS_ERR
+//! (0x13) / REMOTE_OP_ERR (0x14). RNR NAK: wait the RNR timer it carries and go back, at most
+//! `rnr_retry` times (7 = forever) → RNR_RETRY_EXC_ERR (0x16). Ack timeout (4.096 µs ×
+//! 2^`ack_timeout` of device time; 0 = none): go back to the oldest unacknowledged PSN, at most
+//! `retry_count` times → TRANSPORT_RETRY_EXC_ERR (0x15). UC and UD requests complete once on
+//! the wire. A requester CQE is written when `fm_ce_se` asks for one (CE 2 or 3) or on error.
+
+use mlx5_ifc::consts::{qp_st, qp_state};
+use mlx5_ifc::prm::caps::CmdHcaCap;
+
+use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
+use super::wqe::{self, opcode as wop, LocalError, SendWqe};
+use super::{ack, dma, flush, psn_add, qp_rt, Hw, QpInfo, SendReq};
+use crate::fabric::frame::{op, AtomicEth, Packet, Reth, Route};
+use crate::fault::{DmaFault, DmaFaultKind};
+
+/// The largest UD payload for a port MTU: the largest IB MTU that fits with the headers.
+fn ud_mtu(port_mtu: u16) -> u32 {
+    [4096u32, 2048, 1024, 512, 256]
+        .into_iter()
+        .find(|m| m + 72 <= u32::from(port_mtu).max(328))
+        .unwrap_or(256)
+}
+
+/// Executes the send queue of QP `qpn` (a send doorbell).
+pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
+    let Some(info) = QpInfo::load(hw.fw, qpn) else {
+        return;
+    };
+    if info.sq_wqebbs == 0 {
+        hw.faults.push(DmaFault {
+            iova: info.dbr,
+            len: 8,
+            kind: DmaFaultKind::BadWqe,
+            what: format!("send doorbell for QP {qpn:#x}, which has no send queue"),
+        });
+        return;
+    }
+    if !matches!(info.state, qp_state::RTS | qp_state::SQD | qp_state::ERR) {
+        log::debug!("mlx5-sim: QP {qpn:#x} in state {}: WQEs wait", info.state);
+        return;
+    }
+    let Some(pi) = wqe::read_be32(hw.iommu, info.dbr + 4) else {
+        wqe::dma_fault(
+            hw.faults,
+            info.dbr + 4,
+            4,
+            false,
+            format!("QP {qpn:#x} doorbell record"),
+        );
+        return;
+    };
+    let mut budget = info.sq_wqebbs;
+    while budget > 0 {
+        let cc = qp_rt(&mut hw.fw.engine, &info).sq_cc;
+        if cc == pi as u16 {
+            break;
+        }
+        let Some((bytes, bbs)) = fetch(hw, &info, cc) else {
+            if super::qp_state_of(hw.fw, qpn) == Some(qp_state::ERR) {
+                return;
+            }
+            flush::enter_error(hw, qpn, None);
+            cqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, qpn);
+            return;
+        };
+        if let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) {
+            rt.sq_cc = cc.wrapping_add(bbs);
+        }
+        budget = budget.saturating_sub(u32::from(bbs));
+        if super::qp_state_of(hw.fw, qpn) == Some(qp_state::ERR) {
+            flush::flush_wqe(hw, &info, cc, bytes.get(3).copied().unwrap_or(0));
+        } else {
+            execute(hw, &info, cc, &bytes);
+        }
+    }
+}
+
+/// Reads the WQE at WQEBB counter `cc`: its `DS × 16` bytes and the WQEBBs it spans.
+fn fetch(hw: &mut Hw<'_>, info: &QpInfo, cc: u16) -> Option<(Vec<u8>, u16)> {
+    let mask = info.sq_wqebbs - 1;
+    let mut read = |k: u16, buf: &mut [u8]| {
+        let slot = u64::from(u32::from(cc.wrapping_add(k)) & mask);
+        let off = info.sq_offset + slot * 64;
+        wqe::read_queue(hw.iommu, &info.pas, info.page, off, buf).map_err(|iova| {
+            wqe::dma_fault(
+                hw.faults,
+                iova,
+                64,
+                false,
+                format!("QP {:#x} send WQE", info.qpn),
+            );
+        })
+    };
+    let mut first = [0u8; 64];
+    read(0, &mut first).ok()?;
+    let ds = usize::from(first[7] & 0x3f);
+    let bbs = (ds * 16).div_ceil(64).max(1) as u16;
+    let mut bytes = first.to_vec();
+    for k in 1..bbs.min(info.sq_wqebbs as u16) {
+        let mut bb = [0u8; 64];
+        read(k, &mut bb).ok()?;
+        bytes.extend_from_slice(&bb);
+    }
+    bytes.truncate(ds * 16);
+    Some((bytes, bbs))
+}
+
+pub(crate) fn local_syndrome(e: LocalError) -> (u8, u8) {
+    match e {
+        LocalError::Length => (syn::LOCAL_LENGTH_ERR, 0),
+        LocalError::Protection => (syn::LOCAL_PROT_ERR, 0),
+        LocalError::Dma => (syn::LOCAL_PROT_ERR, cqe::VENDOR_DMA),
+    }
+}
+
+/// Executes one fetched WQE.
+fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
+    let opcode = bytes.get(3).copied().unwrap_or(0);
+    let too_big = bytes.len() as u64 > hw.fw.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
+    let w = match wqe::parse_send(bytes, info.st) {
+        Ok(w) if w.qpn == info.qpn && !too_big => w,
+        other => {
+            log::info!(
+                "mlx5-sim: QP {:#x} WQE {cc}: {}",
+                info.qpn,
+                other
+                    .err()
+                    .unwrap_or("DS or QPN of the control segment wrong")
+            );
+            flush::enter_error(hw, info.qpn, Some((cc, opcode, syn::LOCAL_QP_OP_ERR, 0)));
+            return;
+        }
+    };
+    hw.fw.engine.counters.wqes_executed += 1;
+    let r = match w.opcode {
+        wop::NOP => Ok(request(cc, &w, 0)),
+        wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA => remote_read(hw, info, cc, &w),
+        _ => send_or_write(hw, info, cc, &w),
+    };
+    match r {
+        Ok(req) => {
+            let rt = qp_rt(&mut hw.fw.engine, info);
+            let start_timer = !req.done && rt.timer.is_none() && rt.resend_at.is_none();
+            rt.outstanding.push_back(req);
+            if start_timer {
+                rt.timer = ack::ack_timeout_ns(info.ack_timeout).map(|t| hw.now + t);
+            }
+            complete_ready(hw, info);
+        }
+        Err(e) => {
+            let (s, vendor) = local_syndrome(e);
+            flush::enter_error(hw, info.qpn, Some((cc, opcode, s, vendor)));
+        }
+    }
+}
+
+/// A request record for WQE `cc` (done unless it goes out on RC).
+fn request(cc: u16, w: &SendWqe, byte_count: u32) -> SendReq {
+    SendReq {
+        wqe_counter: cc,
+        opcode: w.opcode,
+        signaled: w.fm_ce_se & wqe::CE_ALWAYS != 0,
+        first_psn: 0,
+        last_psn: 0,
+        frames: Vec::new(),
+        byte_count,
+        local: Vec::new(),
+        needs_response: false,
+        got_pkts: 0,
+        got_bytes: 0,
+        done: true,
+    }
+}
+
+/// The route and destination QP of a request.
+fn route_of(hw: &Hw<'_>, info: &QpInfo, w: &SendWqe) -> (Route, u32) {
+    match &w.av {
+        Some(av) => (
+            Route {
+                smac: hw.fw.vport.mac(),
+                dmac: av.rmac,
+                sgid: super::own_gid(hw.fw, usize::from(av.sgid_index)),
+                dgid: av.rgid,
+                tclass: av.tclass,
+                flow_label: av.flow_label,
+                hop_limit: av.hop_limit,
+                sport: av.sport,
+                ip_id: 0,
+            },
+            av.dqpn,
+        ),
+        None => (info.route, info.remote_qpn),
+    }
+}
+
+/// Takes `n` PSNs.
+fn take_psns(hw: &mut Hw<'_>, info: &QpInfo, n: u32) -> u32 {
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    let psn = rt.next_psn.unwrap_or(0);
+    rt.next_psn = Some(psn_add(psn, n));
+    psn
+}
+
+/// SEND, SEND_IMM, SEND_INVAL, RDMA_WRITE, RDMA_WRITE_IMM.
+fn send_or_write(
+    hw: &mut Hw<'_>,
+    info: &QpInfo,
+    cc: u16,
+    w: &SendWqe,
+) -> Result<SendReq, LocalError> {
+    let max = if info.ud() {
+        u64::from(ud_mtu(hw.fw.vport.mtu()))
+    } else {
+        info.max_msg()
+    };
+    let data = dma::gather(hw, info.pd, &w.pieces, max)?;
+    let mut req = request(cc, w, data.len() as u32);
+    let (route, dqpn) = route_of(hw, info, w);
+    let write = matches!(w.opcode, wop::RDMA_WRITE | wop::RDMA_WRITE_IMM);
+    let imm = matches!(w.opcode, wop::SEND_IMM | wop::RDMA_WRITE_IMM);
+    let inv = w.opcode == wop::SEND_INVAL;
+    let se = w.fm_ce_se & wqe::SOLICITED != 0;
+    if info.ud() {
+        let (qkey, sqpn) = match w.av {
+            Some(av) if av.qkey & 0x8000_0000 == 0 => (av.qkey, info.qpn),
+            _ => (info.q_key, info.qpn),
+        };
+        let p = Packet {
+            opcode: op::UD
+                | if imm {
+                    op::SEND_ONLY_IMM
+                } else {
+                    op::SEND_ONLY
+                },
+            se,
+            dqpn,
+            psn: take_psns(hw, info, 1),
+            deth: Some((qkey, sqpn)),
+            imm: imm.then_some(w.imm),
+            payload: data,
+            ..Packet::default()
+        };
+        hw.fw.engine.send(&route, &p);
+        return Ok(req);
+    }
+    let svc = if info.st == qp_st::RC { op::RC } else { op::UC };
+    let mtu = info.mtu as usize;
+    let n = data.len().div_ceil(mtu).max(1);
+    let first_psn = take_psns(hw, info, n as u32);
+    for i in 0..n {
+        let (first, last) = (i == 0, i + 1 == n);
+        let chunk = data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())].to_vec();
+        let o = match (write, first, last) {
+            (false, true, true) if imm => op::SEND_ONLY_IMM,
+            (false, true, true) if inv => op::SEND_ONLY_INV,
+            (false, true, true) => op::SEND_ONLY,
+            (false, true, false) => op::SEND_FIRST,
+            (false, false, true) if imm => op::SEND_LAST_IMM,
+            (false, false, true) if inv => op::SEND_LAST_INV,
+            (false, false, true) => op::SEND_LAST,
+            (false, false, false) => op::SEND_MIDDLE,
+            (true, true, true) if imm => op::WRITE_ONLY_IMM,
+            (true, true, true) => op::WRITE_ONLY,
+            (true, true, false) => op::WRITE_FIRST,
+            (true, false, true) if imm => op::WRITE_LAST_IMM,
+            (true, false, true) => op::WRITE_LAST,
+            (true, false, false) => op::WRITE_MIDDLE,
+        };
+        let (va, rkey) = w.raddr.unwrap_or_default();
+        let p = Packet {
+            opcode: svc | o,
+            se: se && last,
+            dqpn,
+            ack_req: last && svc == op::RC,
+            psn: psn_add(first_psn, i as u32),
+            reth: (write && first).then_some(Reth {
+                va,
+                rkey,
+                len: req.byte_count,
+            }),
+            imm: (last && imm).then_some(w.imm),
+            ieth: (last && inv).then(|| u32::from_be_bytes(w.imm)),
+            payload: chunk,
+            ..Packet::default()
+        };
+        let f = hw.fw.engine.send(&route, &p);
+        if svc == op::RC {
+            req.frames.push((p.psn, f));
+        }
+    }
+    if svc == op::RC {
+        req.first_psn = first_psn;
+        req.last_psn = psn_add(first_psn, n as u32 - 1);
+        req.done = false;
+    }
+    Ok(req)
+}
+
+/// RDMA_READ and the atomics (RC only).
+fn remote_read(
+    hw: &mut Hw<'_>,
+    info: &QpInfo,
+    cc: u16,
+    w: &SendWqe,
+) -> Result<SendReq, LocalError> {
+    let local = w.sges();
+    let len = dma::capacity(&local);
+    let atomic = w.opcode != wop::RDMA_READ;
+    if (atomic && len != 8) || len > info.max_msg() {
+        return Err(LocalError::Length);
+    }
+    dma::check_writable(hw, info.pd, &local)?;
+    let (va, rkey) = w.raddr.unwrap_or_default();
+    let npkts = if atomic {
+        1
+    } else {
+        (len.div_ceil(u64::from(info.mtu)).max(1)) as u32
+    };
+    let psn = take_psns(hw, info, npkts);
+    let mut p = Packet {
+        dqpn: info.remote_qpn,
+        ack_req: true,
+        psn,
+        ..Packet::default()
+    };
+    if atomic {
+        let (swap_add, compare) = w.atomic.unwrap_or_default();
+        p.opcode = if w.opcode == wop::ATOMIC_CS {
+            op::CMP_SWAP
+        } else {
+            op::FETCH_ADD
+        };
+        p.atomic = Some(AtomicEth {
+            va,
+            rkey,
+            swap_add,
+            compare,
+        });
+    } else {
+        p.opcode = op::READ_REQ;
+        p.reth = Some(Reth {
+            va,
+            rkey,
+            len: len as u32,
+        });
+    }
+    let f = hw.fw.engine.send(&info.route, &p);
+    let mut req = request(cc, w, len as u32);
+    req.first_psn = psn;
+    req.last_psn = psn_add(psn, npkts - 1);
+    req.frames.push((psn, f));
+    req.local = local;
+    req.needs_response = true;
+    req.done = false;
+    Ok(req)
+}
+
+/// Writes the CQEs of the finished requests at the front of the queue, in order.
+pub(crate) fn complete_ready(hw: &mut Hw<'_>, info: &QpInfo) {
+    loop {
+        let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) else {
+            return;
+        };
+        if !rt.outstanding.front().is_some_and(|r| r.done) {
+            break;
+        }
+        let Some(r) = rt.outstanding.pop_front() else {
+            break;
+        };
+        if r.signaled {
+            let c = Cqe {
+                opcode: cqe_op::REQ,
+                wqe_opcode: r.opcode,
+                qpn: info.qpn,
+                wqe_counter: r.wqe_counter,
+                byte_cnt: r.byte_count,
+                srqn_uidx: cqe::srqn_uidx(hw, info.user_index, None),
+                ..Cqe::default()
+            };
+            cqe::post(hw, info.cqn_snd, &c);
+        }
+    }
+    ack::arm_timer(hw, info);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ud_payload_limit() {
+        assert_eq!(ud_mtu(1500), 1024);
+        assert_eq!(ud_mtu(9000), 4096);
+    }
+}

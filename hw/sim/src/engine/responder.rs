@@ -1,0 +1,595 @@
+//! The responder: what a device does with a request that arrives from the wire.
+//!
+//! A decoded frame goes to the QP its BTH names if that QP exists, its service type matches the
+//! opcode's and it is in RTR, RTS or SQD (else it is dropped and counted); RC responses (ACK,
+//! READ response, atomic ACK) go to the [`super::requester`].
+//!
+//! RC: a PSN ahead of the expected one gets one NAK sequence error (until the expected PSN
+//! arrives); a PSN behind it is a duplicate — SEND and WRITE are acknowledged again, a READ is
+//! executed again, an atomic gets its saved result again. In sequence:
+//!
+//! * SEND (FIRST / ONLY) consumes a receive WQE (RQ ring or SRQ list); with none posted the
+//!   answer is an RNR NAK carrying `min_rnr_nak` and nothing changes. The payload is scattered
+//!   through the WQE's lkeys (local write). Too long for the WQE → a RESP_ERR CQE
+//!   LOCAL_LENGTH_ERR (0x01) and NAK invalid request; a bad lkey → RESP_ERR LOCAL_PROT_ERR
+//!   (0x04) and NAK remote operational error. The last packet writes RESP_SEND (2),
+//!   RESP_SEND_IMM (3) or RESP_SEND_INV (4; the rkey is reported, not invalidated).
+//! * RDMA WRITE checks `rwe`, then the rkey (remote write, PD, bounds of the RETH length):
+//!   failure → NAK remote access error. WRITE with immediate consumes a receive WQE at its
+//!   last packet (RNR NAK if none) and writes RESP_WR_IMM (1).
+//! * RDMA READ checks `rre` and the rkey (remote read) and answers with READ responses (one PSN
+//!   each, path MTU sized).
+//! * CMP_SWAP / FETCH_ADD check `rae`, 8-byte alignment (else NAK invalid request) and the rkey
+//!   (atomic), operate on host memory atomically and answer with an atomic ACK carrying the
+//!   original value.
+//!
+//! A NAK invalid request, remote access or remote operational error moves the responder QP to
+//! ERR and posts WQ_INVAL_REQ_ERROR, WQ_ACCESS_ERROR or WQ_CATAS_ERROR to the async EQs; an
+//! error CQE moves it to ERR too. Every completed message is acknowledged (ACK with the MSN).
+//! Messages above `2^log_msg_max` (and READs above 64 MiB) are invalid requests.
+//!
+//! UC: no acknowledgements. A packet out of sequence aborts the message in progress (a receive
+//! WQE it took is kept for the next message); a message without a receive WQE or with a bad
+//! rkey is dropped. UD: the DETH Q_Key must equal the QP's (else dropped); the receive buffer
+//! gets the 40-byte GRH first (IPv6: the IPv6 header; IPv4: 20 zero bytes then the IPv4 header),
+//! the CQE the source QPN and the GRH flag in `flags_rqpn` and the L3 type in byte 29.
+
+use mlx5_ifc::consts::{qp_st, qp_state};
+use mlx5_ifc::event;
+
+use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
+use super::wqe::{self, LocalError};
+use super::{dma, psn_add, psn_diff, qp_rt, Hw, QpInfo, RecvCtx, WriteCtx};
+use crate::fabric::frame::{aeth, op, Packet, Received, IPV4_BYTES, IPV6_BYTES};
+use crate::fw::mkey::{self, access};
+
+/// The largest RDMA READ the simulator answers.
+const MAX_READ: u64 = 64 << 20;
+
+/// What to answer a request packet with.
+enum Verdict {
+    /// Accepted: the PSN advances by `psns`; acknowledge it when `ack`.
+    Done { psns: u32, ack: bool },
+    /// No receive WQE.
+    Rnr,
+    /// NAK with this code; the QP goes to ERR with `event` (if any) — already done for errors
+    /// reported by a CQE.
+    Nak(u8, Option<u8>),
+    /// Dropped silently.
+    Drop,
+}
+
+fn drop_frame(hw: &mut Hw<'_>, why: &str) {
+    log::debug!("mlx5-sim: frame dropped: {why}");
+    hw.fw.engine.counters.rx_dropped += 1;
+}
+
+/// Routes a received frame to its QP.
+pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
+    if rx.route.dmac != hw.fw.vport.mac() {
+        return drop_frame(hw, "not for this port's MAC");
+    }
+    let p = &rx.packet;
+    let Some(info) = QpInfo::load(hw.fw, p.dqpn) else {
+        return drop_frame(hw, "no such QP");
+    };
+    let svc = match info.st {
+        qp_st::RC => op::RC,
+        qp_st::UC => op::UC,
+        qp_st::UD => op::UD,
+        _ => return drop_frame(hw, "QP of an unsupported service type"),
+    };
+    if p.opcode & 0xe0 != svc {
+        return drop_frame(hw, "opcode of another service type");
+    }
+    let o = p.opcode & 0x1f;
+    if svc == op::RC && (op::READ_RESP_FIRST..=op::ATOMIC_ACK).contains(&o) {
+        return super::ack::on_response(hw, &info, p);
+    }
+    if !matches!(info.state, qp_state::RTR | qp_state::RTS | qp_state::SQD) {
+        return drop_frame(hw, "QP not ready to receive");
+    }
+    match info.st {
+        qp_st::UD => ud(hw, &info, &rx),
+        qp_st::UC => uc(hw, &info, p),
+        _ => rc(hw, &info, p),
+    }
+}
+
+/// Sends an ACK / NAK / RNR NAK for `psn` with AETH `syndrome`.
+fn send_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
+    let msn = qp_rt(&mut hw.fw.engine, info).msn;
+    let p = Packet {
+        opcode: op::RC | op::ACK,
+        dqpn: info.remote_qpn,
+        psn,
+        aeth: Some((syndrome, msn)),
+        ..Packet::default()
+    };
+    let c = &mut hw.fw.engine.counters;
+    match syndrome & 0xe0 {
+        aeth::ACK => c.acks_sent += 1,
+        aeth::RNR => c.rnr_naks_sent += 1,
+        _ => c.naks_sent += 1,
+    }
+    hw.fw.engine.send(&info.route, &p);
+}
+
+fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    let epsn = rt.epsn.unwrap_or(0);
+    let d = psn_diff(p.psn, epsn);
+    if d > 0 {
+        let first = !rt.nak_sent;
+        rt.nak_sent = true;
+        if first {
+            send_aeth(hw, info, epsn, aeth::NAK_PSN_SEQ);
+        }
+        return drop_frame(hw, "PSN ahead of the expected one");
+    }
+    if d < 0 {
+        return duplicate(hw, info, p);
+    }
+    rt.nak_sent = false;
+    let verdict = request(hw, info, p, true);
+    match verdict {
+        Verdict::Done { psns, ack } => {
+            let rt = qp_rt(&mut hw.fw.engine, info);
+            rt.epsn = Some(psn_add(epsn, psns));
+            if ack {
+                send_aeth(hw, info, p.psn, aeth::ACK | aeth::NO_CREDITS);
+            }
+        }
+        Verdict::Rnr => send_aeth(hw, info, p.psn, aeth::RNR | (info.min_rnr_nak & 0x1f)),
+        Verdict::Nak(code, ev) => {
+            send_aeth(hw, info, p.psn, code);
+            if let Some(ev) = ev {
+                super::flush::enter_error(hw, info.qpn, None);
+                cqe::qp_event(hw, ev, info.qpn);
+            }
+        }
+        Verdict::Drop => drop_frame(hw, "request refused"),
+    }
+}
+
+fn uc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
+    let o = p.opcode & 0x1f;
+    let starts = matches!(
+        o,
+        op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM | op::WRITE_FIRST | op::WRITE_ONLY
+    ) || o == op::WRITE_ONLY_IMM;
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    let in_seq = rt.epsn == Some(p.psn);
+    rt.epsn = Some(psn_add(p.psn, 1));
+    if !in_seq && !starts {
+        rt.write = None;
+        if let Some(r) = rt.recv.as_mut() {
+            r.offset = u64::MAX;
+        }
+        return drop_frame(hw, "UC packet out of sequence: message lost");
+    }
+    match request(hw, info, p, false) {
+        Verdict::Done { .. } => {}
+        _ => {
+            let rt = qp_rt(&mut hw.fw.engine, info);
+            rt.write = None;
+            if let Some(r) = rt.recv.as_mut() {
+                r.offset = u64::MAX;
+            }
+            drop_frame(hw, "UC message dropped");
+        }
+    }
+}
+
+/// Executes a request packet in sequence (RC, or UC with `reliable` false).
+fn request(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
+    match p.opcode & 0x1f {
+        op::SEND_FIRST..=op::SEND_ONLY_IMM | op::SEND_LAST_INV | op::SEND_ONLY_INV => {
+            send(hw, info, p, reliable)
+        }
+        op::WRITE_FIRST..=op::WRITE_ONLY_IMM => write(hw, info, p, reliable),
+        op::READ_REQ => read(hw, info, p),
+        op::CMP_SWAP | op::FETCH_ADD => atomic(hw, info, p),
+        _ => Verdict::Drop,
+    }
+}
+
+/// A receive error reported by a CQE on WQE `wqe_counter`: the QP goes to ERR.
+fn recv_error(hw: &mut Hw<'_>, info: &QpInfo, wqe_counter: u16, e: LocalError) -> Verdict {
+    let (s, nak) = match e {
+        LocalError::Length => (syn::LOCAL_LENGTH_ERR, aeth::NAK_INVALID_REQ),
+        LocalError::Protection => (syn::LOCAL_PROT_ERR, aeth::NAK_REMOTE_OP),
+        LocalError::Dma => (syn::LOCAL_PROT_ERR, aeth::NAK_REMOTE_OP),
+    };
+    let c = Cqe {
+        opcode: cqe_op::RESP_ERR,
+        qpn: info.qpn,
+        wqe_counter,
+        srqn_uidx: cqe::srqn_uidx(hw, info.user_index, info.srq.map(|s| s.1)),
+        syndrome: s,
+        vendor: if e == LocalError::Dma {
+            cqe::VENDOR_DMA
+        } else {
+            0
+        },
+        ..Cqe::default()
+    };
+    cqe::post(hw, info.cqn_rcv, &c);
+    super::flush::enter_error(hw, info.qpn, None);
+    Verdict::Nak(nak, None)
+}
+
+/// The receive WQE of a message starting now (a kept one first).
+fn start_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<RecvCtx>, ()> {
+    if let Some(mut r) = qp_rt(&mut hw.fw.engine, info).recv.take() {
+        r.offset = 0;
+        return Ok(Some(r));
+    }
+    Ok(
+        wqe::take_recv(hw, info)?.map(|(wqe_counter, sges)| RecvCtx {
+            wqe_counter,
+            sges,
+            offset: 0,
+        }),
+    )
+}
+
+fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
+    let o = p.opcode & 0x1f;
+    let first = matches!(
+        o,
+        op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_ONLY_INV
+    );
+    let last = !matches!(o, op::SEND_FIRST | op::SEND_MIDDLE);
+    let mut ctx = if first {
+        match start_recv(hw, info) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Verdict::Rnr,
+            Err(()) => return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
+        }
+    } else {
+        match qp_rt(&mut hw.fw.engine, info).recv.take() {
+            Some(c) if c.offset != u64::MAX => c,
+            other => {
+                qp_rt(&mut hw.fw.engine, info).recv = other;
+                return invalid(reliable);
+            }
+        }
+    };
+    let len = p.payload.len() as u64;
+    if (!last && len != u64::from(info.mtu)) || len > u64::from(info.mtu) {
+        qp_rt(&mut hw.fw.engine, info).recv = Some(ctx);
+        return invalid(reliable);
+    }
+    if let Err(e) = dma::scatter(hw, info.pd, &ctx.sges, ctx.offset, &p.payload) {
+        return recv_error(hw, info, ctx.wqe_counter, e);
+    }
+    ctx.offset += len;
+    if !last {
+        qp_rt(&mut hw.fw.engine, info).recv = Some(ctx);
+        return Verdict::Done {
+            psns: 1,
+            ack: p.ack_req,
+        };
+    }
+    let (opcode, imm) = match (p.imm, p.ieth) {
+        (Some(imm), _) => (cqe_op::RESP_SEND_IMM, imm),
+        (None, Some(rkey)) => (cqe_op::RESP_SEND_INV, rkey.to_be_bytes()),
+        _ => (cqe_op::RESP_SEND, [0; 4]),
+    };
+    let c = Cqe {
+        opcode,
+        qpn: info.qpn,
+        wqe_counter: ctx.wqe_counter,
+        byte_cnt: ctx.offset as u32,
+        imm,
+        srqn_uidx: cqe::srqn_uidx(hw, info.user_index, info.srq.map(|s| s.1)),
+        solicited: p.se,
+        ..Cqe::default()
+    };
+    cqe::post(hw, info.cqn_rcv, &c);
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    rt.msn = psn_add(rt.msn, 1);
+    Verdict::Done { psns: 1, ack: true }
+}
+
+fn invalid(reliable: bool) -> Verdict {
+    if reliable {
+        Verdict::Nak(aeth::NAK_INVALID_REQ, Some(event::WQ_INVAL_REQ_ERROR))
+    } else {
+        Verdict::Drop
+    }
+}
+
+fn access_error(reliable: bool) -> Verdict {
+    if reliable {
+        Verdict::Nak(aeth::NAK_REMOTE_ACCESS, Some(event::WQ_ACCESS_ERROR))
+    } else {
+        Verdict::Drop
+    }
+}
+
+fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
+    let o = p.opcode & 0x1f;
+    let first = matches!(o, op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM);
+    let last = !matches!(o, op::WRITE_FIRST | op::WRITE_MIDDLE);
+    let len = p.payload.len() as u64;
+    if (!last && len != u64::from(info.mtu)) || len > u64::from(info.mtu) {
+        return invalid(reliable);
+    }
+    if first {
+        let Some(r) = p.reth else {
+            return invalid(reliable);
+        };
+        if u64::from(r.len) > info.max_msg() {
+            return invalid(reliable);
+        }
+        if !info.rwe {
+            return access_error(reliable);
+        }
+        match mkey::translate(
+            hw.fw,
+            r.rkey,
+            r.va,
+            r.len.into(),
+            access::REMOTE_WRITE,
+            info.pd,
+        ) {
+            Ok(pieces) => {
+                qp_rt(&mut hw.fw.engine, info).write = Some(WriteCtx {
+                    pieces: pieces.into(),
+                    total: r.len,
+                });
+            }
+            Err(e) => {
+                log::info!(
+                    "mlx5-sim: QP {:#x}: RDMA WRITE rkey {:#x}: {e:?}",
+                    info.qpn,
+                    r.rkey
+                );
+                return access_error(reliable);
+            }
+        }
+    }
+    let Some(mut ctx) = qp_rt(&mut hw.fw.engine, info).write.take() else {
+        return invalid(reliable);
+    };
+    let mut recv = None;
+    if matches!(o, op::WRITE_LAST_IMM | op::WRITE_ONLY_IMM) {
+        match start_recv(hw, info) {
+            Ok(Some(c)) => recv = Some(c),
+            Ok(None) => {
+                qp_rt(&mut hw.fw.engine, info).write = Some(ctx);
+                return Verdict::Rnr;
+            }
+            Err(()) => return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
+        }
+    }
+    if let Err(e) = dma::write_pieces(hw, &mut ctx.pieces, &p.payload) {
+        qp_rt(&mut hw.fw.engine, info).recv = recv;
+        return match e {
+            LocalError::Length => invalid(reliable),
+            _ => Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
+        };
+    }
+    if !last {
+        qp_rt(&mut hw.fw.engine, info).write = Some(ctx);
+        return Verdict::Done {
+            psns: 1,
+            ack: p.ack_req,
+        };
+    }
+    if ctx.pieces.iter().any(|&(_, n)| n > 0) {
+        qp_rt(&mut hw.fw.engine, info).recv = recv;
+        return invalid(reliable);
+    }
+    if let Some(r) = recv {
+        let c = Cqe {
+            opcode: cqe_op::RESP_WR_IMM,
+            qpn: info.qpn,
+            wqe_counter: r.wqe_counter,
+            byte_cnt: ctx.total,
+            imm: p.imm.unwrap_or_default(),
+            srqn_uidx: cqe::srqn_uidx(hw, info.user_index, info.srq.map(|s| s.1)),
+            solicited: p.se,
+            ..Cqe::default()
+        };
+        cqe::post(hw, info.cqn_rcv, &c);
+    }
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    rt.msn = psn_add(rt.msn, 1);
+    Verdict::Done { psns: 1, ack: true }
+}
+
+/// Answers an RDMA READ request (also a duplicate one): the READ responses.
+fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
+    let Some(r) = p.reth else {
+        return invalid(true);
+    };
+    let len = u64::from(r.len);
+    if len > info.max_msg() || len > MAX_READ {
+        return invalid(true);
+    }
+    if !info.rre {
+        return access_error(true);
+    }
+    let pieces = match mkey::translate(hw.fw, r.rkey, r.va, len, access::REMOTE_READ, info.pd) {
+        Ok(p) => p,
+        Err(e) => {
+            log::info!(
+                "mlx5-sim: QP {:#x}: RDMA READ rkey {:#x}: {e:?}",
+                info.qpn,
+                r.rkey
+            );
+            return access_error(true);
+        }
+    };
+    let mut data = Vec::with_capacity(len as usize);
+    for (iova, n) in pieces {
+        let at = data.len();
+        data.resize(at + n, 0);
+        if hw.iommu.read(iova, &mut data[at..]).is_err() {
+            wqe::dma_fault(
+                hw.faults,
+                iova,
+                n,
+                false,
+                "RDMA READ of host memory".to_string(),
+            );
+            return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR));
+        }
+    }
+    let mtu = info.mtu as usize;
+    let n = data.len().div_ceil(mtu).max(1);
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    rt.msn = psn_add(rt.msn, 1);
+    let msn = rt.msn;
+    for i in 0..n {
+        let o = match (i == 0, i + 1 == n) {
+            (true, true) => op::READ_RESP_ONLY,
+            (true, false) => op::READ_RESP_FIRST,
+            (false, true) => op::READ_RESP_LAST,
+            (false, false) => op::READ_RESP_MIDDLE,
+        };
+        let resp = Packet {
+            opcode: op::RC | o,
+            dqpn: info.remote_qpn,
+            psn: psn_add(p.psn, i as u32),
+            aeth: (o != op::READ_RESP_MIDDLE).then_some((aeth::ACK | aeth::NO_CREDITS, msn)),
+            payload: data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())].to_vec(),
+            ..Packet::default()
+        };
+        hw.fw.engine.send(&info.route, &resp);
+    }
+    Verdict::Done {
+        psns: n as u32,
+        ack: false,
+    }
+}
+
+fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
+    let msn = qp_rt(&mut hw.fw.engine, info).msn;
+    let p = Packet {
+        opcode: op::RC | op::ATOMIC_ACK,
+        dqpn: info.remote_qpn,
+        psn,
+        aeth: Some((aeth::ACK | aeth::NO_CREDITS, msn)),
+        atomic_ack: Some(value),
+        ..Packet::default()
+    };
+    hw.fw.engine.counters.acks_sent += 1;
+    hw.fw.engine.send(&info.route, &p);
+}
+
+fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
+    let Some(a) = p.atomic else {
+        return invalid(true);
+    };
+    if a.va % 8 != 0 {
+        return invalid(true);
+    }
+    if !info.rae {
+        return access_error(true);
+    }
+    let iova = match mkey::translate(hw.fw, a.rkey, a.va, 8, access::ATOMIC, info.pd) {
+        Ok(pieces) if pieces.len() == 1 => pieces[0].0,
+        _ => return access_error(true),
+    };
+    let cs = p.opcode & 0x1f == op::CMP_SWAP;
+    let r = hw.iommu.fetch_update_be64(iova, |old| {
+        if cs {
+            if old == a.compare {
+                a.swap_add
+            } else {
+                old
+            }
+        } else {
+            old.wrapping_add(a.swap_add)
+        }
+    });
+    let Ok(orig) = r else {
+        wqe::dma_fault(
+            hw.faults,
+            iova,
+            8,
+            true,
+            "atomic on host memory".to_string(),
+        );
+        return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR));
+    };
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    rt.msn = psn_add(rt.msn, 1);
+    rt.last_atomic = Some((p.psn, orig));
+    atomic_ack(hw, info, p.psn, orig);
+    Verdict::Done {
+        psns: 1,
+        ack: false,
+    }
+}
+
+/// A request whose PSN the responder has seen already.
+fn duplicate(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
+    match p.opcode & 0x1f {
+        op::READ_REQ => {
+            read(hw, info, p);
+        }
+        op::CMP_SWAP | op::FETCH_ADD => {
+            if let Some((psn, value)) = qp_rt(&mut hw.fw.engine, info).last_atomic {
+                if psn == p.psn {
+                    atomic_ack(hw, info, psn, value);
+                }
+            }
+        }
+        _ => {
+            let epsn = qp_rt(&mut hw.fw.engine, info).epsn.unwrap_or(0);
+            send_aeth(
+                hw,
+                info,
+                psn_add(epsn, 0xff_ffff),
+                aeth::ACK | aeth::NO_CREDITS,
+            );
+        }
+    }
+}
+
+fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
+    let p = &rx.packet;
+    let Some((qkey, sqpn)) = p.deth else {
+        return drop_frame(hw, "UD without DETH");
+    };
+    if qkey != info.q_key {
+        return drop_frame(hw, "Q_Key mismatch");
+    }
+    let Ok(Some((wqe_counter, sges))) = wqe::take_recv(hw, info) else {
+        return drop_frame(hw, "UD message without a receive WQE");
+    };
+    let mut data = vec![0u8; IPV6_BYTES];
+    let h = &rx.ip_header;
+    if rx.ipv4 {
+        data[IPV6_BYTES - IPV4_BYTES..].copy_from_slice(&h[..IPV4_BYTES.min(h.len())]);
+    } else {
+        data.copy_from_slice(&h[..IPV6_BYTES.min(h.len())]);
+    }
+    data.extend_from_slice(&p.payload);
+    if let Err(e) = dma::scatter(hw, info.pd, &sges, 0, &data) {
+        recv_error(hw, info, wqe_counter, e);
+        return;
+    }
+    let c = Cqe {
+        opcode: if p.imm.is_some() {
+            cqe_op::RESP_SEND_IMM
+        } else {
+            cqe_op::RESP_SEND
+        },
+        qpn: info.qpn,
+        wqe_counter,
+        byte_cnt: data.len() as u32,
+        imm: p.imm.unwrap_or_default(),
+        srqn_uidx: cqe::srqn_uidx(hw, info.user_index, info.srq.map(|s| s.1)),
+        flags_rqpn: (1 << 28) | (sqpn & 0xff_ffff),
+        l3: if rx.ipv4 { 2 << 2 } else { 1 << 2 },
+        solicited: p.se,
+        ..Cqe::default()
+    };
+    cqe::post(hw, info.cqn_rcv, &c);
+}

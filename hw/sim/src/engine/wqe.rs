@@ -1,0 +1,484 @@
+//! Queue buffers through their PAS, doorbell records, send WQE parsing, receive WQEs, and gather
+//! and scatter through memory keys.
+//!
+//! Send WQE (`mlx5-datapath-sizing.md` §1): a 16-byte control segment (opcode in bits 7:0 of
+//! dword 0, WQE index in bits 23:8, QPN in bits 31:8 of dword 1 and DS in bits 5:0, `fm_ce_se`
+//! at byte 11, the immediate at bytes 12..16), then by type: UD the 48-byte datagram segment;
+//! RDMA WRITE / READ a 16-byte remote address segment; atomics the remote address and the
+//! 16-byte atomic segment; then data segments (`byte_count`, `lkey`, `addr`; a zero
+//! `byte_count` is skipped) or inline segments (`0x80000000 | length`, the bytes, padded to 16).
+//!
+//! Receive WQEs: a regular RQ slot holds data segments; an SRQ / RMP WQE holds a 16-byte next
+//! segment (`next_wqe_index` BE16 at byte 2) and then data segments. A data segment with
+//! `byte_count` 0 and lkey 0x100 (`MLX5_INVALID_LKEY`) ends the list; other zero-length ones are
+//! skipped. (The simulator's reserved lkey is also 0x100: a segment with a nonzero length and
+//! that lkey scatters to physical addresses.)
+
+use mlx5_ifc::consts::qp_st;
+use mlx5_ifc::prm::srq::{Rmpc, Srqc, Wq};
+use mlx5_ifc::View;
+
+use super::{Hw, QpInfo, Sge};
+use crate::fault::{DmaFault, DmaFaultKind};
+use crate::fw::objects::ObjectKind;
+use crate::iommu::Iommu;
+
+/// mlx5 send opcodes (control segment bits 7:0).
+pub(crate) mod opcode {
+    pub(crate) const NOP: u8 = 0x00;
+    pub(crate) const SEND_INVAL: u8 = 0x01;
+    pub(crate) const RDMA_WRITE: u8 = 0x08;
+    pub(crate) const RDMA_WRITE_IMM: u8 = 0x09;
+    pub(crate) const SEND: u8 = 0x0a;
+    pub(crate) const SEND_IMM: u8 = 0x0b;
+    pub(crate) const RDMA_READ: u8 = 0x10;
+    pub(crate) const ATOMIC_CS: u8 = 0x11;
+    pub(crate) const ATOMIC_FA: u8 = 0x12;
+}
+
+/// The lkey that ends a receive scatter list (with a zero byte count).
+const INVALID_LKEY: u32 = 0x100;
+/// `fm_ce_se`: CE = 2 or 3, a CQE for every WQE.
+pub(crate) const CE_ALWAYS: u8 = 0x08;
+/// `fm_ce_se`: solicited event.
+pub(crate) const SOLICITED: u8 = 0x02;
+
+/// Why a local access failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LocalError {
+    /// The data does not fit the scatter list (or the message is too long).
+    Length,
+    /// A key does not grant the access.
+    Protection,
+    /// A translated address is not mapped (a `DmaFault` is recorded).
+    Dma,
+}
+
+fn be16(b: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([b[o], b[o + 1]])
+}
+
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+fn be64(b: &[u8], o: usize) -> u64 {
+    (u64::from(be32(b, o)) << 32) | u64::from(be32(b, o + 4))
+}
+
+/// Records a DMA fault of the data path.
+pub(crate) fn dma_fault(
+    faults: &mut Vec<DmaFault>,
+    iova: u64,
+    len: usize,
+    write: bool,
+    what: String,
+) {
+    log::warn!("mlx5-sim: data path DMA fault at {iova:#x}: {what}");
+    faults.push(DmaFault {
+        iova,
+        len,
+        kind: if write {
+            DmaFaultKind::Write
+        } else {
+            DmaFaultKind::Read
+        },
+        what,
+    });
+}
+
+/// Reads `buf.len()` bytes at offset `off` of a queue buffer (`pas`, pages of `page` bytes);
+/// `Err(iova)` on an unmapped address.
+pub(crate) fn read_queue(
+    iommu: &Iommu,
+    pas: &[u64],
+    page: u64,
+    off: u64,
+    buf: &mut [u8],
+) -> Result<(), u64> {
+    let mut done = 0usize;
+    while done < buf.len() {
+        let at = off + done as u64;
+        let k = usize::try_from(at / page).map_err(|_| 0u64)?;
+        let base = *pas.get(k).ok_or(0u64)?;
+        let n = ((page - at % page) as usize).min(buf.len() - done);
+        let iova = base + at % page;
+        iommu
+            .read(iova, &mut buf[done..done + n])
+            .map_err(|_| iova)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Writes `data` at offset `off` of a queue buffer, the last byte with release ordering.
+pub(crate) fn write_queue(
+    iommu: &Iommu,
+    pas: &[u64],
+    page: u64,
+    off: u64,
+    data: &[u8],
+) -> Result<(), u64> {
+    let mut done = 0usize;
+    while done < data.len() {
+        let at = off + done as u64;
+        let k = usize::try_from(at / page).map_err(|_| 0u64)?;
+        let base = *pas.get(k).ok_or(0u64)?;
+        let n = ((page - at % page) as usize).min(data.len() - done);
+        let iova = base + at % page;
+        let chunk = &data[done..done + n];
+        let r = if done + n == data.len() {
+            iommu.write_release(iova, chunk)
+        } else {
+            iommu.write(iova, chunk)
+        };
+        r.map_err(|_| iova)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// The big-endian 32-bit word at `iova` (a doorbell record word).
+pub(crate) fn read_be32(iommu: &Iommu, iova: u64) -> Option<u32> {
+    let mut b = [0u8; 4];
+    iommu.read(iova, &mut b).ok()?;
+    Some(u32::from_be_bytes(b))
+}
+
+/// The UD address vector of a datagram segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Av {
+    pub(crate) qkey: u32,
+    pub(crate) dqpn: u32,
+    pub(crate) sport: u16,
+    pub(crate) rmac: [u8; 6],
+    pub(crate) tclass: u8,
+    pub(crate) hop_limit: u8,
+    pub(crate) sgid_index: u8,
+    pub(crate) flow_label: u32,
+    pub(crate) rgid: [u8; 16],
+}
+
+/// A part of the payload: inline bytes or a data segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Piece {
+    Inline(Vec<u8>),
+    Data(Sge),
+}
+
+/// A parsed send WQE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SendWqe {
+    pub(crate) opcode: u8,
+    pub(crate) qpn: u32,
+    pub(crate) fm_ce_se: u8,
+    pub(crate) imm: [u8; 4],
+    /// Remote address segment: `(va, rkey)`.
+    pub(crate) raddr: Option<(u64, u32)>,
+    /// Atomic segment: `(swap_add, compare)`.
+    pub(crate) atomic: Option<(u64, u64)>,
+    pub(crate) av: Option<Av>,
+    pub(crate) pieces: Vec<Piece>,
+}
+
+impl SendWqe {
+    /// The data segments (READ / atomic destinations).
+    pub(crate) fn sges(&self) -> Vec<Sge> {
+        self.pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Data(s) => Some(*s),
+                Piece::Inline(_) => None,
+            })
+            .collect()
+    }
+}
+
+/// Whether send opcode `op` is valid on a QP of service type `st`.
+fn valid_for(op: u8, st: u64) -> bool {
+    use opcode::*;
+    match st {
+        qp_st::RC => matches!(
+            op,
+            NOP | SEND_INVAL
+                | RDMA_WRITE
+                | RDMA_WRITE_IMM
+                | SEND
+                | SEND_IMM
+                | RDMA_READ
+                | ATOMIC_CS
+                | ATOMIC_FA
+        ),
+        qp_st::UC => matches!(op, NOP | RDMA_WRITE | RDMA_WRITE_IMM | SEND | SEND_IMM),
+        qp_st::UD => matches!(op, NOP | SEND | SEND_IMM),
+        _ => false,
+    }
+}
+
+/// Parses the `DS × 16` bytes of a send WQE of a QP of type `st`. `Err` names what is wrong
+/// (the WQE completes with LOCAL_QP_OP_ERR).
+pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe, &'static str> {
+    if b.len() < 16 {
+        return Err("shorter than a control segment");
+    }
+    let op = b[3];
+    if !valid_for(op, st) {
+        return Err("opcode not valid for the QP's service type");
+    }
+    let mut w = SendWqe {
+        opcode: op,
+        qpn: be32(b, 4) >> 8,
+        fm_ce_se: b[11],
+        imm: [b[12], b[13], b[14], b[15]],
+        raddr: None,
+        atomic: None,
+        av: None,
+        pieces: Vec::new(),
+    };
+    let mut at = 16;
+    let mut seg = |n: usize| -> Result<usize, &'static str> {
+        let start = at;
+        at += n;
+        if at > b.len() {
+            return Err("DS too small for the WQE's segments");
+        }
+        Ok(start)
+    };
+    if st == qp_st::UD && op != opcode::NOP {
+        let o = seg(48)?;
+        let mut rmac = [0u8; 6];
+        rmac.copy_from_slice(&b[o + 20..o + 26]);
+        let mut rgid = [0u8; 16];
+        rgid.copy_from_slice(&b[o + 32..o + 48]);
+        let gid_fl = be32(b, o + 28);
+        w.av = Some(Av {
+            qkey: be32(b, o),
+            dqpn: be32(b, o + 8) & 0xff_ffff,
+            sport: be16(b, o + 14),
+            rmac,
+            tclass: b[o + 26],
+            hop_limit: b[o + 27],
+            sgid_index: ((gid_fl >> 20) & 0xff) as u8,
+            flow_label: gid_fl & 0xf_ffff,
+            rgid,
+        });
+    }
+    if matches!(
+        op,
+        opcode::RDMA_WRITE
+            | opcode::RDMA_WRITE_IMM
+            | opcode::RDMA_READ
+            | opcode::ATOMIC_CS
+            | opcode::ATOMIC_FA
+    ) {
+        let o = seg(16)?;
+        w.raddr = Some((be64(b, o), be32(b, o + 8)));
+    }
+    if matches!(op, opcode::ATOMIC_CS | opcode::ATOMIC_FA) {
+        let o = seg(16)?;
+        w.atomic = Some((be64(b, o), be64(b, o + 8)));
+    }
+    if op == opcode::NOP {
+        return Ok(w);
+    }
+    while at + 16 <= b.len() {
+        let first = be32(b, at);
+        if first & 0x8000_0000 != 0 {
+            let len = (first & 0x7fff_ffff) as usize;
+            let end = at + 4 + len;
+            if end > b.len() {
+                return Err("inline data runs past DS");
+            }
+            w.pieces.push(Piece::Inline(b[at + 4..end].to_vec()));
+            at = (end + 15) & !15;
+        } else {
+            if first != 0 {
+                w.pieces.push(Piece::Data(Sge {
+                    len: first,
+                    lkey: be32(b, at + 4),
+                    addr: be64(b, at + 8),
+                }));
+            }
+            at += 16;
+        }
+    }
+    Ok(w)
+}
+
+/// The data segments of a receive WQE (`b` from its first data segment), up to the terminator.
+pub(crate) fn recv_sges(b: &[u8]) -> Vec<Sge> {
+    let mut out = Vec::new();
+    for d in b.chunks_exact(16) {
+        let (len, lkey) = (be32(d, 0), be32(d, 4));
+        if len == 0 {
+            if lkey == INVALID_LKEY {
+                break;
+            }
+            continue;
+        }
+        out.push(Sge {
+            len,
+            lkey,
+            addr: be64(d, 8),
+        });
+    }
+    out
+}
+
+/// Takes the next posted receive WQE of `info` (its RQ, or its SRQ / RMP): `(WQE counter or
+/// SRQ index, data segments)`; `Ok(None)` when none is posted.
+pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, Vec<Sge>)>, ()> {
+    if let Some((kind, n)) = info.srq {
+        return take_srq(hw, kind, n);
+    }
+    if info.rq_wqes == 0 {
+        return Ok(None);
+    }
+    let Some(pi) = read_be32(hw.iommu, info.dbr) else {
+        dma_fault(
+            hw.faults,
+            info.dbr,
+            4,
+            false,
+            format!("QP {:#x} doorbell record", info.qpn),
+        );
+        return Err(());
+    };
+    let rt = super::qp_rt(&mut hw.fw.engine, info);
+    let cc = rt.rq_cc;
+    if pi as u16 == cc {
+        return Ok(None);
+    }
+    let slot = u64::from(cc) & u64::from(info.rq_wqes - 1);
+    let mut buf = vec![0u8; info.rq_stride as usize];
+    if let Err(iova) = read_queue(
+        hw.iommu,
+        &info.pas,
+        info.page,
+        slot * info.rq_stride,
+        &mut buf,
+    ) {
+        dma_fault(
+            hw.faults,
+            iova,
+            buf.len(),
+            false,
+            format!("QP {:#x} receive WQE", info.qpn),
+        );
+        return Err(());
+    }
+    rt.rq_cc = cc.wrapping_add(1);
+    Ok(Some((cc, recv_sges(&buf))))
+}
+
+/// SRQ / RMP geometry: `(log size, stride, page, doorbell record)`.
+fn srq_geometry(hw: &Hw<'_>, kind: ObjectKind, n: u32) -> Option<(u32, u64, u64, u64, Vec<u64>)> {
+    let q = hw.fw.objects.queue(kind, n)?;
+    if kind == ObjectKind::Srq {
+        let c = View::<Srqc>::new(&q.ctx).ok()?;
+        Some((
+            c.get(Srqc::LOG_SRQ_SIZE) as u32,
+            16 << c.get(Srqc::LOG_RQ_STRIDE),
+            4096 << c.get(Srqc::LOG_PAGE_SIZE).min(20),
+            c.get(Srqc::DBR_ADDR),
+            q.pas.clone(),
+        ))
+    } else {
+        let c = View::<Rmpc>::new(&q.ctx).ok()?;
+        let w = c.nested(Rmpc::WQ);
+        Some((
+            w.get(Wq::LOG_WQ_SZ).min(24) as u32,
+            1 << w.get(Wq::LOG_WQ_STRIDE).min(16),
+            4096 << w.get(Wq::LOG_WQ_PG_SZ).min(20),
+            w.get(Wq::DBR_ADDR),
+            q.pas.clone(),
+        ))
+    }
+}
+
+fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Vec<Sge>)>, ()> {
+    let Some((log_size, stride, page, dbr, pas)) = srq_geometry(hw, kind, n) else {
+        return Ok(None);
+    };
+    let Some(posted) = read_be32(hw.iommu, dbr) else {
+        dma_fault(
+            hw.faults,
+            dbr,
+            4,
+            false,
+            format!("SRQ {n:#x} doorbell record"),
+        );
+        return Err(());
+    };
+    let (head, consumed) = hw.fw.engine.srqs.get(&n).copied().unwrap_or((0, 0));
+    if posted as u16 == consumed {
+        return Ok(None);
+    }
+    let index = head & ((1u32 << log_size) - 1) as u16;
+    let mut buf = vec![0u8; stride as usize];
+    if let Err(iova) = read_queue(hw.iommu, &pas, page, u64::from(index) * stride, &mut buf) {
+        dma_fault(
+            hw.faults,
+            iova,
+            buf.len(),
+            false,
+            format!("SRQ {n:#x} WQE {index}"),
+        );
+        return Err(());
+    }
+    let next = be16(&buf, 2);
+    hw.fw
+        .engine
+        .srqs
+        .insert(n, (next, consumed.wrapping_add(1)));
+    Ok(Some((index, recv_sges(buf.get(16..).unwrap_or(&[])))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_segments() {
+        let mut b = vec![0u8; 64];
+        b[3] = opcode::RDMA_WRITE;
+        b[4..8].copy_from_slice(&((0x123u32 << 8) | 4).to_be_bytes());
+        b[11] = CE_ALWAYS;
+        b[16..24].copy_from_slice(&0x1000u64.to_be_bytes());
+        b[24..28].copy_from_slice(&0x55u32.to_be_bytes());
+        b[32..36].copy_from_slice(&(0x8000_0000u32 | 5).to_be_bytes());
+        b[36..41].copy_from_slice(b"hello");
+        b[48..52].copy_from_slice(&8u32.to_be_bytes());
+        b[52..56].copy_from_slice(&0x77u32.to_be_bytes());
+        b[56..64].copy_from_slice(&0x2000u64.to_be_bytes());
+        let w = parse_send(&b, qp_st::RC).unwrap();
+        assert_eq!(w.qpn, 0x123);
+        assert_eq!(w.raddr, Some((0x1000, 0x55)));
+        assert_eq!(
+            w.pieces,
+            vec![
+                Piece::Inline(b"hello".to_vec()),
+                Piece::Data(Sge {
+                    len: 8,
+                    lkey: 0x77,
+                    addr: 0x2000
+                })
+            ]
+        );
+        assert!(parse_send(&b, qp_st::UD).is_err());
+        assert!(parse_send(&b[..16], qp_st::RC).is_err());
+    }
+
+    #[test]
+    fn receive_lists_end_at_the_terminator() {
+        let mut b = vec![0u8; 64];
+        b[0..4].copy_from_slice(&4u32.to_be_bytes());
+        b[16..20].copy_from_slice(&0u32.to_be_bytes());
+        b[20..24].copy_from_slice(&7u32.to_be_bytes());
+        b[36..40].copy_from_slice(&INVALID_LKEY.to_be_bytes());
+        b[48..52].copy_from_slice(&9u32.to_be_bytes());
+        let s = recv_sges(&b);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].len, 4);
+    }
+}

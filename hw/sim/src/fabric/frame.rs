@@ -1,0 +1,569 @@
+//! RoCE v2 frames as bytes: Ethernet II, IPv4 or IPv6, UDP to port 4791, the InfiniBand base
+//! transport header and its extension headers, the payload, and the invariant CRC.
+//!
+//! [`encode`] builds a whole frame; [`decode`] takes a frame received from the wire apart and
+//! refuses anything it cannot vouch for ([`Refused`] says why): a short or malformed header, an IPv4
+//! header with options or a bad checksum, a fragment, a UDP port other than 4791, a UDP or IP
+//! length that disagrees with the frame, a transport opcode the device does not implement, a
+//! pad count larger than the payload, or a bad ICRC.
+//!
+//! The ICRC is the CRC-32 of the Ethernet polynomial (reflected 0xEDB88320, initial value and
+//! final XOR all ones) over eight bytes of 0xff (the masked LRH of the IBTA annex A17), the IP
+//! header, the UDP header, the BTH and everything after it up to the ICRC, with the variant fields
+//! set to ones: IPv4 TOS, TTL and header checksum; IPv6 traffic class, flow label and hop limit;
+//! the UDP checksum; the BTH reserved byte 4 (`resv8a`: FECN, BECN). It is appended least
+//! significant byte first ([`super::icrc`]).
+
+use super::icrc;
+
+/// Bytes of the Ethernet II header.
+pub(crate) const ETH_BYTES: usize = 14;
+/// Bytes of an IPv4 header without options.
+pub(crate) const IPV4_BYTES: usize = 20;
+/// Bytes of an IPv6 header (and of an InfiniBand GRH).
+pub(crate) const IPV6_BYTES: usize = 40;
+pub(crate) const UDP_BYTES: usize = 8;
+pub(crate) const BTH_BYTES: usize = 12;
+const ICRC_BYTES: usize = 4;
+/// The RoCE v2 UDP destination port.
+pub(crate) const ROCE_PORT: u16 = 4791;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+
+/// InfiniBand transport opcodes: the service (`opcode >> 5`: 0 RC, 1 UC, 3 UD) and the operation
+/// (`opcode & 0x1f`).
+pub(crate) mod op {
+    pub(crate) const SEND_FIRST: u8 = 0x00;
+    pub(crate) const SEND_MIDDLE: u8 = 0x01;
+    pub(crate) const SEND_LAST: u8 = 0x02;
+    pub(crate) const SEND_LAST_IMM: u8 = 0x03;
+    pub(crate) const SEND_ONLY: u8 = 0x04;
+    pub(crate) const SEND_ONLY_IMM: u8 = 0x05;
+    pub(crate) const WRITE_FIRST: u8 = 0x06;
+    pub(crate) const WRITE_MIDDLE: u8 = 0x07;
+    pub(crate) const WRITE_LAST: u8 = 0x08;
+    pub(crate) const WRITE_LAST_IMM: u8 = 0x09;
+    pub(crate) const WRITE_ONLY: u8 = 0x0a;
+    pub(crate) const WRITE_ONLY_IMM: u8 = 0x0b;
+    pub(crate) const READ_REQ: u8 = 0x0c;
+    pub(crate) const READ_RESP_FIRST: u8 = 0x0d;
+    pub(crate) const READ_RESP_MIDDLE: u8 = 0x0e;
+    pub(crate) const READ_RESP_LAST: u8 = 0x0f;
+    pub(crate) const READ_RESP_ONLY: u8 = 0x10;
+    pub(crate) const ACK: u8 = 0x11;
+    pub(crate) const ATOMIC_ACK: u8 = 0x12;
+    pub(crate) const CMP_SWAP: u8 = 0x13;
+    pub(crate) const FETCH_ADD: u8 = 0x14;
+    pub(crate) const SEND_LAST_INV: u8 = 0x16;
+    pub(crate) const SEND_ONLY_INV: u8 = 0x17;
+    /// Service bits: RC.
+    pub(crate) const RC: u8 = 0x00;
+    /// Service bits: UC.
+    pub(crate) const UC: u8 = 0x20;
+    /// Service bits: UD.
+    pub(crate) const UD: u8 = 0x60;
+}
+
+/// AETH syndromes (the top three bits; the low five carry credits, the RNR timer or a NAK code).
+pub(crate) mod aeth {
+    pub(crate) const ACK: u8 = 0x00;
+    pub(crate) const RNR: u8 = 0x20;
+    /// The credit field of an ACK that advertises no credit count ("invalid credits").
+    pub(crate) const NO_CREDITS: u8 = 0x1f;
+    pub(crate) const NAK_PSN_SEQ: u8 = 0x60;
+    pub(crate) const NAK_INVALID_REQ: u8 = 0x61;
+    pub(crate) const NAK_REMOTE_ACCESS: u8 = 0x62;
+    pub(crate) const NAK_REMOTE_OP: u8 = 0x63;
+}
+
+/// Which extension headers an opcode carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Shape {
+    deth: bool,
+    reth: bool,
+    atomic: bool,
+    aeth: bool,
+    atomic_ack: bool,
+    imm: bool,
+    ieth: bool,
+    payload: bool,
+}
+
+/// The headers of `opcode`, or `None` if the device does not implement it.
+fn shape(opcode: u8) -> Option<Shape> {
+    let (service, o) = (opcode & 0xe0, opcode & 0x1f);
+    let base = Shape::default();
+    let with_data = Shape {
+        payload: true,
+        ..base
+    };
+    if service == op::UD {
+        return match o {
+            0x04 => Some(Shape {
+                deth: true,
+                ..with_data
+            }),
+            0x05 => Some(Shape {
+                deth: true,
+                imm: true,
+                ..with_data
+            }),
+            _ => None,
+        };
+    }
+    if service == op::UC && o > op::WRITE_ONLY_IMM {
+        return None;
+    }
+    if service != op::RC && service != op::UC {
+        return None;
+    }
+    let s = match o {
+        op::SEND_FIRST | op::SEND_MIDDLE | op::SEND_LAST | op::SEND_ONLY => with_data,
+        op::SEND_LAST_IMM | op::SEND_ONLY_IMM => Shape {
+            imm: true,
+            ..with_data
+        },
+        op::WRITE_FIRST | op::WRITE_ONLY => Shape {
+            reth: true,
+            ..with_data
+        },
+        op::WRITE_MIDDLE | op::WRITE_LAST => with_data,
+        op::WRITE_LAST_IMM => Shape {
+            imm: true,
+            ..with_data
+        },
+        op::WRITE_ONLY_IMM => Shape {
+            reth: true,
+            imm: true,
+            ..with_data
+        },
+        op::READ_REQ => Shape { reth: true, ..base },
+        op::READ_RESP_FIRST | op::READ_RESP_LAST | op::READ_RESP_ONLY => Shape {
+            aeth: true,
+            ..with_data
+        },
+        op::READ_RESP_MIDDLE => with_data,
+        op::ACK => Shape { aeth: true, ..base },
+        op::ATOMIC_ACK => Shape {
+            aeth: true,
+            atomic_ack: true,
+            ..base
+        },
+        op::CMP_SWAP | op::FETCH_ADD => Shape {
+            atomic: true,
+            ..base
+        },
+        op::SEND_LAST_INV | op::SEND_ONLY_INV => Shape {
+            ieth: true,
+            ..with_data
+        },
+        _ => return None,
+    };
+    Some(s)
+}
+
+/// RETH: the remote buffer of an RDMA WRITE or READ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reth {
+    pub(crate) va: u64,
+    pub(crate) rkey: u32,
+    pub(crate) len: u32,
+}
+
+/// AtomicETH: the operands of CMP_SWAP / FETCH_ADD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AtomicEth {
+    pub(crate) va: u64,
+    pub(crate) rkey: u32,
+    pub(crate) swap_add: u64,
+    pub(crate) compare: u64,
+}
+
+/// The transport part of a packet: BTH fields, extension headers, payload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Packet {
+    pub(crate) opcode: u8,
+    /// Solicited event.
+    pub(crate) se: bool,
+    /// Destination QP (24 bits).
+    pub(crate) dqpn: u32,
+    pub(crate) ack_req: bool,
+    /// PSN (24 bits).
+    pub(crate) psn: u32,
+    /// DETH: `(q_key, source QP)`.
+    pub(crate) deth: Option<(u32, u32)>,
+    pub(crate) reth: Option<Reth>,
+    pub(crate) atomic: Option<AtomicEth>,
+    /// AETH: `(syndrome, MSN)`.
+    pub(crate) aeth: Option<(u8, u32)>,
+    /// AtomicAckETH: the original value.
+    pub(crate) atomic_ack: Option<u64>,
+    /// ImmDt as it travels (big-endian bytes).
+    pub(crate) imm: Option<[u8; 4]>,
+    /// IETH: the rkey to invalidate.
+    pub(crate) ieth: Option<u32>,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// Layer 2 and 3 addressing of a frame. GIDs are 16 bytes; an IPv4 address is the IPv4-mapped
+/// GID `::ffff:a.b.c.d`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Route {
+    pub(crate) smac: [u8; 6],
+    pub(crate) dmac: [u8; 6],
+    pub(crate) sgid: [u8; 16],
+    pub(crate) dgid: [u8; 16],
+    /// IPv4 TOS / IPv6 traffic class.
+    pub(crate) tclass: u8,
+    pub(crate) flow_label: u32,
+    pub(crate) hop_limit: u8,
+    pub(crate) sport: u16,
+    /// IPv4 identification.
+    pub(crate) ip_id: u16,
+}
+
+/// Whether a GID is an IPv4-mapped address.
+pub(crate) fn is_ipv4_mapped(gid: &[u8; 16]) -> bool {
+    gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff
+}
+
+/// A received frame: its addressing, the raw IP header (for the UD GRH) and the packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Received {
+    pub(crate) route: Route,
+    pub(crate) ipv4: bool,
+    pub(crate) ip_header: Vec<u8>,
+    pub(crate) packet: Packet,
+}
+
+/// Why a received frame was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Not a well-formed RoCE v2 frame (or an opcode the device does not implement).
+    Malformed,
+    /// The ICRC does not match.
+    Icrc,
+}
+
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+fn be16(b: &[u8], off: usize) -> u16 {
+    u16::from_be_bytes([b[off], b[off + 1]])
+}
+
+fn be24(b: &[u8], off: usize) -> u32 {
+    u32::from_be_bytes([0, b[off], b[off + 1], b[off + 2]])
+}
+
+fn be32(b: &[u8], off: usize) -> u32 {
+    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+fn be64(b: &[u8], off: usize) -> u64 {
+    (u64::from(be32(b, off)) << 32) | u64::from(be32(b, off + 4))
+}
+
+/// The transport bytes of `p` (BTH, extension headers, payload, pad), not the ICRC.
+fn transport(p: &Packet) -> Vec<u8> {
+    let pad = (4 - p.payload.len() % 4) % 4;
+    let mut t = Vec::with_capacity(BTH_BYTES + 40 + p.payload.len() + pad);
+    t.push(p.opcode);
+    t.push((u8::from(p.se) << 7) | ((pad as u8) << 4));
+    t.extend_from_slice(&0xffffu16.to_be_bytes());
+    t.push(0);
+    t.extend_from_slice(&(p.dqpn & 0xff_ffff).to_be_bytes()[1..]);
+    t.push(u8::from(p.ack_req) << 7);
+    t.extend_from_slice(&(p.psn & 0xff_ffff).to_be_bytes()[1..]);
+    let s = shape(p.opcode).unwrap_or_default();
+    if s.deth {
+        let (qkey, sqpn) = p.deth.unwrap_or_default();
+        t.extend_from_slice(&qkey.to_be_bytes());
+        t.push(0);
+        t.extend_from_slice(&(sqpn & 0xff_ffff).to_be_bytes()[1..]);
+    }
+    if s.reth {
+        let r = p.reth.unwrap_or(Reth {
+            va: 0,
+            rkey: 0,
+            len: 0,
+        });
+        t.extend_from_slice(&r.va.to_be_bytes());
+        t.extend_from_slice(&r.rkey.to_be_bytes());
+        t.extend_from_slice(&r.len.to_be_bytes());
+    }
+    if s.atomic {
+        let a = p.atomic.unwrap_or(AtomicEth {
+            va: 0,
+            rkey: 0,
+            swap_add: 0,
+            compare: 0,
+        });
+        t.extend_from_slice(&a.va.to_be_bytes());
+        t.extend_from_slice(&a.rkey.to_be_bytes());
+        t.extend_from_slice(&a.swap_add.to_be_bytes());
+        t.extend_from_slice(&a.compare.to_be_bytes());
+    }
+    if s.aeth {
+        let (syndrome, msn) = p.aeth.unwrap_or_default();
+        t.push(syndrome);
+        t.extend_from_slice(&(msn & 0xff_ffff).to_be_bytes()[1..]);
+    }
+    if s.atomic_ack {
+        t.extend_from_slice(&p.atomic_ack.unwrap_or(0).to_be_bytes());
+    }
+    if s.imm {
+        t.extend_from_slice(&p.imm.unwrap_or_default());
+    }
+    if s.ieth {
+        t.extend_from_slice(&p.ieth.unwrap_or(0).to_be_bytes());
+    }
+    if s.payload {
+        t.extend_from_slice(&p.payload);
+        t.resize(t.len() + pad, 0);
+    }
+    t
+}
+
+/// The whole frame of packet `p` on route `r` (IPv4 when both GIDs are IPv4-mapped).
+pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
+    let ipv4 = is_ipv4_mapped(&r.sgid) && is_ipv4_mapped(&r.dgid);
+    let t = transport(p);
+    let udp_len = UDP_BYTES + t.len() + ICRC_BYTES;
+    let mut f = Vec::with_capacity(ETH_BYTES + IPV6_BYTES + udp_len);
+    f.extend_from_slice(&r.dmac);
+    f.extend_from_slice(&r.smac);
+    let hop = if r.hop_limit == 0 { 64 } else { r.hop_limit };
+    if ipv4 {
+        f.extend_from_slice(&ETHERTYPE_IPV4.to_be_bytes());
+        let total = (IPV4_BYTES + udp_len) as u16;
+        let mut h = [0u8; IPV4_BYTES];
+        h[0] = 0x45;
+        h[1] = r.tclass;
+        h[2..4].copy_from_slice(&total.to_be_bytes());
+        h[4..6].copy_from_slice(&r.ip_id.to_be_bytes());
+        h[6] = 0x40;
+        h[8] = hop;
+        h[9] = 17;
+        h[12..16].copy_from_slice(&r.sgid[12..]);
+        h[16..20].copy_from_slice(&r.dgid[12..]);
+        let sum = ipv4_checksum(&h);
+        h[10..12].copy_from_slice(&sum.to_be_bytes());
+        f.extend_from_slice(&h);
+    } else {
+        f.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        let w = (6u32 << 28) | (u32::from(r.tclass) << 20) | (r.flow_label & 0xf_ffff);
+        f.extend_from_slice(&w.to_be_bytes());
+        f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+        f.push(17);
+        f.push(hop);
+        f.extend_from_slice(&r.sgid);
+        f.extend_from_slice(&r.dgid);
+    }
+    let sport = if r.sport == 0 { 0xc000 } else { r.sport };
+    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&ROCE_PORT.to_be_bytes());
+    f.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&t);
+    let crc = icrc::icrc(&f[ETH_BYTES..], ipv4);
+    f.extend_from_slice(&crc.to_le_bytes());
+    f
+}
+
+/// The IP layer of a frame: `(ipv4, header bytes, route, transport bytes incl. ICRC)`.
+fn l3(f: &[u8]) -> Result<(bool, usize, Route, &[u8]), Refused> {
+    use Refused::Malformed;
+    if f.len() < ETH_BYTES + IPV4_BYTES + UDP_BYTES + BTH_BYTES + ICRC_BYTES {
+        return Err(Malformed);
+    }
+    let mut r = Route::default();
+    r.dmac.copy_from_slice(&f[..6]);
+    r.smac.copy_from_slice(&f[6..12]);
+    let ip = &f[ETH_BYTES..];
+    let (ipv4, hlen, total) = match be16(f, 12) {
+        ETHERTYPE_IPV4 => {
+            if ip[0] != 0x45 || ip[9] != 17 || ipv4_checksum(&ip[..IPV4_BYTES]) != 0 {
+                return Err(Malformed);
+            }
+            if be16(ip, 6) & 0x3fff != 0 {
+                return Err(Malformed);
+            }
+            r.tclass = ip[1];
+            r.ip_id = be16(ip, 4);
+            r.hop_limit = ip[8];
+            r.sgid[10..12].fill(0xff);
+            r.dgid[10..12].fill(0xff);
+            r.sgid[12..].copy_from_slice(&ip[12..16]);
+            r.dgid[12..].copy_from_slice(&ip[16..20]);
+            (true, IPV4_BYTES, usize::from(be16(ip, 2)))
+        }
+        ETHERTYPE_IPV6 => {
+            if ip.len() < IPV6_BYTES + UDP_BYTES || ip[0] >> 4 != 6 || ip[6] != 17 {
+                return Err(Malformed);
+            }
+            let w = be32(ip, 0);
+            r.tclass = ((w >> 20) & 0xff) as u8;
+            r.flow_label = w & 0xf_ffff;
+            r.hop_limit = ip[7];
+            r.sgid.copy_from_slice(&ip[8..24]);
+            r.dgid.copy_from_slice(&ip[24..40]);
+            (false, IPV6_BYTES, IPV6_BYTES + usize::from(be16(ip, 4)))
+        }
+        _ => return Err(Malformed),
+    };
+    if total > ip.len() || total < hlen + UDP_BYTES + BTH_BYTES + ICRC_BYTES {
+        return Err(Malformed);
+    }
+    let udp = &ip[hlen..total];
+    if be16(udp, 2) != ROCE_PORT || usize::from(be16(udp, 4)) != udp.len() {
+        return Err(Malformed);
+    }
+    r.sport = be16(udp, 0);
+    Ok((ipv4, hlen, r, &ip[..total]))
+}
+
+/// Takes a frame from the wire apart (see the module documentation for what is refused).
+pub(crate) fn decode(f: &[u8]) -> Result<Received, Refused> {
+    let (ipv4, hlen, route, ip) = l3(f)?;
+    let body = ip.len() - ICRC_BYTES;
+    let mut crc = [0u8; 4];
+    crc.copy_from_slice(&ip[body..]);
+    if u32::from_le_bytes(crc) != icrc::icrc(&ip[..body], ipv4) {
+        return Err(Refused::Icrc);
+    }
+    let t = &ip[hlen + UDP_BYTES..body];
+    let packet = parse_transport(t).ok_or(Refused::Malformed)?;
+    Ok(Received {
+        route,
+        ipv4,
+        ip_header: ip[..hlen].to_vec(),
+        packet,
+    })
+}
+
+/// BTH, extension headers and payload (pad removed), or `None` if malformed.
+fn parse_transport(t: &[u8]) -> Option<Packet> {
+    if t.len() < BTH_BYTES || t[1] & 0x0f != 0 {
+        return None;
+    }
+    let s = shape(t[0])?;
+    let mut p = Packet {
+        opcode: t[0],
+        se: t[1] & 0x80 != 0,
+        dqpn: be24(t, 5),
+        ack_req: t[8] & 0x80 != 0,
+        psn: be24(t, 9),
+        ..Packet::default()
+    };
+    let pad = usize::from((t[1] >> 4) & 3);
+    let mut at = BTH_BYTES;
+    let mut take = |n: usize| -> Option<usize> {
+        let start = at;
+        at = at.checked_add(n).filter(|&e| e <= t.len())?;
+        Some(start)
+    };
+    if s.deth {
+        let o = take(8)?;
+        p.deth = Some((be32(t, o), be24(t, o + 5)));
+    }
+    if s.reth {
+        let o = take(16)?;
+        p.reth = Some(Reth {
+            va: be64(t, o),
+            rkey: be32(t, o + 8),
+            len: be32(t, o + 12),
+        });
+    }
+    if s.atomic {
+        let o = take(28)?;
+        p.atomic = Some(AtomicEth {
+            va: be64(t, o),
+            rkey: be32(t, o + 8),
+            swap_add: be64(t, o + 12),
+            compare: be64(t, o + 20),
+        });
+    }
+    if s.aeth {
+        let o = take(4)?;
+        p.aeth = Some((t[o], be24(t, o + 1)));
+    }
+    if s.atomic_ack {
+        let o = take(8)?;
+        p.atomic_ack = Some(be64(t, o));
+    }
+    if s.imm {
+        let o = take(4)?;
+        p.imm = Some([t[o], t[o + 1], t[o + 2], t[o + 3]]);
+    }
+    if s.ieth {
+        let o = take(4)?;
+        p.ieth = Some(be32(t, o));
+    }
+    let rest = t.get(at..)?;
+    if !s.payload {
+        return (rest.is_empty() && pad == 0).then_some(p);
+    }
+    let len = rest.len().checked_sub(pad)?;
+    p.payload = rest[..len].to_vec();
+    Some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_corruption() {
+        let mut route = Route {
+            smac: [2, 0, 0, 0, 0, 1],
+            dmac: [2, 0, 0, 0, 0, 2],
+            tclass: 0x68,
+            flow_label: 0x12345,
+            hop_limit: 9,
+            sport: 0xc123,
+            ..Route::default()
+        };
+        route.sgid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        route.dgid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9];
+        let p = Packet {
+            opcode: op::RC | op::WRITE_ONLY_IMM,
+            se: true,
+            dqpn: 0x123,
+            ack_req: true,
+            psn: 0xff_fffe,
+            reth: Some(Reth {
+                va: 0x1234_5678_9abc,
+                rkey: 0x4567,
+                len: 5,
+            }),
+            imm: Some([1, 2, 3, 4]),
+            payload: vec![9, 8, 7, 6, 5],
+            ..Packet::default()
+        };
+        let f = encode(&route, &p);
+        let got = decode(&f).unwrap();
+        assert_eq!(got.packet, p);
+        assert!(!got.ipv4);
+        assert_eq!(got.route.sgid, route.sgid);
+        assert_eq!(got.route.flow_label, 0x12345);
+        for at in [ETH_BYTES + 30, f.len() - 9, f.len() - 1] {
+            let mut bad = f.clone();
+            bad[at] ^= 0x10;
+            assert_eq!(decode(&bad), Err(Refused::Icrc), "byte {at}");
+        }
+        // Variant fields may change in flight.
+        let mut hop = f.clone();
+        hop[ETH_BYTES + 7] = 1;
+        assert!(decode(&hop).is_ok());
+        assert_eq!(decode(&f[..f.len() - 1]), Err(Refused::Malformed));
+    }
+}

@@ -1,0 +1,531 @@
+//! The wire between simulated devices: an Ethernet segment carrying RoCE v2 frames.
+//!
+//! Every [`SimDevice`] starts on a private fabric of its own (its port alone on the wire: frames
+//! to its own MAC come back to it — loopback — and others are lost as unroutable).
+//! [`Fabric::attach`] moves a device's port 1 onto a shared fabric; frames go to the port whose
+//! MAC (the device's vport MAC) is the frame's destination MAC.
+//!
+//! Time. A fabric has one clock. In [`Mode::Sync`] it is virtual: every attached device runs on
+//! it (attaching raises it to the device's time if that is later), `relax()` on any of them
+//! advances it, and [`Fabric::advance`] jumps it forward, running every timer and delayed frame
+//! on the way. Frames are delivered inside the doorbell write that sent them, and whatever they
+//! trigger (acknowledgements, responses) runs to quiescence before it returns:
+//! [`Fabric::run_until_idle`]. In [`Mode::Threaded`] the clock is real time since the fabric
+//! was created; each device thread takes the frames for its port and services its timers.
+//! Devices of both modes cannot share a fabric.
+//!
+//! Faults ([`WireFault`]) apply to frames as they are sent: drops, corruption (one byte flipped,
+//! so the receiver's ICRC check fails), a delay, reordering (a frame overtaken by the next one),
+//! a link down. Every frame that makes it onto the wire is kept (the last [`CAPTURE_FRAMES`]) for
+//! [`Fabric::write_pcap`].
+//!
+//! Locks. A device has its state lock and its link lock (which fabric, which port: a leaf); a
+//! fabric has its wire lock (a leaf too). A device hands its frames to the fabric only after
+//! releasing its state lock, and the fabric releases its wire lock before it delivers a frame to
+//! a device, so the wire lock and a device's state lock are never held together, and no code
+//! holds two devices' state locks: no lock order can deadlock.
+
+pub(crate) mod frame;
+pub(crate) mod icrc;
+pub(crate) mod pcap;
+
+use std::collections::VecDeque;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Instant;
+
+use crate::device::{Shared, Work};
+use crate::{Mode, SimDevice, SimError};
+
+pub use pcap::PCAP_MAGIC_NS;
+
+/// How many frames a fabric keeps for [`Fabric::write_pcap`].
+pub const CAPTURE_FRAMES: usize = 1 << 16;
+/// How many deliveries [`Fabric::run_until_idle`] makes at most before it gives up (a
+/// livelock guard).
+const IDLE_LIMIT: usize = 1 << 20;
+
+/// A fault on the wire (see [`Fabric::inject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WireFault {
+    /// The next `count` frames are lost.
+    Drop {
+        /// How many frames.
+        count: u32,
+    },
+    /// Every frame is lost with probability `per_million` / 1 000 000 (a deterministic
+    /// generator seeded with `seed`), until [`Fabric::clear_faults`].
+    DropRandom {
+        /// Loss probability in millionths.
+        per_million: u32,
+        /// Seed of the generator.
+        seed: u64,
+    },
+    /// The next `count` frames get one byte flipped (the last byte before the ICRC).
+    Corrupt {
+        /// How many frames.
+        count: u32,
+    },
+    /// Every frame arrives `ns` nanoseconds of fabric time late, until `clear_faults`.
+    Delay {
+        /// The delay.
+        ns: u64,
+    },
+    /// The next `count` frames are each overtaken by the frame after them.
+    Reorder {
+        /// How many frames.
+        count: u32,
+    },
+    /// Every frame is lost until [`WireFault::LinkUp`] or `clear_faults`.
+    LinkDown,
+    /// Ends a [`WireFault::LinkDown`].
+    LinkUp,
+}
+
+/// What a fabric has seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FabricCounters {
+    /// Frames sent by the ports.
+    pub frames: u64,
+    /// Bytes sent by the ports.
+    pub bytes: u64,
+    /// Frames lost to a fault (drops, link down).
+    pub dropped: u64,
+    /// Frames corrupted by a fault.
+    pub corrupted: u64,
+    /// Frames reordered by a fault.
+    pub reordered: u64,
+    /// Frames whose destination MAC no port has.
+    pub unroutable: u64,
+    /// Frames handed to a port.
+    pub delivered: u64,
+}
+
+struct Port {
+    dev: Weak<Shared>,
+    mac: [u8; 6],
+    inbox: VecDeque<(u64, Vec<u8>)>,
+    kick: Option<Sender<Work>>,
+}
+
+#[derive(Default)]
+struct Faults {
+    drop: u32,
+    random: Option<(u32, u64)>,
+    corrupt: u32,
+    delay: u64,
+    reorder: u32,
+    down: bool,
+}
+
+struct Wire {
+    ports: Vec<Port>,
+    faults: Faults,
+    held: Option<(usize, u64, Vec<u8>)>,
+    counters: FabricCounters,
+    capture: VecDeque<(u64, Vec<u8>)>,
+}
+
+struct Inner {
+    /// The mode of the devices (set by the first one attached).
+    mode: OnceLock<Mode>,
+    wire: Mutex<Wire>,
+    clock: AtomicU64,
+    created: Instant,
+    private: bool,
+}
+
+/// A wire connecting simulated devices (cheap to clone; clones share it).
+#[derive(Clone)]
+pub struct Fabric {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric")
+            .field("ports", &self.wire().ports.len())
+            .field("private", &self.inner.private)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Fabric {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fabric {
+    fn make(mode: Option<Mode>, private: bool) -> Fabric {
+        let once = OnceLock::new();
+        if let Some(m) = mode {
+            let _ = once.set(m);
+        }
+        Fabric {
+            inner: Arc::new(Inner {
+                mode: once,
+                wire: Mutex::new(Wire {
+                    ports: Vec::new(),
+                    faults: Faults::default(),
+                    held: None,
+                    counters: FabricCounters::default(),
+                    capture: VecDeque::new(),
+                }),
+                clock: AtomicU64::new(0),
+                created: Instant::now(),
+                private,
+            }),
+        }
+    }
+
+    /// An empty fabric; its mode is that of the first device attached.
+    pub fn new() -> Fabric {
+        Self::make(None, false)
+    }
+
+    /// The private fabric of a new device.
+    pub(crate) fn private(mode: Mode) -> Fabric {
+        Self::make(Some(mode), true)
+    }
+
+    fn wire(&self) -> MutexGuard<'_, Wire> {
+        self.inner.wire.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mode(&self) -> Mode {
+        self.inner.mode.get().copied().unwrap_or(Mode::Sync)
+    }
+
+    /// Fabric time in nanoseconds (virtual in [`Mode::Sync`], real in [`Mode::Threaded`]).
+    pub fn now_ns(&self) -> u64 {
+        match self.mode() {
+            Mode::Sync => self.inner.clock.load(Ordering::Acquire),
+            Mode::Threaded => {
+                u64::try_from(self.inner.created.elapsed().as_nanos()).unwrap_or(u64::MAX)
+            }
+        }
+    }
+
+    /// Advances the virtual clock by `ns` (device `relax()`).
+    pub(crate) fn tick_clock(&self, ns: u64) {
+        self.inner.clock.fetch_add(ns, Ordering::AcqRel);
+    }
+
+    /// Adds a port for `dev` (whose doorbells go to `kick` in threaded mode).
+    pub(crate) fn add_port(
+        &self,
+        dev: Weak<Shared>,
+        mac: [u8; 6],
+        kick: Option<Sender<Work>>,
+    ) -> usize {
+        let mut w = self.wire();
+        w.ports.push(Port {
+            dev,
+            mac,
+            inbox: VecDeque::new(),
+            kick,
+        });
+        w.ports.len() - 1
+    }
+
+    /// Puts `dev`'s port on this fabric. Refused when the device is on another shared fabric
+    /// already ([`SimError::FabricAlreadyAttached`]), runs in another mode than the devices
+    /// on this one ([`SimError::FabricModeMismatch`]), or has the MAC of a port already on it
+    /// ([`SimError::DuplicateMac`]: give each profile its own `_mac`). Attaching again is a no-op.
+    pub fn attach(&self, dev: &SimDevice) -> Result<(), SimError> {
+        let shared = dev.shared_arc();
+        let (old, old_port) = shared.link();
+        if Arc::ptr_eq(&old.inner, &self.inner) {
+            return Ok(());
+        }
+        if !old.inner.private {
+            return Err(SimError::FabricAlreadyAttached);
+        }
+        let mode = *self.inner.mode.get_or_init(|| shared.mode);
+        if mode != shared.mode {
+            return Err(SimError::FabricModeMismatch {
+                fabric: mode,
+                device: shared.mode,
+            });
+        }
+        self.inner
+            .clock
+            .fetch_max(old.inner.clock.load(Ordering::Acquire), Ordering::AcqRel);
+        let mac = shared.mac();
+        if self
+            .wire()
+            .ports
+            .iter()
+            .any(|p| p.mac == mac && p.dev.upgrade().is_some())
+        {
+            return Err(SimError::DuplicateMac { mac });
+        }
+        let port = self.add_port(Arc::downgrade(shared), mac, shared.kick());
+        old.detach(old_port);
+        shared.set_link(self.clone(), port);
+        Ok(())
+    }
+
+    fn detach(&self, port: usize) {
+        let mut w = self.wire();
+        if let Some(p) = w.ports.get_mut(port) {
+            p.dev = Weak::new();
+            p.inbox.clear();
+            p.kick = None;
+        }
+    }
+
+    /// Injects a wire fault.
+    pub fn inject(&self, f: WireFault) {
+        let mut w = self.wire();
+        let faults = &mut w.faults;
+        match f {
+            WireFault::Drop { count } => faults.drop = faults.drop.saturating_add(count),
+            WireFault::DropRandom { per_million, seed } => {
+                faults.random = Some((per_million, seed | 1));
+            }
+            WireFault::Corrupt { count } => faults.corrupt = faults.corrupt.saturating_add(count),
+            WireFault::Delay { ns } => faults.delay = ns,
+            WireFault::Reorder { count } => faults.reorder = faults.reorder.saturating_add(count),
+            WireFault::LinkDown => faults.down = true,
+            WireFault::LinkUp => faults.down = false,
+        }
+    }
+
+    /// Ends every pending wire fault.
+    pub fn clear_faults(&self) {
+        self.wire().faults = Faults::default();
+    }
+
+    /// The fabric's counters.
+    pub fn counters(&self) -> FabricCounters {
+        self.wire().counters
+    }
+
+    /// The frames the wire carried (the last [`CAPTURE_FRAMES`]), with their fabric time.
+    pub fn captured(&self) -> Vec<(u64, Vec<u8>)> {
+        self.wire().capture.iter().cloned().collect()
+    }
+
+    /// Writes every captured frame as a pcap file (nanosecond timestamps from fabric time, link
+    /// type Ethernet), for Wireshark's RoCE v2 dissector.
+    pub fn write_pcap(&self, w: &mut dyn Write) -> io::Result<()> {
+        let frames = self.captured();
+        pcap::write(w, frames.iter())
+    }
+
+    /// Puts frames from `port` (whose MAC is now `mac`) on the wire.
+    pub(crate) fn transmit(&self, port: usize, mac: [u8; 6], frames: Vec<Vec<u8>>) {
+        if frames.is_empty() {
+            return;
+        }
+        let now = self.now_ns();
+        let mut kicks = Vec::new();
+        {
+            let mut w = self.wire();
+            if let Some(p) = w.ports.get_mut(port) {
+                p.mac = mac;
+            }
+            for f in frames {
+                if let Some(k) = w.send_one(now, f) {
+                    kicks.push(k);
+                }
+            }
+        }
+        for k in kicks {
+            // A stopped device thread no longer listens: nothing to deliver to.
+            let _ = k.send(Work::Wire);
+        }
+    }
+
+    /// The next frame due for delivery on any port, with its device.
+    fn next_delivery(&self, only: Option<usize>) -> Option<(Arc<Shared>, Vec<u8>)> {
+        let now = self.now_ns();
+        let mut w = self.wire();
+        loop {
+            let idx = (0..w.ports.len()).find(|&i| {
+                only.is_none_or(|o| o == i)
+                    && w.ports[i].inbox.front().is_some_and(|(t, _)| *t <= now)
+            });
+            let Some(i) = idx else {
+                // Nothing else is due: a frame held back for reordering goes now.
+                let (port, at, f) = w.held.take()?;
+                if let Some(p) = w.ports.get_mut(port) {
+                    p.inbox.push_back((at, f));
+                }
+                continue;
+            };
+            let (_, f) = w.ports[i].inbox.pop_front()?;
+            match w.ports[i].dev.upgrade() {
+                Some(dev) => {
+                    w.counters.delivered += 1;
+                    return Some((dev, f));
+                }
+                None => continue,
+            }
+        }
+    }
+
+    /// The attached devices.
+    fn devices(&self) -> Vec<Arc<Shared>> {
+        self.wire()
+            .ports
+            .iter()
+            .filter_map(|p| p.dev.upgrade())
+            .collect()
+    }
+
+    /// Whether a frame is due or held, or a device's timer has expired.
+    fn pending(&self) -> bool {
+        let now = self.now_ns();
+        let frames = {
+            let w = self.wire();
+            w.held.is_some()
+                || w.ports
+                    .iter()
+                    .any(|p| p.inbox.front().is_some_and(|(t, _)| *t <= now))
+        };
+        frames || self.devices().iter().any(|d| d.timers_due())
+    }
+
+    /// Delivers every frame that is due and services every expired timer, again and again
+    /// until nothing more happens ([`Mode::Sync`]; in [`Mode::Threaded`] the device threads do
+    /// this themselves and this returns at once).
+    pub fn run_until_idle(&self) {
+        if self.mode() == Mode::Threaded {
+            return;
+        }
+        for _ in 0..IDLE_LIMIT {
+            if let Some((dev, f)) = self.next_delivery(None) {
+                dev.deliver(&f);
+                continue;
+            }
+            let mut any = false;
+            for d in self.devices() {
+                if d.timers_due() {
+                    d.service_timers();
+                    any = true;
+                }
+            }
+            if !any {
+                return;
+            }
+        }
+        log::error!("mlx5-sim: the fabric did not become idle after {IDLE_LIMIT} steps");
+    }
+
+    /// `run_until_idle` if anything is pending (cheap when nothing is).
+    pub(crate) fn poll(&self) {
+        if self.pending() {
+            self.run_until_idle();
+        }
+    }
+
+    /// Threaded mode: delivers the due frames of `port` and services `dev`'s timers.
+    pub(crate) fn service(&self, port: usize, dev: &Shared) {
+        for _ in 0..IDLE_LIMIT {
+            match self.next_delivery(Some(port)) {
+                Some((d, f)) => d.deliver(&f),
+                None => break,
+            }
+        }
+        if dev.timers_due() {
+            dev.service_timers();
+        }
+    }
+
+    /// The earliest time something is scheduled: a delayed frame or a device timer.
+    fn next_event(&self) -> Option<u64> {
+        let frames = {
+            let w = self.wire();
+            w.ports
+                .iter()
+                .filter_map(|p| p.inbox.front().map(|(t, _)| *t))
+                .min()
+        };
+        let timers = self.devices().iter().filter_map(|d| d.deadline()).min();
+        [frames, timers].into_iter().flatten().min()
+    }
+
+    /// [`Mode::Sync`]: moves the clock `ns` forward, stopping at every scheduled event on the
+    /// way (timers, delayed frames) to run it. [`Mode::Threaded`]: sleeps `ns` of real time.
+    pub fn advance(&self, ns: u64) {
+        if self.mode() == Mode::Threaded {
+            std::thread::sleep(std::time::Duration::from_nanos(ns));
+            return;
+        }
+        let target = self.now_ns().saturating_add(ns);
+        self.run_until_idle();
+        while let Some(t) = self.next_event().filter(|&t| t <= target) {
+            self.inner.clock.fetch_max(t, Ordering::AcqRel);
+            self.run_until_idle();
+        }
+        self.inner.clock.fetch_max(target, Ordering::AcqRel);
+        self.run_until_idle();
+    }
+}
+
+impl Wire {
+    /// One frame from a port: faults, capture, routing. The kick of the port it goes to.
+    fn send_one(&mut self, now: u64, mut f: Vec<u8>) -> Option<Sender<Work>> {
+        self.counters.frames += 1;
+        self.counters.bytes += f.len() as u64;
+        let faults = &mut self.faults;
+        let lost = if faults.down {
+            true
+        } else if faults.drop > 0 {
+            faults.drop -= 1;
+            true
+        } else if let Some((per_million, state)) = faults.random.as_mut() {
+            // xorshift64
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            *state % 1_000_000 < u64::from(*per_million)
+        } else {
+            false
+        };
+        if lost {
+            self.counters.dropped += 1;
+            return None;
+        }
+        if faults.corrupt > 0 && f.len() > 5 {
+            faults.corrupt -= 1;
+            let at = f.len() - 5;
+            f[at] ^= 0x5a;
+            self.counters.corrupted += 1;
+        }
+        if self.capture.len() == CAPTURE_FRAMES {
+            self.capture.pop_front();
+        }
+        self.capture.push_back((now, f.clone()));
+        let dmac = f.get(..6)?;
+        let Some(dst) = self
+            .ports
+            .iter()
+            .position(|p| p.mac == dmac && p.dev.strong_count() > 0)
+        else {
+            self.counters.unroutable += 1;
+            return None;
+        };
+        let at = now.saturating_add(self.faults.delay);
+        if self.faults.reorder > 0 && self.held.is_none() {
+            self.faults.reorder -= 1;
+            self.counters.reordered += 1;
+            self.held = Some((dst, at, f));
+            return None;
+        }
+        self.ports[dst].inbox.push_back((at, f));
+        if let Some((port, t, held)) = self.held.take() {
+            if let Some(p) = self.ports.get_mut(port) {
+                p.inbox.push_back((t, held));
+            }
+        }
+        self.ports[dst].kick.clone()
+    }
+}

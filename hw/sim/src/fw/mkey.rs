@@ -1,0 +1,316 @@
+//! Memory keys: CREATE_MKEY, DESTROY_MKEY, QUERY_MKEY, and the translation the data path uses.
+//!
+//! CREATE_MKEY checks, in order, each with its own syndrome:
+//!
+//! 1. `access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`) is PA (0) or MTT (1)
+//!    (BAD_PARAM MKEY_ACCESS_MODE);
+//! 2. `pd` allocated (BAD_RES UNKNOWN_PD);
+//! 3. the range: MTT with `length64` set, or `start_addr + len` past 2^64 (BAD_PARAM
+//!    MKEY_LENGTH). PA with `length64` covers the whole IOVA space;
+//! 4. MTT: `log_page_size` ≤ 18 (BAD_PARAM MKEY_PAGE_SIZE); the entries the range needs —
+//!    `ceil((start_addr % page + len) / page)` — fit `translations_octword_size` × 2 (BAD_PARAM
+//!    MKEY_MTT_SIZE) and `input_length` (BAD_INPUT_LEN INLEN_MKEY_MTT); each entry, its low 12
+//!    bits (Linux's read/write flag bits) masked, is aligned to the page (MKEY_MTT_UNALIGNED)
+//!    and the part of its page the range uses lies inside one DMA mapping (MKEY_MTT_UNMAPPED
+//!    and a [`DmaFaultKind::MttNotMapped`] record);
+//! 5. fewer than `2^log_max_mkey - 1` mkeys live, counting the reserved lkey and the null mkey
+//!    (EXCEED_LIM MKEY_EXHAUSTED).
+//!
+//! Mkey indices come from 3 (index 1 is the reserved lkey 0x100, 2 the null mkey 0x200); the
+//! key the data path uses is `mkey_index << 8 | mkey_7_0`. An mkey holds its PD. `free` = 1
+//! creates the mkey unusable (every access through it fails) until UMR, which the simulator
+//! does not implement. QUERY_MKEY returns the context as created and the first four MTT entries
+//! (flag bits cleared).
+//!
+//! Translation ([`translate`]): a key names a live mkey whose variant byte matches, created not
+//! free ([`KeyError::BadKey`]); its PD is the QP's ([`KeyError::Pd`]); it grants the access
+//! asked for ([`KeyError::Access`]); `[va, va + len)` lies inside `[start_addr, start_addr +
+//! len)` ([`KeyError::Bounds`]). The reserved lkey ([`RESD_LKEY`]) is a PA key of every PD with
+//! local read and write access only; the null mkey fails every access.
+
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::mr::{
+    CreateMkeyIn, CreateMkeyOut, DestroyMkeyIn, Mkc, QueryMkeyIn, QueryMkeyOut,
+};
+use mlx5_ifc::{Be64, CmdStatus, View};
+
+use super::objects::{Object, ObjectKind};
+use super::resources::RESD_LKEY;
+use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use crate::fault::{DmaFault, DmaFaultKind};
+use crate::syndrome as syn;
+
+/// Access rights of an mkey (bits of [`Mkey::access`]).
+pub(crate) mod access {
+    pub(crate) const LOCAL_READ: u8 = 1;
+    pub(crate) const LOCAL_WRITE: u8 = 2;
+    pub(crate) const REMOTE_READ: u8 = 4;
+    pub(crate) const REMOTE_WRITE: u8 = 8;
+    pub(crate) const ATOMIC: u8 = 16;
+}
+
+/// The first mkey index CREATE_MKEY hands out.
+const FIRST_MKEY_INDEX: u32 = 3;
+/// The largest MTT `log_page_size` (1 GiB pages).
+const MAX_LOG_MTT_PAGE: u64 = 18;
+/// MTT entries carry flags in their low 12 bits.
+const MTT_FLAGS: u64 = 0xfff;
+
+/// What the device keeps about a memory key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Mkey {
+    /// The `mkc` image as created.
+    pub(crate) ctx: Vec<u8>,
+    pub(crate) variant: u8,
+    pub(crate) pd: u32,
+    pub(crate) start: u64,
+    pub(crate) len: u64,
+    /// `length64`: the whole address space.
+    pub(crate) whole: bool,
+    pub(crate) access: u8,
+    /// MTT mode: page shift and page addresses; `None` in PA mode.
+    pub(crate) mtt: Option<(u32, Vec<u64>)>,
+    pub(crate) free: bool,
+}
+
+/// Why a key does not grant an access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyError {
+    /// No such mkey (or a wrong variant byte, or a free / null mkey).
+    BadKey,
+    /// The mkey belongs to another PD.
+    Pd,
+    /// The mkey does not grant the access.
+    Access,
+    /// The range is outside the mkey.
+    Bounds,
+}
+
+/// Translates `[va, va + len)` through `key` for `need` (bits of [`access`]) on behalf of a QP
+/// of PD `pd`: the IOVA pieces, in order.
+pub(crate) fn translate(
+    fw: &Firmware,
+    key: u32,
+    va: u64,
+    len: u64,
+    need: u8,
+    pd: u32,
+) -> Result<Vec<(u64, usize)>, KeyError> {
+    if key == RESD_LKEY {
+        if need & !(access::LOCAL_READ | access::LOCAL_WRITE) != 0 {
+            return Err(KeyError::Access);
+        }
+        va.checked_add(len).ok_or(KeyError::Bounds)?;
+        return Ok(split(va, len, u64::MAX));
+    }
+    let m = fw
+        .objects
+        .mkey(key >> 8)
+        .filter(|m| m.variant == key as u8 && !m.free)
+        .ok_or(KeyError::BadKey)?;
+    if m.pd != pd {
+        return Err(KeyError::Pd);
+    }
+    if m.access & need != need {
+        return Err(KeyError::Access);
+    }
+    let end = va.checked_add(len).ok_or(KeyError::Bounds)?;
+    if !m.whole && (va < m.start || end > m.start.saturating_add(m.len)) {
+        return Err(KeyError::Bounds);
+    }
+    match &m.mtt {
+        None => Ok(split(va, len, u64::MAX)),
+        Some((shift, pages)) => {
+            let page = 1u64 << shift;
+            let base = m.start & !(page - 1);
+            let mut out = Vec::new();
+            let mut at = va;
+            while at < end {
+                let k = usize::try_from((at - base) >> shift).map_err(|_| KeyError::Bounds)?;
+                let addr = *pages.get(k).ok_or(KeyError::Bounds)?;
+                let off = at & (page - 1);
+                let n = (page - off).min(end - at);
+                out.push((addr + off, n as usize));
+                at += n;
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// `[va, va + len)` as pieces of at most `max` bytes that fit `usize`.
+fn split(va: u64, len: u64, max: u64) -> Vec<(u64, usize)> {
+    let chunk = max.min(usize::MAX as u64).min(1 << 30);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < len {
+        let n = chunk.min(len - at);
+        out.push((va + at, n as usize));
+        at += n;
+    }
+    out
+}
+
+fn read_be64(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[..8]);
+    Be64::from_bytes(w).get()
+}
+
+/// Checks the MTT list of a new mkey: `(page shift, page addresses)`.
+fn mtt(
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    c: &View<'_, Mkc>,
+    start: u64,
+    len: u64,
+) -> Result<(u32, Vec<u64>), super::Failure> {
+    let log_page = c.get(Mkc::LOG_PAGE_SIZE);
+    if log_page > MAX_LOG_MTT_PAGE {
+        return Err(bad_param(syn::MKEY_PAGE_SIZE));
+    }
+    let shift = 12 + log_page as u32;
+    let page = 1u64 << shift;
+    let span = (start & (page - 1)) + len;
+    let n = span.div_ceil(page);
+    if c.get(Mkc::TRANSLATIONS_OCTWORD_SIZE).saturating_mul(2) < n {
+        return Err(bad_param(syn::MKEY_MTT_SIZE));
+    }
+    let off = CreateMkeyIn::KLM_PAS_MTT.offset();
+    let need = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_mul(8))
+        .and_then(|b| b.checked_add(off));
+    let list = match need {
+        Some(end) if req.input.len() >= end => &req.input[off..end],
+        _ => return Err(fail(CmdStatus::BadInputLen, syn::INLEN_MKEY_MTT)),
+    };
+    let mut pages = Vec::with_capacity(list.len() / 8);
+    let first = start & !(page - 1);
+    for (k, e) in list.chunks_exact(8).enumerate() {
+        let addr = read_be64(e) & !MTT_FLAGS;
+        if addr % page != 0 {
+            return Err(bad_param(syn::MKEY_MTT_UNALIGNED));
+        }
+        let vpage = first + (k as u64) * page;
+        let lo = vpage.max(start) - vpage;
+        let hi = (vpage + page).min(start + len) - vpage;
+        let used = usize::try_from(hi - lo).unwrap_or(usize::MAX);
+        if !env.iommu.is_mapped(addr + lo, used) {
+            log::warn!("mlx5-sim: CREATE_MKEY: MTT entry {k} ({addr:#x}) not mapped");
+            env.dma_faults.push(DmaFault {
+                iova: addr + lo,
+                len: used,
+                kind: DmaFaultKind::MttNotMapped,
+                what: format!("CREATE_MKEY: MTT entry {k} is not a mapped {page}-byte page"),
+            });
+            return Err(bad_param(syn::MKEY_MTT_UNMAPPED));
+        }
+        pages.push(addr);
+    }
+    Ok((shift, pages))
+}
+
+pub(crate) fn create_mkey(
+    fw: &mut Firmware,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<CreateMkeyIn>(req)?;
+    let c = i.nested(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
+    let mode = (c.get(Mkc::ACCESS_MODE_4_2) << 2) | c.get(Mkc::ACCESS_MODE_1_0);
+    if mode > 1 {
+        return Err(bad_param(syn::MKEY_ACCESS_MODE));
+    }
+    let pd = c.get32(Mkc::PD);
+    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    let (start, len, whole) = (
+        c.get(Mkc::START_ADDR),
+        c.get(Mkc::LEN),
+        c.get(Mkc::LENGTH64) == 1,
+    );
+    if (whole && mode == 1) || (!whole && start.checked_add(len).is_none()) {
+        return Err(bad_param(syn::MKEY_LENGTH));
+    }
+    let mtt = if mode == 1 {
+        Some(mtt(env, req, &c, start, len)?)
+    } else {
+        None
+    };
+    let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_MKEY);
+    // The reserved lkey and the null mkey count against the limit.
+    if !queue::below_limit(fw.objects.count(ObjectKind::Mkey) + 2, log_max) {
+        return Err(fail(CmdStatus::ExceedLim, syn::MKEY_EXHAUSTED));
+    }
+    let bit = |f, a| if c.get(f) == 1 { a } else { 0 };
+    let key = Mkey {
+        ctx: queue::image(&c)?,
+        variant: c.get(Mkc::MKEY_7_0) as u8,
+        pd,
+        start,
+        len,
+        whole,
+        access: bit(Mkc::LR, access::LOCAL_READ)
+            | bit(Mkc::LW, access::LOCAL_WRITE)
+            | bit(Mkc::RR, access::REMOTE_READ)
+            | bit(Mkc::RW, access::REMOTE_WRITE)
+            | bit(Mkc::A, access::ATOMIC),
+        mtt,
+        free: c.get(Mkc::FREE) == 1,
+    };
+    let end = queue::span(log_max);
+    let index = fw
+        .objects
+        .alloc(
+            ObjectKind::Mkey,
+            FIRST_MKEY_INDEX,
+            end,
+            Object::Mkey(Box::new(key)),
+        )
+        .ok_or(fail(CmdStatus::ExceedLim, syn::MKEY_EXHAUSTED))?;
+    fw.objects.hold(&[(ObjectKind::Pd, pd)]);
+    encoded(output::<CreateMkeyOut>(out)?.set(CreateMkeyOut::MKEY_INDEX, index.into()))?;
+    Ok(())
+}
+
+pub(crate) fn destroy_mkey(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let index = input::<DestroyMkeyIn>(req)?.get32(DestroyMkeyIn::MKEY_INDEX);
+    match fw.objects.remove(ObjectKind::Mkey, index) {
+        Some(Object::Mkey(m)) => {
+            fw.objects.release(&[(ObjectKind::Pd, m.pd)]);
+            Ok(())
+        }
+        _ => Err(fail(CmdStatus::BadRes, syn::UNKNOWN_MKEY)),
+    }
+}
+
+pub(crate) fn query_mkey(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let index = input::<QueryMkeyIn>(req)?.get32(QueryMkeyIn::MKEY_INDEX);
+    let m = fw
+        .objects
+        .mkey(index)
+        .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_MKEY))?;
+    let mut o = output::<QueryMkeyOut>(out)?;
+    queue::put(
+        o.nested_mut(QueryMkeyOut::MEMORY_KEY_MKEY_ENTRY).as_bytes(),
+        &m.ctx,
+    );
+    let pages = m.mtt.as_ref().map(|(_, p)| p.as_slice()).unwrap_or(&[]);
+    queue::put_pas(o.bytes_mut(QueryMkeyOut::BSF0_KLM0_PAS_MTT0_1), pages);
+    queue::put_pas(
+        o.bytes_mut(QueryMkeyOut::BSF1_KLM1_PAS_MTT2_3),
+        pages.get(2..).unwrap_or(&[]),
+    );
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! Shared setup of the data-path tests: simulated ConnectX-5s on a simulated wire.
+#![allow(dead_code)]
+
+use mlx5::qp::{ConnectOpts, Qp, QpCap, QpInitAttr, QpType};
+use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
+use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcOpcode, WcStatus};
+
+pub type Dev = Device<SimPlatform>;
+
+/// A device on the fabric.
+pub fn nic(fabric: &Fabric, mode: Mode) -> (SimDevice, Dev) {
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let sim = SimDevice::new(
+        Profile::connectx5().with_mac([0x02, 0xc5, 0x5a, 0, 1, n]),
+        mode,
+    );
+    fabric.attach(&sim).expect("attach");
+    let dev =
+        Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).expect("bring-up");
+    (sim, dev)
+}
+
+pub fn cap(s_wr: u32, r_wr: u32, sge: u32) -> QpCap {
+    QpCap {
+        max_send_wr: s_wr,
+        max_recv_wr: r_wr,
+        max_send_sge: sge,
+        max_recv_sge: sge,
+        max_inline_data: 64,
+    }
+}
+
+pub fn empty_wc() -> Wc {
+    Wc {
+        wr_id: 0,
+        status: WcStatus::Success,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        imm_data: None,
+        qp_num: 0,
+        src_qp: 0,
+        grh: false,
+        vendor_err: 0,
+    }
+}
+
+/// Polls `cq` until `n` completions arrived (bounded: the simulator runs synchronously or on its
+/// own thread; a missing completion fails the test instead of hanging it).
+pub fn wait(cq: &mlx5::cq::Cq<'_, SimPlatform>, dev: &Dev, n: usize) -> Vec<Wc> {
+    let mut out = Vec::new();
+    let mut buf = [empty_wc(); 64];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while out.len() < n {
+        let got = cq.poll(&mut buf[..(n - out.len()).min(64)]).expect("poll");
+        out.extend_from_slice(&buf[..got]);
+        if got == 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "only {} of {n} completions arrived",
+                out.len()
+            );
+            mlx5::Platform::relax(dev.platform());
+        }
+    }
+    out
+}
+
+/// Connects `a` and `b` to each other.
+pub fn connect<'a>(a: &mut Qp<'a, SimPlatform>, b: &mut Qp<'a, SimPlatform>, opts: &ConnectOpts) {
+    let (ea, eb) = (a.endpoint(), b.endpoint());
+    a.connect(&eb, opts).expect("connect a");
+    b.connect(&ea, opts).expect("connect b");
+}
+
+pub fn qp<'a>(
+    dev: &'a Dev,
+    cq: &'a mlx5::cq::Cq<'a, SimPlatform>,
+    t: QpType,
+    c: QpCap,
+) -> Qp<'a, SimPlatform> {
+    dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, cq, cq, c))
+        .expect("create_qp")
+}

@@ -1,0 +1,409 @@
+//! The data path on simulated ConnectX-5s exchanging RoCE v2 frames: SEND/RECV, WRITE, READ,
+//! atomics, UD, a shared SRQ, every error status through a real cause, exactly one completion
+//! per signaled work request, and a ring wrapping over a million work requests.
+
+mod common;
+
+use common::*;
+use mlx5::mr::MrAccess;
+use mlx5::qp::{ConnectOpts, Payload, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
+use mlx5::sim::{Fabric, Mode};
+use mlx5::srq::SrqAttr;
+use mlx5::wqe::UdAddr;
+use mlx5::{WcOpcode, WcStatus};
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn ping_pong(mode: Mode) {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, mode);
+    let (_sb, b) = nic(&fabric, mode);
+    let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+    let (mra, mrb) = (
+        a.alloc_mr(a.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
+    );
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 16, 2));
+    let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 16, 2));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    for round in 0..10u8 {
+        let msg = pattern(3000, round);
+        qb.post_recv(&[RecvWr {
+            wr_id: 100 + u64::from(round),
+            sg_list: &[Sge {
+                addr: mrb.addr(),
+                length: 4096,
+                lkey: mrb.lkey(),
+            }],
+        }])
+        .unwrap();
+        mra.write(0, &msg).unwrap();
+        qa.post_send(&[SendWr::send(
+            u64::from(round),
+            &[Sge {
+                addr: mra.addr(),
+                length: 3000,
+                lkey: mra.lkey(),
+            }],
+        )])
+        .unwrap();
+        let wc = wait(&cqb, &b, 1);
+        assert_eq!(
+            (wc[0].status, wc[0].opcode, wc[0].byte_len, wc[0].wr_id),
+            (
+                WcStatus::Success,
+                WcOpcode::Recv,
+                3000,
+                100 + u64::from(round)
+            )
+        );
+        let mut got = vec![0u8; 3000];
+        mrb.read(0, &mut got).unwrap();
+        assert_eq!(got, msg, "round {round}: every byte");
+        let wc = wait(&cqa, &a, 1);
+        assert_eq!(
+            (wc[0].status, wc[0].opcode, wc[0].wr_id),
+            (WcStatus::Success, WcOpcode::Send, u64::from(round))
+        );
+        // Pong, with immediate data and inline payload.
+        qa.post_recv(&[RecvWr {
+            wr_id: 7,
+            sg_list: &[Sge {
+                addr: mra.addr() + 4096,
+                length: 64,
+                lkey: mra.lkey(),
+            }],
+        }])
+        .unwrap();
+        let pong = [round; 40];
+        qb.post_send(&[SendWr {
+            op: SendOp::SendImm(0xdead_0000 | u32::from(round)),
+            payload: Payload::Inline(&pong),
+            ..SendWr::send(9, &[])
+        }])
+        .unwrap();
+        let wc = wait(&cqa, &a, 1);
+        assert_eq!(
+            (wc[0].status, wc[0].byte_len, wc[0].imm_data),
+            (WcStatus::Success, 40, Some(0xdead_0000 | u32::from(round)))
+        );
+        let mut got = [0u8; 40];
+        mra.read(4096, &mut got).unwrap();
+        assert_eq!(got, pong);
+        wait(&cqb, &b, 1);
+    }
+}
+
+#[test]
+fn rc_ping_pong_sync() {
+    ping_pong(Mode::Sync);
+}
+
+#[test]
+fn rc_ping_pong_threaded() {
+    ping_pong(Mode::Threaded);
+}
+
+#[test]
+fn write_read_and_atomics_move_every_byte() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+    let (mra, mrb) = (
+        a.alloc_mr(a.pd().unwrap(), 65536, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd().unwrap(), 65536, MrAccess::ALL).unwrap(),
+    );
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 16, 4));
+    let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 16, 4));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    // WRITE 20000 bytes gathered from three SGEs.
+    let data = pattern(20000, 3);
+    mra.write(0, &data).unwrap();
+    let sges = [
+        Sge {
+            addr: mra.addr(),
+            length: 7000,
+            lkey: mra.lkey(),
+        },
+        Sge {
+            addr: mra.addr() + 7000,
+            length: 6000,
+            lkey: mra.lkey(),
+        },
+        Sge {
+            addr: mra.addr() + 13000,
+            length: 7000,
+            lkey: mra.lkey(),
+        },
+    ];
+    qa.post_send(&[SendWr {
+        op: SendOp::Write {
+            remote_addr: mrb.addr() + 100,
+            rkey: mrb.rkey(),
+        },
+        ..SendWr::send(1, &sges)
+    }])
+    .unwrap();
+    let wc = wait(&cqa, &a, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].opcode, wc[0].byte_len),
+        (WcStatus::Success, WcOpcode::RdmaWrite, 20000)
+    );
+    let mut got = vec![0u8; 20000];
+    mrb.read(100, &mut got).unwrap();
+    assert_eq!(got, data);
+    // READ it back into another place.
+    qa.post_send(&[SendWr {
+        op: SendOp::Read {
+            remote_addr: mrb.addr() + 100,
+            rkey: mrb.rkey(),
+        },
+        ..SendWr::send(
+            2,
+            &[Sge {
+                addr: mra.addr() + 30000,
+                length: 20000,
+                lkey: mra.lkey(),
+            }],
+        )
+    }])
+    .unwrap();
+    let wc = wait(&cqa, &a, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].opcode, wc[0].byte_len),
+        (WcStatus::Success, WcOpcode::RdmaRead, 20000)
+    );
+    mra.read(30000, &mut got).unwrap();
+    assert_eq!(got, data);
+    // Atomics on an 8-byte word at the peer.
+    mrb.write(64000, &100u64.to_be_bytes()).unwrap();
+    let result = [Sge {
+        addr: mra.addr() + 60000,
+        length: 8,
+        lkey: mra.lkey(),
+    }];
+    qa.post_send(&[SendWr {
+        op: SendOp::FetchAdd {
+            remote_addr: mrb.addr() + 64000,
+            rkey: mrb.rkey(),
+            add: 23,
+        },
+        ..SendWr::send(3, &result)
+    }])
+    .unwrap();
+    let wc = wait(&cqa, &a, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].opcode, wc[0].byte_len),
+        (WcStatus::Success, WcOpcode::FetchAdd, 8)
+    );
+    let mut w = [0u8; 8];
+    mra.read(60000, &mut w).unwrap();
+    assert_eq!(
+        u64::from_be_bytes(w),
+        100,
+        "fetch-and-add returns the old value"
+    );
+    mrb.read(64000, &mut w).unwrap();
+    assert_eq!(u64::from_be_bytes(w), 123);
+    qa.post_send(&[SendWr {
+        op: SendOp::CmpSwap {
+            remote_addr: mrb.addr() + 64000,
+            rkey: mrb.rkey(),
+            compare: 123,
+            swap: 7,
+        },
+        ..SendWr::send(4, &result)
+    }])
+    .unwrap();
+    let wc = wait(&cqa, &a, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].opcode),
+        (WcStatus::Success, WcOpcode::CompSwap)
+    );
+    mrb.read(64000, &mut w).unwrap();
+    assert_eq!(u64::from_be_bytes(w), 7, "compare matched: swapped");
+    qa.post_send(&[SendWr {
+        op: SendOp::CmpSwap {
+            remote_addr: mrb.addr() + 64000,
+            rkey: mrb.rkey(),
+            compare: 1,
+            swap: 9,
+        },
+        ..SendWr::send(5, &result)
+    }])
+    .unwrap();
+    wait(&cqa, &a, 1);
+    mra.read(60000, &mut w).unwrap();
+    assert_eq!(u64::from_be_bytes(w), 7, "the old value comes back");
+    mrb.read(64000, &mut w).unwrap();
+    assert_eq!(u64::from_be_bytes(w), 7, "compare failed: unchanged");
+    assert_eq!(
+        cqb.poll(&mut [empty_wc(); 4]).unwrap(),
+        0,
+        "one-sided operations complete nothing at the responder"
+    );
+}
+
+#[test]
+fn ud_sends_carry_a_grh_and_the_source_qp() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+    let (mra, mrb) = (
+        a.alloc_mr(a.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
+    );
+    let mut qa = qp(&a, &cqa, QpType::Ud, cap(16, 16, 1));
+    let mut qb = qp(&b, &cqb, QpType::Ud, cap(16, 16, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    qb.post_recv(&[RecvWr {
+        wr_id: 1,
+        sg_list: &[Sge {
+            addr: mrb.addr(),
+            length: 40 + 512,
+            lkey: mrb.lkey(),
+        }],
+    }])
+    .unwrap();
+    let msg = pattern(500, 9);
+    mra.write(0, &msg).unwrap();
+    let eb = qb.endpoint();
+    let ud = UdAddr {
+        remote_qpn: eb.qpn,
+        qkey: ConnectOpts::default().qkey,
+        dgid: eb.gid,
+        dmac: eb.mac,
+        hop_limit: 64,
+        udp_sport: 0xc123,
+        ..UdAddr::default()
+    };
+    qa.post_send(&[SendWr {
+        ud: Some(ud),
+        ..SendWr::send(
+            1,
+            &[Sge {
+                addr: mra.addr(),
+                length: 500,
+                lkey: mra.lkey(),
+            }],
+        )
+    }])
+    .unwrap();
+    let wc = wait(&cqb, &b, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].byte_len, wc[0].src_qp),
+        (WcStatus::Success, 540, qa.qpn())
+    );
+    let mut got = vec![0u8; 500];
+    mrb.read(40, &mut got).unwrap();
+    assert_eq!(got, msg, "payload after the 40-byte GRH");
+    // A wrong Q_Key is dropped silently.
+    qb.post_recv(&[RecvWr {
+        wr_id: 2,
+        sg_list: &[Sge {
+            addr: mrb.addr(),
+            length: 552,
+            lkey: mrb.lkey(),
+        }],
+    }])
+    .unwrap();
+    qa.post_send(&[SendWr {
+        ud: Some(UdAddr { qkey: 5, ..ud }),
+        ..SendWr::send(
+            2,
+            &[Sge {
+                addr: mra.addr(),
+                length: 500,
+                lkey: mra.lkey(),
+            }],
+        )
+    }])
+    .unwrap();
+    wait(&cqa, &a, 2);
+    assert_eq!(cqb.poll(&mut [empty_wc(); 2]).unwrap(), 0);
+}
+
+#[test]
+fn one_srq_feeds_several_qps() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(256).unwrap(), b.create_cq(256).unwrap());
+    let (mra, mrb) = (
+        a.alloc_mr(a.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd().unwrap(), 65536, MrAccess::ALL).unwrap(),
+    );
+    let srq = b
+        .create_srq(
+            b.pd().unwrap(),
+            &SrqAttr {
+                max_wr: 64,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        )
+        .unwrap();
+    let mut senders = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..3 {
+        let mut s = qp(&a, &cqa, QpType::Rc, cap(16, 1, 1));
+        let mut attr = QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap(16, 0, 1));
+        attr.srq = Some(&srq);
+        let mut r = b.create_qp(b.pd().unwrap(), &attr).unwrap();
+        connect(&mut s, &mut r, &ConnectOpts::default());
+        senders.push(s);
+        receivers.push(r);
+    }
+    for round in 0..4 {
+        let posts: Vec<Vec<Sge>> = (0..12)
+            .map(|i| {
+                vec![Sge {
+                    addr: mrb.addr() + 1024 * i,
+                    length: 1024,
+                    lkey: mrb.lkey(),
+                }]
+            })
+            .collect();
+        let wrs: Vec<RecvWr<'_>> = posts
+            .iter()
+            .enumerate()
+            .map(|(i, s)| RecvWr {
+                wr_id: 1000 * round + i as u64,
+                sg_list: s,
+            })
+            .collect();
+        srq.post_recv(&wrs).unwrap();
+        for (k, s) in senders.iter_mut().enumerate() {
+            for j in 0..4u64 {
+                mra.write(0, &[k as u8; 100]).unwrap();
+                s.post_send(&[SendWr::send(
+                    j,
+                    &[Sge {
+                        addr: mra.addr(),
+                        length: 100,
+                        lkey: mra.lkey(),
+                    }],
+                )])
+                .unwrap();
+            }
+        }
+        let wcs = wait(&cqb, &b, 12);
+        let mut ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            (0..12).map(|i| 1000 * round + i).collect::<Vec<_>>(),
+            "each receive used once"
+        );
+        for r in &receivers {
+            assert_eq!(wcs.iter().filter(|w| w.qp_num == r.qpn()).count(), 4);
+        }
+        wait(&cqa, &a, 12);
+    }
+}

@@ -1,0 +1,347 @@
+//! Every error status through a real cause, flushes, exactly one completion per signaled work
+//! request, and a ring wrapping over a million work requests.
+
+mod common;
+
+use common::*;
+use mlx5::mr::MrAccess;
+use mlx5::qp::{ConnectOpts, QpState, QpType, RecvWr, SendOp, SendWr, Sge};
+use mlx5::sim::{Fabric, Mode, WireFault};
+use mlx5::{Error, WcStatus};
+
+struct Pair {
+    fabric: Fabric,
+    a: Dev,
+    b: Dev,
+}
+
+fn pair() -> Pair {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    Pair { fabric, a, b }
+}
+
+#[test]
+fn remote_access_errors_bad_rkey_and_missing_right() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
+    let mra =
+        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let read_only =
+        p.b.alloc_mr(
+            p.b.pd().unwrap(),
+            4096,
+            MrAccess {
+                remote_read: true,
+                ..MrAccess::LOCAL
+            },
+        )
+        .unwrap();
+    for (rkey, addr, what) in [
+        (read_only.rkey() ^ 0x77_0000, read_only.addr(), "bad rkey"),
+        (read_only.rkey(), read_only.addr(), "no remote write right"),
+        (read_only.rkey(), read_only.addr() + 4090, "out of bounds"),
+    ] {
+        let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
+        let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 1, 1));
+        connect(&mut qa, &mut qb, &ConnectOpts::default());
+        let sge = [Sge {
+            addr: mra.addr(),
+            length: 64,
+            lkey: mra.lkey(),
+        }];
+        let w = SendWr {
+            op: SendOp::Write {
+                remote_addr: addr,
+                rkey,
+            },
+            ..SendWr::send(1, &sge)
+        };
+        // The failing one, then three more that must be flushed, one of them unsignaled.
+        let more = [
+            SendWr { wr_id: 2, ..w },
+            SendWr {
+                wr_id: 3,
+                signaled: false,
+                ..w
+            },
+            SendWr { wr_id: 4, ..w },
+        ];
+        qa.post_send(&[w]).unwrap();
+        qa.post_send(&more).unwrap();
+        let wc = wait(&cqa, &p.a, 4);
+        assert_eq!(
+            (wc[0].wr_id, wc[0].status),
+            (1, WcStatus::RemAccessErr),
+            "{what}"
+        );
+        for c in &wc[1..] {
+            assert_eq!(
+                c.status,
+                WcStatus::WrFlushErr,
+                "{what}: outstanding work is flushed"
+            );
+        }
+        let mut ids: Vec<u64> = wc.iter().map(|c| c.wr_id).collect();
+        ids.sort();
+        assert_eq!(
+            ids,
+            vec![1, 2, 3, 4],
+            "{what}: exactly one completion each, flushes included"
+        );
+        assert_eq!(
+            cqa.poll(&mut [empty_wc(); 4]).unwrap(),
+            0,
+            "{what}: no duplicate"
+        );
+        assert_eq!(
+            qa.query().unwrap().state,
+            QpState::Err,
+            "{what}: the requester QP moved to ERR"
+        );
+    }
+}
+
+#[test]
+fn a_message_longer_than_the_receive_buffer() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
+    let (mra, mrb) = (
+        p.a.alloc_mr(p.a.pd().unwrap(), 8192, MrAccess::ALL)
+            .unwrap(),
+        p.b.alloc_mr(p.b.pd().unwrap(), 8192, MrAccess::ALL)
+            .unwrap(),
+    );
+    let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
+    let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    qb.post_recv(&[RecvWr {
+        wr_id: 5,
+        sg_list: &[Sge {
+            addr: mrb.addr(),
+            length: 100,
+            lkey: mrb.lkey(),
+        }],
+    }])
+    .unwrap();
+    qa.post_send(&[SendWr::send(
+        1,
+        &[Sge {
+            addr: mra.addr(),
+            length: 1000,
+            lkey: mra.lkey(),
+        }],
+    )])
+    .unwrap();
+    let wb = wait(&cqb, &p.b, 1);
+    assert_eq!((wb[0].wr_id, wb[0].status), (5, WcStatus::LocLenErr));
+    let wa = wait(&cqa, &p.a, 1);
+    assert_eq!(wa[0].status, WcStatus::RemInvReqErr);
+}
+
+#[test]
+fn a_bad_lkey_is_a_local_protection_error() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
+    let mra =
+        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
+    let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    qa.post_send(&[SendWr::send(
+        1,
+        &[Sge {
+            addr: mra.addr(),
+            length: 64,
+            lkey: mra.lkey() + 0x100,
+        }],
+    )])
+    .unwrap();
+    let wa = wait(&cqa, &p.a, 1);
+    assert_eq!(wa[0].status, WcStatus::LocProtErr);
+}
+
+#[test]
+fn no_receive_posted_exhausts_rnr_retries() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
+    let mra =
+        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
+    let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
+    connect(
+        &mut qa,
+        &mut qb,
+        &ConnectOpts {
+            rnr_retry: 2,
+            min_rnr_timer: 1,
+            ..ConnectOpts::default()
+        },
+    );
+    qa.post_send(&[SendWr::send(
+        1,
+        &[Sge {
+            addr: mra.addr(),
+            length: 64,
+            lkey: mra.lkey(),
+        }],
+    )])
+    .unwrap();
+    let wa = wait(&cqa, &p.a, 1);
+    assert_eq!(wa[0].status, WcStatus::RnrRetryExcErr);
+}
+
+#[test]
+fn lost_packets_past_the_retry_count() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
+    let mra =
+        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mrb =
+        p.b.alloc_mr(p.b.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
+    let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
+    connect(
+        &mut qa,
+        &mut qb,
+        &ConnectOpts {
+            retry_cnt: 2,
+            timeout: 1,
+            ..ConnectOpts::default()
+        },
+    );
+    p.fabric.inject(WireFault::LinkDown);
+    qa.post_send(&[SendWr {
+        op: SendOp::Write {
+            remote_addr: mrb.addr(),
+            rkey: mrb.rkey(),
+        },
+        ..SendWr::send(
+            1,
+            &[Sge {
+                addr: mra.addr(),
+                length: 64,
+                lkey: mra.lkey(),
+            }],
+        )
+    }])
+    .unwrap();
+    let wa = wait(&cqa, &p.a, 1);
+    assert_eq!(wa[0].status, WcStatus::RetryExcErr);
+}
+
+#[test]
+fn a_full_queue_is_an_error_never_an_overwrite() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
+    let mra =
+        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(4, 4, 1));
+    let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(4, 4, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    let sge = [Sge {
+        addr: mra.addr(),
+        length: 8,
+        lkey: mra.lkey(),
+    }];
+    let recvs: Vec<RecvWr<'_>> = (0..qb.cap().max_recv_wr as u64)
+        .map(|i| RecvWr {
+            wr_id: i,
+            sg_list: &sge,
+        })
+        .collect();
+    qb.post_recv(&recvs).unwrap();
+    let e = qb.post_recv(&recvs[..1]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::QueueFull {
+                queue: "receive queue",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Sends before RTS are refused by the driver.
+    let mut fresh = qp(&p.a, &cqa, QpType::Rc, cap(4, 4, 1));
+    assert!(matches!(
+        fresh.post_send(&[SendWr::send(1, &sge)]),
+        Err(Error::QpState { .. })
+    ));
+    let _ = &mut fresh;
+}
+
+#[test]
+fn the_ring_wraps_over_a_million_work_requests() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(1024).unwrap(), p.b.create_cq(64).unwrap());
+    let mra =
+        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mrb =
+        p.b.alloc_mr(p.b.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(64, 1, 1));
+    let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(64, 1, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    let sge = [Sge {
+        addr: mra.addr(),
+        length: 8,
+        lkey: mra.lkey(),
+    }];
+    let total: u64 = 1 << 20;
+    let batch = 32u64;
+    let mut wrs: Vec<SendWr<'_>> = (0..batch)
+        .map(|i| SendWr {
+            op: SendOp::Write {
+                remote_addr: mrb.addr(),
+                rkey: mrb.rkey(),
+            },
+            signaled: i == batch - 1,
+            ..SendWr::send(0, &sge)
+        })
+        .collect();
+    let mut wc = [empty_wc(); 16];
+    let mut done = 0u64;
+    let mut posted = 0u64;
+    while done < total {
+        if posted - done * batch < 32 && posted < total {
+            for (i, w) in wrs.iter_mut().enumerate() {
+                w.wr_id = posted + i as u64;
+            }
+            mra.write(0, &posted.to_be_bytes()).unwrap();
+            qa.post_send(&wrs).unwrap();
+            posted += batch;
+        }
+        let n = cqa.poll(&mut wc).unwrap();
+        for c in &wc[..n] {
+            assert_eq!(c.status, WcStatus::Success);
+            assert_eq!(
+                c.wr_id,
+                done * batch + batch - 1,
+                "one completion per signaled WR, in order"
+            );
+            done += 1;
+        }
+        if n == 0 && posted >= total {
+            mlx5::Platform::relax(p.a.platform());
+        }
+        if done * batch >= total {
+            break;
+        }
+    }
+    let mut last = [0u8; 8];
+    mrb.read(0, &mut last).unwrap();
+    assert_eq!(
+        u64::from_be_bytes(last),
+        total - batch,
+        "the last write landed"
+    );
+}
