@@ -507,6 +507,24 @@ impl<P: Platform> Device<P> {
         self.comp_eq.as_ref().map(Eq::eqn)
     }
 
+    /// Completion events: which CQs got a completion since they were armed
+    /// (`ibv_get_cq_event`); the EQ is re-armed.
+    pub fn poll_completion_events(&self, out: &mut [crate::eq::Event]) -> Result<usize> {
+        match self.comp_eq.as_ref() {
+            Some(eq) => eq.poll(&self.platform, out),
+            None => Ok(0),
+        }
+    }
+
+    /// Asynchronous events (`ibv_get_async_event`): QP and SRQ errors, CQ errors, port changes,
+    /// page requests.
+    pub fn poll_async_events(&self, out: &mut [crate::eq::Event]) -> Result<usize> {
+        match self.async_eq.as_ref() {
+            Some(eq) => eq.poll(&self.platform, out),
+            None => Ok(0),
+        }
+    }
+
     /// The async EQ (QP, CQ, port and page events).
     pub fn async_eqn(&self) -> Option<u8> {
         self.async_eq.as_ref().map(Eq::eqn)

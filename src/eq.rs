@@ -29,7 +29,49 @@ pub struct Eq {
     log_size: u8,
     buf: QueueBuf,
     uar: Uar,
-    cons: u32,
+    cons: spin::Mutex<u32>,
+}
+
+/// An event the device posted (a 64-byte EQE: type at byte 1, data at 0x20..0x3c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    /// Event type (`mlx5_ifc::event`).
+    pub event_type: u8,
+    /// Sub-type.
+    pub sub_type: u8,
+    /// The 28 bytes of event data.
+    pub data: [u8; 28],
+}
+
+impl Event {
+    fn be32(&self, at: usize) -> u32 {
+        u32::from_be_bytes([
+            self.data[at],
+            self.data[at + 1],
+            self.data[at + 2],
+            self.data[at + 3],
+        ])
+    }
+
+    /// The CQ of a completion event.
+    pub fn cqn(&self) -> Option<u32> {
+        match self.event_type {
+            mlx5_ifc::event::COMPLETION => Some(self.be32(0x18) & 0xff_ffff),
+            mlx5_ifc::event::CQ_ERROR => Some(self.be32(0) & 0xff_ffff),
+            _ => None,
+        }
+    }
+
+    /// The QP (or SRQ) of a work-queue event.
+    pub fn qpn(&self) -> Option<u32> {
+        use mlx5_ifc::event::*;
+        match self.event_type {
+            PATH_MIG | COMM_EST | SQ_DRAINED | WQ_CATAS_ERROR | PATH_MIG_FAILED
+            | WQ_INVAL_REQ_ERROR | WQ_ACCESS_ERROR | SRQ_CATAS_ERROR | SRQ_LAST_WQE
+            | SRQ_RQ_LIMIT => Some(self.be32(0x18) & 0xff_ffff),
+            _ => None,
+        }
+    }
 }
 
 impl Eq {
@@ -91,7 +133,7 @@ impl Eq {
                 log_size,
                 buf,
                 uar,
-                cons: 0,
+                cons: spin::Mutex::new(0),
             }),
             Err(e) => {
                 buf.free(p);
@@ -112,12 +154,48 @@ impl Eq {
 
     /// Writes the consumer index to the EQ doorbell and arms the EQ (interrupt on the next event).
     pub fn arm<P: Platform>(&self, p: &P) {
+        let ci = *self.cons.lock();
+        self.doorbell(p, ci);
+    }
+
+    fn doorbell<P: Platform>(&self, p: &P, ci: u32) {
         barrier::mmio_wmb();
-        let v = (u32::from(self.eqn) << 24) | (self.cons & 0xff_ffff);
+        let v = (u32::from(self.eqn) << 24) | (ci & 0xff_ffff);
         p.bar_write32(
             self.uar.bar_offset() + u64::from(regs::uar::EQ_DOORBELL_ARM),
             Be32::new(v),
         );
+    }
+
+    /// Takes the events the device posted (up to `out.len()`), then tells the device the new
+    /// consumer index and re-arms. An EQE is the driver's when its owner bit equals
+    /// `(ci >> log_size) & 1`.
+    pub fn poll<P: Platform>(&self, p: &P, out: &mut [Event]) -> Result<usize> {
+        let mut ci = self.cons.lock();
+        let mut n = 0;
+        while n < out.len() {
+            let at = (*ci as usize & ((1usize << self.log_size) - 1)) * EQE_BYTES;
+            let owner = self.buf.buf().read_u8_acquire(at + EQE_OWNER)? & 1;
+            if owner != ((*ci >> self.log_size) & 1) as u8 {
+                break;
+            }
+            barrier::dma_rmb();
+            let mut e = [0u8; EQE_BYTES];
+            self.buf.buf().read_bytes(at, &mut e)?;
+            let mut data = [0u8; 28];
+            data.copy_from_slice(&e[0x20..0x3c]);
+            out[n] = Event {
+                event_type: e[1],
+                sub_type: e[3],
+                data,
+            };
+            n += 1;
+            *ci = ci.wrapping_add(1);
+        }
+        if n > 0 {
+            self.doorbell(p, *ci);
+        }
+        Ok(n)
     }
 
     /// QUERY_EQ: the context as the device holds it (for diagnostics and tests).

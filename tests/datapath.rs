@@ -407,3 +407,95 @@ fn one_srq_feeds_several_qps() {
         wait(&cqa, &a, 12);
     }
 }
+
+#[test]
+fn an_armed_cq_raises_a_completion_event_and_errors_reach_the_async_eq() {
+    use mlx5::eq::Event;
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+    let (mra, mrb) = (
+        a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::LOCAL).unwrap(),
+    );
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 16, 1));
+    let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 16, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    let blank = Event {
+        event_type: 0xff,
+        sub_type: 0,
+        data: [0; 28],
+    };
+    let mut ev = [blank; 8];
+    assert_eq!(b.poll_completion_events(&mut ev).unwrap(), 0);
+    cqb.req_notify(false).unwrap();
+    qb.post_recv(&[RecvWr {
+        wr_id: 1,
+        sg_list: &[Sge {
+            addr: mrb.addr(),
+            length: 64,
+            lkey: mrb.lkey(),
+        }],
+    }])
+    .unwrap();
+    qa.post_send(&[SendWr::send(
+        1,
+        &[Sge {
+            addr: mra.addr(),
+            length: 64,
+            lkey: mra.lkey(),
+        }],
+    )])
+    .unwrap();
+    wait(&cqa, &a, 1);
+    let n = b.poll_completion_events(&mut ev).unwrap();
+    assert_eq!(n, 1, "one event for the armed CQ");
+    assert_eq!(
+        (ev[0].event_type, ev[0].cqn()),
+        (mlx5::ifc::event::COMPLETION, Some(cqb.cqn()))
+    );
+    cqb.ack_event();
+    assert_eq!(wait(&cqb, &b, 1)[0].status, WcStatus::Success);
+    // Not re-armed: the next completion raises no event.
+    qb.post_recv(&[RecvWr {
+        wr_id: 2,
+        sg_list: &[Sge {
+            addr: mrb.addr(),
+            length: 64,
+            lkey: mrb.lkey(),
+        }],
+    }])
+    .unwrap();
+    qa.post_send(&[SendWr::send(
+        2,
+        &[Sge {
+            addr: mra.addr(),
+            length: 64,
+            lkey: mra.lkey(),
+        }],
+    )])
+    .unwrap();
+    wait(&cqb, &b, 1);
+    wait(&cqa, &a, 1);
+    assert_eq!(b.poll_completion_events(&mut ev).unwrap(), 0);
+    // A remote WRITE into memory without remote write: the responder's QP reports the error.
+    qa.post_send(&[SendWr {
+        op: SendOp::Write {
+            remote_addr: mrb.addr(),
+            rkey: mrb.rkey(),
+        },
+        ..SendWr::send(
+            3,
+            &[Sge {
+                addr: mra.addr(),
+                length: 8,
+                lkey: mra.lkey(),
+            }],
+        )
+    }])
+    .unwrap();
+    assert_eq!(wait(&cqa, &a, 1)[0].status, WcStatus::RemAccessErr);
+    let n = b.poll_async_events(&mut ev).unwrap();
+    assert!(ev[..n].iter().any(|e| e.event_type == mlx5::ifc::event::WQ_ACCESS_ERROR && e.qpn() == Some(qb.qpn())), "{:?}", &ev[..n]);
+}
