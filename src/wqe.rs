@@ -157,7 +157,7 @@ impl<'b> SqWriter<'b> {
     /// Writes one 16-byte unit.
     #[inline]
     pub fn put(&mut self, seg: &[u8; 16]) -> Result<()> {
-        self.buf.write_bytes(self.base + self.pos, seg)?;
+        self.buf.write_seg16(self.base + self.pos, seg)?;
         self.advance(16);
         Ok(())
     }

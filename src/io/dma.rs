@@ -199,6 +199,26 @@ impl DmaBuf {
         self.read_u64_raw(offset).map(Be64::from_ne_raw)
     }
 
+    /// Stores one 16-byte segment at an 8-aligned `offset` (the WQE fast path: one bounds check,
+    /// two 64-bit stores).
+    #[inline]
+    pub fn write_seg16(&self, offset: usize, seg: &[u8; 16]) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 16, 8)?;
+        let (lo, hi) = seg.split_at(8);
+        let mut a = [0u8; 8];
+        let mut b = [0u8; 8];
+        a.copy_from_slice(lo);
+        b.copy_from_slice(hi);
+        // SAFETY: 16 bytes at `p` are in bounds and 8-aligned (checked); valid memory per the
+        // platform contract; atomic stores.
+        unsafe {
+            AtomicU64::from_ptr(p.cast()).store(u64::from_ne_bytes(a), Ordering::Relaxed);
+            AtomicU64::from_ptr(p.wrapping_add(8).cast())
+                .store(u64::from_ne_bytes(b), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Copies `src` into the buffer at `offset`.
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset, src.len(), 1)?;

@@ -106,6 +106,7 @@ pub struct Qp<'a, P: Platform> {
     pub(super) rq_head: u64,
     pub(super) bf_offset: u32,
     pub(super) bf_half: u32,
+    pub(super) max_msg: u64,
     alive: bool,
     _borrows: PhantomData<&'a ()>,
 }
@@ -256,6 +257,7 @@ impl<P: Platform> Device<P> {
             rq_head: 0,
             bf_offset: 0,
             bf_half,
+            max_msg: 1u64 << caps.log_max_msg().min(31),
             alive: true,
             _borrows: PhantomData,
         };

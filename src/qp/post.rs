@@ -156,6 +156,9 @@ pub struct RecvWr<'a> {
     pub sg_list: &'a [Sge],
 }
 
+/// Work requests of one list whose sizes the check pass keeps for the write pass.
+const MEASURED: usize = 32;
+
 /// A post refused before anything was written.
 fn refuse(
     op: &'static str,
@@ -275,7 +278,7 @@ impl<P: Platform> Qp<'_, P> {
                 "the QP's send WQE size",
             ));
         }
-        let max_msg = 1u64 << self.dev.caps().log_max_msg().min(31);
+        let max_msg = self.max_msg;
         if bytes > max_msg {
             return Err(refuse(
                 "post_send",
@@ -309,9 +312,16 @@ impl<P: Platform> Qp<'_, P> {
             ));
         };
         let tail = ring.sq.load(sq_table::TAIL);
+        // Check every request first (nothing is posted if one is refused); keep the sizes of the
+        // first ones so the write pass does not measure them again.
+        let mut sizes = [(0u8, 0u32, 0u32); MEASURED];
         let mut need = 0u64;
-        for wr in wrs {
-            need += u64::from(self.measure(wr)?.1);
+        for (i, wr) in wrs.iter().enumerate() {
+            let m = self.measure(wr)?;
+            if let Some(s) = sizes.get_mut(i) {
+                *s = m;
+            }
+            need += u64::from(m.1);
         }
         let used = self.cur_post.wrapping_sub(tail);
         if used + need > u64::from(bbs) {
@@ -326,8 +336,11 @@ impl<P: Platform> Qp<'_, P> {
         let sq_size = self.layout.sq_bytes() as usize;
         let mut first = [0u8; 8];
         let mut last_nbb = 0;
-        for wr in wrs {
-            let (ds, nbb, bytes) = self.measure(wr)?;
+        for (i, wr) in wrs.iter().enumerate() {
+            let (ds, nbb, bytes) = match sizes.get(i) {
+                Some(&m) => m,
+                None => self.measure(wr)?,
+            };
             let (op, _, wc_op, imm) = wr.op.parts();
             let idx = (self.cur_post as u32) & (bbs - 1);
             let mut fl = 0;
@@ -406,11 +419,14 @@ impl<P: Platform> Qp<'_, P> {
             return Ok(());
         }
         ring.sq.store(sq_table::HEAD, self.cur_post);
-        self.ring_send_doorbell(&first, wrs.len() == 1, last_nbb)
+        let inline = wrs.len() == 1 && matches!(wrs[0].payload, Payload::Inline(_));
+        self.ring_send_doorbell(&first, inline, last_nbb)
     }
 
-    /// DBR word 1, then the UAR doorbell (BlueFlame for a single small WQE).
-    fn ring_send_doorbell(&mut self, first: &[u8; 8], single: bool, nbb: u32) -> Result<()> {
+    /// DBR word 1, then the UAR doorbell: BlueFlame for a single small inline WQE (the latency
+    /// case: the device takes the WQE from the doorbell write instead of fetching it), else the
+    /// 8-byte doorbell.
+    fn ring_send_doorbell(&mut self, first: &[u8; 8], single_inline: bool, nbb: u32) -> Result<()> {
         let Some(ring) = self.ring.as_ref() else {
             return Ok(());
         };
@@ -421,7 +437,7 @@ impl<P: Platform> Qp<'_, P> {
         let p = self.dev.platform();
         let reg =
             self.uar.bar_offset() + u64::from(regs::uar::BF_OFFSET) + u64::from(self.bf_offset);
-        let bf = self.bf_half > 0 && single && nbb as usize * WQEBB <= self.bf_half as usize;
+        let bf = self.bf_half > 0 && single_inline && nbb as usize * WQEBB <= self.bf_half as usize;
         if bf {
             // BlueFlame: the whole WQE through the register, 8 bytes at a time.
             let bbs = self.layout.sq_wqebb_cnt;
