@@ -9,9 +9,10 @@ use clap::Args as ClapArgs;
 use mlx5::mr::MrAccess;
 use mlx5::qp::{ConnectOpts, Mtu, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode, SimDevice};
+use mlx5::vfio::AnyPlatform;
 use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcOpcode, WcStatus};
 
-use crate::target::profile;
+use crate::target::{profile, Target};
 
 /// `mlx5ctl demo` arguments.
 #[derive(ClapArgs, Debug)]
@@ -37,10 +38,14 @@ pub struct Args {
     /// Write every firmware command of the first NIC as JSON lines to FILE.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// Real ConnectX functions bound to vfio-pci instead of the simulator: one (both QPs on its
+    /// port, in loopback) or two (one QP on each, cabled or switched together).
+    #[arg(long, value_name = "BDF", num_args = 1, action = clap::ArgAction::Append)]
+    vfio: Vec<String>,
 }
 
-type Dev = Device<SimPlatform>;
-type Cq<'a> = mlx5::cq::Cq<'a, SimPlatform>;
+type Dev = Device<AnyPlatform>;
+type Cq<'a> = mlx5::cq::Cq<'a, AnyPlatform>;
 
 fn e(x: impl std::fmt::Display) -> String {
     x.to_string()
@@ -103,6 +108,9 @@ fn check(what: &str, ok: bool) -> Result<(), String> {
 
 /// Runs `mlx5ctl demo`.
 pub fn run(a: &Args) -> Result<(), String> {
+    if !a.vfio.is_empty() {
+        return run_vfio(a);
+    }
     let prof = profile(&a.sim)?;
     let mode = if a.threaded {
         Mode::Threaded
@@ -115,8 +123,15 @@ pub fn run(a: &Args) -> Result<(), String> {
     fabric.attach(&sa).map_err(e)?;
     fabric.attach(&sb).map_err(e)?;
     let t0 = Instant::now();
-    let na = Device::open(SimPlatform::new(sa.clone()), DeviceConfig::default()).map_err(e)?;
-    let nb = Device::open(SimPlatform::new(sb.clone()), DeviceConfig::default()).map_err(e)?;
+    let open = |s: &SimDevice| {
+        Device::open(
+            AnyPlatform::Sim(SimPlatform::new(s.clone())),
+            DeviceConfig::default(),
+        )
+        .map_err(e)
+    };
+    let na = open(&sa)?;
+    let nb = open(&sb)?;
     println!(
         "two simulated ConnectX-5s (fw {}) up in {:.1} ms, {} + {} firmware commands",
         na.fw_version(),
@@ -124,8 +139,12 @@ pub fn run(a: &Args) -> Result<(), String> {
         na.bringup().commands,
         nb.bringup().commands
     );
-    let r = body(a, &na, &nb, &fabric);
+    let r = body(a, &na, &nb);
     let stats = fabric.counters();
+    println!(
+        "wire: {} RoCE v2 frames, {} bytes, {} dropped",
+        stats.frames, stats.bytes, stats.dropped
+    );
     drop((na.close(), nb.close()));
     if let Some(path) = &a.trace {
         let mut f = std::fs::File::create(path).map_err(|x| format!("{}: {x}", path.display()))?;
@@ -145,7 +164,39 @@ pub fn run(a: &Args) -> Result<(), String> {
     r
 }
 
-fn body(a: &Args, na: &Dev, nb: &Dev, fabric: &Fabric) -> Result<(), String> {
+/// The same run on real functions: one in loopback, or two.
+fn run_vfio(a: &Args) -> Result<(), String> {
+    if a.pcap.is_some() || a.trace.is_some() {
+        return Err(
+            "--pcap and --trace record the simulated wire and firmware; use them without --vfio"
+                .into(),
+        );
+    }
+    if a.vfio.len() > 2 {
+        return Err("demo takes one --vfio (loopback) or two".into());
+    }
+    let na = Target::open_vfio(&a.vfio[0]).map_err(e)?;
+    println!(
+        "{} up (fw {}) in {:.1} ms",
+        na.hca_id,
+        na.device.fw_version(),
+        na.wall.as_secs_f64() * 1e3
+    );
+    let r = match a.vfio.get(1) {
+        Some(b) => {
+            let nb = Target::open_vfio(b).map_err(e)?;
+            println!("{} up (fw {})", nb.hca_id, nb.device.fw_version());
+            let r = body(a, &na.device, &nb.device);
+            drop(nb.device.close());
+            r
+        }
+        None => body(a, &na.device, &na.device),
+    };
+    drop(na.device.close());
+    r
+}
+
+fn body(a: &Args, na: &Dev, nb: &Dev) -> Result<(), String> {
     let (cqa, cqb) = (
         na.create_cq(4096).map_err(e)?,
         nb.create_cq(4096).map_err(e)?,
@@ -348,7 +399,7 @@ fn body(a: &Args, na: &Dev, nb: &Dev, fabric: &Fabric) -> Result<(), String> {
     }
     let secs = t.elapsed().as_secs_f64();
     println!(
-        "throughput: {total} RDMA WRITEs of {size} bytes in {:.2} s: {:.0} messages/s, {:.1} MB/s (simulated wire)",
+        "throughput: {total} RDMA WRITEs of {size} bytes in {:.2} s: {:.0} messages/s, {:.1} MB/s",
         secs,
         total as f64 / secs,
         total as f64 * f64::from(size) / secs / 1e6
@@ -404,11 +455,6 @@ fn body(a: &Args, na: &Dev, nb: &Dev, fabric: &Fabric) -> Result<(), String> {
             .unwrap_or(0) as f64
             / 1e3
     };
-    println!("latency: {} SEND ping-pongs of 64 bytes: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us (round trip, simulated)", lat.len(), pct(0.5), pct(0.99), pct(0.999));
-    let s = fabric.counters();
-    println!(
-        "wire: {} RoCE v2 frames, {} bytes, {} dropped",
-        s.frames, s.bytes, s.dropped
-    );
+    println!("latency: {} SEND ping-pongs of 64 bytes: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us (round trip)", lat.len(), pct(0.5), pct(0.99), pct(0.999));
     Ok(())
 }

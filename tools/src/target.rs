@@ -88,7 +88,8 @@ impl Target {
         })
     }
 
-    fn open_vfio(bdf: &str) -> Result<Opened, VfioError> {
+    /// Opens a real function bound to vfio-pci (also used by `demo --vfio`).
+    pub fn open_vfio(bdf: &str) -> Result<Opened, VfioError> {
         let opts = VfioOptions {
             expect_vendor: Some(mlx5::vfio::pci::MELLANOX_VENDOR),
             ..VfioOptions::default()
