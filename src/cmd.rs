@@ -462,14 +462,15 @@ pub const CREATE_CMD_BYTES: usize = 0x110 + crate::queue::MAX_PAS * 8;
 
 /// Runs a create command whose fixed part (layout `I`, 0x110 bytes for every CREATE_* with a
 /// buffer) is followed by the PAS list of `pas`.
-pub fn run_create<I, O, P, F>(
+pub fn run_create<I, O, P, F, Q>(
     cmd: &mut CmdQueue,
     p: &P,
     opcode: mlx5_ifc::Opcode,
-    pas: Option<&crate::queue::QueueBuf>,
+    pas: Option<&Q>,
     fill: F,
 ) -> Result<Output<O>>
 where
+    Q: crate::queue::PasList + ?Sized,
     I: mlx5_ifc::Layout,
     O: mlx5_ifc::Layout,
     P: Platform,

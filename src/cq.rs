@@ -81,7 +81,7 @@ impl<P: Platform> Device<P> {
             .try_for_each(|i| buf.buf().write_u8(i * CQE_BYTES + CQE_OP_OWN, CQE_INVALID));
         let made = init.map_err(Error::from).and_then(|()| {
             self.with_cmd(|cmd, p| {
-                run_create::<CreateCqIn, CreateCqOut, _, _>(
+                run_create::<CreateCqIn, CreateCqOut, _, _, _>(
                     cmd,
                     p,
                     Opcode::CreateCq,

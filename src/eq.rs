@@ -104,7 +104,7 @@ impl Eq {
         for &e in events {
             mask[usize::from(e / 64) % 4] |= 1 << (e % 64);
         }
-        let made = run_create::<CreateEqIn, CreateEqOut, _, _>(
+        let made = run_create::<CreateEqIn, CreateEqOut, _, _, _>(
             cmd,
             p,
             Opcode::CreateEq,

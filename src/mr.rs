@@ -13,9 +13,10 @@ use mlx5_ifc::Opcode;
 use crate::cmd::{run, run_create};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::io::DmaBuf;
 use crate::pd::Pd;
 use crate::platform::Platform;
-use crate::queue::QueueBuf;
+use crate::queue::{Pages, PasList, QueueBuf};
 
 /// `access_mode` MTT.
 const ACCESS_MODE_MTT: u64 = 1;
@@ -59,7 +60,25 @@ pub struct MemoryRegion<'d, P: Platform> {
     key: u32,
     len: usize,
     access: MrAccess,
-    buf: Option<QueueBuf>,
+    backing: Option<Backing<'d>>,
+}
+
+/// The memory behind a region.
+#[derive(Debug)]
+enum Backing<'d> {
+    /// Allocated by `alloc_mr`, freed with the region.
+    Owned(QueueBuf),
+    /// The caller's DMA memory (`reg_mr`), which outlives the region.
+    Borrowed(&'d DmaBuf),
+}
+
+impl Backing<'_> {
+    fn dma(&self) -> &DmaBuf {
+        match self {
+            Backing::Owned(q) => q.buf(),
+            Backing::Borrowed(b) => b,
+        }
+    }
 }
 
 impl<P: Platform> Device<P> {
@@ -76,6 +95,62 @@ impl<P: Platform> Device<P> {
                 limit: "log_max_mrw_sz (at least 1 byte)",
             });
         }
+        Self::check_access(access)?;
+        let p = self.platform();
+        let buf = QueueBuf::alloc(p, len, "allocate memory to register")?;
+        match self.create_mkey(pd, &buf, buf.buf().iova(), len, buf.log_page_size(), access) {
+            Ok(key) => Ok(MemoryRegion {
+                dev: self,
+                key,
+                len,
+                access,
+                backing: Some(Backing::Owned(buf)),
+            }),
+            Err(e) => {
+                buf.free(p);
+                Err(e)
+            }
+        }
+    }
+
+    /// Registers DMA memory the caller allocated through the platform (`ibv_reg_mr` on the
+    /// caller's buffer): the region covers all of `buf`, which must start on a 4 KiB boundary
+    /// and is described page by page (at most 512 pages, 2 MiB). The region borrows `buf`.
+    pub fn reg_mr<'d>(
+        &'d self,
+        pd: &Pd,
+        buf: &'d DmaBuf,
+        access: MrAccess,
+    ) -> Result<MemoryRegion<'d, P>> {
+        let page = mlx5_ifc::consts::ADAPTER_PAGE_SIZE;
+        let len = buf.len();
+        let n = len.div_ceil(page);
+        if buf.iova() % page as u64 != 0 || len == 0 || n > crate::queue::MAX_PAS {
+            return Err(Error::InvalidArgument {
+                op: "reg_mr",
+                field: "buffer",
+                requested: len as u64,
+                max: (crate::queue::MAX_PAS * page) as u64,
+                limit: "a 4 KiB-aligned DMA buffer of 1 byte to 512 pages",
+            });
+        }
+        Self::check_access(access)?;
+        let pages = Pages {
+            base: buf.iova(),
+            page,
+            n,
+        };
+        let key = self.create_mkey(pd, &pages, buf.iova(), len, 0, access)?;
+        Ok(MemoryRegion {
+            dev: self,
+            key,
+            len,
+            access,
+            backing: Some(Backing::Borrowed(buf)),
+        })
+    }
+
+    fn check_access(access: MrAccess) -> Result<()> {
         if (access.remote_write || access.remote_atomic) && !access.local_write {
             return Err(Error::InvalidArgument {
                 op: "reg_mr",
@@ -85,17 +160,27 @@ impl<P: Platform> Device<P> {
                 limit: "remote write and remote atomic need local write (as in verbs)",
             });
         }
-        let p = self.platform();
-        let buf = QueueBuf::alloc(p, len, "allocate memory to register")?;
+        Ok(())
+    }
+
+    fn create_mkey<Q: PasList>(
+        &self,
+        pd: &Pd,
+        pas: &Q,
+        start: u64,
+        len: usize,
+        log_page: u8,
+        access: MrAccess,
+    ) -> Result<u32> {
         let variant = VARIANT.fetch_add(1, Ordering::Relaxed);
-        let made = self.with_cmd(|cmd, p| {
-            run_create::<CreateMkeyIn, CreateMkeyOut, _, _>(
+        let out = self.with_cmd(|cmd, p| {
+            run_create::<CreateMkeyIn, CreateMkeyOut, _, _, _>(
                 cmd,
                 p,
                 Opcode::CreateMkey,
-                Some(&buf),
+                Some(pas),
                 |v| {
-                    let octwords = buf.npages().div_ceil(2) as u64;
+                    let octwords = pas.npages().div_ceil(2) as u64;
                     v.set(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, octwords)?;
                     let mut m = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
                     m.set(Mkc::ACCESS_MODE_1_0, ACCESS_MODE_MTT)?;
@@ -107,30 +192,15 @@ impl<P: Platform> Device<P> {
                     m.set(Mkc::QPN, 0xff_ffff)?;
                     m.set(Mkc::MKEY_7_0, u64::from(variant))?;
                     m.set(Mkc::PD, u64::from(pd.pdn()))?;
-                    m.set(Mkc::START_ADDR, buf.buf().iova())?;
+                    m.set(Mkc::START_ADDR, start)?;
                     m.set(Mkc::LEN, len as u64)?;
                     m.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, octwords)?;
-                    m.set(Mkc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
+                    m.set(Mkc::LOG_PAGE_SIZE, u64::from(log_page))?;
                     Ok(())
                 },
             )
-        });
-        match made {
-            Ok(out) => {
-                let index = out.get(CreateMkeyOut::MKEY_INDEX) as u32;
-                Ok(MemoryRegion {
-                    dev: self,
-                    key: index << 8 | u32::from(variant),
-                    len,
-                    access,
-                    buf: Some(buf),
-                })
-            }
-            Err(e) => {
-                buf.free(p);
-                Err(e)
-            }
-        }
+        })?;
+        Ok((out.get(CreateMkeyOut::MKEY_INDEX) as u32) << 8 | u32::from(variant))
     }
 }
 
@@ -147,7 +217,7 @@ impl<'d, P: Platform> MemoryRegion<'d, P> {
 
     /// The address of the first byte in the region's address space (its IOVA).
     pub fn addr(&self) -> u64 {
-        self.buf.as_ref().map_or(0, |b| b.buf().iova())
+        self.backing.as_ref().map_or(0, |b| b.dma().iova())
     }
 
     /// Length in bytes.
@@ -181,8 +251,8 @@ impl<'d, P: Platform> MemoryRegion<'d, P> {
     /// Copies `src` into the region at `offset`.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
         self.check(offset, src.len())?;
-        match &self.buf {
-            Some(b) => Ok(b.buf().write_bytes(offset, src)?),
+        match &self.backing {
+            Some(b) => Ok(b.dma().write_bytes(offset, src)?),
             None => Ok(()),
         }
     }
@@ -190,8 +260,8 @@ impl<'d, P: Platform> MemoryRegion<'d, P> {
     /// Copies from the region at `offset` into `dst`.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
         self.check(offset, dst.len())?;
-        match &self.buf {
-            Some(b) => Ok(b.buf().read_bytes(offset, dst)?),
+        match &self.backing {
+            Some(b) => Ok(b.dma().read_bytes(offset, dst)?),
             None => Ok(()),
         }
     }
@@ -202,7 +272,7 @@ impl<'d, P: Platform> MemoryRegion<'d, P> {
     }
 
     fn dereg_inner(&mut self) -> Result<()> {
-        let Some(buf) = self.buf.take() else {
+        let Some(backing) = self.backing.take() else {
             return Ok(());
         };
         let index = u64::from(self.key >> 8);
@@ -212,7 +282,9 @@ impl<'d, P: Platform> MemoryRegion<'d, P> {
                 Ok(())
             })
         })?;
-        buf.free(self.dev.platform());
+        if let Backing::Owned(buf) = backing {
+            buf.free(self.dev.platform());
+        }
         Ok(())
     }
 }

@@ -20,6 +20,56 @@ pub const MAX_PAGE: usize = 2 << 20;
 /// Bytes of a doorbell record allocation (one cache line).
 pub const DBR_BYTES: usize = 64;
 
+/// Memory a command describes with a PAS (or MTT) list of equal pages.
+pub trait PasList {
+    /// Number of entries.
+    fn npages(&self) -> usize;
+    /// Writes the entries (BE64 page addresses) into `dst` (`8 * npages` bytes).
+    fn write_pas(&self, dst: &mut [u8]) -> Result<()>;
+}
+
+/// `n` pages of `page` bytes from device address `base`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pages {
+    /// Address of the first page.
+    pub base: u64,
+    /// Page size in bytes.
+    pub page: usize,
+    /// Number of pages.
+    pub n: usize,
+}
+
+impl PasList for Pages {
+    fn npages(&self) -> usize {
+        self.n
+    }
+    fn write_pas(&self, dst: &mut [u8]) -> Result<()> {
+        let limit = dst.len() / 8;
+        let dst = dst.get_mut(..self.n * 8).ok_or(Error::Capacity {
+            what: "PAS list buffer",
+            limit,
+        })?;
+        for (i, e) in dst.chunks_exact_mut(8).enumerate() {
+            e.copy_from_slice(&Be64::new(self.base + (i * self.page) as u64).to_bytes());
+        }
+        Ok(())
+    }
+}
+
+impl PasList for QueueBuf {
+    fn npages(&self) -> usize {
+        self.npages
+    }
+    fn write_pas(&self, dst: &mut [u8]) -> Result<()> {
+        Pages {
+            base: self.buf.iova(),
+            page: self.page,
+            n: self.npages,
+        }
+        .write_pas(dst)
+    }
+}
+
 /// A ring buffer in DMA memory.
 #[derive(Debug)]
 pub struct QueueBuf {
@@ -63,20 +113,6 @@ impl QueueBuf {
     /// Number of PAS entries.
     pub fn npages(&self) -> usize {
         self.npages
-    }
-
-    /// Writes the PAS list (BE64 page addresses) into `dst`, which must hold `8 * npages` bytes.
-    pub fn write_pas(&self, dst: &mut [u8]) -> Result<()> {
-        let need = self.npages * 8;
-        let limit = dst.len() / 8;
-        let dst = dst.get_mut(..need).ok_or(Error::Capacity {
-            what: "PAS list buffer",
-            limit,
-        })?;
-        for (i, e) in dst.chunks_exact_mut(8).enumerate() {
-            e.copy_from_slice(&Be64::new(self.buf.iova() + (i * self.page) as u64).to_bytes());
-        }
-        Ok(())
     }
 
     /// Frees the ring. The device must no longer use it.

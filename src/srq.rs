@@ -160,7 +160,7 @@ impl<P: Platform> Device<P> {
         let made = init.map_err(Error::from).and_then(|()| {
             self.with_cmd(|cmd, p| {
                 if rmp {
-                    let out = run_create::<CreateRmpIn, CreateRmpOut, _, _>(
+                    let out = run_create::<CreateRmpIn, CreateRmpOut, _, _, _>(
                         cmd,
                         p,
                         Opcode::CreateRmp,
@@ -181,7 +181,7 @@ impl<P: Platform> Device<P> {
                     )?;
                     Ok(out.get(CreateRmpOut::RMPN) as u32)
                 } else {
-                    let out = run_create::<CreateSrqIn, CreateSrqOut, _, _>(
+                    let out = run_create::<CreateSrqIn, CreateSrqOut, _, _, _>(
                         cmd,
                         p,
                         Opcode::CreateSrq,

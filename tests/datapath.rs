@@ -499,3 +499,53 @@ fn an_armed_cq_raises_a_completion_event_and_errors_reach_the_async_eq() {
     let n = b.poll_async_events(&mut ev).unwrap();
     assert!(ev[..n].iter().any(|e| e.event_type == mlx5::ifc::event::WQ_ACCESS_ERROR && e.qpn() == Some(qb.qpn())), "{:?}", &ev[..n]);
 }
+
+#[test]
+fn caller_allocated_memory_registers_and_receives() {
+    use mlx5::io::DmaBuf;
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    // The caller's own DMA memory, allocated through the platform, registered as it is.
+    let mine = DmaBuf::alloc(b.platform(), 3 * 4096, 4096).unwrap();
+    {
+        let mrb = b.reg_mr(b.pd().unwrap(), &mine, MrAccess::ALL).unwrap();
+        assert_eq!((mrb.addr(), mrb.len()), (mine.iova(), 3 * 4096));
+        let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
+        let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 4, 1));
+        connect(&mut qa, &mut qb, &ConnectOpts::default());
+        let data = pattern(9000, 5);
+        mra.write(0, &data[..4096]).unwrap();
+        qa.post_send(&[SendWr {
+            op: SendOp::Write {
+                remote_addr: mrb.addr() + 100,
+                rkey: mrb.rkey(),
+            },
+            ..SendWr::send(
+                1,
+                &[Sge {
+                    addr: mra.addr(),
+                    length: 4096,
+                    lkey: mra.lkey(),
+                }],
+            )
+        }])
+        .unwrap();
+        assert_eq!(wait(&cqa, &a, 1)[0].status, WcStatus::Success);
+        let mut got = vec![0u8; 4096];
+        mine.read_bytes(100, &mut got).unwrap();
+        assert_eq!(got, data[..4096], "the WRITE landed in the caller's buffer");
+        // A buffer that does not start on a page is refused.
+        let odd = DmaBuf::alloc(b.platform(), 64, 64).unwrap();
+        if odd.iova() % 4096 != 0 {
+            assert!(matches!(
+                b.reg_mr(b.pd().unwrap(), &odd, MrAccess::LOCAL),
+                Err(mlx5::Error::InvalidArgument { op: "reg_mr", .. })
+            ));
+        }
+        odd.free(b.platform()).unwrap();
+    }
+    mine.free(b.platform()).unwrap();
+}

@@ -166,7 +166,7 @@ impl<P: Platform> Device<P> {
             let srqn = attr.srq.map(|s| s.srqn());
             let (send_cqn, recv_cqn) = (attr.send_cq.cqn(), attr.recv_cq.cqn());
             let out = self.with_cmd(|cmd, p| {
-                run_create::<CreateQpIn, CreateQpOut, _, _>(
+                run_create::<CreateQpIn, CreateQpOut, _, _, _>(
                     cmd,
                     p,
                     Opcode::CreateQp,
