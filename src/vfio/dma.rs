@@ -402,17 +402,21 @@ impl<M: IovaMapper> DmaPool<M> {
             None => {
                 let dedicated = size > CHUNK as u64;
                 let mut c = self.new_chunk(size as usize, dedicated)?;
-                let off = c
-                    .space
-                    .alloc(size, a)
-                    .expect("a fresh chunk fits its allocation");
+                // A fresh chunk is at least `size` long and aligned to its own size, so this
+                // only fails if the sub-allocator is broken; say so instead of panicking.
+                let Some(off) = c.space.alloc(size, a) else {
+                    self.release(c);
+                    return Err(PlatformError::OutOfDmaMemory { len, align });
+                };
                 c.used += size;
                 let iova = c.iova;
                 st.chunks.insert(iova, c);
                 (iova, off)
             }
         };
-        let c = &st.chunks[&chunk_iova];
+        let Some(c) = st.chunks.get(&chunk_iova) else {
+            return Err(PlatformError::OutOfDmaMemory { len, align });
+        };
         // SAFETY: `off + size <= chunk length` (the sub-allocator only hands out offsets inside
         // the chunk), so the pointer stays inside the mapping.
         let cpu = unsafe { c.mem.as_ptr().add(off as usize) };
@@ -421,8 +425,11 @@ impl<M: IovaMapper> DmaPool<M> {
         unsafe { std::ptr::write_bytes(cpu, 0, size as usize) };
         let iova = chunk_iova + off;
         st.allocs.insert(iova, size);
+        let Some(cpu) = NonNull::new(cpu) else {
+            return Err(PlatformError::OutOfDmaMemory { len, align });
+        };
         Ok(DmaRegion {
-            cpu: NonNull::new(cpu).expect("mapping is not at address 0"),
+            cpu,
             iova,
             len: size as usize,
         })
@@ -444,7 +451,9 @@ impl<M: IovaMapper> DmaPool<M> {
         }
         c.used -= size;
         st.allocs.remove(&region.iova);
-        let c = &st.chunks[&chunk_iova];
+        let Some(c) = st.chunks.get(&chunk_iova) else {
+            return Err(unknown);
+        };
         // Keep one empty regular chunk for the next allocation; release the rest.
         let release = c.used == 0
             && (c.dedicated
@@ -453,8 +462,9 @@ impl<M: IovaMapper> DmaPool<M> {
                     .iter()
                     .any(|(&k, o)| k != chunk_iova && o.used == 0 && !o.dedicated));
         if release {
-            let c = st.chunks.remove(&chunk_iova).expect("present");
-            self.release(c);
+            if let Some(c) = st.chunks.remove(&chunk_iova) {
+                self.release(c);
+            }
         }
         Ok(())
     }
