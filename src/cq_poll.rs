@@ -18,8 +18,9 @@ use crate::queue::ceil_log2;
 /// Queues one CQ can serve.
 pub const MAX_QUEUES_PER_CQ: usize = 512;
 
-/// Word layout of a send queue table: completed WQEBBs, posted WQEBBs, then per WQEBB the wr_id
-/// and a descriptor (`nbb | wr_opcode << 8 | byte_len << 32`).
+/// Word layout of a send queue table: completed WQEBBs, posted WQEBBs, then per WQEBB a pair of
+/// words side by side (one cache line for both): the wr_id and a descriptor
+/// (`nbb | wr_opcode << 8 | byte_len << 32`).
 pub mod sq_table {
     /// WQEBBs completed (running counter).
     pub const TAIL: usize = 0;
@@ -27,6 +28,16 @@ pub mod sq_table {
     pub const HEAD: usize = 1;
     /// First wr_id word.
     pub const WRID: usize = 2;
+    /// The wr_id word of WQEBB `idx` (its descriptor is the next word).
+    #[inline]
+    pub const fn wrid(idx: usize) -> usize {
+        WRID + 2 * idx
+    }
+    /// The descriptor word of WQEBB `idx`.
+    #[inline]
+    pub const fn desc(idx: usize) -> usize {
+        WRID + 2 * idx + 1
+    }
     /// Words of a table for `bbs` WQEBBs.
     pub const fn words(bbs: usize) -> usize {
         WRID + 2 * bbs
@@ -261,24 +272,28 @@ impl<P: Platform> Cq<'_, P> {
         let Some((buf, dbr)) = self.mem.as_ref() else {
             return Ok(0);
         };
+        let buf = buf.buf();
         let mut s = self.shared.lock();
         let size = self.cqe + 1;
         let log = ceil_log2(u64::from(size));
         let mut n = 0;
         let mut err = None;
+        // The queue the last CQE named (completions tend to come in runs of one QP).
+        let mut hint = 0;
         while n < wc.len() {
             let ci = s.ci;
             let at = (ci & (size - 1)) as usize * CQE_BYTES;
-            let op_own = buf.buf().read_u8_acquire(at + CQE_OP_OWN)?;
+            // The last 8 bytes (QPN, WQE counter, op_own) with acquire: the rest is read after.
+            let hi = buf.read_u64_acquire(at + CQE_HI)?;
+            let op_own = hi[CQE_OP_OWN - CQE_HI];
             let opcode = op_own >> 4;
             if opcode == 0xf || (op_own & 1) != ((ci >> log) & 1) as u8 {
                 break;
             }
             barrier::dma_rmb();
-            let mut cqe = [0u8; CQE_BYTES];
-            buf.buf().read_bytes(at, &mut cqe)?;
+            let lo = buf.read_words::<{ CQE_HI - CQE_LO }>(at + CQE_LO)?;
             s.ci = ci.wrapping_add(1);
-            match decode(&s, &cqe) {
+            match decode(&s, &Cqe { lo, hi }, &mut hint) {
                 Ok(c) => {
                     wc[n] = c;
                     n += 1;
@@ -335,24 +350,62 @@ impl<P: Platform> Cq<'_, P> {
     }
 }
 
-fn be32(c: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([c[at], c[at + 1], c[at + 2], c[at + 3]])
+/// First CQE byte polling reads (`flags_rqpn`; the bytes before it are not used).
+const CQE_LO: usize = 24;
+/// The CQE's last 8-byte word (`sop_drop_qpn`, `wqe_counter`, `signature`, `op_own`).
+const CQE_HI: usize = 56;
+
+/// The CQE bytes polling uses: `CQE_LO..CQE_HI` and `CQE_HI..64`.
+struct Cqe {
+    lo: [u8; CQE_HI - CQE_LO],
+    hi: [u8; CQE_BYTES - CQE_HI],
 }
 
-/// Turns one CQE into a work completion, retiring the work requests it completes.
-fn decode(s: &CqShared, c: &[u8; CQE_BYTES]) -> Result<Wc> {
-    let opcode = c[63] >> 4;
-    let qpn = be32(c, 56) & 0xff_ffff;
-    let wqe_counter = u16::from_be_bytes([c[60], c[61]]);
-    let byte_cnt = be32(c, 44);
-    let imm = be32(c, 36);
-    let q = s.queues.iter().find(|e| e.qpn == qpn).ok_or(bad(
-        "CQE QPN (no such queue on this CQ)",
-        u64::from(qpn),
-        0,
-    ))?;
+impl Cqe {
+    /// The byte at CQE offset `at` (`CQE_LO..64`; 0 outside).
+    #[inline]
+    fn u8(&self, at: usize) -> u8 {
+        match at.checked_sub(CQE_HI) {
+            Some(i) => self.hi.get(i).copied().unwrap_or(0),
+            None => self.lo.get(at.wrapping_sub(CQE_LO)).copied().unwrap_or(0),
+        }
+    }
+
+    /// The big-endian word at CQE offset `at` (4-aligned, inside one half).
+    #[inline]
+    fn be32(&self, at: usize) -> u32 {
+        u32::from_be_bytes([
+            self.u8(at),
+            self.u8(at + 1),
+            self.u8(at + 2),
+            self.u8(at + 3),
+        ])
+    }
+}
+
+/// Turns one CQE into a work completion, retiring the work requests it completes. `hint` is
+/// the index in the CQ's queue list of the last queue found; updated.
+#[inline(always)]
+fn decode(s: &CqShared, c: &Cqe, hint: &mut usize) -> Result<Wc> {
+    let opcode = c.u8(63) >> 4;
+    let qpn = c.be32(56) & 0xff_ffff;
+    let wqe_counter = u16::from_be_bytes([c.u8(60), c.u8(61)]);
+    let byte_cnt = c.be32(44);
+    let imm = c.be32(36);
+    let q = match s.queues.get(*hint).filter(|e| e.qpn == qpn) {
+        Some(q) => q,
+        None => {
+            let i = s
+                .queues
+                .iter()
+                .position(|e| e.qpn == qpn)
+                .ok_or_else(|| bad("CQE QPN (no such queue on this CQ)", u64::from(qpn), 0))?;
+            *hint = i;
+            &s.queues[i]
+        }
+    };
     let (status, vendor_err) = match opcode {
-        0xd | 0xe => (WcStatus::from_syndrome(c[55]), c[54]),
+        0xd | 0xe => (WcStatus::from_syndrome(c.u8(55)), c.u8(54)),
         0x0..=0x4 => (WcStatus::Success, 0),
         other => return Err(bad("CQE opcode", u64::from(other), 0x4)),
     };
@@ -363,17 +416,19 @@ fn decode(s: &CqShared, c: &[u8; CQE_BYTES]) -> Result<Wc> {
         byte_len: byte_cnt,
         imm_data: None,
         qp_num: qpn,
-        src_qp: be32(c, 24) & 0xff_ffff,
-        grh: (c[24] >> 4) & 3 != 0,
+        src_qp: c.be32(24) & 0xff_ffff,
+        grh: (c.u8(24) >> 4) & 3 != 0,
         vendor_err,
     };
     let requester = opcode == 0x0 || opcode == 0xd;
     if requester {
-        let (t, bbs) = q.sq.as_ref().ok_or(bad(
-            "requester CQE for a QP whose send CQ is another",
-            u64::from(qpn),
-            0,
-        ))?;
+        let (t, bbs) = q.sq.as_ref().ok_or_else(|| {
+            bad(
+                "requester CQE for a QP whose send CQ is another",
+                u64::from(qpn),
+                0,
+            )
+        })?;
         let tail = t.load(sq_table::TAIL);
         let head = t.load(sq_table::HEAD);
         let delta = u64::from(wqe_counter.wrapping_sub(tail as u16));
@@ -385,9 +440,10 @@ fn decode(s: &CqShared, c: &[u8; CQE_BYTES]) -> Result<Wc> {
             ));
         }
         let idx = (u32::from(wqe_counter) & (bbs - 1)) as usize;
-        let desc = t.load(sq_table::WRID + *bbs as usize + idx);
+        // Written before HEAD (release), which was loaded with acquire above.
+        let desc = t.load_relaxed(sq_table::desc(idx));
         let nbb = (desc & 0xff).max(1);
-        wc.wr_id = t.load(sq_table::WRID + idx);
+        wc.wr_id = t.load_relaxed(sq_table::wrid(idx));
         wc.opcode = desc_op(desc);
         if wc.opcode == WcOpcode::Send || wc.opcode == WcOpcode::RdmaWrite {
             wc.byte_len = (desc >> 32) as u32;
@@ -403,11 +459,13 @@ fn decode(s: &CqShared, c: &[u8; CQE_BYTES]) -> Result<Wc> {
     if opcode == 0x1 || opcode == 0x3 {
         wc.imm_data = Some(imm);
     }
-    match q.rq.as_ref().ok_or(bad(
-        "responder CQE for a QP whose receive CQ is another",
-        u64::from(qpn),
-        0,
-    ))? {
+    match q.rq.as_ref().ok_or_else(|| {
+        bad(
+            "responder CQE for a QP whose receive CQ is another",
+            u64::from(qpn),
+            0,
+        )
+    })? {
         RecvTable::Rq { table, cnt } => {
             let tail = table.load(rq_table::TAIL);
             if tail >= table.load(rq_table::HEAD) {

@@ -131,68 +131,159 @@ pub fn datagram(a: &UdAddr) -> [u8; 48] {
     s
 }
 
-/// Writes segments into the send queue from one WQEBB on, wrapping at the ring's end.
-#[derive(Debug)]
-pub struct SqWriter<'b> {
-    buf: &'b DmaBuf,
-    base: usize,
-    size: usize,
-    pos: usize,
-    written: usize,
+/// The control segment as two native words holding its 16 bytes as the device reads them.
+#[inline]
+pub fn ctrl_words(
+    opcode: u8,
+    wqe_index: u16,
+    qpn: u32,
+    ds: u8,
+    fm_ce_se: u8,
+    imm: u32,
+) -> [u64; 2] {
+    [
+        be_pair(
+            u32::from(wqe_index) << 8 | u32::from(opcode),
+            qpn << 8 | u32::from(ds & 0x3f),
+        ),
+        be_pair(u32::from(fm_ce_se), imm),
+    ]
 }
 
-impl<'b> SqWriter<'b> {
-    /// A writer for the ring at `base..base + size` of `buf`, starting at byte `start` of the ring.
-    #[inline]
-    pub fn new(buf: &'b DmaBuf, base: usize, size: usize, start: usize) -> Self {
+/// A remote address segment as two native words.
+#[inline]
+pub fn raddr_words(addr: u64, rkey: u32) -> [u64; 2] {
+    [addr.to_be(), be_pair(rkey, 0)]
+}
+
+/// An atomic segment as two native words.
+#[inline]
+pub fn atomic_words(swap_add: u64, compare: u64) -> [u64; 2] {
+    [swap_add.to_be(), compare.to_be()]
+}
+
+/// A data pointer segment as two native words.
+#[inline]
+pub fn data_words(byte_count: u32, lkey: u32, addr: u64) -> [u64; 2] {
+    [be_pair(byte_count, lkey), addr.to_be()]
+}
+
+/// The native word whose memory holds `a` then `b`, both big-endian.
+#[inline]
+fn be_pair(a: u32, b: u32) -> u64 {
+    (u64::from(a) << 32 | u64::from(b)).to_be()
+}
+
+/// Builds a send WQE one WQEBB at a time in registers / a stack buffer of native words and
+/// stores each WQEBB whole (one bounds check, eight 64-bit stores), wrapping at the ring's end
+/// between WQEBBs. Bytes of the last WQEBB past the WQE's DS units are written as zeros.
+#[derive(Debug)]
+pub struct WqeBuilder<'b> {
+    buf: &'b DmaBuf,
+    base: usize,
+    mask: usize,
+    bb: usize,
+    cur: [u64; WQEBB / 8],
+    /// Bytes of `cur` filled.
+    fill: usize,
+    /// WQEBBs stored.
+    stored: usize,
+}
+
+impl<'b> WqeBuilder<'b> {
+    /// A builder for the ring of `mask + 1` WQEBBs at byte `base` of `buf`, from WQEBB `bb` on
+    /// (taken modulo the ring).
+    #[inline(always)]
+    pub fn new(buf: &'b DmaBuf, base: usize, mask: usize, bb: usize) -> Self {
         Self {
             buf,
             base,
-            size,
-            pos: start % size.max(1),
-            written: 0,
+            mask,
+            bb,
+            cur: [0; WQEBB / 8],
+            fill: 0,
+            stored: 0,
         }
     }
 
-    /// Writes one 16-byte unit.
-    #[inline]
-    pub fn put(&mut self, seg: &[u8; 16]) -> Result<()> {
-        self.buf.write_seg16(self.base + self.pos, seg)?;
-        self.advance(16);
+    #[inline(always)]
+    fn flush(&mut self) -> Result<()> {
+        let at = self.base + (self.bb & self.mask) * WQEBB;
+        self.buf.write_wqebb(at, &self.cur)?;
+        self.bb = self.bb.wrapping_add(1);
+        self.stored += 1;
+        self.cur = [0; WQEBB / 8];
+        self.fill = 0;
         Ok(())
     }
 
-    /// Writes `bytes` (a multiple of 16 long, or padded here with zeros), wrapping as needed.
+    /// Appends one 16-byte segment given as two native words (the WQE is at a 16-byte boundary
+    /// after every segment).
+    #[inline(always)]
+    pub fn put(&mut self, seg: [u64; 2]) -> Result<()> {
+        let at = (self.fill & (WQEBB - DS)) / 8;
+        self.cur[at] = seg[0];
+        self.cur[at + 1] = seg[1];
+        self.fill = at * 8 + DS;
+        if self.fill == WQEBB {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let at = self.fill.min(WQEBB);
+            let n = (WQEBB - at).min(rest.len());
+            let (now, later) = rest.split_at(n);
+            let mut b = [0u8; WQEBB];
+            for (d, w) in b.chunks_exact_mut(8).zip(self.cur) {
+                d.copy_from_slice(&w.to_ne_bytes());
+            }
+            b[at..at + n].copy_from_slice(now);
+            for (w, d) in self.cur.iter_mut().zip(b.chunks_exact(8)) {
+                let mut x = [0u8; 8];
+                x.copy_from_slice(d);
+                *w = u64::from_ne_bytes(x);
+            }
+            self.fill = at + n;
+            rest = later;
+            if self.fill == WQEBB {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn pad(&mut self) -> Result<()> {
+        // `cur` is zero past `fill`: padding is rounding up.
+        self.fill = self.fill.next_multiple_of(DS);
+        if self.fill == WQEBB {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Appends `bytes`, padded with zeros to a 16-byte boundary.
     pub fn put_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut off = 0;
-        while off < bytes.len() {
-            let room = self.size - self.pos;
-            let n = room.min(bytes.len() - off);
-            self.buf
-                .write_bytes(self.base + self.pos, &bytes[off..off + n])?;
-            off += n;
-            self.advance(n);
-        }
-        let pad = (DS - self.written % DS) % DS;
-        for _ in 0..pad {
-            self.buf.write_u8(self.base + self.pos, 0)?;
-            self.advance(1);
-        }
-        Ok(())
+        self.append(bytes)?;
+        self.pad()
     }
 
-    #[inline]
-    fn advance(&mut self, n: usize) {
-        self.pos += n;
-        self.written += n;
-        if self.pos >= self.size {
-            self.pos -= self.size;
-        }
+    /// Appends an inline data segment: its 4-byte header, then `data`, padded to 16 bytes.
+    pub fn put_inline(&mut self, data: &[u8]) -> Result<()> {
+        self.append(&Be32::new(INLINE_SEG | data.len() as u32).to_bytes())?;
+        self.append(data)?;
+        self.pad()
     }
 
-    /// Bytes written so far (a multiple of 16 after complete segments).
-    #[inline]
-    pub fn written(&self) -> usize {
-        self.written
+    /// Stores the last, partly filled WQEBB; returns the WQEBBs the WQE took.
+    #[inline(always)]
+    pub fn finish(&mut self) -> Result<usize> {
+        if self.fill > 0 {
+            self.flush()?;
+        }
+        Ok(self.stored)
     }
 }

@@ -219,6 +219,63 @@ impl DmaBuf {
         Ok(())
     }
 
+    /// Stores one whole 64-byte WQEBB, given as eight native words, at an 8-aligned `offset`
+    /// (the WQE fast path: one bounds check, eight 64-bit stores).
+    #[inline]
+    pub fn write_wqebb(&self, offset: usize, bb: &[u64; 8]) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 64, 8)?;
+        for (i, &w) in bb.iter().enumerate() {
+            // SAFETY: the 64 bytes at `p` are in bounds and 8-aligned (checked), so word `i < 8`
+            // is too; valid memory per the platform contract; atomic stores.
+            unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
+                .store(w, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Loads one whole 64-byte WQEBB at an 8-aligned `offset` as eight native words (one
+    /// bounds check).
+    #[inline]
+    pub fn read_wqebb(&self, offset: usize) -> Result<[u64; 8], OutOfBounds> {
+        let p = self.check(offset, 64, 8)?;
+        let mut out = [0u64; 8];
+        for (i, w) in out.iter_mut().enumerate() {
+            // SAFETY: as in `write_wqebb`; atomic loads.
+            *w = unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
+                .load(Ordering::Relaxed);
+        }
+        Ok(out)
+    }
+
+    /// Loads `N` bytes (a multiple of 8) at an 8-aligned `offset` with one bounds check, as
+    /// relaxed 64-bit loads (e.g. the CQE dwords polling needs, after an acquire of the owner
+    /// byte).
+    #[inline]
+    pub fn read_words<const N: usize>(&self, offset: usize) -> Result<[u8; N], OutOfBounds> {
+        let p = self.check(offset, N, 8)?;
+        let mut out = [0u8; N];
+        for (i, c) in out.chunks_exact_mut(8).enumerate() {
+            // SAFETY: the `N` bytes at `p` are in bounds and 8-aligned (checked), and word `i`
+            // lies inside them (`chunks_exact` yields only whole words); valid memory per the
+            // platform contract; atomic loads.
+            let w = unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
+                .load(Ordering::Relaxed);
+            c.copy_from_slice(&w.to_ne_bytes());
+        }
+        Ok(out)
+    }
+
+    /// Loads the 8 bytes at an 8-aligned `offset` with acquire ordering (a CQE's last word with
+    /// its owner byte): later loads see what the device wrote before it.
+    #[inline]
+    pub fn read_u64_acquire(&self, offset: usize) -> Result<[u8; 8], OutOfBounds> {
+        let p = self.check(offset, 8, 8)?;
+        // SAFETY: as in `write_u64_raw`.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast()) }
+            .load(Ordering::Acquire)
+            .to_ne_bytes())
+    }
+
     /// Copies `src` into the buffer at `offset`.
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset, src.len(), 1)?;

@@ -99,6 +99,22 @@ impl SharedDma {
         }
     }
 
+    /// Loads word `i` relaxed (a word an earlier acquire already orders); 0 when out of range.
+    #[inline]
+    pub fn load_relaxed(&self, i: usize) -> u64 {
+        self.word(i).map_or(0, |w| w.load(Ordering::Relaxed))
+    }
+
+    /// Stores words `i` and `i + 1` relaxed, with one bounds check (a later release store or
+    /// barrier orders them); ignored when out of range.
+    #[inline]
+    pub fn store_pair_relaxed(&self, i: usize, a: u64, b: u64) {
+        if let (Some(x), Some(y)) = (self.word(i), self.word(i.wrapping_add(1))) {
+            x.store(a, Ordering::Relaxed);
+            y.store(b, Ordering::Relaxed);
+        }
+    }
+
     /// Compare-and-swap of word `i`; `false` when out of range or when it held something else.
     #[inline]
     pub fn compare_exchange(&self, i: usize, current: u64, new: u64) -> bool {

@@ -7,16 +7,14 @@
 
 use mlx5_ifc::{regs, Be32, Be64};
 
-use super::create::Qp;
+use super::create::{Qp, QpRing};
 use super::modify::QpState;
 use super::sizing::{QpType, SendOps};
 use crate::cq_poll::{rq_table, sq_desc, sq_table, WcOpcode};
 use crate::error::{Error, Result};
 use crate::io::barrier;
 use crate::platform::Platform;
-use crate::wqe::{
-    self, flags, opcode, SqWriter, UdAddr, DS, INLINE_SEG, INVALID_LKEY, MAX_DS, WQEBB,
-};
+use crate::wqe::{self, flags, opcode, UdAddr, WqeBuilder, DS, INVALID_LKEY, MAX_DS, WQEBB};
 
 /// A scatter/gather element: `length` bytes at `addr` in the memory of key `lkey`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -159,6 +157,17 @@ pub struct RecvWr<'a> {
 /// Work requests of one list whose sizes the check pass keeps for the write pass.
 const MEASURED: usize = 32;
 
+/// DS, WQEBBs and bytes of a measured request in one word (DS ≤ 63, WQEBBs ≤ 16).
+#[inline]
+fn pack((ds, nbb, bytes): (u8, u32, u32)) -> u64 {
+    u64::from(ds) | u64::from(nbb) << 8 | u64::from(bytes) << 32
+}
+
+#[inline]
+fn unpack(m: u64) -> (u8, u32, u32) {
+    (m as u8, (m >> 8) as u8 as u32, (m >> 32) as u32)
+}
+
 /// A post refused before anything was written.
 fn refuse(
     op: &'static str,
@@ -177,8 +186,79 @@ fn refuse(
 }
 
 impl<P: Platform> Qp<'_, P> {
-    /// DS units and WQEBBs of a send work request; checks it against the QP.
+    /// DS units, WQEBBs and bytes of a send work request; checks it against the QP.
+    #[inline(always)]
     fn measure(&self, wr: &SendWr<'_>) -> Result<(u8, u32, u32)> {
+        match self.fits(wr) {
+            Some(m) => Ok(unpack(m)),
+            None => self.refusal(wr),
+        }
+    }
+
+    /// The checks of [`Self::refusal`] without the error (returned in registers): the packed
+    /// sizes of a request the QP takes, `None` for one it refuses.
+    #[inline(always)]
+    fn fits(&self, wr: &SendWr<'_>) -> Option<u64> {
+        let (_, op_set, _, _) = wr.op.parts();
+        if !self.ops.contains(op_set) {
+            return None;
+        }
+        let atomic = matches!(wr.op, SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. });
+        let mut ds = 1usize;
+        match wr.op {
+            SendOp::Write { .. } | SendOp::WriteImm { .. } | SendOp::Read { .. } => ds += 1,
+            SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
+            _ => {}
+        }
+        if self.qp_type == QpType::Ud {
+            wr.ud.as_ref()?;
+            ds += 3;
+        }
+        let bytes: u64 = match wr.payload {
+            Payload::Sges(sg) => {
+                if sg.len() as u64 > u64::from(self.cap.max_send_sge)
+                    || (atomic && (sg.len() != 1 || sg[0].length != 8))
+                {
+                    return None;
+                }
+                let mut bytes = 0u64;
+                for s in sg {
+                    ds += usize::from(s.length > 0);
+                    bytes += u64::from(s.length);
+                }
+                bytes
+            }
+            Payload::Inline(data) => {
+                if data.len() as u64 > u64::from(self.cap.max_inline_data)
+                    || atomic
+                    || matches!(wr.op, SendOp::Read { .. })
+                {
+                    return None;
+                }
+                ds += (4 + data.len()).div_ceil(DS);
+                data.len() as u64
+            }
+        };
+        if let SendOp::CmpSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. } = wr.op {
+            if remote_addr % 8 != 0 {
+                return None;
+            }
+        }
+        if ds > MAX_DS || ds * DS > self.layout.sq_wqe_bytes as usize || bytes > self.max_msg {
+            return None;
+        }
+        Some(pack((
+            ds as u8,
+            (ds * DS).div_ceil(WQEBB) as u32,
+            bytes as u32,
+        )))
+    }
+
+    /// Why the QP refuses a send work request (the slow path of [`Self::measure`]; also the
+    /// sizes, should it take it after all).
+    #[cold]
+    #[inline(never)]
+    fn refusal(&self, wr: &SendWr<'_>) -> Result<(u8, u32, u32)> {
         let (_, op_set, _, _) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return Err(refuse(
@@ -229,8 +309,12 @@ impl<P: Platform> Qp<'_, P> {
                         "atomics return 8 bytes into exactly one 8-byte SGE",
                     ));
                 }
-                ds += sg.iter().filter(|s| s.length > 0).count();
-                sg.iter().map(|s| u64::from(s.length)).sum()
+                let mut bytes = 0u64;
+                for s in sg {
+                    ds += usize::from(s.length > 0);
+                    bytes += u64::from(s.length);
+                }
+                bytes
             }
             Payload::Inline(data) => {
                 if data.len() as u64 > u64::from(self.cap.max_inline_data) {
@@ -312,121 +396,140 @@ impl<P: Platform> Qp<'_, P> {
             ));
         };
         let tail = ring.sq.load(sq_table::TAIL);
-        // Check every request first (nothing is posted if one is refused); keep the sizes of the
-        // first ones so the write pass does not measure them again.
-        let mut sizes = [(0u8, 0u32, 0u32); MEASURED];
-        let mut need = 0u64;
-        for (i, wr) in wrs.iter().enumerate() {
-            let m = self.measure(wr)?;
-            if let Some(s) = sizes.get_mut(i) {
-                *s = m;
-            }
-            need += u64::from(m.1);
-        }
         let used = self.cur_post.wrapping_sub(tail);
-        if used + need > u64::from(bbs) {
-            return Err(Error::QueueFull {
+        let full = |need: u64| {
+            (used + need > u64::from(bbs)).then_some(Error::QueueFull {
                 qpn: self.qpn,
                 queue: "send queue",
                 outstanding: used,
                 limit: u64::from(bbs),
-            });
+            })
+        };
+        // One request (the latency case): no table of sizes.
+        if let [wr] = wrs {
+            let m = self.measure(wr)?;
+            if let Some(e) = full(u64::from(m.1)) {
+                return Err(e);
+            }
+            let first = self.write_wqe(ring, self.cur_post, wr, m)?;
+            self.cur_post += u64::from(m.1);
+            ring.sq.store(sq_table::HEAD, self.cur_post);
+            let inline = matches!(wr.payload, Payload::Inline(_));
+            return self.ring_send_doorbell(first, inline, m.1);
         }
-        let sq_base = self.layout.rq_bytes() as usize;
-        let sq_size = self.layout.sq_bytes() as usize;
-        let mut first = [0u8; 8];
+        // Check every request first (nothing is posted if one is refused); keep the sizes of the
+        // first ones so the write pass does not measure them again.
+        let mut sizes = [0u64; MEASURED];
+        let mut need = 0u64;
+        for (i, wr) in wrs.iter().enumerate() {
+            let m = match self.fits(wr) {
+                Some(m) => m,
+                None => pack(self.refusal(wr)?),
+            };
+            if let Some(s) = sizes.get_mut(i) {
+                *s = m;
+            }
+            need += (m >> 8) & 0xff;
+        }
+        if let Some(e) = full(need) {
+            return Err(e);
+        }
+        let mut first = 0u64;
         let mut last_nbb = 0;
         for (i, wr) in wrs.iter().enumerate() {
-            let (ds, nbb, bytes) = match sizes.get(i) {
-                Some(&m) => m,
+            let m = match sizes.get(i) {
+                Some(&m) => unpack(m),
                 None => self.measure(wr)?,
             };
-            let (op, _, wc_op, imm) = wr.op.parts();
-            let idx = (self.cur_post as u32) & (bbs - 1);
-            let mut fl = 0;
-            if wr.signaled || self.sq_sig_all {
-                fl |= flags::CQ_UPDATE;
-            }
-            if wr.fence {
-                fl |= flags::FENCE;
-            }
-            if wr.solicited {
-                fl |= flags::SOLICITED;
-            }
-            let c = wqe::ctrl(op, self.cur_post as u16, self.qpn, ds, fl, imm);
-            first.copy_from_slice(&c[..8]);
-            let mut w = SqWriter::new(ring.buf.buf(), sq_base, sq_size, idx as usize * WQEBB);
-            w.put(&c)?;
-            if let Some(ud) = &wr.ud {
-                let dg = wqe::datagram(ud);
-                w.put_bytes(&dg)?;
-            }
-            match wr.op {
-                SendOp::Write { remote_addr, rkey }
-                | SendOp::WriteImm {
-                    remote_addr, rkey, ..
-                }
-                | SendOp::Read { remote_addr, rkey } => {
-                    w.put(&wqe::raddr(remote_addr, rkey))?;
-                }
-                SendOp::CmpSwap {
-                    remote_addr,
-                    rkey,
-                    compare,
-                    swap,
-                } => {
-                    w.put(&wqe::raddr(remote_addr, rkey))?;
-                    w.put(&wqe::atomic(swap, compare))?;
-                }
-                SendOp::FetchAdd {
-                    remote_addr,
-                    rkey,
-                    add,
-                } => {
-                    w.put(&wqe::raddr(remote_addr, rkey))?;
-                    w.put(&wqe::atomic(add, 0))?;
-                }
-                SendOp::Send | SendOp::SendImm(_) => {}
-            }
-            match wr.payload {
-                Payload::Sges(sg) => {
-                    for s in sg.iter().filter(|s| s.length > 0) {
-                        w.put(&wqe::data(s.length, s.lkey, s.addr))?;
-                    }
-                }
-                Payload::Inline(data) => {
-                    let mut head = [0u8; 4];
-                    head.copy_from_slice(&Be32::new(INLINE_SEG | data.len() as u32).to_bytes());
-                    let mut seg = [0u8; 16];
-                    let n = data.len().min(12);
-                    seg[..4].copy_from_slice(&head);
-                    seg[4..4 + n].copy_from_slice(&data[..n]);
-                    w.put(&seg)?;
-                    if data.len() > n {
-                        w.put_bytes(&data[n..])?;
-                    }
-                }
-            }
-            ring.sq.store(sq_table::WRID + idx as usize, wr.wr_id);
-            ring.sq.store(
-                sq_table::WRID + bbs as usize + idx as usize,
-                sq_desc(nbb, wc_op, bytes),
-            );
-            self.cur_post += u64::from(nbb);
-            last_nbb = nbb;
+            first = self.write_wqe(ring, self.cur_post, wr, m)?;
+            self.cur_post += u64::from(m.1);
+            last_nbb = m.1;
         }
         if wrs.is_empty() {
             return Ok(());
         }
         ring.sq.store(sq_table::HEAD, self.cur_post);
-        let inline = wrs.len() == 1 && matches!(wrs[0].payload, Payload::Inline(_));
-        self.ring_send_doorbell(&first, inline, last_nbb)
+        self.ring_send_doorbell(first, false, last_nbb)
+    }
+
+    /// Writes the WQE of a measured request at `cur_post` and its work-request table words;
+    /// returns the first 8 bytes of its control segment (for the doorbell).
+    #[inline(always)]
+    fn write_wqe(
+        &self,
+        ring: &QpRing,
+        cur_post: u64,
+        wr: &SendWr<'_>,
+        (ds, nbb, bytes): (u8, u32, u32),
+    ) -> Result<u64> {
+        let sq_base = self.layout.rq_bytes() as usize;
+        let mask = self.layout.sq_wqebb_cnt as usize - 1;
+        let (op, _, wc_op, imm) = wr.op.parts();
+        let idx = cur_post as usize & mask;
+        let mut fl = 0;
+        if wr.signaled || self.sq_sig_all {
+            fl |= flags::CQ_UPDATE;
+        }
+        if wr.fence {
+            fl |= flags::FENCE;
+        }
+        if wr.solicited {
+            fl |= flags::SOLICITED;
+        }
+        let c = wqe::ctrl_words(op, cur_post as u16, self.qpn, ds, fl, imm);
+        let mut w = WqeBuilder::new(ring.buf.buf(), sq_base, mask, idx);
+        w.put(c)?;
+        if let Some(ud) = &wr.ud {
+            let dg = wqe::datagram(ud);
+            w.put_bytes(&dg)?;
+        }
+        match wr.op {
+            SendOp::Write { remote_addr, rkey }
+            | SendOp::WriteImm {
+                remote_addr, rkey, ..
+            }
+            | SendOp::Read { remote_addr, rkey } => {
+                w.put(wqe::raddr_words(remote_addr, rkey))?;
+            }
+            SendOp::CmpSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                w.put(wqe::raddr_words(remote_addr, rkey))?;
+                w.put(wqe::atomic_words(swap, compare))?;
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                w.put(wqe::raddr_words(remote_addr, rkey))?;
+                w.put(wqe::atomic_words(add, 0))?;
+            }
+            SendOp::Send | SendOp::SendImm(_) => {}
+        }
+        match wr.payload {
+            Payload::Sges(sg) => {
+                for s in sg.iter().filter(|s| s.length > 0) {
+                    w.put(wqe::data_words(s.length, s.lkey, s.addr))?;
+                }
+            }
+            Payload::Inline(data) => w.put_inline(data)?,
+        }
+        w.finish()?;
+        // Ordered before the CQ reads them by the caller's release store of HEAD.
+        ring.sq
+            .store_pair_relaxed(sq_table::wrid(idx), wr.wr_id, sq_desc(nbb, wc_op, bytes));
+        Ok(c[0])
     }
 
     /// DBR word 1, then the UAR doorbell: BlueFlame for a single small inline WQE (the latency
     /// case: the device takes the WQE from the doorbell write instead of fetching it), else the
     /// 8-byte doorbell.
-    fn ring_send_doorbell(&mut self, first: &[u8; 8], single_inline: bool, nbb: u32) -> Result<()> {
+    #[inline]
+    fn ring_send_doorbell(&mut self, first: u64, single_inline: bool, nbb: u32) -> Result<()> {
         let Some(ring) = self.ring.as_ref() else {
             return Ok(());
         };
@@ -440,16 +543,18 @@ impl<P: Platform> Qp<'_, P> {
         let bf = self.bf_half > 0 && single_inline && nbb as usize * WQEBB <= self.bf_half as usize;
         if bf {
             // BlueFlame: the whole WQE through the register, 8 bytes at a time.
-            let bbs = self.layout.sq_wqebb_cnt;
-            let start = (self.cur_post - u64::from(nbb)) as u32 & (bbs - 1);
+            let mask = self.layout.sq_wqebb_cnt as usize - 1;
+            let start = (self.cur_post - u64::from(nbb)) as usize;
             let sq_base = self.layout.rq_bytes() as usize;
-            for q in 0..(nbb as usize * WQEBB / 8) {
-                let off = (start as usize * WQEBB + q * 8) % self.layout.sq_bytes() as usize;
-                let v = ring.buf.buf().read_be64(sq_base + off)?;
-                p.bar_write64(reg + (q * 8) as u64, v);
+            for q in 0..nbb as usize {
+                let at = sq_base + (start.wrapping_add(q) & mask) * WQEBB;
+                let bb = ring.buf.buf().read_wqebb(at)?;
+                for (k, &w) in bb.iter().enumerate() {
+                    p.bar_write64(reg + (q * WQEBB + k * 8) as u64, Be64::from_ne_raw(w));
+                }
             }
         } else {
-            p.bar_write64(reg, Be64::from_bytes(*first));
+            p.bar_write64(reg, Be64::from_ne_raw(first));
         }
         barrier::mmio_wmb();
         self.bf_offset ^= self.bf_half;
