@@ -278,32 +278,43 @@ impl<P: Platform> Cq<'_, P> {
         let log = ceil_log2(u64::from(size));
         let mut n = 0;
         let mut err = None;
-        // The queue the last CQE named (completions tend to come in runs of one QP).
+        // The queue the last CQE named (completions tend to come in runs of one QP), and the
+        // send-queue run being retired (its TAIL is stored once per run, not per CQE).
         let mut hint = 0;
-        while n < wc.len() {
-            let ci = s.ci;
-            let at = (ci & (size - 1)) as usize * CQE_BYTES;
-            // The last 8 bytes (QPN, WQE counter, op_own) with acquire: the rest is read after.
-            let hi = buf.read_u64_acquire(at + CQE_HI)?;
-            let op_own = hi[CQE_OP_OWN - CQE_HI];
-            let opcode = op_own >> 4;
-            if opcode == 0xf || (op_own & 1) != ((ci >> log) & 1) as u8 {
-                break;
-            }
-            barrier::dma_rmb();
-            let lo = buf.read_words::<{ CQE_HI - CQE_LO }>(at + CQE_LO)?;
-            s.ci = ci.wrapping_add(1);
-            match decode(&s, &Cqe { lo, hi }, &mut hint) {
-                Ok(c) => {
-                    wc[n] = c;
-                    n += 1;
-                }
-                Err(e) => {
-                    err = Some(e);
+        let mut run = SqRun::NONE;
+        let mut read = || -> Result<usize> {
+            while n < wc.len() {
+                let ci = s.ci;
+                let at = (ci & (size - 1)) as usize * CQE_BYTES;
+                // The last 8 bytes (QPN, WQE counter, op_own) with acquire: the rest after.
+                let hi = buf.read_u64_acquire(at + CQE_HI)?;
+                let op_own = hi[CQE_OP_OWN - CQE_HI];
+                let opcode = op_own >> 4;
+                if opcode == 0xf || (op_own & 1) != ((ci >> log) & 1) as u8 {
                     break;
                 }
+                barrier::dma_rmb();
+                let lo = buf.read_words::<{ CQE_HI - CQE_LO }>(at + CQE_LO)?;
+                // The CQE a few entries on: its line is on its way while these are decoded.
+                buf.prefetch((ci.wrapping_add(PREFETCH_CQES) & (size - 1)) as usize * CQE_BYTES);
+                s.ci = ci.wrapping_add(1);
+                match decode(&s, &Cqe { lo, hi }, &mut hint, &mut run) {
+                    Ok(c) => {
+                        wc[n] = c;
+                        n += 1;
+                    }
+                    Err(e) => {
+                        err = Some(e);
+                        break;
+                    }
+                }
             }
-        }
+            Ok(n)
+        };
+        let read = read();
+        // Retire the last run before anyone can look at the table again.
+        run.flush(&s);
+        read?;
         if n > 0 || err.is_some() {
             barrier::dma_wmb();
             dbr.write_be32(0, Be32::new(s.ci & 0xff_ffff))?;
@@ -383,10 +394,50 @@ impl Cqe {
     }
 }
 
+/// CQEs ahead of the one being decoded whose line is prefetched.
+const PREFETCH_CQES: u32 = 8;
+/// Work-request table words (one line holds four WQEBBs' pairs) prefetched ahead of the next
+/// expected WQEBB.
+const PREFETCH_BBS: u64 = 16;
+
+/// The send queue whose completions are being retired in this poll call: its TAIL as retired
+/// so far and the HEAD last loaded. TAIL is stored when the run ends (another queue, the end of
+/// the call or an error), so a poster sees every completion once `poll` returns; until then it
+/// only sees less room, never more.
+struct SqRun {
+    /// Index in the CQ's queue list; `usize::MAX` for none.
+    q: usize,
+    tail: u64,
+    head: u64,
+    /// Whether `tail` moved since it was loaded.
+    dirty: bool,
+}
+
+impl SqRun {
+    const NONE: Self = Self {
+        q: usize::MAX,
+        tail: 0,
+        head: 0,
+        dirty: false,
+    };
+
+    /// Stores the run's TAIL (if it moved) and ends it.
+    #[inline(always)]
+    fn flush(&mut self, s: &CqShared) {
+        if self.dirty {
+            if let Some((t, _)) = s.queues.get(self.q).and_then(|e| e.sq.as_ref()) {
+                t.store(sq_table::TAIL, self.tail);
+            }
+        }
+        *self = Self::NONE;
+    }
+}
+
 /// Turns one CQE into a work completion, retiring the work requests it completes. `hint` is
-/// the index in the CQ's queue list of the last queue found; updated.
+/// the index in the CQ's queue list of the last queue found; updated. `run` is the send queue
+/// being retired ([`SqRun`]); updated.
 #[inline(always)]
-fn decode(s: &CqShared, c: &Cqe, hint: &mut usize) -> Result<Wc> {
+fn decode(s: &CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun) -> Result<Wc> {
     let opcode = c.u8(63) >> 4;
     let qpn = c.be32(56) & 0xff_ffff;
     let wqe_counter = u16::from_be_bytes([c.u8(60), c.u8(61)]);
@@ -429,15 +480,27 @@ fn decode(s: &CqShared, c: &Cqe, hint: &mut usize) -> Result<Wc> {
                 0,
             )
         })?;
-        let tail = t.load(sq_table::TAIL);
-        let head = t.load(sq_table::HEAD);
+        if run.q != *hint {
+            run.flush(s);
+            *run = SqRun {
+                q: *hint,
+                tail: t.load(sq_table::TAIL),
+                head: t.load(sq_table::HEAD),
+                dirty: false,
+            };
+        }
+        let tail = run.tail;
         let delta = u64::from(wqe_counter.wrapping_sub(tail as u16));
-        if delta >= head.wrapping_sub(tail) {
-            return Err(bad(
-                "CQE wqe_counter (not an outstanding send WQE)",
-                u64::from(wqe_counter),
-                head & 0xffff,
-            ));
+        if delta >= run.head.wrapping_sub(tail) {
+            // Posted since HEAD was loaded? Load it again before calling the CQE bad.
+            run.head = t.load(sq_table::HEAD);
+            if delta >= run.head.wrapping_sub(tail) {
+                return Err(bad(
+                    "CQE wqe_counter (not an outstanding send WQE)",
+                    u64::from(wqe_counter),
+                    run.head & 0xffff,
+                ));
+            }
         }
         let idx = (u32::from(wqe_counter) & (bbs - 1)) as usize;
         // Written before HEAD (release), which was loaded with acquire above.
@@ -448,7 +511,12 @@ fn decode(s: &CqShared, c: &Cqe, hint: &mut usize) -> Result<Wc> {
         if wc.opcode == WcOpcode::Send || wc.opcode == WcOpcode::RdmaWrite {
             wc.byte_len = (desc >> 32) as u32;
         }
-        t.store(sq_table::TAIL, tail + delta + nbb);
+        run.tail = tail + delta + nbb;
+        run.dirty = true;
+        // The table line of the WQEBBs a few completions on.
+        t.prefetch(sq_table::wrid(
+            (run.tail.wrapping_add(PREFETCH_BBS) & u64::from(bbs - 1)) as usize,
+        ));
         return Ok(wc);
     }
     wc.opcode = if opcode == 0x1 {

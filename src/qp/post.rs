@@ -157,15 +157,34 @@ pub struct RecvWr<'a> {
 /// Work requests of one list whose sizes the check pass keeps for the write pass.
 const MEASURED: usize = 32;
 
-/// DS, WQEBBs and bytes of a measured request in one word (DS ≤ 63, WQEBBs ≤ 16).
-#[inline]
-fn pack((ds, nbb, bytes): (u8, u32, u32)) -> u64 {
-    u64::from(ds) | u64::from(nbb) << 8 | u64::from(bytes) << 32
+/// A measured request in one word, its opcode decoded once for the check and the write: DS
+/// (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24), the table
+/// descriptor's opcode code (24..32) and bytes (32..64).
+#[inline(always)]
+fn pack((ds, nbb, bytes): (u8, u32, u32), op: u8, wc_op: WcOpcode) -> u64 {
+    let code = (sq_desc(0, wc_op, 0) >> 8) & 0xff;
+    u64::from(ds) | u64::from(nbb) << 8 | u64::from(op) << 16 | code << 24 | u64::from(bytes) << 32
 }
 
-#[inline]
-fn unpack(m: u64) -> (u8, u32, u32) {
-    (m as u8, (m >> 8) as u8 as u32, (m >> 32) as u32)
+/// WQEBBs of a packed request.
+#[inline(always)]
+fn nbb_of(m: u64) -> u32 {
+    (m >> 8) as u8 as u32
+}
+
+/// The work-request table descriptor of a packed request (the layout of [`sq_desc`]).
+#[inline(always)]
+fn desc_of(m: u64) -> u64 {
+    (m >> 8) & 0xff | (m >> 16) & 0xff00 | m & !0xffff_ffff
+}
+
+/// Where the send queue lies in the QP's ring buffer (computed once per `post_send`).
+#[derive(Clone, Copy)]
+struct SqPlace {
+    /// Byte offset of WQEBB 0 (after the RQ).
+    base: usize,
+    /// WQEBBs − 1.
+    mask: usize,
 }
 
 /// A post refused before anything was written.
@@ -188,9 +207,9 @@ fn refuse(
 impl<P: Platform> Qp<'_, P> {
     /// DS units, WQEBBs and bytes of a send work request; checks it against the QP.
     #[inline(always)]
-    fn measure(&self, wr: &SendWr<'_>) -> Result<(u8, u32, u32)> {
+    fn measure(&self, wr: &SendWr<'_>) -> Result<u64> {
         match self.fits(wr) {
-            Some(m) => Ok(unpack(m)),
+            Some(m) => Ok(m),
             None => self.refusal(wr),
         }
     }
@@ -199,7 +218,7 @@ impl<P: Platform> Qp<'_, P> {
     /// sizes of a request the QP takes, `None` for one it refuses.
     #[inline(always)]
     fn fits(&self, wr: &SendWr<'_>) -> Option<u64> {
-        let (_, op_set, _, _) = wr.op.parts();
+        let (op, op_set, wc_op, _) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return None;
         }
@@ -247,19 +266,19 @@ impl<P: Platform> Qp<'_, P> {
         if ds > MAX_DS || ds * DS > self.layout.sq_wqe_bytes as usize || bytes > self.max_msg {
             return None;
         }
-        Some(pack((
-            ds as u8,
-            (ds * DS).div_ceil(WQEBB) as u32,
-            bytes as u32,
-        )))
+        Some(pack(
+            (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
+            op,
+            wc_op,
+        ))
     }
 
     /// Why the QP refuses a send work request (the slow path of [`Self::measure`]; also the
     /// sizes, should it take it after all).
     #[cold]
     #[inline(never)]
-    fn refusal(&self, wr: &SendWr<'_>) -> Result<(u8, u32, u32)> {
-        let (_, op_set, _, _) = wr.op.parts();
+    fn refusal(&self, wr: &SendWr<'_>) -> Result<u64> {
+        let (op, op_set, wc_op, _) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return Err(refuse(
                 "post_send",
@@ -372,7 +391,11 @@ impl<P: Platform> Qp<'_, P> {
                 "log_max_msg",
             ));
         }
-        Ok((ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32))
+        Ok(pack(
+            (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
+            op,
+            wc_op,
+        ))
     }
 
     /// Posts a list of send work requests (`ibv_post_send`) and rings one doorbell. Every
@@ -395,6 +418,11 @@ impl<P: Platform> Qp<'_, P> {
                 "the QP has no send queue",
             ));
         };
+        // The send queue's place in the ring buffer, once per call.
+        let sq = SqPlace {
+            base: self.layout.rq_bytes() as usize,
+            mask: bbs as usize - 1,
+        };
         let tail = ring.sq.load(sq_table::TAIL);
         let used = self.cur_post.wrapping_sub(tail);
         let full = |need: u64| {
@@ -408,24 +436,22 @@ impl<P: Platform> Qp<'_, P> {
         // One request (the latency case): no table of sizes.
         if let [wr] = wrs {
             let m = self.measure(wr)?;
-            if let Some(e) = full(u64::from(m.1)) {
+            let nbb = nbb_of(m);
+            if let Some(e) = full(u64::from(nbb)) {
                 return Err(e);
             }
-            let first = self.write_wqe(ring, self.cur_post, wr, m)?;
-            self.cur_post += u64::from(m.1);
+            let first = self.write_wqe(ring, sq, self.cur_post, wr, m)?;
+            self.cur_post += u64::from(nbb);
             ring.sq.store(sq_table::HEAD, self.cur_post);
             let inline = matches!(wr.payload, Payload::Inline(_));
-            return self.ring_send_doorbell(first, inline, m.1);
+            return self.ring_send_doorbell(first, inline, nbb);
         }
         // Check every request first (nothing is posted if one is refused); keep the sizes of the
         // first ones so the write pass does not measure them again.
         let mut sizes = [0u64; MEASURED];
         let mut need = 0u64;
         for (i, wr) in wrs.iter().enumerate() {
-            let m = match self.fits(wr) {
-                Some(m) => m,
-                None => pack(self.refusal(wr)?),
-            };
+            let m = self.measure(wr)?;
             if let Some(s) = sizes.get_mut(i) {
                 *s = m;
             }
@@ -438,12 +464,12 @@ impl<P: Platform> Qp<'_, P> {
         let mut last_nbb = 0;
         for (i, wr) in wrs.iter().enumerate() {
             let m = match sizes.get(i) {
-                Some(&m) => unpack(m),
+                Some(&m) => m,
                 None => self.measure(wr)?,
             };
-            first = self.write_wqe(ring, self.cur_post, wr, m)?;
-            self.cur_post += u64::from(m.1);
-            last_nbb = m.1;
+            first = self.write_wqe(ring, sq, self.cur_post, wr, m)?;
+            last_nbb = nbb_of(m);
+            self.cur_post += u64::from(last_nbb);
         }
         if wrs.is_empty() {
             return Ok(());
@@ -458,14 +484,17 @@ impl<P: Platform> Qp<'_, P> {
     fn write_wqe(
         &self,
         ring: &QpRing,
+        sq: SqPlace,
         cur_post: u64,
         wr: &SendWr<'_>,
-        (ds, nbb, bytes): (u8, u32, u32),
+        m: u64,
     ) -> Result<u64> {
-        let sq_base = self.layout.rq_bytes() as usize;
-        let mask = self.layout.sq_wqebb_cnt as usize - 1;
-        let (op, _, wc_op, imm) = wr.op.parts();
-        let idx = cur_post as usize & mask;
+        let (ds, op) = (m as u8, (m >> 16) as u8);
+        let imm = match wr.op {
+            SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } => imm,
+            _ => 0,
+        };
+        let idx = cur_post as usize & sq.mask;
         let mut fl = 0;
         if wr.signaled || self.sq_sig_all {
             fl |= flags::CQ_UPDATE;
@@ -477,7 +506,7 @@ impl<P: Platform> Qp<'_, P> {
             fl |= flags::SOLICITED;
         }
         let c = wqe::ctrl_words(op, cur_post as u16, self.qpn, ds, fl, imm);
-        let mut w = WqeBuilder::new(ring.buf.buf(), sq_base, mask, idx);
+        let mut w = WqeBuilder::new(ring.buf.buf(), sq.base, sq.mask, idx);
         w.put(c)?;
         if let Some(ud) = &wr.ud {
             let dg = wqe::datagram(ud);
@@ -521,7 +550,7 @@ impl<P: Platform> Qp<'_, P> {
         w.finish()?;
         // Ordered before the CQ reads them by the caller's release store of HEAD.
         ring.sq
-            .store_pair_relaxed(sq_table::wrid(idx), wr.wr_id, sq_desc(nbb, wc_op, bytes));
+            .store_pair_relaxed(sq_table::wrid(idx), wr.wr_id, desc_of(m));
         Ok(c[0])
     }
 
