@@ -252,56 +252,15 @@ fn poll(c: &mut Criterion) {
             ),
         )
         .unwrap();
-    let gid = dev.gid0().unwrap().gid;
-    let mac = dev.vport().mac;
-    let a = QpAttr {
-        qp_state: Some(QpState::Init),
-        port_num: 1,
-        access: Access {
-            remote_write: true,
-            remote_read: true,
-            remote_atomic: true,
+    // Loopback: the QP is connected to itself.
+    let me = qp.endpoint();
+    qp.connect(
+        &me,
+        &mlx5::qp::ConnectOpts {
+            mtu: Mtu::Mtu4096,
+            min_rnr_timer: 1,
+            ..Default::default()
         },
-        ..QpAttr::default()
-    };
-    qp.modify(&a, M::STATE | M::PORT | M::PKEY_INDEX | M::ACCESS_FLAGS)
-        .unwrap();
-    let a = QpAttr {
-        qp_state: Some(QpState::Rtr),
-        ah_attr: AhAttr {
-            dgid: gid,
-            dmac: mac,
-            hop_limit: 64,
-            ..AhAttr::default()
-        },
-        path_mtu: Mtu::Mtu4096,
-        dest_qp_num: qp.qpn(),
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 1,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    let a = QpAttr {
-        qp_state: Some(QpState::Rts),
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
     )
     .unwrap();
     let sge = [Sge {
