@@ -187,6 +187,14 @@ struct SqPlace {
     mask: usize,
 }
 
+/// Data segments (zero-length SGEs are skipped) and bytes of a gather list.
+#[inline]
+fn gather_size(sg: &[Sge]) -> (usize, u64) {
+    sg.iter().fold((0, 0), |(n, b), s| {
+        (n + usize::from(s.length > 0), b + u64::from(s.length))
+    })
+}
+
 /// A post refused before anything was written.
 fn refuse(
     op: &'static str,
@@ -240,11 +248,8 @@ impl<P: Platform> Qp<'_, P> {
                 {
                     return None;
                 }
-                let mut bytes = 0u64;
-                for s in sg {
-                    ds += usize::from(s.length > 0);
-                    bytes += u64::from(s.length);
-                }
+                let (segs, bytes) = gather_size(sg);
+                ds += segs;
                 bytes
             }
             Payload::Inline(data) => {
@@ -328,11 +333,8 @@ impl<P: Platform> Qp<'_, P> {
                         "atomics return 8 bytes into exactly one 8-byte SGE",
                     ));
                 }
-                let mut bytes = 0u64;
-                for s in sg {
-                    ds += usize::from(s.length > 0);
-                    bytes += u64::from(s.length);
-                }
+                let (segs, bytes) = gather_size(sg);
+                ds += segs;
                 bytes
             }
             Payload::Inline(data) => {
