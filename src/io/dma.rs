@@ -1,6 +1,7 @@
 //! [`DmaBuf`]: DMA memory the driver owns, reached only through raw-pointer atomics.
 
 use core::fmt;
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use mlx5_ifc::{Be32, Be64};
@@ -276,6 +277,20 @@ impl DmaBuf {
             .to_ne_bytes())
     }
 
+    /// A view of the buffer's start as a ring of `entries` entries of `STRIDE` bytes (a CQ's
+    /// CQEs), bounds-checked here once: `entries` must be a power of two whose entries fit.
+    /// Its accessors mask the entry index, so no access can leave the buffer.
+    pub fn ring<const STRIDE: usize>(&self, entries: usize) -> Option<DmaRing<'_, STRIDE>> {
+        let fits = entries.is_power_of_two()
+            && STRIDE % 8 == 0
+            && entries.checked_mul(STRIDE)? <= self.region.len;
+        fits.then_some(DmaRing {
+            base: self.region.cpu.as_ptr(),
+            mask: entries - 1,
+            _buf: PhantomData,
+        })
+    }
+
     /// Hints the CPU to bring the cache line holding byte `offset` closer (e.g. the next CQE
     /// while this one is decoded); nothing when `offset` is outside the buffer. Never faults
     /// and changes no memory.
@@ -330,5 +345,128 @@ impl DmaBuf {
             self.write_u8(off, 0)?;
         }
         Ok(())
+    }
+}
+
+/// A [`DmaBuf`]'s start seen as a ring of fixed-size entries ([`DmaBuf::ring`]): entry indices
+/// are masked, and offsets inside an entry are constants checked at compile time, so accesses
+/// need no run-time bounds check.
+#[derive(Debug, Clone, Copy)]
+pub struct DmaRing<'a, const STRIDE: usize> {
+    /// The buffer's first byte (copied so that a loop keeps it in a register).
+    base: *mut u8,
+    mask: usize,
+    _buf: PhantomData<&'a DmaBuf>,
+}
+
+impl<const STRIDE: usize> DmaRing<'_, STRIDE> {
+    /// Entries in the ring.
+    pub fn entries(&self) -> usize {
+        self.mask + 1
+    }
+
+    /// Entries `i & mask` onwards up to the end of the ring, at most `max` of them: a stretch
+    /// that does not wrap, walked with plain indices (a CQ's owner bit is the same along it).
+    #[inline(always)]
+    pub fn segment(&self, i: usize, max: usize) -> DmaSegment<'_, STRIDE> {
+        let first = i & self.mask;
+        DmaSegment {
+            base: self.base.wrapping_add(first * STRIDE),
+            len: (self.mask + 1 - first).min(max),
+            _ring: PhantomData,
+        }
+    }
+
+    /// Address of byte `OFF` of entry `i & mask`.
+    #[inline(always)]
+    fn at<const OFF: usize>(&self, i: usize) -> *mut u8 {
+        self.base.wrapping_add((i & self.mask) * STRIDE + OFF)
+    }
+
+    /// Hints the CPU to bring entry `i & mask` closer (never faults, changes no memory).
+    #[inline(always)]
+    pub fn prefetch(&self, i: usize) {
+        super::prefetch(self.at::<0>(i));
+    }
+
+    /// Loads the 8 bytes at offset `OFF` (8-aligned, inside an entry) of entry `i & mask` with
+    /// acquire ordering: later loads see what the device wrote before them (a CQE's owner word).
+    #[inline(always)]
+    pub fn load_u64_acquire<const OFF: usize>(&self, i: usize) -> [u8; 8] {
+        const { assert!(OFF % 8 == 0 && OFF + 8 <= STRIDE) };
+        // SAFETY: `(i & mask) < entries` and `entries * STRIDE <= len` (checked by `ring`;
+        // the buffer stays allocated while the ring borrows it),
+        // `OFF + 8 <= STRIDE`, so the 8 bytes are inside the buffer; the base is 8-aligned
+        // (checked at allocation) and STRIDE and OFF are multiples of 8; valid memory per the
+        // platform contract; an atomic load.
+        unsafe { AtomicU64::from_ptr(self.at::<OFF>(i).cast()) }
+            .load(Ordering::Acquire)
+            .to_ne_bytes()
+    }
+
+    /// Loads the big-endian 32-bit word at offset `OFF` (4-aligned, inside an entry) of entry
+    /// `i & mask` (relaxed: after an acquire load of the same entry).
+    #[inline(always)]
+    pub fn load_be32<const OFF: usize>(&self, i: usize) -> Be32 {
+        const { assert!(OFF % 4 == 0 && OFF + 4 <= STRIDE) };
+        // SAFETY: as in `load_u64_acquire`, for 4 bytes at a 4-aligned offset.
+        let v = unsafe { AtomicU32::from_ptr(self.at::<OFF>(i).cast()) }.load(Ordering::Relaxed);
+        Be32::from_bytes(v.to_ne_bytes())
+    }
+}
+
+/// A stretch of a [`DmaRing`] that does not wrap ([`DmaRing::segment`]); entries are indexed
+/// from 0 and checked against its length.
+#[derive(Debug, Clone, Copy)]
+pub struct DmaSegment<'a, const STRIDE: usize> {
+    /// Its first entry.
+    base: *mut u8,
+    len: usize,
+    _ring: PhantomData<&'a DmaBuf>,
+}
+
+impl<const STRIDE: usize> DmaSegment<'_, STRIDE> {
+    /// Entries in the stretch.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the stretch is empty.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Address of byte `OFF` of entry `j`, if `j < len`.
+    #[inline(always)]
+    fn at<const OFF: usize>(&self, j: usize) -> Option<*mut u8> {
+        (j < self.len).then(|| self.base.wrapping_add(j * STRIDE + OFF))
+    }
+
+    /// As [`DmaRing::load_u64_acquire`], for entry `j` of the stretch; `None` past its end.
+    #[inline(always)]
+    pub fn load_u64_acquire<const OFF: usize>(&self, j: usize) -> Option<[u8; 8]> {
+        const { assert!(OFF % 8 == 0 && OFF + 8 <= STRIDE) };
+        let p = self.at::<OFF>(j)?;
+        // SAFETY: entry `j < len` of the stretch is entry `first + j` of the ring with
+        // `first + len <= entries` (`segment`), and `entries * STRIDE <= len` of the buffer
+        // (`ring`), borrowed for the stretch's life; `OFF + 8 <= STRIDE`; 8-aligned as in
+        // `DmaRing::load_u64_acquire`; an atomic load.
+        Some(
+            unsafe { AtomicU64::from_ptr(p.cast()) }
+                .load(Ordering::Acquire)
+                .to_ne_bytes(),
+        )
+    }
+
+    /// As [`DmaRing::load_be32`], for entry `j` of the stretch; `None` past its end.
+    #[inline(always)]
+    pub fn load_be32<const OFF: usize>(&self, j: usize) -> Option<Be32> {
+        const { assert!(OFF % 4 == 0 && OFF + 4 <= STRIDE) };
+        let p = self.at::<OFF>(j)?;
+        // SAFETY: as in `load_u64_acquire`, for 4 bytes at a 4-aligned offset.
+        let v = unsafe { AtomicU32::from_ptr(p.cast()) }.load(Ordering::Relaxed);
+        Some(Be32::from_bytes(v.to_ne_bytes()))
     }
 }

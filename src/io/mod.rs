@@ -13,9 +13,9 @@ mod shared;
 #[cfg(feature = "sim")]
 pub mod sim;
 
-pub use dma::{DmaBuf, OutOfBounds};
+pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds};
 pub use mmio::MmioRegion;
-pub use shared::SharedDma;
+pub use shared::{PairRing, SharedDma};
 
 /// A prefetch hint for the cache line at `p` (callers pass only pointers into memory they own,
 /// bounds-checked). A prefetch never faults and changes no memory; a no-op off x86_64.

@@ -5,6 +5,7 @@
 //! memory instead of freeing it — never the other way round — so no handle can outlive it.
 //! The CQs use it to find the work-request ids of the QPs and SRQs that complete on them.
 
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::platform::{DmaRegion, Platform, PlatformError};
@@ -115,6 +116,37 @@ impl SharedDma {
         }
     }
 
+    /// Loads words `i` and `i + 1` relaxed, with one bounds check (words an earlier acquire
+    /// already orders); `None` when out of range.
+    #[inline(always)]
+    pub fn load_pair_relaxed(&self, i: usize) -> Option<(u64, u64)> {
+        if i.checked_add(1)? >= self.words {
+            return None;
+        }
+        let p = self.region.cpu.as_ptr().wrapping_add(HEADER + i * 8);
+        // SAFETY: `i + 1 < words` keeps both words inside the allocation; 8-aligned; valid
+        // while `self` exists; only atomics touch them.
+        let (a, b) = unsafe {
+            (
+                AtomicU64::from_ptr(p.cast()),
+                AtomicU64::from_ptr(p.wrapping_add(8).cast()),
+            )
+        };
+        Some((a.load(Ordering::Relaxed), b.load(Ordering::Relaxed)))
+    }
+
+    /// A view of words `first..first + 2 * entries` as `entries` pairs of words (a send
+    /// queue's wr_id and descriptor per WQEBB), bounds-checked here once: `entries` must be a
+    /// power of two whose pairs fit. Its accessor masks the index.
+    pub fn pairs(&self, first: usize, entries: usize) -> Option<PairRing<'_>> {
+        let end = entries.checked_mul(2)?.checked_add(first)?;
+        (entries.is_power_of_two() && end <= self.words).then_some(PairRing {
+            base: self.region.cpu.as_ptr().wrapping_add(HEADER + first * 8),
+            mask: entries - 1,
+            _table: PhantomData,
+        })
+    }
+
     /// Hints the CPU to bring the cache line of word `i` closer; nothing when out of range.
     #[inline(always)]
     pub fn prefetch(&self, i: usize) {
@@ -130,5 +162,33 @@ impl SharedDma {
             w.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
         })
+    }
+}
+
+/// Pairs of words of a [`SharedDma`] ([`SharedDma::pairs`]), indexed with a mask so that no
+/// access needs a run-time bounds check.
+#[derive(Debug, Clone, Copy)]
+pub struct PairRing<'a> {
+    /// Word `first` of the table (copied so that a loop keeps it in a register).
+    base: *mut u8,
+    mask: usize,
+    _table: PhantomData<&'a SharedDma>,
+}
+
+impl PairRing<'_> {
+    /// Loads pair `i & mask` relaxed (words an earlier acquire already orders).
+    #[inline(always)]
+    pub fn load_relaxed(&self, i: usize) -> (u64, u64) {
+        let p = self.base.wrapping_add(16 * (i & self.mask));
+        // SAFETY: pair `i & mask` is words `first + 2 * (i & mask)` and the next, both below
+        // `first + 2 * entries <= words` (checked by `pairs`), so inside the allocation;
+        // 8-aligned; valid while the table exists (borrowed); only atomics touch them.
+        let (a, b) = unsafe {
+            (
+                AtomicU64::from_ptr(p.cast()),
+                AtomicU64::from_ptr(p.wrapping_add(8).cast()),
+            )
+        };
+        (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed))
     }
 }

@@ -26,6 +26,19 @@ struct Nullable {
     sim: SimPlatform,
     null: std::sync::Arc<AtomicBool>,
     sink: std::sync::Arc<AtomicU64>,
+    /// Every DMA region handed out, in order (the poll bench finds its CQ ring here).
+    allocs: std::sync::Arc<std::sync::Mutex<Vec<DmaRegion>>>,
+}
+
+impl Nullable {
+    fn new(sim: SimDevice) -> Self {
+        Nullable {
+            sim: SimPlatform::new(sim),
+            null: Default::default(),
+            sink: Default::default(),
+            allocs: Default::default(),
+        }
+    }
 }
 
 // SAFETY: every call forwards to `SimPlatform`, which upholds the contract; in null mode the
@@ -46,7 +59,9 @@ unsafe impl Platform for Nullable {
         }
     }
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
-        self.sim.dma_alloc(len, align)
+        let r = self.sim.dma_alloc(len, align)?;
+        self.allocs.lock().unwrap().push(r);
+        Ok(r)
     }
     fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError> {
         self.sim.dma_free(region)
@@ -125,13 +140,8 @@ fn reset(qp: &mut mlx5::qp::Qp<'_, Nullable>, gid: [u8; 16], dest: u32) {
 }
 
 fn post(c: &mut Criterion) {
-    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
-    let null = std::sync::Arc::new(AtomicBool::new(false));
-    let plat = Nullable {
-        sim: SimPlatform::new(sim),
-        null: null.clone(),
-        sink: Default::default(),
-    };
+    let plat = Nullable::new(SimDevice::new(Profile::connectx5(), Mode::Sync));
+    let null = plat.null.clone();
     let dev = Device::open(plat.clone(), DeviceConfig::default()).unwrap();
     let pd = dev.pd().unwrap();
     let cq = dev.create_cq(4096).unwrap();
@@ -225,6 +235,142 @@ fn post(c: &mut Criterion) {
     dev.close().unwrap();
 }
 
+fn blank_wc() -> mlx5::cq_poll::Wc {
+    mlx5::cq_poll::Wc {
+        wr_id: 0,
+        status: mlx5::cq_poll::WcStatus::Success,
+        opcode: mlx5::cq_poll::WcOpcode::Send,
+        byte_len: 0,
+        imm_data: None,
+        qp_num: 0,
+        src_qp: 0,
+        grh: false,
+        vendor_err: 0,
+    }
+}
+
+/// CQEs per poll call in the poll benchmarks.
+const POLL_BATCH: usize = 256;
+
+/// `poll_cq` on the null device: 256 signaled SENDs are posted (the doorbell lands in memory),
+/// then the bench plays the device and writes their 256 requester CQEs into the CQ ring through
+/// the simulator's DMA path, as the PRM lays them out (§4.1: `byte_cnt`, `sop_drop_qpn`,
+/// `wqe_counter`, `op_own` written last). Only the polling is timed, once with the CQE lines
+/// as the writes left them (in this core's caches) and once with them flushed to memory first
+/// (`CLFLUSH`: every CQE read misses, as when a NIC writes them to DRAM).
+fn poll_null(c: &mut Criterion) {
+    let plat = Nullable::new(SimDevice::new(Profile::connectx5(), Mode::Sync));
+    let dev = Device::open(plat.clone(), DeviceConfig::default()).unwrap();
+    let pd = dev.pd().unwrap();
+    let log_cq = 12u32;
+    let before = plat.allocs.lock().unwrap().len();
+    let cq = dev.create_cq((1 << log_cq) - 1).unwrap();
+    let ring = plat.allocs.lock().unwrap()[before..]
+        .iter()
+        .copied()
+        .find(|r| r.len == 64 << log_cq)
+        .expect("the CQ ring's DMA region");
+    let mr = dev.alloc_mr(pd, 4096, mlx5::mr::MrAccess::ALL).unwrap();
+    let mut attr = QpInitAttr::new(
+        QpType::Rc,
+        &cq,
+        &cq,
+        QpCap {
+            max_send_wr: 1024,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+    );
+    attr.send_ops = Some(SendOps::SEND);
+    let mut qp = dev.create_qp(pd, &attr).unwrap();
+    let gid = dev.gid0().unwrap().gid;
+    let qpn = qp.qpn();
+    to_rts(&mut qp, gid, qpn);
+    plat.null.store(true, Ordering::Relaxed);
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 64,
+        lkey: mr.lkey(),
+    }];
+    let batch: Vec<SendWr<'_>> = (0..POLL_BATCH as u64)
+        .map(|i| SendWr::send(i, &sge))
+        .collect();
+    let sim = plat.sim.device().clone();
+    // Device side: CQEs written (producer counter) and WQEs completed (each SEND is 1 WQEBB).
+    let mut pi = 0u32;
+    let mut wqe = 0u16;
+    let mut complete = |n: usize, flush: bool| {
+        for _ in 0..n {
+            let slot = (pi & ((1 << log_cq) - 1)) as usize;
+            let mut img = [0u8; 64];
+            img[44..48].copy_from_slice(&64u32.to_be_bytes());
+            img[56..60].copy_from_slice(&(0x0a << 24 | qpn).to_be_bytes());
+            img[60..62].copy_from_slice(&wqe.to_be_bytes());
+            img[63] = ((pi >> log_cq) & 1) as u8; // opcode REQ (0), owner bit
+            let iova = ring.iova + (slot * 64) as u64;
+            sim.dma_write(iova, &img[..63]).unwrap();
+            sim.dma_write(iova + 63, &img[63..]).unwrap();
+            if flush {
+                evict(ring, slot * 64);
+            }
+            pi = pi.wrapping_add(1);
+            wqe = wqe.wrapping_add(1);
+        }
+    };
+    let mut wc = vec![blank_wc(); POLL_BATCH];
+    let mut g = c.benchmark_group("poll_cq");
+    g.measurement_time(Duration::from_secs(3));
+    for (name, flush) in [
+        (
+            "poll_cq null device: 256 CQEs per call, lines in cache",
+            false,
+        ),
+        (
+            "poll_cq null device: 256 CQEs per call, lines flushed",
+            true,
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    qp.post_send(&batch).unwrap();
+                    complete(POLL_BATCH, flush);
+                    let t = Instant::now();
+                    let mut got = 0;
+                    while got < POLL_BATCH {
+                        got += cq.poll(&mut wc[got..]).unwrap();
+                    }
+                    spent += t.elapsed();
+                    assert_eq!(wc[POLL_BATCH - 1].wr_id, POLL_BATCH as u64 - 1);
+                    assert_eq!(wc[POLL_BATCH - 1].byte_len, 64);
+                }
+                spent
+            })
+        });
+    }
+    g.finish();
+    plat.null.store(false, Ordering::Relaxed);
+    drop(qp);
+    drop(mr);
+    drop(cq);
+    dev.close().unwrap();
+}
+
+/// Writes the cache line at `offset` of `r` back to memory and drops it from every cache.
+fn evict(r: DmaRegion, offset: usize) {
+    assert!(offset < r.len);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `offset < r.len`, so the address is inside the region, which stays mapped while
+    // the device is open; CLFLUSH changes no memory.
+    unsafe {
+        core::arch::x86_64::_mm_clflush(r.cpu.as_ptr().add(offset));
+        core::arch::x86_64::_mm_mfence();
+    }
+}
+
 fn poll(c: &mut Criterion) {
     // Completions made for real by the simulator (RDMA WRITEs in loopback), then polled: only
     // the polling is timed.
@@ -275,40 +421,32 @@ fn poll(c: &mut Criterion) {
         },
         ..SendWr::send(0, &sge)
     };
-    let batch: Vec<SendWr<'_>> = (0..256).map(|i| SendWr { wr_id: i, ..wr }).collect();
-    let mut wc = vec![
-        mlx5::cq_poll::Wc {
-            wr_id: 0,
-            status: mlx5::cq_poll::WcStatus::Success,
-            opcode: mlx5::cq_poll::WcOpcode::Send,
-            byte_len: 0,
-            imm_data: None,
-            qp_num: 0,
-            src_qp: 0,
-            grh: false,
-            vendor_err: 0
-        };
-        256
-    ];
+    let batch: Vec<SendWr<'_>> = (0..POLL_BATCH as u64)
+        .map(|i| SendWr { wr_id: i, ..wr })
+        .collect();
+    let mut wc = vec![blank_wc(); POLL_BATCH];
     let mut g = c.benchmark_group("poll_cq");
     g.measurement_time(Duration::from_secs(3));
-    g.bench_function("poll_cq: 256 CQEs per call (time per call)", |b| {
-        b.iter_custom(|iters| {
-            let mut spent = Duration::ZERO;
-            for _ in 0..iters {
-                qp.post_send(&batch).unwrap();
-                let t = Instant::now();
-                let mut got = 0;
-                while got < 256 {
-                    got += cq.poll(&mut wc[got..]).unwrap();
+    g.bench_function(
+        "poll_cq fabric: 256 CQEs per call, written by the simulated loopback",
+        |b| {
+            b.iter_custom(|iters| {
+                let mut spent = Duration::ZERO;
+                for _ in 0..iters {
+                    qp.post_send(&batch).unwrap();
+                    let t = Instant::now();
+                    let mut got = 0;
+                    while got < POLL_BATCH {
+                        got += cq.poll(&mut wc[got..]).unwrap();
+                    }
+                    spent += t.elapsed();
                 }
-                spent += t.elapsed();
-            }
-            spent
-        })
-    });
+                spent
+            })
+        },
+    );
     g.finish();
 }
 
-criterion_group!(benches, post, poll);
+criterion_group!(benches, post, poll_null, poll);
 criterion_main!(benches);
