@@ -44,7 +44,8 @@ pub mod sq_table {
     }
 }
 
-/// Word layout of a receive queue table: completed, posted, then the wr_id of each slot.
+/// Word layout of a receive queue table: completed, posted, then per slot a pair of words:
+/// the wr_id and the bytes its scatter list holds.
 pub mod rq_table {
     /// WQEs completed.
     pub const TAIL: usize = 0;
@@ -52,10 +53,19 @@ pub mod rq_table {
     pub const HEAD: usize = 1;
     /// First wr_id word.
     pub const WRID: usize = 2;
+    /// The wr_id word of slot `i` (its capacity in bytes is the next word).
+    pub const fn wrid(i: usize) -> usize {
+        WRID + 2 * i
+    }
+    /// Words of a table for `n` slots.
+    pub const fn words(n: usize) -> usize {
+        WRID + 2 * n
+    }
 }
 
-/// Word layout of an SRQ table: the freed-WQE ring (consumer, producer, entries = index + 1)
-/// and the wr_id of each WQE.
+/// Word layout of an SRQ table: the freed-WQE ring (consumer, producer, entries = index + 1),
+/// per WQE a pair of words (the wr_id; [`POSTED`](srq_table::POSTED) and the bytes its scatter
+/// list holds), then the freed ring's entries.
 pub mod srq_table {
     /// Freed ring: next entry post_recv takes.
     pub const FREED_HEAD: usize = 0;
@@ -63,13 +73,19 @@ pub mod srq_table {
     pub const FREED_TAIL: usize = 1;
     /// First wr_id word.
     pub const WRID: usize = 2;
+    /// Set in a WQE's capacity word while it is posted; the poller that completes it clears it.
+    pub const POSTED: u64 = 1 << 63;
+    /// The wr_id word of WQE `i` (its capacity word is the next).
+    pub const fn wrid(i: usize) -> usize {
+        WRID + 2 * i
+    }
     /// First freed-ring word for an SRQ of `n` WQEs.
     pub const fn freed(n: usize) -> usize {
-        WRID + n
+        WRID + 2 * n
     }
     /// Words of a table for `n` WQEs.
     pub const fn words(n: usize) -> usize {
-        WRID + 2 * n
+        WRID + 3 * n
     }
 }
 
@@ -557,9 +573,10 @@ impl<'s> SqRun<'s> {
                 let byte_len = if opcode as u8 <= WcOpcode::RdmaWrite as u8 {
                     (desc >> 32) as u32
                 } else {
+                    // No more than the scatter list holds, or the general path refuses it.
                     match seg.load_be32::<CQE_BYTE_CNT>(i) {
-                        Some(b) => b.get(),
-                        None => break,
+                        Some(b) if b.get() <= (desc >> 32) as u32 => b.get(),
+                        _ => break,
                     }
                 };
                 *slot = Wc {
@@ -592,6 +609,20 @@ impl<'s> SqRun<'s> {
         }
         k
     }
+}
+
+/// A receive completion's length against its receive buffer: a SEND (opcodes 0x2..0x4) must
+/// fit in the scatter list (`cap` bytes, the GRH of a UD receive included); an RDMA WRITE with
+/// immediate (0x1) wrote remote memory, not the buffer. Error CQEs carry no length.
+fn recv_fits(opcode: u8, byte_cnt: u32, cap: u64) -> Result<()> {
+    if (0x2..=0x4).contains(&opcode) && u64::from(byte_cnt) > cap {
+        return Err(bad(
+            "CQE byte_cnt (more than the receive buffer holds)",
+            u64::from(byte_cnt),
+            cap,
+        ));
+    }
+    Ok(())
 }
 
 /// Turns one CQE into a work completion, retiring the work requests it completes. `hint` is
@@ -668,9 +699,7 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         })?;
         wc.wr_id = wr_id;
         wc.opcode = desc_op(desc);
-        if wc.opcode == WcOpcode::Send || wc.opcode == WcOpcode::RdmaWrite {
-            wc.byte_len = (desc >> 32) as u32;
-        }
+        let posted = (desc >> 32) as u32;
         // Fields a requester CQE does not carry.
         wc.src_qp = 0;
         wc.grh = false;
@@ -680,6 +709,17 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         t.prefetch(sq_table::wrid(
             (run.tail.wrapping_add(PREFETCH_BBS) as usize) & run.mask,
         ));
+        if wc.opcode == WcOpcode::Send || wc.opcode == WcOpcode::RdmaWrite {
+            wc.byte_len = posted;
+        } else if opcode == 0x0 && byte_cnt > posted {
+            // A READ or an atomic cannot bring more than its scatter list holds (the WQEs
+            // are retired above: the device is done with them).
+            return Err(bad(
+                "CQE byte_cnt (more than the READ/atomic's scatter list holds)",
+                u64::from(byte_cnt),
+                u64::from(posted),
+            ));
+        }
         return Ok(wc);
     }
     wc.opcode = if opcode == 0x1 {
@@ -707,15 +747,31 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
                 ));
             }
             let slot = (tail as u32 & (cnt - 1)) as usize;
-            wc.wr_id = table.load(rq_table::WRID + slot);
+            // Written before HEAD (release), which was loaded with acquire above.
+            let (wr_id, cap) = table
+                .load_pair_relaxed(rq_table::wrid(slot))
+                .ok_or_else(|| bad("receive table slot", slot as u64, u64::from(*cnt)))?;
+            wc.wr_id = wr_id;
             table.store(rq_table::TAIL, tail + 1);
+            recv_fits(opcode, byte_cnt, cap)?;
         }
         RecvTable::Srq { table, cnt, .. } => {
             let idx = u32::from(wqe_counter);
             if idx >= *cnt {
                 return Err(bad("CQE SRQ WQE index", u64::from(idx), u64::from(cnt - 1)));
             }
-            wc.wr_id = table.load(srq_table::WRID + idx as usize);
+            // Exactly one completion per posted WQE: whoever clears POSTED owns it.
+            let cap = table
+                .swap(srq_table::wrid(idx as usize) + 1, 0)
+                .filter(|c| c & srq_table::POSTED != 0)
+                .ok_or_else(|| {
+                    bad(
+                        "CQE SRQ WQE index (not a posted receive)",
+                        u64::from(idx),
+                        u64::from(cnt - 1),
+                    )
+                })?;
+            wc.wr_id = table.load(srq_table::wrid(idx as usize));
             // Hand the WQE back to the SRQ's free list (its post_recv relinks it).
             let n = *cnt as usize;
             let at = table.load(srq_table::FREED_TAIL);
@@ -724,6 +780,7 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
                 t = table.load(srq_table::FREED_TAIL);
             }
             table.store(srq_table::freed(n) + (t as usize % n), u64::from(idx) + 1);
+            recv_fits(opcode, byte_cnt, cap & !srq_table::POSTED)?;
         }
     }
     Ok(wc)

@@ -384,7 +384,12 @@ impl<'d, P: Platform> Srq<'d, P> {
             if used < max_sge {
                 buf.buf().write_bytes(at, &wqe::data(0, INVALID_LKEY, 0))?;
             }
-            table.store(srq_table::WRID + usize::from(idx), wr.wr_id);
+            let cap: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+            table.store_pair_relaxed(
+                srq_table::wrid(usize::from(idx)),
+                wr.wr_id,
+                cap | srq_table::POSTED,
+            );
             st.head = next_of(idx)?;
             st.posted += 1;
         }

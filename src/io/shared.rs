@@ -155,6 +155,13 @@ impl SharedDma {
         }
     }
 
+    /// Replaces word `i` with `v` (acquire-release), returning what it held; `None` when out
+    /// of range.
+    #[inline]
+    pub fn swap(&self, i: usize, v: u64) -> Option<u64> {
+        self.word(i).map(|w| w.swap(v, Ordering::AcqRel))
+    }
+
     /// Compare-and-swap of word `i`; `false` when out of range or when it held something else.
     #[inline]
     pub fn compare_exchange(&self, i: usize, current: u64, new: u64) -> bool {

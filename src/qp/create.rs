@@ -301,7 +301,7 @@ impl<P: Platform> Device<P> {
                 if layout.rq_wqe_cnt == 0 {
                     return Ok((sq, None));
                 }
-                match SharedDma::alloc(p, rq_table::WRID + layout.rq_wqe_cnt as usize) {
+                match SharedDma::alloc(p, rq_table::words(layout.rq_wqe_cnt as usize)) {
                     Ok(rq) => Ok((sq, Some(rq))),
                     Err(e) => {
                         sq.release(p);

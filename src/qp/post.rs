@@ -679,7 +679,8 @@ impl<P: Platform> Qp<'_, P> {
                     .buf()
                     .write_bytes(at, &wqe::data(0, INVALID_LKEY, 0))?;
             }
-            rq.store(rq_table::WRID + slot, wr.wr_id);
+            let cap = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+            rq.store_pair_relaxed(rq_table::wrid(slot), wr.wr_id, cap);
             self.rq_head += 1;
         }
         rq.store(rq_table::HEAD, self.rq_head);

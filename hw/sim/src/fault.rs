@@ -37,6 +37,41 @@ pub enum Fault {
         /// The opcode whose input mailbox faults.
         opcode: u16,
     },
+    /// The next CQE the device writes (to any CQ) carries `value` in `field` instead of what
+    /// the completion says — what a driver sees of a firmware bug or a corrupted DMA write.
+    /// The device's own state moves on as for the true CQE.
+    CorruptCqe {
+        /// The field to overwrite.
+        field: CqeField,
+        /// What it holds instead (truncated to the field's width).
+        value: u32,
+    },
+}
+
+/// A CQE field [`Fault::CorruptCqe`] can overwrite (`mlx5-datapath-sizing.md` §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CqeField {
+    /// `sop_drop_qpn` bits 23:0: the QP number (bytes 57..60).
+    Qpn,
+    /// `wqe_counter` (bytes 60..62): the WQE completed, or the SRQ WQE index.
+    WqeCounter,
+    /// `byte_cnt` (bytes 44..48).
+    ByteCnt,
+    /// The opcode, `op_own` bits 7:4 (byte 63; the owner bit is kept).
+    Opcode,
+}
+
+impl CqeField {
+    /// Overwrites this field of the 64-byte CQE image `cqe` with `value`.
+    pub(crate) fn apply(self, cqe: &mut [u8; 64], value: u32) {
+        match self {
+            CqeField::Qpn => cqe[57..60].copy_from_slice(&value.to_be_bytes()[1..]),
+            CqeField::WqeCounter => cqe[60..62].copy_from_slice(&(value as u16).to_be_bytes()),
+            CqeField::ByteCnt => cqe[44..48].copy_from_slice(&value.to_be_bytes()),
+            CqeField::Opcode => cqe[63] = (cqe[63] & 0x0f) | ((value as u8 & 0xf) << 4),
+        }
+    }
 }
 
 /// What kind of DMA violation a [`DmaFault`] records.
@@ -116,6 +151,8 @@ impl Faults {
             } => self.fail.push((opcode, status, syndrome)),
             Fault::NeverComplete { opcode } => self.never.push(opcode),
             Fault::DmaFault { opcode } => self.dma.push(opcode),
+            // Kept by the data path engine (applied by the caller).
+            Fault::CorruptCqe { .. } => {}
             Fault::FatalHealth { .. } => {}
         }
     }

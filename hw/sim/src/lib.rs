@@ -53,7 +53,7 @@ pub use device::RELAX_NS;
 pub use engine::DatapathCounters;
 pub use error::SimError;
 pub use fabric::{Fabric, FabricCounters, WireFault, CAPTURE_FRAMES, PCAP_MAGIC_NS};
-pub use fault::{DmaFault, DmaFaultKind, Fault};
+pub use fault::{CqeField, DmaFault, DmaFaultKind, Fault};
 pub use fw::eq::{EQE_BYTES, MSIX_VECTORS};
 pub use fw::qp::FIRST_QPN;
 pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
@@ -301,13 +301,16 @@ impl SimDevice {
         let mut st = self.shared().lock();
         match f {
             Fault::FatalHealth { synd } => st.bar.set_fatal(synd, now),
+            Fault::CorruptCqe { field, value } => st.fw.engine.corrupt_cqe.push((field, value)),
             other => st.faults.add(other),
         }
     }
 
     /// Drops every pending injected fault (a fatal health state stays).
     pub fn clear_faults(&self) {
-        self.shared().lock().faults.clear();
+        let mut st = self.shared().lock();
+        st.faults.clear();
+        st.fw.engine.corrupt_cqe.clear();
     }
 
     /// Firmware pages the device holds now.

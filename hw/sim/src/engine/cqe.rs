@@ -152,7 +152,15 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
     let stride: u64 = if big { 128 } else { 64 };
     let off = u64::from(rt.pi & (size - 1)) * stride + if big { 64 } else { 0 };
     let owner = ((rt.pi >> log_size) & 1) as u8;
-    let img = cqe.image(owner, hw.now);
+    let mut img = cqe.image(owner, hw.now);
+    if !hw.fw.engine.corrupt_cqe.is_empty() {
+        let (field, value) = hw.fw.engine.corrupt_cqe.remove(0);
+        log::warn!(
+            "mlx5-sim: CQE {} of CQ {cqn:#x}: {field:?} := {value:#x} (injected)",
+            rt.pi
+        );
+        field.apply(&mut img, value);
+    }
     let ok = write_queue(hw.iommu, &pas, page, off, &img[..63])
         .and_then(|()| write_queue(hw.iommu, &pas, page, off + 63, &img[63..]));
     if let Err(iova) = ok {
