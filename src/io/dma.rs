@@ -438,6 +438,14 @@ impl<const STRIDE: usize> DmaSegment<'_, STRIDE> {
         self.len == 0
     }
 
+    /// Hints the CPU to bring entry `j + AHEAD` closer. That entry may lie past the stretch,
+    /// or past the buffer: a prefetch is a hint that never faults and reads nothing into
+    /// Rust-visible memory, so the address needs no check (it may warm an unrelated line).
+    #[inline(always)]
+    pub fn prefetch_ahead<const AHEAD: usize>(&self, j: usize) {
+        super::prefetch(self.base.wrapping_add((j + AHEAD) * STRIDE));
+    }
+
     /// Address of byte `OFF` of entry `j`, if `j < len`.
     #[inline(always)]
     fn at<const OFF: usize>(&self, j: usize) -> Option<*mut u8> {

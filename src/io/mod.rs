@@ -17,8 +17,9 @@ pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds};
 pub use mmio::MmioRegion;
 pub use shared::{PairRing, SharedDma};
 
-/// A prefetch hint for the cache line at `p` (callers pass only pointers into memory they own,
-/// bounds-checked). A prefetch never faults and changes no memory; a no-op off x86_64.
+/// A prefetch hint for the cache line at `p`. A prefetch never faults (whatever the address),
+/// reads nothing into Rust-visible memory and changes no memory; a no-op off x86_64. Callers
+/// pass addresses in or near memory they own.
 #[inline(always)]
 fn prefetch(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
