@@ -20,6 +20,7 @@ pub mod caps;
 pub mod cmd;
 pub mod cq;
 pub mod cq_poll;
+mod cqe;
 pub mod device;
 pub mod eq;
 pub mod error;

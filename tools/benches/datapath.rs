@@ -328,6 +328,11 @@ fn poll_null(c: &mut Criterion) {
             false,
         ),
         (
+            "poll_cq null device: 256 CQEs in calls of 32 under start_poll, lines in cache",
+            32,
+            false,
+        ),
+        (
             "poll_cq null device: 256 CQEs in one call, lines in cache",
             POLL_BATCH,
             false,
@@ -346,9 +351,17 @@ fn poll_null(c: &mut Criterion) {
                     complete(POLL_BATCH, flush);
                     let t = Instant::now();
                     let mut got = 0;
-                    while got < POLL_BATCH {
-                        let end = (got + n).min(POLL_BATCH);
-                        got += cq.poll(&mut wc[got..end]).unwrap();
+                    if name.contains("start_poll") {
+                        let mut p = cq.start_poll();
+                        while got < POLL_BATCH {
+                            let end = (got + n).min(POLL_BATCH);
+                            got += p.poll(&mut wc[got..end]).unwrap();
+                        }
+                    } else {
+                        while got < POLL_BATCH {
+                            let end = (got + n).min(POLL_BATCH);
+                            got += cq.poll(&mut wc[got..end]).unwrap();
+                        }
                     }
                     spent += t.elapsed();
                     assert_eq!(wc[POLL_BATCH - 1].wr_id, POLL_BATCH as u64 - 1);
