@@ -290,6 +290,14 @@ impl<'d, P: Platform> Cq<'d, P> {
         }
     }
 
+    /// As [`Cq::start_poll`], or `None` at once if another poller holds the CQ.
+    pub fn try_start_poll(&self) -> Option<CqPoller<'_, 'd, P>> {
+        Some(CqPoller {
+            cq: self,
+            s: self.shared.try_lock()?,
+        })
+    }
+
     /// Arms the CQ (`ibv_req_notify_cq`): the next completion (or the next solicited one) makes
     /// the device post a completion event to the CQ's EQ.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {

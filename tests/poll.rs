@@ -370,3 +370,63 @@ fn interleaved_qps_are_never_confused_and_every_retired_wqe_frees_its_room() {
         }
     }
 }
+
+#[test]
+fn a_polling_loop_holds_the_cq_and_arms_it_through_the_poller() {
+    let fabric = Fabric::new();
+    let (_sim, dev) = nic(&fabric, Mode::Sync);
+    let cq = dev.create_cq(63).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    let mut q = qp(&dev, &cq, QpType::Rc, cap(64, 1, 1));
+    let me = q.endpoint();
+    q.connect(&me, &ConnectOpts::default()).unwrap();
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 8,
+        lkey: mr.lkey(),
+    }];
+    let wrs: Vec<SendWr<'_>> = (0..40)
+        .map(|i| SendWr {
+            op: SendOp::Write {
+                remote_addr: mr.addr() + 1024,
+                rkey: mr.rkey(),
+            },
+            ..SendWr::send(i, &sge)
+        })
+        .collect();
+    q.post_send(&wrs).unwrap();
+    let mut ids = Vec::new();
+    {
+        let mut p = cq.start_poll();
+        // Another thread (or this one) cannot take the CQ meanwhile.
+        std::thread::scope(|t| {
+            t.spawn(|| assert!(cq.try_start_poll().is_none(), "the CQ is held"));
+        });
+        let mut wc = [empty_wc(); 7];
+        while ids.len() < 40 {
+            let n = p.poll(&mut wc).unwrap();
+            assert!(n > 0, "every completion is there (synchronous device)");
+            ids.extend(wc[..n].iter().map(|w| w.wr_id));
+        }
+        assert_eq!(p.poll(&mut wc).unwrap(), 0);
+        // Armed through the poller: the next completion raises an event.
+        p.req_notify(false).unwrap();
+    }
+    assert_eq!(ids, (0..40).collect::<Vec<_>>());
+    q.post_send(&wrs[..1]).unwrap();
+    let blank = mlx5::eq::Event {
+        event_type: 0xff,
+        sub_type: 0,
+        data: [0; 28],
+    };
+    let mut ev = [blank; 4];
+    assert_eq!(dev.poll_completion_events(&mut ev).unwrap(), 1);
+    assert_eq!(ev[0].cqn(), Some(cq.cqn()));
+    let mut p = cq
+        .try_start_poll()
+        .expect("released when the poller was dropped");
+    p.ack_event();
+    assert_eq!(p.poll(&mut [empty_wc(); 2]).unwrap(), 1);
+}
