@@ -237,6 +237,23 @@ pub struct Wc {
     pub imm_data: Option<u32>,
 }
 
+impl Default for Wc {
+    /// An empty completion (what a `wc` array is filled with before polling into it).
+    fn default() -> Self {
+        Wc {
+            wr_id: 0,
+            byte_len: 0,
+            qp_num: 0,
+            opcode: WcOpcode::Send,
+            status: WcStatus::Success,
+            grh: false,
+            vendor_err: 0,
+            src_qp: 0,
+            imm_data: None,
+        }
+    }
+}
+
 /// The descriptor word of a send queue slot.
 pub(crate) fn sq_desc(nbb: u32, op: WcOpcode, byte_len: u32) -> u64 {
     // The code is the opcode's `ibv_wc_opcode` value.

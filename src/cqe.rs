@@ -16,8 +16,8 @@ use crate::error::{Error, Result};
 use crate::io::{barrier, DmaBuf, DmaRing, PairRing, SharedDma};
 use crate::queue::ceil_log2;
 
-/// The work completion opcode of each descriptor code ([`sq_desc`]: the code is the opcode's
-/// value); codes no send queue writes read as SEND.
+/// The work completion opcode of each descriptor code ([`sq_desc`](crate::cq_poll::sq_desc): the
+/// code is the opcode's value); codes no send queue writes read as SEND.
 const DESC_OPS: [WcOpcode; 256] = {
     let mut t = [WcOpcode::Send; 256];
     t[1] = WcOpcode::RdmaWrite;
@@ -87,9 +87,8 @@ const PREFETCH_BBS: u64 = 16;
 /// if any (the CQE that made no sense is consumed).
 ///
 /// Requester successes of the send queue being retired take a short path
-/// ([`SqRun::retire_many`]);
-/// everything else, and anything that short path doubts, goes through [`decode`], which makes
-/// every check and builds the error.
+/// ([`SqRun::retire_many`]); everything else, and anything that short path doubts, goes
+/// through [`decode`], which makes every check and builds the error.
 #[inline(always)]
 pub(crate) fn poll_ring(
     buf: &DmaBuf,

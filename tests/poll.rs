@@ -32,9 +32,7 @@ fn send_cqes_that_make_no_sense_are_refused_and_polling_goes_on() {
     let mr = dev
         .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
         .unwrap();
-    let mut q = qp(&dev, &cq, QpType::Rc, cap(64, 1, 1));
-    let me = q.endpoint();
-    q.connect(&me, &ConnectOpts::default()).unwrap();
+    let mut q = looped(&dev, &cq, cap(64, 1, 1));
     let sge_write = [Sge {
         addr: mr.addr(),
         length: 64,
@@ -182,14 +180,7 @@ fn runs_of_send_completions_across_wraps_qps_and_array_sizes() {
         let mr = dev
             .alloc_mr(dev.pd().unwrap(), 8192, MrAccess::ALL)
             .unwrap();
-        let mut qps: Vec<_> = (0..2)
-            .map(|_| {
-                let mut q = qp(&dev, &cq, QpType::Rc, cap(32, 1, 1));
-                let me = q.endpoint();
-                q.connect(&me, &ConnectOpts::default()).unwrap();
-                q
-            })
-            .collect();
+        let mut qps: Vec<_> = (0..2).map(|_| looped(&dev, &cq, cap(32, 1, 1))).collect();
         let local = |off: u64, len: u32| {
             [Sge {
                 addr: mr.addr() + off,
@@ -312,14 +303,7 @@ fn interleaved_qps_are_never_confused_and_every_retired_wqe_frees_its_room() {
     let mr = dev
         .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
         .unwrap();
-    let mut qps: Vec<_> = (0..2)
-        .map(|_| {
-            let mut q = qp(&dev, &cq, QpType::Rc, cap(64, 1, 1));
-            let me = q.endpoint();
-            q.connect(&me, &ConnectOpts::default()).unwrap();
-            q
-        })
-        .collect();
+    let mut qps: Vec<_> = (0..2).map(|_| looped(&dev, &cq, cap(64, 1, 1))).collect();
     let sge = [Sge {
         addr: mr.addr(),
         length: 16,
@@ -379,9 +363,7 @@ fn a_polling_loop_holds_the_cq_and_arms_it_through_the_poller() {
     let mr = dev
         .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
         .unwrap();
-    let mut q = qp(&dev, &cq, QpType::Rc, cap(64, 1, 1));
-    let me = q.endpoint();
-    q.connect(&me, &ConnectOpts::default()).unwrap();
+    let mut q = looped(&dev, &cq, cap(64, 1, 1));
     let sge = [Sge {
         addr: mr.addr(),
         length: 8,

@@ -3,7 +3,7 @@
 
 use mlx5::qp::{ConnectOpts, Qp, QpCap, QpInitAttr, QpType};
 use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
-use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcOpcode, WcStatus};
+use mlx5::{Device, DeviceConfig, SimPlatform, Wc};
 
 pub type Dev = Device<SimPlatform>;
 
@@ -32,17 +32,7 @@ pub fn cap(s_wr: u32, r_wr: u32, sge: u32) -> QpCap {
 }
 
 pub fn empty_wc() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: None,
-        qp_num: 0,
-        src_qp: 0,
-        grh: false,
-        vendor_err: 0,
-    }
+    Wc::default()
 }
 
 /// Polls `cq` until `n` completions arrived (bounded: the simulator runs synchronously or on its
@@ -71,6 +61,19 @@ pub fn connect<'a>(a: &mut Qp<'a, SimPlatform>, b: &mut Qp<'a, SimPlatform>, opt
     let (ea, eb) = (a.endpoint(), b.endpoint());
     a.connect(&eb, opts).expect("connect a");
     b.connect(&ea, opts).expect("connect b");
+}
+
+/// An RC QP of `dev` on `cq` connected to itself (loopback).
+pub fn looped<'a>(
+    dev: &'a Dev,
+    cq: &'a mlx5::cq::Cq<'a, SimPlatform>,
+    c: QpCap,
+) -> Qp<'a, SimPlatform> {
+    let mut q = qp(dev, cq, QpType::Rc, c);
+    let me = q.endpoint();
+    q.connect(&me, &ConnectOpts::default())
+        .expect("connect to itself");
+    q
 }
 
 pub fn qp<'a>(

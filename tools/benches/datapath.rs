@@ -127,6 +127,34 @@ fn to_rts(qp: &mut mlx5::qp::Qp<'_, Nullable>, gid: [u8; 16], dest: u32) {
     .unwrap();
 }
 
+/// An RC QP for SENDs of 1 SGE on `cq`, in RTS towards itself; and the GID it uses.
+fn send_qp<'a>(
+    dev: &'a Device<Nullable>,
+    pd: &mlx5::pd::Pd,
+    cq: &'a mlx5::cq::Cq<'a, Nullable>,
+    max_send_wr: u32,
+    max_inline_data: u32,
+) -> (mlx5::qp::Qp<'a, Nullable>, [u8; 16]) {
+    let mut attr = QpInitAttr::new(
+        QpType::Rc,
+        cq,
+        cq,
+        QpCap {
+            max_send_wr,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data,
+        },
+    );
+    attr.send_ops = Some(SendOps::SEND);
+    let mut qp = dev.create_qp(pd, &attr).unwrap();
+    let gid = dev.gid0().unwrap().gid;
+    let dest = qp.qpn();
+    to_rts(&mut qp, gid, dest);
+    (qp, gid)
+}
+
 fn reset(qp: &mut mlx5::qp::Qp<'_, Nullable>, gid: [u8; 16], dest: u32) {
     qp.modify(
         &QpAttr {
@@ -146,23 +174,8 @@ fn post(c: &mut Criterion) {
     let pd = dev.pd().unwrap();
     let cq = dev.create_cq(4096).unwrap();
     let mr = dev.alloc_mr(pd, 4096, mlx5::mr::MrAccess::ALL).unwrap();
-    let mut attr = QpInitAttr::new(
-        QpType::Rc,
-        &cq,
-        &cq,
-        QpCap {
-            max_send_wr: 8192,
-            max_recv_wr: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 64,
-        },
-    );
-    attr.send_ops = Some(SendOps::SEND);
-    let mut qp = dev.create_qp(pd, &attr).unwrap();
-    let gid = dev.gid0().unwrap().gid;
+    let (mut qp, gid) = send_qp(&dev, pd, &cq, 8192, 64);
     let dest = qp.qpn();
-    to_rts(&mut qp, gid, dest);
     null.store(true, Ordering::Relaxed);
     let cap = qp.cap().max_send_wr as u64; // WQEs that fit before a reset (each SEND here is 1 WQEBB)
     let sge = [Sge {
@@ -235,20 +248,6 @@ fn post(c: &mut Criterion) {
     dev.close().unwrap();
 }
 
-fn blank_wc() -> mlx5::cq_poll::Wc {
-    mlx5::cq_poll::Wc {
-        wr_id: 0,
-        status: mlx5::cq_poll::WcStatus::Success,
-        opcode: mlx5::cq_poll::WcOpcode::Send,
-        byte_len: 0,
-        imm_data: None,
-        qp_num: 0,
-        src_qp: 0,
-        grh: false,
-        vendor_err: 0,
-    }
-}
-
 /// CQEs per poll call in the poll benchmarks.
 const POLL_BATCH: usize = 256;
 
@@ -271,23 +270,8 @@ fn poll_null(c: &mut Criterion) {
         .find(|r| r.len == 64 << log_cq)
         .expect("the CQ ring's DMA region");
     let mr = dev.alloc_mr(pd, 4096, mlx5::mr::MrAccess::ALL).unwrap();
-    let mut attr = QpInitAttr::new(
-        QpType::Rc,
-        &cq,
-        &cq,
-        QpCap {
-            max_send_wr: 1024,
-            max_recv_wr: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        },
-    );
-    attr.send_ops = Some(SendOps::SEND);
-    let mut qp = dev.create_qp(pd, &attr).unwrap();
-    let gid = dev.gid0().unwrap().gid;
+    let (mut qp, _) = send_qp(&dev, pd, &cq, 1024, 0);
     let qpn = qp.qpn();
-    to_rts(&mut qp, gid, qpn);
     plat.null.store(true, Ordering::Relaxed);
     let sge = [Sge {
         addr: mr.addr(),
@@ -316,7 +300,7 @@ fn poll_null(c: &mut Criterion) {
             wqe = wqe.wrapping_add(1);
         }
     };
-    let mut wc = vec![blank_wc(); POLL_BATCH];
+    let mut wc = vec![mlx5::cq_poll::Wc::default(); POLL_BATCH];
     let mut g = c.benchmark_group("poll_cq");
     g.measurement_time(Duration::from_secs(3));
     // 256 CQEs are written, then polled in calls of `n` under one timer (a timer pair costs
@@ -465,7 +449,7 @@ fn poll(c: &mut Criterion) {
     let batch: Vec<SendWr<'_>> = (0..POLL_BATCH as u64)
         .map(|i| SendWr { wr_id: i, ..wr })
         .collect();
-    let mut wc = vec![blank_wc(); POLL_BATCH];
+    let mut wc = vec![mlx5::cq_poll::Wc::default(); POLL_BATCH];
     let mut g = c.benchmark_group("poll_cq");
     g.measurement_time(Duration::from_secs(3));
     g.bench_function(

@@ -52,17 +52,7 @@ fn e(x: impl std::fmt::Display) -> String {
 }
 
 fn blank() -> Wc {
-    Wc {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        imm_data: None,
-        qp_num: 0,
-        src_qp: 0,
-        grh: false,
-        vendor_err: 0,
-    }
+    Wc::default()
 }
 
 /// Waits for `n` completions on `cq` (bounded by a wall-clock deadline).
