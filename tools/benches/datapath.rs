@@ -366,7 +366,7 @@ fn poll_null(c: &mut Criterion) {
 /// The null device's DMA write of a CQE at `offset` of the ring `r`: seven words, then the one
 /// holding `op_own` with release, as a device makes the owner byte visible last.
 fn write_cqe(r: DmaRegion, offset: usize, img: &[u8; 64]) {
-    assert!(offset % 64 == 0 && offset + 64 <= r.len);
+    assert!(offset.is_multiple_of(64) && offset + 64 <= r.len);
     for (i, w) in img.chunks_exact(8).enumerate() {
         // SAFETY: the word is inside the region (asserted) and 8-aligned (regions are at least
         // 8-aligned, `offset` a multiple of 64); the region stays mapped while the device is
