@@ -279,7 +279,7 @@ impl DmaBuf {
 
     /// A view of the buffer's start as a ring of `entries` entries of `STRIDE` bytes (a CQ's
     /// CQEs), bounds-checked here once: `entries` must be a power of two whose entries fit.
-    /// Its accessors mask the entry index, so no access can leave the buffer.
+    /// It is read through stretches that cannot leave it ([`DmaRing::segment`]).
     pub fn ring<const STRIDE: usize>(&self, entries: usize) -> Option<DmaRing<'_, STRIDE>> {
         let fits = entries.is_power_of_two()
             && STRIDE % 8 == 0
@@ -348,9 +348,8 @@ impl DmaBuf {
     }
 }
 
-/// A [`DmaBuf`]'s start seen as a ring of fixed-size entries ([`DmaBuf::ring`]): entry indices
-/// are masked, and offsets inside an entry are constants checked at compile time, so accesses
-/// need no run-time bounds check.
+/// A [`DmaBuf`]'s start seen as a ring of fixed-size entries ([`DmaBuf::ring`]), read through
+/// stretches that do not wrap ([`DmaRing::segment`]).
 #[derive(Debug, Clone, Copy)]
 pub struct DmaRing<'a, const STRIDE: usize> {
     /// The buffer's first byte (copied so that a loop keeps it in a register).
@@ -360,11 +359,6 @@ pub struct DmaRing<'a, const STRIDE: usize> {
 }
 
 impl<const STRIDE: usize> DmaRing<'_, STRIDE> {
-    /// Entries in the ring.
-    pub fn entries(&self) -> usize {
-        self.mask + 1
-    }
-
     /// Entries `i & mask` onwards up to the end of the ring, at most `max` of them: a stretch
     /// that does not wrap, walked with plain indices (a CQ's owner bit is the same along it).
     #[inline(always)]
@@ -375,43 +369,6 @@ impl<const STRIDE: usize> DmaRing<'_, STRIDE> {
             len: (self.mask + 1 - first).min(max),
             _ring: PhantomData,
         }
-    }
-
-    /// Address of byte `OFF` of entry `i & mask`.
-    #[inline(always)]
-    fn at<const OFF: usize>(&self, i: usize) -> *mut u8 {
-        self.base.wrapping_add((i & self.mask) * STRIDE + OFF)
-    }
-
-    /// Hints the CPU to bring entry `i & mask` closer (never faults, changes no memory).
-    #[inline(always)]
-    pub fn prefetch(&self, i: usize) {
-        super::prefetch(self.at::<0>(i));
-    }
-
-    /// Loads the 8 bytes at offset `OFF` (8-aligned, inside an entry) of entry `i & mask` with
-    /// acquire ordering: later loads see what the device wrote before them (a CQE's owner word).
-    #[inline(always)]
-    pub fn load_u64_acquire<const OFF: usize>(&self, i: usize) -> [u8; 8] {
-        const { assert!(OFF % 8 == 0 && OFF + 8 <= STRIDE) };
-        // SAFETY: `(i & mask) < entries` and `entries * STRIDE <= len` (checked by `ring`;
-        // the buffer stays allocated while the ring borrows it),
-        // `OFF + 8 <= STRIDE`, so the 8 bytes are inside the buffer; the base is 8-aligned
-        // (checked at allocation) and STRIDE and OFF are multiples of 8; valid memory per the
-        // platform contract; an atomic load.
-        unsafe { AtomicU64::from_ptr(self.at::<OFF>(i).cast()) }
-            .load(Ordering::Acquire)
-            .to_ne_bytes()
-    }
-
-    /// Loads the big-endian 32-bit word at offset `OFF` (4-aligned, inside an entry) of entry
-    /// `i & mask` (relaxed: after an acquire load of the same entry).
-    #[inline(always)]
-    pub fn load_be32<const OFF: usize>(&self, i: usize) -> Be32 {
-        const { assert!(OFF % 4 == 0 && OFF + 4 <= STRIDE) };
-        // SAFETY: as in `load_u64_acquire`, for 4 bytes at a 4-aligned offset.
-        let v = unsafe { AtomicU32::from_ptr(self.at::<OFF>(i).cast()) }.load(Ordering::Relaxed);
-        Be32::from_bytes(v.to_ne_bytes())
     }
 }
 
@@ -452,15 +409,18 @@ impl<const STRIDE: usize> DmaSegment<'_, STRIDE> {
         (j < self.len).then(|| self.base.wrapping_add(j * STRIDE + OFF))
     }
 
-    /// As [`DmaRing::load_u64_acquire`], for entry `j` of the stretch; `None` past its end.
+    /// Loads the 8 bytes at offset `OFF` (8-aligned, inside an entry; checked at compile time)
+    /// of entry `j` with acquire ordering: later loads see what the device wrote before them (a
+    /// CQE's owner word). `None` past the stretch's end.
     #[inline(always)]
     pub fn load_u64_acquire<const OFF: usize>(&self, j: usize) -> Option<[u8; 8]> {
         const { assert!(OFF % 8 == 0 && OFF + 8 <= STRIDE) };
         let p = self.at::<OFF>(j)?;
         // SAFETY: entry `j < len` of the stretch is entry `first + j` of the ring with
         // `first + len <= entries` (`segment`), and `entries * STRIDE <= len` of the buffer
-        // (`ring`), borrowed for the stretch's life; `OFF + 8 <= STRIDE`; 8-aligned as in
-        // `DmaRing::load_u64_acquire`; an atomic load.
+        // (`ring`), which stays allocated while the stretch borrows it; `OFF + 8 <= STRIDE`; the
+        // base is 8-aligned (checked at allocation) and STRIDE and OFF are multiples of 8;
+        // valid memory per the platform contract; an atomic load.
         Some(
             unsafe { AtomicU64::from_ptr(p.cast()) }
                 .load(Ordering::Acquire)
@@ -468,7 +428,8 @@ impl<const STRIDE: usize> DmaSegment<'_, STRIDE> {
         )
     }
 
-    /// As [`DmaRing::load_be32`], for entry `j` of the stretch; `None` past its end.
+    /// Loads the big-endian 32-bit word at offset `OFF` (4-aligned, inside an entry) of entry
+    /// `j` (relaxed: after an acquire load of the same entry). `None` past the stretch's end.
     #[inline(always)]
     pub fn load_be32<const OFF: usize>(&self, j: usize) -> Option<Be32> {
         const { assert!(OFF % 4 == 0 && OFF + 4 <= STRIDE) };
