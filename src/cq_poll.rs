@@ -12,7 +12,7 @@ use heapless::Vec;
 use mlx5_ifc::{regs, Be32, Be64};
 
 use crate::cq::Cq;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Wait};
 use crate::io::{barrier, SharedDma};
 use crate::platform::Platform;
 
@@ -261,9 +261,37 @@ pub(crate) fn sq_desc(nbb: u32, op: WcOpcode, byte_len: u32) -> u64 {
 }
 
 impl<'d, P: Platform> Cq<'d, P> {
+    /// The CQ's polling state, waiting at most `cq_lock_timeout_ms` (device configuration) for
+    /// another holder to let go.
+    fn lock_state(&self) -> Result<spin::MutexGuard<'_, CqShared>> {
+        if let Some(g) = self.shared.try_lock() {
+            return Ok(g);
+        }
+        let p = self.dev.platform();
+        let start = p.now_ns();
+        let limit = self
+            .dev
+            .config()
+            .cq_lock_timeout_ms
+            .saturating_mul(1_000_000);
+        loop {
+            p.relax();
+            if let Some(g) = self.shared.try_lock() {
+                return Ok(g);
+            }
+            let waited = p.now_ns().saturating_sub(start);
+            if waited >= limit {
+                return Err(Error::Timeout {
+                    waiting_for: Wait::CqLock { cqn: self.cqn },
+                    waited_ms: waited / 1_000_000,
+                });
+            }
+        }
+    }
+
     /// Attaches a QP's queues (done by `create_qp`).
     pub(crate) fn attach(&self, a: Attached) -> Result<()> {
-        let mut s = self.shared.lock();
+        let mut s = self.lock_state()?;
         if let Some(e) = s.queues.iter_mut().find(|e| e.qpn == a.qpn) {
             // Same CQ for both queues: merge.
             if a.sq.is_some() {
@@ -281,30 +309,34 @@ impl<'d, P: Platform> Cq<'d, P> {
     }
 
     /// Detaches a QP, returning its table handles.
-    pub(crate) fn detach(&self, qpn: u32) -> Option<Attached> {
-        let mut s = self.shared.lock();
-        let i = s.queues.iter().position(|e| e.qpn == qpn)?;
-        Some(s.queues.swap_remove(i))
+    pub(crate) fn detach(&self, qpn: u32) -> Result<Option<Attached>> {
+        let mut s = self.lock_state()?;
+        Ok(s.queues
+            .iter()
+            .position(|e| e.qpn == qpn)
+            .map(|i| s.queues.swap_remove(i)))
     }
 
     /// Polls up to `wc.len()` completions (`ibv_poll_cq`); returns how many were filled.
     ///
     /// Takes the CQ's lock for the call; a thread that polls in a loop can take it once with
-    /// [`Cq::start_poll`].
+    /// [`Cq::start_poll`]. While another thread holds the CQ, waits up to the device's
+    /// `cq_lock_timeout_ms`, then fails with [`Error::Timeout`].
     pub fn poll(&self, wc: &mut [Wc]) -> Result<usize> {
-        self.start_poll().poll(wc)
+        self.start_poll()?.poll(wc)
     }
 
     /// Takes the CQ for a polling loop (`ibv_start_poll` … `ibv_end_poll`): the returned
     /// [`CqPoller`] holds the CQ's lock until dropped, so its polls skip taking it. Other
-    /// threads' calls that need the CQ's state wait meanwhile — and so would this thread's:
-    /// arm and acknowledge through the poller, and drop it before creating or destroying a QP
-    /// on this CQ.
-    pub fn start_poll(&self) -> CqPoller<'_, 'd, P> {
-        CqPoller {
+    /// calls that need the CQ's state — from other threads, and from this one: arm and
+    /// acknowledge through the poller, and drop it before creating or destroying a QP on this
+    /// CQ — wait meanwhile, up to the device's `cq_lock_timeout_ms`, then fail with
+    /// [`Error::Timeout`] (as does this call, if another thread holds the CQ that long).
+    pub fn start_poll(&self) -> Result<CqPoller<'_, 'd, P>> {
+        Ok(CqPoller {
             cq: self,
-            s: self.shared.lock(),
-        }
+            s: self.lock_state()?,
+        })
     }
 
     /// As [`Cq::start_poll`], or `None` at once if another poller holds the CQ.
@@ -318,12 +350,13 @@ impl<'d, P: Platform> Cq<'d, P> {
     /// Arms the CQ (`ibv_req_notify_cq`): the next completion (or the next solicited one) makes
     /// the device post a completion event to the CQ's EQ.
     pub fn req_notify(&self, solicited_only: bool) -> Result<()> {
-        self.start_poll().req_notify(solicited_only)
+        self.start_poll()?.req_notify(solicited_only)
     }
 
     /// Acknowledges a completion event of this CQ (advances the arm sequence number).
-    pub fn ack_event(&self) {
-        self.start_poll().ack_event()
+    pub fn ack_event(&self) -> Result<()> {
+        self.start_poll()?.ack_event();
+        Ok(())
     }
 }
 

@@ -49,6 +49,9 @@ pub struct DeviceConfig {
     pub bar_size: u64,
     /// Events the completion EQ holds.
     pub comp_eq_size: u32,
+    /// How long a call waits for a CQ that another thread holds (a `CqPoller`, or a poll in
+    /// progress) before it fails with `Error::Timeout`.
+    pub cq_lock_timeout_ms: u64,
 }
 
 impl Default for DeviceConfig {
@@ -62,6 +65,7 @@ impl Default for DeviceConfig {
             driver_version: concat!("rust,mlx5,", env!("CARGO_PKG_VERSION")),
             bar_size: 32 << 20,
             comp_eq_size: 1024,
+            cq_lock_timeout_ms: 1_000,
         }
     }
 }
@@ -465,6 +469,11 @@ impl<P: Platform> Device<P> {
     /// DISABLE_HCA, command queue freed. Returns the first step that failed, if any.
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
+    }
+
+    /// The configuration the device was opened with (timeouts as adjusted by the firmware).
+    pub fn config(&self) -> &DeviceConfig {
+        &self.config
     }
 
     /// The platform the device runs on.

@@ -25,6 +25,11 @@ pub enum Wait {
         /// Pages it still held.
         outstanding: usize,
     },
+    /// A CQ another thread holds (its `CqPoller`, or a poll in progress).
+    CqLock {
+        /// The CQ.
+        cqn: u32,
+    },
 }
 
 impl fmt::Display for Wait {
@@ -35,6 +40,10 @@ impl fmt::Display for Wait {
             Wait::Command { opcode } => {
                 write!(f, "completion of {} ({opcode:#06x})", opcode_name(opcode))
             }
+            Wait::CqLock { cqn } => write!(
+                f,
+                "CQ {cqn:#x}, held by another thread (a CqPoller, or a poll in progress)"
+            ),
             Wait::PageReclaim { outstanding } => {
                 write!(
                     f,

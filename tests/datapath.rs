@@ -455,7 +455,7 @@ fn an_armed_cq_raises_a_completion_event_and_errors_reach_the_async_eq() {
         (ev[0].event_type, ev[0].cqn()),
         (mlx5::ifc::event::COMPLETION, Some(cqb.cqn()))
     );
-    cqb.ack_event();
+    cqb.ack_event().unwrap();
     assert_eq!(wait(&cqb, &b, 1)[0].status, WcStatus::Success);
     // Not re-armed: the next completion raises no event.
     qb.post_recv(&[RecvWr {

@@ -381,7 +381,7 @@ fn a_polling_loop_holds_the_cq_and_arms_it_through_the_poller() {
     q.post_send(&wrs).unwrap();
     let mut ids = Vec::new();
     {
-        let mut p = cq.start_poll();
+        let mut p = cq.start_poll().unwrap();
         // Another thread (or this one) cannot take the CQ meanwhile.
         std::thread::scope(|t| {
             t.spawn(|| assert!(cq.try_start_poll().is_none(), "the CQ is held"));
@@ -411,4 +411,57 @@ fn a_polling_loop_holds_the_cq_and_arms_it_through_the_poller() {
         .expect("released when the poller was dropped");
     p.ack_event();
     assert_eq!(p.poll(&mut [empty_wc(); 2]).unwrap(), 1);
+}
+
+#[test]
+fn a_held_cq_makes_other_calls_fail_after_a_bounded_wait() {
+    use mlx5::sim::{Profile, SimDevice};
+    use mlx5::{Device, DeviceConfig, SimPlatform, Wait};
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let config = DeviceConfig {
+        cq_lock_timeout_ms: 5,
+        ..DeviceConfig::default()
+    };
+    let dev = Device::open(SimPlatform::new(sim.clone()), config).unwrap();
+    let cq = dev.create_cq(15).unwrap();
+    let cqn = cq.cqn();
+    let timed_out = |r: mlx5::Result<()>, what: &str| match r {
+        Err(Error::Timeout {
+            waiting_for: Wait::CqLock { cqn: c },
+            waited_ms,
+        }) => {
+            assert_eq!(c, cqn, "{what}");
+            assert!(waited_ms >= 5, "{what}: waited {waited_ms} ms");
+        }
+        other => panic!("{what}: expected a timeout on the CQ, got {other:?}"),
+    };
+    let held = cq.start_poll().unwrap();
+    // Another thread's poll gives up with a typed error instead of spinning for ever...
+    std::thread::scope(|t| {
+        t.spawn(|| timed_out(cq.poll(&mut [empty_wc(); 1]).map(|_| ()), "poll"));
+    });
+    // ... and so do this thread's own calls that need the CQ.
+    timed_out(cq.req_notify(false), "req_notify");
+    timed_out(cq.ack_event(), "ack_event");
+    let attr = QpInitAttr::new(QpType::Rc, &cq, &cq, cap(4, 4, 1));
+    timed_out(
+        dev.create_qp(dev.pd().unwrap(), &attr).map(|_| ()),
+        "create_qp",
+    );
+    drop(held);
+    // The refused QP was destroyed in the firmware again.
+    let qps = |s: &SimDevice| {
+        s.live_objects()
+            .iter()
+            .filter(|(k, _)| *k == mlx5::sim::ObjectKind::Qp)
+            .count()
+    };
+    assert_eq!(qps(&sim), 0);
+    // Released: everything works again.
+    assert_eq!(cq.poll(&mut [empty_wc(); 1]).unwrap(), 0);
+    let q = dev.create_qp(dev.pd().unwrap(), &attr).unwrap();
+    cq.req_notify(false).unwrap();
+    assert_eq!(qps(&sim), 1);
+    q.destroy().unwrap();
+    assert_eq!(qps(&sim), 0);
 }

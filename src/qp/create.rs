@@ -416,19 +416,26 @@ impl<'a, P: Platform> Qp<'a, P> {
             })
         })?;
         let p = self.dev.platform();
+        let mut stuck = None;
         for cq in [self.send_cq, self.recv_cq] {
-            if let Some(a) = cq.detach(self.qpn) {
-                if let Some((t, _)) = a.sq {
-                    t.release(p);
+            match cq.detach(self.qpn) {
+                Ok(Some(a)) => {
+                    if let Some((t, _)) = a.sq {
+                        t.release(p);
+                    }
+                    if let Some(RecvTable::Rq { table, .. } | RecvTable::Srq { table, .. }) = a.rq {
+                        table.release(p);
+                    }
                 }
-                if let Some(RecvTable::Rq { table, .. } | RecvTable::Srq { table, .. }) = a.rq {
-                    table.release(p);
-                }
+                Ok(None) => {}
+                // The CQ keeps its handles to the QP's tables (leaked, never freed under it).
+                Err(e) => stuck = Some(e),
             }
         }
         free_ring(p, self.ring.take());
         let uar = self.uar;
-        self.dev.with_cmd(|cmd, p| uar.free(cmd, p))
+        self.dev.with_cmd(|cmd, p| uar.free(cmd, p))?;
+        stuck.map_or(Ok(()), Err)
     }
 }
 

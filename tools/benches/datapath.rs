@@ -336,7 +336,7 @@ fn poll_null(c: &mut Criterion) {
                     let t = Instant::now();
                     let mut got = 0;
                     if name.contains("start_poll") {
-                        let mut p = cq.start_poll();
+                        let mut p = cq.start_poll().unwrap();
                         while got < POLL_BATCH {
                             let end = (got + n).min(POLL_BATCH);
                             got += p.poll(&mut wc[got..end]).unwrap();
