@@ -291,16 +291,6 @@ impl DmaBuf {
         })
     }
 
-    /// Hints the CPU to bring the cache line holding byte `offset` closer (e.g. the next CQE
-    /// while this one is decoded); nothing when `offset` is outside the buffer. Never faults
-    /// and changes no memory.
-    #[inline(always)]
-    pub fn prefetch(&self, offset: usize) {
-        if let Ok(p) = self.check(offset, 1, 1) {
-            super::prefetch(p);
-        }
-    }
-
     /// Copies `src` into the buffer at `offset`.
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset, src.len(), 1)?;
