@@ -13,7 +13,7 @@ use mlx5_ifc::{regs, Be32, Be64};
 
 use crate::cq::Cq;
 use crate::error::{Error, Result, Wait};
-use crate::io::{barrier, SharedDma};
+use crate::io::{barrier, SharedTable};
 use crate::platform::Platform;
 
 /// Queues one CQ can serve.
@@ -96,14 +96,14 @@ pub enum RecvTable {
     /// The QP's own RQ with `cnt` WQEs.
     Rq {
         /// Table.
-        table: SharedDma,
+        table: SharedTable,
         /// WQEs in the RQ.
         cnt: u32,
     },
     /// An SRQ with `cnt` WQEs.
     Srq {
         /// Table.
-        table: SharedDma,
+        table: SharedTable,
         /// WQEs in the SRQ.
         cnt: u32,
         /// SRQ number.
@@ -117,7 +117,7 @@ pub struct Attached {
     /// QP number.
     pub qpn: u32,
     /// Send queue table and its WQEBBs, when this CQ is the QP's send CQ.
-    pub sq: Option<(SharedDma, u32)>,
+    pub sq: Option<(SharedTable, u32)>,
     /// Receive table, when this CQ is the QP's receive CQ.
     pub rq: Option<RecvTable>,
 }

@@ -13,7 +13,7 @@ use crate::cq::{CQE_BYTES, CQE_OP_OWN};
 use crate::cq_poll::{rq_table, sq_table, srq_table, Attached, CqShared, RecvTable};
 use crate::cq_poll::{Wc, WcOpcode, WcStatus};
 use crate::error::{Error, Result};
-use crate::io::{barrier, DmaBuf, DmaRing, PairRing, SharedDma};
+use crate::io::{barrier, DmaBuf, DmaRing, PairRing, SharedTable};
 use crate::queue::ceil_log2;
 
 /// The work completion opcode of each descriptor code ([`sq_desc`](crate::cq_poll::sq_desc): the
@@ -173,7 +173,7 @@ pub(crate) fn poll_ring(
 /// until then it only sees less room, never more.
 struct SqRun<'s> {
     /// The queue's table; `None` for no run.
-    t: Option<&'s SharedDma>,
+    t: Option<&'s SharedTable>,
     /// Its wr_id/descriptor pairs; `None` for no run (or a table too small for its queue).
     wr: Option<PairRing<'s>>,
     /// Its QP number; `u32::MAX` (no 24-bit QPN) for no run.
@@ -199,7 +199,7 @@ impl<'s> SqRun<'s> {
 
     /// Starts the run of QP `qpn`'s send queue (`bbs` WQEBBs).
     #[inline(always)]
-    fn start(&mut self, qpn: u32, t: &'s SharedDma, bbs: u32) {
+    fn start(&mut self, qpn: u32, t: &'s SharedTable, bbs: u32) {
         self.flush();
         *self = SqRun {
             t: Some(t),

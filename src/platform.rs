@@ -39,6 +39,13 @@ pub enum PlatformError {
         /// Platform-specific error code (errno for VFIO).
         code: i32,
     },
+    /// No host memory (for the driver's bookkeeping) of that size and alignment is left.
+    OutOfHostMemory {
+        /// Bytes asked for.
+        len: usize,
+        /// Alignment asked for.
+        align: usize,
+    },
     /// The region was not allocated by this platform, or was freed already.
     UnknownRegion {
         /// Its device address.
@@ -55,6 +62,9 @@ impl fmt::Display for PlatformError {
             Self::MapFailed { len, code } => {
                 write!(f, "IOMMU mapping of {len} bytes failed (code {code})")
             }
+            Self::OutOfHostMemory { len, align } => {
+                write!(f, "no host memory left for {len} bytes aligned to {align}")
+            }
             Self::UnknownRegion { iova } => write!(f, "DMA region at iova {iova:#x} is not ours"),
         }
     }
@@ -69,8 +79,14 @@ impl fmt::Display for PlatformError {
 ///   `cpu`, aligned as asked (and at least to 8 bytes), reachable by the device at `iova`, not
 ///   used by anything else, and that stays valid until it is given to [`Platform::dma_free`]
 ///   (or the platform is dropped);
+/// * [`Platform::host_alloc`] returns zeroed memory valid for reads and writes of `len` bytes,
+///   aligned as asked (and at least to 8 bytes), used by nothing else, that **the device cannot
+///   reach**: it lies in no region `dma_alloc` hands out and in no page the IOMMU (or the
+///   simulator's translation) maps for the device; it stays valid until it is given to
+///   [`Platform::host_free`] (or the platform is dropped);
 /// * the BAR accessors perform exactly one access of the stated width at BAR0 + `offset` (or
-///   its faithful emulation) and never touch memory the driver was given by `dma_alloc`.
+///   its faithful emulation) and never touch memory the driver was given by `dma_alloc` or
+///   `host_alloc`.
 ///
 /// The driver reads and writes DMA memory only through raw pointers with atomic accesses, so
 /// concurrent device writes (or a simulator thread) are fine.
@@ -86,6 +102,18 @@ pub unsafe trait Platform {
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError>;
     /// Returns a region from [`Platform::dma_alloc`]. The device must no longer use it.
     fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError>;
+    /// Allocates `len` zeroed bytes of host memory aligned to `align` (a power of two ≤ 4 KiB)
+    /// that the device cannot reach: the driver keeps its own bookkeeping there (work-request
+    /// tables, ring counters, free lists), never in DMA memory. Called on the control path only
+    /// (object creation), never on the data path.
+    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError>;
+    /// Returns memory from [`Platform::host_alloc`].
+    ///
+    /// # Safety
+    ///
+    /// `ptr`, `len` and `align` are exactly those of one earlier `host_alloc` of this platform
+    /// that was not freed yet, and nothing uses the memory any more.
+    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize);
     /// Monotonic time in nanoseconds; deadlines are computed from it.
     fn now_ns(&self) -> u64;
     /// Called once per iteration of every polling loop (a pause, a yield, or — in a simulator —

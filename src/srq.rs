@@ -15,7 +15,7 @@ use crate::cq_poll::srq_table;
 use crate::device::Device;
 use crate::error::Error as E;
 use crate::error::{Error, Result};
-use crate::io::{barrier, DmaBuf, SharedDma};
+use crate::io::{barrier, DmaBuf, SharedTable};
 use crate::platform::Platform;
 use crate::qp::Sge;
 use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
@@ -119,7 +119,7 @@ pub struct Srq<'d, P: Platform> {
     srqn: u32,
     rmp: bool,
     sized: SrqSized,
-    mem: Option<(QueueBuf, DmaBuf, SharedDma)>,
+    mem: Option<(QueueBuf, DmaBuf, SharedTable)>,
     state: spin::Mutex<SrqState>,
 }
 
@@ -201,18 +201,19 @@ impl<P: Platform> Device<P> {
                 }
             })
         });
-        let made = made.and_then(
-            |srqn| match SharedDma::alloc(p, srq_table::words(n as usize)) {
-                Ok(table) => Ok((srqn, table)),
-                Err(source) => {
-                    let _ = self.destroy_srq_cmd(srqn, rmp);
-                    Err(E::Platform {
-                        op: "allocate the SRQ work-request table",
-                        source,
-                    })
-                }
-            },
-        );
+        let made =
+            made.and_then(
+                |srqn| match SharedTable::alloc(p, srq_table::words(n as usize)) {
+                    Ok(table) => Ok((srqn, table)),
+                    Err(source) => {
+                        let _ = self.destroy_srq_cmd(srqn, rmp);
+                        Err(E::Platform {
+                            op: "allocate the SRQ work-request table",
+                            source,
+                        })
+                    }
+                },
+            );
         match made {
             Ok((srqn, table)) => Ok(Srq {
                 dev: self,
@@ -309,7 +310,7 @@ impl<'d, P: Platform> Srq<'d, P> {
     }
 
     /// The work-request table CQs share.
-    pub(crate) fn table(&self) -> Option<&SharedDma> {
+    pub(crate) fn table(&self) -> Option<&SharedTable> {
         self.mem.as_ref().map(|m| &m.2)
     }
 

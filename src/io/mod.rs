@@ -8,6 +8,8 @@
 
 pub mod barrier;
 mod dma;
+#[cfg(feature = "std")]
+pub mod host;
 mod mmio;
 mod shared;
 #[cfg(feature = "sim")]
@@ -15,7 +17,7 @@ pub mod sim;
 
 pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds};
 pub use mmio::MmioRegion;
-pub use shared::{PairRing, SharedDma};
+pub use shared::{PairRing, SharedTable};
 
 /// A prefetch hint for the cache line at `p`. A prefetch never faults (whatever the address),
 /// reads nothing into Rust-visible memory and changes no memory; a no-op off x86_64. Callers

@@ -1,40 +1,58 @@
-//! [`SharedDma`]: a DMA-backed table several driver objects hold at once, without a heap.
+//! [`SharedTable`]: a table of the driver's own bookkeeping that several driver objects hold at
+//! once, without a heap.
 //!
-//! The reference count lives in the table's first eight bytes. Every handle keeps the memory
-//! valid; the last [`SharedDma::release`] frees it. A handle dropped without `release` leaks the
-//! memory instead of freeing it — never the other way round — so no handle can outlive it.
-//! The CQs use it to find the work-request ids of the QPs and SRQs that complete on them.
+//! It lives in **host memory the device cannot reach** ([`Platform::host_alloc`]): nothing the
+//! device writes — by a bug, a corrupted CQE or a hostile firmware — can change a reference
+//! count, a wr_id, a ring counter or a free list. The reference count lives in the table's
+//! first eight bytes. Every handle keeps the memory valid; the last [`SharedTable::release`]
+//! frees it. A handle dropped without `release` leaks the memory instead of freeing it — never
+//! the other way round — so no handle can outlive it. The CQs use it to find the work-request
+//! ids of the QPs and SRQs that complete on them.
 
 use core::marker::PhantomData;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::platform::{DmaRegion, Platform, PlatformError};
+use core::ptr::NonNull;
+
+use crate::platform::{Platform, PlatformError};
 
 const HEADER: usize = 64;
+const ALIGN: usize = 64;
 
-/// A shared table of 64-bit words in DMA memory.
+/// A shared table of 64-bit words in host memory the device cannot reach.
 #[derive(Debug)]
-pub struct SharedDma {
-    region: DmaRegion,
+pub struct SharedTable {
+    base: NonNull<u8>,
+    /// Bytes allocated (header included).
+    len: usize,
     words: usize,
 }
 
 // SAFETY: all accesses are atomic; the memory stays valid while any handle exists (the
 // reference count in the header is only decremented by `release`, which frees at zero).
-unsafe impl Send for SharedDma {}
+unsafe impl Send for SharedTable {}
 // SAFETY: as above.
-unsafe impl Sync for SharedDma {}
+unsafe impl Sync for SharedTable {}
 
-impl SharedDma {
-    /// Allocates a zeroed table of `words` 64-bit words with one handle.
+impl SharedTable {
+    /// Allocates a zeroed table of `words` 64-bit words with one handle, in host memory.
     pub fn alloc<P: Platform + ?Sized>(p: &P, words: usize) -> Result<Self, PlatformError> {
-        let len = HEADER + words * 8;
-        let region = p.dma_alloc(len, 64)?;
-        if region.len < len || region.cpu.as_ptr() as usize % 8 != 0 {
-            let _ = p.dma_free(region);
-            return Err(PlatformError::OutOfDmaMemory { len, align: 64 });
+        let len = words
+            .checked_mul(8)
+            .and_then(|b| b.checked_add(HEADER))
+            .filter(|&l| l <= isize::MAX as usize)
+            .ok_or(PlatformError::OutOfHostMemory {
+                len: usize::MAX,
+                align: ALIGN,
+            })?;
+        let base = p.host_alloc(len, ALIGN)?;
+        if base.as_ptr() as usize % 8 != 0 {
+            log::error!("platform returned misaligned host memory {base:?} for {len} bytes");
+            // SAFETY: exactly what `host_alloc` returned, unused.
+            unsafe { p.host_free(base, len, ALIGN) };
+            return Err(PlatformError::OutOfHostMemory { len, align: ALIGN });
         }
-        let t = Self { region, words };
+        let t = Self { base, len, words };
         t.rc().store(1, Ordering::Relaxed);
         for i in 0..words {
             t.store(i, 0);
@@ -45,14 +63,14 @@ impl SharedDma {
     fn rc(&self) -> &AtomicU64 {
         // SAFETY: the header is in bounds (len ≥ HEADER), 8-aligned (checked at allocation) and
         // valid while `self` exists (reference count ≥ 1); only atomics touch it.
-        unsafe { AtomicU64::from_ptr(self.region.cpu.as_ptr().cast()) }
+        unsafe { AtomicU64::from_ptr(self.base.as_ptr().cast()) }
     }
 
     fn word(&self, i: usize) -> Option<&AtomicU64> {
         if i >= self.words {
             return None;
         }
-        let p = self.region.cpu.as_ptr().wrapping_add(HEADER + i * 8);
+        let p = self.base.as_ptr().wrapping_add(HEADER + i * 8);
         // SAFETY: `i < words` keeps the word inside the allocation; 8-aligned; valid while
         // `self` exists; only atomics touch it.
         Some(unsafe { AtomicU64::from_ptr(p.cast()) })
@@ -62,7 +80,8 @@ impl SharedDma {
     pub fn share(&self) -> Self {
         self.rc().fetch_add(1, Ordering::Relaxed);
         Self {
-            region: self.region,
+            base: self.base,
+            len: self.len,
             words: self.words,
         }
     }
@@ -70,15 +89,16 @@ impl SharedDma {
     /// Gives this handle back; the last one frees the memory.
     pub fn release<P: Platform + ?Sized>(self, p: &P) {
         if self.rc().fetch_sub(1, Ordering::AcqRel) == 1 {
-            if let Err(e) = p.dma_free(self.region) {
-                log::warn!("freeing a shared table: {e}");
-            }
+            // SAFETY: `base`/`len`/`ALIGN` are those of `host_alloc` in `alloc`; this was the
+            // last handle (only `release` decrements the count, which no device can reach), so
+            // nothing uses the memory any more.
+            unsafe { p.host_free(self.base, self.len, ALIGN) };
         }
     }
 
     /// Whether two handles name the same table.
     pub fn same(&self, other: &Self) -> bool {
-        self.region.iova == other.region.iova
+        self.base == other.base
     }
 
     /// Number of words.
@@ -123,7 +143,7 @@ impl SharedDma {
         if i.checked_add(1)? >= self.words {
             return None;
         }
-        let p = self.region.cpu.as_ptr().wrapping_add(HEADER + i * 8);
+        let p = self.base.as_ptr().wrapping_add(HEADER + i * 8);
         // SAFETY: `i + 1 < words` keeps both words inside the allocation; 8-aligned; valid
         // while `self` exists; only atomics touch them.
         let (a, b) = unsafe {
@@ -141,7 +161,7 @@ impl SharedDma {
     pub fn pairs(&self, first: usize, entries: usize) -> Option<PairRing<'_>> {
         let end = entries.checked_mul(2)?.checked_add(first)?;
         (entries.is_power_of_two() && end <= self.words).then_some(PairRing {
-            base: self.region.cpu.as_ptr().wrapping_add(HEADER + first * 8),
+            base: self.base.as_ptr().wrapping_add(HEADER + first * 8),
             mask: entries - 1,
             _table: PhantomData,
         })
@@ -151,7 +171,7 @@ impl SharedDma {
     #[inline(always)]
     pub fn prefetch(&self, i: usize) {
         if i < self.words {
-            super::prefetch(self.region.cpu.as_ptr().wrapping_add(HEADER + i * 8));
+            super::prefetch(self.base.as_ptr().wrapping_add(HEADER + i * 8));
         }
     }
 
@@ -172,14 +192,14 @@ impl SharedDma {
     }
 }
 
-/// Pairs of words of a [`SharedDma`] ([`SharedDma::pairs`]), indexed with a mask so that no
+/// Pairs of words of a [`SharedTable`] ([`SharedTable::pairs`]), indexed with a mask so that no
 /// access needs a run-time bounds check.
 #[derive(Debug, Clone, Copy)]
 pub struct PairRing<'a> {
     /// Word `first` of the table (copied so that a loop keeps it in a register).
     base: *mut u8,
     mask: usize,
-    _table: PhantomData<&'a SharedDma>,
+    _table: PhantomData<&'a SharedTable>,
 }
 
 impl PairRing<'_> {

@@ -1,5 +1,7 @@
 //! The simulated ConnectX-5 ([`mlx5_sim::SimDevice`]) as a [`Platform`].
 
+use core::ptr::NonNull;
+
 use mlx5_ifc::{Be32, Be64};
 use mlx5_sim::SimDevice;
 
@@ -35,7 +37,8 @@ impl SimPlatform {
 // SAFETY: the simulator backs every DMA block with its own heap allocation (8-aligned, zeroed)
 // that lives until `dma_free` or until the last handle to the device drops — and this platform
 // holds a handle. The simulator itself touches that memory only with atomic accesses, and its
-// BAR accessors touch no host memory.
+// BAR accessors touch no host memory. Host memory comes from the process heap, which the
+// simulated device cannot reach (it translates only its own DMA blocks).
 unsafe impl Platform for SimPlatform {
     fn bar_read32(&self, offset: u64) -> Be32 {
         self.dev.bar_read32(offset)
@@ -67,6 +70,16 @@ unsafe impl Platform for SimPlatform {
         self.dev
             .dma_free(region.iova)
             .map_err(|_| PlatformError::UnknownRegion { iova: region.iova })
+    }
+
+    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
+        // The process heap: the simulated device reaches only the blocks of `dma_alloc`.
+        super::host::heap_alloc(len, align)
+    }
+
+    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        // SAFETY: forwarded contract (`ptr` came from `host_alloc`, i.e. `heap_alloc`).
+        unsafe { super::host::heap_free(ptr, len, align) }
     }
 
     fn now_ns(&self) -> u64 {

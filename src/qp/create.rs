@@ -15,7 +15,7 @@ use crate::cq_poll::{rq_table, sq_table, Attached, RecvTable};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::io::DmaBuf;
-use crate::io::SharedDma;
+use crate::io::SharedTable;
 use crate::pd::Pd;
 use crate::platform::Platform;
 use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
@@ -78,9 +78,9 @@ pub(crate) struct QpRing {
     /// Doorbell record: word 0 RQ counter, word 1 SQ counter.
     pub(crate) dbr: DmaBuf,
     /// Send work-request table, shared with the send CQ.
-    pub(crate) sq: SharedDma,
+    pub(crate) sq: SharedTable,
     /// Receive work-request table (own RQ), shared with the receive CQ.
-    pub(crate) rq: Option<SharedDma>,
+    pub(crate) rq: Option<SharedTable>,
 }
 
 /// A queue pair. It borrows the CQs and SRQ it was created on, so they cannot go away first.
@@ -297,11 +297,11 @@ impl<P: Platform> Device<P> {
             }
         };
         let tables =
-            SharedDma::alloc(p, sq_table::words(layout.sq_wqebb_cnt as usize)).and_then(|sq| {
+            SharedTable::alloc(p, sq_table::words(layout.sq_wqebb_cnt as usize)).and_then(|sq| {
                 if layout.rq_wqe_cnt == 0 {
                     return Ok((sq, None));
                 }
-                match SharedDma::alloc(p, rq_table::words(layout.rq_wqe_cnt as usize)) {
+                match SharedTable::alloc(p, rq_table::words(layout.rq_wqe_cnt as usize)) {
                     Ok(rq) => Ok((sq, Some(rq))),
                     Err(e) => {
                         sq.release(p);

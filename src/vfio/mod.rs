@@ -28,6 +28,7 @@ pub mod pci;
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -332,7 +333,8 @@ const RELAX_NEW_WAIT_NS: u64 = 1_000_000;
 // SAFETY: `dma_alloc` returns memory from the pool: private anonymous mappings, zeroed, 64-byte
 // (so 8-byte) aligned, IOVA aligned as asked, mapped in the IOMMU at `iova`, handed to one caller
 // only (the pool's allocator never gives out a range twice) and kept mapped until `dma_free` or
-// until the platform drops. BAR accessors perform exactly one access of the stated width on the
+// until the platform drops. Host memory is the process heap, which the IOMMU never maps (only
+// the pool's chunks are mapped). BAR accessors perform exactly one access of the stated width on the
 // mapped BAR (or one pread/pwrite the kernel turns into that access) and never touch DMA memory.
 unsafe impl Platform for VfioPlatform {
     #[inline]
@@ -356,6 +358,16 @@ unsafe impl Platform for VfioPlatform {
 
     fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError> {
         self.pool.free(region)
+    }
+
+    /// The process heap: never mapped in the IOMMU (only the pool's chunks are).
+    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
+        crate::io::host::heap_alloc(len, align)
+    }
+
+    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        // SAFETY: forwarded contract (`ptr` came from `host_alloc`, i.e. `heap_alloc`).
+        unsafe { crate::io::host::heap_free(ptr, len, align) }
     }
 
     /// CLOCK_MONOTONIC, in nanoseconds since the platform was opened.
@@ -440,6 +452,13 @@ unsafe impl Platform for AnyPlatform {
     }
     fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError> {
         either!(self, p => p.dma_free(region))
+    }
+    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
+        either!(self, p => p.host_alloc(len, align))
+    }
+    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        // SAFETY: forwarded contract; a region always goes back to the variant it came from.
+        either!(self, p => unsafe { p.host_free(ptr, len, align) })
     }
     fn now_ns(&self) -> u64 {
         either!(self, p => p.now_ns())

@@ -7,6 +7,7 @@
 //! same DMA and MMIO primitives.
 
 use std::hint::black_box;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,13 @@ unsafe impl Platform for Nullable {
     }
     fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError> {
         self.sim.dma_free(region)
+    }
+    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
+        self.sim.host_alloc(len, align)
+    }
+    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.sim.host_free(ptr, len, align) }
     }
     fn now_ns(&self) -> u64 {
         self.sim.now_ns()

@@ -12,7 +12,10 @@
 //!    without an IOMMU ([`DmaTranslation::Identity`]), or that plus a fixed offset when the kernel
 //!    programmed the IOMMU with one linear mapping of the arena ([`DmaTranslation::Offset`]).
 //!    x86 PCIe DMA is cache-coherent, so ordinary write-back memory is fine.
-//! 3. **A clock** for the driver's deadlines ([`Clock`]), e.g. the TSC scaled by its frequency
+//! 3. **Host memory** for the driver's own bookkeeping (work-request tables, ring counters):
+//!    a second arena, outside the DMA arena and never mapped for the device in the IOMMU, so
+//!    nothing the device writes can reach it.
+//! 4. **A clock** for the driver's deadlines ([`Clock`]), e.g. the TSC scaled by its frequency
 //!    ([`TscClock`]), and a `relax` for polling loops (the `pause` instruction).
 #![no_std]
 
@@ -135,10 +138,38 @@ impl Arena {
 /// Live allocations the platform remembers, to check frees.
 const MAX_ALLOCS: usize = 4096;
 
-struct DmaState {
+struct Pool {
     arena: Arena,
     /// (offset, rounded length) of every live allocation, unordered.
     live: heapless::Vec<(usize, usize), MAX_ALLOCS>,
+}
+
+impl Pool {
+    fn new(len: usize) -> Self {
+        Self {
+            arena: Arena::new(len),
+            live: heapless::Vec::new(),
+        }
+    }
+
+    /// `len` bytes (rounded up to 64) whose address `base + offset` is aligned to `align` (at
+    /// least 64); returns the offset and the rounded length.
+    fn alloc(&mut self, len: usize, align: usize, base: u64) -> Option<(usize, usize)> {
+        let size = len.max(1).checked_next_multiple_of(64)?;
+        let off = self.arena.alloc(size, align.max(64), base)?;
+        if self.live.push((off, size)).is_err() {
+            self.arena.free(off, size);
+            return None;
+        }
+        Some((off, size))
+    }
+
+    /// Frees the live allocation at `off`; its rounded length, or `None` if there is none.
+    fn free(&mut self, off: usize) -> Option<usize> {
+        let i = self.live.iter().position(|&(o, _)| o == off)?;
+        let (_, size) = self.live.swap_remove(i);
+        self.arena.free(off, size).then_some(size)
+    }
 }
 
 /// A [`Platform`] for a kernel that maps BAR0 itself and owns a DMA arena.
@@ -148,7 +179,9 @@ pub struct BareMetal<C: Clock> {
     arena_virt: NonNull<u8>,
     arena_phys: u64,
     translation: DmaTranslation,
-    dma: spin::Mutex<DmaState>,
+    dma: spin::Mutex<Pool>,
+    host_virt: NonNull<u8>,
+    host: spin::Mutex<Pool>,
     clock: C,
 }
 
@@ -163,14 +196,15 @@ impl<C: Clock> core::fmt::Debug for BareMetal<C> {
 }
 
 // SAFETY: the BAR is reached only through `MmioRegion` (Send + Sync), the arena only through raw
-// pointers handed out under the `dma` mutex, and the clock is required to be Send + Sync.
+// pointers handed out under the `dma` mutex, the host arena likewise under `host`, and the clock is required to be Send + Sync.
 unsafe impl<C: Clock + Send> Send for BareMetal<C> {}
 // SAFETY: as above.
 unsafe impl<C: Clock + Sync> Sync for BareMetal<C> {}
 
 impl<C: Clock> BareMetal<C> {
-    /// A platform over BAR0 mapped at `bar` (`bar_len` bytes) and a DMA arena of `arena_len`
-    /// bytes at virtual `arena_virt` / physical `arena_phys`.
+    /// A platform over BAR0 mapped at `bar` (`bar_len` bytes), a DMA arena of `arena_len`
+    /// bytes at virtual `arena_virt` / physical `arena_phys`, and a host arena of `host_len`
+    /// bytes at `host_virt` for the driver's bookkeeping (a few KiB per queue).
     ///
     /// # Safety
     ///
@@ -180,7 +214,12 @@ impl<C: Clock> BareMetal<C> {
     ///   for as long as it lives, physically contiguous at `arena_phys`, cache-coherent with the
     ///   device, and reachable by the device at the addresses `translation` gives; `arena_virt`,
     ///   `arena_phys` and the translation offset are 4 KiB aligned;
+    /// * `host_virt..host_virt+host_len` is memory this platform alone uses from now on, mapped
+    ///   for as long as it lives, 64-byte aligned, disjoint from the arena, and **not mapped for
+    ///   the device** in the IOMMU (without an IOMMU a device can reach all of memory: nothing
+    ///   then keeps a misbehaving device out of it);
     /// * bus mastering and memory space are enabled in the function's PCI command register.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn new(
         bar: NonNull<u8>,
         bar_len: usize,
@@ -188,6 +227,8 @@ impl<C: Clock> BareMetal<C> {
         arena_phys: u64,
         arena_len: usize,
         translation: DmaTranslation,
+        host_virt: NonNull<u8>,
+        host_len: usize,
         clock: C,
     ) -> Self {
         Self {
@@ -197,10 +238,9 @@ impl<C: Clock> BareMetal<C> {
             arena_virt,
             arena_phys,
             translation,
-            dma: spin::Mutex::new(DmaState {
-                arena: Arena::new(arena_len),
-                live: heapless::Vec::new(),
-            }),
+            dma: spin::Mutex::new(Pool::new(arena_len)),
+            host_virt,
+            host: spin::Mutex::new(Pool::new(host_len)),
             clock,
         }
     }
@@ -222,7 +262,8 @@ impl<C: Clock> BareMetal<C> {
 // SAFETY: `dma_alloc` hands out disjoint ranges of the arena (the allocator never returns a
 // range twice until it is freed), zeroed, with the device address aligned as asked and the CPU
 // address at least 64-byte aligned (both arena bases are 4 KiB aligned), reachable by the device
-// per `new`'s contract, valid until `dma_free`; BAR accesses go through `MmioRegion`, one access
+// per `new`'s contract, valid until `dma_free`; `host_alloc` likewise hands out disjoint zeroed
+// 64-byte-aligned ranges of the host arena, which the device cannot reach (`new`'s contract); BAR accesses go through `MmioRegion`, one access
 // of the stated width each, and never touch the arena.
 unsafe impl<C: Clock> Platform for BareMetal<C> {
     fn bar_read32(&self, offset: u64) -> Be32 {
@@ -241,16 +282,11 @@ unsafe impl<C: Clock> Platform for BareMetal<C> {
         let oom = PlatformError::OutOfDmaMemory { len, align };
         // The device address is what must be aligned; the CPU address follows at least to 64
         // bytes because both arena bases are 4 KiB aligned (`new`'s contract).
-        let align = align.max(64);
-        let size = len.max(1).div_ceil(64) * 64;
         let mut st = self.dma.lock();
-        let off = st
-            .arena
-            .alloc(size, align, self.device_address(0))
-            .ok_or(oom)?;
+        let (off, size) = st.alloc(len, align, self.device_address(0)).ok_or(oom)?;
         let iova = self.device_address(off);
-        if iova == 0 || st.live.push((off, size)).is_err() {
-            st.arena.free(off, size);
+        if iova == 0 {
+            st.free(off);
             return Err(oom);
         }
         let cpu = self.arena_virt.as_ptr().wrapping_add(off);
@@ -269,13 +305,27 @@ unsafe impl<C: Clock> Platform for BareMetal<C> {
         let off = (region.cpu.as_ptr() as usize)
             .checked_sub(self.arena_virt.as_ptr() as usize)
             .ok_or(unknown)?;
-        let mut st = self.dma.lock();
-        let i = st.live.iter().position(|&(o, _)| o == off).ok_or(unknown)?;
-        let (_, size) = st.live.swap_remove(i);
-        if self.device_address(off) != region.iova || !st.arena.free(off, size) {
+        if self.device_address(off) != region.iova {
             return Err(unknown);
         }
-        Ok(())
+        self.dma.lock().free(off).map(drop).ok_or(unknown)
+    }
+
+    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
+        let oom = PlatformError::OutOfHostMemory { len, align };
+        let (off, size) = self.host.lock().alloc(len, align, 0).ok_or(oom)?;
+        let p = self.host_virt.as_ptr().wrapping_add(off);
+        // SAFETY: `off..off+size` lies inside the host arena and belongs to no one else; the
+        // arena is mapped per `new`'s contract.
+        unsafe { core::ptr::write_bytes(p, 0, size) };
+        NonNull::new(p).ok_or(oom)
+    }
+
+    unsafe fn host_free(&self, ptr: NonNull<u8>, _len: usize, _align: usize) {
+        let off = (ptr.as_ptr() as usize).wrapping_sub(self.host_virt.as_ptr() as usize);
+        // Not a live host allocation: the contract was broken; refusing it keeps the arena
+        // consistent.
+        let _ = self.host.lock().free(off);
     }
 
     fn now_ns(&self) -> u64 {
@@ -334,6 +384,8 @@ mod tests {
         let mut bar = vec![0u64; 512];
         let mut arena = vec![0u64; 0x4000 / 8 + 512];
         let base = (arena.as_mut_ptr() as usize).next_multiple_of(4096);
+        let mut host = vec![0u64; 0x1000 / 8 + 8];
+        let host_base = (host.as_mut_ptr() as usize).next_multiple_of(64);
         let p = unsafe {
             // SAFETY: test-only: both buffers outlive `p` and nothing else uses them.
             BareMetal::new(
@@ -343,6 +395,8 @@ mod tests {
                 0x8000_0000,
                 0x4000,
                 DmaTranslation::Offset(0x1_0000_0000 - 0x8000_0000),
+                NonNull::new(host_base as *mut u8).unwrap(),
+                0x1000,
                 FakeClock(0.into()),
             )
         };
@@ -370,5 +424,22 @@ mod tests {
         );
         assert!(p.dma_alloc(0x4000, 8).is_err(), "arena exhausted");
         assert!(p.now_ns() < p.now_ns());
+        let h = p.host_alloc(100, 8).unwrap();
+        assert_eq!(
+            h.as_ptr() as usize,
+            host_base,
+            "host memory from the host arena"
+        );
+        let h2 = p.host_alloc(0x1000 - 128, 64).unwrap();
+        assert!(p.host_alloc(64, 8).is_err(), "host arena exhausted");
+        // SAFETY: both are live host allocations of `p`, unused.
+        unsafe {
+            p.host_free(h, 100, 8);
+            p.host_free(h2, 0x1000 - 128, 64);
+        }
+        assert!(
+            p.host_alloc(0x1000, 64).is_ok(),
+            "freed host memory is reusable"
+        );
     }
 }
