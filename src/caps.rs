@@ -143,7 +143,6 @@ impl Caps {
 
     /// The verbs view of the device, as `ibv_query_device` reports it on mlx5.
     pub fn device_attr(&self) -> DeviceAttr {
-        let p2 = |l: u8| if l >= 64 { u64::MAX } else { 1u64 << l };
         let max_send_sge = (self.max_wqe_sz_sq().min(512).saturating_sub(32)) / 16;
         let max_recv_sge = self.max_wqe_sz_rq() / 16;
         let max_qp = p2(self.log_max_qp());
@@ -235,4 +234,13 @@ pub struct DeviceAttr {
     pub hca_core_clock_khz: u32,
     /// `num_ports`.
     pub phys_port_cnt: u8,
+}
+/// `2^log` of a device-reported exponent, saturating at `u64::MAX` (an 8-bit field can hold
+/// exponents past 63: no shift overflows, in debug or release).
+pub(crate) const fn p2(log: u8) -> u64 {
+    if log >= 64 {
+        u64::MAX
+    } else {
+        1u64 << log
+    }
 }

@@ -18,6 +18,7 @@ use mlx5_ifc::{
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::io::{barrier, DmaBuf};
 use crate::platform::Platform;
+use crate::quarantine::Quarantine;
 
 /// Mailbox blocks per direction: commands carry at most `16 + 64 * 512` bytes each way.
 pub const MAX_MAILBOX_BLOCKS: usize = 64;
@@ -144,6 +145,17 @@ impl CmdQueue {
                 if let Err(e) = b.free(p) {
                     log::warn!("freeing command interface memory: {e}");
                 }
+            }
+        }
+        self.mark_dead(DeadCause::Closed);
+    }
+
+    /// Leaves the queue memory to the device (it may still own an entry): quarantined, never
+    /// freed; the queue issues no command afterwards.
+    pub(crate) fn abandon(&mut self, q: &Quarantine) {
+        if let Some(m) = self.mem.take() {
+            for b in [m.queue, m.inbox, m.outbox] {
+                q.keep(b, "command queue of an unusable device");
             }
         }
         self.mark_dead(DeadCause::Closed);

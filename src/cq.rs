@@ -51,7 +51,7 @@ pub struct CqInfo {
 impl<P: Platform> Device<P> {
     /// Creates a CQ for at least `cqe` completions (`ibv_create_cq`), on the completion EQ.
     pub fn create_cq(&self, cqe: u32) -> Result<Cq<'_, P>> {
-        let max = (1u64 << self.caps().log_max_cq_sz()).saturating_sub(1);
+        let max = crate::caps::p2(self.caps().log_max_cq_sz()).saturating_sub(1);
         if cqe == 0 || u64::from(cqe) > max {
             return Err(Error::InvalidArgument {
                 op: "create_cq",
@@ -111,8 +111,11 @@ impl<P: Platform> Device<P> {
                 })
             }
             Err(e) => {
-                buf.free(p);
-                let _ = dbr.free(p);
+                // A CREATE_CQ that may have taken effect leaves the ring to the device.
+                let done = !e.device_may_hold_memory();
+                let q = self.quarantine();
+                buf.retire(q, p, done, "CREATE_CQ failed with its outcome unknown");
+                q.retire(p, dbr, done, "CREATE_CQ failed with its outcome unknown");
                 Err(e)
             }
         }
@@ -174,16 +177,11 @@ impl<'d, P: Platform> Cq<'d, P> {
                 Ok(())
             })
         });
-        match r {
-            Ok(_) => {
-                let p = self.dev.platform();
-                buf.free(p);
-                let _ = dbr.free(p);
-                Ok(())
-            }
-            // The device may still write the ring: leak it rather than free memory it owns.
-            Err(e) => Err(e),
-        }
+        // Unless DESTROY_CQ succeeded, the device may still write the ring: quarantine it.
+        let (p, q) = (self.dev.platform(), self.dev.quarantine());
+        buf.retire(q, p, r.is_ok(), "DESTROY_CQ failed");
+        q.retire(p, dbr, r.is_ok(), "DESTROY_CQ failed");
+        r.map(drop)
     }
 }
 

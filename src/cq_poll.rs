@@ -66,7 +66,8 @@ pub mod rq_table {
 
 /// Word layout of an SRQ table: the freed-WQE ring (consumer, producer, entries = index + 1),
 /// per WQE a pair of words (the wr_id; [`POSTED`](srq_table::POSTED) and the bytes its scatter
-/// list holds), then the freed ring's entries.
+/// list holds), then the freed ring's entries, then the free list's links (the driver's own copy
+/// of each WQE's `next_wqe_index`: the device's copy in the ring is written, never read back).
 pub mod srq_table {
     /// Freed ring: next entry post_recv takes.
     pub const FREED_HEAD: usize = 0;
@@ -84,9 +85,13 @@ pub mod srq_table {
     pub const fn freed(n: usize) -> usize {
         WRID + 2 * n
     }
+    /// The link word of WQE `i` in an SRQ of `n` WQEs: the WQE after it on the free list.
+    pub const fn next(n: usize, i: usize) -> usize {
+        WRID + 3 * n + i
+    }
     /// Words of a table for `n` WQEs.
     pub const fn words(n: usize) -> usize {
-        WRID + 3 * n
+        WRID + 4 * n
     }
 }
 

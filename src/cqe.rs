@@ -264,7 +264,7 @@ impl<'s> SqRun<'s> {
                 }
                 // The running position of the WQE completed: at or after TAIL, before HEAD.
                 let wqe_counter = (hi >> 16) as u16;
-                let at = tail + u64::from(wqe_counter.wrapping_sub(tail as u16));
+                let at = tail.wrapping_add(u64::from(wqe_counter.wrapping_sub(tail as u16)));
                 if at >= head {
                     break;
                 }
@@ -406,7 +406,11 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         // Fields a requester CQE does not carry.
         wc.src_qp = 0;
         wc.grh = false;
-        run.tail = tail.wrapping_add(delta + (desc & 0xff).max(1));
+        // Never past HEAD (the descriptor is the driver's own, in host memory: this only keeps
+        // a driver bug from publishing more room than there is).
+        run.tail = tail
+            .wrapping_add(delta + (desc & 0xff).max(1))
+            .min(run.head);
         run.dirty = true;
         // The table line of the WQEBBs a few completions on.
         t.prefetch(sq_table::wrid(
@@ -455,7 +459,7 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
                 .load_pair_relaxed(rq_table::wrid(slot))
                 .ok_or_else(|| bad("receive table slot", slot as u64, u64::from(*cnt)))?;
             wc.wr_id = wr_id;
-            table.store(rq_table::TAIL, tail + 1);
+            table.store(rq_table::TAIL, tail.wrapping_add(1));
             recv_fits(opcode, byte_cnt, cap)?;
         }
         RecvTable::Srq { table, cnt, .. } => {
@@ -479,7 +483,7 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
             let n = *cnt as usize;
             let at = table.load(srq_table::FREED_TAIL);
             let mut t = at;
-            while !table.compare_exchange(srq_table::FREED_TAIL, t, t + 1) {
+            while !table.compare_exchange(srq_table::FREED_TAIL, t, t.wrapping_add(1)) {
                 t = table.load(srq_table::FREED_TAIL);
             }
             table.store(srq_table::freed(n) + (t as usize % n), u64::from(idx) + 1);

@@ -27,6 +27,7 @@ use crate::io::barrier;
 use crate::pages::{PagePool, PageRequest};
 use crate::pd::{query_special_keys, Pd, SpecialKeys};
 use crate::platform::Platform;
+use crate::quarantine::{Quarantine, Quarantined};
 use crate::uar::Uar;
 use crate::vport::{self, GidEntry, PortState, VportInfo};
 
@@ -35,10 +36,15 @@ use crate::vport::{self, GidEntry, PortState, VportInfo};
 pub struct DeviceConfig {
     /// How long the firmware may stay `initializing` before the command queue is set up.
     pub fw_pre_init_timeout_ms: u64,
-    /// How long it may stay `initializing` after (overridden by a published `cmd_q_init_to`).
+    /// How long it may stay `initializing` after. A shorter `cmd_q_init_to` published by the
+    /// device replaces it (never a longer one: this is the ceiling).
     pub fw_init_timeout_ms: u64,
-    /// Per-command timeout (overridden by a published `cmd_exec_to`).
+    /// Per-command timeout. A shorter `cmd_exec_to` published by the device replaces it (never
+    /// a longer one: this is the ceiling).
     pub cmd_timeout_ms: u64,
+    /// The shortest timeout a device may publish: a shorter `cmd_q_init_to` or `cmd_exec_to`
+    /// is raised to this (a device claiming 1 ms would make every command time out).
+    pub min_device_timeout_ms: u64,
     /// How long page reclaim may go without progress after TEARDOWN_HCA.
     pub reclaim_timeout_ms: u64,
     /// Upper bound for `log_max_qp` programmed with SET_HCA_CAP.
@@ -60,6 +66,7 @@ impl Default for DeviceConfig {
             fw_pre_init_timeout_ms: 120_000,
             fw_init_timeout_ms: 2_000,
             cmd_timeout_ms: 60_000,
+            min_device_timeout_ms: 1_000,
             reclaim_timeout_ms: 5_000,
             log_max_qp: 18,
             driver_version: concat!("rust,mlx5,", env!("CARGO_PKG_VERSION")),
@@ -135,10 +142,15 @@ pub struct Device<P: Platform> {
     stage: Option<Stage>,
     bringup: BringUp,
     last_heartbeat: spin::Mutex<u32>,
+    quarantine: Quarantine,
 }
+
+/// Polls between two health checks while waiting for `initializing` to clear.
+const INIT_HEALTH_EVERY: u32 = 64;
 
 fn wait_not_initializing<P: Platform>(p: &P, what: Wait, timeout_ms: u64) -> Result<()> {
     let start = p.now_ns();
+    let mut polls = 0u32;
     loop {
         let v = p.bar_read32(u64::from(regs::INITIALIZING)).get();
         if v == u32::MAX {
@@ -146,6 +158,13 @@ fn wait_not_initializing<P: Platform>(p: &P, what: Wait, timeout_ms: u64) -> Res
             // deadline like a real reset would require.
         } else if v & regs::INITIALIZING_BIT == 0 {
             return Ok(());
+        } else if what == Wait::FwInit {
+            // Once the command queue is set up, a firmware that died while initializing says
+            // so in its health buffer: stop at once rather than at the deadline.
+            polls = polls.wrapping_add(1);
+            if polls % INIT_HEALTH_EVERY == 1 {
+                health_during_init(p)?;
+            }
         }
         let waited = p.now_ns().saturating_sub(start);
         if waited > timeout_ms.saturating_mul(1_000_000) {
@@ -158,10 +177,29 @@ fn wait_not_initializing<P: Platform>(p: &P, what: Wait, timeout_ms: u64) -> Res
     }
 }
 
+/// A fatal health syndrome (with a reset request) while the firmware initializes.
+fn health_during_init<P: Platform>(p: &P) -> Result<()> {
+    match check_health(p) {
+        // All-ones is handled by the caller (it keeps waiting for a reset to finish).
+        Err(Error::BadDeviceValue { .. }) => Ok(()),
+        r => r,
+    }
+}
+
 impl<P: Platform> Device<P> {
     /// Brings the function up. On failure everything done so far is undone (as far as the
     /// device allows) and the error says which step failed.
     pub fn open(platform: P, config: DeviceConfig) -> Result<Self> {
+        let min_bar = 2 * regs::UAR_PAGE_SIZE;
+        if config.bar_size < min_bar {
+            return Err(Error::InvalidArgument {
+                op: "open",
+                field: "DeviceConfig::bar_size",
+                requested: config.bar_size,
+                max: min_bar,
+                limit: "the initialization segment page and at least one UAR page",
+            });
+        }
         let t0 = platform.now_ns();
         wait_not_initializing(&platform, Wait::FwPreInit, config.fw_pre_init_timeout_ms)?;
         let rev = platform.bar_read32(u64::from(regs::FW_REV)).get();
@@ -201,15 +239,21 @@ impl<P: Platform> Device<P> {
         );
         barrier::mmio_wmb();
         let mut config = config;
+        // The device's published timeouts, within the configured bounds: the configuration is
+        // the ceiling (a device cannot make the driver wait for years), the floor keeps a
+        // device from making every wait fail at once.
+        let bounded = |published: Option<u64>, ceiling: u64| {
+            published.map_or(ceiling, |ms| {
+                ms.max(config.min_device_timeout_ms).min(ceiling)
+            })
+        };
         let init_to =
             regs::decode_timeout_ms(platform.bar_read32(u64::from(regs::CMD_Q_INIT_TO)).get());
-        if let Some(ms) = init_to {
-            config.fw_init_timeout_ms = ms;
-            if let Some(cmd_ms) =
-                regs::decode_timeout_ms(platform.bar_read32(u64::from(regs::CMD_EXEC_TO)).get())
-            {
-                config.cmd_timeout_ms = cmd_ms;
-            }
+        if init_to.is_some() {
+            let exec_to =
+                regs::decode_timeout_ms(platform.bar_read32(u64::from(regs::CMD_EXEC_TO)).get());
+            config.fw_init_timeout_ms = bounded(init_to, config.fw_init_timeout_ms);
+            config.cmd_timeout_ms = bounded(exec_to, config.cmd_timeout_ms);
         }
         let mut dev = Device {
             platform,
@@ -242,6 +286,7 @@ impl<P: Platform> Device<P> {
                 init_pages: 0,
             },
             last_heartbeat: spin::Mutex::new(0),
+            quarantine: Quarantine::default(),
             config,
         };
         dev.cmd.get_mut().set_timeout_ms(dev.config.cmd_timeout_ms);
@@ -271,6 +316,7 @@ impl<P: Platform> Device<P> {
 
     fn bring_up(&mut self) -> Result<()> {
         let p = &self.platform;
+        let q = &self.quarantine;
         let cmd = self.cmd.get_mut();
         let pages = self.pages.get_mut();
         wait_not_initializing(p, Wait::FwInit, self.config.fw_init_timeout_ms)?;
@@ -353,6 +399,7 @@ impl<P: Platform> Device<P> {
         self.async_eq = Some(Eq::create(
             cmd,
             p,
+            q,
             &self.caps,
             uar,
             ASYNC_EQ_SIZE,
@@ -363,6 +410,7 @@ impl<P: Platform> Device<P> {
         self.comp_eq = Some(Eq::create(
             cmd,
             p,
+            q,
             &self.caps,
             uar,
             self.config.comp_eq_size,
@@ -396,6 +444,7 @@ impl<P: Platform> Device<P> {
             return Ok(());
         };
         let p = &self.platform;
+        let q = &self.quarantine;
         let cmd = self.cmd.get_mut();
         let pages = self.pages.get_mut();
         let mut first: Option<Error> = None;
@@ -428,7 +477,7 @@ impl<P: Platform> Device<P> {
                     .into_iter()
                     .flatten()
                 {
-                    note(eq.destroy(cmd, p));
+                    note(eq.destroy(cmd, p, q));
                 }
             }
             if stage >= Stage::Uar {
@@ -449,12 +498,17 @@ impl<P: Platform> Device<P> {
                 note(hca::disable_hca(cmd, p, self.embedded_cpu));
             }
         }
+        // EQs a dead device still has (their DESTROY_EQ was never sent).
+        for eq in [self.comp_eq.take(), self.async_eq.take()]
+            .into_iter()
+            .flatten()
+        {
+            eq.abandon(q);
+        }
         if pages.held() > 0 || cmd.dead().is_some() {
             // The device may still write to its pages and to the command queue: never free them.
-            pages.abandon();
-            log::error!(
-                "device unusable or pages not returned: command queue memory left to the device"
-            );
+            pages.abandon(q);
+            cmd.abandon(q);
         } else {
             pages.free_idle_chunks(p);
             cmd.release(p);
@@ -609,18 +663,31 @@ impl<P: Platform> Device<P> {
         self.cmd.lock().stats()
     }
 
+    /// DMA memory kept from the platform because the device may still use it (a create or
+    /// destroy that timed out or was refused, a device that died): mapped, never reused.
+    pub fn quarantined(&self) -> Quarantined {
+        self.quarantine.get()
+    }
+
+    /// The account of quarantined memory, for the object modules.
+    pub(crate) fn quarantine(&self) -> &Quarantine {
+        &self.quarantine
+    }
+
     /// Pages the firmware holds.
     pub fn pages_held(&self) -> usize {
         self.pages.lock().held()
     }
 
-    /// Runs a command with the device's command queue (for the object modules and tools).
-    pub fn exec(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
+    /// Runs any command, bypassing every object the driver tracks: reached only through the
+    /// unsafe [`crate::io::raw_command`], whose contract says why.
+    pub(crate) fn exec_raw(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
         self.cmd.lock().exec(&self.platform, input, output)
     }
 
-    /// Runs `f` with the command queue and the platform.
-    pub fn with_cmd<R>(&self, f: impl FnOnce(&mut CmdQueue, &P) -> Result<R>) -> Result<R> {
+    /// Runs `f` with the command queue and the platform. `f` must not call back into the
+    /// device's command queue (the lock is not re-entrant).
+    pub(crate) fn with_cmd<R>(&self, f: impl FnOnce(&mut CmdQueue, &P) -> Result<R>) -> Result<R> {
         let mut cmd = self.cmd.lock();
         f(&mut cmd, &self.platform)
     }

@@ -16,6 +16,7 @@ use crate::cmd::{run, run_create, CmdQueue};
 use crate::error::{Error, Result};
 use crate::io::barrier;
 use crate::platform::Platform;
+use crate::quarantine::Quarantine;
 use crate::queue::{ceil_log2, QueueBuf};
 use crate::uar::Uar;
 
@@ -77,9 +78,11 @@ impl Event {
 impl Eq {
     /// CREATE_EQ for at least `nent` events of the types in `events` (event type numbers), with
     /// MSI-X vector `intr`, doorbells on `uar`.
-    pub fn create<P: Platform>(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create<P: Platform>(
         cmd: &mut CmdQueue,
         p: &P,
+        q: &Quarantine,
         caps: &Caps,
         uar: Uar,
         nent: u32,
@@ -92,7 +95,7 @@ impl Eq {
                 op: "create_eq",
                 field: "nent",
                 requested: u64::from(nent),
-                max: (1u64 << caps.log_max_eq_sz()).saturating_sub(u64::from(EQ_SPARE)),
+                max: crate::caps::p2(caps.log_max_eq_sz()).saturating_sub(u64::from(EQ_SPARE)),
                 limit: "log_max_eq_sz",
             });
         }
@@ -136,7 +139,8 @@ impl Eq {
                 cons: spin::Mutex::new(0),
             }),
             Err(e) => {
-                buf.free(p);
+                let done = !e.device_may_hold_memory();
+                buf.retire(q, p, done, "CREATE_EQ failed with its outcome unknown");
                 Err(e)
             }
         }
@@ -209,16 +213,23 @@ impl Eq {
         Ok((c.get(Eqc::LOG_EQ_SIZE) as u8, c.get(Eqc::UAR_PAGE) as u32))
     }
 
-    /// DESTROY_EQ, then frees the ring.
-    pub fn destroy<P: Platform>(self, cmd: &mut CmdQueue, p: &P) -> Result<()> {
-        run::<DestroyEqIn, DestroyEqOut, _, _>(cmd, p, Opcode::DestroyEq, 0, |v| {
+    /// DESTROY_EQ, then frees the ring (quarantined unless the command succeeded).
+    pub(crate) fn destroy<P: Platform>(
+        self,
+        cmd: &mut CmdQueue,
+        p: &P,
+        q: &Quarantine,
+    ) -> Result<()> {
+        let r = run::<DestroyEqIn, DestroyEqOut, _, _>(cmd, p, Opcode::DestroyEq, 0, |v| {
             v.set(DestroyEqIn::EQ_NUMBER, u64::from(self.eqn))?;
             Ok(())
-        })?;
-        self.buf.free(p);
-        Ok(())
+        });
+        self.buf.retire(q, p, r.is_ok(), "DESTROY_EQ failed");
+        r.map(drop)
     }
 
-    /// Forgets the EQ without a command (the device is unusable); the ring is leaked on purpose.
-    pub fn abandon(self) {}
+    /// Forgets the EQ without a command (the device is unusable): the ring is quarantined.
+    pub(crate) fn abandon(self, q: &Quarantine) {
+        q.keep(self.buf.into_dma(), "EQ of an unusable device");
+    }
 }

@@ -30,6 +30,7 @@ pub mod pages;
 pub mod pd;
 pub mod platform;
 pub mod qp;
+pub mod quarantine;
 pub mod queue;
 pub mod srq;
 pub mod uar;
@@ -44,6 +45,7 @@ pub use device::{BringUp, Device, DeviceConfig, FwVersion};
 pub use error::{DeadCause, Error, Result, Wait};
 pub use mr::{MemoryRegion, MrAccess};
 pub use platform::{DmaRegion, Platform, PlatformError};
+pub use quarantine::Quarantined;
 
 pub use mlx5_ifc as ifc;
 

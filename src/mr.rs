@@ -60,23 +60,31 @@ pub struct MemoryRegion<'d, P: Platform> {
     key: u32,
     len: usize,
     access: MrAccess,
-    backing: Option<Backing<'d>>,
+    backing: Option<Backing>,
 }
 
-/// The memory behind a region.
+/// The memory behind a region. The region holds it for as long as its key exists: nobody can
+/// free memory a live key lets the device (and remote peers) reach.
 #[derive(Debug)]
-enum Backing<'d> {
+enum Backing {
     /// Allocated by `alloc_mr`, freed with the region.
     Owned(QueueBuf),
-    /// The caller's DMA memory (`reg_mr`), which outlives the region.
-    Borrowed(&'d DmaBuf),
+    /// The caller's DMA memory (`reg_mr`), handed back by `dereg` once the key is gone.
+    Caller(DmaBuf),
 }
 
-impl Backing<'_> {
+impl Backing {
     fn dma(&self) -> &DmaBuf {
         match self {
             Backing::Owned(q) => q.buf(),
-            Backing::Borrowed(b) => b,
+            Backing::Caller(b) => b,
+        }
+    }
+
+    fn into_dma(self) -> DmaBuf {
+        match self {
+            Backing::Owned(q) => q.into_dma(),
+            Backing::Caller(b) => b,
         }
     }
 }
@@ -107,7 +115,13 @@ impl<P: Platform> Device<P> {
                 backing: Some(Backing::Owned(buf)),
             }),
             Err(e) => {
-                buf.free(p);
+                let done = !e.device_may_hold_memory();
+                buf.retire(
+                    self.quarantine(),
+                    p,
+                    done,
+                    "CREATE_MKEY failed with its outcome unknown",
+                );
                 Err(e)
             }
         }
@@ -115,17 +129,19 @@ impl<P: Platform> Device<P> {
 
     /// Registers DMA memory the caller allocated through the platform (`ibv_reg_mr` on the
     /// caller's buffer): the region covers all of `buf`, which must start on a 4 KiB boundary
-    /// and is described page by page (at most 512 pages, 2 MiB). The region borrows `buf`.
-    pub fn reg_mr<'d>(
-        &'d self,
-        pd: &Pd,
-        buf: &'d DmaBuf,
-        access: MrAccess,
-    ) -> Result<MemoryRegion<'d, P>> {
+    /// and is described page by page (at most 512 pages, 2 MiB).
+    ///
+    /// The region takes `buf` for as long as its key exists ([`MemoryRegion::dereg`] gives it
+    /// back), so it cannot be freed while the device may reach it. If registration fails, `buf`
+    /// is freed — or, when the device may have made a key for it after all (a timeout),
+    /// quarantined ([`Device::quarantined`]).
+    pub fn reg_mr(&self, pd: &Pd, buf: DmaBuf, access: MrAccess) -> Result<MemoryRegion<'_, P>> {
+        let p = self.platform();
         let page = mlx5_ifc::consts::ADAPTER_PAGE_SIZE;
         let len = buf.len();
         let n = len.div_ceil(page);
         if buf.iova() % page as u64 != 0 || len == 0 || n > crate::queue::MAX_PAS {
+            let _ = buf.free(p);
             return Err(Error::InvalidArgument {
                 op: "reg_mr",
                 field: "buffer",
@@ -134,20 +150,34 @@ impl<P: Platform> Device<P> {
                 limit: "a 4 KiB-aligned DMA buffer of 1 byte to 512 pages",
             });
         }
-        Self::check_access(access)?;
+        if let Err(e) = Self::check_access(access) {
+            let _ = buf.free(p);
+            return Err(e);
+        }
         let pages = Pages {
             base: buf.iova(),
             page,
             n,
         };
-        let key = self.create_mkey(pd, &pages, buf.iova(), len, 0, access)?;
-        Ok(MemoryRegion {
-            dev: self,
-            key,
-            len,
-            access,
-            backing: Some(Backing::Borrowed(buf)),
-        })
+        match self.create_mkey(pd, &pages, buf.iova(), len, 0, access) {
+            Ok(key) => Ok(MemoryRegion {
+                dev: self,
+                key,
+                len,
+                access,
+                backing: Some(Backing::Caller(buf)),
+            }),
+            Err(e) => {
+                let done = !e.device_may_hold_memory();
+                self.quarantine().retire(
+                    p,
+                    buf,
+                    done,
+                    "CREATE_MKEY failed with its outcome unknown",
+                );
+                Err(e)
+            }
+        }
     }
 
     fn check_access(access: MrAccess) -> Result<()> {
@@ -240,7 +270,7 @@ impl<'d, P: Platform> MemoryRegion<'d, P> {
             return Err(Error::InvalidArgument {
                 op: "memory region access",
                 field: "offset + length",
-                requested: offset as u64 + n as u64,
+                requested: (offset as u64).saturating_add(n as u64),
                 max: self.len as u64,
                 limit: "region length",
             });
@@ -266,33 +296,53 @@ impl<'d, P: Platform> MemoryRegion<'d, P> {
         }
     }
 
-    /// Destroys the key and frees the memory (`ibv_dereg_mr`).
-    pub fn dereg(mut self) -> Result<()> {
+    /// Destroys the key (`ibv_dereg_mr`) and frees the memory `alloc_mr` allocated, or hands
+    /// back the caller's buffer of `reg_mr` (`Some`). If DESTROY_MKEY fails, the key may still
+    /// let the device (and remote peers) reach the memory: it is quarantined
+    /// ([`Device::quarantined`]), never freed or handed back.
+    pub fn dereg(mut self) -> Result<Option<DmaBuf>> {
         self.dereg_inner()
     }
 
-    fn dereg_inner(&mut self) -> Result<()> {
+    fn dereg_inner(&mut self) -> Result<Option<DmaBuf>> {
         let Some(backing) = self.backing.take() else {
-            return Ok(());
+            return Ok(None);
         };
         let index = u64::from(self.key >> 8);
-        self.dev.with_cmd(|cmd, p| {
+        let r = self.dev.with_cmd(|cmd, p| {
             run::<DestroyMkeyIn, DestroyMkeyOut, _, _>(cmd, p, Opcode::DestroyMkey, 0, |v| {
                 v.set(DestroyMkeyIn::MKEY_INDEX, index)?;
                 Ok(())
             })
-        })?;
-        if let Backing::Owned(buf) = backing {
-            buf.free(self.dev.platform());
+        });
+        if let Err(e) = r {
+            self.dev.quarantine().keep(
+                backing.into_dma(),
+                "DESTROY_MKEY failed: the key may still be live",
+            );
+            return Err(e);
         }
-        Ok(())
+        match backing {
+            Backing::Owned(buf) => {
+                buf.free(self.dev.platform());
+                Ok(None)
+            }
+            Backing::Caller(buf) => Ok(Some(buf)),
+        }
     }
 }
 
 impl<P: Platform> Drop for MemoryRegion<'_, P> {
     fn drop(&mut self) {
-        if let Err(e) = self.dereg_inner() {
-            log::error!("deregistering key {:#x} on drop: {e}", self.key);
+        match self.dereg_inner() {
+            Err(e) => log::error!("deregistering key {:#x} on drop: {e}", self.key),
+            // The caller's buffer, dropped with the region: freed, the key being gone.
+            Ok(Some(buf)) => {
+                if let Err(e) = buf.free(self.dev.platform()) {
+                    log::warn!("freeing the buffer of key {:#x}: {e}", self.key);
+                }
+            }
+            Ok(None) => {}
         }
     }
 }

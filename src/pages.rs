@@ -15,6 +15,7 @@ use crate::cmd::CmdQueue;
 use crate::error::{Error, Result, Wait};
 use crate::io::DmaBuf;
 use crate::platform::Platform;
+use crate::quarantine::Quarantine;
 
 /// Pages per DMA chunk (one bit each in a `u64`).
 pub const CHUNK_PAGES: usize = 64;
@@ -274,14 +275,20 @@ impl PagePool {
 
     /// Forgets pages the device may still hold, freeing nothing the device could use: called when
     /// the device is unusable and its pages cannot be reclaimed. Returns the pages leaked.
-    pub fn abandon(&mut self) -> usize {
+    pub(crate) fn abandon(&mut self, q: &Quarantine) -> usize {
         let held = self.held;
         if held > 0 {
-            log::error!(
-                "abandoning {held} firmware pages on an unusable device (memory leaked on purpose)"
+            log::error!("abandoning {held} firmware pages on an unusable device");
+        }
+        // Every chunk stays mapped and is never reused: the device may still write any page.
+        for c in self.chunks.iter() {
+            q.count(
+                c.buf.len() as u64,
+                1,
+                "firmware pages of an unusable device",
             );
         }
-        // Dropping a DmaBuf never frees its memory (only `DmaBuf::free` does): this leaks it.
+        // Dropping a DmaBuf never frees its memory (only `DmaBuf::free` does).
         self.chunks.clear();
         self.held = 0;
         held

@@ -12,6 +12,7 @@ use mlx5_ifc::Be64;
 use crate::error::{Error, Result};
 use crate::io::DmaBuf;
 use crate::platform::Platform;
+use crate::quarantine::Quarantine;
 
 /// Most PAS entries one queue uses.
 pub const MAX_PAS: usize = 512;
@@ -115,11 +116,21 @@ impl QueueBuf {
         self.npages
     }
 
-    /// Frees the ring. The device must no longer use it.
-    pub fn free<P: Platform>(self, p: &P) {
+    /// Frees the ring. The device must never have been told of it (or be done with it).
+    pub(crate) fn free<P: Platform>(self, p: &P) {
         if let Err(e) = self.buf.free(p) {
             log::warn!("freeing a queue buffer: {e}");
         }
+    }
+
+    /// The memory, to hand to the quarantine.
+    pub(crate) fn into_dma(self) -> DmaBuf {
+        self.buf
+    }
+
+    /// Frees the ring if the device is known to be done with it (`done`), else quarantines it.
+    pub(crate) fn retire<P: Platform>(self, q: &Quarantine, p: &P, done: bool, why: &'static str) {
+        q.retire(p, self.buf, done, why);
     }
 }
 

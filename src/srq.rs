@@ -2,7 +2,12 @@
 //! (docs/sizing.md, "SRQ").
 //!
 //! An SRQ WQE is a 16-byte next segment (`next_wqe_index` at byte 2) followed by data segments;
-//! free WQEs form a linked list, initially entry i → i + 1.
+//! free WQEs form a linked list, initially entry i → i + 1. The driver keeps its own copy of the
+//! links in host memory (the SRQ's table) and only ever writes the device's copy: a device that
+//! scribbles over a WQE cannot steer the free list.
+//!
+//! A CQE names an SRQ WQE by its 16-bit `wqe_counter`, so an SRQ has at most 2^16 WQEs,
+//! whatever `log_max_srq_sz` says.
 
 use mlx5_ifc::prm::srq::{
     CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroyRmpOut,
@@ -49,7 +54,8 @@ fn roundup_pow2(n: u64) -> u64 {
 
 /// Sizes an SRQ as the mlx5 provider and kernel do together (mlx5-datapath-sizing.md §5.2).
 pub fn size_srq(log_max_srq_sz: u8, max_wqe_sz_rq: u32, a: &SrqAttr) -> Result<SrqSized> {
-    let lim = 1u64 << log_max_srq_sz.min(31);
+    // A CQE's 16-bit wqe_counter indexes the SRQ: no more than 2^16 WQEs, whatever the cap says.
+    let lim = 1u64 << log_max_srq_sz.min(16);
     let bad = |field, requested: u32, max: u64, limit| Error::InvalidArgument {
         op: "create_srq",
         field,
@@ -63,7 +69,7 @@ pub fn size_srq(log_max_srq_sz: u8, max_wqe_sz_rq: u32, a: &SrqAttr) -> Result<S
             "max_wr",
             a.max_wr,
             lim - 1,
-            "log_max_srq_sz (2^log_max_srq_sz - 1, at least 1)",
+            "log_max_srq_sz (2^log_max_srq_sz - 1, at least 1; at most 2^16 - 1)",
         ));
     }
     let max_gs_limit = u64::from(max_wqe_sz_rq / 16);
@@ -127,8 +133,8 @@ pub struct Srq<'d, P: Platform> {
 /// follows its link; `tail` is the last free WQE, where returned WQEs are linked.
 #[derive(Debug)]
 struct SrqState {
-    head: u16,
-    tail: u16,
+    head: u32,
+    tail: u32,
     posted: u64,
 }
 
@@ -139,19 +145,35 @@ impl<P: Platform> Device<P> {
         let sized = size_srq(c.log_max_srq_sz(), c.max_wqe_sz_rq(), attr)?;
         let p = self.platform();
         let bytes = sized.wqe_cnt as usize * sized.stride as usize;
-        let buf = QueueBuf::alloc(p, bytes, "allocate an SRQ ring")?;
+        let n = sized.wqe_cnt;
+        // The driver's bookkeeping first: host memory, nothing the device is told about.
+        let table =
+            SharedTable::alloc(p, srq_table::words(n as usize)).map_err(|source| E::Platform {
+                op: "allocate the SRQ work-request table",
+                source,
+            })?;
+        let buf = match QueueBuf::alloc(p, bytes, "allocate an SRQ ring") {
+            Ok(b) => b,
+            Err(e) => {
+                table.release(p);
+                return Err(e);
+            }
+        };
         let dbr = match alloc_dbr(p, "allocate an SRQ doorbell record") {
             Ok(d) => d,
             Err(e) => {
                 buf.free(p);
+                table.release(p);
                 return Err(e);
             }
         };
-        let n = sized.wqe_cnt;
         let init = (0..n).try_for_each(|i| {
-            let next = Be16::new(((i + 1) & (n - 1)) as u16).to_bytes();
-            buf.buf()
-                .write_bytes(i as usize * sized.stride as usize + 2, &next)
+            let next = (i + 1) & (n - 1);
+            table.store(srq_table::next(n as usize, i as usize), u64::from(next));
+            buf.buf().write_bytes(
+                i as usize * sized.stride as usize + 2,
+                &Be16::new(next as u16).to_bytes(),
+            )
         });
         let log_sz = ceil_log2(u64::from(n));
         let log_stride = ceil_log2(u64::from(sized.stride));
@@ -201,21 +223,8 @@ impl<P: Platform> Device<P> {
                 }
             })
         });
-        let made =
-            made.and_then(
-                |srqn| match SharedTable::alloc(p, srq_table::words(n as usize)) {
-                    Ok(table) => Ok((srqn, table)),
-                    Err(source) => {
-                        let _ = self.destroy_srq_cmd(srqn, rmp);
-                        Err(E::Platform {
-                            op: "allocate the SRQ work-request table",
-                            source,
-                        })
-                    }
-                },
-            );
         match made {
-            Ok((srqn, table)) => Ok(Srq {
+            Ok(srqn) => Ok(Srq {
                 dev: self,
                 srqn,
                 rmp,
@@ -223,13 +232,22 @@ impl<P: Platform> Device<P> {
                 mem: Some((buf, dbr, table)),
                 state: spin::Mutex::new(SrqState {
                     head: 0,
-                    tail: (n - 1) as u16,
+                    tail: n - 1,
                     posted: 0,
                 }),
             }),
             Err(e) => {
-                buf.free(p);
-                let _ = dbr.free(p);
+                // A create that may have taken effect leaves the ring to the device.
+                let done = !e.device_may_hold_memory();
+                let q = self.quarantine();
+                buf.retire(q, p, done, "CREATE_SRQ/RMP failed with its outcome unknown");
+                q.retire(
+                    p,
+                    dbr,
+                    done,
+                    "CREATE_SRQ/RMP failed with its outcome unknown",
+                );
+                table.release(p);
                 Err(e)
             }
         }
@@ -301,12 +319,13 @@ impl<'d, P: Platform> Srq<'d, P> {
         let Some((buf, dbr, table)) = self.mem.take() else {
             return Ok(());
         };
-        self.dev.destroy_srq_cmd(self.srqn, self.rmp)?;
-        let p = self.dev.platform();
-        buf.free(p);
-        let _ = dbr.free(p);
+        let r = self.dev.destroy_srq_cmd(self.srqn, self.rmp);
+        // Unless the destroy succeeded, the device may still read the ring and write the DBR.
+        let (p, q) = (self.dev.platform(), self.dev.quarantine());
+        buf.retire(q, p, r.is_ok(), "DESTROY_SRQ/RMP failed");
+        q.retire(p, dbr, r.is_ok(), "DESTROY_SRQ/RMP failed");
         table.release(p);
-        Ok(())
+        r
     }
 
     /// The work-request table CQs share.
@@ -333,12 +352,10 @@ impl<'d, P: Platform> Srq<'d, P> {
             }
         }
         let n = self.sized.wqe_cnt as usize;
+        let mask = self.sized.wqe_cnt - 1;
         let stride = self.sized.stride as usize;
-        let next_of = |i: u16| -> Result<u16> {
-            let mut b = [0u8; 2];
-            buf.buf().read_bytes(usize::from(i) * stride + 2, &mut b)?;
-            Ok(u16::from_be_bytes(b) & (n as u16 - 1))
-        };
+        // The link after WQE `i`, from the driver's copy (host memory).
+        let next_of = |i: u32| table.load(srq_table::next(n, i as usize)) as u32 & mask;
         let mut st = self.state.lock();
         // Link the WQEs the CQs handed back after the last free one.
         loop {
@@ -352,17 +369,18 @@ impl<'d, P: Platform> Srq<'d, P> {
                 break; // a poller reserved the slot and has not filled it yet
             }
             table.store(at, 0);
-            table.store(srq_table::FREED_HEAD, h + 1);
-            let idx = (v - 1) as u16 & (n as u16 - 1);
+            table.store(srq_table::FREED_HEAD, h.wrapping_add(1));
+            let idx = (v - 1) as u32 & mask;
+            table.store(srq_table::next(n, st.tail as usize), u64::from(idx));
             buf.buf()
-                .write_bytes(usize::from(st.tail) * stride + 2, &idx.to_be_bytes())?;
+                .write_bytes(st.tail as usize * stride + 2, &(idx as u16).to_be_bytes())?;
             st.tail = idx;
         }
         let mut free = 0usize;
         let mut i = st.head;
         while i != st.tail && free < wrs.len() {
             free += 1;
-            i = next_of(i)?;
+            i = next_of(i);
         }
         if free < wrs.len() {
             return Err(E::QueueFull {
@@ -374,7 +392,7 @@ impl<'d, P: Platform> Srq<'d, P> {
         }
         for wr in wrs {
             let idx = st.head;
-            let mut at = usize::from(idx) * stride + 16;
+            let mut at = idx as usize * stride + 16;
             let mut used = 0;
             for s in wr.sg_list.iter().filter(|s: &&Sge| s.length > 0) {
                 buf.buf()
@@ -387,11 +405,11 @@ impl<'d, P: Platform> Srq<'d, P> {
             }
             let cap: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
             table.store_pair_relaxed(
-                srq_table::wrid(usize::from(idx)),
+                srq_table::wrid(idx as usize),
                 wr.wr_id,
                 cap | srq_table::POSTED,
             );
-            st.head = next_of(idx)?;
+            st.head = next_of(idx);
             st.posted += 1;
         }
         barrier::dma_wmb();

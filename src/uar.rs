@@ -35,7 +35,7 @@ impl Uar {
             return Err(Error::BadDeviceValue {
                 what: "ALLOC_UAR index",
                 value: u64::from(index),
-                limit: pages - 1,
+                limit: pages.saturating_sub(1),
             });
         }
         Ok(Self { index })

@@ -510,9 +510,12 @@ fn caller_allocated_memory_registers_and_receives() {
     let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
     // The caller's own DMA memory, allocated through the platform, registered as it is.
     let mine = DmaBuf::alloc(b.platform(), 3 * 4096, 4096).unwrap();
+    let iova = mine.iova();
+    let mapped = _sb.dma_bytes_mapped();
     {
-        let mrb = b.reg_mr(b.pd().unwrap(), &mine, MrAccess::ALL).unwrap();
-        assert_eq!((mrb.addr(), mrb.len()), (mine.iova(), 3 * 4096));
+        // The region takes the buffer for as long as its key exists.
+        let mrb = b.reg_mr(b.pd().unwrap(), mine, MrAccess::ALL).unwrap();
+        assert_eq!((mrb.addr(), mrb.len()), (iova, 3 * 4096));
         let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
         let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 4, 1));
         connect(&mut qa, &mut qb, &ConnectOpts::default());
@@ -535,17 +538,30 @@ fn caller_allocated_memory_registers_and_receives() {
         .unwrap();
         assert_eq!(wait(&cqa, &a, 1)[0].status, WcStatus::Success);
         let mut got = vec![0u8; 4096];
-        mine.read_bytes(100, &mut got).unwrap();
+        mrb.read(100, &mut got).unwrap();
         assert_eq!(got, data[..4096], "the WRITE landed in the caller's buffer");
-        // A buffer that does not start on a page is refused.
+        drop((qa, qb));
+        // Deregistration hands the buffer back, with what the device wrote.
+        let mine = mrb.dereg().unwrap().expect("the caller's buffer");
+        assert_eq!(mine.iova(), iova);
+        mine.read_bytes(100, &mut got).unwrap();
+        assert_eq!(got, data[..4096]);
+        mine.free(b.platform()).unwrap();
+        // A buffer that does not start on a page is refused (and freed: it was handed over).
         let odd = DmaBuf::alloc(b.platform(), 64, 64).unwrap();
         if odd.iova() % 4096 != 0 {
             assert!(matches!(
-                b.reg_mr(b.pd().unwrap(), &odd, MrAccess::LOCAL),
+                b.reg_mr(b.pd().unwrap(), odd, MrAccess::LOCAL),
                 Err(mlx5::Error::InvalidArgument { op: "reg_mr", .. })
             ));
+        } else {
+            odd.free(b.platform()).unwrap();
         }
-        odd.free(b.platform()).unwrap();
     }
-    mine.free(b.platform()).unwrap();
+    assert_eq!(
+        _sb.dma_bytes_mapped(),
+        mapped - 3 * 4096,
+        "every buffer freed"
+    );
+    assert_eq!(b.quarantined(), mlx5::Quarantined::default());
 }

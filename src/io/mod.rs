@@ -19,6 +19,25 @@ pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds};
 pub use mmio::MmioRegion;
 pub use shared::{PairRing, SharedTable};
 
+/// Sends one firmware command as given (`input` is the whole command input, its header
+/// included; `output` receives the whole output) on `dev`'s command queue, bypassing every
+/// object the driver tracks. For diagnostics and for tests of the firmware's own answers.
+///
+/// # Safety
+///
+/// A command can point the device at any memory its IOMMU domain reaches — the command queue,
+/// a ring, a work-request buffer, a page the platform will reuse — and can destroy or change
+/// objects the driver still uses (a QP, a CQ, a key). The caller promises that the command
+/// names no memory and no object the driver owns or will free, or that the driver is not used
+/// (and the device is reset) after it.
+pub unsafe fn raw_command<P: crate::Platform>(
+    dev: &crate::Device<P>,
+    input: &[u8],
+    output: &mut [u8],
+) -> crate::Result<()> {
+    dev.exec_raw(input, output)
+}
+
 /// A prefetch hint for the cache line at `p`. A prefetch never faults (whatever the address),
 /// reads nothing into Rust-visible memory and changes no memory; a no-op off x86_64. Callers
 /// pass addresses in or near memory they own.

@@ -161,7 +161,6 @@ impl<P: Platform> Device<P> {
         let (cap, layout) = (sized.cap, sized.layout);
         // Each QP rings its own UAR page, so its BlueFlame register is never shared.
         let uar = self.with_cmd(|cmd, p| Uar::alloc(cmd, p, self.bar_size()))?;
-        let p = self.platform();
         let made = self.create_qp_memory(&layout).and_then(|ring| {
             let srqn = attr.srq.map(|s| s.srqn());
             let (send_cqn, recv_cqn) = (attr.send_cq.cqn(), attr.recv_cq.cqn());
@@ -214,7 +213,14 @@ impl<P: Platform> Device<P> {
             match out {
                 Ok(o) => Ok((o.get(CreateQpOut::QPN) as u32, ring, srqn)),
                 Err(e) => {
-                    free_ring(p, ring);
+                    // A CREATE_QP that may have taken effect leaves the rings to the device.
+                    let done = !e.device_may_hold_memory();
+                    retire_ring(
+                        self,
+                        ring,
+                        done,
+                        "CREATE_QP failed with its outcome unknown",
+                    );
                     Err(e)
                 }
             }
@@ -231,11 +237,7 @@ impl<P: Platform> Device<P> {
             attr.qp_type.name()
         );
         let caps = self.caps();
-        let bf_half = if caps.bf() == 1 && caps.log_bf_reg_size() > 0 {
-            (1u32 << caps.log_bf_reg_size().min(16)) / 2
-        } else {
-            0
-        };
+        let bf_half = bf_half(caps.bf(), caps.log_bf_reg_size());
         let qp = Qp {
             dev: self,
             qpn,
@@ -288,45 +290,73 @@ impl<P: Platform> Device<P> {
         if bytes == 0 {
             return Ok(None);
         }
-        let buf = QueueBuf::alloc(p, bytes as usize, "allocate a QP buffer")?;
-        let dbr = match alloc_dbr(p, "allocate a QP doorbell record") {
-            Ok(d) => d,
+        // The driver's bookkeeping first: host memory, nothing the device is told about.
+        let sq = SharedTable::alloc(p, sq_table::words(layout.sq_wqebb_cnt as usize));
+        let tables = sq.and_then(|sq| {
+            if layout.rq_wqe_cnt == 0 {
+                return Ok((sq, None));
+            }
+            match SharedTable::alloc(p, rq_table::words(layout.rq_wqe_cnt as usize)) {
+                Ok(rq) => Ok((sq, Some(rq))),
+                Err(e) => {
+                    sq.release(p);
+                    Err(e)
+                }
+            }
+        });
+        let (sq, rq) = tables.map_err(|source| Error::Platform {
+            op: "allocate QP work-request tables",
+            source,
+        })?;
+        let release = |sq: SharedTable, rq: Option<SharedTable>| {
+            sq.release(p);
+            if let Some(t) = rq {
+                t.release(p);
+            }
+        };
+        let buf = match QueueBuf::alloc(p, bytes as usize, "allocate a QP buffer") {
+            Ok(b) => b,
             Err(e) => {
-                buf.free(p);
+                release(sq, rq);
                 return Err(e);
             }
         };
-        let tables =
-            SharedTable::alloc(p, sq_table::words(layout.sq_wqebb_cnt as usize)).and_then(|sq| {
-                if layout.rq_wqe_cnt == 0 {
-                    return Ok((sq, None));
-                }
-                match SharedTable::alloc(p, rq_table::words(layout.rq_wqe_cnt as usize)) {
-                    Ok(rq) => Ok((sq, Some(rq))),
-                    Err(e) => {
-                        sq.release(p);
-                        Err(e)
-                    }
-                }
-            });
-        match tables {
-            Ok((sq, rq)) => Ok(Some(QpRing { buf, dbr, sq, rq })),
-            Err(source) => {
+        match alloc_dbr(p, "allocate a QP doorbell record") {
+            Ok(dbr) => Ok(Some(QpRing { buf, dbr, sq, rq })),
+            Err(e) => {
                 buf.free(p);
-                let _ = dbr.free(p);
-                Err(Error::Platform {
-                    op: "allocate QP work-request tables",
-                    source,
-                })
+                release(sq, rq);
+                Err(e)
             }
         }
     }
 }
 
-fn free_ring<P: Platform>(p: &P, ring: Option<QpRing>) {
+/// The size of one half of the UAR page's BlueFlame register (the driver alternates between the
+/// two), or 0 for no BlueFlame: when the device has none (`bf` 0, `log_bf_reg_size` 0), or
+/// reports a register that would not fit in the UAR page between the BlueFlame offset (0x800)
+/// and the page's end — BlueFlame stores must never land in another UAR page.
+pub(crate) fn bf_half(bf: u8, log_bf_reg_size: u8) -> u32 {
+    let room = mlx5_ifc::regs::UAR_PAGE_SIZE as u32 - mlx5_ifc::regs::uar::BF_OFFSET;
+    if bf != 1 || log_bf_reg_size == 0 {
+        return 0;
+    }
+    match 1u32.checked_shl(u32::from(log_bf_reg_size)) {
+        Some(reg) if reg <= room => reg / 2,
+        _ => {
+            log::warn!("log_bf_reg_size {log_bf_reg_size} does not fit a UAR page: BlueFlame off");
+            0
+        }
+    }
+}
+
+/// Gives a QP's rings back: freed if the device is known to be done with them (`done`), else
+/// quarantined; its work-request tables (host memory) are released either way.
+fn retire_ring<P: Platform>(dev: &Device<P>, ring: Option<QpRing>, done: bool, why: &'static str) {
     if let Some(r) = ring {
-        r.buf.free(p);
-        let _ = r.dbr.free(p);
+        let (p, q) = (dev.platform(), dev.quarantine());
+        r.buf.retire(q, p, done, why);
+        q.retire(p, r.dbr, done, why);
         r.sq.release(p);
         if let Some(t) = r.rq {
             t.release(p);
@@ -409,12 +439,18 @@ impl<'a, P: Platform> Qp<'a, P> {
         }
         self.alive = false;
         let qpn = u64::from(self.qpn);
-        self.dev.with_cmd(|cmd, p| {
+        let r = self.dev.with_cmd(|cmd, p| {
             run::<DestroyQpIn, DestroyQpOut, _, _>(cmd, p, Opcode::DestroyQp, 0, |v| {
                 v.set(DestroyQpIn::QPN, qpn)?;
                 Ok(())
             })
-        })?;
+        });
+        if let Err(e) = r {
+            // The QP may still exist and use its rings and UAR page: keep them. The CQs keep
+            // their handles to its tables too (host memory), so its CQEs still decode.
+            retire_ring(self.dev, self.ring.take(), false, "DESTROY_QP failed");
+            return Err(e);
+        }
         let p = self.dev.platform();
         let mut stuck = None;
         for cq in [self.send_cq, self.recv_cq] {
@@ -432,7 +468,7 @@ impl<'a, P: Platform> Qp<'a, P> {
                 Err(e) => stuck = Some(e),
             }
         }
-        free_ring(p, self.ring.take());
+        retire_ring(self.dev, self.ring.take(), true, "DESTROY_QP");
         let uar = self.uar;
         self.dev.with_cmd(|cmd, p| uar.free(cmd, p))?;
         stuck.map_or(Ok(()), Err)

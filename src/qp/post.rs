@@ -428,7 +428,7 @@ impl<P: Platform> Qp<'_, P> {
         let tail = ring.sq.load(sq_table::TAIL);
         let used = self.cur_post.wrapping_sub(tail);
         let full = |need: u64| {
-            (used + need > u64::from(bbs)).then_some(Error::QueueFull {
+            (used.saturating_add(need) > u64::from(bbs)).then_some(Error::QueueFull {
                 qpn: self.qpn,
                 queue: "send queue",
                 outstanding: used,
@@ -654,7 +654,7 @@ impl<P: Platform> Qp<'_, P> {
             }
         }
         let used = self.rq_head.wrapping_sub(rq.load(rq_table::TAIL));
-        if used + wrs.len() as u64 > cnt {
+        if used.saturating_add(wrs.len() as u64) > cnt {
             return Err(Error::QueueFull {
                 qpn: self.qpn,
                 queue: "receive queue",
