@@ -268,7 +268,7 @@ pub(crate) fn sq_desc(nbb: u32, op: WcOpcode, byte_len: u32) -> u64 {
 impl<'d, P: Platform> Cq<'d, P> {
     /// The CQ's polling state, waiting at most `cq_lock_timeout_ms` (device configuration) for
     /// another holder to let go.
-    fn lock_state(&self) -> Result<spin::MutexGuard<'_, CqShared>> {
+    pub(crate) fn lock_state(&self) -> Result<spin::MutexGuard<'_, CqShared>> {
         if let Some(g) = self.shared.try_lock() {
             return Ok(g);
         }

@@ -467,28 +467,36 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
             if idx >= *cnt {
                 return Err(bad("CQE SRQ WQE index", u64::from(idx), u64::from(cnt - 1)));
             }
-            // Exactly one completion per posted WQE: whoever clears POSTED owns it.
-            let cap = table
-                .swap(srq_table::wrid(idx as usize) + 1, 0)
-                .filter(|c| c & srq_table::POSTED != 0)
-                .ok_or_else(|| {
-                    bad(
-                        "CQE SRQ WQE index (not a posted receive)",
-                        u64::from(idx),
-                        u64::from(cnt - 1),
-                    )
-                })?;
-            wc.wr_id = table.load(srq_table::wrid(idx as usize));
-            // Hand the WQE back to the SRQ's free list (its post_recv relinks it).
-            let n = *cnt as usize;
-            let at = table.load(srq_table::FREED_TAIL);
-            let mut t = at;
-            while !table.compare_exchange(srq_table::FREED_TAIL, t, t.wrapping_add(1)) {
-                t = table.load(srq_table::FREED_TAIL);
-            }
-            table.store(srq_table::freed(n) + (t as usize % n), u64::from(idx) + 1);
-            recv_fits(opcode, byte_cnt, cap & !srq_table::POSTED)?;
+            let (wr_id, cap) = srq_complete(table, *cnt, idx).ok_or_else(|| {
+                bad(
+                    "CQE SRQ WQE index (not a posted receive)",
+                    u64::from(idx),
+                    u64::from(cnt - 1),
+                )
+            })?;
+            wc.wr_id = wr_id;
+            recv_fits(opcode, byte_cnt, cap)?;
         }
     }
     Ok(wc)
+}
+
+/// Completes SRQ WQE `idx` (of `cnt`): exactly once per posting — whoever clears its POSTED mark
+/// owns it — and hands it back to the SRQ's free list (its `post_recv` relinks it). Returns its
+/// wr_id and the bytes its scatter list holds, or `None` if it is not posted.
+pub(crate) fn srq_complete(table: &SharedTable, cnt: u32, idx: u32) -> Option<(u64, u64)> {
+    if idx >= cnt {
+        return None;
+    }
+    let cap = table
+        .swap(srq_table::wrid(idx as usize) + 1, 0)
+        .filter(|c| c & srq_table::POSTED != 0)?;
+    let wr_id = table.load(srq_table::wrid(idx as usize));
+    let n = cnt as usize;
+    let mut t = table.load(srq_table::FREED_TAIL);
+    while !table.compare_exchange(srq_table::FREED_TAIL, t, t.wrapping_add(1)) {
+        t = table.load(srq_table::FREED_TAIL);
+    }
+    table.store(srq_table::freed(n) + (t as usize % n), u64::from(idx) + 1);
+    Some((wr_id, cap & !srq_table::POSTED))
 }

@@ -455,6 +455,14 @@ impl<P: Platform> Device<P> {
             }
         };
         let alive = cmd.dead().is_none();
+        if let Some(cause) = cmd.dead() {
+            // Nothing can be torn down: say so (the memory the device may use is quarantined
+            // below).
+            note(Err(Error::Unusable {
+                opcode: mlx5_ifc::Opcode::TeardownHca as u16,
+                cause,
+            }));
+        }
         if alive {
             if stage >= Stage::Pd {
                 if let Some(pd) = self.pd.take() {

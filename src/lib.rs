@@ -19,6 +19,7 @@ pub mod io;
 pub mod caps;
 pub mod cmd;
 pub mod cq;
+mod cq_clean;
 pub mod cq_poll;
 mod cqe;
 pub mod device;

@@ -452,7 +452,8 @@ impl<'a, P: Platform> Qp<'a, P> {
             return Err(e);
         }
         let p = self.dev.platform();
-        let mut stuck = None;
+        // The QP is gone: none of its CQEs may be read any more (nor keep SRQ WQEs posted).
+        let mut stuck = self.clean_cqs().err();
         for cq in [self.send_cq, self.recv_cq] {
             match cq.detach(self.qpn) {
                 Ok(Some(a)) => {
@@ -472,6 +473,20 @@ impl<'a, P: Platform> Qp<'a, P> {
         let uar = self.uar;
         self.dev.with_cmd(|cmd, p| uar.free(cmd, p))?;
         stuck.map_or(Ok(()), Err)
+    }
+}
+
+impl<P: Platform> Qp<'_, P> {
+    /// Removes this QP's unpolled CQEs from its CQs (one, or both when they differ).
+    pub(super) fn clean_cqs(&self) -> Result<()> {
+        if self.ring.is_none() {
+            return Ok(());
+        }
+        self.send_cq.clean(self.qpn)?;
+        if !core::ptr::eq(self.send_cq, self.recv_cq) {
+            self.recv_cq.clean(self.qpn)?;
+        }
+        Ok(())
     }
 }
 

@@ -502,6 +502,8 @@ impl<P: Platform> Qp<'_, P> {
             self.port = attr.port_num;
         }
         if to == QpState::Reset {
+            // No CQE of this incarnation may be read against the rings started anew.
+            self.clean_cqs()?;
             self.reset_rings();
         }
         self.state = to;

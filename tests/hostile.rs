@@ -1,0 +1,397 @@
+//! The driver against a device that misbehaves and a caller that asks for the absurd: each test
+//! is a finding of the reliability review (issue #9) that failed before its fix — a stale CQE
+//! reported as a new completion, memory freed under a device that may still use it, a device
+//! value that panicked a debug build, a BlueFlame store into another QP's UAR page.
+
+mod common;
+
+use common::*;
+use mlx5::io::{DmaBuf, SharedTable};
+use mlx5::mr::MrAccess;
+use mlx5::qp::{
+    Payload, QpAttr, QpAttrMask as M, QpInitAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
+};
+use mlx5::sim::{Fabric, Fault, Mode, Profile, SimDevice};
+use mlx5::srq::SrqAttr;
+use mlx5::{Device, DeviceConfig, Error, Quarantined, SimPlatform, Wait, WcStatus};
+
+fn to_state(q: &mut mlx5::qp::Qp<'_, SimPlatform>, s: QpState) {
+    q.modify(
+        &QpAttr {
+            qp_state: Some(s),
+            ..QpAttr::default()
+        },
+        M::STATE,
+    )
+    .unwrap();
+}
+
+fn open_with(profile: &str, config: DeviceConfig) -> (SimDevice, mlx5::Result<Dev>) {
+    let p = Profile::from_json_str(profile).expect("profile");
+    let sim = SimDevice::new(p, Mode::Sync);
+    let dev = Device::open(SimPlatform::new(sim.clone()), config);
+    (sim, dev)
+}
+
+/// Review finding 2: after ERR → RESET → reconnect, a CQE of the old incarnation was reported as
+/// the completion of a new work request. Now the QP's CQEs leave the CQ on RESET, and another QP
+/// sharing the CQ keeps its completions, in order.
+#[test]
+fn no_cqe_of_an_earlier_incarnation_is_ever_reported() {
+    let fabric = Fabric::new();
+    let (sim, dev) = nic(&fabric, Mode::Sync);
+    let cq = dev.create_cq(64).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    let mut a = looped(&dev, &cq, cap(16, 1, 1));
+    let mut b = looped(&dev, &cq, cap(16, 1, 1));
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 64,
+        lkey: mr.lkey(),
+    }];
+    let write = |id| SendWr {
+        op: SendOp::Write {
+            remote_addr: mr.addr() + 2048,
+            rkey: mr.rkey(),
+        },
+        ..SendWr::send(id, &sge)
+    };
+    // A and B interleaved, all completed by the device, none polled.
+    for i in 0..4 {
+        a.post_send(&[write(i)]).unwrap();
+        if i < 3 {
+            b.post_send(&[write(100 + i)]).unwrap();
+        }
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while sim.cqe_count(cq.cqn()) != Some(7) {
+        assert!(std::time::Instant::now() < deadline, "CQEs did not arrive");
+        mlx5::Platform::relax(dev.platform());
+    }
+    to_state(&mut a, QpState::Err);
+    to_state(&mut a, QpState::Reset);
+    let me = a.endpoint();
+    a.connect(&me, &Default::default()).unwrap();
+    a.post_send(&[write(999)]).unwrap();
+    let wc = wait(&cq, &dev, 4);
+    let ids: Vec<u64> = wc.iter().map(|w| w.wr_id).collect();
+    assert_eq!(
+        ids,
+        [100, 101, 102, 999],
+        "B's completions in order, then A's new one"
+    );
+    assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+    assert_eq!(
+        cq.poll(&mut [empty_wc(); 4]).unwrap(),
+        0,
+        "nothing stale left"
+    );
+    // And the rings work on: a whole ring's worth more.
+    for i in 0..16 {
+        a.post_send(&[write(1000 + i)]).unwrap();
+        assert_eq!(wait(&cq, &dev, 1)[0].wr_id, 1000 + i);
+    }
+}
+
+/// Destroying a QP takes its unpolled CQEs out of a shared CQ, and the SRQ WQEs its receive
+/// CQEs named go back to the SRQ (so the SRQ can be filled again to its limit).
+#[test]
+fn destroying_a_qp_cleans_its_cqes_and_returns_its_srq_wqes() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let srq = b
+        .create_srq(
+            b.pd().unwrap(),
+            &SrqAttr {
+                max_wr: 4,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        )
+        .unwrap();
+    let recv = [Sge {
+        addr: mrb.addr(),
+        length: 256,
+        lkey: mrb.lkey(),
+    }];
+    let send = [Sge {
+        addr: mra.addr(),
+        length: 32,
+        lkey: mra.lkey(),
+    }];
+    let rwrs: Vec<RecvWr<'_>> = (0..4)
+        .map(|i| RecvWr {
+            wr_id: i,
+            sg_list: &recv,
+        })
+        .collect();
+    // Fill the SRQ to the last free WQE.
+    let mut posted = 0;
+    while srq.post_recv(&rwrs[..1]).is_ok() {
+        posted += 1;
+    }
+    assert!(posted >= 4);
+    // Another QP of B on the same CQ, with its own completions pending.
+    let mut other = looped(&b, &cqb, cap(8, 1, 1));
+    {
+        let mut s = qp(&a, &cqa, QpType::Rc, cap(16, 1, 1));
+        let mut attr = QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap(16, 0, 1));
+        attr.srq = Some(&srq);
+        let mut r = b.create_qp(b.pd().unwrap(), &attr).unwrap();
+        connect(&mut s, &mut r, &Default::default());
+        for i in 0..3 {
+            s.post_send(&[SendWr::send(i, &send)]).unwrap();
+            other
+                .post_send(&[SendWr {
+                    op: SendOp::Write {
+                        remote_addr: mrb.addr() + 1024,
+                        rkey: mrb.rkey(),
+                    },
+                    ..SendWr::send(50 + i, &recv[..])
+                }])
+                .unwrap();
+        }
+        assert_eq!(wait(&cqa, &a, 3).len(), 3);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while sb.cqe_count(cqb.cqn()) != Some(6) {
+            assert!(std::time::Instant::now() < deadline, "CQEs did not arrive");
+            mlx5::Platform::relax(b.platform());
+        }
+        r.destroy().unwrap();
+        s.destroy().unwrap();
+    }
+    let wc = wait(&cqb, &b, 3);
+    let ids: Vec<u64> = wc.iter().map(|w| w.wr_id).collect();
+    assert_eq!(
+        ids,
+        [50, 51, 52],
+        "only the other QP's completions are left"
+    );
+    assert_eq!(cqb.poll(&mut [empty_wc(); 4]).unwrap(), 0);
+    // The three SRQ WQEs the gone QP consumed are free again: the SRQ takes three more.
+    srq.post_recv(&rwrs[..3]).unwrap();
+    assert!(matches!(
+        srq.post_recv(&rwrs[..1]),
+        Err(Error::QueueFull { .. })
+    ));
+}
+
+/// Review finding 5: a CREATE_CQ that timed out had its ring and doorbell record freed though
+/// the firmware may still create the CQ. Now they stay mapped, quarantined and counted — and so
+/// does everything the dead device may still write when it is closed.
+#[test]
+fn a_create_that_timed_out_quarantines_its_memory() {
+    let config = DeviceConfig {
+        cmd_timeout_ms: 200,
+        min_device_timeout_ms: 50,
+        ..DeviceConfig::default()
+    };
+    let (sim, dev) = open_with("{}", config);
+    let dev = dev.unwrap();
+    assert_eq!(dev.quarantined(), Quarantined::default());
+    let mapped = sim.dma_bytes_mapped();
+    sim.inject(Fault::NeverComplete {
+        opcode: mlx5::ifc::Opcode::CreateCq as u16,
+    });
+    let e = dev.create_cq(255).unwrap_err();
+    assert!(matches!(
+        e,
+        Error::Timeout {
+            waiting_for: Wait::Command { opcode: 0x400 },
+            ..
+        }
+    ));
+    let q = dev.quarantined();
+    assert_eq!(q.buffers, 2, "the ring and the doorbell record");
+    assert!(q.bytes >= 256 * 64, "{q:?}");
+    assert!(
+        sim.dma_bytes_mapped() >= mapped + 256 * 64,
+        "still mapped for the device"
+    );
+    assert!(
+        matches!(dev.close(), Err(Error::Unusable { .. })),
+        "closing an unusable device says so"
+    );
+    assert_eq!(sim.dma_faults(), vec![], "nothing freed under the device");
+}
+
+/// Review finding 4: a failed DESTROY_MKEY handed the caller's buffer back (to be freed) while a
+/// key still covered it. Now the buffer is quarantined, and the region had taken it for as long
+/// as the key lived.
+#[test]
+fn a_failed_deregistration_quarantines_the_buffer() {
+    let fabric = Fabric::new();
+    let (sim, dev) = nic(&fabric, Mode::Sync);
+    let buf = DmaBuf::alloc(dev.platform(), 2 * 4096, 4096).unwrap();
+    let mr = dev.reg_mr(dev.pd().unwrap(), buf, MrAccess::ALL).unwrap();
+    sim.inject(Fault::FailCommand {
+        opcode: mlx5::ifc::Opcode::DestroyMkey as u16,
+        status: 0x3,
+        syndrome: 0x1234,
+    });
+    let mapped = sim.dma_bytes_mapped();
+    let e = mr.dereg().unwrap_err();
+    assert!(
+        matches!(e, Error::Cmd { opcode, .. } if opcode == mlx5::ifc::Opcode::DestroyMkey as u16),
+        "{e}"
+    );
+    assert_eq!(
+        dev.quarantined(),
+        Quarantined {
+            bytes: 2 * 4096,
+            buffers: 1
+        }
+    );
+    assert_eq!(
+        sim.dma_bytes_mapped(),
+        mapped,
+        "still mapped: the key may be live"
+    );
+    // A region that deregisters cleanly hands the buffer back.
+    let buf = DmaBuf::alloc(dev.platform(), 4096, 4096).unwrap();
+    let mr = dev.reg_mr(dev.pd().unwrap(), buf, MrAccess::LOCAL).unwrap();
+    let back = mr.dereg().unwrap().expect("the caller's buffer");
+    back.free(dev.platform()).unwrap();
+}
+
+/// Review finding 7: a device-reported `log_bf_reg_size` of 31 put BlueFlame stores into another
+/// QP's UAR page and the SEND never completed. Now BlueFlame is off for such a device, and the
+/// plain doorbell works.
+#[test]
+fn a_blueflame_register_larger_than_the_uar_page_is_not_used() {
+    let (sim, dev) = open_with(r#"{"log_bf_reg_size":31}"#, DeviceConfig::default());
+    let dev = dev.unwrap();
+    Fabric::new().attach(&sim).unwrap();
+    let cq = dev.create_cq(16).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    let mut q = looped(&dev, &cq, cap(4, 4, 1));
+    let recv = [Sge {
+        addr: mr.addr() + 1024,
+        length: 256,
+        lkey: mr.lkey(),
+    }];
+    q.post_recv(&[RecvWr {
+        wr_id: 7,
+        sg_list: &recv,
+    }])
+    .unwrap();
+    let data = [0x5au8; 48];
+    let wr = SendWr {
+        payload: Payload::Inline(&data),
+        ..SendWr::send(1, &[])
+    };
+    q.post_send(&[wr]).unwrap();
+    let wc = wait(&cq, &dev, 2);
+    assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+    assert_eq!(
+        sim.dma_faults(),
+        vec![],
+        "no store outside the QP's UAR page"
+    );
+}
+
+/// Review §1.3: capability exponents past 63 panicked debug builds (`1 << log_max_cq_sz`), and
+/// an SRQ of 2^17 WQEs overflowed its 16-bit free list on the first post.
+#[test]
+fn device_exponents_at_their_field_maxima_do_not_panic() {
+    for log in [64, 255] {
+        let (_sim, dev) = open_with(
+            &format!(r#"{{"log_max_cq_sz":{log}}}"#),
+            DeviceConfig::default(),
+        );
+        let dev = dev.unwrap();
+        let _ = dev.create_cq(256).map(drop);
+        let _ = dev.create_cq(u32::MAX).map(drop);
+    }
+    let (_sim, dev) = open_with(r#"{"log_max_srq_sz":17}"#, DeviceConfig::default());
+    let dev = dev.unwrap();
+    let big = dev.create_srq(
+        dev.pd().unwrap(),
+        &SrqAttr {
+            max_wr: 70_000,
+            max_sge: 1,
+            srq_limit: 0,
+        },
+    );
+    assert!(
+        matches!(
+            big,
+            Err(Error::InvalidArgument {
+                field: "max_wr",
+                max: 65535,
+                ..
+            })
+        ),
+        "a CQE's 16-bit wqe_counter bounds an SRQ: {big:?}"
+    );
+    let srq = dev
+        .create_srq(
+            dev.pd().unwrap(),
+            &SrqAttr {
+                max_wr: 40_000,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        )
+        .unwrap();
+    assert!(srq.sized().wqe_cnt <= 1 << 16);
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 64,
+        lkey: mr.lkey(),
+    }];
+    srq.post_recv(&[RecvWr {
+        wr_id: 1,
+        sg_list: &sge,
+    }])
+    .unwrap();
+}
+
+/// Review §1.7 and §1.2: absurd caller values are typed errors, never panics.
+#[test]
+fn absurd_caller_values_are_refused() {
+    let fabric = Fabric::new();
+    let (_sim, dev) = nic(&fabric, Mode::Sync);
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    assert!(matches!(
+        mr.write(usize::MAX, &[1]),
+        Err(Error::InvalidArgument { .. })
+    ));
+    assert!(matches!(
+        mr.read(usize::MAX - 1, &mut [0; 4]),
+        Err(Error::InvalidArgument { .. })
+    ));
+    // A table whose size overflows is refused (it wrapped to 96 bytes and was written past).
+    assert!(SharedTable::alloc(dev.platform(), usize::MAX / 8 + 5).is_err());
+    assert!(SharedTable::alloc(dev.platform(), usize::MAX).is_err());
+    // A BAR too small for a UAR page.
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let e = Device::open(
+        SimPlatform::new(sim),
+        DeviceConfig {
+            bar_size: 1024,
+            ..DeviceConfig::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(
+        e,
+        Error::InvalidArgument {
+            field: "DeviceConfig::bar_size",
+            ..
+        }
+    ));
+}
