@@ -33,8 +33,6 @@ pub mod qp;
 pub mod queue;
 pub mod srq;
 pub mod uar;
-#[cfg(feature = "vfio")]
-pub mod vfio;
 pub mod vport;
 pub mod wqe;
 
