@@ -35,8 +35,6 @@ pub mod quarantine;
 pub mod queue;
 pub mod srq;
 pub mod uar;
-#[cfg(feature = "vfio")]
-pub mod vfio;
 pub mod vport;
 pub mod wqe;
 

@@ -3,7 +3,7 @@
 # (software emulation, TCG) on a q35 machine with an emulated Intel VT-d IOMMU, QEMU's `edu`
 # device and an emulated Intel NIC with MSI-X (igb; e1000e on a QEMU without igb); the guest binds
 # both to vfio-pci and runs tests/vfio-qemu/guest (mlx5-vfio-guest, a static binary built on
-# `mlx5::vfio`). Prints the guest's `VFIOTEST:` lines and its `N passed, N failed` line.
+# `mlx5-vfio`). Prints the guest's `VFIOTEST:` lines and its `N passed, N failed` line.
 #
 #   usage: tests/vfio-qemu/run.sh
 #

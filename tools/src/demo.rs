@@ -9,8 +9,8 @@ use clap::Args as ClapArgs;
 use mlx5::mr::MrAccess;
 use mlx5::qp::{ConnectOpts, Mtu, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode, SimDevice};
-use mlx5::vfio::AnyPlatform;
 use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcStatus};
+use mlx5_vfio::AnyPlatform;
 
 use crate::target::{profile, Target};
 

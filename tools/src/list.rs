@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args as ClapArgs;
-use mlx5::vfio::pci::{mlx5_model, MELLANOX_VENDOR};
-use mlx5::vfio::{dma, PciFunction, Sysfs, VfioError};
+use mlx5_vfio::pci::{mlx5_model, MELLANOX_VENDOR};
+use mlx5_vfio::{dma, PciFunction, Sysfs, VfioError};
 use serde_json::{json, Value};
 
 /// `mlx5ctl list` arguments.

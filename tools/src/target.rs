@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use mlx5::sim::{Mode, Profile, SimDevice};
-use mlx5::vfio::{AnyPlatform, VfioError, VfioOptions, VfioPlatform};
 use mlx5::{Device, DeviceConfig, SimPlatform};
+use mlx5_vfio::{AnyPlatform, VfioError, VfioOptions, VfioPlatform};
 
 /// Device selection shared by the subcommands.
 #[derive(Args, Debug, Clone)]
@@ -91,7 +91,7 @@ impl Target {
     /// Opens a real function bound to vfio-pci (also used by `demo --vfio`).
     pub fn open_vfio(bdf: &str) -> Result<Opened, VfioError> {
         let opts = VfioOptions {
-            expect_vendor: Some(mlx5::vfio::pci::MELLANOX_VENDOR),
+            expect_vendor: Some(mlx5_vfio::pci::MELLANOX_VENDOR),
             ..VfioOptions::default()
         };
         let platform = VfioPlatform::open(bdf, &opts)?;

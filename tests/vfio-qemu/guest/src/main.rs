@@ -1,5 +1,5 @@
 //! The program the throw-away QEMU guest runs (tests/vfio-qemu/run.sh): the project's own VFIO
-//! backend ([`mlx5::vfio`]) against a real Linux kernel, an emulated VT-d IOMMU and two emulated
+//! backend ([`mlx5_vfio`]) against a real Linux kernel, an emulated VT-d IOMMU and two emulated
 //! PCI functions bound to vfio-pci:
 //!
 //! * QEMU's `edu` device (1234:11e8): BAR mmap and registers, config space, DMA memory from the
@@ -15,10 +15,8 @@
 use std::time::{Duration, Instant};
 
 use mlx5::io::DmaBuf;
-use mlx5::vfio::{
-    self, HostMemory, IrqKind, PciAddress, Sysfs, VfioError, VfioOptions, VfioPlatform,
-};
 use mlx5::{DeviceConfig, Platform};
+use mlx5_vfio::{HostMemory, IrqKind, PciAddress, Sysfs, VfioError, VfioOptions, VfioPlatform};
 
 /// edu registers (QEMU docs/specs/edu.rst): little-endian, 32-bit unless noted.
 mod edu {
@@ -433,7 +431,7 @@ fn test_edu(rep: &mut Report, bdf: &str) {
 
     rep.check("errors-are-clear", {
         (|| -> Result<String, String> {
-            let e = vfio::open_device(bdf, &edu_opts(), DeviceConfig::default())
+            let e = mlx5_vfio::open_device(bdf, &edu_opts(), DeviceConfig::default())
                 .err()
                 .ok_or("open_device accepted edu")?;
             ensure(matches!(e, VfioError::NotMlx5 { vendor: 0x1234, .. }), || e.to_string())?;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
-use super::error::VfioError;
+use crate::error::VfioError;
 
 /// NVIDIA/Mellanox's PCI vendor id.
 pub const MELLANOX_VENDOR: u16 = 0x15b3;
@@ -297,6 +297,7 @@ impl Sysfs {
 }
 
 /// Whether the calling process may open `p` for reading and writing.
+#[allow(unsafe_code)] // access(2) on a C string.
 fn accessible(p: &Path) -> bool {
     let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
         return false;

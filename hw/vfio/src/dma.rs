@@ -15,7 +15,7 @@
 //! give the IOVA range back, then unmap the host memory. If the IOMMU unmap fails the host memory
 //! is leaked on purpose: the device might still write it.
 //!
-//! [`Platform::dma_alloc`]: crate::Platform::dma_alloc
+//! [`Platform::dma_alloc`]: mlx5::Platform::dma_alloc
 #![allow(unsafe_code)] // mmap/munmap and raw accesses to device-visible memory.
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,11 +24,11 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::io::OutOfBounds;
-use crate::platform::{DmaRegion, PlatformError};
+use mlx5::io::OutOfBounds;
+use mlx5::platform::{DmaRegion, PlatformError};
 
-use super::error::{human_bytes, VfioError};
-use super::iommu::{Iommu, RangeAllocator};
+use crate::error::{human_bytes, VfioError};
+use crate::iommu::{Iommu, RangeAllocator};
 
 /// Size (and IOVA alignment) of a pool chunk: one 2 MiB hugepage.
 pub const CHUNK: usize = 2 << 20;
@@ -564,7 +564,7 @@ mod tests {
         fn new() -> Arc<Self> {
             Arc::new(Self {
                 iova: Mutex::new(RangeAllocator::new(&[(
-                    super::super::iommu::MIN_IOVA,
+                    crate::iommu::MIN_IOVA,
                     (1 << 39) - 1,
                 )])),
                 ..Self::default()
@@ -626,7 +626,7 @@ mod tests {
         assert_eq!(io.events().len(), 1, "one IOMMU mapping for all three");
         assert_eq!(a.iova % 4096, 0);
         assert_eq!(c.iova % 1024, 0);
-        assert!(a.iova >= super::super::iommu::MIN_IOVA);
+        assert!(a.iova >= crate::iommu::MIN_IOVA);
         for r in [&a, &b, &c] {
             assert_eq!(r.cpu.as_ptr() as usize % 8, 0);
             assert!((0..r.len).all(|i| read(r, i) == 0));

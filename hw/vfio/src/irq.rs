@@ -14,7 +14,7 @@ use vfio_bindings::bindings::vfio::{VFIO_PCI_MSIX_IRQ_INDEX, VFIO_PCI_MSI_IRQ_IN
 use vfio_ioctls::VfioDevice;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-use super::error::VfioError;
+use crate::error::VfioError;
 
 /// Which interrupt mechanism.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

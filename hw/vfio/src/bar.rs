@@ -15,14 +15,14 @@ use std::os::unix::fs::FileExt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use mlx5_ifc::{Be32, Be64};
+use mlx5::ifc::{Be32, Be64};
 use vfio_bindings::bindings::vfio::VFIO_REGION_INFO_FLAG_MMAP;
 use vfio_ioctls::{VfioDevice, VfioRegionInfoCap};
 
-use crate::io::MmioRegion;
+use mlx5::io::MmioRegion;
 
-use super::error::VfioError;
-use super::pci::PciAddress;
+use crate::error::VfioError;
+use crate::pci::PciAddress;
 
 /// One mmapped part of the BAR.
 #[derive(Debug)]

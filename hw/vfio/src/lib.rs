@@ -1,5 +1,5 @@
-//! The VFIO passthrough backend (feature `vfio`, Linux): a ConnectX function bound to
-//! `vfio-pci`, driven from user space through the [`Platform`] boundary.
+//! `mlx5-vfio`: the VFIO passthrough backend of the `mlx5` driver (Linux): a ConnectX function
+//! bound to `vfio-pci`, driven from user space through the [`Platform`] boundary.
 //!
 //! [`VfioPlatform::open`] takes a PCI address and
 //! 1. checks in sysfs what people get wrong (not bound to vfio-pci, IOMMU off, group not viable,
@@ -15,9 +15,14 @@
 //!
 //! [`open_device`] does the above for an mlx5 function and then brings it up
 //! ([`Device::open`]), turning a firmware that never leaves `initializing` into
-//! [`VfioError::FirmwareInitializing`]. Unsafe code of this module lives in `bar`, `dma`, `iommu`,
-//! `irq`, `pci` and here (the `Platform` impls); each block says why it is sound.
-#![allow(unsafe_code)] // `unsafe impl Platform` and borrowing the device fd.
+//! [`VfioError::FirmwareInitializing`]. With the `sim` feature (default), [`AnyPlatform`] is the
+//! simulator or a VFIO function, chosen at run time.
+//!
+//! Unsafe code is denied crate-wide and allowed where it is needed: in `bar`, `dma`, `iommu`,
+//! `irq`, in `pci`'s access(2) check and here (two ioctls, borrowing the device fd, the
+//! `Platform` impls); each block says why it is sound.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod bar;
 pub mod dma;
@@ -33,12 +38,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mlx5_ifc::{Be32, Be64};
+use mlx5::device::{Device, DeviceConfig};
+use mlx5::ifc::{Be32, Be64};
+use mlx5::platform::{DmaRegion, Platform, PlatformError};
 use vfio_bindings::bindings::vfio::{VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX};
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioOps};
-
-use crate::device::{Device, DeviceConfig};
-use crate::platform::{DmaRegion, Platform, PlatformError};
 
 pub use bar::Bar;
 pub use dma::{DmaStats, HostMemory};
@@ -154,6 +158,7 @@ fn open_error<'s>(
 }
 
 /// `VFIO_DEVICE_GET_INFO`'s flags.
+#[allow(unsafe_code)] // The ioctl writes a buffer we pass by pointer.
 fn device_flags(file: &File) -> std::io::Result<u32> {
     // struct vfio_device_info { argsz, flags, num_regions, num_irqs, cap_offset, pad }: u32 each.
     let mut info = [0u32; 6];
@@ -167,7 +172,8 @@ fn device_flags(file: &File) -> std::io::Result<u32> {
 }
 
 impl VfioPlatform {
-    /// Opens the function at `addr` (`0000:03:00.0` or `03:00.0`). See the module docs.
+    /// Opens the function at `addr` (`0000:03:00.0` or `03:00.0`). See the crate docs.
+    #[allow(unsafe_code)] // Borrowing the device fd; VFIO_DEVICE_RESET.
     pub fn open(addr: &str, opts: &VfioOptions) -> Result<Self, VfioError> {
         let addr: PciAddress = addr.parse()?;
         let sysfs = &opts.sysfs;
@@ -336,6 +342,7 @@ const RELAX_NEW_WAIT_NS: u64 = 1_000_000;
 // until the platform drops. Host memory is the process heap, which the IOMMU never maps (only
 // the pool's chunks are mapped). BAR accessors perform exactly one access of the stated width on the
 // mapped BAR (or one pread/pwrite the kernel turns into that access) and never touch DMA memory.
+#[allow(unsafe_code)]
 unsafe impl Platform for VfioPlatform {
     #[inline]
     fn bar_read32(&self, offset: u64) -> Be32 {
@@ -362,12 +369,12 @@ unsafe impl Platform for VfioPlatform {
 
     /// The process heap: never mapped in the IOMMU (only the pool's chunks are).
     fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
-        crate::io::host::heap_alloc(len, align)
+        mlx5::io::host::heap_alloc(len, align)
     }
 
     unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
         // SAFETY: forwarded contract (`ptr` came from `host_alloc`, i.e. `heap_alloc`).
-        unsafe { crate::io::host::heap_free(ptr, len, align) }
+        unsafe { mlx5::io::host::heap_free(ptr, len, align) }
     }
 
     /// CLOCK_MONOTONIC, in nanoseconds since the platform was opened.
@@ -420,7 +427,7 @@ pub fn open_device(
 #[derive(Debug)]
 pub enum AnyPlatform {
     /// The simulated ConnectX-5.
-    Sim(crate::SimPlatform),
+    Sim(mlx5::SimPlatform),
     /// A real function through VFIO.
     Vfio(Box<VfioPlatform>),
 }
@@ -437,6 +444,7 @@ macro_rules! either {
 
 // SAFETY: every method forwards to the platform inside, which keeps the contract itself.
 #[cfg(feature = "sim")]
+#[allow(unsafe_code)]
 unsafe impl Platform for AnyPlatform {
     fn bar_read32(&self, offset: u64) -> Be32 {
         either!(self, p => p.bar_read32(offset))

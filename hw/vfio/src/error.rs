@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use super::pci::{GroupMember, PciAddress};
+use crate::pci::{GroupMember, PciAddress};
 
 /// Why the VFIO backend could not do what was asked. `Display` gives the fix (exact commands).
 #[derive(Debug)]
@@ -86,7 +86,7 @@ pub enum VfioError {
         /// The address.
         bdf: PciAddress,
         /// The driver error.
-        source: crate::Error,
+        source: mlx5::Error,
     },
     /// BAR0 cannot be used (absent, not memory, or not mappable at all).
     Bar {
@@ -122,10 +122,10 @@ impl VfioError {
 
     /// Classifies a failed bring-up: a firmware that never left `initializing` gets its own
     /// explanation, everything else is reported as the driver said it.
-    pub fn from_bringup(bdf: PciAddress, source: crate::Error) -> Self {
+    pub fn from_bringup(bdf: PciAddress, source: mlx5::Error) -> Self {
         match source {
-            crate::Error::Timeout {
-                waiting_for: crate::Wait::FwPreInit | crate::Wait::FwInit,
+            mlx5::Error::Timeout {
+                waiting_for: mlx5::Wait::FwPreInit | mlx5::Wait::FwInit,
                 waited_ms,
             } => Self::FirmwareInitializing { bdf, waited_ms },
             source => Self::BringUp { bdf, source },
@@ -398,8 +398,8 @@ mod tests {
     fn firmware_timeouts_are_classified() {
         let e = VfioError::from_bringup(
             bdf(),
-            crate::Error::Timeout {
-                waiting_for: crate::Wait::FwPreInit,
+            mlx5::Error::Timeout {
+                waiting_for: mlx5::Wait::FwPreInit,
                 waited_ms: 120_001,
             },
         );
@@ -415,8 +415,8 @@ mod tests {
         assert!(s.contains("/sys/bus/pci/devices/0000:03:00.0/reset"), "{s}");
         let e = VfioError::from_bringup(
             bdf(),
-            crate::Error::Timeout {
-                waiting_for: crate::Wait::Command { opcode: 0x100 },
+            mlx5::Error::Timeout {
+                waiting_for: mlx5::Wait::Command { opcode: 0x100 },
                 waited_ms: 60_000,
             },
         );
