@@ -688,7 +688,7 @@ impl<P: Platform> Device<P> {
     }
 
     /// Runs any command, bypassing every object the driver tracks: reached only through the
-    /// unsafe [`crate::io::raw_command`], whose contract says why.
+    /// [`crate::io::raw_command`], whose safety contract says why.
     pub(crate) fn exec_raw(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
         self.cmd.lock().exec(&self.platform, input, output)
     }

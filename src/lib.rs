@@ -15,6 +15,7 @@
 
 #[allow(unsafe_code)]
 pub mod io;
+pub use io::platform;
 
 pub mod caps;
 pub mod cmd;
@@ -29,7 +30,6 @@ pub mod hca;
 pub mod mr;
 pub mod pages;
 pub mod pd;
-pub mod platform;
 pub mod qp;
 pub mod quarantine;
 pub mod queue;

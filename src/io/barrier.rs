@@ -4,32 +4,68 @@
 //! * **Hand a command to the firmware**: write entry and mailboxes → [`dma_wmb`] → 32-bit
 //!   doorbell store.
 //! * **Take a completed command back**: load the ownership byte with acquire ([`DmaBuf`] does) →
-//!   read the output.
-//! * **Post a work request** (later): write the WQE → [`dma_wmb`] → doorbell record (BE32) →
-//!   [`mmio_wmb`] → 64-bit UAR doorbell.
+//!   [`dma_rmb`] → read the output.
+//! * **Post a work request**: write the WQE → [`dma_wmb`] → doorbell record (BE32) →
+//!   [`mmio_wmb`] → 64-bit UAR doorbell (or the BlueFlame copy) → [`mmio_wmb`].
+//! * **Poll a CQ or an EQ**: load the owner byte with acquire → [`dma_rmb`] → read the entry →
+//!   … → [`dma_wmb`] → consumer index to the doorbell record.
 //!
-//! On x86-64, stores are not reordered with other stores and uncached MMIO stores are ordered
-//! after earlier stores, so these fences chiefly stop the compiler; on weaker architectures they
-//! emit the hardware barrier the sequence needs.
+//! Each barrier is at least as strong as the one rdma-core's `util/udma_barrier.h` uses at the
+//! same point of the same sequence (facts in docs/architecture.md, "Barriers"):
+//!
+//! | ours | rdma-core | x86-64 | aarch64 |
+//! |---|---|---|---|
+//! | [`dma_wmb`] | `udma_to_device_barrier` | compiler barrier (stores are not reordered with stores) | `dmb oshst` |
+//! | [`dma_rmb`] | `udma_from_device_barrier` | compiler barrier (loads are not reordered with loads) | `dmb oshld` |
+//! | [`mmio_wmb`] | `mmio_flush_writes` / `mmio_wc_start` | `mfence` (≥ `sfence`: drains write-combining buffers) | `dsb st` |
+//!
+//! Every barrier also includes the Rust fence of the same strength, so that the ordering holds
+//! in the Rust memory model too — against a simulated device on another thread, and under Miri.
+//! On aarch64 a Rust fence alone is `dmb ish`/`dmb ishld` (inner shareable), which does not order
+//! accesses observed by a device: hence the outer-shareable instructions. Other architectures
+//! are refused at compile time rather than given barriers nobody checked.
 //!
 //! [`DmaBuf`]: super::DmaBuf
 
 use core::sync::atomic::{fence, Ordering};
 
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("mlx5: DMA and MMIO barriers are defined for x86_64 and aarch64 only");
+
 /// Orders earlier stores to DMA memory before later stores to DMA memory or to a doorbell.
 #[inline(always)]
 pub fn dma_wmb() {
     fence(Ordering::Release);
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: DMB OSHST only orders this CPU's stores against later stores for every observer
+    // in the outer shareable domain (the device included); it touches no memory or register.
+    unsafe {
+        core::arch::asm!("dmb oshst", options(nostack, preserves_flags));
+    }
 }
 
 /// Orders earlier loads from DMA memory (a valid owner bit) before later loads of the data.
 #[inline(always)]
 pub fn dma_rmb() {
     fence(Ordering::Acquire);
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: DMB OSHLD only orders this CPU's earlier loads before its later accesses, for the
+    // outer shareable domain; it touches no memory or register.
+    unsafe {
+        core::arch::asm!("dmb oshld", options(nostack, preserves_flags));
+    }
 }
 
-/// Orders all earlier memory accesses before a following MMIO store (full barrier).
+/// Orders all earlier memory accesses before a following MMIO store (full barrier), and on
+/// aarch64 waits for earlier stores to complete (`dsb st`), as a doorbell or a BlueFlame copy
+/// needs.
 #[inline(always)]
 pub fn mmio_wmb() {
     fence(Ordering::SeqCst);
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: DSB ST waits until this CPU's earlier stores have completed; it touches no memory
+    // or register.
+    unsafe {
+        core::arch::asm!("dsb st", options(nostack, preserves_flags));
+    }
 }

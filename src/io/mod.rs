@@ -11,6 +11,7 @@ mod dma;
 #[cfg(feature = "std")]
 pub mod host;
 mod mmio;
+pub mod platform;
 mod shared;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -163,6 +163,11 @@ fn report(o: &Opened) -> Value {
             "wall_us": o.wall.as_micros() as u64,
             "device_time_us": b.elapsed_ns / 1000,
         },
+        "dma": {
+            "pages_held_by_firmware": d.pages_held(),
+            "quarantined_bytes": d.quarantined().bytes,
+            "quarantined_buffers": d.quarantined().buffers,
+        },
     })
 }
 
@@ -257,6 +262,11 @@ fn print_text(r: &Value) {
     println!(
         "bring-up: {} firmware commands, ISSI {}, {} boot + {} init pages, {} us wall clock ({} us device time)",
         b["commands"], b["issi"], b["boot_pages"], b["init_pages"], b["wall_us"], b["device_time_us"]
+    );
+    let m = &r["dma"];
+    println!(
+        "DMA memory: {} pages lent to the firmware; {} bytes in {} buffers quarantined (the device may still use them: kept mapped, never reused)",
+        m["pages_held_by_firmware"], m["quarantined_bytes"], m["quarantined_buffers"]
     );
 }
 
