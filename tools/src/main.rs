@@ -3,14 +3,7 @@
 //! `mlx5ctl devinfo` brings a device up and prints what `ibv_devinfo -v` prints for it, plus the
 //! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
 
-#![recursion_limit = "256"]
-
-mod createqp;
-mod demo;
-mod devinfo;
-mod list;
-mod size;
-mod target;
+use mlx5_tools::{createqp, demo, devinfo, list, size};
 
 use std::process::ExitCode;
 

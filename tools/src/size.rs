@@ -149,7 +149,74 @@ fn refuse(field: &str, message: String) -> Value {
     json!({ "ok": false, "field": field, "message": message })
 }
 
-fn batch_line(base: &[u8; 256], line: &str) -> Value {
+/// The longest request line `--batch` reads; a longer one is refused (and skipped to its end)
+/// without being held in memory.
+pub const MAX_BATCH_LINE: usize = 64 * 1024;
+
+/// Answers every line of `input` with one JSON line on `out`: a request that is not UTF-8, not
+/// JSON, too long or refused gets its own error object, and the batch goes on.
+pub fn batch(
+    base: &[u8; 256],
+    input: &mut impl BufRead,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        let (read, too_long) = read_line_bounded(input, &mut line, MAX_BATCH_LINE)?;
+        if read == 0 {
+            return Ok(());
+        }
+        let answer = if too_long {
+            refuse(
+                "request",
+                format!("line longer than {MAX_BATCH_LINE} bytes ({read} read)"),
+            )
+        } else {
+            match std::str::from_utf8(&line) {
+                Ok(l) if l.trim().is_empty() => continue,
+                Ok(l) => batch_line(base, l),
+                Err(e) => refuse("request", format!("not UTF-8: {e}")),
+            }
+        };
+        writeln!(out, "{answer}")?;
+    }
+}
+
+/// Reads one line (without its `\n`) into `line`, keeping at most `max` bytes; returns the bytes
+/// read (0 at the end of input) and whether the line was longer than `max`.
+fn read_line_bounded(
+    input: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<(usize, bool)> {
+    let (mut read, mut too_long) = (0usize, false);
+    loop {
+        let buf = input.fill_buf()?;
+        if buf.is_empty() {
+            return Ok((read, too_long));
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        if !too_long && line.len() + chunk.len() <= max {
+            line.extend_from_slice(chunk);
+        } else {
+            too_long = true;
+            line.clear();
+        }
+        let used = done.unwrap_or(buf.len());
+        read = read.saturating_add(used);
+        input.consume(used);
+        if done.is_some() {
+            return Ok((read, too_long));
+        }
+    }
+}
+
+/// Answers one `--batch` request line.
+pub fn batch_line(base: &[u8; 256], line: &str) -> Value {
     let req: Value = match serde_json::from_str(line) {
         Ok(v) => v,
         Err(e) => return refuse("request", format!("not JSON: {e}")),
@@ -245,16 +312,9 @@ pub fn run(a: &Args) -> Result<(), String> {
     let prof = profile(&a.sim)?;
     let base = *prof.hca_cap_max();
     if a.batch {
-        let stdin = std::io::stdin();
         let mut out = std::io::stdout().lock();
-        for line in stdin.lock().lines() {
-            let line = line.map_err(|e| format!("stdin: {e}"))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            writeln!(out, "{}", batch_line(&base, &line)).map_err(|e| e.to_string())?;
-        }
-        return Ok(());
+        return batch(&base, &mut std::io::stdin().lock(), &mut out)
+            .map_err(|e| format!("--batch: {e}"));
     }
     let limits = limits_of(&base)?;
     let t = a.spec.qp_type;
@@ -304,4 +364,52 @@ pub fn print_sized(s: &SizedQp) {
         l.rq_stride_bytes,
         l.rq_bytes()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_batch(input: &[u8]) -> Vec<Value> {
+        let base = *mlx5_sim::Profile::connectx5().hca_cap_max();
+        let mut out = Vec::new();
+        batch(&base, &mut &input[..], &mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_bad_line_is_answered_alone_and_the_batch_goes_on() {
+        let good = br#"{"qp_type":"rc","max_send_wr":2,"max_recv_wr":2,"max_send_sge":1,"max_recv_sge":1}"#;
+        let mut input = Vec::new();
+        input.extend_from_slice(good);
+        input.extend_from_slice(b"\n\xff\xfe not utf-8\n\n");
+        input.extend(std::iter::repeat_n(b'x', MAX_BATCH_LINE + 10));
+        input.push(b'\n');
+        input.extend_from_slice(good);
+        let r = run_batch(&input);
+        assert_eq!(r.len(), 4, "{r:?}");
+        assert_eq!(r[0]["ok"], true);
+        assert!(
+            r[1]["message"].as_str().unwrap().contains("UTF-8"),
+            "{}",
+            r[1]
+        );
+        assert!(
+            r[2]["message"].as_str().unwrap().contains("longer than"),
+            "{}",
+            r[2]
+        );
+        assert_eq!(r[3]["ok"], true, "the batch goes on after both");
+    }
+
+    #[test]
+    fn the_last_line_needs_no_newline() {
+        let r = run_batch(br#"{"qp_type":"ud","max_send_wr":1,"max_recv_wr":1,"max_send_sge":1,"max_recv_sge":1}"#);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0]["ok"], true, "{}", r[0]);
+    }
 }

@@ -29,6 +29,7 @@ pub struct Target {
 }
 
 /// An opened device and what is needed to report on it.
+#[derive(Debug)]
 pub struct Opened {
     pub device: Device<AnyPlatform>,
     /// The simulated device behind it, if it is one.

@@ -1,0 +1,11 @@
+//! The subcommands of `mlx5ctl` (the binary in `main.rs` parses the command line and calls
+//! them); a library so that benchmarks and fuzz targets reach the same code.
+
+#![recursion_limit = "256"]
+
+pub mod createqp;
+pub mod demo;
+pub mod devinfo;
+pub mod list;
+pub mod size;
+pub mod target;
