@@ -15,6 +15,8 @@ pub mod platform;
 mod shared;
 #[cfg(feature = "sim")]
 pub mod sim;
+#[cfg(all(test, feature = "std"))]
+mod tests;
 
 pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds};
 pub use mmio::MmioRegion;

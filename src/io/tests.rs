@@ -1,0 +1,181 @@
+//! Tests of the unsafe room on plain heap memory (no simulator): every accessor, rings and
+//! segments across wraps, the shared tables and their reference counts, and the refusals. They
+//! are what `cargo miri test -p mlx5 --lib` checks for undefined behaviour.
+
+extern crate std;
+
+use core::cell::RefCell;
+use core::ptr::NonNull;
+use std::vec::Vec;
+
+use mlx5_ifc::{Be32, Be64};
+
+use super::{DmaBuf, SharedTable};
+use crate::platform::{DmaRegion, Platform, PlatformError};
+
+/// DMA and host memory from the heap; no device. Counts what is live.
+#[derive(Default)]
+struct Heap {
+    dma: RefCell<Vec<(NonNull<u8>, usize, usize)>>,
+    host: RefCell<Vec<NonNull<u8>>>,
+}
+
+fn layout(len: usize, align: usize) -> std::alloc::Layout {
+    std::alloc::Layout::from_size_align(len.max(1), align.max(8)).unwrap()
+}
+
+// SAFETY: DMA memory is fresh zeroed heap memory of the asked size and alignment, valid until
+// `dma_free`; host memory comes from `io::host`; the BAR accessors touch nothing.
+unsafe impl Platform for Heap {
+    fn bar_read32(&self, _: u64) -> Be32 {
+        Be32::new(0)
+    }
+    fn bar_write32(&self, _: u64, _: Be32) {}
+    fn bar_write64(&self, _: u64, _: Be64) {}
+    fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
+        // SAFETY: non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout(len, align)) };
+        let cpu = NonNull::new(p).ok_or(PlatformError::OutOfDmaMemory { len, align })?;
+        self.dma.borrow_mut().push((cpu, len, align));
+        Ok(DmaRegion {
+            cpu,
+            iova: p as u64,
+            len,
+        })
+    }
+    fn dma_free(&self, r: DmaRegion) -> Result<(), PlatformError> {
+        let mut live = self.dma.borrow_mut();
+        let i = live
+            .iter()
+            .position(|&(p, ..)| p == r.cpu)
+            .ok_or(PlatformError::UnknownRegion { iova: r.iova })?;
+        let (p, len, align) = live.swap_remove(i);
+        // SAFETY: allocated above with this layout, removed from the live list once.
+        unsafe { std::alloc::dealloc(p.as_ptr(), layout(len, align)) };
+        Ok(())
+    }
+    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
+        let p = super::host::heap_alloc(len, align)?;
+        self.host.borrow_mut().push(p);
+        Ok(p)
+    }
+    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        self.host.borrow_mut().retain(|&p| p != ptr);
+        // SAFETY: forwarded contract.
+        unsafe { super::host::heap_free(ptr, len, align) }
+    }
+    fn now_ns(&self) -> u64 {
+        0
+    }
+}
+
+#[test]
+fn every_accessor_stays_in_bounds_and_round_trips() {
+    let h = Heap::default();
+    let b = DmaBuf::alloc(&h, 256, 64).unwrap();
+    b.write_u8(3, 0xab).unwrap();
+    assert_eq!(b.read_u8(3).unwrap(), 0xab);
+    b.write_u8_release(4, 0xcd).unwrap();
+    assert_eq!(b.read_u8_acquire(4).unwrap(), 0xcd);
+    b.write_be32(8, Be32::new(0x0102_0304)).unwrap();
+    assert_eq!(b.read_be32(8).unwrap().get(), 0x0102_0304);
+    assert_eq!(b.read_u8(8).unwrap(), 1, "big-endian in memory");
+    b.write_be64(16, Be64::new(0x1122_3344_5566_7788)).unwrap();
+    assert_eq!(b.read_be64(16).unwrap().get(), 0x1122_3344_5566_7788);
+    b.write_seg16(32, &[7; 16]).unwrap();
+    b.write_wqebb(64, &[9; 8]).unwrap();
+    assert_eq!(b.read_wqebb(64).unwrap(), [9; 8]);
+    assert_eq!(b.read_words::<16>(32).unwrap(), [7; 16]);
+    assert_eq!(b.read_u64_acquire(64).unwrap(), 9u64.to_ne_bytes());
+    b.write_bytes(130, &[1, 2, 3, 4, 5]).unwrap();
+    let mut got = [0u8; 5];
+    b.read_bytes(130, &mut got).unwrap();
+    assert_eq!(got, [1, 2, 3, 4, 5]);
+    b.zero_range(128, 16).unwrap();
+    b.read_bytes(130, &mut got).unwrap();
+    assert_eq!(got, [0; 5]);
+    // Out of bounds, misaligned, wrapping offsets: refused, never touched.
+    assert!(b.write_u8(256, 1).is_err());
+    assert!(b.write_be32(254, Be32::new(1)).is_err());
+    assert!(b.write_be32(2, Be32::new(1)).is_err(), "misaligned");
+    assert!(b.read_be64(usize::MAX - 3).is_err());
+    assert!(b.write_bytes(usize::MAX, &[1]).is_err());
+    assert!(b.read_bytes(250, &mut [0; 7]).is_err());
+    assert!(b.read_words::<16>(248).is_err());
+    b.free(&h).unwrap();
+    assert!(h.dma.borrow_mut().is_empty());
+}
+
+#[test]
+fn rings_and_segments_wrap_inside_the_buffer() {
+    let h = Heap::default();
+    let b = DmaBuf::alloc(&h, 8 * 64, 64).unwrap();
+    for i in 0..8u8 {
+        b.write_u8(usize::from(i) * 64 + 63, i).unwrap();
+    }
+    let ring = b.ring::<64>(8).unwrap();
+    assert!(
+        b.ring::<64>(16).is_none(),
+        "more entries than the buffer holds"
+    );
+    assert!(b.ring::<64>(6).is_none(), "not a power of two");
+    // A segment never wraps: from entry 6, at most 2.
+    let seg = ring.segment(6, 5);
+    assert_eq!(seg.len(), 2);
+    assert_eq!(seg.load_u64_acquire::<56>(1).unwrap()[7], 7);
+    assert!(seg.load_u64_acquire::<56>(2).is_none());
+    assert!(seg.load_be32::<60>(0).is_some());
+    seg.prefetch_ahead::<16>(0);
+    // Index 14 is entry 6 again.
+    assert_eq!(ring.segment(14, 1).load_u64_acquire::<56>(0).unwrap()[7], 6);
+    b.free(&h).unwrap();
+}
+
+#[test]
+fn shared_tables_live_in_host_memory_until_the_last_handle() {
+    let h = Heap::default();
+    let t = SharedTable::alloc(&h, 16).unwrap();
+    assert!(
+        h.dma.borrow_mut().is_empty(),
+        "no DMA memory for bookkeeping"
+    );
+    assert_eq!(h.host.borrow_mut().len(), 1);
+    t.store(3, 42);
+    let u = t.share();
+    assert!(t.same(&u));
+    assert_eq!(u.load(3), 42);
+    assert_eq!(u.load(16), 0, "out of range reads 0");
+    u.store(16, 1);
+    t.store_pair_relaxed(4, 5, 6);
+    assert_eq!(t.load_pair_relaxed(4), Some((5, 6)));
+    assert_eq!(
+        t.load_pair_relaxed(15),
+        None,
+        "the pair's second word is out of range"
+    );
+    assert_eq!(t.swap(3, 7), Some(42));
+    assert!(t.compare_exchange(3, 7, 8));
+    assert!(!t.compare_exchange(3, 7, 9));
+    let pairs = t.pairs(2, 4).unwrap();
+    assert_eq!(pairs.load_relaxed(1 + 4 * 1000), (5, 6), "masked index");
+    assert!(
+        t.pairs(2, 8).is_none(),
+        "8 pairs from word 2 do not fit 16 words"
+    );
+    assert!(t.pairs(0, 3).is_none(), "not a power of two");
+    t.prefetch(100);
+    t.release(&h);
+    assert_eq!(h.host.borrow_mut().len(), 1, "one handle left");
+    assert_eq!(u.load(3), 8);
+    u.release(&h);
+    assert!(h.host.borrow_mut().is_empty(), "the last handle frees it");
+}
+
+#[test]
+fn absurd_table_and_buffer_sizes_are_refused() {
+    let h = Heap::default();
+    assert!(SharedTable::alloc(&h, usize::MAX / 8 + 5).is_err());
+    assert!(SharedTable::alloc(&h, usize::MAX).is_err());
+    assert!(SharedTable::alloc(&h, isize::MAX as usize / 8).is_err());
+    assert!(h.host.borrow_mut().is_empty());
+}
