@@ -533,6 +533,14 @@ impl<P: Platform> Device<P> {
         self.shutdown()
     }
 
+    /// [`Device::close`], and what it had to leave to the device: the memory quarantined over
+    /// the device's life, teardown included. After it, the platform holds exactly that much DMA
+    /// memory of this device and nothing else.
+    pub fn close_accounted(mut self) -> (Result<()>, Quarantined) {
+        let r = self.shutdown();
+        (r, self.quarantine.get())
+    }
+
     /// The configuration the device was opened with (timeouts as adjusted by the firmware).
     pub fn config(&self) -> &DeviceConfig {
         &self.config

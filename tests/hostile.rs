@@ -214,9 +214,16 @@ fn a_create_that_timed_out_quarantines_its_memory() {
         sim.dma_bytes_mapped() >= mapped + 256 * 64,
         "still mapped for the device"
     );
+    let (r, q) = dev.close_accounted();
     assert!(
-        matches!(dev.close(), Err(Error::Unusable { .. })),
+        matches!(r, Err(Error::Unusable { .. })),
         "closing an unusable device says so"
+    );
+    assert_eq!(
+        sim.dma_bytes_mapped() as u64,
+        q.bytes,
+        "all that stays mapped is quarantined (rings, command queue, firmware pages), and \
+         nothing else: {q:?}"
     );
     assert_eq!(sim.dma_faults(), vec![], "nothing freed under the device");
 }
