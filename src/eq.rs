@@ -34,7 +34,7 @@ pub struct Eq {
 }
 
 /// An event the device posted (a 64-byte EQE: type at byte 1, data at 0x20..0x3c).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Event {
     /// Event type (`mlx5_ifc::event`).
     pub event_type: u8,
