@@ -116,6 +116,7 @@ impl Iommu {
         self.next = iova + (pages + 1) * IOVA_PAGE;
         let words: Arc<[AtomicU64]> = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
         // `Arc::as_ptr` goes through no reference: the pointer has the heap block's provenance.
+        // (It is never null; the error only avoids a panic path.)
         let host = NonNull::new(Arc::as_ptr(&words).cast::<u8>().cast_mut())
             .ok_or(SimError::DmaZeroLength)?;
         self.maps.insert(iova, Mapping { len, words });
