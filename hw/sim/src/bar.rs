@@ -9,10 +9,21 @@
 //! * `health_counter` (0x1010, low 24 bits) is `1 + now / HEALTH_TICK_NS`; it freezes when the
 //!   health buffer reports a fatal syndrome.
 //!
+//! Injected lies (`Fault::InitSegWord`, `Fault::FellOffBus`) sit on top of the image and change
+//! only what reads return, never the image the device itself works from:
+//!
+//! * a sticky word override returns its value on every read of that word;
+//! * a one-shot override remembers the true word at injection and returns its value for as long
+//!   as the true word is unchanged — until the heartbeat ticks, `initializing` clears, the
+//!   driver programs the command queue address, the firmware reports a fatal error;
+//! * off the bus, every read returns all ones and every write is lost.
+//!
 //! BAR0 is [`BAR_SIZE`] bytes. Pages 0–4 hold the init segment, the MSI-X table (0x2000) and the
 //! PBA (0x3000) and read as the image / zero; UAR page `n` sits at `n * 4096` (n ≥ 5) and reads as
 //! zero. Writes to UAR pages are recorded ([`UarWrite`]); the firmware acts on the EQ and CQ
 //! doorbells among them (`fw::doorbell`).
+
+use std::collections::BTreeMap;
 
 use mlx5_ifc::prm::init_seg::{HealthBuffer, InitialSeg};
 use mlx5_ifc::{regs, Field, FieldInfo, Layout, View, ViewMut};
@@ -49,6 +60,12 @@ pub(crate) struct Bar {
     cmdq_programmed: bool,
     frozen_counter: Option<u32>,
     uar_writes: Vec<UarWrite>,
+    /// `Fault::InitSegWord` with `sticky`: offset → value.
+    sticky: BTreeMap<u64, u32>,
+    /// `Fault::InitSegWord` without `sticky`: offset → (value, the true word when injected).
+    once: BTreeMap<u64, (u32, u32)>,
+    /// `Fault::FellOffBus`.
+    off_bus: bool,
 }
 
 /// The value of field `f` inside the 32-bit register at byte `word_off` holding `word`.
@@ -79,6 +96,9 @@ impl Bar {
             cmdq_programmed: false,
             frozen_counter: None,
             uar_writes: Vec::new(),
+            sticky: BTreeMap::new(),
+            once: BTreeMap::new(),
+            off_bus: false,
         };
         let (major, minor, sub) = profile.fw_version();
         bar.set(InitialSeg::FW_REV_MAJOR, major.into());
@@ -142,8 +162,61 @@ impl Bar {
         stuck || now < INIT_DELAY_NS
     }
 
-    /// A 32-bit read at `off`; misaligned or out-of-range reads return all ones.
+    /// A 32-bit read at `off` as the driver sees it (injected lies included); misaligned or
+    /// out-of-range reads return all ones.
     pub(crate) fn read32(&mut self, off: u64, now: u64, stuck: bool) -> u32 {
+        if self.off_bus {
+            return u32::MAX;
+        }
+        let word = self.true_read32(off, now, stuck);
+        if let Some(&v) = self.sticky.get(&off) {
+            return v;
+        }
+        match self.once.get(&off) {
+            Some(&(v, base)) if base == word => v,
+            Some(_) => {
+                self.once.remove(&off);
+                word
+            }
+            None => word,
+        }
+    }
+
+    /// Whether `off` is a word [`Bar::forge`] accepts: 4-aligned, in the init segment pages.
+    pub(crate) fn forgeable(off: u64) -> bool {
+        off % 4 == 0 && off < INIT_SEG_PAGES * regs::UAR_PAGE_SIZE
+    }
+
+    /// `Fault::InitSegWord`: the word at `off` reads `value` (see the module documentation).
+    pub(crate) fn forge(&mut self, off: u64, value: u32, sticky: bool, now: u64, stuck: bool) {
+        if sticky {
+            self.once.remove(&off);
+            self.sticky.insert(off, value);
+        } else {
+            let base = self.true_read32(off, now, stuck);
+            self.once.insert(off, (value, base));
+        }
+    }
+
+    /// `Fault::FellOffBus`.
+    pub(crate) fn fall_off_bus(&mut self) {
+        self.off_bus = true;
+    }
+
+    /// Whether the device is off the bus (reads all ones, writes lost).
+    pub(crate) fn off_bus(&self) -> bool {
+        self.off_bus
+    }
+
+    /// Drops every injected lie.
+    pub(crate) fn clear_lies(&mut self) {
+        self.sticky.clear();
+        self.once.clear();
+        self.off_bus = false;
+    }
+
+    /// A 32-bit read of the device's true register image.
+    fn true_read32(&mut self, off: u64, now: u64, stuck: bool) -> u32 {
         if misaligned(off, 4) {
             log::warn!("mlx5-sim: misaligned or out-of-range 32-bit BAR read at {off:#x}");
             return u32::MAX;

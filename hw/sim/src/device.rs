@@ -18,7 +18,7 @@ use crate::fabric::Fabric;
 
 use crate::bar::Bar;
 use crate::cmdif;
-use crate::fault::{DmaFault, DmaFaultKind, Faults};
+use crate::fault::{DmaFault, DmaFaultKind};
 use crate::fw::Firmware;
 use crate::iommu::Iommu;
 use crate::trace::Trace;
@@ -45,7 +45,6 @@ pub(crate) struct State {
     pub(crate) bar: Bar,
     pub(crate) iommu: Iommu,
     pub(crate) fw: Firmware,
-    pub(crate) faults: Faults,
     pub(crate) trace: Trace,
     pub(crate) dma_faults: Vec<DmaFault>,
     pub(crate) commands_executed: u64,
@@ -57,7 +56,6 @@ impl State {
             bar: Bar::new(profile),
             iommu: Iommu::new(),
             fw: Firmware::new(profile),
-            faults: Faults::default(),
             trace: Trace::default(),
             dma_faults: Vec::new(),
             commands_executed: 0,

@@ -1,9 +1,36 @@
 //! DMA memory shared with the driver, and the IOMMU-like translation the device goes through.
 //!
-//! Every allocation is a `Box<[AtomicU64]>`: 8-byte aligned host memory that both sides access
+//! Every allocation is an `Arc<[AtomicU64]>`: 8-byte aligned host memory that both sides access
 //! with atomic operations only, so the simulator needs no `unsafe` code. Word `i` of an
 //! allocation holds its bytes `8i..8i+8` in native memory order (the device's big-endian byte
 //! image, exactly as a real DMA buffer would hold it).
+//!
+//! The host pointer handed out ([`DmaBlock::host`]) is `Arc::as_ptr` of the allocation: it
+//! carries the provenance of the heap block itself, not of a reference, and an `Arc` moved into
+//! the translation table (or anywhere else) is a pointer to that block, not the block: moving it
+//! retags nothing. The pointer therefore stays valid for the driver's atomic accesses under the
+//! Stacked and Tree Borrows models until the mapping is freed. (The allocation used to be a
+//! `Box` moved into the table after the pointer was taken; a `Box` asserts uniqueness when it
+//! moves, which invalidated the driver's pointer under both models.)
+//!
+//! Access widths. The storage is 64-bit atomics, and without `unsafe` the simulator cannot touch
+//! it with a narrower atomic; so every device access is made of 64-bit atomic operations on the
+//! naturally aligned words it covers, and each word is changed by exactly **one** operation: a
+//! store when the device writes the whole word, a single compare-and-swap that replaces only the
+//! device's bytes when it writes part of a word (never two read-modify-writes, so a narrower
+//! driver load sees the old word or the new one, nothing in between, and bytes the driver writes
+//! concurrently into the same word are never lost). The device's writes are laid out so that
+//! the word the driver polls is written whole and last where the driver polls with 64 bits:
+//! the last 8 bytes of a CQE (the driver's acquire load of the `op_own` word), the last 8 bytes
+//! of an output mailbox block (block number, token, signatures; read by the driver as one word).
+//! Two polled locations remain mixed-size, because the driver polls them with an 8-bit load the
+//! simulator cannot mirror: the command entry's status/ownership byte (0x3f, written by the
+//! device with one release CAS on the word 0x38..0x40) and the EQE owner byte (0x3f, written
+//! with one release store of the EQE's last word). The driver's 32-bit doorbell-record stores
+//! are read by the device with 64-bit loads. In [`crate::Mode::Sync`] everything runs on the
+//! driver's thread, so none of these is a race; in [`crate::Mode::Threaded`] they are formally
+//! mixed-size atomic races (which real hardware does not have: the device is outside the
+//! program), harmless on x86-64.
 //!
 //! IOVAs are handed out by a bump allocator starting at [`IOVA_BASE`] (so IOVA 0 is never
 //! valid), 4 KiB aligned (or more, up to [`MAX_DMA_ALIGN`]), with an unmapped 4 KiB guard page
@@ -14,6 +41,7 @@
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::SimError;
 
@@ -43,7 +71,7 @@ pub struct DmaBlock {
 
 struct Mapping {
     len: usize,
-    words: Box<[AtomicU64]>,
+    words: Arc<[AtomicU64]>,
 }
 
 /// A device access hit no live mapping.
@@ -86,8 +114,11 @@ impl Iommu {
         let pages = (len as u64).div_ceil(IOVA_PAGE);
         // One unmapped guard page after every allocation catches overruns into a neighbour.
         self.next = iova + (pages + 1) * IOVA_PAGE;
-        let words: Box<[AtomicU64]> = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
-        let host = NonNull::from(&*words).cast::<u8>();
+        let words: Arc<[AtomicU64]> = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        // `Arc::as_ptr` goes through no reference: the pointer has the heap block's provenance.
+        // (It is never null; the error only avoids a panic path.)
+        let host = NonNull::new(Arc::as_ptr(&words).cast::<u8>().cast_mut())
+            .ok_or(SimError::DmaZeroLength)?;
         self.maps.insert(iova, Mapping { len, words });
         self.mapped += len;
         Ok(DmaBlock { iova, len, host })
@@ -106,6 +137,11 @@ impl Iommu {
     /// Bytes of DMA memory still allocated.
     pub(crate) fn mapped_bytes(&self) -> usize {
         self.mapped
+    }
+
+    /// Every live allocation, `(iova, len)`, by IOVA.
+    pub(crate) fn allocations(&self) -> Vec<(u64, usize)> {
+        self.maps.iter().map(|(&iova, m)| (iova, m.len)).collect()
     }
 
     fn locate(&self, iova: u64, len: usize) -> Option<(&Mapping, usize)> {
@@ -190,15 +226,19 @@ impl Iommu {
                 v.copy_from_slice(&data[i..i + 8]);
                 word.store(u64::from_ne_bytes(v), order);
             } else {
-                // A partial word: never a plain load-modify-store, which could lose bytes the
-                // driver writes concurrently. Set the new one bits first, then clear the new zero
-                // bits, so a bit that goes from 1 to 0 (the ownership bit) changes last.
+                // A partial word: one compare-and-swap that replaces only these bytes — never a
+                // plain load-modify-store, which could lose bytes the driver writes concurrently,
+                // and never two operations, whose intermediate word a reader could see.
                 let (mut v, mut mask) = ([0u8; 8], [0u8; 8]);
                 v[b..b + n].copy_from_slice(&data[i..i + n]);
                 mask[b..b + n].fill(0xff);
                 let (v, mask) = (u64::from_ne_bytes(v), u64::from_ne_bytes(mask));
-                word.fetch_or(v, Ordering::Relaxed);
-                word.fetch_and(v | !mask, order);
+                let fail = if order == Ordering::Relaxed {
+                    Ordering::Relaxed
+                } else {
+                    Ordering::Acquire
+                };
+                let _ = word.fetch_update(order, fail, |w| Some((w & !mask) | v));
             }
             i += n;
         }

@@ -17,9 +17,15 @@
 //! wire faults ([`WireFault`]) and a pcap capture. A device is alone on a private fabric (its
 //! own MAC loops back) until [`Fabric::attach`] puts it on a shared one.
 //!
+//! A hostile device: [`Fault`]s make it lie in what it writes — CQEs, EQEs, command outputs
+//! and tokens, init segment and health words, a BAR that reads all ones — write stray bytes
+//! into live DMA memory ([`SimDevice::dma_scribble`]), and complete commands twice, out of
+//! order or spuriously; each one that takes effect is recorded ([`SimDevice::fault_events`]).
+//!
 //! Modules: `bar` (init segment, health, UAR writes), `iommu` (DMA memory), `cmdif` (entries,
 //! mailboxes, delivery), `fw` (state machine, dispatch, one module per object), `engine` (the
-//! data path), `fabric` (the wire, RoCE v2 frames, pcap), `profile`, `fault`, `trace`.
+//! data path), `fabric` (the wire, RoCE v2 frames, pcap), `profile`, `fault`, `scribble`,
+//! `trace`.
 //!
 //! Two modes ([`Mode`]): `Sync` executes a command — and a send doorbell, with every frame it
 //! causes — inside the doorbell write and runs on virtual time advanced by `relax()`;
@@ -38,6 +44,7 @@ mod fault;
 mod fw;
 mod iommu;
 mod profile;
+mod scribble;
 pub mod syndrome;
 mod trace;
 
@@ -53,7 +60,10 @@ pub use device::RELAX_NS;
 pub use engine::DatapathCounters;
 pub use error::SimError;
 pub use fabric::{Fabric, FabricCounters, WireFault, CAPTURE_FRAMES, PCAP_MAGIC_NS};
-pub use fault::{CqeField, DmaFault, DmaFaultKind, Fault};
+pub use fault::{
+    CqeField, DmaFault, DmaFaultKind, EqeField, Fault, FaultEvent, Replay, EQE_DATA_WORDS,
+    SPURIOUS_STATUS,
+};
 pub use fw::eq::{EQE_BYTES, MSIX_VECTORS};
 pub use fw::qp::FIRST_QPN;
 pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
@@ -61,6 +71,7 @@ pub use fw::vport::{DEFAULT_MTU, MAX_MTU};
 pub use fw::{HcaState, ObjectKind};
 pub use iommu::{DmaBlock, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
 pub use profile::Profile;
+pub use scribble::{Scribble, MAX_SCRIBBLE_BYTES};
 pub use trace::{TraceRecord, TRACE_CAPACITY};
 
 use device::{Shared, Work};
@@ -175,18 +186,26 @@ impl SimDevice {
     }
 
     /// A 32-bit read of BAR0 at byte offset `off` (4-aligned; else all ones and a warning).
+    /// Injected [`Fault::InitSegWord`] and [`Fault::FellOffBus`] lies apply.
     pub fn bar_read32(&self, off: u64) -> Be32 {
         let now = self.now_ns();
         let mut st = self.shared().lock();
-        let stuck = st.faults.stuck_initializing;
+        let stuck = st.fw.injected.stuck_initializing;
         Be32::new(st.bar.read32(off, now, stuck))
     }
 
     /// A 32-bit write of BAR0 at byte offset `off` (4-aligned; else ignored with a warning).
     /// A write to `cmd_dbell` hands the entries whose bits are set to the firmware (executed
     /// before this returns in [`Mode::Sync`]); an EQ doorbell in a UAR page updates the EQ.
+    /// Lost while the device is off the bus ([`Fault::FellOffBus`]).
     pub fn bar_write32(&self, off: u64, v: Be32) {
-        let doorbell = self.shared().lock().bar.write32(off, v.get());
+        let doorbell = {
+            let mut st = self.shared().lock();
+            if st.bar.off_bus() {
+                return;
+            }
+            st.bar.write32(off, v.get())
+        };
         if bar::is_uar_access(off, 4) {
             self.shared()
                 .datapath(false, |hw| engine::uar_write(hw, off, v.get().into(), 32));
@@ -205,9 +224,15 @@ impl SimDevice {
     /// executes the QP's send queue — inside this call in [`Mode::Sync`], with every frame it
     /// sends delivered and answered; on the device thread in [`Mode::Threaded`]. BlueFlame
     /// words (the rest of the half) are compared with the send queue
-    /// ([`DmaFaultKind::BlueFlameMismatch`]).
+    /// ([`DmaFaultKind::BlueFlameMismatch`]). Lost while the device is off the bus.
     pub fn bar_write64(&self, off: u64, v: Be64) {
-        self.shared().lock().bar.write64(off, v.get());
+        {
+            let mut st = self.shared().lock();
+            if st.bar.off_bus() {
+                return;
+            }
+            st.bar.write64(off, v.get());
+        }
         if !bar::is_uar_access(off, 8) {
             return;
         }
@@ -295,22 +320,108 @@ impl SimDevice {
         self.shared().relax();
     }
 
-    /// Injects a fault (see [`Fault`]).
+    /// Injects a fault (see [`Fault`]; the module documentation of `fault` has a summary
+    /// table). `FatalHealth`, `InitSegWord`, `FellOffBus` and `DmaScribble` act now; the
+    /// others wait for the event they corrupt.
     pub fn inject(&self, f: Fault) {
         let now = self.now_ns();
         let mut st = self.shared().lock();
+        let st = &mut *st;
+        let name = f.name();
         match f {
-            Fault::FatalHealth { synd } => st.bar.set_fatal(synd, now),
-            Fault::CorruptCqe { field, value } => st.fw.engine.corrupt_cqe.push((field, value)),
-            other => st.faults.add(other),
+            Fault::FatalHealth { synd } => {
+                st.bar.set_fatal(synd, now);
+                let what = format!("health syndrome {synd:#x}, rfr; the firmware is dead");
+                st.fw.injected.log.push(now, name, what);
+            }
+            Fault::InitSegWord {
+                offset,
+                value,
+                sticky,
+            } => {
+                let off = u64::from(offset);
+                if !bar::Bar::forgeable(off) {
+                    log::warn!("mlx5-sim: InitSegWord at {off:#x}: not a word of the init segment pages; ignored");
+                    return;
+                }
+                let stuck = st.fw.injected.stuck_initializing;
+                st.bar.forge(off, value, sticky, now, stuck);
+                let what = format!(
+                    "BAR0 word {off:#x} reads {value:#010x} ({})",
+                    if sticky {
+                        "sticky"
+                    } else {
+                        "until the device changes it"
+                    }
+                );
+                st.fw.injected.log.push(now, name, what);
+            }
+            Fault::FellOffBus => {
+                st.bar.fall_off_bus();
+                let what = "BAR reads return all ones, BAR writes are lost".to_string();
+                st.fw.injected.log.push(now, name, what);
+            }
+            Fault::DmaScribble { iova, bytes } => {
+                let what = match scribble::write(&st.iommu, iova, &bytes) {
+                    Ok(old) => format!(
+                        "{} bytes at {iova:#x}: {old:02x?} -> {bytes:02x?}",
+                        bytes.len()
+                    ),
+                    Err(_) => {
+                        st.dma_faults.push(DmaFault {
+                            iova,
+                            len: bytes.len(),
+                            kind: DmaFaultKind::Write,
+                            what: "injected stray DMA write".to_string(),
+                        });
+                        format!("{} bytes at {iova:#x}: not mapped, blocked", bytes.len())
+                    }
+                };
+                st.fw.injected.log.push(now, name, what);
+            }
+            other => st.fw.injected.add(other),
         }
     }
 
-    /// Drops every pending injected fault (a fatal health state stays).
+    /// Drops every pending injected fault and every sticky one (`StuckInitializing`,
+    /// `InitSegWord`, `FellOffBus`, armed `CompleteTwice` replays). A fatal health state stays,
+    /// and so do the bytes faults have written and [`SimDevice::fault_events`].
     pub fn clear_faults(&self) {
         let mut st = self.shared().lock();
-        st.faults.clear();
-        st.fw.engine.corrupt_cqe.clear();
+        st.fw.injected.clear();
+        st.bar.clear_lies();
+    }
+
+    /// Every injected fault that took effect so far, in order (the last [`TRACE_CAPACITY`]).
+    pub fn fault_events(&self) -> Vec<FaultEvent> {
+        self.shared().lock().fw.injected.log.events()
+    }
+
+    /// Every live DMA allocation, `(iova, len)`, by IOVA: what the device can reach.
+    pub fn dma_allocations(&self) -> Vec<(u64, usize)> {
+        self.shared().lock().iommu.allocations()
+    }
+
+    /// The device writes `count` times 1..=[`MAX_SCRIBBLE_BYTES`] random bytes at a random
+    /// offset of a random live DMA allocation ([`SimDevice::dma_allocations`]); the same `seed`
+    /// over the same allocations writes the same bytes at the same places. Returns every write
+    /// (recorded as `DmaScribble` in [`SimDevice::fault_events`] too). Nothing is written when
+    /// nothing is allocated.
+    pub fn dma_scribble(&self, seed: u64, count: usize) -> Vec<Scribble> {
+        let now = self.now_ns();
+        let mut st = self.shared().lock();
+        let done = scribble::random(&st.iommu, seed, count);
+        for s in &done {
+            let what = format!(
+                "{} bytes at {:#x}: {:02x?} -> {:02x?} (seed {seed:#x})",
+                s.new.len(),
+                s.iova,
+                s.old,
+                s.new
+            );
+            st.fw.injected.log.push(now, "DmaScribble", what);
+        }
+        done
     }
 
     /// Firmware pages the device holds now.

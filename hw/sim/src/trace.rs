@@ -24,8 +24,12 @@ pub struct TraceRecord {
     /// The input: 16 inline bytes and the input mailbox data, truncated to `input_length`.
     pub input: Vec<u8>,
     /// The output the device wrote: 16 inline bytes and the output mailbox data, truncated to
-    /// `output_length`.
+    /// `output_length` — after any injected `CorruptOutput` (while `status` and `syndrome`
+    /// are what the firmware decided).
     pub output: Vec<u8>,
+    /// The injected faults that acted on this command, one line each (`"CorruptOutput:
+    /// output[0x8..0xc] 00000100 -> 00abcdef"`); empty for an honest completion.
+    pub faults: Vec<String>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -36,12 +40,31 @@ fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// `s` as a JSON string literal.
+fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 impl TraceRecord {
     /// The record as one line of JSON (no trailing newline):
-    /// `{"seq":N,"opcode":"0x0500","name":"CREATE_QP","op_mod":0,"status":0,"syndrome":"0x00000000","input":"<hex>","output":"<hex>"}`.
+    /// `{"seq":N,"opcode":"0x0500","name":"CREATE_QP","op_mod":0,"status":0,"syndrome":"0x00000000","input":"<hex>","output":"<hex>"}`,
+    /// with `,"faults":["..."]` before the closing brace when injected faults acted on it.
     pub fn to_json_line(&self) -> String {
-        format!(
-            "{{\"seq\":{},\"opcode\":\"{:#06x}\",\"name\":\"{}\",\"op_mod\":{},\"status\":{},\"syndrome\":\"{:#010x}\",\"input\":\"{}\",\"output\":\"{}\"}}",
+        let mut line = format!(
+            "{{\"seq\":{},\"opcode\":\"{:#06x}\",\"name\":\"{}\",\"op_mod\":{},\"status\":{},\"syndrome\":\"{:#010x}\",\"input\":\"{}\",\"output\":\"{}\"",
             self.seq,
             self.opcode,
             opcode_name(self.opcode),
@@ -50,7 +73,13 @@ impl TraceRecord {
             self.syndrome,
             hex(&self.input),
             hex(&self.output)
-        )
+        );
+        if !self.faults.is_empty() {
+            let items: Vec<String> = self.faults.iter().map(|f| json_string(f)).collect();
+            let _ = write!(line, ",\"faults\":[{}]", items.join(","));
+        }
+        line.push('}');
+        line
     }
 }
 
@@ -87,10 +116,18 @@ mod tests {
             syndrome: 0,
             input: vec![0x05, 0x00],
             output: vec![0xab],
+            faults: Vec::new(),
         };
         assert_eq!(
             r.to_json_line(),
             r#"{"seq":3,"opcode":"0x0500","name":"CREATE_QP","op_mod":0,"status":0,"syndrome":"0x00000000","input":"0500","output":"ab"}"#
         );
+        let r = TraceRecord {
+            faults: vec!["CorruptOutput: \"x\"\n".to_string()],
+            ..r
+        };
+        assert!(r
+            .to_json_line()
+            .ends_with(r#""output":"ab","faults":["CorruptOutput: \"x\"\u000a"]}"#));
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! A CQE (§4.1 of `mlx5-datapath-sizing.md`) goes to slot `producer & (size - 1)` of the CQ
 //! buffer (the second 64 bytes of a 128-byte CQE), its owner bit `(producer >> log_size) & 1`,
-//! written with the `op_own` byte last (release). Before writing, the device compares the
-//! producer counter with the consumer counter in the CQ doorbell record (word 0): a CQ that
+//! written last: bytes 0..56, then the 64-bit word holding `op_own` with one release store
+//! (the driver reads that word with one acquire load); EQEs are written the same way. Before
+//! writing, the device compares the producer counter with the consumer counter in the CQ
+//! doorbell record (word 0): a CQ that
 //! would hold more than `size` unpolled CQEs overflows — the CQE is dropped, the CQ is in error
 //! from then on (every later CQE is dropped too) and a CQ_ERROR event (syndrome 1) goes to the
 //! asynchronous EQs.
@@ -153,17 +155,12 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
     let off = u64::from(rt.pi & (size - 1)) * stride + if big { 64 } else { 0 };
     let owner = ((rt.pi >> log_size) & 1) as u8;
     let mut img = cqe.image(owner, hw.now);
-    if !hw.fw.engine.corrupt_cqe.is_empty() {
-        let (field, value) = hw.fw.engine.corrupt_cqe.remove(0);
-        log::warn!(
-            "mlx5-sim: CQE {} of CQ {cqn:#x}: {field:?} := {value:#x} (injected)",
-            rt.pi
-        );
+    if let Some((field, value)) = hw.fw.injected.take_cqe() {
         field.apply(&mut img, value);
+        let what = format!("CQE {} of CQ {cqn:#x}: {field:?} := {value:#x}", rt.pi);
+        hw.fw.injected.log.push(hw.now, "CorruptCqe", what);
     }
-    let ok = write_queue(hw.iommu, &pas, page, off, &img[..63])
-        .and_then(|()| write_queue(hw.iommu, &pas, page, off + 63, &img[63..]));
-    if let Err(iova) = ok {
+    if let Err(iova) = write_entry(hw, &pas, page, off, &img) {
         dma_fault(
             hw.faults,
             iova,
@@ -191,6 +188,14 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
         data[24..28].copy_from_slice(&(cqn & 0xff_ffff).to_be_bytes());
         post_eqe(hw, eqn, event::COMPLETION, &data);
     }
+}
+
+/// Writes a 64-byte CQE or EQE image at offset `off` of a queue buffer: the first 56 bytes,
+/// then the last 8 (the word holding the owner bit) with one 64-bit release store, as the
+/// driver reads a CQE's last word with one 64-bit acquire load.
+fn write_entry(hw: &Hw<'_>, pas: &[u64], page: u64, off: u64, img: &[u8; 64]) -> Result<(), u64> {
+    write_queue(hw.iommu, pas, page, off, &img[..56])
+        .and_then(|()| write_queue(hw.iommu, pas, page, off + 56, &img[56..]))
 }
 
 /// Updates the CQ context after a CQE: producer counter, and the arming when it fired.
@@ -258,10 +263,25 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; 28]) {
     img[1] = etype;
     img[0x20..0x3c].copy_from_slice(data);
     img[0x3f] = ((pi >> log_size) & 1) as u8;
+    if let Some((field, value)) = hw.fw.injected.take_eqe(eqn) {
+        let before = img;
+        field.apply(&mut img, value);
+        let changed: Vec<String> = (0..64)
+            .filter(|&i| img[i] != before[i])
+            .map(|i| format!("[{i:#04x}] {:#04x}->{:#04x}", before[i], img[i]))
+            .collect();
+        let what = format!(
+            "EQE {pi} of EQ {eqn:#x} (event {etype:#x}): {field:?} := {value:#x}: {}",
+            if changed.is_empty() {
+                "nothing changed".to_string()
+            } else {
+                changed.join(", ")
+            }
+        );
+        hw.fw.injected.log.push(hw.now, "CorruptEqe", what);
+    }
     let off = u64::from(pi & (size - 1)) * 64;
-    let ok = write_queue(hw.iommu, &pas, page, off, &img[..63])
-        .and_then(|()| write_queue(hw.iommu, &pas, page, off + 63, &img[63..]));
-    if let Err(iova) = ok {
+    if let Err(iova) = write_entry(hw, &pas, page, off, &img) {
         dma_fault(
             hw.faults,
             iova,

@@ -192,8 +192,6 @@ pub(crate) struct Engine {
     pub(crate) tx: Vec<Vec<u8>>,
     pub(crate) counters: DatapathCounters,
     ip_id: u16,
-    /// Pending `Fault::CorruptCqe`s, oldest first.
-    pub(crate) corrupt_cqe: Vec<(crate::fault::CqeField, u32)>,
 }
 
 impl Engine {

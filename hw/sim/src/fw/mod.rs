@@ -77,6 +77,8 @@ pub(crate) struct Firmware {
     pub(crate) driver_version: Option<String>,
     /// The data path's runtime state.
     pub(crate) engine: crate::engine::Engine,
+    /// The injected faults waiting for their event, and the record of those that acted.
+    pub(crate) injected: crate::fault::Faults,
 }
 
 /// What a handler may use besides the firmware state.
@@ -329,6 +331,7 @@ impl Firmware {
             vport: vport::Vport::new(profile),
             driver_version: None,
             engine: crate::engine::Engine::default(),
+            injected: crate::fault::Faults::default(),
         }
     }
 

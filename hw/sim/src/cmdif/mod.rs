@@ -1,0 +1,201 @@
+//! The command interface: queue entries, mailbox chains, delivery checks and completion.
+//!
+//! A doorbell write of `1 << n` hands entry `n` (at `cmdq + n * 64`) to the device; set bits
+//! are processed in slot order. Nothing is processed while `initializing` reads 1 or after the
+//! firmware has reported a fatal health syndrome (the entries stay owned by the device).
+//!
+//! Per entry, what firmware checks (delivery status in brackets):
+//!
+//! 1. the entry is fetched from the programmed command queue address; if that is not mapped the
+//!    device reports health syndrome 0xa (ICM fetch PCI error) with `rfr` and completes nothing;
+//! 2. `ownership` must be 1 (else the doorbell is ignored); a pending `NeverComplete` for the
+//!    opcode swallows the entry here;
+//! 3. `type` = 7 (0x10); the entry signature XORs to 0xff when CUR `cmdif_checksum` = 3 (0x1);
+//! 4. mailbox pointers 512-byte aligned when blocks are needed (input 0x5, output 0x4);
+//! 5. the mailbox chains ([`mailbox`]: block numbers 0x3, tokens 0x2, lengths 0x7/0x8,
+//!    signatures 0x1, faulting reads 0x6).
+//!
+//! Then the firmware executes the command; the device writes the output mailbox data (with the
+//! token, and signatures when enabled), the 16 inline output bytes, and last — with release
+//! ordering — the status byte `delivery_status << 1` (ownership 0) ([`completion`]).
+//!
+//! Injected faults act here: `FailCommand` replaces the execution; `CorruptOutput*` change the
+//! output after it; `CompleteTwice` writes a completion again at the next doorbell (before or
+//! after its entries); `CompleteOutOfOrder` reverses the slot order of one doorbell, or
+//! completes an idle slot spuriously when only one entry is rung.
+
+mod completion;
+mod mailbox;
+
+use mlx5_ifc::consts::CMD_INLINE_BYTES;
+use mlx5_ifc::prm::cmdif::CmdQueueEntry as Entry;
+use mlx5_ifc::{opcode_name, CmdInHeader, DeliveryStatus, HealthSyndrome, Layout, View};
+
+use crate::bar::{Bar, LOG_CMDQ_STRIDE};
+use crate::device::State;
+use crate::fault::{DmaFaultKind, Replay};
+use crate::fw::{self, Env, Req};
+use crate::trace::TraceRecord;
+use crate::Profile;
+
+use completion::note;
+
+/// Processes a doorbell write at device time `now`.
+pub(crate) fn ring(st: &mut State, profile: &Profile, now: u64, bits: u32) {
+    if Bar::initializing_at(now, st.fw.injected.stuck_initializing) {
+        log::warn!(
+            "mlx5-sim: command doorbell {bits:#x} while the firmware is initializing; ignored"
+        );
+        return;
+    }
+    // Completions armed by `CompleteTwice` before this doorbell.
+    let (before, after) = if st.bar.fatal() {
+        (Vec::new(), Vec::new())
+    } else {
+        (
+            completion::due(st, Replay::BeforeNextCommand),
+            completion::due(st, Replay::AfterNextCommand),
+        )
+    };
+    completion::replay(st, now, before);
+    let mut slots: Vec<u32> = (0..32u32).filter(|s| bits & (1 << s) != 0).collect();
+    let mut notes = Vec::new();
+    let mut spurious = None;
+    if !slots.is_empty() && st.fw.injected.take_out_of_order() {
+        if slots.len() > 1 {
+            slots.reverse();
+            let what = format!("slots {slots:?} rung together, completed in that order");
+            note(st, now, &mut notes, "CompleteOutOfOrder", what);
+        } else {
+            spurious = Some(slots[0]);
+        }
+    }
+    for &slot in &slots {
+        if st.bar.fatal() {
+            log::warn!(
+                "mlx5-sim: firmware is dead (health syndrome {:#x}); slot {slot} ignored",
+                st.bar.health_synd()
+            );
+            return;
+        }
+        run_slot(st, profile, now, slot, notes.clone());
+    }
+    completion::replay(st, now, after);
+    if let (Some(slot), Some(base)) = (spurious, st.bar.cmdq_base()) {
+        completion::spurious(st, now, base, slot, bits);
+    }
+}
+
+fn xor(bytes: &[u8]) -> u8 {
+    bytes.iter().fold(0, |a, b| a ^ b)
+}
+
+fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, mut notes: Vec<String>) {
+    let Some(base) = st.bar.cmdq_base() else {
+        st.device_fault(
+            0,
+            Entry::BYTES,
+            DmaFaultKind::Read,
+            format!("fetch command entry {slot}: no command queue address"),
+            now,
+        );
+        return;
+    };
+    let entry_iova = base.wrapping_add(u64::from(slot) << LOG_CMDQ_STRIDE);
+    let mut entry = [0u8; Entry::BYTES];
+    if st.iommu.read(entry_iova, &mut entry).is_err() {
+        st.device_fault(
+            entry_iova,
+            Entry::BYTES,
+            DmaFaultKind::Read,
+            format!("fetch command entry {slot}"),
+            now,
+        );
+        return;
+    }
+    let Ok(e) = View::<Entry>::new(&entry) else {
+        return;
+    };
+    if e.get(Entry::OWNERSHIP) != 1 {
+        log::warn!(
+            "mlx5-sim: doorbell for slot {slot}, but the entry is owned by software; ignored"
+        );
+        return;
+    }
+    let Ok(hdr) = View::<CmdInHeader>::new(e.bytes(Entry::COMMAND_INPUT_INLINE_DATA)) else {
+        return;
+    };
+    let (opcode, op_mod) = (
+        hdr.get(CmdInHeader::OPCODE) as u16,
+        hdr.get(CmdInHeader::OP_MOD) as u16,
+    );
+    if st.fw.injected.take_never_complete(opcode) {
+        let what = format!("{} in slot {slot} swallowed", opcode_name(opcode));
+        st.fw.injected.log.push(now, "NeverComplete", what);
+        return;
+    }
+    let checksum = st.fw.checksum_enabled();
+    let parsed = match mailbox::parse(st, &entry, opcode, checksum) {
+        Ok(p) => p,
+        Err(ds) => {
+            log::info!(
+                "mlx5-sim: {} in slot {slot}: delivery status {ds}",
+                opcode_name(opcode)
+            );
+            let done = completion::complete(st, entry_iova, entry, ds, None, checksum, false, now);
+            completion::arm_replay(st, now, opcode, slot, entry_iova, done, &mut notes);
+            return;
+        }
+    };
+    let mut out = vec![0u8; parsed.outlen.max(CMD_INLINE_BYTES)];
+    let (status, syndrome) = match st.fw.injected.take_fail(opcode) {
+        Some((status, syndrome)) => {
+            fw::write_header(&mut out, status, syndrome);
+            let what = format!("status {status:#x}, syndrome {syndrome:#x}; not executed");
+            note(st, now, &mut notes, "FailCommand", what);
+            (status, syndrome)
+        }
+        None => {
+            let req = Req {
+                opcode,
+                op_mod,
+                input: &parsed.input,
+                outlen: parsed.outlen,
+            };
+            let mut env = Env {
+                profile,
+                iommu: &st.iommu,
+                dma_faults: &mut st.dma_faults,
+                now,
+            };
+            st.fw.execute(&mut env, &req, &mut out)
+        }
+    };
+    let room = mailbox::room(&parsed);
+    let (lies, bad_sig) = completion::lie(st, now, opcode, &mut out, room, &mut notes);
+    let ds = match mailbox::write_output(st, &parsed, &out, checksum, opcode, &lies) {
+        Ok(()) => DeliveryStatus::Ok,
+        Err(()) => DeliveryStatus::FwInternal,
+    };
+    let inline = out.get(..CMD_INLINE_BYTES);
+    let done = completion::complete(st, entry_iova, entry, ds, inline, checksum, bad_sig, now);
+    completion::arm_replay(st, now, opcode, slot, entry_iova, done, &mut notes);
+    if ds == DeliveryStatus::Ok {
+        let seq = st.commands_executed;
+        st.commands_executed += 1;
+        out.truncate(parsed.outlen);
+        st.trace.push(TraceRecord {
+            seq,
+            opcode,
+            op_mod,
+            status,
+            syndrome,
+            input: parsed.input,
+            output: out,
+            faults: notes,
+        });
+    }
+}
+
+/// The health syndrome the device reports when it cannot fetch or complete an entry.
+pub(crate) const FETCH_ERROR: HealthSyndrome = HealthSyndrome::FetchPciErr;
