@@ -158,9 +158,9 @@ fn wait_not_initializing<P: Platform>(p: &P, what: Wait, timeout_ms: u64) -> Res
             // deadline like a real reset would require.
         } else if v & regs::INITIALIZING_BIT == 0 {
             return Ok(());
-        } else if what == Wait::FwInit {
-            // Once the command queue is set up, a firmware that died while initializing says
-            // so in its health buffer: stop at once rather than at the deadline.
+        } else {
+            // A firmware that died while initializing says so in its health buffer (a fatal
+            // syndrome with a reset request): stop at once rather than at the deadline.
             polls = polls.wrapping_add(1);
             if polls % INIT_HEALTH_EVERY == 1 {
                 health_during_init(p)?;

@@ -402,3 +402,55 @@ fn absurd_caller_values_are_refused() {
         }
     ));
 }
+
+/// Review finding 6: the device chose its own command timeouts (up to ~119 years) over the
+/// configuration, and a published 1 ms made every command time out. Now the configuration is
+/// the ceiling and `min_device_timeout_ms` the floor.
+#[test]
+fn device_published_timeouts_stay_within_the_configuration() {
+    let years = 3 << 29 | 0xf_ffff; // 1 048 575 hours
+    let one_ms = 1;
+    for (exec_to, want) in [(years, 60_000), (one_ms, 1_000), (2 << 29 | 1, 60_000)] {
+        let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+        for (offset, value) in [(0xff8, exec_to), (0xffc, years)] {
+            sim.inject(Fault::InitSegWord {
+                offset,
+                value,
+                sticky: true,
+            });
+        }
+        let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
+        assert_eq!(
+            dev.config().cmd_timeout_ms,
+            want,
+            "cmd_exec_to {exec_to:#x}"
+        );
+        assert_eq!(
+            dev.config().fw_init_timeout_ms,
+            DeviceConfig::default().fw_init_timeout_ms,
+            "cmd_q_init_to of years is cut to the configured ceiling"
+        );
+        dev.close().unwrap();
+    }
+}
+
+/// Review §1.1: the wait for `initializing` ignored the health buffer: a firmware that died
+/// while initializing was waited for until the deadline. Now it is reported at once.
+#[test]
+fn a_firmware_dead_during_initialization_is_reported_at_once() {
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    sim.inject(Fault::StuckInitializing);
+    sim.inject(Fault::FatalHealth { synd: 0x1 });
+    let started = std::time::Instant::now();
+    let e = Device::open(
+        SimPlatform::new(sim),
+        DeviceConfig {
+            fw_pre_init_timeout_ms: 1,
+            fw_init_timeout_ms: 600_000,
+            ..DeviceConfig::default()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Health { .. }), "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
