@@ -343,7 +343,10 @@ impl CmdQueue {
         let start = p.now_ns();
         let mut spins = 0u32;
         loop {
-            if queue.read_u8_acquire(at + STATUS_OWN)? & 1 == 0 {
+            // The entry's last 8 bytes in one acquire load (the device writes that word whole;
+            // the status/ownership byte is its last byte).
+            let last = queue.read_u64_acquire(at + STATUS_OWN - 7)?;
+            if last[7] & 1 == 0 {
                 return Ok(());
             }
             spins = spins.wrapping_add(1);

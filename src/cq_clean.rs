@@ -41,7 +41,7 @@ impl<P: Platform> Cq<'_, P> {
         let ci = s.ci;
         let mut end = ci;
         while end.wrapping_sub(ci) < size {
-            let op_own = ring.read_u8_acquire(slot(end) + CQE_OP_OWN)?;
+            let op_own = ring.read_u64_acquire(slot(end) + CQE_OP_OWN - 7)?[7];
             if op_own >> 4 == 0xf || u32::from(op_own & 1) != (end >> log) & 1 {
                 break;
             }

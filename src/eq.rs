@@ -179,7 +179,9 @@ impl Eq {
         let mut n = 0;
         while n < out.len() {
             let at = (*ci as usize & ((1usize << self.log_size) - 1)) * EQE_BYTES;
-            let owner = self.buf.buf().read_u8_acquire(at + EQE_OWNER)? & 1;
+            // The EQE's last 8 bytes in one acquire load (the device writes that word whole;
+            // the owner byte is its last byte).
+            let owner = self.buf.buf().read_u64_acquire(at + EQE_OWNER - 7)?[7] & 1;
             if owner != ((*ci >> self.log_size) & 1) as u8 {
                 break;
             }
