@@ -18,18 +18,18 @@ pub const MAX_GIDS: usize = 16;
 /// Events the async EQ holds.
 const ASYNC_EQ_SIZE: u32 = 128;
 
-use crate::caps::{Caps, DeviceAttr, CAP_BYTES};
-use crate::cmd::{check_health, CmdQueue, CmdStats};
-use crate::eq::Eq;
 use crate::error::{DeadCause, Error, Result, Wait};
-use crate::hca;
+use crate::fw::caps::{Caps, DeviceAttr, CAP_BYTES};
+use crate::fw::cmd::{check_health, CmdQueue, CmdStats};
+use crate::fw::eq::Eq;
+use crate::fw::hca;
+use crate::fw::pages::{PagePool, PageRequest};
+use crate::fw::quarantine::{Quarantine, Quarantined};
+use crate::fw::uar::Uar;
+use crate::fw::vport::{self, GidEntry, PortState, VportInfo};
 use crate::io::barrier;
-use crate::pages::{PagePool, PageRequest};
-use crate::pd::{query_special_keys, Pd, SpecialKeys};
 use crate::platform::Platform;
-use crate::quarantine::{Quarantine, Quarantined};
-use crate::uar::Uar;
-use crate::vport::{self, GidEntry, PortState, VportInfo};
+use crate::verbs::pd::{query_special_keys, Pd, SpecialKeys};
 
 /// Timeouts and choices of the bring-up. The defaults are the firmware's documented defaults.
 #[derive(Debug, Clone)]
@@ -588,7 +588,7 @@ impl<P: Platform> Device<P> {
 
     /// Completion events: which CQs got a completion since they were armed
     /// (`ibv_get_cq_event`); the EQ is re-armed.
-    pub fn poll_completion_events(&self, out: &mut [crate::eq::Event]) -> Result<usize> {
+    pub fn poll_completion_events(&self, out: &mut [crate::fw::eq::Event]) -> Result<usize> {
         match self.comp_eq.as_ref() {
             Some(eq) => eq.poll(&self.platform, out),
             None => Ok(0),
@@ -597,7 +597,7 @@ impl<P: Platform> Device<P> {
 
     /// Asynchronous events (`ibv_get_async_event`): QP and SRQ errors, CQ errors, port changes,
     /// page requests.
-    pub fn poll_async_events(&self, out: &mut [crate::eq::Event]) -> Result<usize> {
+    pub fn poll_async_events(&self, out: &mut [crate::fw::eq::Event]) -> Result<usize> {
         match self.async_eq.as_ref() {
             Some(eq) => eq.poll(&self.platform, out),
             None => Ok(0),

@@ -141,35 +141,35 @@ pub enum Error {
         limit: &'static str,
     },
     /// A QP sizing request does not fit the device.
-    Sizing(crate::qp::SizingError),
+    Sizing(crate::verbs::qp::SizingError),
     /// A QP state transition that does not exist for this QP type.
     QpTransition {
         /// The QP.
         qpn: u32,
         /// Its state.
-        from: crate::qp::QpState,
+        from: crate::verbs::qp::QpState,
         /// The state asked for.
-        to: crate::qp::QpState,
+        to: crate::verbs::qp::QpState,
     },
     /// A `modify_qp` attribute is missing or not allowed for the transition.
     QpAttr {
         /// The QP.
         qpn: u32,
         /// Its state.
-        from: crate::qp::QpState,
+        from: crate::verbs::qp::QpState,
         /// The state asked for.
-        to: crate::qp::QpState,
+        to: crate::verbs::qp::QpState,
         /// The attribute (verbs name).
         attr: &'static str,
         /// Missing or not allowed.
-        problem: crate::qp::AttrProblem,
+        problem: crate::verbs::qp::AttrProblem,
     },
     /// The QP's state does not allow the operation.
     QpState {
         /// The QP.
         qpn: u32,
         /// Its state.
-        state: crate::qp::QpState,
+        state: crate::verbs::qp::QpState,
         /// The operation.
         op: &'static str,
     },
@@ -257,10 +257,10 @@ impl fmt::Display for Error {
                 write!(f, "modify_qp: QP {qpn:#x} cannot go from {from} to {to}")
             }
             Error::QpAttr { qpn, from, to, attr, problem } => match problem {
-                crate::qp::AttrProblem::Missing => {
+                crate::verbs::qp::AttrProblem::Missing => {
                     write!(f, "modify_qp: QP {qpn:#x} {from}->{to} requires {attr}")
                 }
-                crate::qp::AttrProblem::NotAllowed => {
+                crate::verbs::qp::AttrProblem::NotAllowed => {
                     write!(f, "modify_qp: QP {qpn:#x} {from}->{to} does not take {attr}")
                 }
             },
@@ -283,8 +283,8 @@ impl From<LayoutError> for Error {
     }
 }
 
-impl From<crate::qp::SizingError> for Error {
-    fn from(e: crate::qp::SizingError) -> Self {
+impl From<crate::verbs::qp::SizingError> for Error {
+    fn from(e: crate::verbs::qp::SizingError) -> Self {
         Error::Sizing(e)
     }
 }

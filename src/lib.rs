@@ -1,14 +1,46 @@
 //! `mlx5`: a `no_std` kernel-bypass driver for NVIDIA/Mellanox ConnectX-5 (mlx5) RoCE NICs.
 //!
 //! The driver maps nothing and allocates nothing by itself: everything it needs from its
-//! environment goes through one [`Platform`] boundary (BAR0 access, DMA memory, a clock). With
-//! it, [`Device::open`] drives the firmware command interface from reset to a usable RoCE port.
+//! environment goes through one [`Platform`] boundary (BAR0 access, DMA memory, host memory, a
+//! clock). With it, [`Device::open`] drives the firmware command interface from reset to a
+//! usable RoCE port, and the verbs objects — [`pd`], [`mr`], [`cq`], [`srq`], [`qp`] — run RDMA
+//! on it.
 //!
-//! Layers (docs/architecture.md):
+//! ```
+//! use mlx5::qp::{QpCap, QpInitAttr, QpType};
+//! use mlx5::sim::{Mode, Profile, SimDevice};
+//! use mlx5::{Device, DeviceConfig, SimPlatform};
+//!
+//! // A simulated ConnectX-5 (any `Platform` will do: VFIO, a unikernel's, ...).
+//! let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+//! let dev = Device::open(SimPlatform::new(sim), DeviceConfig::default())?;
+//! let cq = dev.create_cq(64)?;
+//! let cap = QpCap {
+//!     max_send_wr: 16,
+//!     max_recv_wr: 16,
+//!     max_send_sge: 1,
+//!     max_recv_sge: 1,
+//!     max_inline_data: 64,
+//! };
+//! let qp = dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(QpType::Rc, &cq, &cq, cap))?;
+//! // Granted sizes are at least what was asked.
+//! assert!(qp.cap().max_send_wr >= 16 && qp.cap().max_inline_data >= 64);
+//! qp.destroy()?;
+//! cq.destroy()?;
+//! dev.close()?;
+//! # Ok::<(), mlx5::Error>(())
+//! ```
+//!
+//! Layers (docs/architecture.md), one folder each:
 //! * [`mlx5_ifc`]: the hardware interface as data (bit-exact layouts, opcodes, statuses);
-//! * [`io`]: the single `unsafe` module (DMA memory, MMIO, barriers);
-//! * [`cmd`], [`pages`], [`hca`], [`uar`], [`pd`], [`vport`]: one module per hardware object;
-//! * [`Device`]: bring-up, teardown, capabilities and the verbs view of them.
+//! * [`io`]: the single `unsafe` room — the [`Platform`] contract, DMA memory, the host-memory
+//!   tables of the driver's bookkeeping, MMIO, barriers;
+//! * `fw`: the firmware interface — the command queue, firmware pages, HCA bring-up, EQs,
+//!   vport, UAR pages, capabilities, queue memory and its quarantine (private plumbing; its
+//!   types that callers see are re-exported here);
+//! * [`Device`]: bring-up, teardown, capabilities and the verbs view of them;
+//! * `verbs`: the objects RDMA programs use — [`pd`], [`mr`], [`cq`], [`srq`], [`qp`] — and the
+//!   work-request tables they share.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
@@ -17,34 +49,24 @@
 pub mod io;
 pub use io::platform;
 
-pub mod caps;
-pub mod cmd;
-pub mod cq;
-mod cq_clean;
-pub mod cq_poll;
-mod cqe;
 pub mod device;
-pub mod eq;
 pub mod error;
-pub mod hca;
-pub mod mr;
-pub mod pages;
-pub mod pd;
-pub mod qp;
-pub mod quarantine;
-pub mod queue;
-pub mod srq;
-pub mod uar;
-pub mod vport;
-pub mod wqe;
+mod fw;
+mod verbs;
 
-pub use caps::{Caps, DeviceAttr};
-pub use cq_poll::{Wc, WcOpcode, WcStatus};
+pub use fw::caps::{Caps, DeviceAttr};
+pub use fw::eq;
+pub use fw::pages::PageRequest;
+pub use fw::quarantine::Quarantined;
+pub use fw::uar::Uar;
+pub use fw::vport::{GidEntry, PortState, VportInfo};
+pub use verbs::cq::{Wc, WcOpcode, WcStatus};
+pub use verbs::{cq, mr, pd, qp, srq, wqe};
+
 pub use device::{BringUp, Device, DeviceConfig, FwVersion};
 pub use error::{DeadCause, Error, Result, Wait};
 pub use mr::{MemoryRegion, MrAccess};
 pub use platform::{DmaRegion, Platform, PlatformError};
-pub use quarantine::Quarantined;
 
 pub use mlx5_ifc as ifc;
 

@@ -308,7 +308,7 @@ fn poll_null(c: &mut Criterion) {
             wqe = wqe.wrapping_add(1);
         }
     };
-    let mut wc = vec![mlx5::cq_poll::Wc::default(); POLL_BATCH];
+    let mut wc = vec![mlx5::Wc::default(); POLL_BATCH];
     let mut g = c.benchmark_group("poll_cq");
     g.measurement_time(Duration::from_secs(3));
     // 256 CQEs are written, then polled in calls of `n` under one timer (a timer pair costs
@@ -457,7 +457,7 @@ fn poll(c: &mut Criterion) {
     let batch: Vec<SendWr<'_>> = (0..POLL_BATCH as u64)
         .map(|i| SendWr { wr_id: i, ..wr })
         .collect();
-    let mut wc = vec![mlx5::cq_poll::Wc::default(); POLL_BATCH];
+    let mut wc = vec![mlx5::Wc::default(); POLL_BATCH];
     let mut g = c.benchmark_group("poll_cq");
     g.measurement_time(Duration::from_secs(3));
     g.bench_function(

@@ -1,5 +1,5 @@
 //! Reading CQEs (PRM "Completion Queue Entry", mlx5-datapath-sizing.md §4): the loop behind
-//! [`Cq::poll`](crate::cq::Cq::poll), its short path for runs of one send queue's successful
+//! [`Cq::poll`](crate::verbs::cq::Cq::poll), its short path for runs of one send queue's successful
 //! completions, and the general decode that checks every field the device wrote.
 //!
 //! The general decode ([`decode`]) turns any CQE into a work completion or a typed error: the
@@ -9,14 +9,15 @@
 //! a successful requester CQE of the queue being retired whose WQE counter names an
 //! outstanding WQE — and leaves anything else to the general decode without consuming it.
 
-use crate::cq::{CQE_BYTES, CQE_OP_OWN};
-use crate::cq_poll::{rq_table, sq_table, srq_table, Attached, CqShared, RecvTable};
-use crate::cq_poll::{Wc, WcOpcode, WcStatus};
 use crate::error::{Error, Result};
+use crate::fw::queue::ceil_log2;
 use crate::io::{barrier, DmaBuf, DmaRing, PairRing, SharedTable};
-use crate::queue::ceil_log2;
+use crate::verbs::cq::state::{Attached, CqShared, RecvTable};
+use crate::verbs::cq::wc::{Wc, WcOpcode, WcStatus};
+use crate::verbs::cq::{CQE_BYTES, CQE_OP_OWN};
+use crate::verbs::wr_table::{rq_table, sq_table, srq_table};
 
-/// The work completion opcode of each descriptor code ([`sq_desc`](crate::cq_poll::sq_desc): the
+/// The work completion opcode of each descriptor code ([`sq_desc`](crate::verbs::wr_table::sq_desc): the
 /// code is the opcode's value); codes no send queue writes read as SEND.
 const DESC_OPS: [WcOpcode; 256] = {
     let mut t = [WcOpcode::Send; 256];

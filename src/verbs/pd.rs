@@ -6,8 +6,8 @@ use mlx5_ifc::prm::uar_pd::{
 };
 use mlx5_ifc::Opcode;
 
-use crate::cmd::{run, CmdQueue};
 use crate::error::Result;
+use crate::fw::cmd::{run, CmdQueue};
 use crate::platform::Platform;
 
 /// A protection domain.

@@ -5,17 +5,26 @@
 //! slots, `cqe` granted = slots − 1, limited by `log_max_cq_sz`. Every CQE starts with the invalid
 //! opcode (0xf) and owner 0, so the driver never mistakes an unwritten slot for a completion.
 
+mod clean;
+pub(crate) mod cqe;
+mod poll;
+pub(crate) mod state;
+mod wc;
+
+pub use poll::CqPoller;
+pub use wc::{Wc, WcOpcode, WcStatus};
+
 use mlx5_ifc::prm::cq::{
     Cqc, CreateCqIn, CreateCqOut, DestroyCqIn, DestroyCqOut, QueryCqIn, QueryCqOut,
 };
 use mlx5_ifc::Opcode;
 
-use crate::cmd::{run, run_create};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::fw::cmd::{run, run_create};
+use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
 use crate::io::DmaBuf;
 use crate::platform::Platform;
-use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
 
 /// Bytes of a CQE.
 pub const CQE_BYTES: usize = 64;
@@ -32,7 +41,7 @@ pub struct Cq<'d, P: Platform> {
     pub(crate) cqe: u32,
     eqn: u8,
     pub(crate) mem: Option<(QueueBuf, DmaBuf)>,
-    pub(crate) shared: spin::Mutex<crate::cq_poll::CqShared>,
+    pub(crate) shared: spin::Mutex<state::CqShared>,
 }
 
 /// What the device holds for a CQ (QUERY_CQ).
@@ -51,7 +60,7 @@ pub struct CqInfo {
 impl<P: Platform> Device<P> {
     /// Creates a CQ for at least `cqe` completions (`ibv_create_cq`), on the completion EQ.
     pub fn create_cq(&self, cqe: u32) -> Result<Cq<'_, P>> {
-        let max = crate::caps::p2(self.caps().log_max_cq_sz()).saturating_sub(1);
+        let max = crate::fw::caps::p2(self.caps().log_max_cq_sz()).saturating_sub(1);
         if cqe == 0 || u64::from(cqe) > max {
             return Err(Error::InvalidArgument {
                 op: "create_cq",
@@ -107,7 +116,7 @@ impl<P: Platform> Device<P> {
                     cqe: (1 << log_size) - 1,
                     eqn,
                     mem: Some((buf, dbr)),
-                    shared: spin::Mutex::new(crate::cq_poll::CqShared::default()),
+                    shared: spin::Mutex::new(state::CqShared::default()),
                 })
             }
             Err(e) => {

@@ -10,13 +10,13 @@ use core::sync::atomic::{AtomicU8, Ordering};
 use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, DestroyMkeyIn, DestroyMkeyOut, Mkc};
 use mlx5_ifc::Opcode;
 
-use crate::cmd::{run, run_create};
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::fw::cmd::{run, run_create};
+use crate::fw::queue::{Pages, PasList, QueueBuf};
 use crate::io::DmaBuf;
-use crate::pd::Pd;
 use crate::platform::Platform;
-use crate::queue::{Pages, PasList, QueueBuf};
+use crate::verbs::pd::Pd;
 
 /// `access_mode` MTT.
 const ACCESS_MODE_MTT: u64 = 1;
@@ -140,13 +140,13 @@ impl<P: Platform> Device<P> {
         let page = mlx5_ifc::consts::ADAPTER_PAGE_SIZE;
         let len = buf.len();
         let n = len.div_ceil(page);
-        if buf.iova() % page as u64 != 0 || len == 0 || n > crate::queue::MAX_PAS {
+        if buf.iova() % page as u64 != 0 || len == 0 || n > crate::fw::queue::MAX_PAS {
             let _ = buf.free(p);
             return Err(Error::InvalidArgument {
                 op: "reg_mr",
                 field: "buffer",
                 requested: len as u64,
-                max: (crate::queue::MAX_PAS * page) as u64,
+                max: (crate::fw::queue::MAX_PAS * page) as u64,
                 limit: "a 4 KiB-aligned DMA buffer of 1 byte to 512 pages",
             });
         }

@@ -8,13 +8,14 @@
 use mlx5_ifc::{regs, Be32, Be64};
 
 use super::create::{Qp, QpRing};
-use super::modify::QpState;
 use super::sizing::{QpType, SendOps};
-use crate::cq_poll::{rq_table, sq_desc, sq_table, WcOpcode};
+use super::state::QpState;
 use crate::error::{Error, Result};
 use crate::io::barrier;
 use crate::platform::Platform;
-use crate::wqe::{self, flags, opcode, UdAddr, WqeBuilder, DS, INVALID_LKEY, MAX_DS, WQEBB};
+use crate::verbs::cq::WcOpcode;
+use crate::verbs::wqe::{self, flags, opcode, UdAddr, WqeBuilder, DS, INVALID_LKEY, MAX_DS, WQEBB};
+use crate::verbs::wr_table::{self, rq_table, sq_desc, sq_table};
 
 /// A scatter/gather element: `length` bytes at `addr` in the memory of key `lkey`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -598,12 +599,9 @@ impl<P: Platform> Qp<'_, P> {
         self.rq_head = 0;
         self.bf_offset = 0;
         if let Some(r) = self.ring.as_ref() {
-            for w in [sq_table::TAIL, sq_table::HEAD] {
-                r.sq.store(w, 0);
-            }
+            wr_table::reset_sq(&r.sq);
             if let Some(rq) = r.rq.as_ref() {
-                rq.store(rq_table::TAIL, 0);
-                rq.store(rq_table::HEAD, 0);
+                wr_table::reset_rq(rq);
             }
             let _ = r.dbr.write_be32(0, Be32::new(0));
             let _ = r.dbr.write_be32(4, Be32::new(0));

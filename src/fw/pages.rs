@@ -11,11 +11,11 @@ use mlx5_ifc::consts::{manage_pages, ADAPTER_PAGE_SIZE};
 use mlx5_ifc::prm::hca::{ManagePagesIn, ManagePagesOut, QueryPagesIn, QueryPagesOut};
 use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
 
-use crate::cmd::CmdQueue;
 use crate::error::{Error, Result, Wait};
+use crate::fw::cmd::CmdQueue;
+use crate::fw::quarantine::Quarantine;
 use crate::io::DmaBuf;
 use crate::platform::Platform;
-use crate::quarantine::Quarantine;
 
 /// Pages per DMA chunk (one bit each in a `u64`).
 pub const CHUNK_PAGES: usize = 64;

@@ -10,9 +10,9 @@ use mlx5_ifc::prm::hca::{
 };
 use mlx5_ifc::{CmdInHeader, Layout, Opcode, View, ViewMut};
 
-use crate::caps::CAP_BYTES;
-use crate::cmd::{run, CmdQueue};
 use crate::error::{Error, Result};
+use crate::fw::caps::CAP_BYTES;
+use crate::fw::cmd::{run, CmdQueue};
 use crate::platform::Platform;
 
 /// ENABLE_HCA for the function itself.
@@ -156,7 +156,7 @@ pub fn access_reg<P: Platform>(
     write: bool,
     data: &mut [u8],
 ) -> Result<()> {
-    const MAX: usize = crate::cmd::SMALL_CMD_BYTES - AccessRegisterIn::BYTES;
+    const MAX: usize = crate::fw::cmd::SMALL_CMD_BYTES - AccessRegisterIn::BYTES;
     if data.len() > MAX {
         return Err(Error::InvalidArgument {
             op: "ACCESS_REG",
@@ -167,7 +167,7 @@ pub fn access_reg<P: Platform>(
         });
     }
     let len = AccessRegisterIn::BYTES + data.len();
-    let mut i = [0u8; crate::cmd::SMALL_CMD_BYTES];
+    let mut i = [0u8; crate::fw::cmd::SMALL_CMD_BYTES];
     ViewMut::<CmdInHeader>::new(&mut i)?
         .set(CmdInHeader::OPCODE, Opcode::AccessReg as u64)?
         .set(
@@ -178,7 +178,7 @@ pub fn access_reg<P: Platform>(
         .set(AccessRegisterIn::REGISTER_ID, u64::from(id))?
         .set(AccessRegisterIn::ARGUMENT, u64::from(argument))?;
     i[AccessRegisterIn::BYTES..len].copy_from_slice(data);
-    let mut o = [0u8; crate::cmd::SMALL_CMD_BYTES];
+    let mut o = [0u8; crate::fw::cmd::SMALL_CMD_BYTES];
     let olen = AccessRegisterOut::BYTES + data.len();
     cmd.exec(p, &i[..len], &mut o[..olen])?;
     data.copy_from_slice(&o[AccessRegisterOut::BYTES..olen]);

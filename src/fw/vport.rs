@@ -2,7 +2,7 @@
 //! address (GID) table, the vport state and the PAOS/PMTU port registers.
 
 use mlx5_ifc::consts::{reg, roce};
-use mlx5_ifc::prm::hca::{PaosReg, PmtuReg};
+use mlx5_ifc::prm::hca::PaosReg;
 use mlx5_ifc::prm::vport::{
     ModifyNicVportContextIn, ModifyNicVportContextOut, ModifyNicVportFieldSelect, NicVportContext,
     QueryNicVportContextIn, QueryNicVportContextOut, QueryVportStateIn, QueryVportStateOut,
@@ -10,9 +10,9 @@ use mlx5_ifc::prm::vport::{
 };
 use mlx5_ifc::{Layout, Opcode, View, ViewMut};
 
-use crate::cmd::{run, CmdQueue};
 use crate::error::Result;
-use crate::hca::access_reg;
+use crate::fw::cmd::{run, CmdQueue};
+use crate::fw::hca::access_reg;
 use crate::platform::Platform;
 
 /// What the NIC vport context says about the port.
@@ -199,16 +199,4 @@ pub fn ensure_port_up<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u8> {
         .set(PaosReg::ASE, 1)?;
     access_reg(cmd, p, reg::PAOS, 0, true, &mut w)?;
     Ok(1)
-}
-
-/// PMTU of port 1: (max, operational) MTU in bytes.
-pub fn query_port_mtu<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<(u16, u16)> {
-    let mut img = [0u8; PmtuReg::BYTES];
-    ViewMut::<PmtuReg>::new(&mut img)?.set(PmtuReg::LOCAL_PORT, 1)?;
-    access_reg(cmd, p, reg::PMTU, 0, false, &mut img)?;
-    let v = View::<PmtuReg>::new(&img)?;
-    Ok((
-        v.get(PmtuReg::MAX_MTU) as u16,
-        v.get(PmtuReg::OPER_MTU) as u16,
-    ))
 }

@@ -11,14 +11,14 @@ use mlx5_ifc::prm::eq::{
 };
 use mlx5_ifc::{regs, Be32, Opcode};
 
-use crate::caps::Caps;
-use crate::cmd::{run, run_create, CmdQueue};
 use crate::error::{Error, Result};
+use crate::fw::caps::Caps;
+use crate::fw::cmd::{run, run_create, CmdQueue};
+use crate::fw::quarantine::Quarantine;
+use crate::fw::queue::{ceil_log2, QueueBuf};
+use crate::fw::uar::Uar;
 use crate::io::barrier;
 use crate::platform::Platform;
-use crate::quarantine::Quarantine;
-use crate::queue::{ceil_log2, QueueBuf};
-use crate::uar::Uar;
 
 /// Spare EQEs added to every EQ (the device may post a few more than the driver consumes).
 pub const EQ_SPARE: u32 = 0x80;
@@ -95,7 +95,7 @@ impl Eq {
                 op: "create_eq",
                 field: "nent",
                 requested: u64::from(nent),
-                max: crate::caps::p2(caps.log_max_eq_sz()).saturating_sub(u64::from(EQ_SPARE)),
+                max: crate::fw::caps::p2(caps.log_max_eq_sz()).saturating_sub(u64::from(EQ_SPARE)),
                 limit: "log_max_eq_sz",
             });
         }

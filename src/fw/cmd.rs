@@ -16,9 +16,9 @@ use mlx5_ifc::{
 };
 
 use crate::error::{DeadCause, Error, Result, Wait};
+use crate::fw::quarantine::Quarantine;
 use crate::io::{barrier, DmaBuf};
 use crate::platform::Platform;
-use crate::quarantine::Quarantine;
 
 /// Mailbox blocks per direction: commands carry at most `16 + 64 * 512` bytes each way.
 pub const MAX_MAILBOX_BLOCKS: usize = 64;
@@ -473,7 +473,7 @@ where
 }
 
 /// Buffer size of [`run_create`]: a 0x110-byte create command and up to 512 PAS entries.
-pub const CREATE_CMD_BYTES: usize = 0x110 + crate::queue::MAX_PAS * 8;
+pub const CREATE_CMD_BYTES: usize = 0x110 + crate::fw::queue::MAX_PAS * 8;
 
 /// Runs a create command whose fixed part (layout `I`, 0x110 bytes for every CREATE_* with a
 /// buffer) is followed by the PAS list of `pas`.
@@ -485,7 +485,7 @@ pub fn run_create<I, O, P, F, Q>(
     fill: F,
 ) -> Result<Output<O>>
 where
-    Q: crate::queue::PasList + ?Sized,
+    Q: crate::fw::queue::PasList + ?Sized,
     I: mlx5_ifc::Layout,
     O: mlx5_ifc::Layout,
     P: Platform,

@@ -6,18 +6,20 @@ pub mod create;
 pub mod modify;
 pub mod post;
 pub mod sizing;
+mod state;
 
 pub use connect::{ConnectOpts, QpEndpoint};
 pub use create::{Qp, QpInitAttr};
-pub use modify::{Access, AhAttr, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery, QpState};
+pub use modify::{Access, AhAttr, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery};
 pub use post::{Payload, RecvWr, SendOp, SendWr, Sge};
+pub use state::QpState;
 
 pub use sizing::{
     max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps,
     SizeMode, SizedQp, SizingError,
 };
 
-use crate::caps::Caps;
+use crate::fw::caps::Caps;
 
 impl Caps {
     /// The limits QP sizing depends on.

@@ -2,8 +2,9 @@
 //! needs, from the two sides' endpoints (what applications exchange out of band).
 
 use super::create::Qp;
-use super::modify::{Access, AhAttr, Mtu, QpAttr, QpAttrMask as M, QpState};
+use super::modify::{Access, AhAttr, Mtu, QpAttr, QpAttrMask as M};
 use super::sizing::QpType;
+use super::state::QpState;
 use crate::error::Result;
 use crate::platform::Platform;
 

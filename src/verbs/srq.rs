@@ -15,16 +15,16 @@ use mlx5_ifc::prm::srq::{
 };
 use mlx5_ifc::{Be16, Opcode};
 
-use crate::cmd::{run, run_create};
-use crate::cq_poll::srq_table;
 use crate::device::Device;
 use crate::error::Error as E;
 use crate::error::{Error, Result};
+use crate::fw::cmd::{run, run_create};
+use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
 use crate::io::{barrier, DmaBuf, SharedTable};
 use crate::platform::Platform;
-use crate::qp::Sge;
-use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
-use crate::wqe::{self, INVALID_LKEY};
+use crate::verbs::qp::Sge;
+use crate::verbs::wqe::{self, INVALID_LKEY};
+use crate::verbs::wr_table::srq_table;
 
 /// What an SRQ is asked for (`struct ibv_srq_attr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -140,7 +140,7 @@ struct SrqState {
 
 impl<P: Platform> Device<P> {
     /// Creates an SRQ in `pd` (`ibv_create_srq`): an RMP at ISSI ≥ 1, a plain SRQ at ISSI 0.
-    pub fn create_srq(&self, pd: &crate::pd::Pd, attr: &SrqAttr) -> Result<Srq<'_, P>> {
+    pub fn create_srq(&self, pd: &crate::verbs::pd::Pd, attr: &SrqAttr) -> Result<Srq<'_, P>> {
         let c = self.caps();
         let sized = size_srq(c.log_max_srq_sz(), c.max_wqe_sz_rq(), attr)?;
         let p = self.platform();
@@ -335,7 +335,7 @@ impl<'d, P: Platform> Srq<'d, P> {
 
     /// Posts receive work requests to the SRQ (`ibv_post_srq_recv`). Any QP attached to it may
     /// consume them.
-    pub fn post_recv(&self, wrs: &[crate::qp::RecvWr<'_>]) -> Result<()> {
+    pub fn post_recv(&self, wrs: &[crate::verbs::qp::RecvWr<'_>]) -> Result<()> {
         let Some((buf, dbr, table)) = self.mem.as_ref() else {
             return Ok(());
         };

@@ -3,8 +3,8 @@
 use mlx5_ifc::prm::uar_pd::{AllocUarIn, AllocUarOut, DeallocUarIn, DeallocUarOut};
 use mlx5_ifc::{regs, Opcode};
 
-use crate::cmd::{run, CmdQueue};
 use crate::error::{Error, Result};
+use crate::fw::cmd::{run, CmdQueue};
 use crate::platform::Platform;
 
 /// A UAR page: its index and where it sits in BAR0.

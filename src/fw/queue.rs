@@ -10,9 +10,9 @@ use mlx5_ifc::consts::ADAPTER_PAGE_SIZE;
 use mlx5_ifc::Be64;
 
 use crate::error::{Error, Result};
+use crate::fw::quarantine::Quarantine;
 use crate::io::DmaBuf;
 use crate::platform::Platform;
-use crate::quarantine::Quarantine;
 
 /// Most PAS entries one queue uses.
 pub const MAX_PAS: usize = 512;
@@ -109,11 +109,6 @@ impl QueueBuf {
     /// `log_page_size` for the context: log2(page) − 12.
     pub fn log_page_size(&self) -> u8 {
         (self.page.trailing_zeros() - 12) as u8
-    }
-
-    /// Number of PAS entries.
-    pub fn npages(&self) -> usize {
-        self.npages
     }
 
     /// Frees the ring. The device must never have been told of it (or be done with it).

@@ -5,9 +5,7 @@
 //! which are allowed, per transition and QP type) and the attribute values against the device
 //! before it issues any command, and names what is wrong. The firmware checks again.
 
-use core::fmt;
-
-use mlx5_ifc::consts::{qp_opt_param as optpar, qp_state};
+use mlx5_ifc::consts::qp_opt_param as optpar;
 use mlx5_ifc::prm::qp::{
     Ads, Init2initQpIn, Init2initQpOut, Init2rtrQpIn, Init2rtrQpOut, Qp2errIn, Qp2errOut, Qp2rstIn,
     Qp2rstOut, Qpc, QueryQpIn, QueryQpOut, Rst2initQpIn, Rst2initQpOut, Rtr2rtsQpIn, Rtr2rtsQpOut,
@@ -17,55 +15,11 @@ use mlx5_ifc::{Field, Layout, Nested, Opcode, ViewMut};
 
 use super::create::Qp;
 use super::sizing::QpType;
-use crate::cmd::run;
+use super::state::QpState;
 use crate::error::{Error, Result};
+use crate::fw::cmd::run;
+use crate::fw::queue::ceil_log2;
 use crate::platform::Platform;
-use crate::queue::ceil_log2;
-
-/// QP states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QpState {
-    /// RESET.
-    Reset,
-    /// INIT.
-    Init,
-    /// Ready to receive.
-    Rtr,
-    /// Ready to send.
-    Rts,
-    /// Error.
-    Err,
-}
-
-impl QpState {
-    /// The verbs name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            QpState::Reset => "RESET",
-            QpState::Init => "INIT",
-            QpState::Rtr => "RTR",
-            QpState::Rts => "RTS",
-            QpState::Err => "ERR",
-        }
-    }
-
-    fn from_hw(v: u64) -> Option<Self> {
-        Some(match v {
-            qp_state::RST => QpState::Reset,
-            qp_state::INIT => QpState::Init,
-            qp_state::RTR => QpState::Rtr,
-            qp_state::RTS => QpState::Rts,
-            qp_state::ERR => QpState::Err,
-            _ => return None,
-        })
-    }
-}
-
-impl fmt::Display for QpState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// Which attributes of a [`QpAttr`] a `modify_qp` call sets (`enum ibv_qp_attr_mask`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

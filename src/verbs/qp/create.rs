@@ -7,20 +7,21 @@ use mlx5_ifc::consts::{qp_st, rq_type};
 use mlx5_ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, DestroyQpOut, Qpc};
 use mlx5_ifc::Opcode;
 
-use super::modify::QpState;
 use super::sizing::{size_qp, QpCap, QpLayout, QpType, SendOps, SizeMode};
-use crate::cmd::{run, run_create};
-use crate::cq::Cq;
-use crate::cq_poll::{rq_table, sq_table, Attached, RecvTable};
+use super::state::QpState;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::fw::cmd::{run, run_create};
+use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::fw::uar::Uar;
 use crate::io::DmaBuf;
 use crate::io::SharedTable;
-use crate::pd::Pd;
 use crate::platform::Platform;
-use crate::queue::{alloc_dbr, ceil_log2, QueueBuf};
-use crate::srq::Srq;
-use crate::uar::Uar;
+use crate::verbs::cq::state::{Attached, RecvTable};
+use crate::verbs::cq::Cq;
+use crate::verbs::pd::Pd;
+use crate::verbs::srq::Srq;
+use crate::verbs::wr_table::{rq_table, sq_table};
 
 /// `pm_state` MIGRATED, set at creation.
 const PM_STATE_MIGRATED: u64 = 3;
@@ -270,7 +271,6 @@ impl<P: Platform> Device<P> {
                 (Some(s), _) => s.table().map(|t| RecvTable::Srq {
                     table: t.share(),
                     cnt: s.sized().wqe_cnt,
-                    srqn: s.srqn(),
                 }),
                 (None, Some(t)) => Some(RecvTable::Rq {
                     table: t.share(),

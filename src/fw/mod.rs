@@ -1,0 +1,13 @@
+//! The firmware interface: the command queue and everything the driver sets up through it
+//! below the verbs objects. Plumbing: private to the crate; the types callers see are
+//! re-exported at the crate root.
+
+pub(crate) mod caps;
+pub(crate) mod cmd;
+pub mod eq;
+pub(crate) mod hca;
+pub(crate) mod pages;
+pub(crate) mod quarantine;
+pub(crate) mod queue;
+pub(crate) mod uar;
+pub(crate) mod vport;

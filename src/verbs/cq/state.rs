@@ -1,0 +1,49 @@
+//! What a CQ knows of the queues completing on it, and the state polling changes (under the
+//! CQ's lock).
+
+use heapless::Vec;
+
+use crate::io::SharedTable;
+
+/// Queues one CQ can serve.
+pub const MAX_QUEUES_PER_CQ: usize = 512;
+
+/// The receive side of an attached QP.
+#[derive(Debug)]
+pub enum RecvTable {
+    /// The QP's own RQ with `cnt` WQEs.
+    Rq {
+        /// Table.
+        table: SharedTable,
+        /// WQEs in the RQ.
+        cnt: u32,
+    },
+    /// An SRQ with `cnt` WQEs.
+    Srq {
+        /// Table.
+        table: SharedTable,
+        /// WQEs in the SRQ.
+        cnt: u32,
+    },
+}
+
+/// One QP attached to a CQ.
+#[derive(Debug)]
+pub struct Attached {
+    /// QP number.
+    pub qpn: u32,
+    /// Send queue table and its WQEBBs, when this CQ is the QP's send CQ.
+    pub sq: Option<(SharedTable, u32)>,
+    /// Receive table, when this CQ is the QP's receive CQ.
+    pub rq: Option<RecvTable>,
+}
+
+/// The CQ state polling changes.
+#[derive(Debug, Default)]
+pub struct CqShared {
+    pub(crate) ci: u32,
+    pub(crate) arm_sn: u32,
+    /// Index in `queues` of the queue the last CQE named (a hint; checked before use).
+    pub(crate) hint: usize,
+    pub(crate) queues: Vec<Attached, MAX_QUEUES_PER_CQ>,
+}
