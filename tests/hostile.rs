@@ -454,3 +454,79 @@ fn a_firmware_dead_during_initialization_is_reported_at_once() {
     assert!(matches!(e, Error::Health { .. }), "{e}");
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
+
+/// Review finding 1: one 8-byte device write into a work-request table made `destroy` free the
+/// table under a live handle (a heap corruption). The tables now live in host memory: here the
+/// device overwrites every byte of every DMA buffer the QP and its CQ were given (rings,
+/// doorbell records) with the word 1, and the driver goes on — polls give typed errors or nothing,
+/// destroy works, a new QP on a new CQ works, and the accounts balance.
+#[test]
+fn device_writes_over_every_queue_buffer_cannot_reach_the_driver_bookkeeping() {
+    let fabric = Fabric::new();
+    let (sim, dev) = nic(&fabric, Mode::Sync);
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 64,
+        lkey: mr.lkey(),
+    }];
+    let write = |id| SendWr {
+        op: SendOp::Write {
+            remote_addr: mr.addr() + 2048,
+            rkey: mr.rkey(),
+        },
+        ..SendWr::send(id, &sge)
+    };
+    let before: std::collections::HashSet<_> = sim.dma_allocations().into_iter().collect();
+    {
+        let cq = dev.create_cq(64).unwrap();
+        let mut q = looped(&dev, &cq, cap(16, 16, 1));
+        for i in 0..8 {
+            q.post_send(&[write(i)]).unwrap();
+        }
+        assert_eq!(wait(&cq, &dev, 8).len(), 8);
+        for i in 8..12 {
+            q.post_send(&[write(i)]).unwrap();
+        }
+        let mine: Vec<_> = sim
+            .dma_allocations()
+            .into_iter()
+            .filter(|a| !before.contains(a))
+            .collect();
+        assert!(mine.len() >= 4, "CQ ring + DBR, QP ring + DBR: {mine:?}");
+        for (iova, len) in mine {
+            for off in (0..len).step_by(8) {
+                // The word the audit wrote into a table's reference count: 1.
+                let n = (len - off).min(8);
+                sim.inject(Fault::DmaScribble {
+                    iova: iova + off as u64,
+                    bytes: 1u64.to_ne_bytes()[..n].to_vec(),
+                });
+            }
+        }
+        for _ in 0..8 {
+            match cq.poll(&mut [empty_wc(); 4]) {
+                Ok(_) => {}
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
+        }
+        // Destroy works (it used to free the table under the CQ's handle); the CQ goes too.
+        q.destroy().unwrap();
+        cq.destroy().unwrap();
+    }
+    let cq = dev.create_cq(64).unwrap();
+    let mut q = looped(&dev, &cq, cap(16, 16, 1));
+    for i in 0..20 {
+        q.post_send(&[write(100 + i)]).unwrap();
+        let wc = wait(&cq, &dev, 1);
+        assert_eq!((wc[0].wr_id, wc[0].status), (100 + i, WcStatus::Success));
+    }
+    drop(q);
+    drop(cq);
+    drop(mr);
+    let (r, quarantined) = dev.close_accounted();
+    r.unwrap();
+    assert_eq!(sim.dma_bytes_mapped() as u64, quarantined.bytes);
+}
