@@ -95,7 +95,7 @@ impl Layout for QpEvents {
     ];
 }
 
-/// Event data of a CQ_ERROR event (type 0x04): the CQ and the syndrome (1 overrun, 2 access violation).
+/// Event data of a CQ_ERROR event (type 0x04): the CQ and the syndrome (1: overrun).
 ///
 /// `mlx5_ifc` structure `cq_error`, 28 bytes.
 #[derive(Debug, Clone, Copy)]
