@@ -96,6 +96,16 @@ ROOMS = {
         ("query_eq_in", "QUERY_EQ (0x303) input."),
         ("query_eq_out", "QUERY_EQ (0x303) output."),
     ],
+    "eqe": [
+        ("eqe", "An event queue entry, 64 bytes (PRM \"Event Queue Entry\"): type, sub-type, 28 bytes of event data, owner bit."),
+        ("event_auto", "The 28 bytes of event data of an EQE, read by event type (a union)."),
+        ("comp_event", "Event data of a COMPLETION event (type 0x00): the CQ that got a CQE."),
+        ("qp_events", "Event data of a QP/SRQ event (types 0x01-0x05, 0x07, 0x10-0x14): resource type and number."),
+        ("cq_error", "Event data of a CQ_ERROR event (type 0x04): the CQ and the syndrome (1: overrun)."),
+        ("pages_req_event", "Event data of a PAGE_REQUEST event (type 0x0b): the function and the pages it wants (negative: return)."),
+        ("port_state_change_event", "Event data of a PORT_CHANGE event (type 0x09): the port; the sub-type says what changed."),
+        ("cmd_inter_comp_event", "Event data of a CMD event (type 0x0a): the command entries that completed."),
+    ],
     "cq": [
         ("cqc", "Completion queue context (PRM \"CQ Context\")."),
         ("create_cq_in", "CREATE_CQ (0x400) input; PAS list at byte 0x110."),

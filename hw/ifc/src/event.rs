@@ -1,4 +1,9 @@
 //! Event queue entry types (PRM "Events"; the `event_bitmask` bit of each in CREATE_EQ).
+//!
+//! The entry itself is [`crate::prm::eqe::Eqe`]; the data of each event type is one of the
+//! layouts of [`crate::prm::eqe`] ([`crate::prm::eqe::CompEvent`] for [`COMPLETION`],
+//! [`crate::prm::eqe::QpEvents`] for the QP and SRQ events, [`crate::prm::eqe::CqError`] for
+//! [`CQ_ERROR`]...).
 
 /// Completion event (a CQ was armed and got a CQE).
 pub const COMPLETION: u8 = 0x00;
@@ -52,5 +57,5 @@ pub const ASYNC_EVENTS: &[u8] = &[
 
 /// Size of an event queue entry.
 pub const EQE_BYTES: usize = 64;
-/// Offset of the owner byte (bit 0) in an EQE.
+/// Offset of the owner byte (bit 0) in an EQE (the byte of [`crate::prm::eqe::Eqe::OWNER`]).
 pub const EQE_OWNER: usize = 0x3f;

@@ -165,6 +165,33 @@ impl<L, M> Nested<L, M> {
     }
 }
 
+/// Declares a hand-written layout: a unit struct, one typed constant per field, and its
+/// [`Layout`] impl listing every field (for the layouts that are not generated from the
+/// `mlx5_ifc` facts: CQEs and WQE segments, checked against `mlx5dv.h` instead).
+macro_rules! declare_layout {
+    (
+        $(#[$m:meta])*
+        $ty:ident = $name:literal, $bytes:expr;
+        $( $(#[$fm:meta])* $c:ident: $kind:ident($fname:literal, $bit:expr, $width:expr); )*
+    ) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $ty;
+
+        impl $ty {
+            $( $(#[$fm])* pub const $c: $crate::layout::$kind<Self> =
+                $crate::layout::$kind::new($fname, $bit, $width); )*
+        }
+
+        impl $crate::layout::Layout for $ty {
+            const NAME: &'static str = $name;
+            const BYTES: usize = $bytes;
+            const FIELDS: &'static [$crate::layout::FieldInfo] = &[$(Self::$c.info),*];
+        }
+    };
+}
+pub(crate) use declare_layout;
+
 /// Why a layout access was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LayoutError {

@@ -3,6 +3,10 @@
 //! * [`prm`]: every PRM structure the driver and simulator exchange (commands, contexts, the
 //!   initialization segment, mailboxes, capabilities) as typed layouts at their `mlx5_ifc` bit
 //!   offsets, generated from the reference facts in `reference/mlx5_ifc_offsets.json`.
+//! * [`cqe`], [`wqe`]: the data path's completion queue entries and work queue entry segments
+//!   as layouts at the offsets of the public `mlx5dv.h` structures (checked against the
+//!   installed header by `tests/mlx5dv.rs`), with their opcodes, syndromes and flag values; the
+//!   event queue entry is [`prm::eqe::Eqe`] (generated, like the commands).
 //! * [`layout`]: the field and view types those layouts are made of; setters never truncate.
 //! * [`endian`]: big-endian device words as types ([`Be32`], [`Be64`]).
 //! * [`opcode`], [`status`], [`consts`], [`regs`]: opcodes, statuses and syndromes, field
@@ -18,6 +22,7 @@ extern crate std;
 
 pub mod cmd;
 pub mod consts;
+pub mod cqe;
 pub mod endian;
 pub mod event;
 pub mod layout;
@@ -26,6 +31,7 @@ pub mod opcode;
 pub mod prm;
 pub mod regs;
 pub mod status;
+pub mod wqe;
 
 pub use endian::{Be16, Be32, Be64};
 pub use layout::{Bytes, Field, FieldInfo, FieldKind, Layout, LayoutError, Nested, View, ViewMut};

@@ -14,84 +14,15 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use crate::engine::{self, Hw};
-use crate::fabric::Fabric;
+use crate::fabric::{Fabric, Station};
 
-use crate::bar::Bar;
 use crate::cmdif;
-use crate::fault::{DmaFault, DmaFaultKind};
-use crate::fw::Firmware;
-use crate::iommu::Iommu;
-use crate::trace::Trace;
+use crate::state::State;
+use crate::work::Work;
 use crate::{Mode, Profile};
 
 /// Virtual time one `relax()` call advances in [`Mode::Sync`].
 pub const RELAX_NS: u64 = 1_000;
-
-/// Work for the device thread ([`Mode::Threaded`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Work {
-    /// A command doorbell with these slot bits.
-    Cmd(u32),
-    /// A send doorbell for this QP.
-    Sq(u32),
-    /// Frames arrived for the device's port.
-    Wire,
-    /// The last handle is gone.
-    Stop,
-}
-
-/// Everything the device knows, behind one lock.
-pub(crate) struct State {
-    pub(crate) bar: Bar,
-    pub(crate) iommu: Iommu,
-    pub(crate) fw: Firmware,
-    pub(crate) trace: Trace,
-    pub(crate) dma_faults: Vec<DmaFault>,
-    pub(crate) commands_executed: u64,
-}
-
-impl State {
-    fn new(profile: &Profile) -> Self {
-        Self {
-            bar: Bar::new(profile),
-            iommu: Iommu::new(),
-            fw: Firmware::new(profile),
-            trace: Trace::default(),
-            dma_faults: Vec::new(),
-            commands_executed: 0,
-        }
-    }
-
-    /// The data path's view of this state at device time `now`.
-    pub(crate) fn hw(&mut self, now: u64) -> Hw<'_> {
-        Hw {
-            fw: &mut self.fw,
-            iommu: &self.iommu,
-            faults: &mut self.dma_faults,
-            now,
-        }
-    }
-
-    /// A DMA fault of the device's own command machinery: recorded, and fatal (health syndrome
-    /// 0xa, ICM fetch PCI error).
-    pub(crate) fn device_fault(
-        &mut self,
-        iova: u64,
-        len: usize,
-        kind: DmaFaultKind,
-        what: String,
-        now: u64,
-    ) {
-        log::warn!("mlx5-sim: DMA fault at {iova:#x}: {what}");
-        self.dma_faults.push(DmaFault {
-            iova,
-            len,
-            kind,
-            what,
-        });
-        self.bar.set_fatal(cmdif::FETCH_ERROR.raw(), now);
-    }
-}
 
 /// The device proper.
 pub(crate) struct Shared {
@@ -234,5 +165,20 @@ impl Shared {
         if self.mode == Mode::Sync {
             self.link().0.poll();
         }
+    }
+}
+
+impl Station for Shared {
+    fn deliver(&self, frame: &[u8]) {
+        Shared::deliver(self, frame);
+    }
+    fn timers_due(&self) -> bool {
+        Shared::timers_due(self)
+    }
+    fn service_timers(&self) {
+        Shared::service_timers(self);
+    }
+    fn deadline(&self) -> Option<u64> {
+        Shared::deadline(self)
     }
 }

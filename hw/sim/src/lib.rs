@@ -45,8 +45,10 @@ mod fw;
 mod iommu;
 mod profile;
 mod scribble;
+mod state;
 pub mod syndrome;
 mod trace;
+mod work;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -74,7 +76,8 @@ pub use profile::Profile;
 pub use scribble::{Scribble, MAX_SCRIBBLE_BYTES};
 pub use trace::{TraceRecord, TRACE_CAPACITY};
 
-use device::{Shared, Work};
+use device::Shared;
+use work::Work;
 
 /// The longest a device thread sleeps before it looks at its timers again.
 const THREAD_TICK: Duration = Duration::from_micros(200);
@@ -156,7 +159,12 @@ impl SimDevice {
             }
         }
         let (fabric, _) = shared.link();
-        let port = fabric.add_port(Arc::downgrade(&shared), profile_mac(&shared), shared.kick());
+        let station: Arc<dyn fabric::Station> = shared.clone();
+        let port = fabric.add_port(
+            Arc::downgrade(&station),
+            profile_mac(&shared),
+            shared.kick(),
+        );
         shared.set_link(fabric, port);
         SimDevice {
             inner: Arc::new(Handle {

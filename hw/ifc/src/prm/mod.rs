@@ -19,6 +19,8 @@ pub mod vport;
 #[rustfmt::skip]
 pub mod eq;
 #[rustfmt::skip]
+pub mod eqe;
+#[rustfmt::skip]
 pub mod cq;
 #[rustfmt::skip]
 pub mod srq;
@@ -95,6 +97,14 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("destroy_eq_out", eq::DestroyEqOut::BYTES, eq::DestroyEqOut::FIELDS),
     ("query_eq_in", eq::QueryEqIn::BYTES, eq::QueryEqIn::FIELDS),
     ("query_eq_out", eq::QueryEqOut::BYTES, eq::QueryEqOut::FIELDS),
+    ("eqe", eqe::Eqe::BYTES, eqe::Eqe::FIELDS),
+    ("event_auto", eqe::EventAuto::BYTES, eqe::EventAuto::FIELDS),
+    ("comp_event", eqe::CompEvent::BYTES, eqe::CompEvent::FIELDS),
+    ("qp_events", eqe::QpEvents::BYTES, eqe::QpEvents::FIELDS),
+    ("cq_error", eqe::CqError::BYTES, eqe::CqError::FIELDS),
+    ("pages_req_event", eqe::PagesReqEvent::BYTES, eqe::PagesReqEvent::FIELDS),
+    ("port_state_change_event", eqe::PortStateChangeEvent::BYTES, eqe::PortStateChangeEvent::FIELDS),
+    ("cmd_inter_comp_event", eqe::CmdInterCompEvent::BYTES, eqe::CmdInterCompEvent::FIELDS),
     ("cqc", cq::Cqc::BYTES, cq::Cqc::FIELDS),
     ("create_cq_in", cq::CreateCqIn::BYTES, cq::CreateCqIn::FIELDS),
     ("create_cq_out", cq::CreateCqOut::BYTES, cq::CreateCqOut::FIELDS),

@@ -13,8 +13,8 @@ use mlx5_ifc::{opcode_name, DeliveryStatus, Layout, ViewMut};
 use super::mailbox::BlockLies;
 use super::xor;
 use crate::bar::{LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE};
-use crate::device::State;
 use crate::fault::{ArmedReplay, DmaFaultKind, Fault, Replay, SPURIOUS_STATUS};
+use crate::state::State;
 
 const ENTRY_SIG_OFF: usize = Entry::SIGNATURE.info.byte_offset();
 const ENTRY_STATUS_OFF: usize = Entry::STATUS.info.byte_offset();

@@ -14,8 +14,8 @@ use mlx5_ifc::prm::cmdif::{CmdIfBox, CmdQueueEntry as Entry};
 use mlx5_ifc::{opcode_name, DeliveryStatus, Field, Layout, View};
 
 use super::xor;
-use crate::device::State;
 use crate::fault::{DmaFault, DmaFaultKind};
+use crate::state::State;
 
 /// A 64-bit pointer split in a high dword and a low field whose address bits start at bit
 /// `32 - shift`: `(address, low reserved bits)`.

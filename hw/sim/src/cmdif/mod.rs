@@ -29,12 +29,12 @@ mod mailbox;
 
 use mlx5_ifc::consts::CMD_INLINE_BYTES;
 use mlx5_ifc::prm::cmdif::CmdQueueEntry as Entry;
-use mlx5_ifc::{opcode_name, CmdInHeader, DeliveryStatus, HealthSyndrome, Layout, View};
+use mlx5_ifc::{opcode_name, CmdInHeader, DeliveryStatus, Layout, View};
 
 use crate::bar::{Bar, LOG_CMDQ_STRIDE};
-use crate::device::State;
 use crate::fault::{DmaFaultKind, Replay};
 use crate::fw::{self, Env, Req};
+use crate::state::State;
 use crate::trace::TraceRecord;
 use crate::Profile;
 
@@ -196,6 +196,3 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, mut notes: V
         });
     }
 }
-
-/// The health syndrome the device reports when it cannot fetch or complete an entry.
-pub(crate) const FETCH_ERROR: HealthSyndrome = HealthSyndrome::FetchPciErr;

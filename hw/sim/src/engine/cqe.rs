@@ -1,6 +1,6 @@
 //! Completion queue entries, event queue entries, CQ arming and asynchronous events.
 //!
-//! A CQE (§4.1 of `mlx5-datapath-sizing.md`) goes to slot `producer & (size - 1)` of the CQ
+//! A CQE (§4.1 of `mlx5-datapath-sizing.md`; the [`Cqe64`] layout) goes to slot `producer & (size - 1)` of the CQ
 //! buffer (the second 64 bytes of a 128-byte CQE), its owner bit `(producer >> log_size) & 1`,
 //! written last: bytes 0..56, then the 64-bit word holding `op_own` with one release store
 //! (the driver reads that word with one acquire load); EQEs are written the same way. Before
@@ -15,45 +15,35 @@
 //! writes a COMPLETION EQE to the CQ's EQ and disarms the CQ. An EQE goes to slot `producer &
 //! (size - 1)` of its EQ unless the EQ holds `size` EQEs past its consumer counter (the EQ
 //! doorbell), in which case it is dropped and counted. An armed EQ fires (its interrupt) and
-//! is disarmed.
+//! is disarmed. EQEs are the [`Eqe`] layout, their event data [`CompEvent`], [`CqError`] or
+//! [`QpEvents`].
 
 use mlx5_ifc::consts::{arm_state, cqe_sz};
+use mlx5_ifc::cqe::{Cqe64, CQE128_OFFSET, CQE_BYTES};
 use mlx5_ifc::event;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::cq::Cqc;
 use mlx5_ifc::prm::eq::Eqc;
-use mlx5_ifc::{View, ViewMut};
+use mlx5_ifc::prm::eqe::{CompEvent, CqError, Eqe, EventAuto, QpEvents};
+use mlx5_ifc::{Layout, LayoutError, View, ViewMut};
 
 use super::wqe::{dma_fault, read_be32, write_queue};
 use super::Hw;
 use crate::fw::objects::ObjectKind;
 
 /// CQE opcodes (`op_own >> 4`).
-pub(crate) mod op {
-    pub(crate) const REQ: u8 = 0x0;
-    pub(crate) const RESP_WR_IMM: u8 = 0x1;
-    pub(crate) const RESP_SEND: u8 = 0x2;
-    pub(crate) const RESP_SEND_IMM: u8 = 0x3;
-    pub(crate) const RESP_SEND_INV: u8 = 0x4;
-    pub(crate) const REQ_ERR: u8 = 0xd;
-    pub(crate) const RESP_ERR: u8 = 0xe;
-}
+pub(crate) use mlx5_ifc::cqe::opcode as op;
+/// Error CQE syndromes.
+pub(crate) use mlx5_ifc::cqe::syndrome;
 
-/// Error CQE syndromes (byte 55).
-pub(crate) mod syndrome {
-    pub(crate) const LOCAL_LENGTH_ERR: u8 = 0x01;
-    pub(crate) const LOCAL_QP_OP_ERR: u8 = 0x02;
-    pub(crate) const LOCAL_PROT_ERR: u8 = 0x04;
-    pub(crate) const WR_FLUSH_ERR: u8 = 0x05;
-    pub(crate) const BAD_RESP_ERR: u8 = 0x10;
-    pub(crate) const REMOTE_INVAL_REQ_ERR: u8 = 0x12;
-    pub(crate) const REMOTE_ACCESS_ERR: u8 = 0x13;
-    pub(crate) const REMOTE_OP_ERR: u8 = 0x14;
-    pub(crate) const TRANSPORT_RETRY_EXC_ERR: u8 = 0x15;
-    pub(crate) const RNR_RETRY_EXC_ERR: u8 = 0x16;
-}
+/// Bytes of the event data of an EQE.
+pub(crate) const EVENT_DATA_BYTES: usize = EventAuto::BYTES;
+/// The CQ_ERROR syndrome of a CQ overrun.
+const CQ_OVERRUN: u64 = 1;
+/// `qp_events.type` of an event about a QP.
+const QP_EVENT_TYPE_QP: u64 = 0;
 
-/// Vendor error byte (54) of error CQEs whose cause is a DMA fault on host memory.
+/// Vendor error syndrome of error CQEs whose cause is a DMA fault on host memory.
 pub(crate) const VENDOR_DMA: u8 = 0x51;
 
 /// The fields of one CQE.
@@ -68,33 +58,44 @@ pub(crate) struct Cqe {
     pub(crate) imm: [u8; 4],
     pub(crate) srqn_uidx: u32,
     pub(crate) flags_rqpn: u32,
-    /// Byte 29 (`l4_l3_hdr_type`).
-    pub(crate) l3: u8,
+    /// `l3_hdr_type` ([`mlx5_ifc::cqe::l3_hdr_type`]).
+    pub(crate) l3_hdr_type: u8,
     pub(crate) solicited: bool,
     pub(crate) syndrome: u8,
     pub(crate) vendor: u8,
 }
 
 impl Cqe {
-    /// The 64-byte image with owner bit `owner`.
-    fn image(&self, owner: u8, timestamp: u64) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        b[24..28].copy_from_slice(&self.flags_rqpn.to_be_bytes());
-        b[29] = self.l3;
-        b[32..36].copy_from_slice(&self.srqn_uidx.to_be_bytes());
-        b[36..40].copy_from_slice(&self.imm);
-        b[44..48].copy_from_slice(&self.byte_cnt.to_be_bytes());
-        b[48..56].copy_from_slice(&timestamp.to_be_bytes());
-        if self.opcode == op::REQ_ERR || self.opcode == op::RESP_ERR {
-            b[44..48].fill(0);
-            b[54] = self.vendor;
-            b[55] = self.syndrome;
+    /// The 64-byte image with owner bit `owner`. An error CQE has no byte count, and its
+    /// vendor syndrome and syndrome overwrite the last two bytes of the timestamp.
+    fn image(&self, owner: u8, timestamp: u64) -> [u8; CQE_BYTES] {
+        let mut b = [0u8; CQE_BYTES];
+        if let Err(e) = self.fill(&mut b, owner, timestamp) {
+            log::error!("mlx5-sim: CQE image: {e}");
         }
-        let sop = (u32::from(self.wqe_opcode) << 24) | (self.qpn & 0xff_ffff);
-        b[56..60].copy_from_slice(&sop.to_be_bytes());
-        b[60..62].copy_from_slice(&self.wqe_counter.to_be_bytes());
-        b[63] = (self.opcode << 4) | (u8::from(self.solicited) << 1) | (owner & 1);
         b
+    }
+
+    fn fill(&self, b: &mut [u8], owner: u8, timestamp: u64) -> Result<(), LayoutError> {
+        let mut v = ViewMut::<Cqe64>::new(b)?;
+        v.set(Cqe64::FLAGS_RQPN, self.flags_rqpn.into())?;
+        v.set(Cqe64::L3_HDR_TYPE, self.l3_hdr_type.into())?;
+        v.set(Cqe64::SRQN_UIDX, self.srqn_uidx.into())?;
+        v.set(Cqe64::IMM_INVAL_PKEY, u32::from_be_bytes(self.imm).into())?;
+        v.set(Cqe64::TIMESTAMP, timestamp)?;
+        if self.is_error() {
+            v.set(Cqe64::VENDOR_ERR_SYND, self.vendor.into())?;
+            v.set(Cqe64::SYNDROME, self.syndrome.into())?;
+        } else {
+            v.set(Cqe64::BYTE_CNT, self.byte_cnt.into())?;
+        }
+        v.set(Cqe64::WQE_OPCODE, self.wqe_opcode.into())?;
+        v.set(Cqe64::QPN, (self.qpn & 0xff_ffff).into())?;
+        v.set(Cqe64::WQE_COUNTER, self.wqe_counter.into())?;
+        v.set(Cqe64::OPCODE, (self.opcode & 0xf).into())?;
+        v.set(Cqe64::SE, self.solicited.into())?;
+        v.set(Cqe64::OWNER, (owner & 1).into())?;
+        Ok(())
     }
 
     fn is_error(&self) -> bool {
@@ -145,14 +146,20 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
         if let Some(r) = hw.fw.engine.cqs.get_mut(&cqn) {
             r.error = true;
         }
-        let mut data = [0u8; 28];
-        data[..4].copy_from_slice(&cqn.to_be_bytes());
-        data[0x0b] = 1;
+        let data = event_data::<CqError>(|v| {
+            v.set(CqError::CQN, (cqn & 0xff_ffff).into())?
+                .set(CqError::SYNDROME, CQ_OVERRUN)
+                .map(drop)
+        });
         async_event(hw, event::CQ_ERROR, &data);
         return;
     }
-    let stride: u64 = if big { 128 } else { 64 };
-    let off = u64::from(rt.pi & (size - 1)) * stride + if big { 64 } else { 0 };
+    let (stride, at) = if big {
+        (2 * CQE_BYTES as u64, CQE128_OFFSET as u64)
+    } else {
+        (CQE_BYTES as u64, 0)
+    };
+    let off = u64::from(rt.pi & (size - 1)) * stride + at;
     let owner = ((rt.pi >> log_size) & 1) as u8;
     let mut img = cqe.image(owner, hw.now);
     if let Some((field, value)) = hw.fw.injected.take_cqe() {
@@ -164,7 +171,7 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
         dma_fault(
             hw.faults,
             iova,
-            64,
+            CQE_BYTES,
             true,
             format!("CQE {} of CQ {cqn:#x}", rt.pi),
         );
@@ -184,18 +191,57 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
             || (st == arm_state::SOLICITED_ARMED && (cqe.solicited || cqe.is_error())));
     set_cq(hw, cqn, fire);
     if fire {
-        let mut data = [0u8; 28];
-        data[24..28].copy_from_slice(&(cqn & 0xff_ffff).to_be_bytes());
-        post_eqe(hw, eqn, event::COMPLETION, &data);
+        post_eqe(hw, eqn, event::COMPLETION, &completion_data(cqn));
     }
 }
+
+/// Event data of layout `L` (an [`EventAuto`] member) filled by `f`.
+fn event_data<L: Layout>(
+    f: impl FnOnce(&mut ViewMut<'_, L>) -> Result<(), LayoutError>,
+) -> [u8; EVENT_DATA_BYTES] {
+    let mut data = [0u8; EVENT_DATA_BYTES];
+    if let Err(e) = ViewMut::<L>::new(&mut data).and_then(|mut v| f(&mut v)) {
+        log::error!("mlx5-sim: {} event data: {e}", L::NAME);
+    }
+    data
+}
+
+/// The event data of CQ `cqn`'s COMPLETION event.
+fn completion_data(cqn: u32) -> [u8; EVENT_DATA_BYTES] {
+    event_data::<CompEvent>(|v| {
+        v.set(CompEvent::CQ_NUMBER, (cqn & 0xff_ffff).into())
+            .map(drop)
+    })
+}
+
+/// The byte of a 64-byte entry from which the last 8, holding the owner bit, are written.
+const LAST_WORD: usize = 56;
+const _: () = assert!(Cqe64::OP_OWN.info.byte_offset() >= LAST_WORD);
+const _: () = assert!(Eqe::OWNER.info.byte_offset() >= LAST_WORD);
 
 /// Writes a 64-byte CQE or EQE image at offset `off` of a queue buffer: the first 56 bytes,
 /// then the last 8 (the word holding the owner bit) with one 64-bit release store, as the
 /// driver reads a CQE's last word with one 64-bit acquire load.
 fn write_entry(hw: &Hw<'_>, pas: &[u64], page: u64, off: u64, img: &[u8; 64]) -> Result<(), u64> {
-    write_queue(hw.iommu, pas, page, off, &img[..56])
-        .and_then(|()| write_queue(hw.iommu, pas, page, off + 56, &img[56..]))
+    let (head, last) = img.split_at(LAST_WORD);
+    write_queue(hw.iommu, pas, page, off, head)
+        .and_then(|()| write_queue(hw.iommu, pas, page, off + LAST_WORD as u64, last))
+}
+
+/// The EQE image of an event of `etype` with `data`, owner bit `owner`.
+fn eqe_image(etype: u8, data: &[u8; EVENT_DATA_BYTES], owner: u8) -> [u8; 64] {
+    let mut img = [0u8; Eqe::BYTES];
+    let d = Eqe::EVENT_DATA.offset();
+    img[d..d + EVENT_DATA_BYTES].copy_from_slice(data);
+    let r = ViewMut::<Eqe>::new(&mut img).and_then(|mut v| {
+        v.set(Eqe::EVENT_TYPE, etype.into())?
+            .set(Eqe::OWNER, (owner & 1).into())
+            .map(drop)
+    });
+    if let Err(e) = r {
+        log::error!("mlx5-sim: EQE image: {e}");
+    }
+    img
 }
 
 /// Updates the CQ context after a CQE: producer counter, and the arming when it fired.
@@ -234,13 +280,11 @@ pub(crate) fn arm_check(hw: &mut Hw<'_>, cqn: u32, ci: u32) {
     }
     let eqn = c.get32(Cqc::C_EQN_OR_APU_ELEMENT);
     set_cq(hw, cqn, true);
-    let mut data = [0u8; 28];
-    data[24..28].copy_from_slice(&(cqn & 0xff_ffff).to_be_bytes());
-    post_eqe(hw, eqn, event::COMPLETION, &data);
+    post_eqe(hw, eqn, event::COMPLETION, &completion_data(cqn));
 }
 
-/// Writes an EQE of `etype` with event data `data` (EQE bytes 0x20..0x3c) to EQ `eqn`.
-pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; 28]) {
+/// Writes an EQE of `etype` with event data `data` to EQ `eqn`.
+pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_DATA_BYTES]) {
     let Some(q) = hw.fw.objects.queue(ObjectKind::Eq, eqn) else {
         hw.fw.engine.counters.eqes_dropped += 1;
         return;
@@ -259,14 +303,11 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; 28]) {
         hw.fw.engine.counters.eqes_dropped += 1;
         return;
     }
-    let mut img = [0u8; 64];
-    img[1] = etype;
-    img[0x20..0x3c].copy_from_slice(data);
-    img[0x3f] = ((pi >> log_size) & 1) as u8;
+    let mut img = eqe_image(etype, data, ((pi >> log_size) & 1) as u8);
     if let Some((field, value)) = hw.fw.injected.take_eqe(eqn) {
         let before = img;
         field.apply(&mut img, value);
-        let changed: Vec<String> = (0..64)
+        let changed: Vec<String> = (0..Eqe::BYTES)
             .filter(|&i| img[i] != before[i])
             .map(|i| format!("[{i:#04x}] {:#04x}->{:#04x}", before[i], img[i]))
             .collect();
@@ -280,12 +321,12 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; 28]) {
         );
         hw.fw.injected.log.push(hw.now, "CorruptEqe", what);
     }
-    let off = u64::from(pi & (size - 1)) * 64;
+    let off = u64::from(pi & (size - 1)) * Eqe::BYTES as u64;
     if let Err(iova) = write_entry(hw, &pas, page, off, &img) {
         dma_fault(
             hw.faults,
             iova,
-            64,
+            Eqe::BYTES,
             true,
             format!("EQE {pi} of EQ {eqn:#x}"),
         );
@@ -315,7 +356,7 @@ pub(crate) fn subscribed(mask: &[u8; 32], etype: u8) -> bool {
 }
 
 /// Posts an asynchronous event to every EQ subscribed to it.
-pub(crate) fn async_event(hw: &mut Hw<'_>, etype: u8, data: &[u8; 28]) {
+pub(crate) fn async_event(hw: &mut Hw<'_>, etype: u8, data: &[u8; EVENT_DATA_BYTES]) {
     let eqs: Vec<u32> = hw
         .fw
         .objects
@@ -338,9 +379,11 @@ pub(crate) fn async_event(hw: &mut Hw<'_>, etype: u8, data: &[u8; 28]) {
 
 /// Posts a QP event (`WQ_CATAS_ERROR`, `WQ_INVAL_REQ_ERROR`, `WQ_ACCESS_ERROR`...) for `qpn`.
 pub(crate) fn qp_event(hw: &mut Hw<'_>, etype: u8, qpn: u32) {
-    let mut data = [0u8; 28];
-    data[0x14] = 0;
-    data[0x18..0x1c].copy_from_slice(&(qpn & 0xff_ffff).to_be_bytes());
+    let data = event_data::<QpEvents>(|v| {
+        v.set(QpEvents::TYPE, QP_EVENT_TYPE_QP)?
+            .set(QpEvents::QPN_RQN_SQN, (qpn & 0xff_ffff).into())
+            .map(drop)
+    });
     async_event(hw, etype, &data);
 }
 
@@ -372,5 +415,50 @@ mod tests {
         assert_eq!(&b[60..62], &[0, 7]);
         assert_eq!(b[63], 0x01);
         assert_eq!(&b[44..48], &[0, 0, 0, 16]);
+    }
+
+    #[test]
+    fn error_cqe_image() {
+        let c = Cqe {
+            opcode: op::RESP_ERR,
+            qpn: 0x45,
+            wqe_counter: 3,
+            byte_cnt: 99,
+            srqn_uidx: 0x12,
+            flags_rqpn: 0x1000_0007,
+            l3_hdr_type: mlx5_ifc::cqe::l3_hdr_type::IPV4,
+            imm: [1, 2, 3, 4],
+            solicited: true,
+            syndrome: syndrome::WR_FLUSH_ERR,
+            vendor: VENDOR_DMA,
+            ..Cqe::default()
+        };
+        let b = c.image(0, 0x0102_0304_0506_0708);
+        assert_eq!(&b[..24], &[0; 24]);
+        assert_eq!(&b[24..30], &[0x10, 0, 0, 7, 0, 2 << 2]);
+        assert_eq!(&b[32..40], &[0, 0, 0, 0x12, 1, 2, 3, 4]);
+        assert_eq!(&b[44..48], &[0; 4], "an error CQE has no byte count");
+        assert_eq!(&b[48..56], &[1, 2, 3, 4, 5, 6, VENDOR_DMA, 0x05]);
+        assert_eq!(&b[56..64], &[0, 0, 0, 0x45, 0, 3, 0, 0xe2]);
+    }
+
+    #[test]
+    fn eqe_images() {
+        let e = eqe_image(event::COMPLETION, &completion_data(0x12_3456), 1);
+        let mut want = [0u8; 64];
+        want[0x39..0x3c].copy_from_slice(&[0x12, 0x34, 0x56]);
+        want[0x3f] = 1;
+        assert_eq!(e, want);
+        let d = event_data::<CqError>(|v| {
+            v.set(CqError::CQN, 0x400)?
+                .set(CqError::SYNDROME, CQ_OVERRUN)
+                .map(drop)
+        });
+        let e = eqe_image(event::CQ_ERROR, &d, 0);
+        let mut want = [0u8; 64];
+        want[1] = event::CQ_ERROR;
+        want[0x20..0x24].copy_from_slice(&[0, 0, 4, 0]);
+        want[0x2b] = 1;
+        assert_eq!(e, want);
     }
 }

@@ -14,8 +14,8 @@
 //! DMA fault record and the device time. Frames to transmit are queued in [`Engine::tx`]; the
 //! device hands them to its fabric once the lock is released.
 //!
-//! EQE layouts (64 bytes; byte 1 event type, byte 3 sub-type, event data at 0x20..0x3b, owner
-//! bit 0 of byte 0x3f = `(producer >> log_eq_size) & 1`):
+//! EQE layouts ([`mlx5_ifc::prm::eqe`]: 64 bytes; byte 1 event type, byte 3 sub-type, event
+//! data at 0x20..0x3b, owner bit 0 of byte 0x3f = `(producer >> log_eq_size) & 1`):
 //!
 //! | event | data |
 //! |---|---|

@@ -27,6 +27,8 @@
 
 use mlx5_ifc::consts::{qp_st, qp_state};
 use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::wqe::CtrlSeg;
+use mlx5_ifc::View;
 
 use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use super::wqe::{self, opcode as wop, LocalError, SendWqe};
@@ -114,7 +116,7 @@ fn fetch(hw: &mut Hw<'_>, info: &QpInfo, cc: u16) -> Option<(Vec<u8>, u16)> {
     };
     let mut first = [0u8; 64];
     read(0, &mut first).ok()?;
-    let ds = usize::from(first[7] & 0x3f);
+    let ds = View::<CtrlSeg>::new(&first).map_or(0, |c| c.get(CtrlSeg::DS) as usize);
     let bbs = (ds * 16).div_ceil(64).max(1) as u16;
     let mut bytes = first.to_vec();
     for k in 1..bbs.min(info.sq_wqebbs as u16) {
@@ -136,7 +138,7 @@ pub(crate) fn local_syndrome(e: LocalError) -> (u8, u8) {
 
 /// Executes one fetched WQE.
 fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
-    let opcode = bytes.get(3).copied().unwrap_or(0);
+    let opcode = View::<CtrlSeg>::new(bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
     let too_big = bytes.len() as u64 > hw.fw.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
     let w = match wqe::parse_send(bytes, info.st) {
         Ok(w) if w.qpn == info.qpn && !too_big => w,

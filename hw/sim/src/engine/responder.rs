@@ -35,6 +35,7 @@
 //! the CQE the source QPN and the GRH flag in `flags_rqpn` and the L3 type in byte 29.
 
 use mlx5_ifc::consts::{qp_st, qp_state};
+use mlx5_ifc::cqe::l3_hdr_type;
 use mlx5_ifc::event;
 
 use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
@@ -587,7 +588,11 @@ fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
         imm: p.imm.unwrap_or_default(),
         srqn_uidx: cqe::srqn_uidx(hw, info.user_index, info.srq.map(|s| s.1)),
         flags_rqpn: (1 << 28) | (sqpn & 0xff_ffff),
-        l3: if rx.ipv4 { 2 << 2 } else { 1 << 2 },
+        l3_hdr_type: if rx.ipv4 {
+            l3_hdr_type::IPV4
+        } else {
+            l3_hdr_type::IPV6
+        },
         solicited: p.se,
         ..Cqe::default()
     };

@@ -1,22 +1,25 @@
 //! Queue buffers through their PAS, doorbell records, send WQE parsing, receive WQEs, and gather
 //! and scatter through memory keys.
 //!
-//! Send WQE (`mlx5-datapath-sizing.md` §1): a 16-byte control segment (opcode in bits 7:0 of
-//! dword 0, WQE index in bits 23:8, QPN in bits 31:8 of dword 1 and DS in bits 5:0, `fm_ce_se`
-//! at byte 11, the immediate at bytes 12..16), then by type: UD the 48-byte datagram segment;
-//! RDMA WRITE / READ a 16-byte remote address segment; atomics the remote address and the
-//! 16-byte atomic segment; then data segments (`byte_count`, `lkey`, `addr`; a zero
-//! `byte_count` is skipped) or inline segments (`0x80000000 | length`, the bytes, padded to 16).
+//! Send WQE (`mlx5-datapath-sizing.md` §1; the segments are the [`mlx5_ifc::wqe`] layouts): a
+//! [`CtrlSeg`] (opcode, WQE index, QPN, DS, `fm_ce_se`, immediate), then by type: UD the
+//! 48-byte [`DatagramSeg`]; RDMA WRITE / READ a [`RaddrSeg`]; atomics the remote address and an
+//! [`AtomicSeg`]; then [`DataSeg`]s (a zero `byte_count` is skipped) or inline segments (an
+//! [`InlineSeg`] header `INLINE_SEG | length`, the bytes, padded to 16).
 //!
-//! Receive WQEs: a regular RQ slot holds data segments; an SRQ / RMP WQE holds a 16-byte next
-//! segment (`next_wqe_index` BE16 at byte 2) and then data segments. A data segment with
-//! `byte_count` 0 and lkey 0x100 (`MLX5_INVALID_LKEY`) ends the list; other zero-length ones are
-//! skipped. (The simulator's reserved lkey is also 0x100: a segment with a nonzero length and
-//! that lkey scatters to physical addresses.)
+//! Receive WQEs: a regular RQ slot holds data segments; an SRQ / RMP WQE holds a 16-byte
+//! [`SrqNextSeg`] (`next_wqe_index`) and then data segments. A data segment with `byte_count` 0
+//! and lkey [`INVALID_LKEY`] (0x100) ends the list; other zero-length ones are skipped. (The
+//! simulator's reserved lkey is also 0x100: a segment with a nonzero length and that lkey
+//! scatters to physical addresses.)
 
 use mlx5_ifc::consts::qp_st;
 use mlx5_ifc::prm::srq::{Rmpc, Srqc, Wq};
-use mlx5_ifc::View;
+use mlx5_ifc::wqe::{
+    fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, RaddrSeg, SrqNextSeg,
+    INVALID_LKEY,
+};
+use mlx5_ifc::{Layout, View};
 
 use super::{Hw, QpInfo, Sge};
 use crate::fault::{DmaFault, DmaFaultKind};
@@ -24,24 +27,12 @@ use crate::fw::objects::ObjectKind;
 use crate::iommu::Iommu;
 
 /// mlx5 send opcodes (control segment bits 7:0).
-pub(crate) mod opcode {
-    pub(crate) const NOP: u8 = 0x00;
-    pub(crate) const SEND_INVAL: u8 = 0x01;
-    pub(crate) const RDMA_WRITE: u8 = 0x08;
-    pub(crate) const RDMA_WRITE_IMM: u8 = 0x09;
-    pub(crate) const SEND: u8 = 0x0a;
-    pub(crate) const SEND_IMM: u8 = 0x0b;
-    pub(crate) const RDMA_READ: u8 = 0x10;
-    pub(crate) const ATOMIC_CS: u8 = 0x11;
-    pub(crate) const ATOMIC_FA: u8 = 0x12;
-}
+pub(crate) use mlx5_ifc::wqe::opcode;
 
-/// The lkey that ends a receive scatter list (with a zero byte count).
-const INVALID_LKEY: u32 = 0x100;
 /// `fm_ce_se`: CE = 2 or 3, a CQE for every WQE.
-pub(crate) const CE_ALWAYS: u8 = 0x08;
+pub(crate) const CE_ALWAYS: u8 = fm_ce_se::CQ_UPDATE;
 /// `fm_ce_se`: solicited event.
-pub(crate) const SOLICITED: u8 = 0x02;
+pub(crate) const SOLICITED: u8 = fm_ce_se::SOLICITED;
 
 /// Why a local access failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,16 +45,22 @@ pub(crate) enum LocalError {
     Dma,
 }
 
-fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
+/// The segment of layout `L` at `*at` of the WQE `b`; moves `*at` past it.
+fn seg<'a, L: Layout>(b: &'a [u8], at: &mut usize) -> Result<View<'a, L>, &'static str> {
+    let start = *at;
+    *at += L::BYTES;
+    b.get(start..*at)
+        .and_then(|s| View::new(s).ok())
+        .ok_or("DS too small for the WQE's segments")
 }
 
-fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-fn be64(b: &[u8], o: usize) -> u64 {
-    (u64::from(be32(b, o)) << 32) | u64::from(be32(b, o + 4))
+/// A data segment's scatter/gather entry.
+fn sge(d: View<'_, DataSeg>) -> Sge {
+    Sge {
+        len: d.get32(DataSeg::BYTE_COUNT),
+        lkey: d.get32(DataSeg::LKEY),
+        addr: d.get(DataSeg::ADDR),
+    }
 }
 
 /// Records a DMA fault of the data path.
@@ -218,48 +215,39 @@ fn valid_for(op: u8, st: u64) -> bool {
 /// Parses the `DS × 16` bytes of a send WQE of a QP of type `st`. `Err` names what is wrong
 /// (the WQE completes with LOCAL_QP_OP_ERR).
 pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe, &'static str> {
-    if b.len() < 16 {
+    let Ok(c) = View::<CtrlSeg>::new(b) else {
         return Err("shorter than a control segment");
-    }
-    let op = b[3];
+    };
+    let op = c.get(CtrlSeg::OPCODE) as u8;
     if !valid_for(op, st) {
         return Err("opcode not valid for the QP's service type");
     }
     let mut w = SendWqe {
         opcode: op,
-        qpn: be32(b, 4) >> 8,
-        fm_ce_se: b[11],
-        imm: [b[12], b[13], b[14], b[15]],
+        qpn: c.get32(CtrlSeg::QPN),
+        fm_ce_se: c.get(CtrlSeg::FM_CE_SE) as u8,
+        imm: c.get32(CtrlSeg::IMM).to_be_bytes(),
         raddr: None,
         atomic: None,
         av: None,
         pieces: Vec::new(),
     };
-    let mut at = 16;
-    let mut seg = |n: usize| -> Result<usize, &'static str> {
-        let start = at;
-        at += n;
-        if at > b.len() {
-            return Err("DS too small for the WQE's segments");
-        }
-        Ok(start)
-    };
+    let mut at = CtrlSeg::BYTES;
     if st == qp_st::UD && op != opcode::NOP {
-        let o = seg(48)?;
+        let d = seg::<DatagramSeg>(b, &mut at)?;
         let mut rmac = [0u8; 6];
-        rmac.copy_from_slice(&b[o + 20..o + 26]);
+        rmac.copy_from_slice(d.bytes(DatagramSeg::RMAC));
         let mut rgid = [0u8; 16];
-        rgid.copy_from_slice(&b[o + 32..o + 48]);
-        let gid_fl = be32(b, o + 28);
+        rgid.copy_from_slice(d.bytes(DatagramSeg::RGID));
         w.av = Some(Av {
-            qkey: be32(b, o),
-            dqpn: be32(b, o + 8) & 0xff_ffff,
-            sport: be16(b, o + 14),
+            qkey: d.get32(DatagramSeg::QKEY),
+            dqpn: d.get32(DatagramSeg::DQPN),
+            sport: d.get(DatagramSeg::RLID) as u16,
             rmac,
-            tclass: b[o + 26],
-            hop_limit: b[o + 27],
-            sgid_index: ((gid_fl >> 20) & 0xff) as u8,
-            flow_label: gid_fl & 0xf_ffff,
+            tclass: d.get(DatagramSeg::TCLASS) as u8,
+            hop_limit: d.get(DatagramSeg::HOP_LIMIT) as u8,
+            sgid_index: d.get(DatagramSeg::SGID_INDEX) as u8,
+            flow_label: d.get32(DatagramSeg::FLOW_LABEL),
             rgid,
         });
     }
@@ -271,35 +259,35 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe, &'static str> {
             | opcode::ATOMIC_CS
             | opcode::ATOMIC_FA
     ) {
-        let o = seg(16)?;
-        w.raddr = Some((be64(b, o), be32(b, o + 8)));
+        let r = seg::<RaddrSeg>(b, &mut at)?;
+        w.raddr = Some((r.get(RaddrSeg::RADDR), r.get32(RaddrSeg::RKEY)));
     }
     if matches!(op, opcode::ATOMIC_CS | opcode::ATOMIC_FA) {
-        let o = seg(16)?;
-        w.atomic = Some((be64(b, o), be64(b, o + 8)));
+        let a = seg::<AtomicSeg>(b, &mut at)?;
+        w.atomic = Some((a.get(AtomicSeg::SWAP_ADD), a.get(AtomicSeg::COMPARE)));
     }
     if op == opcode::NOP {
         return Ok(w);
     }
-    while at + 16 <= b.len() {
-        let first = be32(b, at);
-        if first & 0x8000_0000 != 0 {
-            let len = (first & 0x7fff_ffff) as usize;
-            let end = at + 4 + len;
+    while at + DataSeg::BYTES <= b.len() {
+        let Some(rest) = b.get(at..) else { break };
+        let (Ok(h), Ok(d)) = (View::<InlineSeg>::new(rest), View::<DataSeg>::new(rest)) else {
+            break;
+        };
+        if h.get(InlineSeg::INLINE) != 0 {
+            let len = h.get(InlineSeg::LENGTH) as usize;
+            let start = at + InlineSeg::BYTES;
+            let end = start + len;
             if end > b.len() {
                 return Err("inline data runs past DS");
             }
-            w.pieces.push(Piece::Inline(b[at + 4..end].to_vec()));
+            w.pieces.push(Piece::Inline(b[start..end].to_vec()));
             at = (end + 15) & !15;
         } else {
-            if first != 0 {
-                w.pieces.push(Piece::Data(Sge {
-                    len: first,
-                    lkey: be32(b, at + 4),
-                    addr: be64(b, at + 8),
-                }));
+            if d.get(DataSeg::BYTE_COUNT) != 0 {
+                w.pieces.push(Piece::Data(sge(d)));
             }
-            at += 16;
+            at += DataSeg::BYTES;
         }
     }
     Ok(w)
@@ -308,19 +296,17 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe, &'static str> {
 /// The data segments of a receive WQE (`b` from its first data segment), up to the terminator.
 pub(crate) fn recv_sges(b: &[u8]) -> Vec<Sge> {
     let mut out = Vec::new();
-    for d in b.chunks_exact(16) {
-        let (len, lkey) = (be32(d, 0), be32(d, 4));
-        if len == 0 {
-            if lkey == INVALID_LKEY {
+    for d in b.chunks_exact(DataSeg::BYTES) {
+        let Ok(d) = View::<DataSeg>::new(d) else {
+            break;
+        };
+        if d.get(DataSeg::BYTE_COUNT) == 0 {
+            if d.get32(DataSeg::LKEY) == INVALID_LKEY {
                 break;
             }
             continue;
         }
-        out.push(Sge {
-            len,
-            lkey,
-            addr: be64(d, 8),
-        });
+        out.push(sge(d));
     }
     out
 }
@@ -426,12 +412,14 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Ve
         );
         return Err(());
     }
-    let next = be16(&buf, 2);
+    let next =
+        View::<SrqNextSeg>::new(&buf).map_or(0, |v| v.get(SrqNextSeg::NEXT_WQE_INDEX) as u16);
     hw.fw
         .engine
         .srqs
         .insert(n, (next, consumed.wrapping_add(1)));
-    Ok(Some((index, recv_sges(buf.get(16..).unwrap_or(&[])))))
+    let data = buf.get(SrqNextSeg::BYTES..).unwrap_or(&[]);
+    Ok(Some((index, recv_sges(data))))
 }
 
 #[cfg(test)]

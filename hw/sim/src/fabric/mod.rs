@@ -36,7 +36,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
-use crate::device::{Shared, Work};
+use crate::work::Work;
 use crate::{Mode, SimDevice, SimError};
 
 pub use pcap::PCAP_MAGIC_NS;
@@ -105,11 +105,32 @@ pub struct FabricCounters {
     pub delivered: u64,
 }
 
+/// What the fabric needs of the device on a port (the device core implements it): taking a
+/// frame, and its data path timers.
+pub(crate) trait Station: Send + Sync {
+    /// Takes a frame from the wire.
+    fn deliver(&self, frame: &[u8]);
+    /// Whether a data path timer is due.
+    fn timers_due(&self) -> bool;
+    /// Services the due timers.
+    fn service_timers(&self);
+    /// The earliest data path timer (device time).
+    fn deadline(&self) -> Option<u64>;
+}
+
 struct Port {
-    dev: Weak<Shared>,
+    /// The device; `None` once it is detached.
+    dev: Option<Weak<dyn Station>>,
     mac: [u8; 6],
     inbox: VecDeque<(u64, Vec<u8>)>,
     kick: Option<Sender<Work>>,
+}
+
+impl Port {
+    /// The device, if it is attached and alive.
+    fn station(&self) -> Option<Arc<dyn Station>> {
+        self.dev.as_ref().and_then(Weak::upgrade)
+    }
 }
 
 #[derive(Default)]
@@ -219,13 +240,13 @@ impl Fabric {
     /// Adds a port for `dev` (whose doorbells go to `kick` in threaded mode).
     pub(crate) fn add_port(
         &self,
-        dev: Weak<Shared>,
+        dev: Weak<dyn Station>,
         mac: [u8; 6],
         kick: Option<Sender<Work>>,
     ) -> usize {
         let mut w = self.wire();
         w.ports.push(Port {
-            dev,
+            dev: Some(dev),
             mac,
             inbox: VecDeque::new(),
             kick,
@@ -261,11 +282,12 @@ impl Fabric {
             .wire()
             .ports
             .iter()
-            .any(|p| p.mac == mac && p.dev.upgrade().is_some())
+            .any(|p| p.mac == mac && p.station().is_some())
         {
             return Err(SimError::DuplicateMac { mac });
         }
-        let port = self.add_port(Arc::downgrade(shared), mac, shared.kick());
+        let station: Arc<dyn Station> = shared.clone();
+        let port = self.add_port(Arc::downgrade(&station), mac, shared.kick());
         old.detach(old_port);
         shared.set_link(self.clone(), port);
         Ok(())
@@ -274,7 +296,7 @@ impl Fabric {
     fn detach(&self, port: usize) {
         let mut w = self.wire();
         if let Some(p) = w.ports.get_mut(port) {
-            p.dev = Weak::new();
+            p.dev = None;
             p.inbox.clear();
             p.kick = None;
         }
@@ -344,7 +366,7 @@ impl Fabric {
     }
 
     /// The next frame due for delivery on any port, with its device.
-    fn next_delivery(&self, only: Option<usize>) -> Option<(Arc<Shared>, Vec<u8>)> {
+    fn next_delivery(&self, only: Option<usize>) -> Option<(Arc<dyn Station>, Vec<u8>)> {
         let now = self.now_ns();
         let mut w = self.wire();
         loop {
@@ -361,7 +383,7 @@ impl Fabric {
                 continue;
             };
             let (_, f) = w.ports[i].inbox.pop_front()?;
-            match w.ports[i].dev.upgrade() {
+            match w.ports[i].station() {
                 Some(dev) => {
                     w.counters.delivered += 1;
                     return Some((dev, f));
@@ -372,12 +394,8 @@ impl Fabric {
     }
 
     /// The attached devices.
-    fn devices(&self) -> Vec<Arc<Shared>> {
-        self.wire()
-            .ports
-            .iter()
-            .filter_map(|p| p.dev.upgrade())
-            .collect()
+    fn devices(&self) -> Vec<Arc<dyn Station>> {
+        self.wire().ports.iter().filter_map(Port::station).collect()
     }
 
     /// Whether a frame is due or held, or a device's timer has expired.
@@ -427,7 +445,7 @@ impl Fabric {
     }
 
     /// Threaded mode: delivers the due frames of `port` and services `dev`'s timers.
-    pub(crate) fn service(&self, port: usize, dev: &Shared) {
+    pub(crate) fn service(&self, port: usize, dev: &dyn Station) {
         for _ in 0..IDLE_LIMIT {
             match self.next_delivery(Some(port)) {
                 Some((d, f)) => d.deliver(&f),
@@ -508,7 +526,7 @@ impl Wire {
         let Some(dst) = self
             .ports
             .iter()
-            .position(|p| p.mac == dmac && p.dev.strong_count() > 0)
+            .position(|p| p.mac == dmac && p.dev.as_ref().is_some_and(|d| d.strong_count() > 0))
         else {
             self.counters.unroutable += 1;
             return None;

@@ -1,7 +1,11 @@
-//! The queue entry fields a fault can overwrite: CQE fields ([`CqeField`]) and EQE fields
-//! ([`EqeField`]).
+//! The queue entry fields a fault can overwrite: CQE fields ([`CqeField`], in the
+//! [`mlx5_ifc::cqe::Cqe64`] layout) and EQE fields ([`EqeField`], in the
+//! [`mlx5_ifc::prm::eqe::Eqe`] layout and its event data).
 
+use mlx5_ifc::cqe::Cqe64;
 use mlx5_ifc::event;
+use mlx5_ifc::prm::eqe::{CompEvent, CqError, Eqe, EventAuto, QpEvents};
+use mlx5_ifc::{Layout, LayoutError, ViewMut};
 
 /// A CQE field [`crate::Fault::CorruptCqe`] can overwrite (`mlx5-datapath-sizing.md` §4.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -18,19 +22,26 @@ pub enum CqeField {
 }
 
 impl CqeField {
-    /// Overwrites this field of the 64-byte CQE image `cqe` with `value`.
+    /// Overwrites this field of the 64-byte CQE image `cqe` with `value` (the low bits that
+    /// fit the field).
     pub(crate) fn apply(self, cqe: &mut [u8; 64], value: u32) {
-        match self {
-            CqeField::Qpn => cqe[57..60].copy_from_slice(&value.to_be_bytes()[1..]),
-            CqeField::WqeCounter => cqe[60..62].copy_from_slice(&(value as u16).to_be_bytes()),
-            CqeField::ByteCnt => cqe[44..48].copy_from_slice(&value.to_be_bytes()),
-            CqeField::Opcode => cqe[63] = (cqe[63] & 0x0f) | ((value as u8 & 0xf) << 4),
+        let r = ViewMut::<Cqe64>::new(cqe).and_then(|mut v| {
+            match self {
+                CqeField::Qpn => v.set(Cqe64::QPN, u64::from(value & 0xff_ffff)),
+                CqeField::WqeCounter => v.set(Cqe64::WQE_COUNTER, u64::from(value as u16)),
+                CqeField::ByteCnt => v.set(Cqe64::BYTE_CNT, value.into()),
+                CqeField::Opcode => v.set(Cqe64::OPCODE, u64::from(value & 0xf)),
+            }
+            .map(drop)
+        });
+        if let Err(e) = r {
+            log::error!("mlx5-sim: CorruptCqe {self:?}: {e}");
         }
     }
 }
 
 /// Bytes of event data in an EQE (0x20..0x3c): seven big-endian 32-bit words.
-pub const EQE_DATA_WORDS: u8 = 7;
+pub const EQE_DATA_WORDS: u8 = (EventAuto::BYTES / 4) as u8;
 
 /// An EQE field [`crate::Fault::CorruptEqe`] can overwrite. The EQE layout (64 bytes): byte 1
 /// event type, byte 3 sub-type, event data at 0x20..0x3c, signature at 0x3e, owner bit 0 of
@@ -61,22 +72,47 @@ pub enum EqeField {
 impl EqeField {
     /// Overwrites this field of the 64-byte EQE image `eqe` with `value`.
     pub(crate) fn apply(self, eqe: &mut [u8; 64], value: u32) {
-        let low24 = |eqe: &mut [u8; 64], at: usize| {
-            eqe[at + 1..at + 4].copy_from_slice(&value.to_be_bytes()[1..]);
-        };
+        if let Err(e) = self.set(eqe, value) {
+            log::error!("mlx5-sim: CorruptEqe {self:?}: {e}");
+        }
+    }
+
+    fn set(self, eqe: &mut [u8; 64], value: u32) -> Result<(), LayoutError> {
+        let mut v = ViewMut::<Eqe>::new(eqe)?;
+        let low24 = u64::from(value & 0xff_ffff);
+        let cq_error = v.get(Eqe::EVENT_TYPE) == u64::from(event::CQ_ERROR);
+        let mut data = v.nested_mut(Eqe::EVENT_DATA);
         match self {
-            EqeField::EventType => eqe[1] = value as u8,
-            EqeField::SubType => eqe[3] = value as u8,
-            EqeField::Cqn if eqe[1] == event::CQ_ERROR => low24(eqe, 0x20),
-            EqeField::Cqn | EqeField::Qpn => low24(eqe, 0x38),
+            EqeField::EventType => v.set(Eqe::EVENT_TYPE, u64::from(value as u8)).map(drop),
+            EqeField::SubType => v.set(Eqe::EVENT_SUB_TYPE, u64::from(value as u8)).map(drop),
+            EqeField::Cqn if cq_error => data
+                .nested_mut(EventAuto::CQ_ERROR)
+                .set(CqError::CQN, low24)
+                .map(drop),
+            EqeField::Cqn => data
+                .nested_mut(EventAuto::COMP_EVENT)
+                .set(CompEvent::CQ_NUMBER, low24)
+                .map(drop),
+            EqeField::Qpn => data
+                .nested_mut(EventAuto::QP_EVENTS)
+                .set(QpEvents::QPN_RQN_SQN, low24)
+                .map(drop),
             EqeField::Data(n) if n < EQE_DATA_WORDS => {
-                let at = 0x20 + 4 * usize::from(n);
-                eqe[at..at + 4].copy_from_slice(&value.to_be_bytes());
+                let at = 4 * usize::from(n);
+                data.as_bytes()[at..at + 4].copy_from_slice(&value.to_be_bytes());
+                Ok(())
             }
-            EqeField::Byte(n) if n < 64 => eqe[usize::from(n)] = value as u8,
-            EqeField::OwnerFlipped => eqe[0x3f] ^= 1,
+            EqeField::Byte(n) if usize::from(n) < Eqe::BYTES => {
+                v.as_bytes()[usize::from(n)] = value as u8;
+                Ok(())
+            }
+            EqeField::OwnerFlipped => {
+                let owner = v.get(Eqe::OWNER);
+                v.set(Eqe::OWNER, owner ^ 1).map(drop)
+            }
             EqeField::Data(_) | EqeField::Byte(_) => {
                 log::warn!("mlx5-sim: CorruptEqe {self:?} names no EQE field; nothing changed");
+                Ok(())
             }
         }
     }

@@ -13,7 +13,8 @@
 use mlx5_ifc::consts::arm_state;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, DestroyEqIn, Eqc, QueryEqIn, QueryEqOut};
-use mlx5_ifc::{CmdStatus, ViewMut};
+use mlx5_ifc::prm::eqe::Eqe;
+use mlx5_ifc::{CmdStatus, Layout, ViewMut};
 
 use super::objects::ObjectKind;
 use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
@@ -22,7 +23,7 @@ use crate::syndrome as syn;
 /// MSI-X vectors the device has (`intr` must be below).
 pub const MSIX_VECTORS: u64 = 64;
 /// Bytes of one EQE.
-pub const EQE_BYTES: u64 = 64;
+pub const EQE_BYTES: u64 = Eqe::BYTES as u64;
 
 pub(crate) fn create_eq(
     fw: &mut Firmware,
