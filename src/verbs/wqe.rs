@@ -10,48 +10,10 @@ use mlx5_ifc::{Be32, Be64};
 use crate::error::Result;
 use crate::io::DmaBuf;
 
-/// Send opcodes (control segment bits 7..0).
-pub mod opcode {
-    /// SEND with invalidate.
-    pub const SEND_INVAL: u8 = 0x01;
-    /// RDMA WRITE.
-    pub const RDMA_WRITE: u8 = 0x08;
-    /// RDMA WRITE with immediate.
-    pub const RDMA_WRITE_IMM: u8 = 0x09;
-    /// SEND.
-    pub const SEND: u8 = 0x0a;
-    /// SEND with immediate.
-    pub const SEND_IMM: u8 = 0x0b;
-    /// RDMA READ.
-    pub const RDMA_READ: u8 = 0x10;
-    /// Atomic compare and swap.
-    pub const ATOMIC_CS: u8 = 0x11;
-    /// Atomic fetch and add.
-    pub const ATOMIC_FA: u8 = 0x12;
-}
-
-/// `fm_ce_se` bits (control segment byte 11).
-pub mod flags {
-    /// Solicited event.
-    pub const SOLICITED: u8 = 0x02;
-    /// Always write a CQE.
-    pub const CQ_UPDATE: u8 = 0x08;
-    /// Fence: wait for earlier RDMA READ/atomics.
-    pub const FENCE: u8 = 0x80;
-}
-
-/// `byte_count` flag of an inline segment.
-pub const INLINE_SEG: u32 = 0x8000_0000;
-/// The "extended UD address vector" bit of `dqp_dct`.
-pub const EXTENDED_UD_AV: u32 = 0x8000_0000;
-/// The lkey that ends a receive scatter list.
-pub const INVALID_LKEY: u32 = 0x100;
-/// Bytes of a WQEBB.
-pub const WQEBB: usize = 64;
-/// Bytes of a segment unit (DS).
-pub const DS: usize = 16;
-/// Most DS a control segment can encode (6 bits).
-pub const MAX_DS: usize = 63;
+// The segment layouts' facts — opcodes, `fm_ce_se` bits, flags and sizes — are defined once in
+// `mlx5-ifc` (checked against `mlx5dv.h`), and shared with the simulator.
+pub use mlx5_ifc::wqe::fm_ce_se as flags;
+pub use mlx5_ifc::wqe::{opcode, DS, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, MAX_DS, WQEBB};
 
 /// The control segment.
 #[inline]

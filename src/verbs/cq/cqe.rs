@@ -14,6 +14,8 @@ use crate::fw::queue::ceil_log2;
 use crate::io::{barrier, DmaBuf, DmaRing, PairRing, SharedTable};
 use crate::verbs::cq::state::{Attached, CqShared, RecvTable};
 use crate::verbs::cq::wc::{Wc, WcOpcode, WcStatus};
+use mlx5_ifc::cqe::Cqe64;
+
 use crate::verbs::cq::{CQE_BYTES, CQE_OP_OWN};
 use crate::verbs::wr_table::{rq_table, sq_table, srq_table};
 
@@ -39,11 +41,11 @@ fn bad(what: &'static str, value: u64, limit: u64) -> Error {
 }
 
 /// First CQE byte polling reads (`flags_rqpn`; the bytes before it are not used).
-const CQE_LO: usize = 24;
+const CQE_LO: usize = Cqe64::FLAGS_RQPN.info.byte_offset();
 /// `byte_cnt` in a CQE.
-const CQE_BYTE_CNT: usize = 44;
+const CQE_BYTE_CNT: usize = Cqe64::BYTE_CNT.info.byte_offset();
 /// The CQE's last 8-byte word (`sop_drop_qpn`, `wqe_counter`, `signature`, `op_own`).
-const CQE_HI: usize = 56;
+const CQE_HI: usize = Cqe64::SOP_DROP_QPN.info.byte_offset();
 
 // `op_own` is the last byte of the `CQE_HI` word: its low byte once read big-endian.
 const _: () = assert!(CQE_OP_OWN == CQE_HI + 7);
@@ -501,3 +503,6 @@ pub(crate) fn srq_complete(table: &SharedTable, cnt: u32, idx: u32) -> Option<(u
     table.store(srq_table::freed(n) + (t as usize % n), u64::from(idx) + 1);
     Some((wr_id, cap & !srq_table::POSTED))
 }
+
+// The offsets polling reads at are the layout's (checked against `mlx5dv.h` in mlx5-ifc).
+const _: () = assert!(CQE_LO == 24 && CQE_BYTE_CNT == 44 && CQE_HI == 56);

@@ -27,11 +27,11 @@ use crate::io::DmaBuf;
 use crate::platform::Platform;
 
 /// Bytes of a CQE.
-pub const CQE_BYTES: usize = 64;
+pub const CQE_BYTES: usize = mlx5_ifc::cqe::CQE_BYTES;
 /// Offset of `op_own` (opcode << 4 | … | owner) in a CQE.
-pub const CQE_OP_OWN: usize = 63;
+pub const CQE_OP_OWN: usize = mlx5_ifc::cqe::Cqe64::OP_OWN.info.byte_offset();
 /// `op_own` of a CQE the device has not written: opcode INVALID (0xf), owner 0.
-pub const CQE_INVALID: u8 = 0xf0;
+pub const CQE_INVALID: u8 = mlx5_ifc::cqe::INVALID_OP_OWN;
 
 /// A completion queue of device `'d`.
 #[derive(Debug)]
