@@ -225,7 +225,10 @@ impl<P: Platform> Device<P> {
                     m.set(Mkc::START_ADDR, start)?;
                     m.set(Mkc::LEN, len as u64)?;
                     m.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, octwords)?;
-                    m.set(Mkc::LOG_PAGE_SIZE, u64::from(log_page))?;
+                    // Absolute log2 of the page size (12 for 4 KiB), unlike the queue
+                    // contexts' sizes relative to 4 KiB: what Linux (mlx5_ib, vfio/mlx5) and
+                    // rdma-core's mlx5_vfio write (docs/fields.md).
+                    m.set(Mkc::LOG_PAGE_SIZE, 12 + u64::from(log_page))?;
                     Ok(())
                 },
             )

@@ -66,7 +66,7 @@
 //! | `0x5e030036` SRA_MAX_TOO_BIG | BAD_PARAM | RTR2RTS (RC) `log_sra_max` above `log_max_ra_req_qp` |
 //! | `0x5e030037` MSG_MAX_TOO_BIG | BAD_PARAM | INIT2RTR (RC/UC) `log_msg_max` above `log_max_msg` |
 //! | `0x5e030038` MKEY_ACCESS_MODE | BAD_PARAM | CREATE_MKEY `access_mode` not PA (0) or MTT (1) |
-//! | `0x5e030039` MKEY_PAGE_SIZE | BAD_PARAM | CREATE_MKEY (MTT) `log_page_size` above 18 (pages above 1 GiB) |
+//! | `0x5e030039` MKEY_PAGE_SIZE | BAD_PARAM | CREATE_MKEY (MTT) `log_page_size` (absolute log2) below 12 or above 30 (pages under 4 KiB or above 1 GiB) |
 //! | `0x5e03003a` MKEY_MTT_SIZE | BAD_PARAM | CREATE_MKEY (MTT) `translations_octword_size` below the MTT entries `start_addr`/`len` span |
 //! | `0x5e03003b` MKEY_MTT_UNALIGNED | BAD_PARAM | CREATE_MKEY (MTT) an MTT entry (low 12 bits masked) not aligned to the page size |
 //! | `0x5e03003c` MKEY_MTT_UNMAPPED | BAD_PARAM | CREATE_MKEY (MTT) the used part of an MTT page not inside one DMA mapping (a `DmaFault` is recorded) |

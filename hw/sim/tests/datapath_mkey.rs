@@ -30,6 +30,7 @@ fn mkey_in(
         c.set(Mkc::START_ADDR, start).unwrap();
         c.set(Mkc::LEN, len).unwrap();
         c.set(Mkc::MKEY_7_0, 0x11).unwrap();
+        c.set(Mkc::LOG_PAGE_SIZE, 12).unwrap();
         c.set(
             Mkc::TRANSLATIONS_OCTWORD_SIZE,
             pages.len().div_ceil(2) as u64,
@@ -130,7 +131,20 @@ fn refusals() {
         ),
         (
             mkey_in(pd, 0, 8192, &pages, |c| {
-                c.set(Mkc::LOG_PAGE_SIZE, 19).unwrap();
+                c.set(Mkc::LOG_PAGE_SIZE, 31).unwrap();
+            }),
+            (BAD_PARAM, syn::MKEY_PAGE_SIZE),
+        ),
+        (
+            // Relative to 4 KiB, as the queue contexts are: 0 is not a page size here.
+            mkey_in(pd, 0, 8192, &pages, |c| {
+                c.set(Mkc::LOG_PAGE_SIZE, 0).unwrap();
+            }),
+            (BAD_PARAM, syn::MKEY_PAGE_SIZE),
+        ),
+        (
+            mkey_in(pd, 0, 8192, &pages, |c| {
+                c.set(Mkc::LOG_PAGE_SIZE, 11).unwrap();
             }),
             (BAD_PARAM, syn::MKEY_PAGE_SIZE),
         ),
@@ -148,7 +162,7 @@ fn refusals() {
         ),
         (
             mkey_in(pd, 0, 8192, &[odd], |c| {
-                c.set(Mkc::LOG_PAGE_SIZE, 1).unwrap();
+                c.set(Mkc::LOG_PAGE_SIZE, 13).unwrap();
             }),
             (BAD_PARAM, syn::MKEY_MTT_UNALIGNED),
         ),

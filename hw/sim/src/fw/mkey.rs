@@ -7,7 +7,10 @@
 //! 2. `pd` allocated (BAD_RES UNKNOWN_PD);
 //! 3. the range: MTT with `length64` set, or `start_addr + len` past 2^64 (BAD_PARAM
 //!    MKEY_LENGTH). PA with `length64` covers the whole IOVA space;
-//! 4. MTT: `log_page_size` ≤ 18 (BAD_PARAM MKEY_PAGE_SIZE); the entries the range needs —
+//! 4. MTT: `log_page_size` — the **absolute** log2 of the page size, unlike the queue contexts'
+//!    sizes relative to 4 KiB (Linux's mlx5_ib MR cache and vfio/mlx5 write `PAGE_SHIFT`, 12
+//!    for 4 KiB pages; rdma-core's mlx5_vfio writes the page shift) — is 12 (4 KiB) to 30
+//!    (1 GiB) (BAD_PARAM MKEY_PAGE_SIZE); the entries the range needs —
 //!    `ceil((start_addr % page + len) / page)` — fit `translations_octword_size` × 2 (BAD_PARAM
 //!    MKEY_MTT_SIZE) and `input_length` (BAD_INPUT_LEN INLEN_MKEY_MTT); each entry, its low 12
 //!    bits (Linux's read/write flag bits) masked, is aligned to the page (MKEY_MTT_UNALIGNED)
@@ -51,8 +54,10 @@ pub(crate) mod access {
 
 /// The first mkey index CREATE_MKEY hands out.
 const FIRST_MKEY_INDEX: u32 = 3;
-/// The largest MTT `log_page_size` (1 GiB pages).
-const MAX_LOG_MTT_PAGE: u64 = 18;
+/// The smallest MTT `log_page_size` (absolute: 4 KiB pages).
+const MIN_LOG_MTT_PAGE: u64 = 12;
+/// The largest MTT `log_page_size` (absolute: 1 GiB pages).
+const MAX_LOG_MTT_PAGE: u64 = 30;
 /// MTT entries carry flags in their low 12 bits.
 const MTT_FLAGS: u64 = 0xfff;
 
@@ -166,10 +171,10 @@ fn mtt(
     len: u64,
 ) -> Result<(u32, Vec<u64>), super::Failure> {
     let log_page = c.get(Mkc::LOG_PAGE_SIZE);
-    if log_page > MAX_LOG_MTT_PAGE {
+    if !(MIN_LOG_MTT_PAGE..=MAX_LOG_MTT_PAGE).contains(&log_page) {
         return Err(bad_param(syn::MKEY_PAGE_SIZE));
     }
-    let shift = 12 + log_page as u32;
+    let shift = log_page as u32;
     let page = 1u64 << shift;
     let span = (start & (page - 1)) + len;
     let n = span.div_ceil(page);

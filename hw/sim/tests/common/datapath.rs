@@ -205,6 +205,7 @@ impl Node {
             c.set(Mkc::A, a.into()).unwrap();
             c.set(Mkc::QPN, 0xff_ffff).unwrap();
             c.set(Mkc::MKEY_7_0, 0x42).unwrap();
+            c.set(Mkc::LOG_PAGE_SIZE, 12).unwrap();
             c.set(Mkc::PD, pd.into()).unwrap();
             c.set(Mkc::START_ADDR, va).unwrap();
             c.set(Mkc::LEN, len as u64).unwrap();
