@@ -18,7 +18,6 @@ use super::sizing::QpType;
 use super::state::QpState;
 use crate::error::{Error, Result};
 use crate::fw::cmd::run;
-use crate::fw::queue::ceil_log2;
 use crate::platform::Platform;
 
 /// Which attributes of a [`QpAttr`] a `modify_qp` call sets (`enum ibv_qp_attr_mask`).
@@ -526,16 +525,13 @@ impl<P: Platform> Qp<'_, P> {
                 c.set(Qpc::NEXT_SEND_PSN, u64::from(a.sq_psn))?;
             }
             if mask.contains(M::MAX_DEST_RD_ATOMIC) {
-                c.set(
-                    Qpc::LOG_RRA_MAX,
-                    u64::from(ceil_log2(u64::from(a.max_dest_rd_atomic))),
-                )?;
+                // ⌊log2⌋, as Linux (`ilog2`) and UCX write it: never more responder
+                // resources than asked (a peer sized for n would refuse more); 0 stays 0.
+                c.set(Qpc::LOG_RRA_MAX, floor_log2(a.max_dest_rd_atomic))?;
             }
             if mask.contains(M::MAX_QP_RD_ATOMIC) {
-                c.set(
-                    Qpc::LOG_SRA_MAX,
-                    u64::from(ceil_log2(u64::from(a.max_rd_atomic))),
-                )?;
+                // ⌊log2⌋ (Linux `ilog2`): never more outstanding READs/atomics than asked.
+                c.set(Qpc::LOG_SRA_MAX, floor_log2(a.max_rd_atomic))?;
             }
             if mask.contains(M::RETRY_CNT) {
                 c.set(Qpc::RETRY_COUNT, u64::from(a.retry_cnt))?;
@@ -657,4 +653,9 @@ pub struct QpQuery {
     pub log_sq_size: u8,
     /// log2 of the RQ WQEs.
     pub log_rq_size: u8,
+}
+
+/// `⌊log2(n)⌋` (0 for n ≤ 1): the `log_sra_max`/`log_rra_max` of a verbs count.
+fn floor_log2(n: u8) -> u64 {
+    u64::from(n.checked_ilog2().unwrap_or(0))
 }

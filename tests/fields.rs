@@ -1,0 +1,80 @@
+//! The values the driver programs, read back from the commands the simulated device received
+//! (its trace), against what Linux's mlx5 drivers and rdma-core write (docs/fields.md).
+
+mod common;
+
+use common::*;
+use mlx5::ifc::prm::mr::{CreateMkeyIn, Mkc};
+use mlx5::ifc::prm::qp::{Init2rtrQpIn, Qpc, Rtr2rtsQpIn};
+use mlx5::ifc::{Layout, Opcode, View};
+use mlx5::mr::MrAccess;
+use mlx5::qp::ConnectOpts;
+use mlx5::sim::{Fabric, Mode, SimDevice};
+
+/// The inputs of every command `opcode` the device received.
+fn inputs(sim: &SimDevice, opcode: Opcode) -> Vec<Vec<u8>> {
+    sim.trace()
+        .into_iter()
+        .filter(|r| r.opcode == opcode as u16 && r.status == 0)
+        .map(|r| r.input)
+        .collect()
+}
+
+fn field<L: Layout>(input: &[u8], f: impl FnOnce(&View<'_, L>) -> u64) -> u64 {
+    f(&View::<L>::new(input).expect("a whole command input"))
+}
+
+/// Row 0 of issue #10: `mkc.log_page_size` is the absolute log2 of the page (12 for 4 KiB), as
+/// Linux and rdma-core write it — not relative to 4 KiB as the queue contexts are.
+#[test]
+fn mkey_page_size_is_absolute() {
+    let fabric = Fabric::new();
+    let (sim, dev) = nic(&fabric, Mode::Sync);
+    let small = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    // 600 pages of 4 KiB do not fit 512 PAS entries: the buffer uses 8 KiB pages.
+    let big = dev
+        .alloc_mr(dev.pd().unwrap(), 600 * 4096, MrAccess::ALL)
+        .unwrap();
+    let got: Vec<u64> = inputs(&sim, Opcode::CreateMkey)
+        .iter()
+        .map(|i| {
+            field::<CreateMkeyIn>(i, |v| {
+                v.nested(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY)
+                    .get(Mkc::LOG_PAGE_SIZE)
+            })
+        })
+        .collect();
+    assert_eq!(got, [12, 13], "4 KiB and 8 KiB pages");
+    drop((small, big));
+}
+
+/// Row 7 of issue #10: `log_sra_max` / `log_rra_max` are ⌊log2⌋ of the verbs counts (Linux
+/// `ilog2`): a QP never has more READs/atomics outstanding, nor offers more responder
+/// resources, than asked — a peer sized for 3 would refuse a fourth.
+#[test]
+fn read_atomic_depths_are_floor_log2() {
+    let fabric = Fabric::new();
+    let (sim, dev) = nic(&fabric, Mode::Sync);
+    let cq = dev.create_cq(16).unwrap();
+    for (n, want) in [(1u8, 0u64), (3, 1), (4, 2), (16, 4)] {
+        let mut q = qp(&dev, &cq, mlx5::qp::QpType::Rc, cap(4, 4, 1));
+        let me = q.endpoint();
+        q.connect(
+            &me,
+            &ConnectOpts {
+                max_rd_atomic: n,
+                ..ConnectOpts::default()
+            },
+        )
+        .unwrap();
+        let rra = inputs(&sim, Opcode::Init2RtrQp).last().map(|i| {
+            field::<Init2rtrQpIn>(i, |v| v.nested(Init2rtrQpIn::QPC).get(Qpc::LOG_RRA_MAX))
+        });
+        let sra = inputs(&sim, Opcode::Rtr2RtsQp)
+            .last()
+            .map(|i| field::<Rtr2rtsQpIn>(i, |v| v.nested(Rtr2rtsQpIn::QPC).get(Qpc::LOG_SRA_MAX)));
+        assert_eq!((rra, sra), (Some(want), Some(want)), "max_rd_atomic {n}");
+    }
+}
