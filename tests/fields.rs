@@ -50,6 +50,31 @@ fn mkey_page_size_is_absolute() {
     drop((small, big));
 }
 
+/// Row 6 of issue #10: the MTT goes as whole octwords — an odd page count is padded with a zero
+/// entry, so the input is as long as `translations_octword_actual_size` says (the simulator
+/// refuses a shorter one with BAD_INPUT_LEN, `hw/sim/tests/datapath_mkey.rs`).
+#[test]
+fn mkey_mtt_is_padded_to_whole_octwords() {
+    let fabric = Fabric::new();
+    let (sim, dev) = nic(&fabric, Mode::Sync);
+    for pages in [1usize, 2, 3] {
+        let mr = dev
+            .alloc_mr(dev.pd().unwrap(), pages * 4096, MrAccess::ALL)
+            .unwrap();
+        let input = inputs(&sim, Opcode::CreateMkey).pop().unwrap();
+        let octwords = field::<CreateMkeyIn>(&input, |v| {
+            v.get(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE)
+        });
+        assert_eq!(octwords as usize, pages.div_ceil(2), "{pages} pages");
+        assert_eq!(
+            input.len(),
+            CreateMkeyIn::BYTES + 16 * pages.div_ceil(2),
+            "{pages} pages"
+        );
+        mr.dereg().unwrap();
+    }
+}
+
 /// Row 7 of issue #10: `log_sra_max` / `log_rra_max` are ⌊log2⌋ of the verbs counts (Linux
 /// `ilog2`): a QP never has more READs/atomics outstanding, nor offers more responder
 /// resources, than asked — a peer sized for 3 would refuse a fourth.

@@ -203,12 +203,14 @@ impl<P: Platform> Device<P> {
         access: MrAccess,
     ) -> Result<u32> {
         let variant = VARIANT.fetch_add(1, Ordering::Relaxed);
+        // The MTT goes as whole octwords: an odd page count gets a zero entry after it.
+        let mtt = EvenPas(pas);
         let out = self.with_cmd(|cmd, p| {
             run_create::<CreateMkeyIn, CreateMkeyOut, _, _, _>(
                 cmd,
                 p,
                 Opcode::CreateMkey,
-                Some(pas),
+                Some(&mtt),
                 |v| {
                     let octwords = pas.npages().div_ceil(2) as u64;
                     v.set(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, octwords)?;
@@ -234,6 +236,23 @@ impl<P: Platform> Device<P> {
             )
         })?;
         Ok((out.get(CreateMkeyOut::MKEY_INDEX) as u32) << 8 | u32::from(variant))
+    }
+}
+
+/// A PAS list padded to an even number of entries (whole 16-byte octwords), as CREATE_MKEY's
+/// `translations_octword_actual_size` announces them (Linux and rdma-core pad the same way).
+struct EvenPas<'a, Q: PasList>(&'a Q);
+
+impl<Q: PasList> PasList for EvenPas<'_, Q> {
+    fn npages(&self) -> usize {
+        self.0.npages().next_multiple_of(2)
+    }
+    fn write_pas(&self, dst: &mut [u8]) -> Result<()> {
+        let n = self.0.npages();
+        let (list, pad) = dst.split_at_mut(n.saturating_mul(8).min(dst.len()));
+        self.0.write_pas(list)?;
+        pad.fill(0);
+        Ok(())
     }
 }
 

@@ -161,6 +161,18 @@ fn refusals() {
             (BAD_INLEN, syn::INLEN_MKEY_MTT),
         ),
         (
+            // Two octwords announced (four entries), two entries carried.
+            {
+                let mut i = mkey_in(pd, 0, 8192, &pages, |_| {});
+                let at = CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE
+                    .info
+                    .byte_offset();
+                i[at..at + 4].copy_from_slice(&2u32.to_be_bytes());
+                i
+            },
+            (BAD_INLEN, syn::INLEN_MKEY_MTT),
+        ),
+        (
             mkey_in(pd, 0, 8192, &[odd], |c| {
                 c.set(Mkc::LOG_PAGE_SIZE, 13).unwrap();
             }),

@@ -12,7 +12,9 @@
 //!    for 4 KiB pages; rdma-core's mlx5_vfio writes the page shift) — is 12 (4 KiB) to 30
 //!    (1 GiB) (BAD_PARAM MKEY_PAGE_SIZE); the entries the range needs —
 //!    `ceil((start_addr % page + len) / page)` — fit `translations_octword_size` × 2 (BAD_PARAM
-//!    MKEY_MTT_SIZE) and `input_length` (BAD_INPUT_LEN INLEN_MKEY_MTT); each entry, its low 12
+//!    MKEY_MTT_SIZE) and `input_length`, which must also hold the
+//!    `translations_octword_actual_size` octwords announced — an odd page count padded to an
+//!    even one (BAD_INPUT_LEN INLEN_MKEY_MTT); each entry, its low 12
 //!    bits (Linux's read/write flag bits) masked, is aligned to the page (MKEY_MTT_UNALIGNED)
 //!    and the part of its page the range uses lies inside one DMA mapping (MKEY_MTT_UNMAPPED
 //!    and a [`DmaFaultKind::MttNotMapped`] record);
@@ -190,6 +192,17 @@ fn mtt(
         Some(end) if req.input.len() >= end => &req.input[off..end],
         _ => return Err(fail(CmdStatus::BadInputLen, syn::INLEN_MKEY_MTT)),
     };
+    // The input carries `translations_octword_actual_size` whole octwords of MTT (two entries
+    // each: an odd page count is padded to an even one, as Linux and rdma-core do); an input
+    // shorter than the octwords it announces is refused.
+    let actual = input::<CreateMkeyIn>(req)?.get(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE);
+    let announced = usize::try_from(actual)
+        .ok()
+        .and_then(|o| o.checked_mul(16))
+        .and_then(|b| b.checked_add(off));
+    if announced.is_none_or(|end| req.input.len() < end) {
+        return Err(fail(CmdStatus::BadInputLen, syn::INLEN_MKEY_MTT));
+    }
     let mut pages = Vec::with_capacity(list.len() / 8);
     let first = start & !(page - 1);
     for (k, e) in list.chunks_exact(8).enumerate() {
