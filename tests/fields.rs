@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use mlx5::ifc::prm::eq::CreateEqIn;
 use mlx5::ifc::prm::mr::{CreateMkeyIn, Mkc};
 use mlx5::ifc::prm::qp::{Init2rtrQpIn, Qpc, Rtr2rtsQpIn};
 use mlx5::ifc::{Layout, Opcode, View};
@@ -102,4 +103,34 @@ fn read_atomic_depths_are_floor_log2() {
             .map(|i| field::<Rtr2rtsQpIn>(i, |v| v.nested(Rtr2rtsQpIn::QPC).get(Qpc::LOG_SRA_MAX)));
         assert_eq!((rra, sra), (Some(want), Some(want)), "max_rd_atomic {n}");
     }
+}
+
+/// Row 11 of issue #10: the async EQ is not subscribed to INTERNAL_ERROR (0x08), which Linux's
+/// async event mask leaves out; the completion EQ to no event type at all.
+#[test]
+fn async_eq_mask_leaves_internal_error_out() {
+    let fabric = Fabric::new();
+    let (sim, _dev) = nic(&fabric, Mode::Sync);
+    let masks: Vec<[u8; 32]> = inputs(&sim, Opcode::CreateEq)
+        .iter()
+        .map(|i| {
+            let at = CreateEqIn::EVENT_BITMASK.offset();
+            i[at..at + 32].try_into().unwrap()
+        })
+        .collect();
+    assert_eq!(masks.len(), 2, "the async and the completion EQ");
+    // Four big-endian 64-bit words, word i (types 64i..64i+63) at byte 8i.
+    let word0 = u64::from_be_bytes(masks[0][..8].try_into().unwrap());
+    assert_eq!(
+        word0 & (1 << mlx5::ifc::event::INTERNAL_ERROR),
+        0,
+        "{word0:#x}"
+    );
+    assert_ne!(word0 & (1 << mlx5::ifc::event::CQ_ERROR), 0, "{word0:#x}");
+    assert_ne!(
+        word0 & (1 << mlx5::ifc::event::PORT_CHANGE),
+        0,
+        "{word0:#x}"
+    );
+    assert_eq!(masks[1], [0; 32]);
 }

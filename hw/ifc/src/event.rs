@@ -38,7 +38,9 @@ pub const SRQ_LAST_WQE: u8 = 0x13;
 /// SRQ limit reached.
 pub const SRQ_RQ_LIMIT: u8 = 0x14;
 
-/// The asynchronous events a RoCE driver subscribes its async EQ to.
+/// The asynchronous events a RoCE driver subscribes its async EQ to: the set Linux's
+/// `MLX5_ASYNC_EVENT_MASK` names for these, which leaves INTERNAL_ERROR (0x08) out — a fatal
+/// error is read from the health buffer, not taken as an event.
 pub const ASYNC_EVENTS: &[u8] = &[
     PATH_MIG,
     COMM_EST,
@@ -46,7 +48,6 @@ pub const ASYNC_EVENTS: &[u8] = &[
     CQ_ERROR,
     WQ_CATAS_ERROR,
     PATH_MIG_FAILED,
-    INTERNAL_ERROR,
     PORT_CHANGE,
     WQ_INVAL_REQ_ERROR,
     WQ_ACCESS_ERROR,
