@@ -51,13 +51,7 @@ fn no_cqe_of_an_earlier_incarnation_is_ever_reported() {
         length: 64,
         lkey: mr.lkey(),
     }];
-    let write = |id| SendWr {
-        op: SendOp::Write {
-            remote_addr: mr.addr() + 2048,
-            rkey: mr.rkey(),
-        },
-        ..SendWr::send(id, &sge)
-    };
+    let write = |id| write_wr(&mr, &sge, id);
     // A and B interleaved, all completed by the device, none polled.
     for i in 0..4 {
         a.post_send(&[write(i)]).unwrap();
@@ -472,13 +466,7 @@ fn device_writes_over_every_queue_buffer_cannot_reach_the_driver_bookkeeping() {
         length: 64,
         lkey: mr.lkey(),
     }];
-    let write = |id| SendWr {
-        op: SendOp::Write {
-            remote_addr: mr.addr() + 2048,
-            rkey: mr.rkey(),
-        },
-        ..SendWr::send(id, &sge)
-    };
+    let write = |id| write_wr(&mr, &sge, id);
     let before: std::collections::HashSet<_> = sim.dma_allocations().into_iter().collect();
     {
         let cq = dev.create_cq(64).unwrap();

@@ -38,13 +38,7 @@ fn send_cqes_that_make_no_sense_are_refused_and_polling_goes_on() {
         length: 64,
         lkey: mr.lkey(),
     }];
-    let write = |id| SendWr {
-        op: SendOp::Write {
-            remote_addr: mr.addr() + 2048,
-            rkey: mr.rkey(),
-        },
-        ..SendWr::send(id, &sge_write)
-    };
+    let write = |id| write_wr(&mr, &sge_write, id);
     let sge_read = [Sge {
         addr: mr.addr() + 512,
         length: 32,

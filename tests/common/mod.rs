@@ -85,3 +85,18 @@ pub fn qp<'a>(
     dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, cq, cq, c))
         .expect("create_qp")
 }
+
+/// A signaled RDMA WRITE `wr_id` of `sge` to byte 2048 of `mr` (the loopback tests' own region).
+pub fn write_wr<'a>(
+    mr: &mlx5::MemoryRegion<'_, SimPlatform>,
+    sge: &'a [mlx5::qp::Sge],
+    wr_id: u64,
+) -> mlx5::qp::SendWr<'a> {
+    mlx5::qp::SendWr {
+        op: mlx5::qp::SendOp::Write {
+            remote_addr: mr.addr() + 2048,
+            rkey: mr.rkey(),
+        },
+        ..mlx5::qp::SendWr::send(wr_id, sge)
+    }
+}

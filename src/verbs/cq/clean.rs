@@ -18,6 +18,7 @@ use crate::io::barrier;
 use crate::platform::Platform;
 use crate::verbs::cq::state::RecvTable;
 use crate::verbs::cq::{Cq, CQE_BYTES, CQE_OP_OWN};
+use crate::verbs::wr_table::srq_complete;
 
 /// Responder CQE opcodes (a receive completed or failed): they may name an SRQ WQE.
 fn responder(opcode: u8) -> bool {
@@ -66,7 +67,7 @@ impl<P: Platform> Cq<'_, P> {
             if q == qpn {
                 if let Some((table, cnt)) = srq.filter(|_| responder(cqe[CQE_OP_OWN] >> 4)) {
                     let idx = u32::from(u16::from_be_bytes([cqe[60], cqe[61]]));
-                    if crate::verbs::wr_table::srq_complete(table, cnt, idx).is_none() {
+                    if srq_complete(table, cnt, idx).is_none() {
                         log::warn!(
                             "CQ {:#x}: stale CQE names SRQ WQE {idx}, not posted",
                             self.cqn

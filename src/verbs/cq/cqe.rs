@@ -17,7 +17,7 @@ use crate::verbs::cq::wc::{Wc, WcOpcode, WcStatus};
 use mlx5_ifc::cqe::Cqe64;
 
 use crate::verbs::cq::{CQE_BYTES, CQE_OP_OWN};
-use crate::verbs::wr_table::{rq_table, sq_table, srq_table};
+use crate::verbs::wr_table::{rq_table, sq_table, srq_complete};
 
 /// The work completion opcode of each descriptor code ([`sq_desc`](crate::verbs::wr_table::sq_desc): the
 /// code is the opcode's value); codes no send queue writes read as SEND.
@@ -482,26 +482,6 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         }
     }
     Ok(wc)
-}
-
-/// Completes SRQ WQE `idx` (of `cnt`): exactly once per posting — whoever clears its POSTED mark
-/// owns it — and hands it back to the SRQ's free list (its `post_recv` relinks it). Returns its
-/// wr_id and the bytes its scatter list holds, or `None` if it is not posted.
-pub(crate) fn srq_complete(table: &SharedTable, cnt: u32, idx: u32) -> Option<(u64, u64)> {
-    if idx >= cnt {
-        return None;
-    }
-    let cap = table
-        .swap(srq_table::wrid(idx as usize) + 1, 0)
-        .filter(|c| c & srq_table::POSTED != 0)?;
-    let wr_id = table.load(srq_table::wrid(idx as usize));
-    let n = cnt as usize;
-    let mut t = table.load(srq_table::FREED_TAIL);
-    while !table.compare_exchange(srq_table::FREED_TAIL, t, t.wrapping_add(1)) {
-        t = table.load(srq_table::FREED_TAIL);
-    }
-    table.store(srq_table::freed(n) + (t as usize % n), u64::from(idx) + 1);
-    Some((wr_id, cap & !srq_table::POSTED))
 }
 
 // The offsets polling reads at are the layout's (checked against `mlx5dv.h` in mlx5-ifc).
