@@ -18,6 +18,12 @@
 //! | [`dma_wmb`] | `udma_to_device_barrier` | compiler barrier (stores are not reordered with stores) | `dmb oshst` |
 //! | [`dma_rmb`] | `udma_from_device_barrier` | compiler barrier (loads are not reordered with loads) | `dmb oshld` |
 //! | [`mmio_wmb`] | `mmio_flush_writes` / `mmio_wc_start` | `mfence` (≥ `sfence`: drains write-combining buffers) | `dsb st` |
+//! | [`uar_wc_start`] | `mmio_wc_start` | `sfence` | `dsb st` |
+//! | [`uar_wc_flush`] | `mmio_flush_writes` | `sfence` | `dsb st` |
+//!
+//! The send doorbell (`post_send`) uses the last two, exactly where rdma-core's `post_send_db`
+//! uses theirs: between the doorbell record and the UAR stores, and after the UAR stores.
+//! Both are stores-only barriers: nothing in that sequence orders a load.
 //!
 //! Every barrier also includes the Rust fence of the same strength, so that the ordering holds
 //! in the Rust memory model too — against a simulated device on another thread, and under Miri.
@@ -53,6 +59,43 @@ pub fn dma_rmb() {
     // outer shareable domain; it touches no memory or register.
     unsafe {
         core::arch::asm!("dmb oshld", options(nostack, preserves_flags));
+    }
+}
+
+/// Before the UAR stores of a send doorbell or BlueFlame copy: orders every earlier store (the
+/// WQE, the doorbell record) before them, write-combining stores included (rdma-core's
+/// `mmio_wc_start`). On x86-64 stores are not reordered with stores except write-combining
+/// ones, which `sfence` orders; `mfence` would also wait for earlier loads, which this sequence
+/// does not need. On aarch64, `dsb st` as [`mmio_wmb`].
+#[inline(always)]
+pub fn uar_wc_start() {
+    wmb_stores();
+}
+
+/// After the UAR stores of a send doorbell or BlueFlame copy: pushes a write-combining buffer
+/// out to the device now, before any later doorbell (rdma-core's `mmio_flush_writes`): `sfence`
+/// on x86-64, `dsb st` on aarch64.
+#[inline(always)]
+pub fn uar_wc_flush() {
+    wmb_stores();
+}
+
+/// Earlier stores before later stores, for every observer: the Rust release fence, and
+/// `sfence` (x86-64) or `dsb st` (aarch64).
+#[inline(always)]
+fn wmb_stores() {
+    fence(Ordering::Release);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SFENCE only orders this CPU's earlier stores (write-combining ones included)
+    // before its later stores; it touches no memory or register.
+    unsafe {
+        core::arch::asm!("sfence", options(nostack, preserves_flags));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: DSB ST waits until this CPU's earlier stores have completed; it touches no memory
+    // or register.
+    unsafe {
+        core::arch::asm!("dsb st", options(nostack, preserves_flags));
     }
 }
 

@@ -220,6 +220,20 @@ impl DmaBuf {
         Ok(())
     }
 
+    /// Stores one 16-byte segment given as two native words at an 8-aligned `offset` (one bounds
+    /// check, two 64-bit stores).
+    #[inline]
+    pub fn write_seg(&self, offset: usize, seg: [u64; 2]) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 16, 8)?;
+        // SAFETY: 16 bytes at `p` are in bounds and 8-aligned (checked); valid memory per the
+        // platform contract; atomic stores.
+        unsafe {
+            AtomicU64::from_ptr(p.cast()).store(seg[0], Ordering::Relaxed);
+            AtomicU64::from_ptr(p.wrapping_add(8).cast()).store(seg[1], Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// Stores one whole 64-byte WQEBB, given as eight native words, at an 8-aligned `offset`
     /// (the WQE fast path: one bounds check, eight 64-bit stores).
     #[inline]
@@ -230,6 +244,27 @@ impl DmaBuf {
             // is too; valid memory per the platform contract; atomic stores.
             unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
                 .store(w, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Stores one whole 64-byte WQEBB given as eight big-endian words (their bytes as the device
+    /// reads them; `bb.len()` must be 8) at an 8-aligned `offset`: one bounds check, eight
+    /// 64-bit stores.
+    #[inline]
+    pub fn write_wqebb_be(&self, offset: usize, bb: &[Be64]) -> Result<(), OutOfBounds> {
+        let p = self.check(offset, 64, 8)?;
+        if bb.len() != 8 {
+            return Err(OutOfBounds {
+                offset,
+                len: bb.len() * 8,
+                size: 64,
+            });
+        }
+        for (i, w) in bb.iter().enumerate() {
+            // SAFETY: as in `write_wqebb`: word `i < 8` of the checked 64 bytes; atomic stores.
+            unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
+                .store(w.to_ne_raw(), Ordering::Relaxed);
         }
         Ok(())
     }

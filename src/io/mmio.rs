@@ -73,6 +73,30 @@ impl MmioRegion {
         }
     }
 
+    /// A BlueFlame copy: one 64-bit volatile store per word of `chunk`, from `offset` on, in
+    /// order, after one bounds check of the whole range; a range outside the window is dropped
+    /// and logged.
+    #[inline]
+    pub fn write_bf(&self, offset: u64, chunk: &[Be64]) {
+        let bytes = chunk.len() as u64 * 8;
+        let Some(first) = self.ptr::<u64>(offset).filter(|_| {
+            offset
+                .checked_add(bytes)
+                .is_some_and(|e| e <= self.len as u64)
+        }) else {
+            log::error!(
+                "MMIO BlueFlame copy of {bytes} bytes outside the BAR window at {offset:#x}"
+            );
+            return;
+        };
+        for (i, w) in chunk.iter().enumerate() {
+            // SAFETY: `first` is in bounds and 8-aligned (checked by `ptr`), and the whole range
+            // `offset..offset + 8·len` lies inside the window (checked above), so word `i` does
+            // too; the mapping is live per `new`.
+            unsafe { VolatilePtr::new(first.add(i)) }.write(w.to_ne_raw());
+        }
+    }
+
     /// One 64-bit volatile store (doorbells); an offset outside the window is dropped and logged.
     pub fn write64(&self, offset: u64, v: Be64) {
         match self.ptr::<u64>(offset) {

@@ -85,8 +85,9 @@ impl fmt::Display for PlatformError {
 ///   simulator's translation) maps for the device; it stays valid until it is given to
 ///   [`Platform::host_free`] (or the platform is dropped);
 /// * the BAR accessors perform exactly one access of the stated width at BAR0 + `offset` (or
-///   its faithful emulation) and never touch memory the driver was given by `dma_alloc` or
-///   `host_alloc`.
+///   its faithful emulation) — [`Platform::bar_write_bf`] one 64-bit store per word of its
+///   chunk, at consecutive offsets, in order — and never touch memory the driver was given by
+///   `dma_alloc` or `host_alloc`.
 ///
 /// The driver reads and writes DMA memory only through raw pointers with atomic accesses, so
 /// concurrent device writes (or a simulator thread) are fine.
@@ -98,6 +99,26 @@ pub unsafe trait Platform {
     fn bar_write32(&self, offset: u64, value: Be32);
     /// One 64-bit store to BAR0 at `offset` (8-aligned): UAR doorbells.
     fn bar_write64(&self, offset: u64, value: Be64);
+    /// A BlueFlame copy: the words of `chunk` (a whole WQE, in ring order, at most one half of
+    /// the BlueFlame register) stored to BAR0 from `offset` (8-aligned) on, one 64-bit store
+    /// each, in order. The driver calls it only when [`Platform::uar_write_combining`] is true,
+    /// between two [`mmio_wmb`](crate::io::barrier::mmio_wmb)s. The default stores word by word
+    /// with [`Platform::bar_write64`]; a platform with the BAR mapped overrides it with one
+    /// bounds check and a loop of stores (never `memcpy`, whose instructions may store out of
+    /// order).
+    fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
+        for (i, &w) in chunk.iter().enumerate() {
+            self.bar_write64(offset + 8 * i as u64, w);
+        }
+    }
+    /// Whether the UAR pages are mapped write-combining. Only then does the driver use
+    /// BlueFlame (it copies a small WQE through the UAR instead of ringing the 8-byte doorbell):
+    /// the copy pays off as one write-combined burst, while through an uncached mapping it is
+    /// one bus transaction per 8 bytes. rdma-core's mlx5 provider decides the same
+    /// (`bf->buf_size` is 0 for a non-cached UAR). The default, `false`, is always safe.
+    fn uar_write_combining(&self) -> bool {
+        false
+    }
     /// Allocates `len` bytes of zeroed DMA memory aligned to `align` (a power of two ≤ 2 MiB).
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError>;
     /// Returns a region from [`Platform::dma_alloc`]. The device must no longer use it.

@@ -218,4 +218,16 @@ impl PairRing<'_> {
         };
         (a.load(Ordering::Relaxed), b.load(Ordering::Relaxed))
     }
+
+    /// Stores pair `i & mask` relaxed (a later release store orders them for the reader).
+    #[inline(always)]
+    pub fn store_relaxed(&self, i: usize, a: u64, b: u64) {
+        let p = self.base.wrapping_add(16 * (i & self.mask));
+        // SAFETY: as in `load_relaxed`: both words are inside the table, 8-aligned, valid while
+        // it is borrowed, and only atomics touch them.
+        unsafe {
+            AtomicU64::from_ptr(p.cast()).store(a, Ordering::Relaxed);
+            AtomicU64::from_ptr(p.wrapping_add(8).cast()).store(b, Ordering::Relaxed);
+        }
+    }
 }

@@ -12,20 +12,33 @@ use crate::platform::{DmaRegion, Platform, PlatformError};
 #[derive(Clone)]
 pub struct SimPlatform {
     dev: SimDevice,
+    write_combining: bool,
 }
 
 impl core::fmt::Debug for SimPlatform {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("SimPlatform")
             .field("mode", &self.dev.mode())
+            .field("write_combining", &self.write_combining)
             .finish()
     }
 }
 
 impl SimPlatform {
-    /// Wraps a simulated device.
+    /// Wraps a simulated device, its UAR pages taken as mapped write-combining (BlueFlame on).
     pub fn new(dev: SimDevice) -> Self {
-        Self { dev }
+        Self {
+            dev,
+            write_combining: true,
+        }
+    }
+
+    /// The same device with its UAR pages taken as mapped write-combining (`true`, the default
+    /// of [`SimPlatform::new`]) or uncached (`false`: the driver rings every send with the
+    /// 8-byte doorbell, never BlueFlame), as [`Platform::uar_write_combining`] reports.
+    pub fn with_write_combining(mut self, write_combining: bool) -> Self {
+        self.write_combining = write_combining;
+        self
     }
 
     /// The simulated device.
@@ -50,6 +63,14 @@ unsafe impl Platform for SimPlatform {
 
     fn bar_write64(&self, offset: u64, value: Be64) {
         self.dev.bar_write64(offset, value)
+    }
+
+    fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
+        self.dev.bar_write_bf(offset, chunk)
+    }
+
+    fn uar_write_combining(&self) -> bool {
+        self.write_combining
     }
 
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {

@@ -18,6 +18,8 @@ use crate::platform::{DmaRegion, Platform, PlatformError};
 struct Heap {
     dma: RefCell<Vec<(NonNull<u8>, usize, usize)>>,
     host: RefCell<Vec<NonNull<u8>>>,
+    /// Every 64-bit BAR store, in order.
+    bar64: RefCell<Vec<(u64, Be64)>>,
 }
 
 fn layout(len: usize, align: usize) -> std::alloc::Layout {
@@ -31,7 +33,9 @@ unsafe impl Platform for Heap {
         Be32::new(0)
     }
     fn bar_write32(&self, _: u64, _: Be32) {}
-    fn bar_write64(&self, _: u64, _: Be64) {}
+    fn bar_write64(&self, offset: u64, value: Be64) {
+        self.bar64.borrow_mut().push((offset, value));
+    }
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
         // SAFETY: non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout(len, align)) };
@@ -158,6 +162,13 @@ fn shared_tables_live_in_host_memory_until_the_last_handle() {
     assert!(!t.compare_exchange(3, 7, 9));
     let pairs = t.pairs(2, 4).unwrap();
     assert_eq!(pairs.load_relaxed(1 + 4 * 1000), (5, 6), "masked index");
+    pairs.store_relaxed(3 + 4 * 7, 11, 12);
+    assert_eq!(
+        t.load_pair_relaxed(8),
+        Some((11, 12)),
+        "pair 3 is words 8 and 9"
+    );
+    assert_eq!(pairs.load_relaxed(3), (11, 12));
     assert!(
         t.pairs(2, 8).is_none(),
         "8 pairs from word 2 do not fit 16 words"
@@ -178,4 +189,57 @@ fn absurd_table_and_buffer_sizes_are_refused() {
     assert!(SharedTable::alloc(&h, usize::MAX).is_err());
     assert!(SharedTable::alloc(&h, isize::MAX as usize / 8).is_err());
     assert!(h.host.borrow_mut().is_empty());
+}
+
+#[test]
+fn segment_and_big_endian_wqebb_stores_check_their_bounds() {
+    let h = Heap::default();
+    let b = DmaBuf::alloc(&h, 128, 64).unwrap();
+    b.write_seg(16, [1, 2]).unwrap();
+    assert_eq!(b.read_wqebb(0).unwrap()[2..4], [1, 2]);
+    assert!(
+        b.write_seg(120, [0, 0]).is_err(),
+        "16 bytes from 120 leave 128"
+    );
+    assert!(b.write_seg(4, [0, 0]).is_err(), "not 8-aligned");
+    let words: [Be64; 8] = core::array::from_fn(|i| Be64::new(i as u64 + 1));
+    b.write_wqebb_be(64, &words).unwrap();
+    assert_eq!(b.read_be64(64 + 8 * 7).unwrap(), Be64::new(8));
+    assert!(
+        b.write_wqebb_be(64, &words[..7]).is_err(),
+        "a WQEBB is 8 words"
+    );
+    assert!(b.write_wqebb_be(72, &words).is_err(), "past the end");
+    b.free(&h).unwrap();
+}
+
+#[test]
+fn the_default_blueflame_copy_is_one_store_per_word_in_order_and_no_write_combining() {
+    let h = Heap::default();
+    let words = [Be64::new(1), Be64::new(2), Be64::new(3)];
+    h.bar_write_bf(0x1800, &words);
+    assert_eq!(
+        *h.bar64.borrow(),
+        [(0x1800, words[0]), (0x1808, words[1]), (0x1810, words[2])]
+    );
+    assert!(
+        !h.uar_write_combining(),
+        "BlueFlame is off unless a platform says otherwise"
+    );
+}
+
+#[test]
+fn an_mmio_blueflame_copy_stores_every_word_inside_the_window_or_nothing() {
+    let mut mem = [0u64; 8];
+    let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+    // SAFETY: `mem` outlives the region, which is the only way it is reached meanwhile.
+    let m = unsafe { super::MmioRegion::new(base, 64) };
+    m.write_bf(16, &[Be64::new(0xa), Be64::new(0xb)]);
+    m.write_bf(48, &[Be64::new(0xc), Be64::new(0xd), Be64::new(0xe)]); // past the end: dropped
+    m.write_bf(4, &[Be64::new(0xf)]); // misaligned: dropped
+    drop(m);
+    assert_eq!(
+        mem.map(|w| Be64::from_ne_raw(w).get()),
+        [0, 0, 0xa, 0xb, 0, 0, 0, 0]
+    );
 }

@@ -8,7 +8,7 @@
 use mlx5_ifc::{Be32, Be64};
 
 use crate::error::Result;
-use crate::io::DmaBuf;
+use crate::io::{DmaBuf, OutOfBounds};
 
 // The segment layouts' facts — opcodes, `fm_ce_se` bits, flags and sizes — are defined once in
 // `mlx5-ifc` (checked against `mlx5dv.h`), and shared with the simulator.
@@ -136,6 +136,67 @@ fn be_pair(a: u32, b: u32) -> u64 {
     (u64::from(a) << 32 | u64::from(b)).to_be()
 }
 
+/// WQEBBs a BlueFlame copy may take (256 bytes: one half of a ConnectX-5's BlueFlame
+/// register); a larger WQE rings the 8-byte doorbell.
+pub const BF_CHUNK: usize = 4;
+
+/// Words of a [`BfStage`].
+const STAGE_WORDS: usize = BF_CHUNK * WQEBB / 8;
+
+/// A BlueFlame WQE's words as written to the ring (the copy's source: kept by the QP, so that
+/// the copy needs neither a read-back of the ring nor a buffer cleared per post).
+pub type BfStage = [Be64; STAGE_WORDS];
+
+/// Where a send WQE's segments go, in order: [`WqeBuilder`] (into the ring, one WQEBB at a
+/// time) or [`StagedWqe`] (into a [`BfStage`], then the ring).
+pub trait WqeSink {
+    /// Appends one 16-byte segment given as two native words (the WQE is at a 16-byte boundary
+    /// after every segment).
+    fn put(&mut self, seg: [u64; 2]) -> Result<()>;
+
+    /// Appends one native word (the WQE is at an 8-byte boundary).
+    fn put_word(&mut self, w: u64) -> Result<()>;
+
+    /// Zeros to the next 16-byte boundary.
+    fn pad(&mut self) -> Result<()>;
+
+    /// Appends `bytes`, padded with zeros to a 16-byte boundary, 8 bytes at a time.
+    #[inline(always)]
+    fn put_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        let mut words = bytes.chunks_exact(8);
+        for c in words.by_ref() {
+            self.put_word(ne_word(c))?;
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            self.put_word(u64::from_le(le_bytes(rest)))?;
+        }
+        self.pad()
+    }
+
+    /// Appends an inline data segment: its 4-byte header, then `data`, padded to 16 bytes.
+    /// Built as native words: the first holds the header and `data[0..4]`, word `k` after it
+    /// `data[8k - 4..8k + 4]` (one unaligned 8-byte load), the last one zero-padded — in
+    /// registers, never as bytes reloaded as a word (a store-forwarding stall).
+    #[inline(always)]
+    fn put_inline(&mut self, data: &[u8]) -> Result<()> {
+        let hdr = u64::from(u32::from_le_bytes(
+            Be32::new(INLINE_SEG | data.len() as u32).to_bytes(),
+        ));
+        let (head, rest) = data.split_at(data.len().min(4));
+        self.put_word(u64::from_le(hdr | le_bytes(head) << 32))?;
+        let mut words = rest.chunks_exact(8);
+        for c in words.by_ref() {
+            self.put_word(ne_word(c))?;
+        }
+        let tail = words.remainder();
+        if !tail.is_empty() {
+            self.put_word(u64::from_le(le_bytes(tail)))?;
+        }
+        self.pad()
+    }
+}
+
 /// Builds a send WQE one WQEBB at a time in registers / a stack buffer of native words and
 /// stores each WQEBB whole (one bounds check, eight 64-bit stores), wrapping at the ring's end
 /// between WQEBBs. Bytes of the last WQEBB past the WQE's DS units are written as zeros.
@@ -179,10 +240,19 @@ impl<'b> WqeBuilder<'b> {
         Ok(())
     }
 
-    /// Appends one 16-byte segment given as two native words (the WQE is at a 16-byte boundary
-    /// after every segment).
+    /// Stores the last, partly filled WQEBB; returns the WQEBBs the WQE took.
     #[inline(always)]
-    pub fn put(&mut self, seg: [u64; 2]) -> Result<()> {
+    pub fn finish(&mut self) -> Result<usize> {
+        if self.fill > 0 {
+            self.flush()?;
+        }
+        Ok(self.stored)
+    }
+}
+
+impl WqeSink for WqeBuilder<'_> {
+    #[inline(always)]
+    fn put(&mut self, seg: [u64; 2]) -> Result<()> {
         let at = (self.fill & (WQEBB - DS)) / 8;
         self.cur[at] = seg[0];
         self.cur[at + 1] = seg[1];
@@ -193,31 +263,18 @@ impl<'b> WqeBuilder<'b> {
         Ok(())
     }
 
-    fn append(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let at = self.fill.min(WQEBB);
-            let n = (WQEBB - at).min(rest.len());
-            let (now, later) = rest.split_at(n);
-            let mut b = [0u8; WQEBB];
-            for (d, w) in b.chunks_exact_mut(8).zip(self.cur) {
-                d.copy_from_slice(&w.to_ne_bytes());
-            }
-            b[at..at + n].copy_from_slice(now);
-            for (w, d) in self.cur.iter_mut().zip(b.chunks_exact(8)) {
-                let mut x = [0u8; 8];
-                x.copy_from_slice(d);
-                *w = u64::from_ne_bytes(x);
-            }
-            self.fill = at + n;
-            rest = later;
-            if self.fill == WQEBB {
-                self.flush()?;
-            }
+    #[inline(always)]
+    fn put_word(&mut self, w: u64) -> Result<()> {
+        let at = (self.fill / 8) & (WQEBB / 8 - 1);
+        self.cur[at] = w;
+        self.fill = at * 8 + 8;
+        if self.fill == WQEBB {
+            self.flush()?;
         }
         Ok(())
     }
 
+    #[inline(always)]
     fn pad(&mut self) -> Result<()> {
         // `cur` is zero past `fill`: padding is rounding up.
         self.fill = self.fill.next_multiple_of(DS);
@@ -226,26 +283,101 @@ impl<'b> WqeBuilder<'b> {
         }
         Ok(())
     }
+}
 
-    /// Appends `bytes`, padded with zeros to a 16-byte boundary.
-    pub fn put_bytes(&mut self, bytes: &[u8]) -> Result<()> {
-        self.append(bytes)?;
-        self.pad()
-    }
+/// Builds a send WQE of at most [`BF_CHUNK`] WQEBBs word by word in a [`BfStage`], then stores
+/// its WQEBBs into the ring from there: the stage then holds the BlueFlame copy's source.
+#[derive(Debug)]
+pub struct StagedWqe<'s> {
+    stage: &'s mut BfStage,
+    /// Words written.
+    len: usize,
+}
 
-    /// Appends an inline data segment: its 4-byte header, then `data`, padded to 16 bytes.
-    pub fn put_inline(&mut self, data: &[u8]) -> Result<()> {
-        self.append(&Be32::new(INLINE_SEG | data.len() as u32).to_bytes())?;
-        self.append(data)?;
-        self.pad()
-    }
-
-    /// Stores the last, partly filled WQEBB; returns the WQEBBs the WQE took.
+impl<'s> StagedWqe<'s> {
+    /// An empty WQE in `stage`.
     #[inline(always)]
-    pub fn finish(&mut self) -> Result<usize> {
-        if self.fill > 0 {
-            self.flush()?;
-        }
-        Ok(self.stored)
+    pub fn new(stage: &'s mut BfStage) -> Self {
+        Self { stage, len: 0 }
     }
+
+    /// Zeros the stage past the WQE up to `nbb` WQEBBs and stores those into the ring of
+    /// `mask + 1` WQEBBs at byte `base` of `buf`, from WQEBB `bb` on (taken modulo the ring).
+    /// A WQE longer than `nbb ≤ BF_CHUNK` WQEBBs (its words wrapped in the stage) is refused
+    /// before anything is stored.
+    #[inline(always)]
+    pub fn finish(
+        self,
+        buf: &DmaBuf,
+        base: usize,
+        mask: usize,
+        bb: usize,
+        nbb: usize,
+    ) -> Result<()> {
+        let end = nbb * (WQEBB / 8);
+        if self.len > end || end > STAGE_WORDS {
+            return Err(OutOfBounds {
+                offset: self.len * 8,
+                len: end * 8,
+                size: STAGE_WORDS * 8,
+            }
+            .into());
+        }
+        // Fewer than 8 words: a loop of stores rather than a call to `memset`.
+        for j in self.len..end {
+            self.stage[j % STAGE_WORDS] = Be64::default();
+        }
+        for (q, words) in self.stage[..end].chunks_exact(WQEBB / 8).enumerate() {
+            buf.write_wqebb_be(base + (bb.wrapping_add(q) & mask) * WQEBB, words)?;
+        }
+        Ok(())
+    }
+}
+
+impl WqeSink for StagedWqe<'_> {
+    #[inline(always)]
+    fn put(&mut self, seg: [u64; 2]) -> Result<()> {
+        self.put_word(seg[0])?;
+        self.put_word(seg[1])
+    }
+
+    /// No check per word: the index wraps in the stage, and `finish` refuses a WQE whose words
+    /// wrapped.
+    #[inline(always)]
+    fn put_word(&mut self, w: u64) -> Result<()> {
+        self.stage[self.len % STAGE_WORDS] = Be64::from_ne_raw(w);
+        self.len += 1;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn pad(&mut self) -> Result<()> {
+        if self.len % 2 == 1 {
+            self.put_word(0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The native word of 8 bytes (`c.len() == 8`).
+#[inline(always)]
+fn ne_word(c: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(c);
+    u64::from_ne_bytes(w)
+}
+
+/// Up to 8 bytes packed little-endian (`bytes[i]` in bits `8i..8i + 8`): `u64::from_le` of it
+/// is the native word whose memory holds `bytes`, zero-padded. Four bytes (the usual head of an
+/// inline segment) are one load.
+#[inline(always)]
+fn le_bytes(bytes: &[u8]) -> u64 {
+    if let Some(b) = bytes.first_chunk::<4>().filter(|_| bytes.len() == 4) {
+        return u64::from(u32::from_le_bytes(*b));
+    }
+    bytes
+        .iter()
+        .take(8)
+        .enumerate()
+        .fold(0, |w, (i, &b)| w | u64::from(b) << (8 * i))
 }

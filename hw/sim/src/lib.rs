@@ -259,6 +259,42 @@ impl SimDevice {
         }
     }
 
+    /// A BlueFlame copy: `words` stored from `off` on, in order, as one burst (what a
+    /// write-combining mapping hands the device). Each word is recorded in
+    /// [`SimDevice::uar_writes`] and handled as by [`SimDevice::bar_write64`], under one lock;
+    /// a send doorbell among them (the copy's first word) executes the send queue once the
+    /// whole copy is in.
+    pub fn bar_write_bf(&self, off: u64, words: &[Be64]) {
+        {
+            let mut st = self.shared().lock();
+            if st.bar.off_bus() {
+                return;
+            }
+            for (i, w) in words.iter().enumerate() {
+                st.bar.write64(off + 8 * i as u64, w.get());
+            }
+        }
+        let sync = self.mode() == Mode::Sync || self.inner.doorbells.is_none();
+        let qpn = self.shared().datapath(sync, |hw| {
+            let mut qpn = None;
+            for (i, w) in words.iter().enumerate() {
+                let at = off + 8 * i as u64;
+                if bar::is_uar_access(at, 8) {
+                    qpn = engine::uar_write(hw, at, w.get(), 64).or(qpn);
+                }
+            }
+            if let (Some(qpn), true) = (qpn, sync) {
+                engine::requester::doorbell(hw, qpn);
+            }
+            qpn
+        });
+        if let (Some(qpn), Some(tx)) = (qpn, &self.inner.doorbells) {
+            if !sync && tx.send(Work::Sq(qpn)).is_err() {
+                self.shared().sq_doorbell(qpn);
+            }
+        }
+    }
+
     /// Size of BAR0 (32 MiB).
     pub fn bar_size(&self) -> u64 {
         BAR_SIZE

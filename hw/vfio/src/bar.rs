@@ -243,6 +243,22 @@ impl Bar {
     }
 }
 
+impl Bar {
+    /// A BlueFlame copy: the words of `chunk` from `offset` on, in order (one bounds check on
+    /// the mapped part, then one 64-bit store each); outside the mapped parts, one pwrite.
+    #[inline]
+    pub fn write_bf(&self, offset: u64, chunk: &[Be64]) {
+        let bytes = chunk.len() as u64 * 8;
+        if let Some((m, rel)) = self.area(offset, bytes) {
+            return m.write_bf(rel, chunk);
+        }
+        let data: Vec<u8> = chunk.iter().flat_map(|w| w.to_bytes()).collect();
+        if let Err(e) = self.pwrite(offset, &data) {
+            log::error!("BAR{} BlueFlame copy at {offset:#x}: {e}", self.index);
+        }
+    }
+}
+
 impl Drop for Bar {
     fn drop(&mut self) {
         for a in self.areas.drain(..) {

@@ -359,6 +359,16 @@ unsafe impl Platform for VfioPlatform {
         self.bar.write64(offset, value)
     }
 
+    #[inline]
+    fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
+        self.bar.write_bf(offset, chunk)
+    }
+
+    /// VFIO maps BAR0 uncached (its region mmap offers no write-combining), so no BlueFlame.
+    fn uar_write_combining(&self) -> bool {
+        false
+    }
+
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
         self.pool.alloc(len, align)
     }
@@ -454,6 +464,12 @@ unsafe impl Platform for AnyPlatform {
     }
     fn bar_write64(&self, offset: u64, value: Be64) {
         either!(self, p => p.bar_write64(offset, value))
+    }
+    fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
+        either!(self, p => p.bar_write_bf(offset, chunk))
+    }
+    fn uar_write_combining(&self) -> bool {
+        either!(self, p => p.uar_write_combining())
     }
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
         either!(self, p => p.dma_alloc(len, align))

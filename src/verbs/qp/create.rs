@@ -107,6 +107,8 @@ pub struct Qp<'a, P: Platform> {
     pub(super) rq_head: u64,
     pub(super) bf_offset: u32,
     pub(super) bf_half: u32,
+    /// The last BlueFlame WQE's WQEBBs, as written (the copy's source).
+    pub(super) bf_stage: crate::verbs::wqe::BfStage,
     pub(super) max_msg: u64,
     alive: bool,
     _borrows: PhantomData<&'a ()>,
@@ -238,7 +240,13 @@ impl<P: Platform> Device<P> {
             attr.qp_type.name()
         );
         let caps = self.caps();
-        let bf_half = bf_half(caps.bf(), caps.log_bf_reg_size());
+        // BlueFlame only through a write-combining UAR mapping (as rdma-core: no BlueFlame
+        // for a non-cached UAR); otherwise every send rings the 8-byte doorbell.
+        let bf_half = if self.platform().uar_write_combining() {
+            bf_half(caps.bf(), caps.log_bf_reg_size())
+        } else {
+            0
+        };
         let qp = Qp {
             dev: self,
             qpn,
@@ -260,6 +268,7 @@ impl<P: Platform> Device<P> {
             rq_head: 0,
             bf_offset: 0,
             bf_half,
+            bf_stage: [mlx5_ifc::Be64::default(); crate::verbs::wqe::BF_CHUNK * 8],
             max_msg: 1u64 << caps.log_max_msg().min(31),
             alive: true,
             _borrows: PhantomData,

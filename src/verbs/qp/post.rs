@@ -11,10 +11,13 @@ use super::create::{Qp, QpRing};
 use super::sizing::{QpType, SendOps};
 use super::state::QpState;
 use crate::error::{Error, Result};
-use crate::io::barrier;
+use crate::io::{barrier, OutOfBounds, PairRing};
 use crate::platform::Platform;
 use crate::verbs::cq::WcOpcode;
-use crate::verbs::wqe::{self, flags, opcode, UdAddr, WqeBuilder, DS, INVALID_LKEY, MAX_DS, WQEBB};
+use crate::verbs::wqe::{
+    self, flags, opcode, BfStage, StagedWqe, UdAddr, WqeBuilder, WqeSink, BF_CHUNK, DS,
+    INVALID_LKEY, MAX_DS, WQEBB,
+};
 use crate::verbs::wr_table::{self, rq_table, sq_desc, sq_table};
 
 /// A scatter/gather element: `length` bytes at `addr` in the memory of key `lkey`.
@@ -179,13 +182,22 @@ fn desc_of(m: u64) -> u64 {
     (m >> 8) & 0xff | (m >> 16) & 0xff00 | m & !0xffff_ffff
 }
 
+/// What every WQE of a QP's send queue takes from the QP.
+#[derive(Clone, Copy)]
+struct WqeHead {
+    qpn: u32,
+    sig_all: bool,
+}
+
 /// Where the send queue lies in the QP's ring buffer (computed once per `post_send`).
 #[derive(Clone, Copy)]
-struct SqPlace {
+struct SqPlace<'t> {
     /// Byte offset of WQEBB 0 (after the RQ).
     base: usize,
     /// WQEBBs − 1.
     mask: usize,
+    /// The work-request table's wr_id/descriptor pairs, one per WQEBB (checked once).
+    pairs: PairRing<'t>,
 }
 
 /// Data segments (zero-length SGEs are skipped) and bytes of a gather list.
@@ -422,9 +434,17 @@ impl<P: Platform> Qp<'_, P> {
             ));
         };
         // The send queue's place in the ring buffer, once per call.
+        let pairs = ring.sq.pairs(sq_table::WRID, bbs as usize).ok_or_else(|| {
+            Error::Internal(OutOfBounds {
+                offset: sq_table::WRID,
+                len: 2 * bbs as usize,
+                size: ring.sq.words(),
+            })
+        })?;
         let sq = SqPlace {
             base: self.layout.rq_bytes() as usize,
             mask: bbs as usize - 1,
+            pairs,
         };
         let tail = ring.sq.load(sq_table::TAIL);
         let used = self.cur_post.wrapping_sub(tail);
@@ -436,6 +456,10 @@ impl<P: Platform> Qp<'_, P> {
                 limit: u64::from(bbs),
             })
         };
+        let head = WqeHead {
+            qpn: self.qpn,
+            sig_all: self.sq_sig_all,
+        };
         // One request (the latency case): no table of sizes.
         if let [wr] = wrs {
             let m = self.measure(wr)?;
@@ -443,11 +467,16 @@ impl<P: Platform> Qp<'_, P> {
             if let Some(e) = full(u64::from(nbb)) {
                 return Err(e);
             }
-            let first = self.write_wqe(ring, sq, self.cur_post, wr, m)?;
+            // BlueFlame for a small inline WQE: its WQEBBs are kept for the copy as written.
+            let bf = self.bf_half > 0
+                && matches!(wr.payload, Payload::Inline(_))
+                && nbb as usize <= BF_CHUNK
+                && nbb as usize * WQEBB <= self.bf_half as usize;
+            let stage = bf.then_some(&mut self.bf_stage);
+            let first = write_wqe(ring, sq, head, self.cur_post, wr, m, stage)?;
             self.cur_post += u64::from(nbb);
             ring.sq.store(sq_table::HEAD, self.cur_post);
-            let inline = matches!(wr.payload, Payload::Inline(_));
-            return self.ring_send_doorbell(first, inline, nbb);
+            return self.ring_send_doorbell(first, bf, nbb);
         }
         // Check every request first (nothing is posted if one is refused); keep the sizes of the
         // first ones so the write pass does not measure them again.
@@ -470,7 +499,7 @@ impl<P: Platform> Qp<'_, P> {
                 Some(&m) => m,
                 None => self.measure(wr)?,
             };
-            first = self.write_wqe(ring, sq, self.cur_post, wr, m)?;
+            first = write_wqe(ring, sq, head, self.cur_post, wr, m, None)?;
             last_nbb = nbb_of(m);
             self.cur_post += u64::from(last_nbb);
         }
@@ -481,114 +510,32 @@ impl<P: Platform> Qp<'_, P> {
         self.ring_send_doorbell(first, false, last_nbb)
     }
 
-    /// Writes the WQE of a measured request at `cur_post` and its work-request table words;
-    /// returns the first 8 bytes of its control segment (for the doorbell).
-    #[inline(always)]
-    fn write_wqe(
-        &self,
-        ring: &QpRing,
-        sq: SqPlace,
-        cur_post: u64,
-        wr: &SendWr<'_>,
-        m: u64,
-    ) -> Result<u64> {
-        let (ds, op) = (m as u8, (m >> 16) as u8);
-        let imm = match wr.op {
-            SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } => imm,
-            _ => 0,
-        };
-        let idx = cur_post as usize & sq.mask;
-        let mut fl = 0;
-        if wr.signaled || self.sq_sig_all {
-            fl |= flags::CQ_UPDATE;
-        }
-        if wr.fence {
-            fl |= flags::FENCE;
-        }
-        if wr.solicited {
-            fl |= flags::SOLICITED;
-        }
-        let c = wqe::ctrl_words(op, cur_post as u16, self.qpn, ds, fl, imm);
-        let mut w = WqeBuilder::new(ring.buf.buf(), sq.base, sq.mask, idx);
-        w.put(c)?;
-        if let Some(ud) = &wr.ud {
-            let dg = wqe::datagram(ud);
-            w.put_bytes(&dg)?;
-        }
-        match wr.op {
-            SendOp::Write { remote_addr, rkey }
-            | SendOp::WriteImm {
-                remote_addr, rkey, ..
-            }
-            | SendOp::Read { remote_addr, rkey } => {
-                w.put(wqe::raddr_words(remote_addr, rkey))?;
-            }
-            SendOp::CmpSwap {
-                remote_addr,
-                rkey,
-                compare,
-                swap,
-            } => {
-                w.put(wqe::raddr_words(remote_addr, rkey))?;
-                w.put(wqe::atomic_words(swap, compare))?;
-            }
-            SendOp::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-            } => {
-                w.put(wqe::raddr_words(remote_addr, rkey))?;
-                w.put(wqe::atomic_words(add, 0))?;
-            }
-            SendOp::Send | SendOp::SendImm(_) => {}
-        }
-        match wr.payload {
-            Payload::Sges(sg) => {
-                for s in sg.iter().filter(|s| s.length > 0) {
-                    w.put(wqe::data_words(s.length, s.lkey, s.addr))?;
-                }
-            }
-            Payload::Inline(data) => w.put_inline(data)?,
-        }
-        w.finish()?;
-        // Ordered before the CQ reads them by the caller's release store of HEAD.
-        ring.sq
-            .store_pair_relaxed(sq_table::wrid(idx), wr.wr_id, desc_of(m));
-        Ok(c[0])
-    }
-
-    /// DBR word 1, then the UAR doorbell: BlueFlame for a single small inline WQE (the latency
-    /// case: the device takes the WQE from the doorbell write instead of fetching it), else the
-    /// 8-byte doorbell.
+    /// DBR word 1, then the UAR doorbell: BlueFlame (`bf`) for a single small inline WQE (the
+    /// latency case: the device takes the WQE from the doorbell write instead of fetching it;
+    /// only when the UAR is mapped write-combining: `bf_half` is 0 otherwise), else the 8-byte
+    /// doorbell. The barriers are rdma-core's at the same places (`uar_wc_start`,
+    /// `uar_wc_flush`).
     #[inline]
-    fn ring_send_doorbell(&mut self, first: u64, single_inline: bool, nbb: u32) -> Result<()> {
+    fn ring_send_doorbell(&mut self, first: u64, bf: bool, nbb: u32) -> Result<()> {
         let Some(ring) = self.ring.as_ref() else {
             return Ok(());
         };
         barrier::dma_wmb();
         ring.dbr
             .write_be32(4, Be32::new(self.cur_post as u32 & 0xffff))?;
-        barrier::mmio_wmb();
+        barrier::uar_wc_start();
         let p = self.dev.platform();
         let reg =
             self.uar.bar_offset() + u64::from(regs::uar::BF_OFFSET) + u64::from(self.bf_offset);
-        let bf = self.bf_half > 0 && single_inline && nbb as usize * WQEBB <= self.bf_half as usize;
         if bf {
-            // BlueFlame: the whole WQE through the register, 8 bytes at a time.
-            let mask = self.layout.sq_wqebb_cnt as usize - 1;
-            let start = (self.cur_post - u64::from(nbb)) as usize;
-            let sq_base = self.layout.rq_bytes() as usize;
-            for q in 0..nbb as usize {
-                let at = sq_base + (start.wrapping_add(q) & mask) * WQEBB;
-                let bb = ring.buf.buf().read_wqebb(at)?;
-                for (k, &w) in bb.iter().enumerate() {
-                    p.bar_write64(reg + (q * WQEBB + k * 8) as u64, Be64::from_ne_raw(w));
-                }
-            }
+            // BlueFlame: the whole WQE through the register, in one call, from the WQEBBs kept
+            // as they were written (`write_wqe`'s stage).
+            let n = (nbb as usize).min(BF_CHUNK) * (WQEBB / 8);
+            p.bar_write_bf(reg, &self.bf_stage[..n]);
         } else {
             p.bar_write64(reg, Be64::from_ne_raw(first));
         }
-        barrier::mmio_wmb();
+        barrier::uar_wc_flush();
         self.bf_offset ^= self.bf_half;
         Ok(())
     }
@@ -661,23 +608,23 @@ impl<P: Platform> Qp<'_, P> {
             });
         }
         let stride = self.layout.rq_stride_bytes as usize;
+        let buf = ring.buf.buf();
         for wr in wrs {
             let slot = (self.rq_head & (cnt - 1)) as usize;
             let mut at = slot * stride;
             let mut used_segs = 0;
-            for s in wr.sg_list.iter().filter(|s| s.length > 0) {
-                ring.buf
-                    .buf()
-                    .write_bytes(at, &wqe::data(s.length, s.lkey, s.addr))?;
-                at += DS;
-                used_segs += 1;
+            let mut cap = 0u64;
+            for s in wr.sg_list {
+                cap += u64::from(s.length);
+                if s.length > 0 {
+                    buf.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr))?;
+                    at += DS;
+                    used_segs += 1;
+                }
             }
             if (used_segs as u64) < max_sge {
-                ring.buf
-                    .buf()
-                    .write_bytes(at, &wqe::data(0, INVALID_LKEY, 0))?;
+                buf.write_seg(at, wqe::data_words(0, INVALID_LKEY, 0))?;
             }
-            let cap = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
             rq.store_pair_relaxed(rq_table::wrid(slot), wr.wr_id, cap);
             self.rq_head += 1;
         }
@@ -687,4 +634,119 @@ impl<P: Platform> Qp<'_, P> {
             .write_be32(0, Be32::new(self.rq_head as u32 & 0xffff))?;
         Ok(())
     }
+}
+
+/// Writes the WQE of a measured request at `cur_post` and its work-request table words
+/// (built in `stage`, the BlueFlame copy's source, if given); returns the first 8 bytes of its
+/// control segment (for the doorbell).
+#[inline(always)]
+fn write_wqe(
+    ring: &QpRing,
+    sq: SqPlace,
+    head: WqeHead,
+    cur_post: u64,
+    wr: &SendWr<'_>,
+    m: u64,
+    stage: Option<&mut BfStage>,
+) -> Result<u64> {
+    let (ds, op) = (m as u8, (m >> 16) as u8);
+    let imm = match wr.op {
+        SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } => imm,
+        _ => 0,
+    };
+    let idx = cur_post as usize & sq.mask;
+    let mut fl = 0;
+    if wr.signaled || head.sig_all {
+        fl |= flags::CQ_UPDATE;
+    }
+    if wr.fence {
+        fl |= flags::FENCE;
+    }
+    if wr.solicited {
+        fl |= flags::SOLICITED;
+    }
+    let c = wqe::ctrl_words(op, cur_post as u16, head.qpn, ds, fl, imm);
+    // The common shape, one SGE of data and no datagram, takes one WQEBB whose words are at
+    // known places: built in registers and stored whole.
+    if let (Payload::Sges([sge]), None) = (wr.payload, wr.ud.as_ref()) {
+        let data = wqe::data_words(sge.length, sge.lkey, sge.addr);
+        let segs = match wr.op {
+            SendOp::Send | SendOp::SendImm(_) => Some((data, [0, 0])),
+            SendOp::Write { remote_addr, rkey }
+            | SendOp::WriteImm {
+                remote_addr, rkey, ..
+            }
+            | SendOp::Read { remote_addr, rkey } => {
+                Some((wqe::raddr_words(remote_addr, rkey), data))
+            }
+            _ => None,
+        };
+        if let (Some((s1, s2)), true) = (segs, sge.length > 0) {
+            let bb = [c[0], c[1], s1[0], s1[1], s2[0], s2[1], 0, 0];
+            ring.buf.buf().write_wqebb(sq.base + idx * WQEBB, &bb)?;
+            sq.pairs.store_relaxed(idx, wr.wr_id, desc_of(m));
+            return Ok(c[0]);
+        }
+    }
+    let buf = ring.buf.buf();
+    match stage {
+        Some(stage) => {
+            let mut w = StagedWqe::new(stage);
+            segments(&mut w, wr, c)?;
+            w.finish(buf, sq.base, sq.mask, idx, nbb_of(m) as usize)?;
+        }
+        None => {
+            let mut w = WqeBuilder::new(buf, sq.base, sq.mask, idx);
+            segments(&mut w, wr, c)?;
+            w.finish()?;
+        }
+    }
+    // Ordered before the CQ reads them by the caller's release store of HEAD.
+    sq.pairs.store_relaxed(idx, wr.wr_id, desc_of(m));
+    Ok(c[0])
+}
+
+/// The segments of a send WQE after its control segment `c`, in order, into `w`.
+#[inline(always)]
+fn segments<W: WqeSink>(w: &mut W, wr: &SendWr<'_>, c: [u64; 2]) -> Result<()> {
+    w.put(c)?;
+    if let Some(ud) = &wr.ud {
+        w.put_bytes(&wqe::datagram(ud))?;
+    }
+    match wr.op {
+        SendOp::Write { remote_addr, rkey }
+        | SendOp::WriteImm {
+            remote_addr, rkey, ..
+        }
+        | SendOp::Read { remote_addr, rkey } => {
+            w.put(wqe::raddr_words(remote_addr, rkey))?;
+        }
+        SendOp::CmpSwap {
+            remote_addr,
+            rkey,
+            compare,
+            swap,
+        } => {
+            w.put(wqe::raddr_words(remote_addr, rkey))?;
+            w.put(wqe::atomic_words(swap, compare))?;
+        }
+        SendOp::FetchAdd {
+            remote_addr,
+            rkey,
+            add,
+        } => {
+            w.put(wqe::raddr_words(remote_addr, rkey))?;
+            w.put(wqe::atomic_words(add, 0))?;
+        }
+        SendOp::Send | SendOp::SendImm(_) => {}
+    }
+    match wr.payload {
+        Payload::Sges(sg) => {
+            for s in sg.iter().filter(|s| s.length > 0) {
+                w.put(wqe::data_words(s.length, s.lkey, s.addr))?;
+            }
+        }
+        Payload::Inline(data) => w.put_inline(data)?,
+    }
+    Ok(())
 }

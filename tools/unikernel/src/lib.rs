@@ -278,6 +278,10 @@ unsafe impl<C: Clock> Platform for BareMetal<C> {
         self.bar.write64(offset, value)
     }
 
+    fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
+        self.bar.write_bf(offset, chunk)
+    }
+
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
         let oom = PlatformError::OutOfDmaMemory { len, align };
         // The device address is what must be aligned; the CPU address follows at least to 64

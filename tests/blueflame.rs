@@ -1,0 +1,110 @@
+//! Issue #10, row 9: BlueFlame only through write-combining UARs. rdma-core's mlx5 provider
+//! gives a non-cached UAR no BlueFlame (`bf->buf_size = 0` in `nc_mode`); the driver asks
+//! `Platform::uar_write_combining` and rings the 8-byte doorbell otherwise. The simulator logs
+//! every UAR store (`SimDevice::uar_writes`), which is what these tests read.
+
+mod common;
+
+use common::{cap, wait};
+use mlx5::mr::MrAccess;
+use mlx5::qp::{Payload, RecvWr, SendWr, Sge};
+use mlx5::sim::{Fabric, Mode, Profile, SimDevice, UarWrite};
+use mlx5::{Device, DeviceConfig, SimPlatform, WcStatus};
+
+/// The UAR stores of the QP's page made by one small inline SEND (48 bytes: 2 WQEBBs), then by
+/// one SEND of an SGE, each completed through the loopback.
+fn sends(write_combining: bool) -> (Vec<UarWrite>, Vec<UarWrite>, Vec<UarWrite>, u64) {
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    Fabric::new().attach(&sim).unwrap();
+    let plat = SimPlatform::new(sim.clone()).with_write_combining(write_combining);
+    let dev = Device::open(plat, DeviceConfig::default()).unwrap();
+    let cq = dev.create_cq(16).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    let mut q = common::looped(&dev, &cq, cap(4, 4, 1));
+    let page = q.uar().bar_offset();
+    let recv = [Sge {
+        addr: mr.addr() + 1024,
+        length: 256,
+        lkey: mr.lkey(),
+    }];
+    for wr_id in 0..3 {
+        q.post_recv(&[RecvWr {
+            wr_id,
+            sg_list: &recv,
+        }])
+        .unwrap();
+    }
+    let data = [0x5au8; 48];
+    let inline = SendWr {
+        payload: Payload::Inline(&data),
+        ..SendWr::send(1, &[])
+    };
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 48,
+        lkey: mr.lkey(),
+    }];
+    let mut per_post = Vec::new();
+    for wr in [inline, inline, SendWr::send(2, &sge)] {
+        let before = sim.uar_writes().len();
+        q.post_send(&[wr]).unwrap();
+        let wc = wait(&cq, &dev, 2);
+        assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+        per_post.push(
+            sim.uar_writes()[before..]
+                .iter()
+                .filter(|w| (page..page + 4096).contains(&w.offset))
+                .copied()
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(
+        sim.dma_faults(),
+        vec![],
+        "no BlueFlame word differs from the ring"
+    );
+    let third = per_post.pop().unwrap();
+    let second = per_post.pop().unwrap();
+    let first = per_post.pop().unwrap();
+    (first, second, third, page)
+}
+
+#[test]
+fn an_uncached_uar_gets_the_8_byte_doorbell_for_a_small_inline_send() {
+    let (first, second, third, page) = sends(false);
+    for (n, writes) in [first, second, third].iter().enumerate() {
+        assert_eq!(
+            writes
+                .iter()
+                .map(|w| (w.offset, w.width))
+                .collect::<Vec<_>>(),
+            [(page + 0x800, 64)],
+            "post {n}: one doorbell, always in the first half (no BlueFlame offset to toggle)"
+        );
+    }
+}
+
+#[test]
+fn a_write_combining_uar_gets_blueflame_for_a_small_inline_send_only() {
+    let (first, second, third, page) = sends(true);
+    // 48 inline bytes: control (16) + header (4) + data (48) = 68 bytes, DS 5, 2 WQEBBs.
+    let bf = |half: u64| {
+        (0..16)
+            .map(|i| (page + 0x800 + half + 8 * i, 64))
+            .collect::<Vec<_>>()
+    };
+    let at = |w: &[UarWrite]| w.iter().map(|w| (w.offset, w.width)).collect::<Vec<_>>();
+    assert_eq!(at(&first), bf(0), "the whole WQE through the first half");
+    assert_eq!(
+        at(&second),
+        bf(0x100),
+        "the next one through the other half"
+    );
+    assert_eq!(
+        at(&third),
+        [(page + 0x800, 64)],
+        "a SEND of an SGE rings the 8-byte doorbell (back in the first half)"
+    );
+}
