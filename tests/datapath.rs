@@ -565,3 +565,62 @@ fn caller_allocated_memory_registers_and_receives() {
     );
     assert_eq!(b.quarantined(), mlx5::Quarantined::default());
 }
+
+/// A datagram address on a request to an RC QP is not the QP's to use: the WQE is the RC one
+/// (`fits` counts a datagram segment only on a UD QP, and the WQE now writes one only there
+/// too), for an SGE and for inline data, and the bytes arrive.
+#[test]
+fn a_datagram_address_on_an_rc_send_is_ignored() {
+    let fabric = Fabric::new();
+    let (_sim, dev) = nic(&fabric, Mode::Sync);
+    let cq = dev.create_cq(16).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
+        .unwrap();
+    let mut q = looped(&dev, &cq, cap(4, 4, 1));
+    let recv = [Sge {
+        addr: mr.addr() + 1024,
+        length: 256,
+        lkey: mr.lkey(),
+    }];
+    let data = pattern(40, 3);
+    mr.write(0, &data).unwrap();
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 40,
+        lkey: mr.lkey(),
+    }];
+    let ud = Some(UdAddr {
+        remote_qpn: 0x123,
+        qkey: 0x1111,
+        ..UdAddr::default()
+    });
+    let inline = pattern(24, 9);
+    for wr in [
+        SendWr {
+            ud,
+            ..SendWr::send(1, &sge)
+        },
+        SendWr {
+            ud,
+            payload: Payload::Inline(&inline),
+            ..SendWr::send(2, &[])
+        },
+    ] {
+        q.post_recv(&[RecvWr {
+            wr_id: 7,
+            sg_list: &recv,
+        }])
+        .unwrap();
+        q.post_send(&[wr]).unwrap();
+        let wc = wait(&cq, &dev, 2);
+        assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+        let want = match wr.payload {
+            Payload::Inline(d) => d.to_vec(),
+            Payload::Sges(_) => data.clone(),
+        };
+        let mut got = vec![0; want.len()];
+        mr.read(1024, &mut got).unwrap();
+        assert_eq!(got, want);
+    }
+}

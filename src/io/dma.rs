@@ -220,20 +220,6 @@ impl DmaBuf {
         Ok(())
     }
 
-    /// Stores one 16-byte segment given as two native words at an 8-aligned `offset` (one bounds
-    /// check, two 64-bit stores).
-    #[inline]
-    pub fn write_seg(&self, offset: usize, seg: [u64; 2]) -> Result<(), OutOfBounds> {
-        let p = self.check(offset, 16, 8)?;
-        // SAFETY: 16 bytes at `p` are in bounds and 8-aligned (checked); valid memory per the
-        // platform contract; atomic stores.
-        unsafe {
-            AtomicU64::from_ptr(p.cast()).store(seg[0], Ordering::Relaxed);
-            AtomicU64::from_ptr(p.wrapping_add(8).cast()).store(seg[1], Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
     /// Stores one whole 64-byte WQEBB, given as eight native words, at an 8-aligned `offset`
     /// (the WQE fast path: one bounds check, eight 64-bit stores).
     #[inline]
@@ -244,27 +230,6 @@ impl DmaBuf {
             // is too; valid memory per the platform contract; atomic stores.
             unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
                 .store(w, Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
-    /// Stores one whole 64-byte WQEBB given as eight big-endian words (their bytes as the device
-    /// reads them; `bb.len()` must be 8) at an 8-aligned `offset`: one bounds check, eight
-    /// 64-bit stores.
-    #[inline]
-    pub fn write_wqebb_be(&self, offset: usize, bb: &[Be64]) -> Result<(), OutOfBounds> {
-        let p = self.check(offset, 64, 8)?;
-        if bb.len() != 8 {
-            return Err(OutOfBounds {
-                offset,
-                len: bb.len() * 8,
-                size: 64,
-            });
-        }
-        for (i, w) in bb.iter().enumerate() {
-            // SAFETY: as in `write_wqebb`: word `i < 8` of the checked 64 bytes; atomic stores.
-            unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
-                .store(w.to_ne_raw(), Ordering::Relaxed);
         }
         Ok(())
     }
@@ -316,11 +281,21 @@ impl DmaBuf {
     /// CQEs), bounds-checked here once: `entries` must be a power of two whose entries fit.
     /// It is read through stretches that cannot leave it ([`DmaRing::segment`]).
     pub fn ring<const STRIDE: usize>(&self, entries: usize) -> Option<DmaRing<'_, STRIDE>> {
+        self.ring_at(0, entries)
+    }
+
+    /// The same from byte `offset` (8-aligned) on: a QP's send queue, after its receive queue.
+    pub fn ring_at<const STRIDE: usize>(
+        &self,
+        offset: usize,
+        entries: usize,
+    ) -> Option<DmaRing<'_, STRIDE>> {
         let fits = entries.is_power_of_two()
             && STRIDE % 8 == 0
-            && entries.checked_mul(STRIDE)? <= self.region.len;
+            && offset % 8 == 0
+            && entries.checked_mul(STRIDE)?.checked_add(offset)? <= self.region.len;
         fits.then_some(DmaRing {
-            base: self.region.cpu.as_ptr(),
+            base: self.region.cpu.as_ptr().wrapping_add(offset),
             mask: entries - 1,
             _buf: PhantomData,
         })
@@ -373,8 +348,9 @@ impl DmaBuf {
     }
 }
 
-/// A [`DmaBuf`]'s start seen as a ring of fixed-size entries ([`DmaBuf::ring`]), read through
-/// stretches that do not wrap ([`DmaRing::segment`]).
+/// A [`DmaBuf`]'s start (or a part from an offset on) seen as a ring of fixed-size entries
+/// ([`DmaBuf::ring`], [`DmaBuf::ring_at`]): a CQ read through stretches that do not wrap
+/// ([`DmaRing::segment`]), a send queue written by whole WQEBBs (`DmaRing<64>::write_wqebb`).
 #[derive(Debug, Clone, Copy)]
 pub struct DmaRing<'a, const STRIDE: usize> {
     /// The buffer's first byte (copied so that a loop keeps it in a register).
@@ -393,6 +369,50 @@ impl<const STRIDE: usize> DmaRing<'_, STRIDE> {
             base: self.base.wrapping_add(first * STRIDE),
             len: (self.mask + 1 - first).min(max),
             _ring: PhantomData,
+        }
+    }
+}
+
+impl DmaRing<'_, 16> {
+    /// Stores entry `j & mask` (a 16-byte segment: a receive queue's data pointer) as two
+    /// native words, relaxed, no check (the index is masked into the ring `ring_at` checked).
+    #[inline(always)]
+    pub fn write_seg(&self, j: usize, seg: [u64; 2]) {
+        let p = self.base.wrapping_add((j & self.mask) * 16);
+        // SAFETY: entry `j & mask < entries` lies inside the buffer (`ring_at` checked that
+        // `entries * 16` bytes from the ring's base fit), which the ring borrows; the base is
+        // 8-aligned, so both words are; atomic stores.
+        unsafe {
+            AtomicU64::from_ptr(p.cast()).store(seg[0], Ordering::Relaxed);
+            AtomicU64::from_ptr(p.wrapping_add(8).cast()).store(seg[1], Ordering::Relaxed);
+        }
+    }
+}
+
+impl DmaRing<'_, 64> {
+    /// Stores entry `j & mask` (a send queue's WQEBB) as eight native words: eight relaxed
+    /// 64-bit stores, no check (the index is masked into the ring `ring_at` checked).
+    #[inline(always)]
+    pub fn write_wqebb(&self, j: usize, bb: &[u64; 8]) {
+        let p = self.base.wrapping_add((j & self.mask) * 64);
+        for (i, &w) in bb.iter().enumerate() {
+            // SAFETY: entry `j & mask < entries` lies inside the buffer (`ring_at` checked that
+            // `entries * 64` bytes from the ring's base fit), which the ring borrows; the base is
+            // 8-aligned and word `i < 8` of the entry too; atomic stores.
+            unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
+                .store(w, Ordering::Relaxed);
+        }
+    }
+
+    /// Stores entry `j & mask` from up to eight big-endian words (their bytes as the device
+    /// reads them); words past `bb`'s eighth are not stored.
+    #[inline(always)]
+    pub fn write_wqebb_be(&self, j: usize, bb: &[Be64]) {
+        let p = self.base.wrapping_add((j & self.mask) * 64);
+        for (i, w) in bb.iter().take(8).enumerate() {
+            // SAFETY: as in `write_wqebb`: word `i < 8` of entry `j & mask`; atomic stores.
+            unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }
+                .store(w.to_ne_raw(), Ordering::Relaxed);
         }
     }
 }

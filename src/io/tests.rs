@@ -192,24 +192,32 @@ fn absurd_table_and_buffer_sizes_are_refused() {
 }
 
 #[test]
-fn segment_and_big_endian_wqebb_stores_check_their_bounds() {
+fn a_ring_from_an_offset_takes_whole_wqebbs_at_masked_indices() {
     let h = Heap::default();
-    let b = DmaBuf::alloc(&h, 128, 64).unwrap();
-    b.write_seg(16, [1, 2]).unwrap();
-    assert_eq!(b.read_wqebb(0).unwrap()[2..4], [1, 2]);
+    let b = DmaBuf::alloc(&h, 320, 64).unwrap();
     assert!(
-        b.write_seg(120, [0, 0]).is_err(),
-        "16 bytes from 120 leave 128"
+        b.ring_at::<64>(64, 8).is_none(),
+        "64 + 8 x 64 bytes leave 320"
     );
-    assert!(b.write_seg(4, [0, 0]).is_err(), "not 8-aligned");
+    assert!(b.ring_at::<64>(4, 4).is_none(), "not 8-aligned");
+    assert!(b.ring_at::<64>(64, 3).is_none(), "not a power of two");
+    let sq = b.ring_at::<64>(64, 4).unwrap();
+    sq.write_wqebb(5, &[7; 8]); // entry 5 & 3 = 1: bytes 128..192
+    assert_eq!(b.read_wqebb(128).unwrap(), [7; 8]);
     let words: [Be64; 8] = core::array::from_fn(|i| Be64::new(i as u64 + 1));
-    b.write_wqebb_be(64, &words).unwrap();
-    assert_eq!(b.read_be64(64 + 8 * 7).unwrap(), Be64::new(8));
-    assert!(
-        b.write_wqebb_be(64, &words[..7]).is_err(),
-        "a WQEBB is 8 words"
+    sq.write_wqebb_be(3, &words);
+    assert_eq!(b.read_be64(256 + 8 * 7).unwrap(), Be64::new(8));
+    sq.write_wqebb_be(0, &[Be64::new(9); 12]); // only 8 words are stored
+    assert_eq!(
+        b.read_wqebb(0).unwrap(),
+        [0; 8],
+        "the RQ before the ring untouched"
     );
-    assert!(b.write_wqebb_be(72, &words).is_err(), "past the end");
+    assert_eq!(b.read_be64(64 + 56).unwrap(), Be64::new(9));
+    assert_eq!(b.read_be64(128).unwrap(), Be64::from_ne_raw(7));
+    let rq = b.ring_at::<16>(0, 4).unwrap();
+    rq.write_seg(6, [3, 4]); // entry 6 & 3 = 2: bytes 32..48
+    assert_eq!(b.read_wqebb(0).unwrap()[4..6], [3, 4]);
     b.free(&h).unwrap();
 }
 
@@ -232,12 +240,13 @@ fn the_default_blueflame_copy_is_one_store_per_word_in_order_and_no_write_combin
 fn an_mmio_blueflame_copy_stores_every_word_inside_the_window_or_nothing() {
     let mut mem = [0u64; 8];
     let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
-    // SAFETY: `mem` outlives the region, which is the only way it is reached meanwhile.
-    let m = unsafe { super::MmioRegion::new(base, 64) };
-    m.write_bf(16, &[Be64::new(0xa), Be64::new(0xb)]);
-    m.write_bf(48, &[Be64::new(0xc), Be64::new(0xd), Be64::new(0xe)]); // past the end: dropped
-    m.write_bf(4, &[Be64::new(0xf)]); // misaligned: dropped
-    drop(m);
+    {
+        // SAFETY: `mem` outlives the region, which is the only way it is reached meanwhile.
+        let m = unsafe { super::MmioRegion::new(base, 64) };
+        m.write_bf(16, &[Be64::new(0xa), Be64::new(0xb)]);
+        m.write_bf(48, &[Be64::new(0xc), Be64::new(0xd), Be64::new(0xe)]); // past the end
+        m.write_bf(4, &[Be64::new(0xf)]); // misaligned
+    }
     assert_eq!(
         mem.map(|w| Be64::from_ne_raw(w).get()),
         [0, 0, 0xa, 0xb, 0, 0, 0, 0]

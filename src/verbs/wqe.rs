@@ -8,7 +8,7 @@
 use mlx5_ifc::{Be32, Be64};
 
 use crate::error::Result;
-use crate::io::{DmaBuf, OutOfBounds};
+use crate::io::{DmaRing, OutOfBounds};
 
 // The segment layouts' facts — opcodes, `fm_ce_se` bits, flags and sizes — are defined once in
 // `mlx5-ifc` (checked against `mlx5dv.h`), and shared with the simulator.
@@ -202,9 +202,7 @@ pub trait WqeSink {
 /// between WQEBBs. Bytes of the last WQEBB past the WQE's DS units are written as zeros.
 #[derive(Debug)]
 pub struct WqeBuilder<'b> {
-    buf: &'b DmaBuf,
-    base: usize,
-    mask: usize,
+    sq: DmaRing<'b, WQEBB>,
     bb: usize,
     cur: [u64; WQEBB / 8],
     /// Bytes of `cur` filled.
@@ -214,14 +212,11 @@ pub struct WqeBuilder<'b> {
 }
 
 impl<'b> WqeBuilder<'b> {
-    /// A builder for the ring of `mask + 1` WQEBBs at byte `base` of `buf`, from WQEBB `bb` on
-    /// (taken modulo the ring).
+    /// A builder for the send queue `sq`, from WQEBB `bb` on (taken modulo the ring).
     #[inline(always)]
-    pub fn new(buf: &'b DmaBuf, base: usize, mask: usize, bb: usize) -> Self {
+    pub fn new(sq: DmaRing<'b, WQEBB>, bb: usize) -> Self {
         Self {
-            buf,
-            base,
-            mask,
+            sq,
             bb,
             cur: [0; WQEBB / 8],
             fill: 0,
@@ -231,8 +226,7 @@ impl<'b> WqeBuilder<'b> {
 
     #[inline(always)]
     fn flush(&mut self) -> Result<()> {
-        let at = self.base + (self.bb & self.mask) * WQEBB;
-        self.buf.write_wqebb(at, &self.cur)?;
+        self.sq.write_wqebb(self.bb, &self.cur);
         self.bb = self.bb.wrapping_add(1);
         self.stored += 1;
         self.cur = [0; WQEBB / 8];
@@ -295,25 +289,20 @@ pub struct StagedWqe<'s> {
 }
 
 impl<'s> StagedWqe<'s> {
-    /// An empty WQE in `stage`.
+    /// An empty WQE of `nbb` WQEBBs (at most [`BF_CHUNK`]) in `stage`: its last WQEBB is
+    /// cleared first (eight stores, no loop), so the words past the WQE's DS units are zeros.
     #[inline(always)]
-    pub fn new(stage: &'s mut BfStage) -> Self {
+    pub fn new(stage: &'s mut BfStage, nbb: usize) -> Self {
+        let last = nbb.clamp(1, BF_CHUNK) - 1;
+        stage[last * 8..last * 8 + 8].fill(Be64::default());
         Self { stage, len: 0 }
     }
 
-    /// Zeros the stage past the WQE up to `nbb` WQEBBs and stores those into the ring of
-    /// `mask + 1` WQEBBs at byte `base` of `buf`, from WQEBB `bb` on (taken modulo the ring).
-    /// A WQE longer than `nbb ≤ BF_CHUNK` WQEBBs (its words wrapped in the stage) is refused
-    /// before anything is stored.
+    /// Stores the WQE's `nbb` WQEBBs (as given to `new`) into the send queue `sq` from WQEBB
+    /// `bb` on (taken modulo the ring). A WQE longer than `nbb ≤ BF_CHUNK` WQEBBs (its words
+    /// wrapped in the stage) is refused before anything is stored.
     #[inline(always)]
-    pub fn finish(
-        self,
-        buf: &DmaBuf,
-        base: usize,
-        mask: usize,
-        bb: usize,
-        nbb: usize,
-    ) -> Result<()> {
+    pub fn finish(self, sq: DmaRing<'_, WQEBB>, bb: usize, nbb: usize) -> Result<()> {
         let end = nbb * (WQEBB / 8);
         if self.len > end || end > STAGE_WORDS {
             return Err(OutOfBounds {
@@ -323,12 +312,8 @@ impl<'s> StagedWqe<'s> {
             }
             .into());
         }
-        // Fewer than 8 words: a loop of stores rather than a call to `memset`.
-        for j in self.len..end {
-            self.stage[j % STAGE_WORDS] = Be64::default();
-        }
         for (q, words) in self.stage[..end].chunks_exact(WQEBB / 8).enumerate() {
-            buf.write_wqebb_be(base + (bb.wrapping_add(q) & mask) * WQEBB, words)?;
+            sq.write_wqebb_be(bb.wrapping_add(q), words);
         }
         Ok(())
     }
@@ -356,6 +341,34 @@ impl WqeSink for StagedWqe<'_> {
             self.put_word(0)?;
         }
         Ok(())
+    }
+
+    /// The data's whole words are copied into the stage as they lie in memory (the stage holds
+    /// the device's byte image): a plain copy the compiler may vectorize.
+    #[inline(always)]
+    fn put_inline(&mut self, data: &[u8]) -> Result<()> {
+        let hdr = u64::from(u32::from_le_bytes(
+            Be32::new(INLINE_SEG | data.len() as u32).to_bytes(),
+        ));
+        let (head, rest) = data.split_at(data.len().min(4));
+        self.put_word(u64::from_le(hdr | le_bytes(head) << 32))?;
+        let words = rest.chunks_exact(8);
+        let tail = words.remainder();
+        let n = words.len();
+        match self.stage.get_mut(self.len..self.len + n) {
+            Some(dst) => {
+                for (d, c) in dst.iter_mut().zip(words) {
+                    *d = Be64::from_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                }
+                self.len += n;
+            }
+            // Longer than the stage: `finish` refuses it.
+            None => self.len += n,
+        }
+        if !tail.is_empty() {
+            self.put_word(u64::from_le(le_bytes(tail)))?;
+        }
+        self.pad()
     }
 }
 

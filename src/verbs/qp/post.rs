@@ -8,10 +8,10 @@
 use mlx5_ifc::{regs, Be32, Be64};
 
 use super::create::{Qp, QpRing};
-use super::sizing::{QpType, SendOps};
+use super::sizing::{QpLayout, QpType, SendOps};
 use super::state::QpState;
 use crate::error::{Error, Result};
-use crate::io::{barrier, OutOfBounds, PairRing};
+use crate::io::{barrier, DmaRing, OutOfBounds, PairRing};
 use crate::platform::Platform;
 use crate::verbs::cq::WcOpcode;
 use crate::verbs::wqe::{
@@ -187,17 +187,69 @@ fn desc_of(m: u64) -> u64 {
 struct WqeHead {
     qpn: u32,
     sig_all: bool,
+    /// A UD QP: its WQEs carry the request's datagram segment.
+    ud: bool,
 }
 
 /// Where the send queue lies in the QP's ring buffer (computed once per `post_send`).
 #[derive(Clone, Copy)]
 struct SqPlace<'t> {
-    /// Byte offset of WQEBB 0 (after the RQ).
-    base: usize,
+    /// The send queue's WQEBBs (after the RQ in the ring buffer; checked once).
+    ring: DmaRing<'t, WQEBB>,
     /// WQEBBs − 1.
     mask: usize,
     /// The work-request table's wr_id/descriptor pairs, one per WQEBB (checked once).
     pairs: PairRing<'t>,
+}
+
+/// The state and queue checks every post makes first (`wrs` requests on QP `qpn`, in
+/// `state`): the ring buffer and the send queue's WQEBBs.
+#[inline(always)]
+fn send_queue<'r>(
+    state: QpState,
+    qpn: u32,
+    ring: &'r Option<QpRing>,
+    layout: &QpLayout,
+    wrs: usize,
+) -> Result<(&'r QpRing, u32)> {
+    if state != QpState::Rts {
+        return Err(Error::QpState {
+            qpn,
+            state,
+            op: "post_send",
+        });
+    }
+    let bbs = layout.sq_wqebb_cnt;
+    match ring.as_ref().filter(|_| bbs > 0) {
+        Some(ring) => Ok((ring, bbs)),
+        None => Err(refuse(
+            "post_send",
+            "max_send_wr",
+            wrs as u64,
+            0,
+            "the QP has no send queue",
+        )),
+    }
+}
+
+/// The send queue of `ring` (`bbs` WQEBBs after the RQ) and its work-request table, each
+/// checked once for the post.
+#[inline(always)]
+fn sq_place<'t>(ring: &'t QpRing, layout: &QpLayout, bbs: u32) -> Result<SqPlace<'t>> {
+    let internal = |offset, len, size| Error::Internal(OutOfBounds { offset, len, size });
+    let bbs = bbs as usize;
+    let Some(pairs) = ring.sq.pairs(sq_table::WRID, bbs) else {
+        return Err(internal(sq_table::WRID, 2 * bbs, ring.sq.words()));
+    };
+    let base = layout.rq_bytes() as usize;
+    let Some(sq_ring) = ring.buf.buf().ring_at::<WQEBB>(base, bbs) else {
+        return Err(internal(base, bbs * WQEBB, ring.buf.buf().len()));
+    };
+    Ok(SqPlace {
+        ring: sq_ring,
+        mask: bbs - 1,
+        pairs,
+    })
 }
 
 /// Data segments (zero-length SGEs are skipped) and bytes of a gather list.
@@ -239,6 +291,63 @@ impl<P: Platform> Qp<'_, P> {
     /// sizes of a request the QP takes, `None` for one it refuses.
     #[inline(always)]
     fn fits(&self, wr: &SendWr<'_>) -> Option<u64> {
+        // The common shape — no atomic, at most one SGE, not UD — in a straight line: the same
+        // checks as `fits_any`, with what this shape makes constant folded.
+        if let (Payload::Sges(sg @ ([] | [_])), false) = (wr.payload, self.qp_type == QpType::Ud) {
+            let (op, op_set, wc_op, ds) = match wr.op {
+                SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 1),
+                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, 1),
+                SendOp::Write { .. } => {
+                    (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 2)
+                }
+                SendOp::WriteImm { .. } => (
+                    opcode::RDMA_WRITE_IMM,
+                    SendOps::WRITE_IMM,
+                    WcOpcode::RdmaWrite,
+                    2,
+                ),
+                SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, WcOpcode::RdmaRead, 2),
+                SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return self.fits_any(wr),
+            };
+            let (segs, bytes) = gather_size(sg);
+            let ds = ds + segs;
+            let ok = self.ops.contains(op_set)
+                && sg.len() as u64 <= u64::from(self.cap.max_send_sge)
+                && ds * DS <= self.layout.sq_wqe_bytes as usize
+                && bytes <= self.max_msg;
+            return ok.then(|| pack((ds as u8, 1, bytes as u32), op, wc_op));
+        }
+        // A SEND or WRITE of inline data on a QP that is not UD, likewise.
+        if let (Payload::Inline(data), false) = (wr.payload, self.qp_type == QpType::Ud) {
+            let (op, op_set, wc_op, ds) = match wr.op {
+                SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 1),
+                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, 1),
+                SendOp::Write { .. } => {
+                    (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 2)
+                }
+                SendOp::WriteImm { .. } => (
+                    opcode::RDMA_WRITE_IMM,
+                    SendOps::WRITE_IMM,
+                    WcOpcode::RdmaWrite,
+                    2,
+                ),
+                _ => return self.fits_any(wr),
+            };
+            let ds = ds + (4 + data.len()).div_ceil(DS);
+            let ok = self.ops.contains(op_set)
+                && data.len() as u64 <= u64::from(self.cap.max_inline_data)
+                && ds <= MAX_DS
+                && ds * DS <= self.layout.sq_wqe_bytes as usize
+                && data.len() as u64 <= self.max_msg;
+            let nbb = (ds * DS).div_ceil(WQEBB) as u32;
+            return ok.then(|| pack((ds as u8, nbb, data.len() as u32), op, wc_op));
+        }
+        self.fits_any(wr)
+    }
+
+    /// [`Self::fits`] for any request.
+    #[inline(always)]
+    fn fits_any(&self, wr: &SendWr<'_>) -> Option<u64> {
         let (op, op_set, wc_op, _) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return None;
@@ -415,71 +524,60 @@ impl<P: Platform> Qp<'_, P> {
 
     /// Posts a list of send work requests (`ibv_post_send`) and rings one doorbell. Every
     /// request is checked first; if one is refused, none is posted.
+    #[inline]
     pub fn post_send(&mut self, wrs: &[SendWr<'_>]) -> Result<()> {
-        if self.state != QpState::Rts {
-            return Err(Error::QpState {
-                qpn: self.qpn,
-                state: self.state,
-                op: "post_send",
-            });
+        match wrs {
+            [wr] => self.post_one(wr),
+            _ => self.post_list(wrs),
         }
-        let bbs = self.layout.sq_wqebb_cnt;
-        let Some(ring) = self.ring.as_ref().filter(|_| bbs > 0) else {
-            return Err(refuse(
-                "post_send",
-                "max_send_wr",
-                wrs.len() as u64,
-                0,
-                "the QP has no send queue",
-            ));
-        };
-        // The send queue's place in the ring buffer, once per call.
-        let pairs = ring.sq.pairs(sq_table::WRID, bbs as usize).ok_or_else(|| {
-            Error::Internal(OutOfBounds {
-                offset: sq_table::WRID,
-                len: 2 * bbs as usize,
-                size: ring.sq.words(),
-            })
-        })?;
-        let sq = SqPlace {
-            base: self.layout.rq_bytes() as usize,
-            mask: bbs as usize - 1,
-            pairs,
-        };
-        let tail = ring.sq.load(sq_table::TAIL);
-        let used = self.cur_post.wrapping_sub(tail);
-        let full = |need: u64| {
-            (used.saturating_add(need) > u64::from(bbs)).then_some(Error::QueueFull {
-                qpn: self.qpn,
-                queue: "send queue",
-                outstanding: used,
-                limit: u64::from(bbs),
-            })
-        };
+    }
+
+    /// The send queue refuses `need` more WQEBBs with `used` of `bbs` outstanding.
+    #[cold]
+    fn queue_full(&self, used: u64, bbs: u32) -> Error {
+        Error::QueueFull {
+            qpn: self.qpn,
+            queue: "send queue",
+            outstanding: used,
+            limit: u64::from(bbs),
+        }
+    }
+
+    /// One request (the latency case): no table of sizes.
+    #[inline(never)]
+    fn post_one(&mut self, wr: &SendWr<'_>) -> Result<()> {
+        let (ring, bbs) = send_queue(self.state, self.qpn, &self.ring, &self.layout, 1)?;
+        let sq = sq_place(ring, &self.layout, bbs)?;
+        let m = self.measure(wr)?;
+        let nbb = nbb_of(m);
+        let used = self.cur_post.wrapping_sub(ring.sq.load(sq_table::TAIL));
+        if used.saturating_add(u64::from(nbb)) > u64::from(bbs) {
+            return Err(self.queue_full(used, bbs));
+        }
         let head = WqeHead {
             qpn: self.qpn,
             sig_all: self.sq_sig_all,
+            ud: self.qp_type == QpType::Ud,
         };
-        // One request (the latency case): no table of sizes.
-        if let [wr] = wrs {
-            let m = self.measure(wr)?;
-            let nbb = nbb_of(m);
-            if let Some(e) = full(u64::from(nbb)) {
-                return Err(e);
-            }
-            // BlueFlame for a small inline WQE: its WQEBBs are kept for the copy as written.
-            let bf = self.bf_half > 0
-                && matches!(wr.payload, Payload::Inline(_))
-                && nbb as usize <= BF_CHUNK
-                && nbb as usize * WQEBB <= self.bf_half as usize;
-            let stage = bf.then_some(&mut self.bf_stage);
-            let first = write_wqe(ring, sq, head, self.cur_post, wr, m, stage)?;
-            self.cur_post += u64::from(nbb);
-            ring.sq.store(sq_table::HEAD, self.cur_post);
-            return self.ring_send_doorbell(first, bf, nbb);
-        }
-        // Check every request first (nothing is posted if one is refused); keep the sizes of the
-        // first ones so the write pass does not measure them again.
+        // BlueFlame for a small inline WQE: it is built in the stage, the copy's source.
+        let bf = self.bf_half > 0
+            && matches!(wr.payload, Payload::Inline(_))
+            && nbb as usize <= BF_CHUNK
+            && nbb as usize * WQEBB <= self.bf_half as usize;
+        let stage = bf.then_some(&mut self.bf_stage);
+        let first = write_wqe(sq, head, self.cur_post, wr, m, stage)?;
+        self.cur_post += u64::from(nbb);
+        ring.sq.store(sq_table::HEAD, self.cur_post);
+        self.ring_send_doorbell(first, bf, nbb)
+    }
+
+    /// A list: every request is checked first (nothing is posted if one is refused), then
+    /// written, then one doorbell.
+    #[inline(never)]
+    fn post_list(&mut self, wrs: &[SendWr<'_>]) -> Result<()> {
+        let (ring, bbs) = send_queue(self.state, self.qpn, &self.ring, &self.layout, wrs.len())?;
+        let sq = sq_place(ring, &self.layout, bbs)?;
+        // The sizes of the first ones are kept so the write pass does not measure them again.
         let mut sizes = [0u64; MEASURED];
         let mut need = 0u64;
         for (i, wr) in wrs.iter().enumerate() {
@@ -489,9 +587,15 @@ impl<P: Platform> Qp<'_, P> {
             }
             need += (m >> 8) & 0xff;
         }
-        if let Some(e) = full(need) {
-            return Err(e);
+        let used = self.cur_post.wrapping_sub(ring.sq.load(sq_table::TAIL));
+        if used.saturating_add(need) > u64::from(bbs) {
+            return Err(self.queue_full(used, bbs));
         }
+        let head = WqeHead {
+            qpn: self.qpn,
+            sig_all: self.sq_sig_all,
+            ud: self.qp_type == QpType::Ud,
+        };
         let mut first = 0u64;
         let mut last_nbb = 0;
         for (i, wr) in wrs.iter().enumerate() {
@@ -499,7 +603,7 @@ impl<P: Platform> Qp<'_, P> {
                 Some(&m) => m,
                 None => self.measure(wr)?,
             };
-            first = write_wqe(ring, sq, head, self.cur_post, wr, m, None)?;
+            first = write_wqe(sq, head, self.cur_post, wr, m, None)?;
             last_nbb = nbb_of(m);
             self.cur_post += u64::from(last_nbb);
         }
@@ -515,7 +619,7 @@ impl<P: Platform> Qp<'_, P> {
     /// only when the UAR is mapped write-combining: `bf_half` is 0 otherwise), else the 8-byte
     /// doorbell. The barriers are rdma-core's at the same places (`uar_wc_start`,
     /// `uar_wc_flush`).
-    #[inline]
+    #[inline(always)]
     fn ring_send_doorbell(&mut self, first: u64, bf: bool, nbb: u32) -> Result<()> {
         let Some(ring) = self.ring.as_ref() else {
             return Ok(());
@@ -607,25 +711,30 @@ impl<P: Platform> Qp<'_, P> {
                 limit: cnt,
             });
         }
-        let stride = self.layout.rq_stride_bytes as usize;
-        let buf = ring.buf.buf();
+        // The RQ as a ring of 16-byte segments and its table's pairs, each checked once.
+        let per = max_sge as usize;
+        let internal = |offset, len, size| Error::Internal(OutOfBounds { offset, len, size });
+        let Some(segs) = ring.buf.buf().ring_at::<DS>(0, cnt as usize * per) else {
+            return Err(internal(0, cnt as usize * per * DS, ring.buf.buf().len()));
+        };
+        let Some(pairs) = rq.pairs(rq_table::WRID, cnt as usize) else {
+            return Err(internal(rq_table::WRID, 2 * cnt as usize, rq.words()));
+        };
         for wr in wrs {
             let slot = (self.rq_head & (cnt - 1)) as usize;
-            let mut at = slot * stride;
-            let mut used_segs = 0;
+            let mut at = slot * per;
             let mut cap = 0u64;
             for s in wr.sg_list {
                 cap += u64::from(s.length);
                 if s.length > 0 {
-                    buf.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr))?;
-                    at += DS;
-                    used_segs += 1;
+                    segs.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr));
+                    at += 1;
                 }
             }
-            if (used_segs as u64) < max_sge {
-                buf.write_seg(at, wqe::data_words(0, INVALID_LKEY, 0))?;
+            if at < slot * per + per {
+                segs.write_seg(at, wqe::data_words(0, INVALID_LKEY, 0));
             }
-            rq.store_pair_relaxed(rq_table::wrid(slot), wr.wr_id, cap);
+            pairs.store_relaxed(slot, wr.wr_id, cap);
             self.rq_head += 1;
         }
         rq.store(rq_table::HEAD, self.rq_head);
@@ -641,7 +750,6 @@ impl<P: Platform> Qp<'_, P> {
 /// control segment (for the doorbell).
 #[inline(always)]
 fn write_wqe(
-    ring: &QpRing,
     sq: SqPlace,
     head: WqeHead,
     cur_post: u64,
@@ -668,7 +776,7 @@ fn write_wqe(
     let c = wqe::ctrl_words(op, cur_post as u16, head.qpn, ds, fl, imm);
     // The common shape, one SGE of data and no datagram, takes one WQEBB whose words are at
     // known places: built in registers and stored whole.
-    if let (Payload::Sges([sge]), None) = (wr.payload, wr.ud.as_ref()) {
+    if let (Payload::Sges([sge]), false) = (wr.payload, head.ud) {
         let data = wqe::data_words(sge.length, sge.lkey, sge.addr);
         let segs = match wr.op {
             SendOp::Send | SendOp::SendImm(_) => Some((data, [0, 0])),
@@ -683,21 +791,20 @@ fn write_wqe(
         };
         if let (Some((s1, s2)), true) = (segs, sge.length > 0) {
             let bb = [c[0], c[1], s1[0], s1[1], s2[0], s2[1], 0, 0];
-            ring.buf.buf().write_wqebb(sq.base + idx * WQEBB, &bb)?;
+            sq.ring.write_wqebb(idx, &bb);
             sq.pairs.store_relaxed(idx, wr.wr_id, desc_of(m));
             return Ok(c[0]);
         }
     }
-    let buf = ring.buf.buf();
     match stage {
         Some(stage) => {
-            let mut w = StagedWqe::new(stage);
-            segments(&mut w, wr, c)?;
-            w.finish(buf, sq.base, sq.mask, idx, nbb_of(m) as usize)?;
+            let mut w = StagedWqe::new(stage, nbb_of(m) as usize);
+            segments(&mut w, head, wr, c)?;
+            w.finish(sq.ring, idx, nbb_of(m) as usize)?;
         }
         None => {
-            let mut w = WqeBuilder::new(buf, sq.base, sq.mask, idx);
-            segments(&mut w, wr, c)?;
+            let mut w = WqeBuilder::new(sq.ring, idx);
+            segments(&mut w, head, wr, c)?;
             w.finish()?;
         }
     }
@@ -708,9 +815,10 @@ fn write_wqe(
 
 /// The segments of a send WQE after its control segment `c`, in order, into `w`.
 #[inline(always)]
-fn segments<W: WqeSink>(w: &mut W, wr: &SendWr<'_>, c: [u64; 2]) -> Result<()> {
+fn segments<W: WqeSink>(w: &mut W, head: WqeHead, wr: &SendWr<'_>, c: [u64; 2]) -> Result<()> {
     w.put(c)?;
-    if let Some(ud) = &wr.ud {
+    // Only a UD QP's WQEs have a datagram segment (`fits` counted it only there).
+    if let (true, Some(ud)) = (head.ud, &wr.ud) {
         w.put_bytes(&wqe::datagram(ud))?;
     }
     match wr.op {

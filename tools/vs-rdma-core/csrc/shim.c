@@ -140,7 +140,11 @@ struct theirs *theirs_new(const struct theirs_cfg *cfg)
 		return NULL;
 	}
 
-	/* The context: only what post and poll read. */
+	/* The context: only what post and poll read, and the verbs an application calls through
+	 * (ibv_post_send, ibv_post_recv and ibv_poll_cq are inline calls through these). */
+	t->ctx->ibv_ctx.context.ops.post_send = mlx5_post_send;
+	t->ctx->ibv_ctx.context.ops.post_recv = mlx5_post_recv;
+	t->ctx->ibv_ctx.context.ops.poll_cq = mlx5_poll_cq;
 	t->ctx->dbg_fp = stderr;
 	t->ctx->shut_up_bf = 0;
 	t->ctx->prefer_bf = 0;
@@ -285,7 +289,8 @@ int theirs_set_sends(struct theirs *t, uint32_t slot, uint32_t n, uint64_t addr,
 	return 0;
 }
 
-/* mlx5_post_send of list `slot`, `times` times: 0, or the first error. */
+/* ibv_post_send (the provider's mlx5_post_send) of list `slot`, `times` times: 0, or the first
+ * error. */
 int theirs_post_send(struct theirs *t, uint32_t slot, uint64_t times)
 {
 	struct ibv_send_wr *bad;
@@ -294,7 +299,7 @@ int theirs_post_send(struct theirs *t, uint32_t slot, uint64_t times)
 	int err;
 
 	for (i = 0; i < times; i++) {
-		err = mlx5_post_send(&t->qp->verbs_qp.qp, wr, &bad);
+		err = ibv_post_send(&t->qp->verbs_qp.qp, wr, &bad);
 		if (err)
 			return err;
 	}
@@ -313,7 +318,8 @@ void theirs_set_recv(struct theirs *t, uint64_t wr_id, uint64_t addr, uint32_t l
 	t->recv.num_sge = 1;
 }
 
-/* mlx5_post_recv of the receive work request, `times` times: 0, or the first error. */
+/* ibv_post_recv (mlx5_post_recv) of the receive work request, `times` times: 0, or the first
+ * error. */
 int theirs_post_recv(struct theirs *t, uint64_t times)
 {
 	struct ibv_recv_wr *bad;
@@ -321,7 +327,7 @@ int theirs_post_recv(struct theirs *t, uint64_t times)
 	int err;
 
 	for (i = 0; i < times; i++) {
-		err = mlx5_post_recv(&t->qp->verbs_qp.qp, &t->recv, &bad);
+		err = ibv_post_recv(&t->qp->verbs_qp.qp, &t->recv, &bad);
 		if (err)
 			return err;
 	}
@@ -344,8 +350,8 @@ void theirs_write_cqe(struct theirs *t, uint32_t slot, const uint8_t img[64])
 	__atomic_store_n(&dst[7], w, __ATOMIC_RELEASE);
 }
 
-/* mlx5_poll_cq until `total` completions, `per_call` at a time: the number polled, or -1 on
- * an error (CQ_POLL_ERR) or an empty CQ before `total`. */
+/* ibv_poll_cq (mlx5_poll_cq) until `total` completions, `per_call` at a time: the number
+ * polled, or -1 on an error (CQ_POLL_ERR) or an empty CQ before `total`. */
 int theirs_poll(struct theirs *t, uint32_t total, uint32_t per_call)
 {
 	uint32_t got = 0;
@@ -356,7 +362,7 @@ int theirs_poll(struct theirs *t, uint32_t total, uint32_t per_call)
 	while (got < total) {
 		uint32_t want = total - got < per_call ? total - got : per_call;
 
-		n = mlx5_poll_cq(&t->cq->verbs_cq.cq, (int)want, t->wc + got);
+		n = ibv_poll_cq(&t->cq->verbs_cq.cq, (int)want, t->wc + got);
 		if (n <= 0)
 			return -1;
 		got += (uint32_t)n;
