@@ -301,6 +301,35 @@ impl DmaBuf {
         })
     }
 
+    /// Where a ring of `entries` entries of `STRIDE` bytes from byte `offset` on lies, checked
+    /// here once (as [`DmaBuf::ring_at`]) so that [`DmaBuf::ring_of`] needs one compare.
+    pub fn ring_geometry<const STRIDE: usize>(
+        &self,
+        offset: usize,
+        entries: usize,
+    ) -> Option<RingGeometry<STRIDE>> {
+        self.ring_at::<STRIDE>(offset, entries)?;
+        Some(RingGeometry {
+            offset,
+            mask: entries - 1,
+            end: offset + entries * STRIDE,
+        })
+    }
+
+    /// The ring `g` describes, if this buffer holds it (is at least `g`'s end long: the only
+    /// thing `ring_geometry` checked that depends on the buffer).
+    #[inline(always)]
+    pub fn ring_of<const STRIDE: usize>(
+        &self,
+        g: &RingGeometry<STRIDE>,
+    ) -> Option<DmaRing<'_, STRIDE>> {
+        (g.end <= self.region.len).then(|| DmaRing {
+            base: self.region.cpu.as_ptr().wrapping_add(g.offset),
+            mask: g.mask,
+            _buf: PhantomData,
+        })
+    }
+
     /// Copies `src` into the buffer at `offset`.
     pub fn write_bytes(&self, offset: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(offset, src.len(), 1)?;
@@ -348,6 +377,16 @@ impl DmaBuf {
     }
 }
 
+/// A ring's place in a [`DmaBuf`] ([`DmaBuf::ring_geometry`]): power-of-two entries of
+/// `STRIDE` bytes (a multiple of 8) from an 8-aligned offset, ending at `end` — facts that hold
+/// for every buffer at least `end` bytes long, which is all [`DmaBuf::ring_of`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingGeometry<const STRIDE: usize> {
+    offset: usize,
+    mask: usize,
+    end: usize,
+}
+
 /// A [`DmaBuf`]'s start (or a part from an offset on) seen as a ring of fixed-size entries
 /// ([`DmaBuf::ring`], [`DmaBuf::ring_at`]): a CQ read through stretches that do not wrap
 /// ([`DmaRing::segment`]), a send queue written by whole WQEBBs (`DmaRing<64>::write_wqebb`).
@@ -379,9 +418,9 @@ impl DmaRing<'_, 16> {
     #[inline(always)]
     pub fn write_seg(&self, j: usize, seg: [u64; 2]) {
         let p = self.base.wrapping_add((j & self.mask) * 16);
-        // SAFETY: entry `j & mask < entries` lies inside the buffer (`ring_at` checked that
-        // `entries * 16` bytes from the ring's base fit), which the ring borrows; the base is
-        // 8-aligned, so both words are; atomic stores.
+        // SAFETY: entry `j & mask < entries` lies inside the buffer (`ring_at`, or
+        // `ring_geometry` with `ring_of`, checked that `entries * 16` bytes from the ring's base
+        // fit), which the ring borrows; the base is 8-aligned, so both words are; atomic stores.
         unsafe {
             AtomicU64::from_ptr(p.cast()).store(seg[0], Ordering::Relaxed);
             AtomicU64::from_ptr(p.wrapping_add(8).cast()).store(seg[1], Ordering::Relaxed);
@@ -396,7 +435,8 @@ impl DmaRing<'_, 64> {
     pub fn write_wqebb(&self, j: usize, bb: &[u64; 8]) {
         let p = self.base.wrapping_add((j & self.mask) * 64);
         for (i, &w) in bb.iter().enumerate() {
-            // SAFETY: entry `j & mask < entries` lies inside the buffer (`ring_at` checked that
+            // SAFETY: entry `j & mask < entries` lies inside the buffer (`ring_at`, or
+            // `ring_geometry` with `ring_of` checking this buffer's length, checked that
             // `entries * 64` bytes from the ring's base fit), which the ring borrows; the base is
             // 8-aligned and word `i < 8` of the entry too; atomic stores.
             unsafe { AtomicU64::from_ptr(p.wrapping_add(i * 8).cast()) }

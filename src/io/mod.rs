@@ -18,9 +18,9 @@ pub mod sim;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds};
+pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds, RingGeometry};
 pub use mmio::MmioRegion;
-pub use shared::{PairRing, SharedTable};
+pub use shared::{PairGeometry, PairRing, SharedTable};
 
 /// Sends one firmware command as given (`input` is the whole command input, its header
 /// included; `output` receives the whole output) on `dev`'s command queue, bypassing every

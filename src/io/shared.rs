@@ -167,6 +167,28 @@ impl SharedTable {
         })
     }
 
+    /// Where `entries` pairs from word `first` on lie, checked here once (as
+    /// [`SharedTable::pairs`]) so that [`SharedTable::pairs_of`] needs one compare.
+    pub fn pair_geometry(&self, first: usize, entries: usize) -> Option<PairGeometry> {
+        self.pairs(first, entries)?;
+        Some(PairGeometry {
+            first,
+            mask: entries - 1,
+            end: first + 2 * entries,
+        })
+    }
+
+    /// The pairs `g` describes, if this table holds them (has at least `g`'s end words: the
+    /// only thing `pair_geometry` checked that depends on the table).
+    #[inline(always)]
+    pub fn pairs_of(&self, g: &PairGeometry) -> Option<PairRing<'_>> {
+        (g.end <= self.words).then(|| PairRing {
+            base: self.base.as_ptr().wrapping_add(HEADER + g.first * 8),
+            mask: g.mask,
+            _table: PhantomData,
+        })
+    }
+
     /// Hints the CPU to bring the cache line of word `i` closer; nothing when out of range.
     #[inline(always)]
     pub fn prefetch(&self, i: usize) {
@@ -192,6 +214,16 @@ impl SharedTable {
     }
 }
 
+/// The place of a power-of-two number of word pairs in a [`SharedTable`]
+/// ([`SharedTable::pair_geometry`]), ending at word `end`: it holds for every table at least
+/// `end` words long, which is all [`SharedTable::pairs_of`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairGeometry {
+    first: usize,
+    mask: usize,
+    end: usize,
+}
+
 /// Pairs of words of a [`SharedTable`] ([`SharedTable::pairs`]), indexed with a mask so that no
 /// access needs a run-time bounds check.
 #[derive(Debug, Clone, Copy)]
@@ -208,7 +240,8 @@ impl PairRing<'_> {
     pub fn load_relaxed(&self, i: usize) -> (u64, u64) {
         let p = self.base.wrapping_add(16 * (i & self.mask));
         // SAFETY: pair `i & mask` is words `first + 2 * (i & mask)` and the next, both below
-        // `first + 2 * entries <= words` (checked by `pairs`), so inside the allocation;
+        // `first + 2 * entries <= words` (checked by `pairs`, or by `pair_geometry` with
+        // `pairs_of` checking this table's words), so inside the allocation;
         // 8-aligned; valid while the table exists (borrowed); only atomics touch them.
         let (a, b) = unsafe {
             (

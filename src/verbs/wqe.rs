@@ -144,8 +144,17 @@ pub const BF_CHUNK: usize = 4;
 const STAGE_WORDS: usize = BF_CHUNK * WQEBB / 8;
 
 /// A BlueFlame WQE's words as written to the ring (the copy's source: kept by the QP, so that
-/// the copy needs neither a read-back of the ring nor a buffer cleared per post).
-pub type BfStage = [Be64; STAGE_WORDS];
+/// the copy needs neither a read-back of the ring nor a buffer cleared per post). Aligned like
+/// the WQEBBs it holds, so that each is one cache line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(align(64))]
+pub struct BfStage(pub [Be64; STAGE_WORDS]);
+
+impl Default for BfStage {
+    fn default() -> Self {
+        Self([Be64::default(); STAGE_WORDS])
+    }
+}
 
 /// Where a send WQE's segments go, in order: [`WqeBuilder`] (into the ring, one WQEBB at a
 /// time) or [`StagedWqe`] (into a [`BfStage`], then the ring).
@@ -283,7 +292,7 @@ impl WqeSink for WqeBuilder<'_> {
 /// its WQEBBs into the ring from there: the stage then holds the BlueFlame copy's source.
 #[derive(Debug)]
 pub struct StagedWqe<'s> {
-    stage: &'s mut BfStage,
+    stage: &'s mut [Be64; STAGE_WORDS],
     /// Words written.
     len: usize,
 }
@@ -293,6 +302,7 @@ impl<'s> StagedWqe<'s> {
     /// cleared first (eight stores, no loop), so the words past the WQE's DS units are zeros.
     #[inline(always)]
     pub fn new(stage: &'s mut BfStage, nbb: usize) -> Self {
+        let stage = &mut stage.0;
         let last = nbb.clamp(1, BF_CHUNK) - 1;
         stage[last * 8..last * 8 + 8].fill(Be64::default());
         Self { stage, len: 0 }

@@ -53,13 +53,24 @@ const LOG_CQ: u32 = 12;
 /// Completions per poll measurement.
 const POLLED: u32 = 256;
 
+/// A page of memory standing in for a UAR page, page-aligned as theirs (and a mapped UAR) is.
+#[repr(align(4096))]
+struct UarPage([AtomicU64; UAR_WORDS]);
+
+impl std::ops::Deref for UarPage {
+    type Target = [AtomicU64; UAR_WORDS];
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
 /// The simulator as a platform whose UAR stores can be sent to an ordinary page instead ("null
 /// device"), with write-combining UARs (BlueFlame on).
 #[derive(Clone)]
 struct NullUar {
     sim: SimPlatform,
     null: Arc<AtomicBool>,
-    page: Arc<[AtomicU64; UAR_WORDS]>,
+    page: Arc<UarPage>,
     allocs: Arc<Mutex<Vec<DmaRegion>>>,
 }
 
@@ -68,7 +79,7 @@ impl NullUar {
         NullUar {
             sim: SimPlatform::new(sim),
             null: Default::default(),
-            page: Arc::new([const { AtomicU64::new(0) }; UAR_WORDS]),
+            page: Arc::new(UarPage([const { AtomicU64::new(0) }; UAR_WORDS])),
             allocs: Default::default(),
         }
     }

@@ -65,13 +65,16 @@ pub struct DmaBlock {
     pub iova: u64,
     /// Length in bytes, as asked for.
     pub len: usize,
-    /// The host address of the first byte (8-byte aligned).
+    /// The host address of the first byte, aligned as asked (at least to 8 bytes).
     pub host: NonNull<u8>,
 }
 
 struct Mapping {
     len: usize,
     words: Arc<[AtomicU64]>,
+    /// Words of `words` before the allocation's first byte (so that the host address is
+    /// aligned as asked).
+    skip: usize,
 }
 
 /// A device access hit no live mapping.
@@ -94,7 +97,9 @@ impl Iommu {
         }
     }
 
-    /// Allocates and maps `len` zeroed bytes at an IOVA aligned to `max(align, 4 KiB)`.
+    /// Allocates and maps `len` zeroed bytes at an IOVA aligned to `max(align, 4 KiB)`, at a
+    /// host address aligned to `align` (as a platform's DMA memory is: a ring asked page-aligned
+    /// starts a cache line, so a WQEBB or CQE is one line, not two).
     pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
         if len == 0 {
             return Err(SimError::DmaZeroLength);
@@ -109,17 +114,28 @@ impl Iommu {
                 limit: MAX_DMA_BYTES,
             });
         }
+        let host_align = align.max(8);
         let align = (align as u64).max(IOVA_PAGE);
         let iova = self.next.next_multiple_of(align);
         let pages = (len as u64).div_ceil(IOVA_PAGE);
         // One unmapped guard page after every allocation catches overruns into a neighbour.
         self.next = iova + (pages + 1) * IOVA_PAGE;
-        let words: Arc<[AtomicU64]> = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        // The host address is aligned as asked too (as a platform's DMA memory is): the block
+        // has room for the words skipped to reach the alignment.
+        let extra = host_align / 8 - 1;
+        let words: Arc<[AtomicU64]> = (0..len.div_ceil(8) + extra)
+            .map(|_| AtomicU64::new(0))
+            .collect();
         // `Arc::as_ptr` goes through no reference: the pointer has the heap block's provenance.
-        // (It is never null; the error only avoids a panic path.)
-        let host = NonNull::new(Arc::as_ptr(&words).cast::<u8>().cast_mut())
-            .ok_or(SimError::DmaZeroLength)?;
-        self.maps.insert(iova, Mapping { len, words });
+        let first = Arc::as_ptr(&words).cast::<u8>().cast_mut();
+        let skip = (first as usize)
+            .next_multiple_of(host_align)
+            .wrapping_sub(first as usize)
+            / 8;
+        // (Never null; the error only avoids a panic path.) `skip <= extra`, so the aligned
+        // address and the `len` bytes after it lie in the block.
+        let host = NonNull::new(first.wrapping_add(skip * 8)).ok_or(SimError::DmaZeroLength)?;
+        self.maps.insert(iova, Mapping { len, words, skip });
         self.mapped += len;
         Ok(DmaBlock { iova, len, host })
     }
@@ -147,7 +163,8 @@ impl Iommu {
     fn locate(&self, iova: u64, len: usize) -> Option<(&Mapping, usize)> {
         let (&start, m) = self.maps.range(..=iova).next_back()?;
         let off = usize::try_from(iova - start).ok()?;
-        (off.checked_add(len)? <= m.len).then_some((m, off))
+        // The offset into `words` (past the skipped words) of a range inside the allocation.
+        (off.checked_add(len)? <= m.len).then_some((m, off + m.skip * 8))
     }
 
     /// Whether `[iova, iova + len)` lies inside one live allocation.
@@ -266,6 +283,24 @@ mod tests {
             Err(SimError::DmaUnknownIova { iova: a.iova })
         );
         assert_eq!(io.mapped_bytes(), 4096 + 100);
+    }
+
+    #[test]
+    fn host_addresses_are_aligned_as_asked_and_reach_the_same_bytes() {
+        let mut io = Iommu::new();
+        for align in [1, 8, 64, 4096, 64 * 1024] {
+            let a = io.alloc(200, align).unwrap();
+            assert_eq!(a.host.as_ptr() as usize % align.max(8), 0, "align {align}");
+            // The device's view (by IOVA) and the host's (the pointer) are the same words.
+            io.write(a.iova + 8, &7u64.to_ne_bytes()).unwrap();
+            let m = &io.maps[&a.iova];
+            let word = &m.words[m.skip + 1];
+            assert_eq!(word.load(Ordering::Relaxed), 7);
+            assert_eq!(
+                std::ptr::from_ref(word).cast::<u8>(),
+                a.host.as_ptr().wrapping_add(8).cast_const()
+            );
+        }
     }
 
     #[test]

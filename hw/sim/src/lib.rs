@@ -306,7 +306,7 @@ impl SimDevice {
     }
 
     /// Allocates `len` zeroed bytes of DMA memory, mapped at an IOVA aligned to
-    /// `max(align, 4096)` (`align` a power of two up to 2 MiB).
+    /// `max(align, 4096)`, at a host address aligned to `align` (a power of two up to 2 MiB).
     pub fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
         self.shared().lock().iommu.alloc(len, align)
     }

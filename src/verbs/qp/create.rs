@@ -82,6 +82,8 @@ pub(crate) struct QpRing {
     pub(crate) sq: SharedTable,
     /// Receive work-request table (own RQ), shared with the receive CQ.
     pub(crate) rq: Option<SharedTable>,
+    /// Where the queues lie in `buf`, `sq` and `rq` (checked once, here).
+    pub(crate) geo: super::post::QpGeometry,
 }
 
 /// A queue pair. It borrows the CQs and SRQ it was created on, so they cannot go away first.
@@ -268,7 +270,7 @@ impl<P: Platform> Device<P> {
             rq_head: 0,
             bf_offset: 0,
             bf_half,
-            bf_stage: [mlx5_ifc::Be64::default(); crate::verbs::wqe::BF_CHUNK * 8],
+            bf_stage: Default::default(),
             max_msg: 1u64 << caps.log_max_msg().min(31),
             alive: true,
             _borrows: PhantomData,
@@ -331,7 +333,16 @@ impl<P: Platform> Device<P> {
             }
         };
         match alloc_dbr(p, "allocate a QP doorbell record") {
-            Ok(dbr) => Ok(Some(QpRing { buf, dbr, sq, rq })),
+            Ok(dbr) => {
+                let geo = super::post::QpGeometry::new(buf.buf(), &sq, rq.as_ref(), layout);
+                Ok(Some(QpRing {
+                    buf,
+                    dbr,
+                    sq,
+                    rq,
+                    geo,
+                }))
+            }
             Err(e) => {
                 buf.free(p);
                 release(sq, rq);

@@ -11,7 +11,9 @@ use super::create::{Qp, QpRing};
 use super::sizing::{QpLayout, QpType, SendOps};
 use super::state::QpState;
 use crate::error::{Error, Result};
-use crate::io::{barrier, DmaRing, OutOfBounds, PairRing};
+use crate::io::{
+    barrier, DmaBuf, DmaRing, OutOfBounds, PairGeometry, PairRing, RingGeometry, SharedTable,
+};
 use crate::platform::Platform;
 use crate::verbs::cq::WcOpcode;
 use crate::verbs::wqe::{
@@ -158,9 +160,6 @@ pub struct RecvWr<'a> {
     pub sg_list: &'a [Sge],
 }
 
-/// Work requests of one list whose sizes the check pass keeps for the write pass.
-const MEASURED: usize = 32;
-
 /// A measured request in one word, its opcode decoded once for the check and the write: DS
 /// (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24), the table
 /// descriptor's opcode code (24..32) and bytes (32..64).
@@ -202,6 +201,65 @@ struct SqPlace<'t> {
     pairs: PairRing<'t>,
 }
 
+/// Where a QP's queues and work-request tables lie in its ring buffer and tables, checked once
+/// when the QP is created; a post then checks only that the buffer and table are long enough.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QpGeometry {
+    /// The send queue's WQEBBs (after the RQ) and its wr_id/descriptor pairs.
+    sq: Option<(RingGeometry<WQEBB>, PairGeometry)>,
+    /// The receive queue's 16-byte segments and its wr_id/capacity pairs.
+    rq: Option<(RingGeometry<DS>, PairGeometry)>,
+}
+
+impl QpGeometry {
+    /// The geometry of `layout` in `buf` and the tables `sq` and `rq`; a queue the layout does
+    /// not have (or that would not fit, which sizing rules out) has none, and a post to it is
+    /// refused as an internal error.
+    pub(crate) fn new(
+        buf: &DmaBuf,
+        sq: &SharedTable,
+        rq: Option<&SharedTable>,
+        layout: &QpLayout,
+    ) -> Self {
+        let bbs = layout.sq_wqebb_cnt as usize;
+        let segs = layout.rq_wqe_cnt as usize * (layout.rq_stride_bytes as usize / DS);
+        Self {
+            sq: buf
+                .ring_geometry::<WQEBB>(layout.rq_bytes() as usize, bbs)
+                .zip(sq.pair_geometry(sq_table::WRID, bbs)),
+            rq: rq.and_then(|t| {
+                buf.ring_geometry::<DS>(0, segs)
+                    .zip(t.pair_geometry(rq_table::WRID, layout.rq_wqe_cnt as usize))
+            }),
+        }
+    }
+}
+
+/// Why a receive queue of `max_sge` SGEs per WQE refuses `wr`, if it does.
+#[inline(always)]
+fn recv_refused(wr: &RecvWr<'_>, max_sge: u64) -> Option<Error> {
+    (wr.sg_list.len() as u64 > max_sge).then(|| {
+        refuse(
+            "post_recv",
+            "num_sge",
+            wr.sg_list.len() as u64,
+            max_sge,
+            "max_recv_sge of the QP",
+        )
+    })
+}
+
+/// A queue of `entries` entries whose geometry is missing or does not fit its memory (sizing
+/// rules it out): an internal error, nothing posted.
+#[cold]
+fn misplaced(entries: usize) -> Error {
+    Error::Internal(OutOfBounds {
+        offset: 0,
+        len: entries,
+        size: 0,
+    })
+}
+
 /// The state and queue checks every post makes first (`wrs` requests on QP `qpn`, in
 /// `state`): the ring buffer and the send queue's WQEBBs.
 #[inline(always)]
@@ -232,24 +290,18 @@ fn send_queue<'r>(
     }
 }
 
-/// The send queue of `ring` (`bbs` WQEBBs after the RQ) and its work-request table, each
-/// checked once for the post.
+/// The send queue of `ring` and its work-request table (their geometry checked at creation;
+/// here only that the memory holds them).
 #[inline(always)]
-fn sq_place<'t>(ring: &'t QpRing, layout: &QpLayout, bbs: u32) -> Result<SqPlace<'t>> {
-    let internal = |offset, len, size| Error::Internal(OutOfBounds { offset, len, size });
-    let bbs = bbs as usize;
-    let Some(pairs) = ring.sq.pairs(sq_table::WRID, bbs) else {
-        return Err(internal(sq_table::WRID, 2 * bbs, ring.sq.words()));
-    };
-    let base = layout.rq_bytes() as usize;
-    let Some(sq_ring) = ring.buf.buf().ring_at::<WQEBB>(base, bbs) else {
-        return Err(internal(base, bbs * WQEBB, ring.buf.buf().len()));
-    };
-    Ok(SqPlace {
-        ring: sq_ring,
-        mask: bbs - 1,
-        pairs,
-    })
+fn sq_place(ring: &QpRing, bbs: u32) -> Result<SqPlace<'_>> {
+    let place = ring.geo.sq.as_ref().and_then(|(g, t)| {
+        Some(SqPlace {
+            ring: ring.buf.buf().ring_of(g)?,
+            mask: bbs as usize - 1,
+            pairs: ring.sq.pairs_of(t)?,
+        })
+    });
+    place.ok_or_else(|| misplaced(bbs as usize))
 }
 
 /// Data segments (zero-length SGEs are skipped) and bytes of a gather list.
@@ -547,7 +599,7 @@ impl<P: Platform> Qp<'_, P> {
     #[inline(never)]
     fn post_one(&mut self, wr: &SendWr<'_>) -> Result<()> {
         let (ring, bbs) = send_queue(self.state, self.qpn, &self.ring, &self.layout, 1)?;
-        let sq = sq_place(ring, &self.layout, bbs)?;
+        let sq = sq_place(ring, bbs)?;
         let m = self.measure(wr)?;
         let nbb = nbb_of(m);
         let used = self.cur_post.wrapping_sub(ring.sq.load(sq_table::TAIL));
@@ -571,47 +623,52 @@ impl<P: Platform> Qp<'_, P> {
         self.ring_send_doorbell(first, bf, nbb)
     }
 
-    /// A list: every request is checked first (nothing is posted if one is refused), then
-    /// written, then one doorbell.
+    /// A list, in one pass: each request is checked, then written after the ones before it;
+    /// nothing is posted (no counter, no doorbell) until all are written, so if one is refused
+    /// none is — the WQEs written before it lie in free slots past the posted counter, which
+    /// the device never reads. The error is the one a check-everything-first pass would give:
+    /// the first refused request, else a full queue.
     #[inline(never)]
     fn post_list(&mut self, wrs: &[SendWr<'_>]) -> Result<()> {
         let (ring, bbs) = send_queue(self.state, self.qpn, &self.ring, &self.layout, wrs.len())?;
-        let sq = sq_place(ring, &self.layout, bbs)?;
-        // The sizes of the first ones are kept so the write pass does not measure them again.
-        let mut sizes = [0u64; MEASURED];
-        let mut need = 0u64;
-        for (i, wr) in wrs.iter().enumerate() {
-            let m = self.measure(wr)?;
-            if let Some(s) = sizes.get_mut(i) {
-                *s = m;
-            }
-            need += (m >> 8) & 0xff;
-        }
+        let sq = sq_place(ring, bbs)?;
         let used = self.cur_post.wrapping_sub(ring.sq.load(sq_table::TAIL));
-        if used.saturating_add(need) > u64::from(bbs) {
-            return Err(self.queue_full(used, bbs));
-        }
+        let room = u64::from(bbs).saturating_sub(used);
         let head = WqeHead {
             qpn: self.qpn,
             sig_all: self.sq_sig_all,
             ud: self.qp_type == QpType::Ud,
         };
+        let start = self.cur_post;
+        let mut cur = start;
         let mut first = 0u64;
         let mut last_nbb = 0;
         for (i, wr) in wrs.iter().enumerate() {
-            let m = match sizes.get(i) {
-                Some(&m) => m,
-                None => self.measure(wr)?,
-            };
-            first = write_wqe(sq, head, self.cur_post, wr, m, None)?;
-            last_nbb = nbb_of(m);
-            self.cur_post += u64::from(last_nbb);
+            let m = self.measure(wr)?;
+            let nbb = nbb_of(m);
+            if cur - start + u64::from(nbb) > room {
+                return Err(self.list_refused(&wrs[i + 1..], used, bbs));
+            }
+            first = write_wqe(sq, head, cur, wr, m, None)?;
+            last_nbb = nbb;
+            cur += u64::from(nbb);
         }
         if wrs.is_empty() {
             return Ok(());
         }
-        ring.sq.store(sq_table::HEAD, self.cur_post);
+        self.cur_post = cur;
+        ring.sq.store(sq_table::HEAD, cur);
         self.ring_send_doorbell(first, false, last_nbb)
+    }
+
+    /// A list the send queue has no room for: the first of the remaining requests the QP
+    /// refuses, else the full queue (`used` of `bbs` WQEBBs outstanding).
+    #[cold]
+    #[inline(never)]
+    fn list_refused(&self, rest: &[SendWr<'_>], used: u64, bbs: u32) -> Error {
+        rest.iter()
+            .find_map(|wr| self.measure(wr).err())
+            .unwrap_or_else(|| self.queue_full(used, bbs))
     }
 
     /// DBR word 1, then the UAR doorbell: BlueFlame (`bf`) for a single small inline WQE (the
@@ -635,7 +692,7 @@ impl<P: Platform> Qp<'_, P> {
             // BlueFlame: the whole WQE through the register, in one call, from the WQEBBs kept
             // as they were written (`write_wqe`'s stage).
             let n = (nbb as usize).min(BF_CHUNK) * (WQEBB / 8);
-            p.bar_write_bf(reg, &self.bf_stage[..n]);
+            p.bar_write_bf(reg, &self.bf_stage.0[..n]);
         } else {
             p.bar_write64(reg, Be64::from_ne_raw(first));
         }
@@ -660,6 +717,7 @@ impl<P: Platform> Qp<'_, P> {
     }
 
     /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).
+    #[inline]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
         if self.srqn.is_some() {
             return Err(refuse(
@@ -691,19 +749,13 @@ impl<P: Platform> Qp<'_, P> {
         };
         let cnt = u64::from(self.layout.rq_wqe_cnt);
         let max_sge = u64::from(self.layout.rq_stride_bytes / 16);
-        for wr in wrs {
-            if wr.sg_list.len() as u64 > max_sge {
-                return Err(refuse(
-                    "post_recv",
-                    "num_sge",
-                    wr.sg_list.len() as u64,
-                    max_sge,
-                    "max_recv_sge of the QP",
-                ));
-            }
-        }
-        let used = self.rq_head.wrapping_sub(rq.load(rq_table::TAIL));
+        let start = self.rq_head;
+        let used = start.wrapping_sub(rq.load(rq_table::TAIL));
         if used.saturating_add(wrs.len() as u64) > cnt {
+            // A request with too many SGEs is the error a check-first pass reports first.
+            if let Some(e) = wrs.iter().find_map(|wr| recv_refused(wr, max_sge)) {
+                return Err(e);
+            }
             return Err(Error::QueueFull {
                 qpn: self.qpn,
                 queue: "receive queue",
@@ -711,32 +763,50 @@ impl<P: Platform> Qp<'_, P> {
                 limit: cnt,
             });
         }
-        // The RQ as a ring of 16-byte segments and its table's pairs, each checked once.
+        // The RQ as a ring of 16-byte segments and its table's pairs (checked at creation).
         let per = max_sge as usize;
-        let internal = |offset, len, size| Error::Internal(OutOfBounds { offset, len, size });
-        let Some(segs) = ring.buf.buf().ring_at::<DS>(0, cnt as usize * per) else {
-            return Err(internal(0, cnt as usize * per * DS, ring.buf.buf().len()));
+        let place = ring
+            .geo
+            .rq
+            .as_ref()
+            .and_then(|(g, t)| Some((ring.buf.buf().ring_of(g)?, rq.pairs_of(t)?)));
+        let Some((segs, pairs)) = place else {
+            return Err(misplaced(cnt as usize));
         };
-        let Some(pairs) = rq.pairs(rq_table::WRID, cnt as usize) else {
-            return Err(internal(rq_table::WRID, 2 * cnt as usize, rq.words()));
-        };
+        // One pass: each request is checked, then written; nothing is posted (no counter, no
+        // doorbell record) until all are, so a refused one leaves none posted.
+        let mut head = start;
         for wr in wrs {
-            let slot = (self.rq_head & (cnt - 1)) as usize;
-            let mut at = slot * per;
-            let mut cap = 0u64;
-            for s in wr.sg_list {
-                cap += u64::from(s.length);
-                if s.length > 0 {
-                    segs.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr));
-                    at += 1;
-                }
+            if let Some(e) = recv_refused(wr, max_sge) {
+                return Err(e);
             }
-            if at < slot * per + per {
-                segs.write_seg(at, wqe::data_words(0, INVALID_LKEY, 0));
+            let slot = (head & (cnt - 1)) as usize;
+            let at = slot * per;
+            // One SGE (the common case) in a straight line; zero-length SGEs are skipped.
+            let (used_segs, cap) = match wr.sg_list {
+                [s] if s.length > 0 => {
+                    segs.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr));
+                    (1, u64::from(s.length))
+                }
+                sg => {
+                    let (mut n, mut cap) = (0, 0u64);
+                    for s in sg {
+                        cap += u64::from(s.length);
+                        if s.length > 0 {
+                            segs.write_seg(at + n, wqe::data_words(s.length, s.lkey, s.addr));
+                            n += 1;
+                        }
+                    }
+                    (n, cap)
+                }
+            };
+            if used_segs < per {
+                segs.write_seg(at + used_segs, wqe::data_words(0, INVALID_LKEY, 0));
             }
             pairs.store_relaxed(slot, wr.wr_id, cap);
-            self.rq_head += 1;
+            head += 1;
         }
+        self.rq_head = head;
         rq.store(rq_table::HEAD, self.rq_head);
         barrier::dma_wmb();
         ring.dbr
