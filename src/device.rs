@@ -7,8 +7,7 @@
 //! ALLOC_PD. [`Device::close`] undoes each step that was done, in reverse, and takes every page
 //! back; a device dropped without `close` is closed on drop, best effort.
 
-use mlx5_ifc::consts::{cap_type, cmdif_checksum, reg, teardown_profile};
-use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::consts::{cmdif_checksum, reg, teardown_profile};
 use mlx5_ifc::prm::hca::RegisterHostEndianness;
 use mlx5_ifc::{event, regs, Be32, Layout, ViewMut};
 
@@ -23,6 +22,7 @@ use crate::fw::caps::{Caps, DeviceAttr, CAP_BYTES};
 use crate::fw::cmd::{check_health, CmdQueue, CmdStats};
 use crate::fw::eq::Eq;
 use crate::fw::hca;
+use crate::fw::negotiate;
 use crate::fw::pages::{PagePool, PageRequest};
 use crate::fw::quarantine::{Quarantine, Quarantined};
 use crate::fw::uar::Uar;
@@ -259,7 +259,12 @@ impl<P: Platform> Device<P> {
             platform,
             cmd: spin::Mutex::new(cmd),
             pages: spin::Mutex::new(PagePool::default()),
-            caps: Caps::from_raw([0; CAP_BYTES], [0; CAP_BYTES], [0; CAP_BYTES]),
+            caps: Caps::from_raw(
+                [0; CAP_BYTES],
+                [0; CAP_BYTES],
+                [0; CAP_BYTES],
+                [0; CAP_BYTES],
+            ),
             fw,
             issi: 0,
             embedded_cpu,
@@ -334,50 +339,21 @@ impl<P: Platform> Device<P> {
         if let Err(e) = hca::access_reg(cmd, p, reg::HOST_ENDIANNESS, 0, true, &mut he) {
             log::warn!("HOST_ENDIANNESS not accepted ({e}); continuing");
         }
-        let max = hca::query_hca_cap(cmd, p, cap_type::GENERAL, false)?;
-        let mut cur = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
-        {
-            let maxv = mlx5_ifc::View::<CmdHcaCap>::new(&max)?;
-            let mut v = ViewMut::<CmdHcaCap>::new(&mut cur)?;
-            v.set(CmdHcaCap::CMDIF_CHECKSUM, cmdif_checksum::DISABLED)?;
-            v.set(CmdHcaCap::PKEY_TABLE_SIZE, 0)?;
-            v.set(
-                CmdHcaCap::LOG_MAX_QP,
-                u64::from(self.config.log_max_qp).min(maxv.get(CmdHcaCap::LOG_MAX_QP)),
-            )?;
-            v.set(CmdHcaCap::UAR_4K, 0)?;
-            v.set(CmdHcaCap::LOG_UAR_PAGE_SZ, 0)?;
-            v.set(
-                CmdHcaCap::ROCE,
-                maxv.get(CmdHcaCap::ROCE_RW_SUPPORTED) & maxv.get(CmdHcaCap::ROCE),
-            )?;
-            v.set(
-                CmdHcaCap::NUM_VHCA_PORTS,
-                maxv.get(CmdHcaCap::NUM_VHCA_PORTS),
-            )?;
-            v.set(
-                CmdHcaCap::RELEASE_ALL_PAGES,
-                maxv.get(CmdHcaCap::RELEASE_ALL_PAGES),
-            )?;
-        }
-        hca::set_hca_cap(cmd, p, cap_type::GENERAL, &cur)?;
+        let negotiated = negotiate::negotiate(cmd, p, self.config.log_max_qp)?;
         self.bringup.init_pages = pages.satisfy(cmd, p, PageRequest::Init)?;
-        let owner = (self.platform.now_ns() as u128).to_be_bytes();
-        hca::init_hca(cmd, p, Some(owner))?;
+        // A software owner id only where the capability says INIT_HCA takes one (Linux
+        // `mlx5_cmd_init_hca`); rdma-core's mlx5_vfio never sends one.
+        let owner = negotiated
+            .sw_owner_id
+            .then(|| (self.platform.now_ns() as u128).to_be_bytes());
+        hca::init_hca(cmd, p, owner)?;
         self.stage = Some(Stage::Initialized);
-        let general = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
-        let view = mlx5_ifc::View::<CmdHcaCap>::new(&general)?;
-        if view.get(CmdHcaCap::DRIVER_VERSION) == 1 {
+        self.caps = negotiate::current(cmd, p, negotiated.general_max)?;
+        if self.caps.driver_version() == 1 {
             if let Err(e) = hca::set_driver_version(cmd, p, self.config.driver_version) {
                 log::warn!("SET_DRIVER_VERSION refused: {e}");
             }
         }
-        let roce = if view.get(CmdHcaCap::ROCE) == 1 {
-            hca::query_hca_cap(cmd, p, cap_type::ROCE, true)?
-        } else {
-            [0; CAP_BYTES]
-        };
-        self.caps = Caps::from_raw(general, max, roce);
         cmd.set_checksum(self.caps.cmdif_checksum() == cmdif_checksum::ENABLED as u8);
         if self.caps.port_type() != mlx5_ifc::consts::port_type::ETH as u8 || self.caps.roce() == 0
         {
@@ -393,7 +369,7 @@ impl<P: Platform> Device<P> {
         for &e in event::ASYNC_EVENTS {
             let _ = events.push(e);
         }
-        if view.get(CmdHcaCap::PAGE_REQUEST_DISABLE) == 0 {
+        if self.caps.get("page_request_disable") == Some(0) {
             let _ = events.push(event::PAGE_REQUEST);
         }
         self.async_eq = Some(Eq::create(
@@ -426,7 +402,7 @@ impl<P: Platform> Device<P> {
         self.stage = Some(Stage::RoceEnabled);
         self.vport = vport::query_nic_vport(cmd, p)?;
         let gid = GidEntry::link_local(self.vport.mac);
-        vport::set_roce_address(cmd, p, 0, Some(&gid))?;
+        vport::set_roce_address(cmd, p, 0, Some(&gid), self.caps.roce_port())?;
         self.gid0 = Some(gid);
         let _ = self.gids.get_mut().push((0, gid));
         self.stage = Some(Stage::Gid);
@@ -470,10 +446,11 @@ impl<P: Platform> Device<P> {
                 }
             }
             if stage >= Stage::Gid {
+                let port = self.caps.roce_port();
                 let set: heapless::Vec<u16, MAX_GIDS> =
                     self.gids.get_mut().iter().map(|&(i, _)| i).collect();
                 for i in set {
-                    note(vport::set_roce_address(cmd, p, i, None));
+                    note(vport::set_roce_address(cmd, p, i, None, port));
                 }
                 self.gids.get_mut().clear();
             }
@@ -659,7 +636,8 @@ impl<P: Platform> Device<P> {
                 limit: MAX_GIDS,
             });
         }
-        self.with_cmd(|cmd, p| vport::set_roce_address(cmd, p, index, entry.as_ref()))?;
+        let port = self.caps.roce_port();
+        self.with_cmd(|cmd, p| vport::set_roce_address(cmd, p, index, entry.as_ref(), port))?;
         if let Some(k) = known {
             gids.swap_remove(k);
         }

@@ -54,7 +54,7 @@ pub mod error;
 mod fw;
 mod verbs;
 
-pub use fw::caps::{Caps, DeviceAttr};
+pub use fw::caps::{AtomicCap, Caps, DeviceAttr};
 pub use fw::eq;
 pub use fw::pages::PageRequest;
 pub use fw::quarantine::Quarantined;

@@ -73,8 +73,23 @@ pub struct UdAddr {
     pub traffic_class: u8,
     /// Flow label (20 bits).
     pub flow_label: u32,
-    /// UDP source port.
+    /// UDP source port; 0 (the default) picks one in the dynamic range 0xc000..=0xffff from the
+    /// flow label, or from the remote QP and GID when there is none (rdma-core's mlx5 provider
+    /// always sends a port in that range). Any other value is used as given.
     pub udp_sport: u16,
+}
+
+/// RoCE v2 UDP source port in the dynamic range 0xc000..=0xffff: from the flow label when there
+/// is one (the low 14 bits folded with the high 6, the mapping Linux's
+/// `rdma_flow_label_to_udp_sport` uses), else from a hash of the two numbers `a` and `b`.
+#[inline]
+pub(crate) fn roce_sport(a: u32, b: u32, flow_label: u32) -> u16 {
+    let h = if flow_label != 0 {
+        (flow_label & 0x3fff) ^ ((flow_label & 0xf_c000) >> 14)
+    } else {
+        (a ^ b.rotate_left(7)) ^ (a >> 14)
+    };
+    0xc000 | (h & 0x3fff) as u16
 }
 
 /// The 48-byte datagram segment (UD address vector).
@@ -82,7 +97,13 @@ pub fn datagram(a: &UdAddr) -> [u8; 48] {
     let mut s = [0u8; 48];
     s[0..4].copy_from_slice(&Be32::new(a.qkey).to_bytes());
     s[8..12].copy_from_slice(&Be32::new(a.remote_qpn | EXTENDED_UD_AV).to_bytes());
-    s[14..16].copy_from_slice(&a.udp_sport.to_be_bytes());
+    let sport = if a.udp_sport != 0 {
+        a.udp_sport
+    } else {
+        let g = u32::from_be_bytes([a.dgid[12], a.dgid[13], a.dgid[14], a.dgid[15]]);
+        roce_sport(a.remote_qpn, g, a.flow_label)
+    };
+    s[14..16].copy_from_slice(&sport.to_be_bytes());
     s[20..26].copy_from_slice(&a.dmac);
     s[26] = a.traffic_class;
     s[27] = a.hop_limit;

@@ -300,8 +300,8 @@ fn body(a: &Args, na: &Dev, nb: &Dev) -> Result<(), String> {
     mra.read(131072, &mut got).map_err(e)?;
     check("RDMA READ of 65536 bytes", got == big)?;
 
-    // Atomics.
-    mrb.write(4096 * 100, &41u64.to_be_bytes()).map_err(e)?;
+    // Atomics: remote memory and the returned value are in host order.
+    mrb.write(4096 * 100, &41u64.to_ne_bytes()).map_err(e)?;
     let res = [Sge {
         addr: mra.addr() + 8192,
         length: 8,
@@ -320,7 +320,7 @@ fn body(a: &Args, na: &Dev, nb: &Dev) -> Result<(), String> {
     wait(&cqa, na, 1)?;
     let mut w8 = [0u8; 8];
     mra.read(8192, &mut w8).map_err(e)?;
-    let old = u64::from_be_bytes(w8);
+    let old = u64::from_ne_bytes(w8);
     qa.post_send(&[SendWr {
         op: SendOp::CmpSwap {
             remote_addr: remote,
@@ -335,7 +335,7 @@ fn body(a: &Args, na: &Dev, nb: &Dev) -> Result<(), String> {
     mrb.read(4096 * 100, &mut w8).map_err(e)?;
     check(
         "atomic FETCH_ADD then CMP_SWAP",
-        old == 41 && u64::from_be_bytes(w8) == 1000,
+        old == 41 && u64::from_ne_bytes(w8) == 1000,
     )?;
 
     // Throughput: RDMA WRITEs, up to 128 in flight, one signaled per 32.

@@ -59,6 +59,7 @@ ROOMS = {
     "caps": [
         ("cmd_hca_cap", "General device capabilities (HCA_CAP cap_type 0, PRM \"HCA Capabilities\")."),
         ("roce_cap", "RoCE capabilities (HCA_CAP cap_type 4)."),
+        ("atomic_caps", "Atomic capabilities (HCA_CAP cap_type 3, PRM \"Atomic Capabilities\")."),
     ],
     "uar_pd": [
         ("alloc_uar_in", "ALLOC_UAR (0x802) input."),

@@ -6,14 +6,15 @@
 //! counts, for limit tests) and `cx5-sq512` (`max_wqe_sz_sq` 512).
 //!
 //! A JSON profile is an object whose keys are `cmd_hca_cap` field names (values: integers),
-//! `roce_cap.<field>` for RoCE capability fields, and the profile settings `name` (string;
+//! `roce_cap.<field>` for RoCE capability fields, `atomic_caps.<field>` for atomic capability
+//! fields, and the profile settings `name` (string;
 //! default `"custom"`), `base` (a built-in profile to start from instead of `cx5`),
 //! `_boot_pages`, `_init_pages` (integers) and `_mac` (`"02:c5:5a:00:00:01"`). For example
 //! `{"name": "small", "log_max_qp": 4, "roce_cap.roce_address_table_size": 8}`.
 
 use std::path::Path;
 
-use mlx5_ifc::prm::caps::{CmdHcaCap as C, RoceCap as R};
+use mlx5_ifc::prm::caps::{AtomicCaps as A, CmdHcaCap as C, RoceCap as R};
 use mlx5_ifc::{Field, Layout, LayoutError, View, ViewMut};
 
 use crate::SimError;
@@ -24,6 +25,7 @@ pub struct Profile {
     name: String,
     hca_cap: [u8; C::BYTES],
     roce_cap: [u8; R::BYTES],
+    atomic_cap: [u8; A::BYTES],
     fw: (u16, u16, u16),
     boot_pages: u32,
     init_pages: u32,
@@ -114,6 +116,17 @@ const CX5_ROCE: &[(Field<R>, u64)] = &[
     (R::R_ROCE_MAX_SRC_UDP_PORT, 0xffff),
     (R::R_ROCE_MIN_SRC_UDP_PORT, 0xc000),
     (R::ROCE_ADDRESS_TABLE_SIZE, 256),
+    (R::SW_R_ROCE_SRC_UDP_PORT, 1),
+];
+
+/// `atomic_caps` (MAX) of the ConnectX-5 profile: 8-byte compare-and-swap and fetch-and-add,
+/// and the host-order requester mode. (The extended, masked atomics a ConnectX-5 also has are
+/// not simulated, so they are not advertised.)
+const CX5_ATOMIC: &[(Field<A>, u64)] = &[
+    (A::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1, 1),
+    (A::ATOMIC_OPERATIONS, 0x3),
+    (A::ATOMIC_SIZE_QP, 0x8),
+    (A::ATOMIC_SIZE_DC, 0x8),
 ];
 
 /// The `cx5-tight` overrides.
@@ -193,6 +206,7 @@ impl Profile {
             name: name.to_string(),
             hca_cap: [0; C::BYTES],
             roce_cap: [0; R::BYTES],
+            atomic_cap: [0; A::BYTES],
             fw: (16, 35, 2000),
             boot_pages: 16,
             init_pages: 64,
@@ -204,6 +218,9 @@ impl Profile {
             }
         }
         if let Err(e) = apply::<R>(&mut p.roce_cap, CX5_ROCE) {
+            log::error!("mlx5-sim: built-in profile {name}: {e}");
+        }
+        if let Err(e) = apply::<A>(&mut p.atomic_cap, CX5_ATOMIC) {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         p
@@ -276,10 +293,16 @@ impl Profile {
                     }
                 }
                 "_mac" => p.mac = parse_mac(key, val)?,
-                k => match k.strip_prefix("roce_cap.") {
-                    Some(field) => set_named::<R>(&mut p.roce_cap, k, field, integer(k, val)?)?,
-                    None => set_named::<C>(&mut p.hca_cap, k, k, integer(k, val)?)?,
-                },
+                k => {
+                    let value = integer(k, val)?;
+                    if let Some(field) = k.strip_prefix("roce_cap.") {
+                        set_named::<R>(&mut p.roce_cap, k, field, value)?
+                    } else if let Some(field) = k.strip_prefix("atomic_caps.") {
+                        set_named::<A>(&mut p.atomic_cap, k, field, value)?
+                    } else {
+                        set_named::<C>(&mut p.hca_cap, k, k, value)?
+                    }
+                }
             }
         }
         Ok(p)
@@ -304,9 +327,24 @@ impl Profile {
         &self.hca_cap
     }
 
-    /// The `roce_cap` image (MAX, and the initial CUR).
+    /// The `roce_cap` image (MAX; CUR starts from [`Profile::roce_cap_initial`]).
     pub fn roce_cap(&self) -> &[u8; 256] {
         &self.roce_cap
+    }
+
+    /// The `roce_cap` image CUR starts from: MAX with the settings software turns on cleared
+    /// (`sw_r_roce_src_udp_port`: until it is set, the firmware picks UDP source ports).
+    pub fn roce_cap_initial(&self) -> [u8; 256] {
+        let mut i = self.roce_cap;
+        if let Ok(mut v) = ViewMut::<R>::new(&mut i) {
+            let _ = v.set(R::SW_R_ROCE_SRC_UDP_PORT, 0);
+        }
+        i
+    }
+
+    /// The `atomic_caps` image (MAX, and the initial CUR).
+    pub fn atomic_cap(&self) -> &[u8; 256] {
+        &self.atomic_cap
     }
 
     /// One `cmd_hca_cap` (MAX) field.

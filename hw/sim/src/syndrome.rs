@@ -71,6 +71,12 @@
 //! | `0x5e03003b` MKEY_MTT_UNALIGNED | BAD_PARAM | CREATE_MKEY (MTT) an MTT entry (low 12 bits masked) not aligned to the page size |
 //! | `0x5e03003c` MKEY_MTT_UNMAPPED | BAD_PARAM | CREATE_MKEY (MTT) the used part of an MTT page not inside one DMA mapping (a `DmaFault` is recorded) |
 //! | `0x5e03003d` MKEY_LENGTH | BAD_PARAM | CREATE_MKEY `length64` with MTT access, or `start_addr + len` past 2^64 |
+//! | `0x5e030050` ROCE_NOT_WRITABLE | BAD_PARAM | SET_HCA_CAP (general) changes `roce` while the current `roce_rw_supported` is 0 |
+//! | `0x5e030051` BAD_ATOMIC_ENDIANNESS | BAD_PARAM | SET_HCA_CAP (atomic) `atomic_req_8B_endianness_mode` not 0, or 1 without `supported_atomic_req_8B_endianness_mode_1` |
+//! | `0x5e030052` SW_OWNER_ID_NOT_SUPPORTED | BAD_PARAM | INIT_HCA with a nonzero `sw_owner_id` while the capability `sw_owner_id` is 0 |
+//! | `0x5e030053` VHCA_PORT_NOT_SUPPORTED | BAD_PARAM | SET/QUERY_ROCE_ADDRESS with a nonzero `vhca_port_num` while `num_vhca_ports` is 0 |
+//! | `0x5e030054` BAD_PM_STATE | BAD_PARAM | RST2INIT `pm_state` not MIGRATED (3): no alternate path exists to arm |
+//! | `0x5e030055` BAD_ATOMIC_MODE | BAD_PARAM | `rae` with `atomic_mode` above 8 (UP_TO_256B) |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -256,6 +262,18 @@ syndromes! {
     MKEY_MTT_UNMAPPED = 0x5e03_003c;
     /// BAD_PARAM: CREATE_MKEY `length64` with MTT, or the range overflows.
     MKEY_LENGTH = 0x5e03_003d;
+    /// BAD_PARAM: SET_HCA_CAP changes `roce` while `roce_rw_supported` is 0.
+    ROCE_NOT_WRITABLE = 0x5e03_0050;
+    /// BAD_PARAM: SET_HCA_CAP (atomic) with an unsupported requester endianness mode.
+    BAD_ATOMIC_ENDIANNESS = 0x5e03_0051;
+    /// BAD_PARAM: INIT_HCA `sw_owner_id` without the `sw_owner_id` capability.
+    SW_OWNER_ID_NOT_SUPPORTED = 0x5e03_0052;
+    /// BAD_PARAM: RoCE address `vhca_port_num` nonzero while `num_vhca_ports` is 0.
+    VHCA_PORT_NOT_SUPPORTED = 0x5e03_0053;
+    /// BAD_PARAM: RST2INIT `pm_state` not MIGRATED.
+    BAD_PM_STATE = 0x5e03_0054;
+    /// BAD_PARAM: `atomic_mode` above 8 with `rae`.
+    BAD_ATOMIC_MODE = 0x5e03_0055;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

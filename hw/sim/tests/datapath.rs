@@ -193,7 +193,10 @@ fn rdma_write_read_and_atomics() {
     assert_eq!((c.opcode, c.wqe_opcode, c.byte_cnt), (REQ, READ, 2500));
     assert_eq!(read(&da, &la, 4096, 2500), &data[..2500]);
 
-    db.dma_write(rb.buf.iova + 8000, &5u64.to_be_bytes())
+    // The responder's word is in its host's order (HOST_ENDIANNESS: little-endian unless told
+    // otherwise); with the requester endianness mode left at 0 the original value comes back
+    // big-endian.
+    db.dma_write(rb.buf.iova + 8000, &5u64.to_le_bytes())
         .unwrap();
     let atomic = |a: &mut Node, qa: &mut Qp, op: u8, swap_add: u64, compare: u64| {
         a.post_send(
@@ -210,7 +213,7 @@ fn rdma_write_read_and_atomics() {
         let c = a.poll().unwrap();
         assert_eq!((c.opcode, c.wqe_opcode, c.byte_cnt), (REQ, op, 8));
         let orig = u64::from_be_bytes(read(&a.dev(), &la, 6000, 8).try_into().unwrap());
-        let now = u64::from_be_bytes(read(&b.dev(), &rb, 8000, 8).try_into().unwrap());
+        let now = u64::from_le_bytes(read(&b.dev(), &rb, 8000, 8).try_into().unwrap());
         (orig, now)
     };
     assert_eq!(atomic(&mut a, &mut qa, CS, 77, 5), (5, 77), "swapped");

@@ -67,6 +67,7 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("register_host_endianness", hca::RegisterHostEndianness::BYTES, hca::RegisterHostEndianness::FIELDS),
     ("cmd_hca_cap", caps::CmdHcaCap::BYTES, caps::CmdHcaCap::FIELDS),
     ("roce_cap", caps::RoceCap::BYTES, caps::RoceCap::FIELDS),
+    ("atomic_caps", caps::AtomicCaps::BYTES, caps::AtomicCaps::FIELDS),
     ("alloc_uar_in", uar_pd::AllocUarIn::BYTES, uar_pd::AllocUarIn::FIELDS),
     ("alloc_uar_out", uar_pd::AllocUarOut::BYTES, uar_pd::AllocUarOut::FIELDS),
     ("dealloc_uar_in", uar_pd::DeallocUarIn::BYTES, uar_pd::DeallocUarIn::FIELDS),

@@ -492,12 +492,19 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     if !info.rae {
         return access_error(true);
     }
+    // `atomic_mode` 0 is no responder mode at all: the request is invalid.
+    if info.atomic_mode == 0 {
+        return invalid(true);
+    }
     let iova = match mkey::translate(hw.fw, a.rkey, a.va, 8, access::ATOMIC, info.pd) {
         Ok(pieces) if pieces.len() == 1 => pieces[0].0,
         _ => return access_error(true),
     };
     let cs = p.opcode & 0x1f == op::CMP_SWAP;
-    let r = hw.iommu.fetch_update_be64(iova, |old| {
+    // The target word is in the responder host's byte order (HOST_ENDIANNESS); the original
+    // value travels big-endian in the atomic ACK.
+    let big_endian = hw.fw.vport.host_big_endian();
+    let r = hw.iommu.fetch_update_u64(iova, big_endian, |old| {
         if cs {
             if old == a.compare {
                 a.swap_add

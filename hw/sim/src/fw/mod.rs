@@ -71,6 +71,7 @@ pub(crate) struct Firmware {
     pub(crate) issi: u16,
     pub(crate) cur_general: [u8; CmdHcaCap::BYTES],
     pub(crate) cur_roce: [u8; 256],
+    pub(crate) cur_atomic: [u8; 256],
     pub(crate) pages: pages::Pages,
     pub(crate) objects: objects::ObjectTable,
     pub(crate) vport: vport::Vport,
@@ -325,7 +326,8 @@ impl Firmware {
             state: HcaState::Disabled,
             issi: 0,
             cur_general: *profile.hca_cap_max(),
-            cur_roce: *profile.roce_cap(),
+            cur_roce: profile.roce_cap_initial(),
+            cur_atomic: *profile.atomic_cap(),
             pages: pages::Pages::default(),
             objects: objects::ObjectTable::default(),
             vport: vport::Vport::new(profile),
@@ -341,7 +343,8 @@ impl Firmware {
         self.state = HcaState::Disabled;
         self.issi = 0;
         self.cur_general = *profile.hca_cap_max();
-        self.cur_roce = *profile.roce_cap();
+        self.cur_roce = profile.roce_cap_initial();
+        self.cur_atomic = *profile.atomic_cap();
         self.vport = vport::Vport::new(profile);
         self.driver_version = None;
     }
@@ -349,6 +352,11 @@ impl Firmware {
     /// One field of the current general capabilities.
     pub(crate) fn cur(&self, f: Field<CmdHcaCap>) -> u64 {
         View::<CmdHcaCap>::new(&self.cur_general).map_or(0, |v| v.get(f))
+    }
+
+    /// One field of the current atomic capabilities.
+    pub(crate) fn cur_atomic(&self, f: Field<mlx5_ifc::prm::caps::AtomicCaps>) -> u64 {
+        View::<mlx5_ifc::prm::caps::AtomicCaps>::new(&self.cur_atomic).map_or(0, |v| v.get(f))
     }
 
     /// Whether entry and mailbox signatures are checked (CUR `cmdif_checksum` = 3).
