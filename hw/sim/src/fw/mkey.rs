@@ -24,8 +24,8 @@
 //! Mkey indices come from 3 (index 1 is the reserved lkey 0x100, 2 the null mkey 0x200); the
 //! key the data path uses is `mkey_index << 8 | mkey_7_0`. An mkey holds its PD. `free` = 1
 //! creates the mkey unusable (every access through it fails) until UMR, which the simulator
-//! does not implement. QUERY_MKEY returns the context as created and the first four MTT entries
-//! (flag bits cleared).
+//! does not implement. QUERY_MKEY returns the context as created (`free` set once a peer
+//! invalidated the key) and the first four MTT entries (flag bits cleared).
 //!
 //! Remote invalidation ([`invalidate_remote`], a received SEND with invalidate naming the key in
 //! its IETH): the key names a live mkey whose variant byte matches and that is not free
@@ -34,10 +34,10 @@
 //! mkc bit Linux sets on exactly the keys meant to be invalidated by a peer — fast-registration
 //! MRs (`MLX5_MKEY_REMOTE_INVAL` in the UMR's mkey segment, `set_reg_mkey_seg` in mlx5_ib's
 //! wr.c) and type 2 memory windows (`mlx5_ib_alloc_mw`) — and never on a plain registered
-//! region, which the IBTA rule (and Linux's soft RoCE, `rxe_invalidate_mr`: "type != MEM_REG")
-//! does not let a peer invalidate. An invalidated mkey becomes free, as a local invalidate
-//! leaves it (its context's `free` bit set, which QUERY_MKEY shows): every later access
-//! through it fails until it is destroyed.
+//! region, which a peer may not invalidate (Linux's soft RoCE, too, invalidates only
+//! fast-registration MRs: `rxe_invalidate_mr`). An invalidated mkey becomes free, as a local
+//! invalidate leaves it (its context's `free` bit set, which QUERY_MKEY shows): every later
+//! access through it fails until it is destroyed.
 //!
 //! Translation ([`translate`]): a key names a live mkey whose variant byte matches, created not
 //! free ([`KeyError::BadKey`]); its PD is the QP's ([`KeyError::Pd`]); it grants the access
