@@ -60,7 +60,7 @@ pub use fw::pages::PageRequest;
 pub use fw::quarantine::Quarantined;
 pub use fw::uar::Uar;
 pub use fw::vport::{GidEntry, PortState, VportInfo};
-pub use verbs::cq::{Wc, WcOpcode, WcStatus};
+pub use verbs::cq::{Wc, WcFlags, WcOpcode, WcStatus};
 pub use verbs::{cq, mr, pd, qp, srq, wqe};
 
 pub use device::{BringUp, Device, DeviceConfig, FwVersion};

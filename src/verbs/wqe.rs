@@ -15,6 +15,19 @@ use crate::io::DmaBuf;
 pub use mlx5_ifc::wqe::fm_ce_se as flags;
 pub use mlx5_ifc::wqe::{opcode, DS, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, MAX_DS, WQEBB};
 
+/// DS units of an inline data segment of `len` bytes: the 4-byte header and the bytes, padded to
+/// 16; none for no bytes — rdma-core writes no inline segment for a zero-length inline send
+/// (`set_data_inl_seg` and `_mlx5_send_wr_set_inline_data` add no size), so its WQE is the
+/// control segment alone.
+#[inline]
+pub const fn inline_ds(len: usize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        (4 + len).div_ceil(DS)
+    }
+}
+
 /// The control segment.
 #[inline]
 pub fn ctrl(opcode: u8, wqe_index: u16, qpn: u32, ds: u8, fm_ce_se: u8, imm: u32) -> [u8; 16] {
@@ -254,8 +267,12 @@ impl<'b> WqeBuilder<'b> {
         self.pad()
     }
 
-    /// Appends an inline data segment: its 4-byte header, then `data`, padded to 16 bytes.
+    /// Appends an inline data segment: its 4-byte header, then `data`, padded to 16 bytes
+    /// ([`inline_ds`] units). No data appends nothing.
     pub fn put_inline(&mut self, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
         self.append(&Be32::new(INLINE_SEG | data.len() as u32).to_bytes())?;
         self.append(data)?;
         self.pad()

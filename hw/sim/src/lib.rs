@@ -442,16 +442,16 @@ impl SimDevice {
         self.shared().lock().fw.objects.live()
     }
 
-    /// The context image of a queue object as the firmware holds it now — the `eqc`, `cqc`,
-    /// `srqc`, `rmpc` (without its PAS) or `qpc` bytes — or `None` if `id` is not a live queue
-    /// object of `kind` (UARs and PDs have no context).
+    /// The context image of a queue object or memory key as the firmware holds it now — the
+    /// `eqc`, `cqc`, `srqc`, `rmpc` (without its PAS), `qpc` or `mkc` bytes (an mkey's by its
+    /// index: `free` is set once a SEND with invalidate invalidated it) — or `None` if `id` is
+    /// not a live object of `kind` with a context (UARs and PDs have none).
     pub fn object_context(&self, kind: ObjectKind, id: u32) -> Option<Vec<u8>> {
-        self.shared()
-            .lock()
-            .fw
-            .objects
-            .queue(kind, id)
-            .map(|q| q.ctx.clone())
+        let s = self.shared().lock();
+        match kind {
+            ObjectKind::Mkey => s.fw.objects.mkey(id).map(|m| m.ctx.clone()),
+            _ => s.fw.objects.queue(kind, id).map(|q| q.ctx.clone()),
+        }
     }
 
     /// The state (`qpc.state`, `mlx5_ifc::consts::qp_state`) of QP `qpn`, if it exists.

@@ -458,6 +458,24 @@ mod tests {
     }
 
     #[test]
+    fn a_control_segment_alone_is_a_send_of_no_bytes() {
+        let mut b = vec![0u8; 16];
+        b[3] = opcode::SEND;
+        b[4..8].copy_from_slice(&((0x123u32 << 8) | 1).to_be_bytes());
+        let w = parse_send(&b, qp_st::RC).unwrap();
+        assert_eq!((w.opcode, w.qpn), (opcode::SEND, 0x123));
+        assert!(w.pieces.is_empty());
+        b[3] = opcode::SEND_INVAL;
+        b[12..16].copy_from_slice(&0x4242u32.to_be_bytes());
+        let w = parse_send(&b, qp_st::RC).unwrap();
+        assert_eq!((w.imm, w.pieces.len()), (0x4242u32.to_be_bytes(), 0));
+        assert!(
+            parse_send(&b, qp_st::UC).is_err(),
+            "UC has no SEND with invalidate"
+        );
+    }
+
+    #[test]
     fn receive_lists_end_at_the_terminator() {
         let mut b = vec![0u8; 64];
         b[0..4].copy_from_slice(&4u32.to_be_bytes());
