@@ -256,7 +256,13 @@ pub mod arm_state {
     pub const FIRED: u64 = 0xa;
 }
 
-/// `rmpc.state`.
+/// ARM_RQ `op_mod`.
+pub mod arm_rq {
+    /// `op_mod`: the number names an SRQ (ISSI 0).
+    pub const SRQ: u16 = 1;
+}
+
+/// `rmp_state` / `rmpc.state`.
 pub mod rmp_state {
     /// Ready.
     pub const RDY: u64 = 1;

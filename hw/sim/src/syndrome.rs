@@ -77,6 +77,7 @@
 //! | `0x5e030053` VHCA_PORT_NOT_SUPPORTED | BAD_PARAM | SET/QUERY_ROCE_ADDRESS with a nonzero `vhca_port_num` while `num_vhca_ports` is 0 |
 //! | `0x5e030054` BAD_PM_STATE | BAD_PARAM | RST2INIT `pm_state` not MIGRATED (3): no alternate path exists to arm |
 //! | `0x5e030055` BAD_ATOMIC_MODE | BAD_PARAM | `rae` with `atomic_mode` above 8 (UP_TO_256B) |
+//! | `0x5e030056` SRQ_LIMIT | BAD_PARAM | ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -274,6 +275,8 @@ syndromes! {
     BAD_PM_STATE = 0x5e03_0054;
     /// BAD_PARAM: `atomic_mode` above 8 with `rae`.
     BAD_ATOMIC_MODE = 0x5e03_0055;
+    /// BAD_PARAM: ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size.
+    SRQ_LIMIT = 0x5e03_0056;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

@@ -6,7 +6,7 @@ mod common;
 
 use common::datapath::*;
 use mlx5_ifc::consts::qp_st::{RC, UC, UD};
-use mlx5_ifc::prm::srq::{CreateRmpIn, CreateRmpOut, Rmpc, Wq};
+use mlx5_ifc::prm::srq::{CreateRmpIn, CreateRmpOut, QueryRmpIn, QueryRmpOut, Rmpc, Wq};
 use mlx5_ifc::{Be64, Layout, Opcode, View};
 use mlx5_sim::{DmaFaultKind, Mode, WireFault, PCAP_MAGIC_NS};
 
@@ -375,7 +375,8 @@ fn send_queue_and_receive_queue_wrap_around() {
 #[test]
 fn receives_from_an_rmp_follow_its_linked_list() {
     let (_fabric, mut a, mut b) = pair(Mode::Sync);
-    // An RMP of 4 WQEs of 64 bytes (next segment + 3 data segments), linked 0 → 2 → 1 → 3.
+    // An RMP of 4 WQEs of 64 bytes (next segment + 3 data segments), linked 0 → 2 → 1 → 3,
+    // created with its limit event armed at 2 WQEs.
     let dev = b.dev();
     let (rmp_buf, rmp_dbr) = (
         dev.dma_alloc(4096, 4096).unwrap(),
@@ -390,6 +391,7 @@ fn receives_from_an_rmp_follow_its_linked_list() {
         w.set(Wq::LOG_WQ_STRIDE, 6).unwrap();
         w.set(Wq::PD, pd.into()).unwrap();
         w.set(Wq::DBR_ADDR, rmp_dbr.iova).unwrap();
+        w.set(Wq::LWM, 2).unwrap();
     });
     let input = common::queues::with_pas(input, &[rmp_buf.iova]);
     let out = b.fx.p.ok(&input, CreateRmpOut::BYTES);
@@ -425,6 +427,34 @@ fn receives_from_an_rmp_follow_its_linked_list() {
     for (k, i) in [0u64, 2, 1].into_iter().enumerate() {
         assert_eq!(read(&dev, &dst, 64 * i, 8), vec![k as u8 + 1; 8]);
     }
+    // Three posted, three taken: the second left one (< 2), which raised the limit event once
+    // and disarmed it — an `lwm` given at creation is armed from birth.
+    let mut limit = Vec::new();
+    while let Some((etype, data)) = b.poll_eq() {
+        if etype == mlx5_ifc::event::SRQ_RQ_LIMIT {
+            limit.push((
+                data[0x14],
+                u32::from_be_bytes(data[0x18..0x1c].try_into().unwrap()),
+            ));
+        }
+    }
+    assert_eq!(
+        limit,
+        [(1, rmpn)],
+        "one event, queue type SRQ, the RMP's number"
+    );
+    let out = b.fx.p.ok(
+        &common::cmd::<QueryRmpIn>(Opcode::QueryRmp, 0, |v| {
+            v.set(QueryRmpIn::RMPN, rmpn.into()).unwrap();
+        }),
+        QueryRmpOut::BYTES,
+    );
+    let lwm = View::<QueryRmpOut>::new(&out)
+        .unwrap()
+        .nested(QueryRmpOut::RMP_CONTEXT)
+        .nested(Rmpc::WQ)
+        .get(Wq::LWM);
+    assert_eq!(lwm, 0, "disarmed after firing");
     // The fourth send finds no posted WQE: RNR (the RMP's counter says 3).
     a.post_send(&mut qa, SEND, SIGNALED, [0; 4], &[Seg::Inline(vec![4; 8])]);
     assert_eq!(b.poll(), None);

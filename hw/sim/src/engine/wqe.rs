@@ -414,10 +414,16 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Ve
     }
     let next =
         View::<SrqNextSeg>::new(&buf).map_or(0, |v| v.get(SrqNextSeg::NEXT_WQE_INDEX) as u16);
-    hw.fw
-        .engine
-        .srqs
-        .insert(n, (next, consumed.wrapping_add(1)));
+    let consumed = consumed.wrapping_add(1);
+    hw.fw.engine.srqs.insert(n, (next, consumed));
+    // The limit event: fewer than `lwm` WQEs left raises SRQ_RQ_LIMIT once and disarms.
+    let left = u32::from((posted as u16).wrapping_sub(consumed));
+    if let Some((lwm, _)) = crate::fw::srq::limit(hw.fw, kind, n) {
+        if lwm != 0 && left < lwm {
+            let _ = crate::fw::srq::set_limit(hw.fw, kind, n, 0);
+            super::cqe::srq_event(hw, mlx5_ifc::event::SRQ_RQ_LIMIT, n);
+        }
+    }
     let data = buf.get(SrqNextSeg::BYTES..).unwrap_or(&[]);
     Ok(Some((index, recv_sges(data))))
 }

@@ -288,6 +288,8 @@ const SPECS: &[Spec] = &[
         srq::destroy_rmp,
     ),
     spec::<s::QueryRmpIn, s::QueryRmpOut>(Opcode::QueryRmp, Gate::Initialized, srq::query_rmp),
+    spec::<s::ModifyRmpIn, s::ModifyRmpOut>(Opcode::ModifyRmp, Gate::Initialized, srq::modify_rmp),
+    spec::<s::ArmRqIn, s::ArmRqOut>(Opcode::ArmRq, Gate::Initialized, srq::arm_rq),
     spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
     spec::<q::DestroyQpIn, q::DestroyQpOut>(Opcode::DestroyQp, Gate::Initialized, qp::destroy_qp),
     spec::<q::QueryQpIn, q::QueryQpOut>(Opcode::QueryQp, Gate::Initialized, qp::query_qp),
