@@ -12,8 +12,9 @@
 //! the pages EQ. So while entry 0 is the device's, every poll also drains the pages EQ and
 //! answers each request at once with MANAGE_PAGES in entry 1 ([`Slot::Pages`], mailboxes of its
 //! own), waited for with the same deadline rules, before going back to waiting for entry 0
-//! (`crate::fw::page_req`). Nothing the caller does is needed; the device is never asked to
-//! wait for a command that waits for it.
+//! (`crate::fw::page_req`); once entry 0 is back, the pages EQ is drained once more, so what
+//! the firmware asked for while executing the command is answered at once too. Nothing the
+//! caller does is needed; the device is never asked to wait for a command that waits for it.
 
 mod run;
 mod slot;
@@ -148,7 +149,13 @@ impl CmdQueue {
         let (pages, eq) = (&mut self.pages, self.pages_eq.as_ref());
         self.io
             .wait(p, &posted, |io, p| page_req::service(io, pages, eq, p))?;
-        self.io.collect(&posted, output)
+        let r = self.io.collect(&posted, output);
+        // What the firmware asked for while executing it (a command that completes before the
+        // first poll never ran the loop above) is answered now, not at the next wait.
+        if let Err(e) = self.service_pages(p) {
+            log::error!("answering page requests after a command: {e}");
+        }
+        r
     }
 }
 

@@ -18,7 +18,8 @@
 //!   back (PAGE_REQUEST with `num_pages` < 0) the free pages above s that it has not offered yet.
 //! * **at random moments** ([`RandomPages`], seeded, so a run is reproducible): after a
 //!   command executes (not QUERY_PAGES / MANAGE_PAGES), with probability `per_mille`/1000, the
-//!   firmware asks for 1..=`max_pages` more pages or offers back up to that many free ones.
+//!   firmware asks for 1..=`max_pages` more pages or offers back up to that many free ones —
+//!   provided some EQ is subscribed to PAGE_REQUEST.
 //!   [`crate::SimDevice::request_pages`] raises one now.
 //!
 //! The firmware keeps its accounts exact ([`PageStats`]): a give beyond what it asked for is
@@ -34,7 +35,7 @@ use mlx5_ifc::prm::eqe::PagesReqEvent;
 use mlx5_ifc::{Opcode, ViewMut};
 
 use super::{Firmware, HcaState, ObjectKind};
-use crate::engine::cqe::{async_event, EVENT_DATA_BYTES};
+use crate::engine::cqe::{async_event, subscribed, EVENT_DATA_BYTES};
 use crate::engine::Hw;
 use crate::scribble::Rng;
 use crate::Profile;
@@ -261,6 +262,11 @@ fn offer(hw: &mut Hw<'_>, profile: &Profile, want: u64) {
 /// What the firmware does after command `opcode` executed: offers pages back after a destroy
 /// (`spare_pages`) and raises the random requests.
 pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
+    // Pages offered back and used again since (by a command that needed them) are no longer
+    // on offer.
+    let spare = returnable(hw.fw, profile);
+    let req = &mut hw.fw.pages.req;
+    req.offered = req.offered.min(spare);
     if hw.fw.state != HcaState::Initialized
         || opcode == Opcode::ManagePages as u16
         || opcode == Opcode::QueryPages as u16
@@ -285,6 +291,10 @@ pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
     let Some(random) = hw.fw.pages.req.policy.random else {
         return;
     };
+    if !heard(hw.fw) {
+        // Nobody would hear it: a request nobody answers would only stall later commands.
+        return;
+    }
     let req = &mut hw.fw.pages.req;
     if req.rng.below(1000) >= u64::from(random.per_mille) {
         return;
@@ -296,6 +306,15 @@ pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
     } else {
         offer(hw, profile, n);
     }
+}
+
+/// Whether some EQ is subscribed to PAGE_REQUEST.
+fn heard(fw: &Firmware) -> bool {
+    fw.objects.queues(ObjectKind::Eq).into_iter().any(|n| {
+        fw.objects
+            .queue(ObjectKind::Eq, n)
+            .is_some_and(|q| subscribed(&q.event_bitmask, event::PAGE_REQUEST))
+    })
 }
 
 /// MANAGE_PAGES op_mod 0: the driver cannot give what was asked for.
