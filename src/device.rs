@@ -3,9 +3,10 @@
 //! Bring-up follows the PF order (docs/bring-up.md): wait for `initializing` to clear, check the
 //! command interface revision, program the command queue, ENABLE_HCA, ISSI, boot pages,
 //! HOST_ENDIANNESS, capabilities (query, set), init pages, INIT_HCA, driver version, current
-//! capabilities, ALLOC_UAR, special keys, RoCE on the vport, the default GID, the port up,
-//! ALLOC_PD. [`Device::close`] undoes each step that was done, in reverse, and takes every page
-//! back; a device dropped without `close` is closed on drop, best effort.
+//! capabilities, ALLOC_UAR, the async, completion and pages EQs, special keys, RoCE on the
+//! vport, the default GID, the port up, ALLOC_PD. [`Device::close`] undoes each step that was
+//! done, in reverse, and takes every page back; a device dropped without `close` is closed on
+//! drop, best effort.
 
 use mlx5_ifc::consts::{cap_type, cmdif_checksum, reg, teardown_profile};
 use mlx5_ifc::prm::caps::CmdHcaCap;
@@ -221,6 +222,12 @@ impl<P: Platform> Device<P> {
         }
         let l = platform.bar_read32(u64::from(regs::CMDQ_ADDR_L_SZ)).get();
         let (log_size, log_stride) = (((l >> 4) & 0xf) as u8, (l & 0xf) as u8);
+        if log_size == 0 {
+            return Err(Error::Unsupported {
+                what: "a command queue of 2 entries at least (entry 1 answers page requests)",
+                found: 1,
+            });
+        }
         if (1usize << log_size) > mlx5_ifc::consts::MAX_COMMANDS
             || log_size + log_stride > 12
             || log_stride < 6

@@ -381,3 +381,19 @@ fn a_reclaim_naming_a_page_not_ours_is_refused_and_kept_from_reuse() {
         sim.dma_faults()
     );
 }
+
+#[test]
+fn a_command_queue_of_one_entry_is_refused() {
+    // Entry 1 answers page requests while entry 0 waits: a queue without it cannot work.
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    sim.inject(Fault::InitSegWord {
+        offset: mlx5::ifc::regs::CMDQ_ADDR_L_SZ,
+        value: 6, // log_cmdq_size 0, log_cmdq_stride 6
+        sticky: true,
+    });
+    match mlx5::Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()) {
+        Err(Error::Unsupported { found: 1, .. }) => {}
+        other => panic!("{:?}", other.err()),
+    }
+    assert_eq!(sim.dma_bytes_mapped(), 0, "nothing allocated");
+}

@@ -17,6 +17,11 @@
 //! wire faults ([`WireFault`]) and a pcap capture. A device is alone on a private fabric (its
 //! own MAC loops back) until [`Fabric::attach`] puts it on a shared one.
 //!
+//! Firmware pages as a PF's firmware asks for them: under a [`PagePolicy`] a CREATE that needs
+//! ICM is held — its entry stays the device's — until MANAGE_PAGES in another command slot
+//! brings the pages a PAGE_REQUEST event asked for; spare pages are offered back, and seeded
+//! requests come at random moments ([`SimDevice::page_stats`] keeps the accounts).
+//!
 //! A hostile device: [`Fault`]s make it lie in what it writes — CQEs, EQEs, command outputs
 //! and tokens, init segment and health words, a BAR that reads all ones — write stray bytes
 //! into live DMA memory ([`SimDevice::dma_scribble`]), and complete commands twice, out of
