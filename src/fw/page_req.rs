@@ -24,8 +24,9 @@
 //! firmware decides what becomes of the command that waits (it fails it, or the wait ends at
 //! the command timeout). Only an error that left the device unusable (a MANAGE_PAGES that
 //! timed out, a fatal health state) ends the wait early. Each poll handles at most
-//! [`MAX_EVENTS_PER_POLL`] events, so a device raising events without end cannot keep the
-//! driver from its deadline.
+//! [`MAX_EVENTS_PER_POLL`] events, taken one at a time and none once the waiting command's
+//! deadline has passed, so a device raising events without end cannot keep the driver from its
+//! deadline by more than the answer to one request.
 
 use mlx5_ifc::event;
 
@@ -73,20 +74,28 @@ impl PageRequestEvent {
     }
 }
 
-/// Drains the pages EQ (at most [`MAX_EVENTS_PER_POLL`] events) and answers each request in
-/// [`Slot::Pages`]. An error means the device is unusable now.
+/// Drains the pages EQ (at most [`MAX_EVENTS_PER_POLL`] events, one at a time, none once the
+/// platform clock passes `deadline_ns`) and answers each request in [`Slot::Pages`]. An error
+/// means the device is unusable now.
 pub(crate) fn service<P: Platform>(
     io: &mut CmdIo,
     pool: &mut PagePool,
     eq: Option<&Eq>,
     p: &P,
+    deadline_ns: u64,
 ) -> Result<()> {
     let Some(eq) = eq else {
         return Ok(());
     };
-    let mut events = [Event::default(); MAX_EVENTS_PER_POLL];
-    let n = eq.poll(p, &mut events)?;
-    for e in &events[..n] {
+    for _ in 0..MAX_EVENTS_PER_POLL {
+        if p.now_ns() > deadline_ns {
+            return Ok(());
+        }
+        let mut ev = [Event::default()];
+        if eq.poll(p, &mut ev)? == 0 {
+            return Ok(());
+        }
+        let e = &ev[0];
         match PageRequestEvent::decode(e) {
             Some(req) => {
                 answer(io, pool, p, Slot::Pages, req)?;

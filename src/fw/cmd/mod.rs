@@ -126,7 +126,13 @@ impl CmdQueue {
         if self.io.dead().is_some() {
             return Ok(());
         }
-        page_req::service(&mut self.io, &mut self.pages, self.pages_eq.as_ref(), p)
+        page_req::service(
+            &mut self.io,
+            &mut self.pages,
+            self.pages_eq.as_ref(),
+            p,
+            u64::MAX,
+        )
     }
 
     /// Frees the queue memory; the queue issues no command afterwards. Only call once the
@@ -147,8 +153,10 @@ impl CmdQueue {
     pub fn exec<P: Platform>(&mut self, p: &P, input: &[u8], output: &mut [u8]) -> Result<()> {
         let posted = self.io.post(p, Slot::Main, input, output.len())?;
         let (pages, eq) = (&mut self.pages, self.pages_eq.as_ref());
-        self.io
-            .wait(p, &posted, |io, p| page_req::service(io, pages, eq, p))?;
+        let deadline = posted.deadline_ns();
+        self.io.wait(p, &posted, |io, p| {
+            page_req::service(io, pages, eq, p, deadline)
+        })?;
         let r = self.io.collect(&posted, output);
         // What the firmware asked for while executing it (a command that completes before the
         // first poll never ran the loop above) is answered now, not at the next wait.

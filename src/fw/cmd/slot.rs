@@ -81,6 +81,14 @@ pub(crate) struct Posted {
     op_mod: u16,
     out_blocks: usize,
     start_ns: u64,
+    timeout_ns: u64,
+}
+
+impl Posted {
+    /// Platform time after which the wait for this command gives up.
+    pub(crate) fn deadline_ns(&self) -> u64 {
+        self.start_ns.saturating_add(self.timeout_ns)
+    }
 }
 
 /// The next command token: never 0.
@@ -303,6 +311,7 @@ impl CmdIo {
             op_mod,
             out_blocks,
             start_ns: p.now_ns(),
+            timeout_ns: self.timeout_ns,
         })
     }
 
@@ -332,7 +341,7 @@ impl CmdIo {
                 }
             }
             let waited = p.now_ns().saturating_sub(posted.start_ns);
-            if waited > self.timeout_ns {
+            if waited > posted.timeout_ns {
                 log::error!(
                     "{}({:#x}) in command slot {} did not complete; the device is now unusable",
                     mlx5_ifc::opcode_name(posted.opcode),
