@@ -397,3 +397,58 @@ fn a_command_queue_of_one_entry_is_refused() {
     }
     assert_eq!(sim.dma_bytes_mapped(), 0, "nothing allocated");
 }
+
+#[test]
+fn page_requests_that_lie_are_not_trusted() {
+    use mlx5::sim::EqeField;
+    let (sim, dev) = open(PagePolicy::default(), Mode::Sync, DeviceConfig::default());
+    let eqn = u32::from(dev.pages_eqn().expect("a pages EQ"));
+    let held = dev.pages_held();
+    // A request for another function: refused, nothing given.
+    sim.inject(Fault::CorruptEqe {
+        eqn: Some(eqn),
+        field: EqeField::Data(0),
+        value: 5,
+    });
+    sim.request_pages(3);
+    let mut ev = [mlx5::eq::Event::default(); 4];
+    assert_eq!(dev.poll_async_events(&mut ev).unwrap(), 0);
+    assert_eq!(
+        (dev.page_stats().requests, dev.page_stats().failures),
+        (1, 1)
+    );
+    assert_eq!((dev.pages_held(), sim.page_stats().asked), (held, 3));
+    // service_page_requests still asks the firmware itself (QUERY_PAGES regular).
+    assert_eq!(dev.service_page_requests().unwrap(), 3);
+    assert_eq!((dev.pages_held(), sim.page_stats().asked), (held + 3, 0));
+    // 2^31 - 1 pages: more than the pool lends; the firmware is told it cannot have them.
+    sim.inject(Fault::CorruptEqe {
+        eqn: Some(eqn),
+        field: EqeField::Data(1),
+        value: 0x7fff_ffff,
+    });
+    sim.request_pages(1);
+    dev.poll_async_events(&mut ev).unwrap();
+    assert_eq!(sim.page_stats().alloc_fail_notices, 1);
+    assert_eq!(dev.pages_held(), held + 3);
+    // "Released all pages": believed only as far as never giving the memory back.
+    sim.inject(Fault::CorruptEqe {
+        eqn: Some(eqn),
+        field: EqeField::Data(0),
+        value: 0x4000_0000,
+    });
+    sim.request_pages(1);
+    dev.check_health().unwrap();
+    assert_eq!(dev.pages_held(), 0);
+    assert_eq!(dev.page_stats().lost, (held + 3) as u64);
+    // The device goes on working.
+    dev.create_cq(8).unwrap().destroy().unwrap();
+    let (r, q) = dev.close_accounted();
+    r.unwrap();
+    assert!(q.bytes >= ((held + 3) * 4096) as u64, "{q:?}");
+    assert!(
+        sim.dma_faults().is_empty(),
+        "no page the device holds was freed: {:?}",
+        sim.dma_faults()
+    );
+}
