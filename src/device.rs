@@ -3,9 +3,10 @@
 //! Bring-up follows the PF order (docs/bring-up.md): wait for `initializing` to clear, check the
 //! command interface revision, program the command queue, ENABLE_HCA, ISSI, boot pages,
 //! HOST_ENDIANNESS, capabilities (query, set), init pages, INIT_HCA, driver version, current
-//! capabilities, ALLOC_UAR, special keys, RoCE on the vport, the default GID, the port up,
-//! ALLOC_PD. [`Device::close`] undoes each step that was done, in reverse, and takes every page
-//! back; a device dropped without `close` is closed on drop, best effort.
+//! capabilities, ALLOC_UAR, the async, completion and pages EQs, special keys, RoCE on the
+//! vport, the default GID, the port up, ALLOC_PD. [`Device::close`] undoes each step that was
+//! done, in reverse, and takes every page back; a device dropped without `close` is closed on
+//! drop, best effort.
 
 use mlx5_ifc::consts::{cmdif_checksum, reg, teardown_profile};
 use mlx5_ifc::prm::hca::RegisterHostEndianness;
@@ -16,6 +17,10 @@ pub const MAX_GIDS: usize = 16;
 
 /// Events the async EQ holds.
 const ASYNC_EQ_SIZE: u32 = 128;
+/// Events the pages EQ holds (beyond the spare entries every EQ has).
+const PAGES_EQ_SIZE: u32 = 16;
+
+mod events;
 
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::fw::caps::{Caps, DeviceAttr, CAP_BYTES};
@@ -23,7 +28,7 @@ use crate::fw::cmd::{check_health, CmdQueue, CmdStats};
 use crate::fw::eq::Eq;
 use crate::fw::hca;
 use crate::fw::negotiate;
-use crate::fw::pages::{PagePool, PageRequest};
+use crate::fw::pages::PageRequest;
 use crate::fw::quarantine::{Quarantine, Quarantined};
 use crate::fw::uar::Uar;
 use crate::fw::vport::{self, GidEntry, PortState, VportInfo};
@@ -125,7 +130,6 @@ enum Stage {
 pub struct Device<P: Platform> {
     platform: P,
     cmd: spin::Mutex<CmdQueue>,
-    pages: spin::Mutex<PagePool>,
     caps: Caps,
     fw: FwVersion,
     issi: u16,
@@ -218,6 +222,12 @@ impl<P: Platform> Device<P> {
         }
         let l = platform.bar_read32(u64::from(regs::CMDQ_ADDR_L_SZ)).get();
         let (log_size, log_stride) = (((l >> 4) & 0xf) as u8, (l & 0xf) as u8);
+        if log_size == 0 {
+            return Err(Error::Unsupported {
+                what: "a command queue of 2 entries at least (entry 1 answers page requests)",
+                found: 1,
+            });
+        }
         if (1usize << log_size) > mlx5_ifc::consts::MAX_COMMANDS
             || log_size + log_stride > 12
             || log_stride < 6
@@ -258,7 +268,6 @@ impl<P: Platform> Device<P> {
         let mut dev = Device {
             platform,
             cmd: spin::Mutex::new(cmd),
-            pages: spin::Mutex::new(PagePool::default()),
             caps: Caps::from_raw(
                 [0; CAP_BYTES],
                 [0; CAP_BYTES],
@@ -323,13 +332,15 @@ impl<P: Platform> Device<P> {
         let p = &self.platform;
         let q = &self.quarantine;
         let cmd = self.cmd.get_mut();
-        let pages = self.pages.get_mut();
         wait_not_initializing(p, Wait::FwInit, self.config.fw_init_timeout_ms)?;
         check_health(p)?;
         hca::enable_hca(cmd, p, self.embedded_cpu)?;
         self.stage = Some(Stage::Enabled);
         self.issi = hca::negotiate_issi(cmd, p)?;
-        self.bringup.boot_pages = pages.satisfy(cmd, p, PageRequest::Boot)?;
+        self.bringup.boot_pages = {
+            let (io, pages) = cmd.io_and_pages();
+            pages.satisfy(io, p, PageRequest::Boot)?
+        };
         // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 1).
         let mut he = [0u8; RegisterHostEndianness::BYTES];
         ViewMut::<RegisterHostEndianness>::new(&mut he)?.set(
@@ -340,7 +351,10 @@ impl<P: Platform> Device<P> {
             log::warn!("HOST_ENDIANNESS not accepted ({e}); continuing");
         }
         let negotiated = negotiate::negotiate(cmd, p, self.config.log_max_qp)?;
-        self.bringup.init_pages = pages.satisfy(cmd, p, PageRequest::Init)?;
+        self.bringup.init_pages = {
+            let (io, pages) = cmd.io_and_pages();
+            pages.satisfy(io, p, PageRequest::Init)?
+        };
         // A software owner id only where the capability says INIT_HCA takes one (Linux
         // `mlx5_cmd_init_hca`); rdma-core's mlx5_vfio never sends one.
         let owner = negotiated
@@ -365,13 +379,6 @@ impl<P: Platform> Device<P> {
         let uar = Uar::alloc(cmd, p, self.config.bar_size)?;
         self.uar = Some(uar);
         self.stage = Some(Stage::Uar);
-        let mut events: heapless::Vec<u8, 16> = heapless::Vec::new();
-        for &e in event::ASYNC_EVENTS {
-            let _ = events.push(e);
-        }
-        if self.caps.get("page_request_disable") == Some(0) {
-            let _ = events.push(event::PAGE_REQUEST);
-        }
         self.async_eq = Some(Eq::create(
             cmd,
             p,
@@ -379,7 +386,7 @@ impl<P: Platform> Device<P> {
             &self.caps,
             uar,
             ASYNC_EQ_SIZE,
-            &events,
+            event::ASYNC_EVENTS,
             0,
         )?);
         self.stage = Some(Stage::Eqs);
@@ -393,6 +400,22 @@ impl<P: Platform> Device<P> {
             &[],
             0,
         )?);
+        // Page requests on an EQ of their own, drained whenever a command waits
+        // (crate::fw::page_req), as Linux's pages EQ is.
+        if self.caps.get("page_request_disable") == Some(0) {
+            let eq = Eq::create(
+                cmd,
+                p,
+                q,
+                &self.caps,
+                uar,
+                PAGES_EQ_SIZE,
+                &[event::PAGE_REQUEST],
+                0,
+            )?;
+            eq.arm(p);
+            cmd.set_pages_eq(eq);
+        }
         // Arm both: the consumer index is 0 and the device may raise the next event.
         for eq in [&self.async_eq, &self.comp_eq].into_iter().flatten() {
             eq.arm(p);
@@ -422,7 +445,6 @@ impl<P: Platform> Device<P> {
         let p = &self.platform;
         let q = &self.quarantine;
         let cmd = self.cmd.get_mut();
-        let pages = self.pages.get_mut();
         let mut first: Option<Error> = None;
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -458,7 +480,10 @@ impl<P: Platform> Device<P> {
                 note(vport::set_roce_en(cmd, p, false));
             }
             if stage >= Stage::Eqs {
-                for eq in [self.comp_eq.take(), self.async_eq.take()]
+                // The pages EQ goes before the async EQ, as in Linux; from here on page requests
+                // are not answered (the firmware returns everything after TEARDOWN_HCA).
+                let pages_eq = cmd.take_pages_eq();
+                for eq in [self.comp_eq.take(), pages_eq, self.async_eq.take()]
                     .into_iter()
                     .flatten()
                 {
@@ -477,25 +502,28 @@ impl<P: Platform> Device<P> {
                 note(r);
             }
             if torn_down && cmd.dead().is_none() {
-                note(pages.reclaim_all(cmd, p, self.config.reclaim_timeout_ms));
+                let (io, pages) = cmd.io_and_pages();
+                note(pages.reclaim_all(io, p, self.config.reclaim_timeout_ms));
             }
             if stage >= Stage::Enabled && cmd.dead().is_none() {
                 note(hca::disable_hca(cmd, p, self.embedded_cpu));
             }
         }
         // EQs a dead device still has (their DESTROY_EQ was never sent).
-        for eq in [self.comp_eq.take(), self.async_eq.take()]
+        let pages_eq = cmd.take_pages_eq();
+        for eq in [self.comp_eq.take(), pages_eq, self.async_eq.take()]
             .into_iter()
             .flatten()
         {
             eq.abandon(q);
         }
-        if pages.held() > 0 || cmd.dead().is_some() {
+        let (io, pages) = cmd.io_and_pages();
+        if pages.held() > 0 || io.dead().is_some() {
             // The device may still write to its pages and to the command queue: never free them.
             pages.abandon(q);
             cmd.abandon(q);
         } else {
-            pages.free_idle_chunks(p);
+            pages.retire(p, q);
             cmd.release(p);
         }
         match first {
@@ -561,29 +589,6 @@ impl<P: Platform> Device<P> {
     /// The completion EQ every CQ reports to.
     pub fn comp_eqn(&self) -> Option<u8> {
         self.comp_eq.as_ref().map(Eq::eqn)
-    }
-
-    /// Completion events: which CQs got a completion since they were armed
-    /// (`ibv_get_cq_event`); the EQ is re-armed.
-    pub fn poll_completion_events(&self, out: &mut [crate::fw::eq::Event]) -> Result<usize> {
-        match self.comp_eq.as_ref() {
-            Some(eq) => eq.poll(&self.platform, out),
-            None => Ok(0),
-        }
-    }
-
-    /// Asynchronous events (`ibv_get_async_event`): QP and SRQ errors, CQ errors, port changes,
-    /// page requests.
-    pub fn poll_async_events(&self, out: &mut [crate::fw::eq::Event]) -> Result<usize> {
-        match self.async_eq.as_ref() {
-            Some(eq) => eq.poll(&self.platform, out),
-            None => Ok(0),
-        }
-    }
-
-    /// The async EQ (QP, CQ, port and page events).
-    pub fn async_eqn(&self) -> Option<u8> {
-        self.async_eq.as_ref().map(Eq::eqn)
     }
 
     /// The default protection domain.
@@ -668,11 +673,6 @@ impl<P: Platform> Device<P> {
         &self.quarantine
     }
 
-    /// Pages the firmware holds.
-    pub fn pages_held(&self) -> usize {
-        self.pages.lock().held()
-    }
-
     /// Runs any command, bypassing every object the driver tracks: reached only through the
     /// [`crate::io::raw_command`], whose safety contract says why.
     pub(crate) fn exec_raw(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
@@ -706,17 +706,14 @@ impl<P: Platform> Device<P> {
             .platform
             .bar_read32(u64::from(regs::HEALTH_COUNTER))
             .get();
-        let mut last = self.last_heartbeat.lock();
-        let moved = now != *last;
-        *last = now;
+        let moved = {
+            let mut last = self.last_heartbeat.lock();
+            let moved = now != *last;
+            *last = now;
+            moved
+        };
+        self.answer_page_requests()?;
         Ok(moved)
-    }
-
-    /// Gives the firmware the pages it asks for at run time (QUERY_PAGES regular).
-    pub fn service_page_requests(&self) -> Result<usize> {
-        let mut pages = self.pages.lock();
-        let mut cmd = self.cmd.lock();
-        pages.satisfy(&mut cmd, &self.platform, PageRequest::Regular)
     }
 }
 

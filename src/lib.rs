@@ -56,7 +56,7 @@ mod verbs;
 
 pub use fw::caps::{AtomicCap, Caps, DeviceAttr};
 pub use fw::eq;
-pub use fw::pages::PageRequest;
+pub use fw::pages::{PageRequest, PageStats};
 pub use fw::quarantine::Quarantined;
 pub use fw::uar::Uar;
 pub use fw::vport::{GidEntry, PortState, VportInfo};

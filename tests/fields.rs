@@ -106,7 +106,8 @@ fn read_atomic_depths_are_floor_log2() {
 }
 
 /// Row 11 of issue #10: the async EQ is not subscribed to INTERNAL_ERROR (0x08), which Linux's
-/// async event mask leaves out; the completion EQ to no event type at all.
+/// async event mask leaves out; the completion EQ to no event type at all; page requests
+/// (row 1) go to a pages EQ of their own.
 #[test]
 fn async_eq_mask_leaves_internal_error_out() {
     let fabric = Fabric::new();
@@ -118,7 +119,7 @@ fn async_eq_mask_leaves_internal_error_out() {
             i[at..at + 32].try_into().unwrap()
         })
         .collect();
-    assert_eq!(masks.len(), 2, "the async and the completion EQ");
+    assert_eq!(masks.len(), 3, "the async, the completion and the pages EQ");
     // Four big-endian 64-bit words, word i (types 64i..64i+63) at byte 8i.
     let word0 = u64::from_be_bytes(masks[0][..8].try_into().unwrap());
     assert_eq!(
@@ -132,5 +133,15 @@ fn async_eq_mask_leaves_internal_error_out() {
         0,
         "{word0:#x}"
     );
+    assert_eq!(
+        word0 & (1 << mlx5::ifc::event::PAGE_REQUEST),
+        0,
+        "page requests have an EQ of their own: {word0:#x}"
+    );
     assert_eq!(masks[1], [0; 32]);
+    // The pages EQ (Linux's too): PAGE_REQUEST (0x0b) and nothing else.
+    let mut pages = [0u8; 32];
+    pages[7 - usize::from(mlx5::ifc::event::PAGE_REQUEST / 8)] =
+        1 << (mlx5::ifc::event::PAGE_REQUEST % 8);
+    assert_eq!(masks[2], pages);
 }

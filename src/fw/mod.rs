@@ -7,6 +7,7 @@ pub(crate) mod cmd;
 pub mod eq;
 pub(crate) mod hca;
 pub(crate) mod negotiate;
+pub(crate) mod page_req;
 pub(crate) mod pages;
 pub(crate) mod quarantine;
 pub(crate) mod queue;

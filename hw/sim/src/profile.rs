@@ -17,6 +17,7 @@ use std::path::Path;
 use mlx5_ifc::prm::caps::{AtomicCaps as A, CmdHcaCap as C, RoceCap as R};
 use mlx5_ifc::{Field, Layout, LayoutError, View, ViewMut};
 
+use crate::fw::page_req::PagePolicy;
 use crate::SimError;
 
 /// A simulated device model.
@@ -30,6 +31,7 @@ pub struct Profile {
     boot_pages: u32,
     init_pages: u32,
     mac: [u8; 6],
+    page_policy: PagePolicy,
 }
 
 /// `cmd_hca_cap` (MAX) of the ConnectX-5 profile.
@@ -211,6 +213,7 @@ impl Profile {
             boot_pages: 16,
             init_pages: 64,
             mac: [0x02, 0xc5, 0x5a, 0x00, 0x00, 0x01],
+            page_policy: PagePolicy::default(),
         };
         for values in general {
             if let Err(e) = apply::<C>(&mut p.hca_cap, values) {
@@ -380,6 +383,17 @@ impl Profile {
     /// The same profile with another permanent MAC (each NIC on a fabric needs its own).
     pub fn with_mac(mut self, mac: [u8; 6]) -> Self {
         self.mac = mac;
+        self
+    }
+
+    /// How the firmware asks for pages at run time (default: never; see [`PagePolicy`]).
+    pub fn page_policy(&self) -> &PagePolicy {
+        &self.page_policy
+    }
+
+    /// The same profile with another run-time page policy.
+    pub fn with_page_policy(mut self, policy: PagePolicy) -> Self {
+        self.page_policy = policy;
         self
     }
 }

@@ -71,6 +71,7 @@
 //! | `0x5e03003b` MKEY_MTT_UNALIGNED | BAD_PARAM | CREATE_MKEY (MTT) an MTT entry (low 12 bits masked) not aligned to the page size |
 //! | `0x5e03003c` MKEY_MTT_UNMAPPED | BAD_PARAM | CREATE_MKEY (MTT) the used part of an MTT page not inside one DMA mapping (a `DmaFault` is recorded) |
 //! | `0x5e03003d` MKEY_LENGTH | BAD_PARAM | CREATE_MKEY `length64` with MTT access, or `start_addr + len` past 2^64 |
+//! | `0x5e03003e` PAGES_NOT_REQUESTED | BAD_PARAM | MANAGE_PAGES give of more pages than the firmware asked for (QUERY_PAGES boot/init demand before INIT_HCA, PAGE_REQUEST events after it) |
 //! | `0x5e030050` ROCE_NOT_WRITABLE | BAD_PARAM | SET_HCA_CAP (general) changes `roce` while the current `roce_rw_supported` is 0 |
 //! | `0x5e030051` BAD_ATOMIC_ENDIANNESS | BAD_PARAM | SET_HCA_CAP (atomic) `atomic_req_8B_endianness_mode` not 0, or 1 without `supported_atomic_req_8B_endianness_mode_1` |
 //! | `0x5e030052` SW_OWNER_ID_NOT_SUPPORTED | BAD_PARAM | INIT_HCA with a nonzero `sw_owner_id` while the capability `sw_owner_id` is 0 |
@@ -105,6 +106,7 @@
 //! | `0x5e080006` QP_EXHAUSTED | EXCEED_LIM | `2^log_max_qp - 1` QPs live |
 //! | `0x5e080007` MKEY_EXHAUSTED | EXCEED_LIM | `2^log_max_mkey - 1` mkeys live (the reserved lkey and null mkey included) |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
+//! | `0x5e0f0001` PAGES_ALLOC_FAIL | NO_RESOURCES 0x0f | a command waiting for firmware pages when the driver answered MANAGE_PAGES op_mod 0 (it cannot give them) |
 //! | `0x5e500001` INLEN_BELOW_HEADER | BAD_INPUT_LEN 0x50 | `input_length` < 8 |
 //! | `0x5e500002` INLEN_BELOW_LAYOUT | BAD_INPUT_LEN | `input_length` < the command's `*_in` size |
 //! | `0x5e500003` INLEN_PAS | BAD_INPUT_LEN | MANAGE_PAGES give: `input_length` does not cover `input_num_entries` |
@@ -263,6 +265,8 @@ syndromes! {
     MKEY_MTT_UNMAPPED = 0x5e03_003c;
     /// BAD_PARAM: CREATE_MKEY `length64` with MTT, or the range overflows.
     MKEY_LENGTH = 0x5e03_003d;
+    /// BAD_PARAM: MANAGE_PAGES give of more pages than the firmware asked for.
+    PAGES_NOT_REQUESTED = 0x5e03_003e;
     /// BAD_PARAM: SET_HCA_CAP changes `roce` while `roce_rw_supported` is 0.
     ROCE_NOT_WRITABLE = 0x5e03_0050;
     /// BAD_PARAM: SET_HCA_CAP (atomic) with an unsupported requester endianness mode.
@@ -331,6 +335,8 @@ syndromes! {
     MKEY_EXHAUSTED = 0x5e08_0007;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
+    /// NO_RESOURCES: a command waiting for pages the driver said it cannot give.
+    PAGES_ALLOC_FAIL = 0x5e0f_0001;
     /// BAD_INPUT_LEN: `input_length` < 8.
     INLEN_BELOW_HEADER = 0x5e50_0001;
     /// BAD_INPUT_LEN: `input_length` < the `*_in` size.

@@ -30,6 +30,7 @@ pub(crate) mod eq;
 pub(crate) mod hca;
 pub(crate) mod mkey;
 pub(crate) mod objects;
+pub(crate) mod page_req;
 pub(crate) mod pages;
 pub(crate) mod qp;
 pub(crate) mod qp_modify;
@@ -330,7 +331,7 @@ impl Firmware {
             cur_general: *profile.hca_cap_max(),
             cur_roce: profile.roce_cap_initial(),
             cur_atomic: *profile.atomic_cap(),
-            pages: pages::Pages::default(),
+            pages: pages::Pages::new(profile.page_policy().clone()),
             objects: objects::ObjectTable::default(),
             vport: vport::Vport::new(profile),
             driver_version: None,

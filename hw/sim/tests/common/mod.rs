@@ -248,6 +248,17 @@ impl Poster {
         }
     }
 
+    /// Posts in `slot` a command whose delivery must succeed; returns its output.
+    pub fn exec_in(&mut self, slot: u32, input: &[u8], outlen: usize) -> Vec<u8> {
+        let m = self.prepare(slot, input, outlen);
+        self.ring(1 << slot);
+        let ds = self.wait(&m).expect("command never completed");
+        assert_eq!(ds, 0, "delivery status");
+        let out = self.output(&m);
+        self.release(m);
+        out
+    }
+
     /// Posts a command whose delivery must succeed; returns its output.
     pub fn exec(&mut self, input: &[u8], outlen: usize) -> Vec<u8> {
         self.exec_raw(input, outlen)
