@@ -6,26 +6,23 @@
 //! NIC's firmware executed: every QP through RST2INIT, INIT2RTR and RTR2RTS.
 
 mod rc;
+mod trace;
 mod uc;
 mod ud;
 
-use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Args as ClapArgs;
-use mlx5::ifc::consts::qp_st;
-use mlx5::ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, Qpc};
-use mlx5::ifc::{opcode_name, View};
 use mlx5::mr::MrAccess;
 use mlx5::qp::{ConnectOpts, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
-use mlx5::sim::{Fabric, Mode, SimDevice, TraceRecord};
+use mlx5::sim::{Fabric, Mode, SimDevice};
 use mlx5::wqe::UdAddr;
 use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
 
 use crate::target::{profile, Target};
+use trace::{firmware_transitions, write_trace};
 
 /// `mlx5ctl demo` arguments.
 #[derive(ClapArgs, Debug)]
@@ -170,10 +167,15 @@ fn check(what: &str, ok: bool) -> Result<(), String> {
     }
 }
 
+/// A check that passed, and how.
+fn ok(what: &str, how: &str) {
+    println!("  {what:<44} ok, {how}");
+}
+
 /// A check that is not about bytes: `ok, {how}`.
-fn check_that(what: &str, ok: bool, how: &str, otherwise: String) -> Result<(), String> {
-    if ok {
-        println!("  {what:<44} ok, {how}");
+fn check_that(what: &str, good: bool, how: &str, otherwise: String) -> Result<(), String> {
+    if good {
+        ok(what, how);
         Ok(())
     } else {
         Err(format!("{what}: {otherwise}"))
@@ -451,118 +453,6 @@ fn ping_pong(
     };
     println!("latency: {} SEND ping-pongs of 64 bytes: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us (round trip)", lat.len(), pct(0.5), pct(0.99), pct(0.999));
     Ok(())
-}
-
-/// The commands a firmware executed for one QP.
-#[derive(Debug, Default)]
-struct QpLog {
-    /// The service type CREATE_QP gave it (`qpc.st`).
-    st: Option<u64>,
-    /// The commands by name, with their status, in order.
-    cmds: Vec<(&'static str, u8)>,
-}
-
-/// Whether `opcode` is a QP command (CREATE_QP 0x500 to INIT2INIT_QP 0x50e).
-fn is_qp_command(opcode: u16) -> bool {
-    (0x500..=0x50f).contains(&opcode)
-}
-
-/// The QP a traced QP command acts on: CREATE_QP's output names it, every other QP command's
-/// input names it in the same place (bit 0x48, as DESTROY_QP's `qpn`).
-fn qpn_of(r: &TraceRecord) -> Option<u32> {
-    if !is_qp_command(r.opcode) {
-        return None;
-    }
-    if r.opcode == mlx5::ifc::Opcode::CreateQp as u16 {
-        let v = View::<CreateQpOut>::new(&r.output).ok()?;
-        (r.status == 0).then(|| v.get32(CreateQpOut::QPN))
-    } else {
-        Some(
-            View::<DestroyQpIn>::new(&r.input)
-                .ok()?
-                .get32(DestroyQpIn::QPN),
-        )
-    }
-}
-
-/// Every QP of a trace with its service type and commands.
-fn qp_logs(trace: &[TraceRecord]) -> BTreeMap<u32, QpLog> {
-    let mut logs: BTreeMap<u32, QpLog> = BTreeMap::new();
-    for r in trace {
-        let Some(qpn) = qpn_of(r) else { continue };
-        let log = logs.entry(qpn).or_default();
-        if r.opcode == mlx5::ifc::Opcode::CreateQp as u16 {
-            *log = QpLog::default();
-            log.st = View::<CreateQpIn>::new(&r.input)
-                .ok()
-                .map(|v| v.nested(CreateQpIn::QPC).get(Qpc::ST));
-        }
-        log.cmds.push((opcode_name(r.opcode), r.status));
-    }
-    logs
-}
-
-/// `qpc.st` as `--type` names it.
-fn st_name(st: u64) -> &'static str {
-    match st {
-        qp_st::RC => "rc",
-        qp_st::UC => "uc",
-        qp_st::UD => "ud",
-        qp_st::XRC => "xrc",
-        _ => "?",
-    }
-}
-
-/// Prints the QP commands of `nic`'s firmware and checks that its QPs, of type `t`, went through
-/// RST2INIT, INIT2RTR and RTR2RTS, each completing with status OK.
-fn firmware_transitions(nic: &str, trace: &[TraceRecord], t: QpType) -> Result<(), String> {
-    let logs = qp_logs(trace);
-    let ours: Vec<_> = logs
-        .iter()
-        .filter(|(_, l)| l.st.map(st_name) == Some(t.name()))
-        .collect();
-    if ours.is_empty() {
-        return Err(format!("{nic}'s firmware created no {} QP", t.name()));
-    }
-    for (qpn, l) in ours {
-        let names: Vec<String> = l
-            .cmds
-            .iter()
-            .map(|&(n, s)| match s {
-                0 => n.to_string(),
-                s => format!("{n} (status {s:#x})"),
-            })
-            .collect();
-        println!(
-            "{nic} firmware, {} QP {qpn:#x}: {}",
-            t.name().to_uppercase(),
-            names.join(", ")
-        );
-        for step in ["RST2INIT_QP", "INIT2RTR_QP", "RTR2RTS_QP"] {
-            if !l.cmds.contains(&(step, 0)) {
-                return Err(format!(
-                    "{nic}'s firmware did not run {step} for QP {qpn:#x}"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Writes `trace` as JSON lines ([`TraceRecord::to_json_line`]), each QP command with the type
-/// of its QP (`"qp_type":"ud"`, from the `qpc.st` of its CREATE_QP).
-fn write_trace(trace: &[TraceRecord], w: &mut dyn std::io::Write) -> std::io::Result<()> {
-    let logs = qp_logs(trace);
-    let mut w = std::io::BufWriter::new(w);
-    for r in trace {
-        let line = r.to_json_line();
-        let st = qpn_of(r).and_then(|q| logs.get(&q)).and_then(|l| l.st);
-        match (st, line.strip_suffix('}')) {
-            (Some(st), Some(open)) => writeln!(w, "{open},\"qp_type\":\"{}\"}}", st_name(st))?,
-            _ => writeln!(w, "{line}")?,
-        }
-    }
-    w.flush()
 }
 
 #[cfg(test)]
