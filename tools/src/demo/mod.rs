@@ -354,6 +354,7 @@ fn write_throughput(
         })
         .collect();
     let total = a.messages.div_ceil(32) * 32;
+    let last_with_imm = last_with_imm && total > 0;
     let (mut posted, mut done) = (0u64, 0u64);
     let mut wc = [blank(); 16];
     let t = Instant::now();
