@@ -131,6 +131,22 @@ const CX5_ATOMIC: &[(Field<A>, u64)] = &[
     (A::ATOMIC_SIZE_DC, 0x8),
 ];
 
+/// How a PF's firmware asks for pages at run time, which every built-in profile does: each
+/// CQ, QP, SRQ/RMP and memory key needs a page of ICM the driver must give while the create
+/// waits; after a destroy the firmware offers back what it holds beyond 32 spare pages; and
+/// about one command in fifty is followed by a seeded request to give or take up to 8 pages.
+fn pf_pages() -> PagePolicy {
+    PagePolicy {
+        icm_pages_per_object: 1,
+        spare_pages: Some(32),
+        random: Some(crate::RandomPages {
+            seed: 0x5eed_c0de,
+            per_mille: 20,
+            max_pages: 8,
+        }),
+    }
+}
+
 /// The `cx5-tight` overrides.
 const TIGHT: &[(Field<C>, u64)] = &[
     (C::LOG_MAX_QP_SZ, 10),
@@ -213,7 +229,7 @@ impl Profile {
             boot_pages: 16,
             init_pages: 64,
             mac: [0x02, 0xc5, 0x5a, 0x00, 0x00, 0x01],
-            page_policy: PagePolicy::default(),
+            page_policy: pf_pages(),
         };
         for values in general {
             if let Err(e) = apply::<C>(&mut p.hca_cap, values) {

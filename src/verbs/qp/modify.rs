@@ -555,12 +555,18 @@ impl<P: Platform> Qp<'_, P> {
                 c.set(Qpc::NEXT_SEND_PSN, u64::from(a.sq_psn))?;
             }
             if mask.contains(M::MAX_DEST_RD_ATOMIC) {
-                // ⌊log2⌋, as Linux (`ilog2`) and UCX write it: never more responder
-                // resources than asked (a peer sized for n would refuse more); 0 stays 0.
-                c.set(Qpc::LOG_RRA_MAX, floor_log2(a.max_dest_rd_atomic))?;
+                // ⌈log2⌉: never fewer responder resources than asked. Linux rounds up again
+                // since 6.12 ("Round max_rd_atomic/max_dest_rd_atomic up instead of down"),
+                // 5.x–6.11 and UCX rounded down: a peer's requester sized by either rule for
+                // the same n stays within what this responder accepts.
+                c.set(
+                    Qpc::LOG_RRA_MAX,
+                    u64::from(crate::fw::queue::ceil_log2(u64::from(a.max_dest_rd_atomic))),
+                )?;
             }
             if mask.contains(M::MAX_QP_RD_ATOMIC) {
-                // ⌊log2⌋ (Linux `ilog2`): never more outstanding READs/atomics than asked.
+                // ⌊log2⌋: never more READs/atomics outstanding than asked, so a peer's
+                // responder sized for n by either rule (⌊⌋ or ⌈⌉) takes them all.
                 c.set(Qpc::LOG_SRA_MAX, floor_log2(a.max_rd_atomic))?;
             }
             if mask.contains(M::RETRY_CNT) {
