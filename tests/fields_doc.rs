@@ -17,9 +17,7 @@ use mlx5::ifc::prm::hca::AccessRegisterIn;
 use mlx5::ifc::{opcode_name, Opcode, View};
 use mlx5::io::DmaBuf;
 use mlx5::mr::MrAccess;
-use mlx5::qp::{
-    Access, ConnectOpts, QpAttr, QpAttrMask as M, QpInitAttr, QpState, QpType,
-};
+use mlx5::qp::{Access, ConnectOpts, QpAttr, QpAttrMask as M, QpInitAttr, QpState, QpType};
 use mlx5::sim::{Fabric, Fault, Mode, Profile, SimDevice};
 use mlx5::srq::SrqAttr;
 use mlx5::{Device, DeviceConfig, GidEntry, SimPlatform};
@@ -102,9 +100,9 @@ fn needed(sim: &SimDevice, name: &str, out: &mut BTreeSet<Needed>) {
 }
 
 fn documented(n: &Needed, heads: &[BTreeSet<String>]) -> bool {
-    heads.iter().any(|h| {
-        h.contains(n.command) && n.facet.is_none_or(|f| h.contains(f))
-    })
+    heads
+        .iter()
+        .any(|h| h.contains(n.command) && n.facet.is_none_or(|f| h.contains(f)))
 }
 
 fn attr(state: QpState) -> QpAttr {
@@ -120,7 +118,8 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
     dev.port_state().unwrap();
     dev.service_page_requests().unwrap();
     let mac = dev.vport().mac;
-    dev.set_gid(1, Some(GidEntry::ipv4([192, 0, 2, 1], mac))).unwrap();
+    dev.set_gid(1, Some(GidEntry::ipv4([192, 0, 2, 1], mac)))
+        .unwrap();
     dev.set_gid(1, None).unwrap();
     {
         let cq = dev.create_cq(64).unwrap();
@@ -188,7 +187,11 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
                 },
                 ..attr(QpState::Init)
             };
-            let m = if t == QpType::Ud { M::QKEY } else { M::ACCESS_FLAGS };
+            let m = if t == QpType::Ud {
+                M::QKEY
+            } else {
+                M::ACCESS_FLAGS
+            };
             qp.modify(&init, M::STATE | M::PORT | M::PKEY_INDEX | m)
                 .unwrap();
             qp.modify(&init, M::STATE | m).unwrap();
@@ -308,10 +311,8 @@ fn a_heading_names_a_command_only_as_a_whole_word() {
         command: "ACCESS_REG",
         facet: Some("PAOS"),
     };
-    let heads = vec![
-        ["ACCESS_REG".to_owned(), "PMTU".to_owned()]
-            .into_iter()
-            .collect(),
-    ];
+    let heads = vec![["ACCESS_REG".to_owned(), "PMTU".to_owned()]
+        .into_iter()
+        .collect()];
     assert!(!documented(&reg, &heads));
 }
