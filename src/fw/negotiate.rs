@@ -100,14 +100,16 @@ pub fn negotiate<P: Platform>(cmd: &mut CmdQueue, p: &P, log_max_qp: u8) -> Resu
     let max = hca::query_hca_cap(cmd, p, cap_type::GENERAL, false)?;
     let cur = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
     hca::set_hca_cap(cmd, p, cap_type::GENERAL, &general(&cur, &max, log_max_qp)?)?;
-    let maxv = View::<CmdHcaCap>::new(&max)?;
-    if maxv.get(CmdHcaCap::ATOMIC) == 1 {
+    // Atomic and RoCE settings only where the current capabilities have them (Linux
+    // `handle_hca_cap_atomic` and rdma-core's mlx5_vfio read CUR).
+    let curv = View::<CmdHcaCap>::new(&cur)?;
+    if curv.get(CmdHcaCap::ATOMIC) == 1 {
         let amax = hca::query_hca_cap(cmd, p, cap_type::ATOMIC, false)?;
         if let Some(set) = atomic(&amax)? {
             hca::set_hca_cap(cmd, p, cap_type::ATOMIC, &set)?;
         }
     }
-    if maxv.get(CmdHcaCap::ROCE) == 1 {
+    if curv.get(CmdHcaCap::ROCE) == 1 {
         let rmax = hca::query_hca_cap(cmd, p, cap_type::ROCE, false)?;
         let rcur = hca::query_hca_cap(cmd, p, cap_type::ROCE, true)?;
         if let Some(set) = roce(&rcur, &rmax)? {
