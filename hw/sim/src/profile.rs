@@ -3,7 +3,9 @@
 //!
 //! Built-in profiles ([`Profile::names`]): `cx5` (a ConnectX-5 PF, values derived from public
 //! capability dumps, see `mlx5-datapath-sizing.md` §5.4/§6), `cx5-tight` (small queues and object
-//! counts, for limit tests) and `cx5-sq512` (`max_wqe_sz_sq` 512).
+//! counts, for limit tests) and `cx5-sq512` (`max_wqe_sz_sq` 512). Each asks for pages at run
+//! time as a PF's firmware does (a page of ICM per created object, spare pages offered back after
+//! a destroy, seeded requests now and then); [`Profile::with_page_policy`] changes that.
 //!
 //! A JSON profile is an object whose keys are `cmd_hca_cap` field names (values: integers),
 //! `roce_cap.<field>` for RoCE capability fields, `atomic_caps.<field>` for atomic capability

@@ -16,7 +16,7 @@ use mlx5_sim::{Mode, Profile};
 const BAD_PARAM: u8 = CmdStatus::BadParam.raw();
 
 fn profile(json: &str) -> Profile {
-    Profile::from_json_str(json).unwrap()
+    common::quiet(Profile::from_json_str(json).unwrap())
 }
 
 /// Enabled, boot pages given: ready for SET_HCA_CAP.
@@ -54,7 +54,7 @@ fn roce_is_read_only_without_roce_rw_supported() {
         "unchanged: fine"
     );
     // Where it is writable, turning RoCE off is the driver's business.
-    let mut p = enabled(Profile::connectx5());
+    let mut p = enabled(common::quiet(Profile::connectx5()));
     let cur = p.query_cap(cap_type::GENERAL, cap_mode::CUR);
     let cleared = set(&cur, |v| drop(v.set(CmdHcaCap::ROCE, 0)));
     assert_eq!(p.set_cap(cap_type::GENERAL, &cleared), (0, 0));
@@ -78,7 +78,7 @@ fn atomic_endianness_mode() {
             .unwrap()
             .get(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE)
     };
-    let mut p = enabled(Profile::connectx5());
+    let mut p = enabled(common::quiet(Profile::connectx5()));
     assert_eq!(mode(&mut p), 0, "big-endian until told otherwise");
     assert_eq!(
         p.set_cap(cap_type::ATOMIC, &with_mode(2)),

@@ -53,7 +53,8 @@ fn demand_follows_what_is_held() {
         "a page beyond the boot + init demand"
     );
     p.dev.dma_free(more.iova).unwrap();
-    let custom = Profile::from_json_str(r#"{"_boot_pages": 3, "_init_pages": 5}"#).unwrap();
+    let custom =
+        common::quiet(Profile::from_json_str(r#"{"_boot_pages": 3, "_init_pages": 5}"#).unwrap());
     let mut q = Poster::sim(custom, Mode::Sync);
     q.ok(&bare::<EnableHcaIn>(Opcode::EnableHca, 0), 0x10);
     assert_eq!(

@@ -33,7 +33,7 @@ fn path(c: &View<'_, Qpc>, f: mlx5_ifc::Field<Ads>) -> u64 {
 }
 
 fn legal_path(st: u64) {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let dev = fx.dev();
     let qpn = fx.create_qp(st, cqn);
     let state = |s: u64| Some(s as u8);
@@ -185,7 +185,7 @@ fn legal_path_ud() {
 
 #[test]
 fn transitions_from_the_wrong_state() {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let dev = fx.dev();
     let st = qp_st::RC;
     let qpn = fx.create_qp(st, cqn);
@@ -242,7 +242,7 @@ fn transitions_from_the_wrong_state() {
 
 #[test]
 fn required_attributes() {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let dev = fx.dev();
     let (rc, uc, ud) = (
         fx.create_qp(qp_st::RC, cqn),
@@ -464,7 +464,7 @@ fn required_attributes() {
 
     // A GID index beyond a small RoCE address table.
     let json = r#"{"roce_cap.roce_address_table_size": 4}"#;
-    let (mut fx, eqn, cqn) = setup(Profile::from_json_str(json).unwrap());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::from_json_str(json).unwrap()));
     let qpn = fx.create_qp(qp_st::RC, cqn);
     assert_eq!(fx.step(Step::Rst2Init, qpn, qp_st::RC, 0, |_| {}), (0, 0));
     let r = fx.step(Step::Init2Rtr, qpn, qp_st::RC, 0, |c| {
@@ -487,7 +487,7 @@ fn required_attributes() {
 
 #[test]
 fn opt_param_mask_per_transition() {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let st = qp_st::RC;
     let qpn = fx.create_qp(st, cqn);
     let refused = (BAD_PARAM, syn::BAD_OPT_PARAM_MASK);

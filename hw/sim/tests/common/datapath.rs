@@ -116,7 +116,7 @@ impl Node {
     /// A `cx5` device in `mode` with MAC 02:c5:5a:00:00:`ip` and IP 10.0.0.`ip`.
     pub fn new(mode: Mode, ip: u8) -> Node {
         let json = format!(r#"{{"_mac": "02:c5:5a:00:00:{ip:02x}"}}"#);
-        let profile = Profile::from_json_str(&json).unwrap();
+        let profile = super::quiet(Profile::from_json_str(&json).unwrap());
         let mut fx = Fx::new(profile, mode, 1);
         let input = cmd::<SetRoceAddressIn>(Opcode::SetRoceAddress, 0, |v| {
             v.set(SetRoceAddressIn::VHCA_PORT_NUM, 1).unwrap();

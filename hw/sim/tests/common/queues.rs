@@ -88,7 +88,7 @@ impl Fx {
     }
 
     pub fn cx5(mode: Mode) -> Fx {
-        Fx::new(Profile::connectx5(), mode, 1)
+        Fx::new(super::quiet(Profile::connectx5()), mode, 1)
     }
 
     pub fn dev(&self) -> SimDevice {
