@@ -3,12 +3,12 @@
 //! Bring-up follows the PF order (docs/bring-up.md): wait for `initializing` to clear, check the
 //! command interface revision, program the command queue, ENABLE_HCA, ISSI, boot pages,
 //! HOST_ENDIANNESS, capabilities (query, set), init pages, INIT_HCA, driver version, current
-//! capabilities, ALLOC_UAR, special keys, RoCE on the vport, the default GID, the port up,
-//! ALLOC_PD. [`Device::close`] undoes each step that was done, in reverse, and takes every page
-//! back; a device dropped without `close` is closed on drop, best effort.
+//! capabilities, ALLOC_UAR, the async, completion and pages EQs, special keys, RoCE on the
+//! vport, the default GID, the port up, ALLOC_PD. [`Device::close`] undoes each step that was
+//! done, in reverse, and takes every page back; a device dropped without `close` is closed on
+//! drop, best effort.
 
-use mlx5_ifc::consts::{cap_type, cmdif_checksum, reg, teardown_profile};
-use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::consts::{cmdif_checksum, reg, teardown_profile};
 use mlx5_ifc::prm::hca::RegisterHostEndianness;
 use mlx5_ifc::{event, regs, Be32, Layout, ViewMut};
 
@@ -17,13 +17,18 @@ pub const MAX_GIDS: usize = 16;
 
 /// Events the async EQ holds.
 const ASYNC_EQ_SIZE: u32 = 128;
+/// Events the pages EQ holds (beyond the spare entries every EQ has).
+const PAGES_EQ_SIZE: u32 = 16;
+
+mod events;
 
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::fw::caps::{Caps, DeviceAttr, CAP_BYTES};
 use crate::fw::cmd::{check_health, CmdQueue, CmdStats};
 use crate::fw::eq::Eq;
 use crate::fw::hca;
-use crate::fw::pages::{PagePool, PageRequest};
+use crate::fw::negotiate;
+use crate::fw::pages::PageRequest;
 use crate::fw::quarantine::{Quarantine, Quarantined};
 use crate::fw::uar::Uar;
 use crate::fw::vport::{self, GidEntry, PortState, VportInfo};
@@ -125,7 +130,6 @@ enum Stage {
 pub struct Device<P: Platform> {
     platform: P,
     cmd: spin::Mutex<CmdQueue>,
-    pages: spin::Mutex<PagePool>,
     caps: Caps,
     fw: FwVersion,
     issi: u16,
@@ -218,6 +222,12 @@ impl<P: Platform> Device<P> {
         }
         let l = platform.bar_read32(u64::from(regs::CMDQ_ADDR_L_SZ)).get();
         let (log_size, log_stride) = (((l >> 4) & 0xf) as u8, (l & 0xf) as u8);
+        if log_size == 0 {
+            return Err(Error::Unsupported {
+                what: "a command queue of 2 entries at least (entry 1 answers page requests)",
+                found: 1,
+            });
+        }
         if (1usize << log_size) > mlx5_ifc::consts::MAX_COMMANDS
             || log_size + log_stride > 12
             || log_stride < 6
@@ -258,8 +268,12 @@ impl<P: Platform> Device<P> {
         let mut dev = Device {
             platform,
             cmd: spin::Mutex::new(cmd),
-            pages: spin::Mutex::new(PagePool::default()),
-            caps: Caps::from_raw([0; CAP_BYTES], [0; CAP_BYTES], [0; CAP_BYTES]),
+            caps: Caps::from_raw(
+                [0; CAP_BYTES],
+                [0; CAP_BYTES],
+                [0; CAP_BYTES],
+                [0; CAP_BYTES],
+            ),
             fw,
             issi: 0,
             embedded_cpu,
@@ -318,13 +332,15 @@ impl<P: Platform> Device<P> {
         let p = &self.platform;
         let q = &self.quarantine;
         let cmd = self.cmd.get_mut();
-        let pages = self.pages.get_mut();
         wait_not_initializing(p, Wait::FwInit, self.config.fw_init_timeout_ms)?;
         check_health(p)?;
         hca::enable_hca(cmd, p, self.embedded_cpu)?;
         self.stage = Some(Stage::Enabled);
         self.issi = hca::negotiate_issi(cmd, p)?;
-        self.bringup.boot_pages = pages.satisfy(cmd, p, PageRequest::Boot)?;
+        self.bringup.boot_pages = {
+            let (io, pages) = cmd.io_and_pages();
+            pages.satisfy(io, p, PageRequest::Boot)?
+        };
         // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 1).
         let mut he = [0u8; RegisterHostEndianness::BYTES];
         ViewMut::<RegisterHostEndianness>::new(&mut he)?.set(
@@ -334,50 +350,24 @@ impl<P: Platform> Device<P> {
         if let Err(e) = hca::access_reg(cmd, p, reg::HOST_ENDIANNESS, 0, true, &mut he) {
             log::warn!("HOST_ENDIANNESS not accepted ({e}); continuing");
         }
-        let max = hca::query_hca_cap(cmd, p, cap_type::GENERAL, false)?;
-        let mut cur = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
-        {
-            let maxv = mlx5_ifc::View::<CmdHcaCap>::new(&max)?;
-            let mut v = ViewMut::<CmdHcaCap>::new(&mut cur)?;
-            v.set(CmdHcaCap::CMDIF_CHECKSUM, cmdif_checksum::DISABLED)?;
-            v.set(CmdHcaCap::PKEY_TABLE_SIZE, 0)?;
-            v.set(
-                CmdHcaCap::LOG_MAX_QP,
-                u64::from(self.config.log_max_qp).min(maxv.get(CmdHcaCap::LOG_MAX_QP)),
-            )?;
-            v.set(CmdHcaCap::UAR_4K, 0)?;
-            v.set(CmdHcaCap::LOG_UAR_PAGE_SZ, 0)?;
-            v.set(
-                CmdHcaCap::ROCE,
-                maxv.get(CmdHcaCap::ROCE_RW_SUPPORTED) & maxv.get(CmdHcaCap::ROCE),
-            )?;
-            v.set(
-                CmdHcaCap::NUM_VHCA_PORTS,
-                maxv.get(CmdHcaCap::NUM_VHCA_PORTS),
-            )?;
-            v.set(
-                CmdHcaCap::RELEASE_ALL_PAGES,
-                maxv.get(CmdHcaCap::RELEASE_ALL_PAGES),
-            )?;
-        }
-        hca::set_hca_cap(cmd, p, cap_type::GENERAL, &cur)?;
-        self.bringup.init_pages = pages.satisfy(cmd, p, PageRequest::Init)?;
-        let owner = (self.platform.now_ns() as u128).to_be_bytes();
-        hca::init_hca(cmd, p, Some(owner))?;
+        let negotiated = negotiate::negotiate(cmd, p, self.config.log_max_qp)?;
+        self.bringup.init_pages = {
+            let (io, pages) = cmd.io_and_pages();
+            pages.satisfy(io, p, PageRequest::Init)?
+        };
+        // A software owner id only where the capability says INIT_HCA takes one (Linux
+        // `mlx5_cmd_init_hca`); rdma-core's mlx5_vfio never sends one.
+        let owner = negotiated
+            .sw_owner_id
+            .then(|| (self.platform.now_ns() as u128).to_be_bytes());
+        hca::init_hca(cmd, p, owner)?;
         self.stage = Some(Stage::Initialized);
-        let general = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
-        let view = mlx5_ifc::View::<CmdHcaCap>::new(&general)?;
-        if view.get(CmdHcaCap::DRIVER_VERSION) == 1 {
+        self.caps = negotiate::current(cmd, p, negotiated.general_max)?;
+        if self.caps.driver_version() == 1 {
             if let Err(e) = hca::set_driver_version(cmd, p, self.config.driver_version) {
                 log::warn!("SET_DRIVER_VERSION refused: {e}");
             }
         }
-        let roce = if view.get(CmdHcaCap::ROCE) == 1 {
-            hca::query_hca_cap(cmd, p, cap_type::ROCE, true)?
-        } else {
-            [0; CAP_BYTES]
-        };
-        self.caps = Caps::from_raw(general, max, roce);
         cmd.set_checksum(self.caps.cmdif_checksum() == cmdif_checksum::ENABLED as u8);
         if self.caps.port_type() != mlx5_ifc::consts::port_type::ETH as u8 || self.caps.roce() == 0
         {
@@ -389,13 +379,6 @@ impl<P: Platform> Device<P> {
         let uar = Uar::alloc(cmd, p, self.config.bar_size)?;
         self.uar = Some(uar);
         self.stage = Some(Stage::Uar);
-        let mut events: heapless::Vec<u8, 16> = heapless::Vec::new();
-        for &e in event::ASYNC_EVENTS {
-            let _ = events.push(e);
-        }
-        if view.get(CmdHcaCap::PAGE_REQUEST_DISABLE) == 0 {
-            let _ = events.push(event::PAGE_REQUEST);
-        }
         self.async_eq = Some(Eq::create(
             cmd,
             p,
@@ -403,7 +386,7 @@ impl<P: Platform> Device<P> {
             &self.caps,
             uar,
             ASYNC_EQ_SIZE,
-            &events,
+            event::ASYNC_EVENTS,
             0,
         )?);
         self.stage = Some(Stage::Eqs);
@@ -417,6 +400,22 @@ impl<P: Platform> Device<P> {
             &[],
             0,
         )?);
+        // Page requests on an EQ of their own, drained whenever a command waits
+        // (crate::fw::page_req), as Linux's pages EQ is.
+        if self.caps.get("page_request_disable") == Some(0) {
+            let eq = Eq::create(
+                cmd,
+                p,
+                q,
+                &self.caps,
+                uar,
+                PAGES_EQ_SIZE,
+                &[event::PAGE_REQUEST],
+                0,
+            )?;
+            eq.arm(p);
+            cmd.set_pages_eq(eq);
+        }
         // Arm both: the consumer index is 0 and the device may raise the next event.
         for eq in [&self.async_eq, &self.comp_eq].into_iter().flatten() {
             eq.arm(p);
@@ -426,7 +425,7 @@ impl<P: Platform> Device<P> {
         self.stage = Some(Stage::RoceEnabled);
         self.vport = vport::query_nic_vport(cmd, p)?;
         let gid = GidEntry::link_local(self.vport.mac);
-        vport::set_roce_address(cmd, p, 0, Some(&gid))?;
+        vport::set_roce_address(cmd, p, 0, Some(&gid), self.caps.roce_port())?;
         self.gid0 = Some(gid);
         let _ = self.gids.get_mut().push((0, gid));
         self.stage = Some(Stage::Gid);
@@ -446,7 +445,6 @@ impl<P: Platform> Device<P> {
         let p = &self.platform;
         let q = &self.quarantine;
         let cmd = self.cmd.get_mut();
-        let pages = self.pages.get_mut();
         let mut first: Option<Error> = None;
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -470,10 +468,11 @@ impl<P: Platform> Device<P> {
                 }
             }
             if stage >= Stage::Gid {
+                let port = self.caps.roce_port();
                 let set: heapless::Vec<u16, MAX_GIDS> =
                     self.gids.get_mut().iter().map(|&(i, _)| i).collect();
                 for i in set {
-                    note(vport::set_roce_address(cmd, p, i, None));
+                    note(vport::set_roce_address(cmd, p, i, None, port));
                 }
                 self.gids.get_mut().clear();
             }
@@ -481,7 +480,10 @@ impl<P: Platform> Device<P> {
                 note(vport::set_roce_en(cmd, p, false));
             }
             if stage >= Stage::Eqs {
-                for eq in [self.comp_eq.take(), self.async_eq.take()]
+                // The pages EQ goes before the async EQ, as in Linux; from here on page requests
+                // are not answered (the firmware returns everything after TEARDOWN_HCA).
+                let pages_eq = cmd.take_pages_eq();
+                for eq in [self.comp_eq.take(), pages_eq, self.async_eq.take()]
                     .into_iter()
                     .flatten()
                 {
@@ -500,25 +502,28 @@ impl<P: Platform> Device<P> {
                 note(r);
             }
             if torn_down && cmd.dead().is_none() {
-                note(pages.reclaim_all(cmd, p, self.config.reclaim_timeout_ms));
+                let (io, pages) = cmd.io_and_pages();
+                note(pages.reclaim_all(io, p, self.config.reclaim_timeout_ms));
             }
             if stage >= Stage::Enabled && cmd.dead().is_none() {
                 note(hca::disable_hca(cmd, p, self.embedded_cpu));
             }
         }
         // EQs a dead device still has (their DESTROY_EQ was never sent).
-        for eq in [self.comp_eq.take(), self.async_eq.take()]
+        let pages_eq = cmd.take_pages_eq();
+        for eq in [self.comp_eq.take(), pages_eq, self.async_eq.take()]
             .into_iter()
             .flatten()
         {
             eq.abandon(q);
         }
-        if pages.held() > 0 || cmd.dead().is_some() {
+        let (io, pages) = cmd.io_and_pages();
+        if pages.held() > 0 || io.dead().is_some() {
             // The device may still write to its pages and to the command queue: never free them.
             pages.abandon(q);
             cmd.abandon(q);
         } else {
-            pages.free_idle_chunks(p);
+            pages.retire(p, q);
             cmd.release(p);
         }
         match first {
@@ -586,29 +591,6 @@ impl<P: Platform> Device<P> {
         self.comp_eq.as_ref().map(Eq::eqn)
     }
 
-    /// Completion events: which CQs got a completion since they were armed
-    /// (`ibv_get_cq_event`); the EQ is re-armed.
-    pub fn poll_completion_events(&self, out: &mut [crate::fw::eq::Event]) -> Result<usize> {
-        match self.comp_eq.as_ref() {
-            Some(eq) => eq.poll(&self.platform, out),
-            None => Ok(0),
-        }
-    }
-
-    /// Asynchronous events (`ibv_get_async_event`): QP and SRQ errors, CQ errors, port changes,
-    /// page requests.
-    pub fn poll_async_events(&self, out: &mut [crate::fw::eq::Event]) -> Result<usize> {
-        match self.async_eq.as_ref() {
-            Some(eq) => eq.poll(&self.platform, out),
-            None => Ok(0),
-        }
-    }
-
-    /// The async EQ (QP, CQ, port and page events).
-    pub fn async_eqn(&self) -> Option<u8> {
-        self.async_eq.as_ref().map(Eq::eqn)
-    }
-
     /// The default protection domain.
     pub fn pd(&self) -> Option<&Pd> {
         self.pd.as_ref()
@@ -659,7 +641,8 @@ impl<P: Platform> Device<P> {
                 limit: MAX_GIDS,
             });
         }
-        self.with_cmd(|cmd, p| vport::set_roce_address(cmd, p, index, entry.as_ref()))?;
+        let port = self.caps.roce_port();
+        self.with_cmd(|cmd, p| vport::set_roce_address(cmd, p, index, entry.as_ref(), port))?;
         if let Some(k) = known {
             gids.swap_remove(k);
         }
@@ -688,11 +671,6 @@ impl<P: Platform> Device<P> {
     /// The account of quarantined memory, for the object modules.
     pub(crate) fn quarantine(&self) -> &Quarantine {
         &self.quarantine
-    }
-
-    /// Pages the firmware holds.
-    pub fn pages_held(&self) -> usize {
-        self.pages.lock().held()
     }
 
     /// Runs any command, bypassing every object the driver tracks: reached only through the
@@ -728,17 +706,14 @@ impl<P: Platform> Device<P> {
             .platform
             .bar_read32(u64::from(regs::HEALTH_COUNTER))
             .get();
-        let mut last = self.last_heartbeat.lock();
-        let moved = now != *last;
-        *last = now;
+        let moved = {
+            let mut last = self.last_heartbeat.lock();
+            let moved = now != *last;
+            *last = now;
+            moved
+        };
+        self.answer_page_requests()?;
         Ok(moved)
-    }
-
-    /// Gives the firmware the pages it asks for at run time (QUERY_PAGES regular).
-    pub fn service_page_requests(&self) -> Result<usize> {
-        let mut pages = self.pages.lock();
-        let mut cmd = self.cmd.lock();
-        pages.satisfy(&mut cmd, &self.platform, PageRequest::Regular)
     }
 }
 

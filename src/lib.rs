@@ -54,13 +54,13 @@ pub mod error;
 mod fw;
 mod verbs;
 
-pub use fw::caps::{Caps, DeviceAttr};
+pub use fw::caps::{AtomicCap, Caps, DeviceAttr};
 pub use fw::eq;
-pub use fw::pages::PageRequest;
+pub use fw::pages::{PageRequest, PageStats};
 pub use fw::quarantine::Quarantined;
 pub use fw::uar::Uar;
 pub use fw::vport::{GidEntry, PortState, VportInfo};
-pub use verbs::cq::{Wc, WcOpcode, WcStatus};
+pub use verbs::cq::{Wc, WcFlags, WcOpcode, WcStatus};
 pub use verbs::{cq, mr, pd, qp, srq, wqe};
 
 pub use device::{BringUp, Device, DeviceConfig, FwVersion};

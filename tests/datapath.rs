@@ -180,8 +180,9 @@ fn write_read_and_atomics_move_every_byte() {
     );
     mra.read(30000, &mut got).unwrap();
     assert_eq!(got, data);
-    // Atomics on an 8-byte word at the peer.
-    mrb.write(64000, &100u64.to_be_bytes()).unwrap();
+    // Atomics on an 8-byte word at the peer: remote memory and the returned value are in host
+    // order (the driver sets the host-order requester mode; HOST_ENDIANNESS says little-endian).
+    mrb.write(64000, &100u64.to_ne_bytes()).unwrap();
     let result = [Sge {
         addr: mra.addr() + 60000,
         length: 8,
@@ -204,12 +205,12 @@ fn write_read_and_atomics_move_every_byte() {
     let mut w = [0u8; 8];
     mra.read(60000, &mut w).unwrap();
     assert_eq!(
-        u64::from_be_bytes(w),
+        u64::from_ne_bytes(w),
         100,
         "fetch-and-add returns the old value"
     );
     mrb.read(64000, &mut w).unwrap();
-    assert_eq!(u64::from_be_bytes(w), 123);
+    assert_eq!(u64::from_ne_bytes(w), 123);
     qa.post_send(&[SendWr {
         op: SendOp::CmpSwap {
             remote_addr: mrb.addr() + 64000,
@@ -226,7 +227,7 @@ fn write_read_and_atomics_move_every_byte() {
         (WcStatus::Success, WcOpcode::CompSwap)
     );
     mrb.read(64000, &mut w).unwrap();
-    assert_eq!(u64::from_be_bytes(w), 7, "compare matched: swapped");
+    assert_eq!(u64::from_ne_bytes(w), 7, "compare matched: swapped");
     qa.post_send(&[SendWr {
         op: SendOp::CmpSwap {
             remote_addr: mrb.addr() + 64000,
@@ -239,9 +240,9 @@ fn write_read_and_atomics_move_every_byte() {
     .unwrap();
     wait(&cqa, &a, 1);
     mra.read(60000, &mut w).unwrap();
-    assert_eq!(u64::from_be_bytes(w), 7, "the old value comes back");
+    assert_eq!(u64::from_ne_bytes(w), 7, "the old value comes back");
     mrb.read(64000, &mut w).unwrap();
-    assert_eq!(u64::from_be_bytes(w), 7, "compare failed: unchanged");
+    assert_eq!(u64::from_ne_bytes(w), 7, "compare failed: unchanged");
     assert_eq!(
         cqb.poll(&mut [empty_wc(); 4]).unwrap(),
         0,

@@ -76,15 +76,16 @@ fn mkey_mtt_is_padded_to_whole_octwords() {
     }
 }
 
-/// Row 7 of issue #10: `log_sra_max` / `log_rra_max` are ⌊log2⌋ of the verbs counts (Linux
-/// `ilog2`): a QP never has more READs/atomics outstanding, nor offers more responder
-/// resources, than asked — a peer sized for 3 would refuse a fourth.
+/// Row 7 of issue #10: `log_sra_max` is ⌊log2⌋ of the verbs count — a QP never has more
+/// READs/atomics outstanding than asked — and `log_rra_max` ⌈log2⌉ — it never offers fewer
+/// responder resources than asked. A peer that rounds either way (Linux ≥ 6.12 up, 5.x–6.11 and
+/// UCX down) stays within both.
 #[test]
-fn read_atomic_depths_are_floor_log2() {
+fn read_atomic_depths_round_safely_both_ways() {
     let fabric = Fabric::new();
     let (sim, dev) = nic(&fabric, Mode::Sync);
     let cq = dev.create_cq(16).unwrap();
-    for (n, want) in [(1u8, 0u64), (3, 1), (4, 2), (16, 4)] {
+    for (n, rra_want, sra_want) in [(1u8, 0u64, 0u64), (3, 2, 1), (4, 2, 2), (16, 4, 4)] {
         let mut q = qp(&dev, &cq, mlx5::qp::QpType::Rc, cap(4, 4, 1));
         let me = q.endpoint();
         q.connect(
@@ -101,12 +102,17 @@ fn read_atomic_depths_are_floor_log2() {
         let sra = inputs(&sim, Opcode::Rtr2RtsQp)
             .last()
             .map(|i| field::<Rtr2rtsQpIn>(i, |v| v.nested(Rtr2rtsQpIn::QPC).get(Qpc::LOG_SRA_MAX)));
-        assert_eq!((rra, sra), (Some(want), Some(want)), "max_rd_atomic {n}");
+        assert_eq!(
+            (rra, sra),
+            (Some(rra_want), Some(sra_want)),
+            "max_rd_atomic {n}"
+        );
     }
 }
 
 /// Row 11 of issue #10: the async EQ is not subscribed to INTERNAL_ERROR (0x08), which Linux's
-/// async event mask leaves out; the completion EQ to no event type at all.
+/// async event mask leaves out; the completion EQ to no event type at all; page requests
+/// (row 1) go to a pages EQ of their own.
 #[test]
 fn async_eq_mask_leaves_internal_error_out() {
     let fabric = Fabric::new();
@@ -118,7 +124,7 @@ fn async_eq_mask_leaves_internal_error_out() {
             i[at..at + 32].try_into().unwrap()
         })
         .collect();
-    assert_eq!(masks.len(), 2, "the async and the completion EQ");
+    assert_eq!(masks.len(), 3, "the async, the completion and the pages EQ");
     // Four big-endian 64-bit words, word i (types 64i..64i+63) at byte 8i.
     let word0 = u64::from_be_bytes(masks[0][..8].try_into().unwrap());
     assert_eq!(
@@ -132,5 +138,15 @@ fn async_eq_mask_leaves_internal_error_out() {
         0,
         "{word0:#x}"
     );
+    assert_eq!(
+        word0 & (1 << mlx5::ifc::event::PAGE_REQUEST),
+        0,
+        "page requests have an EQ of their own: {word0:#x}"
+    );
     assert_eq!(masks[1], [0; 32]);
+    // The pages EQ (Linux's too): PAGE_REQUEST (0x0b) and nothing else.
+    let mut pages = [0u8; 32];
+    pages[7 - usize::from(mlx5::ifc::event::PAGE_REQUEST / 8)] =
+        1 << (mlx5::ifc::event::PAGE_REQUEST % 8);
+    assert_eq!(masks[2], pages);
 }

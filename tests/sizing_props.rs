@@ -36,16 +36,32 @@ fn ops_for(t: QpType) -> impl Strategy<Value = SendOps> {
     ]
 }
 
+/// A value of one request field: mostly near the limits, but anywhere in `u32` too, so the
+/// properties hold over the whole input space.
+fn value(typical: u32) -> impl Strategy<Value = u32> {
+    prop_oneof![
+        4 => 0..typical,
+        1 => Just(0u32),
+        1 => any::<u32>(),
+        1 => (u32::MAX - 64)..=u32::MAX,
+    ]
+}
+
 fn request() -> impl Strategy<Value = QpCap> {
-    (0u32..40_000, 0u32..40_000, 0u32..80, 0u32..80, 0u32..1_200).prop_map(|(s, r, ss, rs, i)| {
-        QpCap {
+    (
+        value(40_000),
+        value(40_000),
+        value(80),
+        value(80),
+        value(1_200),
+    )
+        .prop_map(|(s, r, ss, rs, i)| QpCap {
             max_send_wr: s,
             max_recv_wr: r,
             max_send_sge: ss,
             max_recv_sge: rs,
             max_inline_data: i,
-        }
-    })
+        })
 }
 
 fn get(c: &QpCap, f: CapField) -> u32 {
@@ -81,15 +97,24 @@ proptest! {
         let (c, lay) = (s.cap, s.layout);
         let ov = sq_overhead(t, ops);
         prop_assert_eq!(lay.sq_overhead, ov);
+        // Granted ≥ requested, for every field of every accepted request — except the receive
+        // fields of a QP on an SRQ, which the verbs contract ignores (granted 0).
+        for f in [CapField::MaxSendWr, CapField::MaxSendSge, CapField::MaxInlineData] {
+            prop_assert!(get(&c, f) >= get(&req, f), "{f:?}: {} < {}", get(&c, f), get(&req, f));
+        }
+        if !srq {
+            for f in [CapField::MaxRecvWr, CapField::MaxRecvSge] {
+                prop_assert!(get(&c, f) >= get(&req, f), "{f:?}: {} < {}", get(&c, f), get(&req, f));
+            }
+        }
         if req.max_send_wr > 0 {
-            prop_assert!(c.max_send_wr >= req.max_send_wr);
-            prop_assert!(c.max_send_sge >= req.max_send_sge);
-            prop_assert!(c.max_inline_data >= req.max_inline_data);
             prop_assert!(lay.sq_wqe_bytes % 64 == 0 && lay.sq_wqe_bytes <= l.max_wqe_sz_sq);
             prop_assert!(lay.sq_wqebb_cnt.is_power_of_two() && lay.sq_wqebb_cnt <= 1 << l.log_max_qp_sz);
             prop_assert!(u64::from(c.max_send_wr) * u64::from(lay.sq_wqe_bytes) <= lay.sq_bytes());
             prop_assert!(ov + 16 * c.max_send_sge <= lay.sq_wqe_bytes);
-            prop_assert!(ov + (4 + c.max_inline_data).div_ceil(16) * 16 <= lay.sq_wqe_bytes);
+            // Inline data granted fits the WQE with its 4-byte header (none granted, none to fit:
+            // docs/sizing.md, the wrapped-negative deviation).
+            prop_assert!(c.max_inline_data == 0 || ov + (4 + c.max_inline_data).div_ceil(16) * 16 <= lay.sq_wqe_bytes);
         } else {
             prop_assert_eq!(lay.sq_wqebb_cnt, 0);
         }
@@ -98,8 +123,10 @@ proptest! {
             prop_assert!(lay.rq_stride_bytes.is_power_of_two() && lay.rq_stride_bytes <= l.max_wqe_sz_rq);
             prop_assert!(lay.rq_wqe_cnt.is_power_of_two() && lay.rq_wqe_cnt <= 1 << l.log_max_qp_sz);
             prop_assert!(16 * c.max_recv_sge <= lay.rq_stride_bytes);
-        } else {
+        } else if srq {
             prop_assert_eq!((c.max_recv_wr, c.max_recv_sge, lay.rq_wqe_cnt), (0, 0, 0));
+        } else {
+            prop_assert_eq!((c.max_recv_wr, c.max_recv_sge, lay.rq_wqe_cnt), (0, req.max_recv_sge, 0));
         }
     }
 

@@ -5,10 +5,11 @@
 //! [`DeviceAttr`] is what `ibv_query_device` reports for the device, derived as the mlx5 verbs
 //! stack derives it.
 
-use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
+use mlx5_ifc::consts::{atomic_caps as ac, atomic_mode};
+use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap, RoceCap};
 use mlx5_ifc::{Field, View};
 
-/// Size of a capability image (`cmd_hca_cap`, `roce_cap`).
+/// Size of a capability image (`cmd_hca_cap`, `roce_cap`, `atomic_caps`).
 pub const CAP_BYTES: usize = 256;
 
 /// The capabilities of an initialized device.
@@ -17,6 +18,7 @@ pub struct Caps {
     general: [u8; CAP_BYTES],
     general_max: [u8; CAP_BYTES],
     roce: [u8; CAP_BYTES],
+    atomic: [u8; CAP_BYTES],
 }
 
 impl core::fmt::Debug for Caps {
@@ -43,17 +45,69 @@ macro_rules! cap_getters {
 }
 
 impl Caps {
-    /// Capabilities from raw images: general current, general maximum, RoCE current.
+    /// Capabilities from raw images: general current, general maximum, RoCE current, atomic
+    /// current (all zeros when the device has no `atomic` capability).
     pub fn from_raw(
         general: [u8; CAP_BYTES],
         general_max: [u8; CAP_BYTES],
         roce: [u8; CAP_BYTES],
+        atomic: [u8; CAP_BYTES],
     ) -> Self {
         Self {
             general,
             general_max,
             roce,
+            atomic,
         }
+    }
+
+    /// An atomic capability field (`atomic_caps`, current).
+    pub fn atomic_field(&self, f: Field<AtomicCaps>) -> u64 {
+        View::<AtomicCaps>::new(&self.atomic).map_or(0, |v| v.get(f))
+    }
+
+    /// The `vhca_port_num` SET_ROCE_ADDRESS carries: port 1 when the device counts vHCA ports
+    /// (`num_vhca_ports` > 0), else 0 — the field left unset (Linux `mlx5_core_roce_gid_set`).
+    pub fn roce_port(&self) -> u8 {
+        u8::from(self.num_vhca_ports() > 0)
+    }
+
+    /// The raw `atomic_caps` image (current).
+    pub fn atomic_raw(&self) -> &[u8; CAP_BYTES] {
+        &self.atomic
+    }
+
+    /// The responder atomic mode an RC QP with remote atomics gets (`qpc.atomic_mode`), or `None`
+    /// when the device does no atomics. Linux's rule (mlx5_ib `get_atomic_mode`): with extended
+    /// atomics, the mode naming the largest operand `atomic_size_qp` allows (3 for 8 bytes, 4..=8
+    /// for 16..=256 bytes); otherwise 1 (IB-spec) when compare-and-swap and fetch-and-add are
+    /// both there.
+    pub fn atomic_mode(&self) -> Option<u8> {
+        if self.atomic() == 0 {
+            return None;
+        }
+        let ops = self.atomic_field(AtomicCaps::ATOMIC_OPERATIONS);
+        let sizes = self.atomic_field(AtomicCaps::ATOMIC_SIZE_QP) & 0x1ff;
+        if ops & (ac::OPS_EXTENDED_CMP_SWAP | ac::OPS_EXTENDED_FETCH_ADD) != 0 && sizes != 0 {
+            let log_max = 63 - u64::from(sizes.leading_zeros());
+            return Some(log_max.max(atomic_mode::UP_TO_8B) as u8);
+        }
+        let both = ac::OPS_CMP_SWAP | ac::OPS_FETCH_ADD;
+        (ops & both == both).then_some(atomic_mode::IB_SPEC as u8)
+    }
+
+    /// Whether 8-byte atomics are usable as `IBV_ATOMIC_HCA`: compare-and-swap and fetch-and-add
+    /// of 8 bytes, and the value they return written in host order — the requester endianness
+    /// mode is host (`atomic_req_8B_endianness_mode` = 1), or the host is big-endian anyway.
+    /// Linux (mlx5_ib `get_atomic_caps`) reports `IB_ATOMIC_NONE` otherwise.
+    pub fn atomics_host_ordered(&self) -> bool {
+        let both = ac::OPS_CMP_SWAP | ac::OPS_FETCH_ADD;
+        self.atomic() == 1
+            && self.atomic_field(AtomicCaps::ATOMIC_OPERATIONS) & both == both
+            && self.atomic_field(AtomicCaps::ATOMIC_SIZE_QP) & ac::SIZE_8_BYTES != 0
+            && (self.atomic_field(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE)
+                == ac::REQ_ENDIANNESS_HOST
+                || cfg!(target_endian = "big"))
     }
 
     fn gen(&self, f: Field<CmdHcaCap>) -> u64 {
@@ -129,6 +183,9 @@ impl Caps {
         uar_sz: UAR_SZ as u8;
         max_tc: MAX_TC as u8;
         imaicl: IMAICL as u8;
+        num_vhca_ports: NUM_VHCA_PORTS as u8;
+        sw_owner_id: SW_OWNER_ID as u8;
+        roce_rw_supported: ROCE_RW_SUPPORTED as u8;
     }
 
     /// The RoCE GID table size (`roce_cap.roce_address_table_size`).
@@ -177,6 +234,11 @@ impl Caps {
             max_ah: i32::MAX as u64,
             hca_core_clock_khz: self.device_frequency_khz(),
             phys_port_cnt: self.num_ports(),
+            atomic_cap: if self.atomics_host_ordered() {
+                AtomicCap::Hca
+            } else {
+                AtomicCap::None
+            },
         }
     }
 }
@@ -234,6 +296,17 @@ pub struct DeviceAttr {
     pub hca_core_clock_khz: u32,
     /// `num_ports`.
     pub phys_port_cnt: u8,
+    /// Whether 8-byte atomics work with host-ordered results (see [`Caps::atomics_host_ordered`]).
+    pub atomic_cap: AtomicCap,
+}
+
+/// `enum ibv_atomic_cap` as mlx5 reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicCap {
+    /// `IBV_ATOMIC_NONE`: no atomics, or results the host would read byte-swapped.
+    None,
+    /// `IBV_ATOMIC_HCA`: atomic among the operations of this device.
+    Hca,
 }
 /// `2^log` of a device-reported exponent, saturating at `u64::MAX` (an 8-bit field can hold
 /// exponents past 63: no shift overflows, in debug or release).

@@ -6,6 +6,8 @@ pub(crate) mod caps;
 pub(crate) mod cmd;
 pub mod eq;
 pub(crate) mod hca;
+pub(crate) mod negotiate;
+pub(crate) mod page_req;
 pub(crate) mod pages;
 pub(crate) mod quarantine;
 pub(crate) mod queue;

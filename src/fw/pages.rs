@@ -1,10 +1,18 @@
 //! Firmware pages (PRM "Page Management"): memory the device borrows from the host.
 //!
-//! The firmware asks for 4 KiB pages (QUERY_PAGES: boot, init, and at run time) and gets them with
-//! MANAGE_PAGES give; after TEARDOWN_HCA it hands them back (MANAGE_PAGES take). The pool
-//! allocates DMA memory in chunks of [`CHUNK_PAGES`] pages, keeps a bitmap of the pages the
-//! device holds, and frees a chunk once the device has returned all of it. A page address the
-//! device returns that the pool never gave is refused, never trusted.
+//! The firmware asks for 4 KiB pages (QUERY_PAGES at boot and init, PAGE_REQUEST events at run
+//! time, `crate::fw::page_req`) and gets them with MANAGE_PAGES give; it hands them back with
+//! MANAGE_PAGES take — when it offers them (a PAGE_REQUEST with `num_pages` < 0) and after
+//! TEARDOWN_HCA. The pool allocates DMA memory in chunks of [`CHUNK_PAGES`] pages, keeps a
+//! bitmap of the pages the device holds, and frees a chunk once the device has returned all of
+//! it.
+//!
+//! Nothing the device returns is trusted: every address of a take's output must be a page of
+//! the pool that the device holds, and name it once. An output that breaks this made no sense:
+//! its pages that the device did hold are **lost** — no longer the device's by its own word,
+//! but not known to be unused either — so their chunk is never reused nor freed, and is
+//! quarantined when the pool retires ([`PagePool::retire`]); the pages it did not name stay
+//! the device's.
 
 use heapless::Vec;
 use mlx5_ifc::consts::{manage_pages, ADAPTER_PAGE_SIZE};
@@ -12,7 +20,7 @@ use mlx5_ifc::prm::hca::{ManagePagesIn, ManagePagesOut, QueryPagesIn, QueryPages
 use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
 
 use crate::error::{Error, Result, Wait};
-use crate::fw::cmd::CmdQueue;
+use crate::fw::cmd::{CmdIo, Slot};
 use crate::fw::quarantine::Quarantine;
 use crate::io::DmaBuf;
 use crate::platform::Platform;
@@ -29,8 +37,28 @@ struct Chunk {
     buf: DmaBuf,
     /// Bit i set: page i is held by the device.
     given: u64,
-    /// Bit i set: page i is in use (given) or reserved; pages past the chunk's size stay set.
+    /// Bit i set: page i is in use (given, lost) or reserved.
     used: u64,
+    /// Bit i set: page i came back in an output that made no sense (never reused).
+    lost: u64,
+}
+
+/// Counters of the firmware pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageStats {
+    /// Pages the device holds now.
+    pub held: usize,
+    /// PAGE_REQUEST events answered (given, taken or refused).
+    pub requests: u64,
+    /// Pages given (boot, init and run time).
+    pub given: u64,
+    /// Pages taken back.
+    pub taken: u64,
+    /// Requests that could not be answered (the pool full, no DMA memory, a refused command,
+    /// a take output that made no sense, a request for another function).
+    pub failures: u64,
+    /// Pages lost to a take output that made no sense (their chunks are quarantined).
+    pub lost: u64,
 }
 
 /// The pages lent to the firmware.
@@ -38,6 +66,7 @@ struct Chunk {
 pub struct PagePool {
     chunks: Vec<Chunk, MAX_CHUNKS>,
     held: usize,
+    pub(crate) stats: PageStats,
 }
 
 /// Which QUERY_PAGES request.
@@ -57,9 +86,32 @@ impl PagePool {
         self.held
     }
 
+    /// The counters.
+    pub fn stats(&self) -> PageStats {
+        PageStats {
+            held: self.held,
+            ..self.stats
+        }
+    }
+
+    /// Pages the pool can still lend.
+    pub(crate) fn room(&self) -> usize {
+        let lost: usize = self
+            .chunks
+            .iter()
+            .map(|c| c.lost.count_ones() as usize)
+            .sum();
+        (MAX_CHUNKS * CHUNK_PAGES).saturating_sub(self.held + lost)
+    }
+
     /// Asks the firmware how many pages it wants (`num_pages` is signed: negative = it has pages
     /// to give back).
-    pub fn query<P: Platform>(cmd: &mut CmdQueue, p: &P, which: PageRequest) -> Result<i32> {
+    pub(crate) fn query<P: Platform>(
+        io: &mut CmdIo,
+        p: &P,
+        slot: Slot,
+        which: PageRequest,
+    ) -> Result<i32> {
         let op_mod = match which {
             PageRequest::Boot => 1,
             PageRequest::Init => 2,
@@ -70,35 +122,40 @@ impl PagePool {
         ViewMut::<QueryPagesIn>::new(&mut i)?
             .set(QueryPagesIn::OPCODE, Opcode::QueryPages as u64)?
             .set(QueryPagesIn::OP_MOD, op_mod)?;
-        cmd.exec(p, &i, &mut o)?;
+        io.exec(p, slot, &i, &mut o)?;
         Ok(View::<QueryPagesOut>::new(&o)?.get32(QueryPagesOut::NUM_PAGES) as i32)
     }
 
-    /// Queries `which` and gives the firmware what it asks for. Returns the pages given.
-    pub fn satisfy<P: Platform>(
+    /// Queries `which` and gives the firmware what it asks for (at run time, takes back what it
+    /// offers). Returns the pages given.
+    pub(crate) fn satisfy<P: Platform>(
         &mut self,
-        cmd: &mut CmdQueue,
+        io: &mut CmdIo,
         p: &P,
         which: PageRequest,
     ) -> Result<usize> {
-        let n = Self::query(cmd, p, which)?;
+        let n = Self::query(io, p, Slot::Main, which)?;
         if n < 0 {
-            log::debug!(
-                "firmware offers {} pages back on a {which:?} query",
-                -(n as i64)
-            );
+            if which != PageRequest::Regular {
+                log::debug!(
+                    "firmware offers {} pages back on a {which:?} query",
+                    n.unsigned_abs()
+                );
+                return Ok(0);
+            }
+            let got = self.reclaim(io, p, Slot::Main, n.unsigned_abs() as usize)?;
+            log::debug!("took back {got} pages the firmware offered");
             return Ok(0);
         }
         let n = n as usize;
-        let cap = MAX_CHUNKS * CHUNK_PAGES;
-        if self.held + n > cap {
+        if n > self.room() {
             return Err(Error::BadDeviceValue {
                 what: "QUERY_PAGES num_pages",
                 value: n as u64,
-                limit: (cap - self.held) as u64,
+                limit: self.room() as u64,
             });
         }
-        self.give(cmd, p, n)?;
+        self.give(io, p, Slot::Main, n)?;
         log::debug!("gave {n} {which:?} pages (device holds {})", self.held);
         Ok(n)
     }
@@ -110,6 +167,12 @@ impl PagePool {
             c.used |= 1 << bit;
             return Ok((ci, bit));
         }
+        if self.chunks.is_full() {
+            return Err(Error::Capacity {
+                what: "firmware page pool",
+                limit: MAX_CHUNKS * CHUNK_PAGES,
+            });
+        }
         let buf = DmaBuf::alloc(p, CHUNK_PAGES * ADAPTER_PAGE_SIZE, ADAPTER_PAGE_SIZE).map_err(
             |source| Error::Platform {
                 op: "allocate firmware pages",
@@ -120,6 +183,7 @@ impl PagePool {
             buf,
             given: 0,
             used: 1,
+            lost: 0,
         };
         if let Err(chunk) = self.chunks.push(chunk) {
             let _ = chunk.buf.free(p);
@@ -131,8 +195,14 @@ impl PagePool {
         Ok((self.chunks.len() - 1, 0))
     }
 
-    /// Gives `n` pages to the firmware.
-    pub fn give<P: Platform>(&mut self, cmd: &mut CmdQueue, p: &P, n: usize) -> Result<()> {
+    /// Gives `n` pages to the firmware through `slot`.
+    pub(crate) fn give<P: Platform>(
+        &mut self,
+        io: &mut CmdIo,
+        p: &P,
+        slot: Slot,
+        n: usize,
+    ) -> Result<()> {
         let mut left = n;
         while left > 0 {
             let batch = left.min(PAGES_PER_CMD);
@@ -143,6 +213,7 @@ impl PagePool {
                     Ok(x) => x,
                     Err(e) => {
                         self.unreserve(&picked);
+                        self.free_idle_chunks(p);
                         return Err(e);
                     }
                 };
@@ -157,17 +228,38 @@ impl PagePool {
                 .set(ManagePagesIn::OP_MOD, u64::from(manage_pages::GIVE))?
                 .set(ManagePagesIn::INPUT_NUM_ENTRIES, batch as u64)?;
             let mut out = [0u8; ManagePagesOut::BYTES];
-            if let Err(e) = cmd.exec(p, &input[..len], &mut out) {
-                self.unreserve(&picked);
+            if let Err(e) = io.exec(p, slot, &input[..len], &mut out) {
+                if e.device_may_hold_memory() {
+                    // The device may have taken the pages: they stay its, as far as the pool
+                    // knows (reclaimed at teardown, or quarantined with the chunk).
+                    for &(ci, bit) in &picked {
+                        self.chunks[ci].given |= 1 << bit;
+                    }
+                    self.held += batch;
+                } else {
+                    self.unreserve(&picked);
+                    self.free_idle_chunks(p);
+                }
                 return Err(e);
             }
             for &(ci, bit) in &picked {
                 self.chunks[ci].given |= 1 << bit;
             }
             self.held += batch;
+            self.stats.given += batch as u64;
             left -= batch;
         }
         Ok(())
+    }
+
+    /// MANAGE_PAGES op_mod 0 through `slot`: the driver cannot give the pages asked for.
+    pub(crate) fn cannot_give<P: Platform>(io: &mut CmdIo, p: &P, slot: Slot) -> Result<()> {
+        let mut input = [0u8; ManagePagesIn::BYTES];
+        ViewMut::<ManagePagesIn>::new(&mut input)?
+            .set(ManagePagesIn::OPCODE, Opcode::ManagePages as u64)?
+            .set(ManagePagesIn::OP_MOD, u64::from(manage_pages::ALLOC_FAIL))?;
+        let mut out = [0u8; ManagePagesOut::BYTES];
+        io.exec(p, slot, &input, &mut out)
     }
 
     fn unreserve(&mut self, picked: &[(usize, usize)]) {
@@ -179,15 +271,15 @@ impl PagePool {
     }
 
     /// Takes pages back until the firmware holds none, or `timeout_ms` pass without progress.
-    pub fn reclaim_all<P: Platform>(
+    pub(crate) fn reclaim_all<P: Platform>(
         &mut self,
-        cmd: &mut CmdQueue,
+        io: &mut CmdIo,
         p: &P,
         timeout_ms: u64,
     ) -> Result<()> {
         let mut last_progress = p.now_ns();
         while self.held > 0 {
-            let got = self.take(cmd, p, self.held.min(PAGES_PER_CMD))?;
+            let got = self.take(io, p, Slot::Main, self.held.min(PAGES_PER_CMD))?;
             let now = p.now_ns();
             if got > 0 {
                 last_progress = now;
@@ -206,8 +298,42 @@ impl PagePool {
         Ok(())
     }
 
-    /// One MANAGE_PAGES take of up to `want` pages; returns how many came back.
-    pub fn take<P: Platform>(&mut self, cmd: &mut CmdQueue, p: &P, want: usize) -> Result<usize> {
+    /// Takes back up to `want` pages the firmware offered, through `slot`; frees the chunks it
+    /// no longer holds any page of. Returns the pages taken.
+    pub(crate) fn reclaim<P: Platform>(
+        &mut self,
+        io: &mut CmdIo,
+        p: &P,
+        slot: Slot,
+        want: usize,
+    ) -> Result<usize> {
+        let mut left = want.min(self.held);
+        let mut got = 0;
+        let r = loop {
+            if left == 0 {
+                break Ok(());
+            }
+            match self.take(io, p, slot, left.min(PAGES_PER_CMD)) {
+                Ok(0) => break Ok(()),
+                Ok(n) => {
+                    got += n;
+                    left = left.saturating_sub(n);
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        self.free_idle_chunks(p);
+        r.map(|()| got)
+    }
+
+    /// One MANAGE_PAGES take of up to `want` pages through `slot`; returns how many came back.
+    pub(crate) fn take<P: Platform>(
+        &mut self,
+        io: &mut CmdIo,
+        p: &P,
+        slot: Slot,
+        want: usize,
+    ) -> Result<usize> {
         let want = want.min(PAGES_PER_CMD);
         let mut input = [0u8; ManagePagesIn::BYTES];
         ViewMut::<ManagePagesIn>::new(&mut input)?
@@ -216,7 +342,7 @@ impl PagePool {
             .set(ManagePagesIn::INPUT_NUM_ENTRIES, want as u64)?;
         let mut out = [0u8; ManagePagesOut::BYTES + PAGES_PER_CMD * 8];
         let outlen = ManagePagesOut::BYTES + want * 8;
-        cmd.exec(p, &input, &mut out[..outlen])?;
+        io.exec(p, slot, &input, &mut out[..outlen])?;
         let n = View::<ManagePagesOut>::new(&out)?.get(ManagePagesOut::OUTPUT_NUM_ENTRIES);
         if n > want as u64 {
             return Err(Error::BadDeviceValue {
@@ -225,48 +351,102 @@ impl PagePool {
                 limit: want as u64,
             });
         }
+        let mut found: Vec<(usize, usize), PAGES_PER_CMD> = Vec::new();
+        let mut bad = None;
         for k in 0..n as usize {
             let at = ManagePagesOut::BYTES + k * 8;
             let mut b = [0u8; 8];
             b.copy_from_slice(&out[at..at + 8]);
             let addr = Be64::from_bytes(b).get();
-            self.returned(addr)?;
+            match self.locate(addr) {
+                Some(page) if !found.contains(&page) => {
+                    let _ = found.push(page);
+                }
+                _ => {
+                    bad.get_or_insert(addr);
+                }
+            }
         }
-        Ok(n as usize)
+        let count = found.len();
+        for &(ci, bit) in &found {
+            let c = &mut self.chunks[ci];
+            c.given &= !(1 << bit);
+            if bad.is_some() {
+                c.lost |= 1 << bit;
+            } else {
+                c.used &= !(1 << bit);
+            }
+        }
+        self.held -= count;
+        if let Some(addr) = bad {
+            self.stats.lost += count as u64;
+            log::error!(
+                "MANAGE_PAGES take returned {addr:#x}, not a page the device holds; the {count} \
+                 pages of that output are kept from reuse"
+            );
+            return Err(Error::BadDeviceValue {
+                what: "page address returned by MANAGE_PAGES",
+                value: addr,
+                limit: 0,
+            });
+        }
+        self.stats.taken += count as u64;
+        Ok(count)
     }
 
-    fn returned(&mut self, addr: u64) -> Result<()> {
+    /// The chunk and page of `addr`, if it is a page the device holds.
+    fn locate(&self, addr: u64) -> Option<(usize, usize)> {
         let chunk_bytes = (CHUNK_PAGES * ADAPTER_PAGE_SIZE) as u64;
-        let found = self
+        let ci = self
             .chunks
-            .iter_mut()
-            .find(|c| addr >= c.buf.iova() && addr < c.buf.iova() + chunk_bytes);
-        let unknown = Error::BadDeviceValue {
-            what: "page address returned by MANAGE_PAGES",
-            value: addr,
-            limit: 0,
-        };
-        let c = found.ok_or(unknown.clone())?;
-        let off = addr - c.buf.iova();
+            .iter()
+            .position(|c| addr >= c.buf.iova() && addr - c.buf.iova() < chunk_bytes)?;
+        let off = addr - self.chunks[ci].buf.iova();
         let bit = (off / ADAPTER_PAGE_SIZE as u64) as usize;
-        if off % ADAPTER_PAGE_SIZE as u64 != 0 || c.given & (1 << bit) == 0 {
-            return Err(unknown);
-        }
-        c.given &= !(1 << bit);
-        c.used &= !(1 << bit);
-        self.held -= 1;
-        Ok(())
+        let held = self.chunks[ci].given & (1 << bit) != 0;
+        (off % ADAPTER_PAGE_SIZE as u64 == 0 && held).then_some((ci, bit))
     }
 
-    /// Frees every chunk the device holds no page of.
-    pub fn free_idle_chunks<P: Platform>(&mut self, p: &P) {
+    /// The firmware said it released every page (`release_all` in a PAGE_REQUEST) without a
+    /// MANAGE_PAGES take: the pages are lost — not the device's by its word, not known to be
+    /// unused — and their chunks are quarantined when the pool retires.
+    pub(crate) fn forget_all(&mut self) {
+        for c in self.chunks.iter_mut() {
+            c.lost |= c.given;
+            c.given = 0;
+        }
+        self.stats.lost += self.held as u64;
+        self.held = 0;
+    }
+
+    /// Frees every chunk the device holds no page of and none of whose pages was lost.
+    pub(crate) fn free_idle_chunks<P: Platform>(&mut self, p: &P) {
         let mut i = 0;
         while i < self.chunks.len() {
-            if self.chunks[i].given == 0 {
+            let c = &self.chunks[i];
+            if c.given == 0 && c.lost == 0 && c.used == 0 {
                 let c = self.chunks.swap_remove(i);
                 if let Err(e) = c.buf.free(p) {
                     log::warn!("freeing a firmware page chunk: {e}");
                 }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// After the device returned its pages: frees the idle chunks and quarantines those with
+    /// lost pages.
+    pub(crate) fn retire<P: Platform>(&mut self, p: &P, q: &Quarantine) {
+        self.free_idle_chunks(p);
+        let mut i = 0;
+        while i < self.chunks.len() {
+            if self.chunks[i].given == 0 {
+                let c = self.chunks.swap_remove(i);
+                q.keep(
+                    c.buf,
+                    "firmware pages returned by a MANAGE_PAGES output that made no sense",
+                );
             } else {
                 i += 1;
             }

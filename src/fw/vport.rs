@@ -124,10 +124,12 @@ pub fn set_roce_address<P: Platform>(
     p: &P,
     index: u16,
     entry: Option<&GidEntry>,
+    vhca_port_num: u8,
 ) -> Result<()> {
     run::<SetRoceAddressIn, SetRoceAddressOut, _, _>(cmd, p, Opcode::SetRoceAddress, 0, |v| {
         v.set(SetRoceAddressIn::ROCE_ADDRESS_INDEX, u64::from(index))?;
-        v.set(SetRoceAddressIn::VHCA_PORT_NUM, 1)?;
+        // 0 leaves the field unset: firmware without `num_vhca_ports` has no port to name.
+        v.set(SetRoceAddressIn::VHCA_PORT_NUM, u64::from(vhca_port_num))?;
         if let Some(e) = entry {
             let mut a = v.nested_mut(SetRoceAddressIn::ROCE_ADDRESS);
             a.set_bytes(RoceAddrLayout::SOURCE_L3_ADDRESS, &e.gid)?;

@@ -34,15 +34,22 @@ pub struct MrAccess {
     pub remote_read: bool,
     /// Remote atomics.
     pub remote_atomic: bool,
+    /// A peer's SEND with invalidate may invalidate the key (mkc `en_rinval`). Not a verbs
+    /// access flag: Linux sets `en_rinval` only on the keys meant to be invalidated remotely
+    /// (fast-registration MRs through UMR, type 2 memory windows), never on `ibv_reg_mr`
+    /// regions, whose keys a SEND with invalidate cannot invalidate. After the invalidation
+    /// every access through the key fails; the region stays registered until `dereg`.
+    pub remote_invalidate: bool,
 }
 
 impl MrAccess {
-    /// Everything.
+    /// Every verbs access right (remote invalidation, an mlx5 key property, stays off).
     pub const ALL: Self = Self {
         local_write: true,
         remote_write: true,
         remote_read: true,
         remote_atomic: true,
+        remote_invalidate: false,
     };
     /// Local read and write only.
     pub const LOCAL: Self = Self {
@@ -50,6 +57,7 @@ impl MrAccess {
         remote_write: false,
         remote_read: false,
         remote_atomic: false,
+        remote_invalidate: false,
     };
 }
 
@@ -221,6 +229,7 @@ impl<P: Platform> Device<P> {
                     m.set(Mkc::RR, u64::from(access.remote_read))?;
                     m.set(Mkc::RW, u64::from(access.remote_write))?;
                     m.set(Mkc::A, u64::from(access.remote_atomic))?;
+                    m.set(Mkc::EN_RINVAL, u64::from(access.remote_invalidate))?;
                     m.set(Mkc::QPN, 0xff_ffff)?;
                     m.set(Mkc::MKEY_7_0, u64::from(variant))?;
                     m.set(Mkc::PD, u64::from(pd.pdn()))?;

@@ -9,6 +9,8 @@
 //! A CQE names an SRQ WQE by its 16-bit `wqe_counter`, so an SRQ has at most 2^16 WQEs,
 //! whatever `log_max_srq_sz` says.
 
+use mlx5_ifc::consts::{arm_rq, rmp_state};
+use mlx5_ifc::prm::srq::{ArmRqIn, ArmRqOut, ModifyRmpIn, ModifyRmpOut, RmpBitmask};
 use mlx5_ifc::prm::srq::{
     CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroyRmpOut,
     DestroySrqIn, DestroySrqOut, QueryRmpIn, QueryRmpOut, QuerySrqIn, QuerySrqOut, Rmpc, Srqc, Wq,
@@ -33,7 +35,9 @@ pub struct SrqAttr {
     pub max_wr: u32,
     /// Scatter/gather entries per work request.
     pub max_sge: u32,
-    /// Limit event threshold (0 = none).
+    /// Limit event threshold. `create_srq` ignores it, as `ibv_create_srq` does (the queue is
+    /// created with its limit event disarmed, `lwm` 0, like Linux's mlx5); arm it with
+    /// [`Srq::modify_limit`] once receives are posted.
     pub srq_limit: u32,
 }
 
@@ -189,7 +193,7 @@ impl<P: Platform> Device<P> {
                         Some(&buf),
                         |v| {
                             let mut r = v.nested_mut(CreateRmpIn::CTX);
-                            r.set(Rmpc::STATE, 1)?;
+                            r.set(Rmpc::STATE, rmp_state::RDY)?;
                             let mut w = r.nested_mut(Rmpc::WQ);
                             w.set(Wq::WQ_TYPE, 0)?;
                             w.set(Wq::PD, u64::from(pdn))?;
@@ -197,7 +201,6 @@ impl<P: Platform> Device<P> {
                             w.set(Wq::LOG_WQ_STRIDE, u64::from(log_stride))?;
                             w.set(Wq::LOG_WQ_SZ, u64::from(log_sz))?;
                             w.set(Wq::LOG_WQ_PG_SZ, u64::from(buf.log_page_size()))?;
-                            w.set(Wq::LWM, u64::from(attr.srq_limit))?;
                             Ok(())
                         },
                     )?;
@@ -215,7 +218,6 @@ impl<P: Platform> Device<P> {
                             s.set(Srqc::PD, u64::from(pdn))?;
                             s.set(Srqc::DBR_ADDR, dbr.iova())?;
                             s.set(Srqc::LOG_PAGE_SIZE, u64::from(buf.log_page_size()))?;
-                            s.set(Srqc::LWM, u64::from(attr.srq_limit))?;
                             Ok(())
                         },
                     )?;
@@ -306,6 +308,46 @@ impl<'d, P: Platform> Srq<'d, P> {
                     pdn: s.get(Srqc::PD) as u32,
                     limit: s.get(Srqc::LWM) as u32,
                 })
+            }
+        })
+    }
+
+    /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): when fewer than
+    /// `srq_limit` receive WQEs are left posted, the device raises one SRQ_RQ_LIMIT event
+    /// (see [`Device::poll_async_events`]; [`crate::eq::Event::qpn`] names the SRQ) and disarms.
+    /// 0 disarms. MODIFY_RMP with the `lwm` field selected (ISSI ≥ 1) or ARM_RQ (ISSI 0), as
+    /// Linux's mlx5_ib arms them.
+    pub fn modify_limit(&self, srq_limit: u32) -> Result<()> {
+        let max = self.sized.attr.max_wr;
+        if srq_limit > max {
+            return Err(Error::InvalidArgument {
+                op: "modify_srq",
+                field: "srq_limit",
+                requested: u64::from(srq_limit),
+                max: u64::from(max),
+                limit: "the SRQ's max_wr",
+            });
+        }
+        let (n, lwm) = (u64::from(self.srqn), u64::from(srq_limit));
+        self.dev.with_cmd(|cmd, p| {
+            if self.rmp {
+                run::<ModifyRmpIn, ModifyRmpOut, _, _>(cmd, p, Opcode::ModifyRmp, 0, |v| {
+                    v.set(ModifyRmpIn::RMP_STATE, rmp_state::RDY)?;
+                    v.set(ModifyRmpIn::RMPN, n)?;
+                    v.nested_mut(ModifyRmpIn::BITMASK).set(RmpBitmask::LWM, 1)?;
+                    let mut r = v.nested_mut(ModifyRmpIn::CTX);
+                    r.set(Rmpc::STATE, rmp_state::RDY)?;
+                    r.nested_mut(Rmpc::WQ).set(Wq::LWM, lwm)?;
+                    Ok(())
+                })
+                .map(drop)
+            } else {
+                run::<ArmRqIn, ArmRqOut, _, _>(cmd, p, Opcode::ArmRq, arm_rq::SRQ, |v| {
+                    v.set(ArmRqIn::SRQ_NUMBER, n)?;
+                    v.set(ArmRqIn::LWM, lwm)?;
+                    Ok(())
+                })
+                .map(drop)
             }
         })
     }

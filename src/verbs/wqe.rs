@@ -15,6 +15,19 @@ use crate::io::{DmaRing, OutOfBounds};
 pub use mlx5_ifc::wqe::fm_ce_se as flags;
 pub use mlx5_ifc::wqe::{opcode, DS, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, MAX_DS, WQEBB};
 
+/// DS units of an inline data segment of `len` bytes: the 4-byte header and the bytes, padded to
+/// 16; none for no bytes — rdma-core writes no inline segment for a zero-length inline send
+/// (`set_data_inl_seg` and `_mlx5_send_wr_set_inline_data` add no size), so its WQE is the
+/// control segment alone.
+#[inline]
+pub const fn inline_ds(len: usize) -> usize {
+    if len == 0 {
+        0
+    } else {
+        (4 + len).div_ceil(DS)
+    }
+}
+
 /// The control segment.
 #[inline]
 pub fn ctrl(opcode: u8, wqe_index: u16, qpn: u32, ds: u8, fm_ce_se: u8, imm: u32) -> [u8; 16] {
@@ -73,8 +86,23 @@ pub struct UdAddr {
     pub traffic_class: u8,
     /// Flow label (20 bits).
     pub flow_label: u32,
-    /// UDP source port.
+    /// UDP source port; 0 (the default) picks one in the dynamic range 0xc000..=0xffff from the
+    /// flow label, or from the remote QP and GID when there is none (rdma-core's mlx5 provider
+    /// always sends a port in that range). Any other value is used as given.
     pub udp_sport: u16,
+}
+
+/// RoCE v2 UDP source port in the dynamic range 0xc000..=0xffff: from the flow label when there
+/// is one (the low 14 bits folded with the high 6, the mapping Linux's
+/// `rdma_flow_label_to_udp_sport` uses), else from a hash of the two numbers `a` and `b`.
+#[inline]
+pub(crate) fn roce_sport(a: u32, b: u32, flow_label: u32) -> u16 {
+    let h = if flow_label != 0 {
+        (flow_label & 0x3fff) ^ ((flow_label & 0xf_c000) >> 14)
+    } else {
+        (a ^ b.rotate_left(7)) ^ (a >> 14)
+    };
+    0xc000 | (h & 0x3fff) as u16
 }
 
 /// The 48-byte datagram segment (UD address vector).
@@ -82,7 +110,13 @@ pub fn datagram(a: &UdAddr) -> [u8; 48] {
     let mut s = [0u8; 48];
     s[0..4].copy_from_slice(&Be32::new(a.qkey).to_bytes());
     s[8..12].copy_from_slice(&Be32::new(a.remote_qpn | EXTENDED_UD_AV).to_bytes());
-    s[14..16].copy_from_slice(&a.udp_sport.to_be_bytes());
+    let sport = if a.udp_sport != 0 {
+        a.udp_sport
+    } else {
+        let g = u32::from_be_bytes([a.dgid[12], a.dgid[13], a.dgid[14], a.dgid[15]]);
+        roce_sport(a.remote_qpn, g, a.flow_label)
+    };
+    s[14..16].copy_from_slice(&sport.to_be_bytes());
     s[20..26].copy_from_slice(&a.dmac);
     s[26] = a.traffic_class;
     s[27] = a.hop_limit;
@@ -186,9 +220,13 @@ pub trait WqeSink {
     /// Appends an inline data segment: its 4-byte header, then `data`, padded to 16 bytes.
     /// Built as native words: the first holds the header and `data[0..4]`, word `k` after it
     /// `data[8k - 4..8k + 4]` (one unaligned 8-byte load), the last one zero-padded — in
-    /// registers, never as bytes reloaded as a word (a store-forwarding stall).
+    /// registers, never as bytes reloaded as a word (a store-forwarding stall). No data appends
+    /// nothing ([`inline_ds`] units: a zero-length inline send is its control segment alone).
     #[inline(always)]
     fn put_inline(&mut self, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
         let hdr = u64::from(u32::from_le_bytes(
             Be32::new(INLINE_SEG | data.len() as u32).to_bytes(),
         ));
@@ -354,9 +392,13 @@ impl WqeSink for StagedWqe<'_> {
     }
 
     /// The data's whole words are copied into the stage as they lie in memory (the stage holds
-    /// the device's byte image): a plain copy the compiler may vectorize.
+    /// the device's byte image): a plain copy the compiler may vectorize. No data appends
+    /// nothing.
     #[inline(always)]
     fn put_inline(&mut self, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
         let hdr = u64::from(u32::from_le_bytes(
             Be32::new(INLINE_SEG | data.len() as u32).to_bytes(),
         ));

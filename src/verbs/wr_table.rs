@@ -16,11 +16,12 @@
 //! left its CQs.
 
 use crate::io::SharedTable;
-use crate::verbs::cq::WcOpcode;
+use crate::verbs::cq::{WcFlags, WcOpcode};
+use crate::verbs::wqe::opcode;
 
 /// Word layout of a send queue table: completed WQEBBs, posted WQEBBs, then per WQEBB a pair of
 /// words side by side (one cache line for both): the wr_id and a descriptor
-/// (`nbb | wr_opcode << 8 | byte_len << 32`).
+/// (`nbb | wr_opcode << 8 | wc_flags << 16 | byte_len << 32`).
 pub mod sq_table {
     /// WQEBBs completed (running counter).
     pub const TAIL: usize = 0;
@@ -89,10 +90,25 @@ pub mod srq_table {
     }
 }
 
-/// The descriptor word of a send queue slot.
-pub(crate) fn sq_desc(nbb: u32, op: WcOpcode, byte_len: u32) -> u64 {
-    // The code is the opcode's `ibv_wc_opcode` value.
-    u64::from(nbb) | u64::from(op as u8) << 8 | u64::from(byte_len) << 32
+/// The descriptor word of a send queue slot: the WQEBBs it spans, the completion's opcode and
+/// flags, the bytes posted.
+pub(crate) fn sq_desc(nbb: u32, op: WcOpcode, flags: WcFlags, byte_len: u32) -> u64 {
+    // The code is the opcode's `ibv_wc_opcode` value, the flags their `ibv_wc_flags` bits.
+    u64::from(nbb)
+        | u64::from(op as u8) << 8
+        | u64::from(flags.bits()) << 16
+        | u64::from(byte_len) << 32
+}
+
+/// The flags of a successful send completion of a WQE with control-segment opcode `op`:
+/// WITH_IMM for SEND_IMM and RDMA_WRITE_IMM, none for the others (SEND_INVAL included), as
+/// rdma-core's `handle_good_req` (cq.c) sets them from the WQE opcode of a requester CQE.
+#[inline(always)]
+pub(crate) const fn sq_desc_flags(op: u8) -> WcFlags {
+    match op {
+        opcode::SEND_IMM | opcode::RDMA_WRITE_IMM => WcFlags::WITH_IMM,
+        _ => WcFlags::empty(),
+    }
 }
 
 /// Completes SRQ WQE `idx` (of `cnt`): exactly once per posting — whoever clears its POSTED mark

@@ -9,12 +9,14 @@ pub type Dev = Device<SimPlatform>;
 
 /// A device on the fabric.
 pub fn nic(fabric: &Fabric, mode: Mode) -> (SimDevice, Dev) {
+    nic_with(fabric, mode, Profile::connectx5())
+}
+
+/// A device of `profile` on the fabric (its MAC made unique).
+pub fn nic_with(fabric: &Fabric, mode: Mode, profile: Profile) -> (SimDevice, Dev) {
     static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let sim = SimDevice::new(
-        Profile::connectx5().with_mac([0x02, 0xc5, 0x5a, 0, 1, n]),
-        mode,
-    );
+    let sim = SimDevice::new(profile.with_mac([0x02, 0xc5, 0x5a, 0, 1, n]), mode);
     fabric.attach(&sim).expect("attach");
     let dev =
         Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).expect("bring-up");

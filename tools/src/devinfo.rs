@@ -60,6 +60,12 @@ fn mtu_enum(bytes: u16) -> (u16, u8) {
         .unwrap_or((256, 1))
 }
 
+/// The port's active MTU (`ibv_port_attr.active_mtu`, bytes and enum) for a vport MTU: the
+/// largest IB MTU that fits with the RoCE v2 headers. UD messages are at most this long.
+pub(crate) fn active_mtu(vport_mtu: u16) -> (u16, u8) {
+    mtu_enum(vport_mtu.saturating_sub(58).max(256))
+}
+
 fn report(o: &Opened) -> Value {
     let d = &o.device;
     let a = d.device_attr();
@@ -86,7 +92,7 @@ fn report(o: &Opened) -> Value {
     }
     let port = d.port_state().ok();
     let (max_mtu, max_mtu_e) = mtu_enum(4096);
-    let (active_mtu, active_mtu_e) = mtu_enum(v.mtu.saturating_sub(58).max(256));
+    let (active_mtu, active_mtu_e) = active_mtu(v.mtu);
     let limits = d.caps().qp_limits();
     let mut maxcap = Map::new();
     for t in [QpType::Rc, QpType::Uc, QpType::Ud] {

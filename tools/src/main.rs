@@ -21,8 +21,8 @@ struct Cli {
 enum Cmd {
     /// Bring a device up and print its attributes (like `ibv_devinfo -v`), then tear it down.
     Devinfo(devinfo::Args),
-    /// Two simulated NICs on a simulated RoCE v2 wire: every operation verified, then
-    /// throughput and latency.
+    /// Two simulated NICs on a simulated RoCE v2 wire: an RC, UC or UD QP pair (--type), every
+    /// operation of the transport verified, then throughput and latency.
     Demo(demo::Args),
     /// What create_qp would grant (or why not), without a device: the sizing calculator.
     Size(size::Args),

@@ -44,7 +44,7 @@ pub struct QpSpec {
     pub clamp: bool,
 }
 
-fn parse_type(s: &str) -> Result<QpType, String> {
+pub(crate) fn parse_type(s: &str) -> Result<QpType, String> {
     QpType::from_name(s).ok_or_else(|| {
         format!("unknown QP type {s:?} (rc, uc, ud; RD is not offered by any device)")
     })

@@ -59,6 +59,7 @@ ROOMS = {
     "caps": [
         ("cmd_hca_cap", "General device capabilities (HCA_CAP cap_type 0, PRM \"HCA Capabilities\")."),
         ("roce_cap", "RoCE capabilities (HCA_CAP cap_type 4)."),
+        ("atomic_caps", "Atomic capabilities (HCA_CAP cap_type 3, PRM \"Atomic Capabilities\")."),
     ],
     "uar_pd": [
         ("alloc_uar_in", "ALLOC_UAR (0x802) input."),
@@ -131,6 +132,11 @@ ROOMS = {
         ("destroy_rmp_out", "DESTROY_RMP (0x90e) output."),
         ("query_rmp_in", "QUERY_RMP (0x90f) input."),
         ("query_rmp_out", "QUERY_RMP (0x90f) output."),
+        ("rmp_bitmask", "MODIFY_RMP field select: which RMP context fields the command changes."),
+        ("modify_rmp_in", "MODIFY_RMP (0x90d) input: new state, field select, context."),
+        ("modify_rmp_out", "MODIFY_RMP (0x90d) output."),
+        ("arm_rq_in", "ARM_RQ (0x703) input: arms the limit event of an SRQ (op_mod 1) or RQ."),
+        ("arm_rq_out", "ARM_RQ (0x703) output."),
     ],
     "qp": [
         ("ads", "Address path (PRM \"Address Path\"), primary and secondary paths of a QP context."),

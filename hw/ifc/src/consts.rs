@@ -133,6 +133,46 @@ pub mod qp_st {
     pub const XRC: u64 = 3;
 }
 
+/// Path migration states (`qpc.pm_state`).
+pub mod pm_state {
+    /// Armed: an alternate path is loaded and migration may happen.
+    pub const ARMED: u64 = 0;
+    /// Rearm requested.
+    pub const REARM: u64 = 1;
+    /// Migrated: no alternate path (what every QP without path migration uses).
+    pub const MIGRATED: u64 = 3;
+}
+
+/// Responder atomic modes (`qpc.atomic_mode`); 0 is not a defined mode.
+pub mod atomic_mode {
+    /// IB-spec atomics (8-byte compare-and-swap and fetch-and-add).
+    pub const IB_SPEC: u64 = 1;
+    /// ConnectX-compatible atomics.
+    pub const CX: u64 = 2;
+    /// Extended atomics up to 8 bytes; 4..=8 are up to 16 .. 256 bytes (log2 of the size).
+    pub const UP_TO_8B: u64 = 3;
+    /// Extended atomics up to 256 bytes: the largest defined mode.
+    pub const UP_TO_256B: u64 = 8;
+}
+
+/// `atomic_caps` values (HCA_CAP cap_type 3).
+pub mod atomic_caps {
+    /// `atomic_operations`: 8-byte compare-and-swap.
+    pub const OPS_CMP_SWAP: u64 = 1 << 0;
+    /// `atomic_operations`: 8-byte fetch-and-add.
+    pub const OPS_FETCH_ADD: u64 = 1 << 1;
+    /// `atomic_operations`: masked (extended) compare-and-swap.
+    pub const OPS_EXTENDED_CMP_SWAP: u64 = 1 << 2;
+    /// `atomic_operations`: masked (extended) fetch-and-add.
+    pub const OPS_EXTENDED_FETCH_ADD: u64 = 1 << 3;
+    /// `atomic_size_qp` / `atomic_size_dc`: bit n set = operand of 2^n bytes supported.
+    pub const SIZE_8_BYTES: u64 = 1 << 3;
+    /// `atomic_req_8B_endianness_mode`: the requester writes the returned value big-endian.
+    pub const REQ_ENDIANNESS_BIG: u64 = 0;
+    /// `atomic_req_8B_endianness_mode`: the requester writes the returned value in host order.
+    pub const REQ_ENDIANNESS_HOST: u64 = 1;
+}
+
 /// Receive queue types (`qpc.rq_type`).
 pub mod rq_type {
     /// A regular receive queue of the QP's own.
@@ -216,7 +256,13 @@ pub mod arm_state {
     pub const FIRED: u64 = 0xa;
 }
 
-/// `rmpc.state`.
+/// ARM_RQ `op_mod`.
+pub mod arm_rq {
+    /// `op_mod`: the number names an SRQ (ISSI 0).
+    pub const SRQ: u16 = 1;
+}
+
+/// `rmp_state` / `rmpc.state`.
 pub mod rmp_state {
     /// Ready.
     pub const RDY: u64 = 1;

@@ -153,6 +153,23 @@ impl Shared {
         }
     }
 
+    /// Runs `f` on the state (with the profile and the device time), then publishes the data
+    /// path's next timer and, in Sync mode, lets the fabric deliver what `f` caused.
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State, &Profile, u64) -> R) -> R {
+        let now = self.now_ns();
+        let r = {
+            let mut st = self.lock();
+            let r = f(&mut st, &self.profile, now);
+            let deadline = st.fw.engine.deadline().unwrap_or(u64::MAX);
+            self.deadline.store(deadline, Ordering::Release);
+            r
+        };
+        if self.mode == Mode::Sync {
+            self.link().0.poll();
+        }
+        r
+    }
+
     /// Processes a command doorbell now.
     pub(crate) fn ring(&self, bits: u32) {
         let now = self.now_ns();

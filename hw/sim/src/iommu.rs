@@ -203,11 +203,12 @@ impl Iommu {
         self.store(iova, data, Ordering::Release)
     }
 
-    /// Atomically replaces the big-endian 64-bit value at `iova` (8-byte aligned) by `f(old)`;
-    /// returns the old value.
-    pub(crate) fn fetch_update_be64(
+    /// Atomically replaces the 64-bit value at `iova` (8-byte aligned), stored big-endian or
+    /// little-endian as `big_endian` says, by `f(old)`; returns the old value.
+    pub(crate) fn fetch_update_u64(
         &self,
         iova: u64,
+        big_endian: bool,
         f: impl Fn(u64) -> u64,
     ) -> Result<u64, Unmapped> {
         let (m, off) = self.locate(iova, 8).ok_or(Unmapped)?;
@@ -215,8 +216,21 @@ impl Iommu {
             return Err(Unmapped);
         }
         let word = m.words.get(off / 8).ok_or(Unmapped)?;
-        let value = |w: u64| u64::from_be_bytes(w.to_ne_bytes());
-        let image = |v: u64| u64::from_ne_bytes(v.to_be_bytes());
+        let value = |w: u64| {
+            let b = w.to_ne_bytes();
+            if big_endian {
+                u64::from_be_bytes(b)
+            } else {
+                u64::from_le_bytes(b)
+            }
+        };
+        let image = |v: u64| {
+            u64::from_ne_bytes(if big_endian {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            })
+        };
         let old = word
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 Some(image(f(value(w))))

@@ -17,6 +17,11 @@
 //! wire faults ([`WireFault`]) and a pcap capture. A device is alone on a private fabric (its
 //! own MAC loops back) until [`Fabric::attach`] puts it on a shared one.
 //!
+//! Firmware pages as a PF's firmware asks for them: under a [`PagePolicy`] a CREATE that needs
+//! ICM is held — its entry stays the device's — until MANAGE_PAGES in another command slot
+//! brings the pages a PAGE_REQUEST event asked for; spare pages are offered back, and seeded
+//! requests come at random moments ([`SimDevice::page_stats`] keeps the accounts).
+//!
 //! A hostile device: [`Fault`]s make it lie in what it writes — CQEs, EQEs, command outputs
 //! and tokens, init segment and health words, a BAR that reads all ones — write stray bytes
 //! into live DMA memory ([`SimDevice::dma_scribble`]), and complete commands twice, out of
@@ -67,6 +72,7 @@ pub use fault::{
     SPURIOUS_STATUS,
 };
 pub use fw::eq::{EQE_BYTES, MSIX_VECTORS};
+pub use fw::page_req::{PagePolicy, PageStats, RandomPages};
 pub use fw::qp::FIRST_QPN;
 pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
 pub use fw::vport::{DEFAULT_MTU, MAX_MTU};
@@ -473,21 +479,56 @@ impl SimDevice {
         self.shared().lock().fw.pages.held()
     }
 
+    /// The firmware's page accounts: held, asked for, offered back, the PAGE_REQUEST events
+    /// raised, the commands that waited for pages.
+    pub fn page_stats(&self) -> PageStats {
+        fw::page_req::stats(&self.shared().lock().fw)
+    }
+
+    /// Changes how the firmware asks for pages from now on ([`PagePolicy`]; the profile's is
+    /// the initial one). Held commands the new policy no longer makes wait execute now.
+    pub fn set_page_policy(&self, policy: PagePolicy) {
+        self.shared().with_state(|st, profile, now| {
+            st.fw.pages.req.set_policy(policy);
+            cmdif::release_held(st, profile, now);
+        });
+    }
+
+    /// The firmware raises a PAGE_REQUEST now: `n` > 0 asks for `n` more pages; `n` < 0 offers
+    /// back up to `|n|` of its free pages (as many as it has that are not yet offered; none:
+    /// no event). Ignored unless the HCA is initialized.
+    pub fn request_pages(&self, n: i32) {
+        self.shared().with_state(|st, profile, now| {
+            if st.fw.state != HcaState::Initialized {
+                log::warn!("mlx5-sim: request_pages({n}) before INIT_HCA; ignored");
+                return;
+            }
+            let n = if n < 0 {
+                let spare = fw::page_req::returnable(&st.fw, profile)
+                    .saturating_sub(st.fw.pages.req.offered);
+                -(i64::from(n.unsigned_abs()).min(i64::try_from(spare).unwrap_or(i64::MAX)))
+            } else {
+                i64::from(n)
+            };
+            fw::page_req::raise(&mut st.hw(now), n);
+        });
+    }
+
     /// Every live firmware object, by kind then handle.
     pub fn live_objects(&self) -> Vec<(ObjectKind, u32)> {
         self.shared().lock().fw.objects.live()
     }
 
-    /// The context image of a queue object as the firmware holds it now — the `eqc`, `cqc`,
-    /// `srqc`, `rmpc` (without its PAS) or `qpc` bytes — or `None` if `id` is not a live queue
-    /// object of `kind` (UARs and PDs have no context).
+    /// The context image of a queue object or memory key as the firmware holds it now — the
+    /// `eqc`, `cqc`, `srqc`, `rmpc` (without its PAS), `qpc` or `mkc` bytes (an mkey's by its
+    /// index: `free` is set once a SEND with invalidate invalidated it) — or `None` if `id` is
+    /// not a live object of `kind` with a context (UARs and PDs have none).
     pub fn object_context(&self, kind: ObjectKind, id: u32) -> Option<Vec<u8>> {
-        self.shared()
-            .lock()
-            .fw
-            .objects
-            .queue(kind, id)
-            .map(|q| q.ctx.clone())
+        let s = self.shared().lock();
+        match kind {
+            ObjectKind::Mkey => s.fw.objects.mkey(id).map(|m| m.ctx.clone()),
+            _ => s.fw.objects.queue(kind, id).map(|q| q.ctx.clone()),
+        }
     }
 
     /// The state (`qpc.state`, `mlx5_ifc::consts::qp_state`) of QP `qpn`, if it exists.

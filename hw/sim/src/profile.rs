@@ -3,19 +3,23 @@
 //!
 //! Built-in profiles ([`Profile::names`]): `cx5` (a ConnectX-5 PF, values derived from public
 //! capability dumps, see `mlx5-datapath-sizing.md` §5.4/§6), `cx5-tight` (small queues and object
-//! counts, for limit tests) and `cx5-sq512` (`max_wqe_sz_sq` 512).
+//! counts, for limit tests) and `cx5-sq512` (`max_wqe_sz_sq` 512). Each asks for pages at run
+//! time as a PF's firmware does (a page of ICM per created object, spare pages offered back after
+//! a destroy, seeded requests now and then); [`Profile::with_page_policy`] changes that.
 //!
 //! A JSON profile is an object whose keys are `cmd_hca_cap` field names (values: integers),
-//! `roce_cap.<field>` for RoCE capability fields, and the profile settings `name` (string;
+//! `roce_cap.<field>` for RoCE capability fields, `atomic_caps.<field>` for atomic capability
+//! fields, and the profile settings `name` (string;
 //! default `"custom"`), `base` (a built-in profile to start from instead of `cx5`),
 //! `_boot_pages`, `_init_pages` (integers) and `_mac` (`"02:c5:5a:00:00:01"`). For example
 //! `{"name": "small", "log_max_qp": 4, "roce_cap.roce_address_table_size": 8}`.
 
 use std::path::Path;
 
-use mlx5_ifc::prm::caps::{CmdHcaCap as C, RoceCap as R};
+use mlx5_ifc::prm::caps::{AtomicCaps as A, CmdHcaCap as C, RoceCap as R};
 use mlx5_ifc::{Field, Layout, LayoutError, View, ViewMut};
 
+use crate::fw::page_req::PagePolicy;
 use crate::SimError;
 
 /// A simulated device model.
@@ -24,10 +28,12 @@ pub struct Profile {
     name: String,
     hca_cap: [u8; C::BYTES],
     roce_cap: [u8; R::BYTES],
+    atomic_cap: [u8; A::BYTES],
     fw: (u16, u16, u16),
     boot_pages: u32,
     init_pages: u32,
     mac: [u8; 6],
+    page_policy: PagePolicy,
 }
 
 /// `cmd_hca_cap` (MAX) of the ConnectX-5 profile.
@@ -114,7 +120,34 @@ const CX5_ROCE: &[(Field<R>, u64)] = &[
     (R::R_ROCE_MAX_SRC_UDP_PORT, 0xffff),
     (R::R_ROCE_MIN_SRC_UDP_PORT, 0xc000),
     (R::ROCE_ADDRESS_TABLE_SIZE, 256),
+    (R::SW_R_ROCE_SRC_UDP_PORT, 1),
 ];
+
+/// `atomic_caps` (MAX) of the ConnectX-5 profile: 8-byte compare-and-swap and fetch-and-add,
+/// and the host-order requester mode. (The extended, masked atomics a ConnectX-5 also has are
+/// not simulated, so they are not advertised.)
+const CX5_ATOMIC: &[(Field<A>, u64)] = &[
+    (A::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1, 1),
+    (A::ATOMIC_OPERATIONS, 0x3),
+    (A::ATOMIC_SIZE_QP, 0x8),
+    (A::ATOMIC_SIZE_DC, 0x8),
+];
+
+/// How a PF's firmware asks for pages at run time, which every built-in profile does: each
+/// CQ, QP, SRQ/RMP and memory key needs a page of ICM the driver must give while the create
+/// waits; after a destroy the firmware offers back what it holds beyond 32 spare pages; and
+/// about one command in fifty is followed by a seeded request to give or take up to 8 pages.
+fn pf_pages() -> PagePolicy {
+    PagePolicy {
+        icm_pages_per_object: 1,
+        spare_pages: Some(32),
+        random: Some(crate::RandomPages {
+            seed: 0x5eed_c0de,
+            per_mille: 20,
+            max_pages: 8,
+        }),
+    }
+}
 
 /// The `cx5-tight` overrides.
 const TIGHT: &[(Field<C>, u64)] = &[
@@ -193,10 +226,12 @@ impl Profile {
             name: name.to_string(),
             hca_cap: [0; C::BYTES],
             roce_cap: [0; R::BYTES],
+            atomic_cap: [0; A::BYTES],
             fw: (16, 35, 2000),
             boot_pages: 16,
             init_pages: 64,
             mac: [0x02, 0xc5, 0x5a, 0x00, 0x00, 0x01],
+            page_policy: pf_pages(),
         };
         for values in general {
             if let Err(e) = apply::<C>(&mut p.hca_cap, values) {
@@ -204,6 +239,9 @@ impl Profile {
             }
         }
         if let Err(e) = apply::<R>(&mut p.roce_cap, CX5_ROCE) {
+            log::error!("mlx5-sim: built-in profile {name}: {e}");
+        }
+        if let Err(e) = apply::<A>(&mut p.atomic_cap, CX5_ATOMIC) {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         p
@@ -276,10 +314,16 @@ impl Profile {
                     }
                 }
                 "_mac" => p.mac = parse_mac(key, val)?,
-                k => match k.strip_prefix("roce_cap.") {
-                    Some(field) => set_named::<R>(&mut p.roce_cap, k, field, integer(k, val)?)?,
-                    None => set_named::<C>(&mut p.hca_cap, k, k, integer(k, val)?)?,
-                },
+                k => {
+                    let value = integer(k, val)?;
+                    if let Some(field) = k.strip_prefix("roce_cap.") {
+                        set_named::<R>(&mut p.roce_cap, k, field, value)?
+                    } else if let Some(field) = k.strip_prefix("atomic_caps.") {
+                        set_named::<A>(&mut p.atomic_cap, k, field, value)?
+                    } else {
+                        set_named::<C>(&mut p.hca_cap, k, k, value)?
+                    }
+                }
             }
         }
         Ok(p)
@@ -304,9 +348,24 @@ impl Profile {
         &self.hca_cap
     }
 
-    /// The `roce_cap` image (MAX, and the initial CUR).
+    /// The `roce_cap` image (MAX; CUR starts from [`Profile::roce_cap_initial`]).
     pub fn roce_cap(&self) -> &[u8; 256] {
         &self.roce_cap
+    }
+
+    /// The `roce_cap` image CUR starts from: MAX with the settings software turns on cleared
+    /// (`sw_r_roce_src_udp_port`: until it is set, the firmware picks UDP source ports).
+    pub fn roce_cap_initial(&self) -> [u8; 256] {
+        let mut i = self.roce_cap;
+        if let Ok(mut v) = ViewMut::<R>::new(&mut i) {
+            let _ = v.set(R::SW_R_ROCE_SRC_UDP_PORT, 0);
+        }
+        i
+    }
+
+    /// The `atomic_caps` image (MAX, and the initial CUR).
+    pub fn atomic_cap(&self) -> &[u8; 256] {
+        &self.atomic_cap
     }
 
     /// One `cmd_hca_cap` (MAX) field.
@@ -342,6 +401,17 @@ impl Profile {
     /// The same profile with another permanent MAC (each NIC on a fabric needs its own).
     pub fn with_mac(mut self, mac: [u8; 6]) -> Self {
         self.mac = mac;
+        self
+    }
+
+    /// How the firmware asks for pages at run time (default: never; see [`PagePolicy`]).
+    pub fn page_policy(&self) -> &PagePolicy {
+        &self.page_policy
+    }
+
+    /// The same profile with another run-time page policy.
+    pub fn with_page_policy(mut self, policy: PagePolicy) -> Self {
+        self.page_policy = policy;
         self
     }
 }

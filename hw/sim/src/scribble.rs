@@ -20,10 +20,11 @@ pub struct Scribble {
 pub const MAX_SCRIBBLE_BYTES: usize = 8;
 
 /// splitmix64: a small, well-mixed generator; the same seed gives the same sequence.
-struct Rng(u64);
+#[derive(Debug)]
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -32,7 +33,7 @@ impl Rng {
     }
 
     /// A value in `0..n` (`n` > 0).
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }

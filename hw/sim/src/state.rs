@@ -24,6 +24,9 @@ pub(crate) struct State {
     pub(crate) trace: Trace,
     pub(crate) dma_faults: Vec<DmaFault>,
     pub(crate) commands_executed: u64,
+    /// Delivered commands waiting for firmware pages, oldest first (their entries stay owned
+    /// by the device).
+    pub(crate) held: Vec<crate::cmdif::Held>,
 }
 
 impl State {
@@ -35,6 +38,7 @@ impl State {
             trace: Trace::default(),
             dma_faults: Vec::new(),
             commands_executed: 0,
+            held: Vec::new(),
         }
     }
 

@@ -71,6 +71,14 @@
 //! | `0x5e03003b` MKEY_MTT_UNALIGNED | BAD_PARAM | CREATE_MKEY (MTT) an MTT entry (low 12 bits masked) not aligned to the page size |
 //! | `0x5e03003c` MKEY_MTT_UNMAPPED | BAD_PARAM | CREATE_MKEY (MTT) the used part of an MTT page not inside one DMA mapping (a `DmaFault` is recorded) |
 //! | `0x5e03003d` MKEY_LENGTH | BAD_PARAM | CREATE_MKEY `length64` with MTT access, or `start_addr + len` past 2^64 |
+//! | `0x5e03003e` PAGES_NOT_REQUESTED | BAD_PARAM | MANAGE_PAGES give of more pages than the firmware asked for (QUERY_PAGES boot/init demand before INIT_HCA, PAGE_REQUEST events after it) |
+//! | `0x5e030050` ROCE_NOT_WRITABLE | BAD_PARAM | SET_HCA_CAP (general) changes `roce` while the current `roce_rw_supported` is 0 |
+//! | `0x5e030051` BAD_ATOMIC_ENDIANNESS | BAD_PARAM | SET_HCA_CAP (atomic) `atomic_req_8B_endianness_mode` not 0, or 1 without `supported_atomic_req_8B_endianness_mode_1` |
+//! | `0x5e030052` SW_OWNER_ID_NOT_SUPPORTED | BAD_PARAM | INIT_HCA with a nonzero `sw_owner_id` while the capability `sw_owner_id` is 0 |
+//! | `0x5e030053` VHCA_PORT_NOT_SUPPORTED | BAD_PARAM | SET/QUERY_ROCE_ADDRESS with a nonzero `vhca_port_num` while `num_vhca_ports` is 0 |
+//! | `0x5e030054` BAD_PM_STATE | BAD_PARAM | RST2INIT `pm_state` not MIGRATED (3): no alternate path exists to arm |
+//! | `0x5e030055` BAD_ATOMIC_MODE | BAD_PARAM | `rae` with `atomic_mode` above 8 (UP_TO_256B) |
+//! | `0x5e030056` SRQ_LIMIT | BAD_PARAM | ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -98,6 +106,7 @@
 //! | `0x5e080006` QP_EXHAUSTED | EXCEED_LIM | `2^log_max_qp - 1` QPs live |
 //! | `0x5e080007` MKEY_EXHAUSTED | EXCEED_LIM | `2^log_max_mkey - 1` mkeys live (the reserved lkey and null mkey included) |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
+//! | `0x5e0f0001` PAGES_ALLOC_FAIL | NO_RESOURCES 0x0f | a command waiting for firmware pages when the driver answered MANAGE_PAGES op_mod 0 (it cannot give them) |
 //! | `0x5e500001` INLEN_BELOW_HEADER | BAD_INPUT_LEN 0x50 | `input_length` < 8 |
 //! | `0x5e500002` INLEN_BELOW_LAYOUT | BAD_INPUT_LEN | `input_length` < the command's `*_in` size |
 //! | `0x5e500003` INLEN_PAS | BAD_INPUT_LEN | MANAGE_PAGES give: `input_length` does not cover `input_num_entries` |
@@ -256,6 +265,22 @@ syndromes! {
     MKEY_MTT_UNMAPPED = 0x5e03_003c;
     /// BAD_PARAM: CREATE_MKEY `length64` with MTT, or the range overflows.
     MKEY_LENGTH = 0x5e03_003d;
+    /// BAD_PARAM: MANAGE_PAGES give of more pages than the firmware asked for.
+    PAGES_NOT_REQUESTED = 0x5e03_003e;
+    /// BAD_PARAM: SET_HCA_CAP changes `roce` while `roce_rw_supported` is 0.
+    ROCE_NOT_WRITABLE = 0x5e03_0050;
+    /// BAD_PARAM: SET_HCA_CAP (atomic) with an unsupported requester endianness mode.
+    BAD_ATOMIC_ENDIANNESS = 0x5e03_0051;
+    /// BAD_PARAM: INIT_HCA `sw_owner_id` without the `sw_owner_id` capability.
+    SW_OWNER_ID_NOT_SUPPORTED = 0x5e03_0052;
+    /// BAD_PARAM: RoCE address `vhca_port_num` nonzero while `num_vhca_ports` is 0.
+    VHCA_PORT_NOT_SUPPORTED = 0x5e03_0053;
+    /// BAD_PARAM: RST2INIT `pm_state` not MIGRATED.
+    BAD_PM_STATE = 0x5e03_0054;
+    /// BAD_PARAM: `atomic_mode` above 8 with `rae`.
+    BAD_ATOMIC_MODE = 0x5e03_0055;
+    /// BAD_PARAM: ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size.
+    SRQ_LIMIT = 0x5e03_0056;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -310,6 +335,8 @@ syndromes! {
     MKEY_EXHAUSTED = 0x5e08_0007;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
+    /// NO_RESOURCES: a command waiting for pages the driver said it cannot give.
+    PAGES_ALLOC_FAIL = 0x5e0f_0001;
     /// BAD_INPUT_LEN: `input_length` < 8.
     INLEN_BELOW_HEADER = 0x5e50_0001;
     /// BAD_INPUT_LEN: `input_length` < the `*_in` size.

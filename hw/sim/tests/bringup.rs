@@ -303,7 +303,7 @@ fn several_slots_in_one_doorbell_complete_in_slot_order() {
 
 #[test]
 fn the_trace_is_json_lines() {
-    let mut p = Poster::sim(Profile::connectx5(), Mode::Sync);
+    let mut p = Poster::sim(common::quiet(Profile::connectx5()), Mode::Sync);
     p.ok(&bare::<EnableHcaIn>(Opcode::EnableHca, 0), 0x10);
     let _ = p.exec(&bare::<EnableHcaIn>(Opcode::EnableHca, 0), 0x10);
     let mut buf = Vec::new();

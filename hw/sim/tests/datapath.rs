@@ -6,7 +6,7 @@ mod common;
 
 use common::datapath::*;
 use mlx5_ifc::consts::qp_st::{RC, UC, UD};
-use mlx5_ifc::prm::srq::{CreateRmpIn, CreateRmpOut, Rmpc, Wq};
+use mlx5_ifc::prm::srq::{CreateRmpIn, CreateRmpOut, QueryRmpIn, QueryRmpOut, Rmpc, Wq};
 use mlx5_ifc::{Be64, Layout, Opcode, View};
 use mlx5_sim::{DmaFaultKind, Mode, WireFault, PCAP_MAGIC_NS};
 
@@ -193,7 +193,10 @@ fn rdma_write_read_and_atomics() {
     assert_eq!((c.opcode, c.wqe_opcode, c.byte_cnt), (REQ, READ, 2500));
     assert_eq!(read(&da, &la, 4096, 2500), &data[..2500]);
 
-    db.dma_write(rb.buf.iova + 8000, &5u64.to_be_bytes())
+    // The responder's word is in its host's order (HOST_ENDIANNESS: little-endian unless told
+    // otherwise); with the requester endianness mode left at 0 the original value comes back
+    // big-endian.
+    db.dma_write(rb.buf.iova + 8000, &5u64.to_le_bytes())
         .unwrap();
     let atomic = |a: &mut Node, qa: &mut Qp, op: u8, swap_add: u64, compare: u64| {
         a.post_send(
@@ -210,7 +213,7 @@ fn rdma_write_read_and_atomics() {
         let c = a.poll().unwrap();
         assert_eq!((c.opcode, c.wqe_opcode, c.byte_cnt), (REQ, op, 8));
         let orig = u64::from_be_bytes(read(&a.dev(), &la, 6000, 8).try_into().unwrap());
-        let now = u64::from_be_bytes(read(&b.dev(), &rb, 8000, 8).try_into().unwrap());
+        let now = u64::from_le_bytes(read(&b.dev(), &rb, 8000, 8).try_into().unwrap());
         (orig, now)
     };
     assert_eq!(atomic(&mut a, &mut qa, CS, 77, 5), (5, 77), "swapped");
@@ -372,7 +375,8 @@ fn send_queue_and_receive_queue_wrap_around() {
 #[test]
 fn receives_from_an_rmp_follow_its_linked_list() {
     let (_fabric, mut a, mut b) = pair(Mode::Sync);
-    // An RMP of 4 WQEs of 64 bytes (next segment + 3 data segments), linked 0 → 2 → 1 → 3.
+    // An RMP of 4 WQEs of 64 bytes (next segment + 3 data segments), linked 0 → 2 → 1 → 3,
+    // created with its limit event armed at 2 WQEs.
     let dev = b.dev();
     let (rmp_buf, rmp_dbr) = (
         dev.dma_alloc(4096, 4096).unwrap(),
@@ -387,6 +391,7 @@ fn receives_from_an_rmp_follow_its_linked_list() {
         w.set(Wq::LOG_WQ_STRIDE, 6).unwrap();
         w.set(Wq::PD, pd.into()).unwrap();
         w.set(Wq::DBR_ADDR, rmp_dbr.iova).unwrap();
+        w.set(Wq::LWM, 2).unwrap();
     });
     let input = common::queues::with_pas(input, &[rmp_buf.iova]);
     let out = b.fx.p.ok(&input, CreateRmpOut::BYTES);
@@ -422,6 +427,34 @@ fn receives_from_an_rmp_follow_its_linked_list() {
     for (k, i) in [0u64, 2, 1].into_iter().enumerate() {
         assert_eq!(read(&dev, &dst, 64 * i, 8), vec![k as u8 + 1; 8]);
     }
+    // Three posted, three taken: the second left one (< 2), which raised the limit event once
+    // and disarmed it — an `lwm` given at creation is armed from birth.
+    let mut limit = Vec::new();
+    while let Some((etype, data)) = b.poll_eq() {
+        if etype == mlx5_ifc::event::SRQ_RQ_LIMIT {
+            limit.push((
+                data[0x14],
+                u32::from_be_bytes(data[0x18..0x1c].try_into().unwrap()),
+            ));
+        }
+    }
+    assert_eq!(
+        limit,
+        [(1, rmpn)],
+        "one event, queue type SRQ, the RMP's number"
+    );
+    let out = b.fx.p.ok(
+        &common::cmd::<QueryRmpIn>(Opcode::QueryRmp, 0, |v| {
+            v.set(QueryRmpIn::RMPN, rmpn.into()).unwrap();
+        }),
+        QueryRmpOut::BYTES,
+    );
+    let lwm = View::<QueryRmpOut>::new(&out)
+        .unwrap()
+        .nested(QueryRmpOut::RMP_CONTEXT)
+        .nested(Rmpc::WQ)
+        .get(Wq::LWM);
+    assert_eq!(lwm, 0, "disarmed after firing");
     // The fourth send finds no posted WQE: RNR (the RMP's counter says 3).
     a.post_send(&mut qa, SEND, SIGNALED, [0; 4], &[Seg::Inline(vec![4; 8])]);
     assert_eq!(b.poll(), None);

@@ -323,3 +323,38 @@ fn cq_arming_and_overflow_events() {
     assert_eq!(dev.cqe_count(n.cqn), Some(64));
     assert_eq!(n.drain().len(), 64);
 }
+
+/// `atomic_mode` 0 names no responder atomic mode (defined: 1 IB-spec .. 8 up to 256 bytes): a
+/// QP whose context has RAE but mode 0 refuses every atomic as an invalid request, and the
+/// responder raises WQ_INVAL_REQ_ERROR. The same request against mode 1 succeeds.
+#[test]
+fn atomics_need_a_responder_atomic_mode() {
+    const FETCH_ADD: u8 = 0x12;
+    let (_fabric, mut a, mut b) = pair(Mode::Sync);
+    let la = a.reg_mr(4096, false, false, false);
+    let rb = b.reg_mr(4096, true, true, true);
+    for (mode, want) in [(0u64, (REQ_ERR, REMOTE_INVAL_REQ_ERR)), (1, (REQ, 0))] {
+        let (mut qa, qb) = connected(&mut a, &mut b, RC, move |c| {
+            drop(c.set(Qpc::ATOMIC_MODE, mode))
+        });
+        a.post_send(
+            &mut qa,
+            FETCH_ADD,
+            SIGNALED,
+            [0; 4],
+            &[
+                Seg::Raddr(rb.va(0), rb.key),
+                Seg::Atomic(1, 0),
+                Seg::Data(8, la.key, la.va(0)),
+            ],
+        );
+        let c = a.poll().expect("a completion");
+        let got = (c.opcode, if c.opcode == REQ { 0 } else { c.syndrome });
+        assert_eq!(got, want, "atomic_mode {mode}");
+        if mode == 0 {
+            assert_eq!(b.dev().qp_state(qb.qpn), Some(qp_state::ERR as u8));
+            let (etype, _) = b.poll_eq().expect("async event");
+            assert_eq!(etype, event::WQ_INVAL_REQ_ERROR);
+        }
+    }
+}

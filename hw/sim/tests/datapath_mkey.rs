@@ -11,7 +11,7 @@ use mlx5_ifc::prm::mr::{
 use mlx5_ifc::prm::uar_pd::DeallocPdIn;
 use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
 use mlx5_sim::syndrome as syn;
-use mlx5_sim::{DmaFaultKind, Mode, ObjectKind, Profile};
+use mlx5_sim::{DmaFaultKind, Mode, ObjectKind};
 
 /// A CREATE_MKEY input: MTT mode over `pages` 4 KiB pages at `start`, `len` bytes.
 fn mkey_in(
@@ -194,7 +194,7 @@ fn refusals() {
 
 #[test]
 fn the_mkey_limit() {
-    let profile = Profile::by_name("cx5-tight").unwrap();
+    let profile = common::quiet_by_name("cx5-tight").unwrap();
     let mut fx = common::queues::Fx::new(profile, Mode::Sync, 1);
     let dev = fx.dev();
     let buf = dev.dma_alloc(4096, 4096).unwrap();

@@ -217,7 +217,7 @@ fn an_unmapped_command_queue_kills_the_firmware() {
 
 #[test]
 fn a_doorbell_before_the_queue_address_is_a_fetch_error() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     for _ in 0..3000 {
         dev.relax();
     }
@@ -228,7 +228,7 @@ fn a_doorbell_before_the_queue_address_is_a_fetch_error() {
 
 #[test]
 fn a_doorbell_while_initializing_is_ignored() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     let cmdq = dev.dma_alloc(4096, 4096).unwrap();
     dev.bar_write32(
         regs::CMDQ_ADDR_H.into(),

@@ -26,7 +26,7 @@ fn relax_for(dev: &SimDevice, ns: u64) {
 
 #[test]
 fn the_init_segment() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     assert_eq!(dev.bar_size(), 32 << 20);
     assert_eq!(read(&dev, regs::FW_REV), (35 << 16) | 16);
     assert_eq!(read(&dev, regs::CMDIF_REV_FW_SUB), (5 << 16) | 2000);
@@ -76,7 +76,7 @@ fn the_init_segment() {
 
 #[test]
 fn initializing_and_the_heartbeat_run_on_virtual_time() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     assert_eq!(dev.now_ns(), 0);
     assert_eq!(read(&dev, regs::INITIALIZING), regs::INITIALIZING_BIT);
     relax_for(&dev, INIT_DELAY_NS - RELAX_NS);
@@ -101,7 +101,7 @@ fn initializing_and_the_heartbeat_run_on_virtual_time() {
 
 #[test]
 fn threaded_mode_runs_on_real_time() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Threaded);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Threaded);
     let c0 = read(&dev, regs::HEALTH_COUNTER);
     let t0 = dev.now_ns();
     std::thread::sleep(std::time::Duration::from_millis(3));
@@ -113,7 +113,7 @@ fn threaded_mode_runs_on_real_time() {
 
 #[test]
 fn stuck_initializing_until_cleared() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     dev.inject(Fault::StuckInitializing);
     relax_for(&dev, 10 * INIT_DELAY_NS);
     assert_eq!(read(&dev, regs::INITIALIZING), regs::INITIALIZING_BIT);
@@ -180,7 +180,7 @@ fn never_complete_swallows_one_entry() {
 
 #[test]
 fn uar_writes_are_recorded() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     dev.bar_write64(8 * 4096 + 0x800, Be64::new(0x0102_0304_0506_0708));
     dev.bar_write32(9 * 4096 + 0x40, Be32::new(0x0500_0010));
     dev.bar_write64(8 * 4096 + 0x804, Be64::new(1));
@@ -203,7 +203,7 @@ fn uar_writes_are_recorded() {
 
 #[test]
 fn dma_memory_accounting_and_errors() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     let a = dev.dma_alloc(100, 8).unwrap();
     let b = dev.dma_alloc(8192, 1 << 20).unwrap();
     assert!(a.iova >= IOVA_BASE && a.iova % 4096 == 0 && a.host.as_ptr() as usize % 8 == 0);
@@ -242,7 +242,7 @@ fn dma_memory_accounting_and_errors() {
 
 #[test]
 fn host_pointer_and_device_see_the_same_bytes() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     let b = dev.dma_alloc(16, 8).unwrap();
     // SAFETY: `b.host` is 8-aligned and points to 16 bytes the simulator keeps alive until
     // `dma_free`; every access to them, ours and the device's, is atomic.
@@ -347,10 +347,10 @@ fn profiles_from_json() {
         (p.boot_pages(), p.init_pages(), p.mac()),
         (1, 64, [2, 0, 0, 0, 0, 9])
     );
-    let d = Profile::from_json_str("{}").unwrap();
+    let d = common::quiet(Profile::from_json_str("{}").unwrap());
     assert_eq!(
         &d.hca_cap_max()[..],
-        &Profile::connectx5().hca_cap_max()[..]
+        &common::quiet(Profile::connectx5()).hca_cap_max()[..]
     );
     assert_eq!(d.fw_version(), (16, 35, 2000));
     let err = |s: &str| Profile::from_json_str(s).unwrap_err().to_string();
@@ -370,7 +370,7 @@ fn profiles_from_json() {
     assert_eq!(err(r#"{"base": "cx9"}"#), "unknown profile \"cx9\"");
     assert!(err("[1]").starts_with("profile is not a JSON object"));
     assert_eq!(Profile::names(), &["cx5", "cx5-tight", "cx5-sq512"]);
-    assert!(Profile::by_name("cx6").is_none());
+    assert!(common::quiet_by_name("cx6").is_none());
     let path = std::env::temp_dir().join(format!("mlx5-sim-profile-{}.json", std::process::id()));
     std::fs::write(&path, r#"{"max_wqe_sz_sq": 512}"#).unwrap();
     let f = Profile::from_json_file(&path).unwrap();

@@ -96,8 +96,8 @@ fn lengths_and_unknown_opcodes() {
         .unwrap();
     expect(&mut p, &unknown, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
     // A named opcode the device does not implement.
-    let arm_rq = bare::<QueryIssiIn>(Opcode::ArmRq, 0);
-    expect(&mut p, &arm_rq, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
+    let modify_cq = bare::<QueryIssiIn>(Opcode::ModifyCq, 0);
+    expect(&mut p, &modify_cq, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
     assert_eq!(
         p.dev.commands_executed(),
         8,
@@ -271,7 +271,7 @@ fn teardown_profiles() {
     p.ok(&teardown(2), 0x10);
     assert_eq!(p.dev.hca_state(), HcaState::TornDown);
 
-    let slow = Profile::from_json_str(r#"{"fast_teardown": 0}"#).unwrap();
+    let slow = common::quiet(Profile::from_json_str(r#"{"fast_teardown": 0}"#).unwrap());
     let mut p = Poster::sim(slow, Mode::Sync);
     p.init();
     expect(
@@ -285,7 +285,7 @@ fn teardown_profiles() {
 
 #[test]
 fn resources_unknown_and_exhausted() {
-    let mut p = Poster::sim(Profile::by_name("cx5-tight").unwrap(), Mode::Sync);
+    let mut p = Poster::sim(common::quiet_by_name("cx5-tight").unwrap(), Mode::Sync);
     p.init();
     let dealloc_pd =
         |pd: u64| cmd::<DeallocPdIn>(Opcode::DeallocPd, 0, |v| drop(v.set(DeallocPdIn::PD, pd)));

@@ -28,7 +28,7 @@ fn forge(dev: &SimDevice, offset: u32, value: u32, sticky: bool) {
 
 #[test]
 fn a_static_word_lies_until_cleared() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     let (fw_rev, cmdif) = (read(&dev, regs::FW_REV), read(&dev, regs::CMDIF_REV_FW_SUB));
     forge(&dev, regs::FW_REV, 0xdead_beef, false);
     forge(&dev, regs::CMDIF_REV_FW_SUB, 4 << 16, false);
@@ -56,7 +56,7 @@ fn a_static_word_lies_until_cleared() {
 
 #[test]
 fn a_one_shot_lie_ends_when_the_device_changes_the_word() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     // `initializing` reads 0 while the firmware still initializes: a driver believing it rings
     // too early and the doorbell is ignored. Once the firmware is ready the true word changes
     // and the lie ends.
@@ -123,7 +123,7 @@ fn the_cmdq_address_lies_but_the_device_uses_its_own() {
 
 #[test]
 fn a_sticky_word_ignores_the_device() {
-    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(Profile::connectx5()), Mode::Sync);
     let mut p = Poster::new(dev.clone());
     forge(&dev, regs::HEALTH_COUNTER, 7, true);
     forge(&dev, regs::INITIALIZING, regs::INITIALIZING_BIT, true);

@@ -198,7 +198,7 @@ fn a_stray_write_lands_where_it_is_aimed_and_the_iommu_blocks_the_rest() {
 
 /// A device with the same allocations every time: `(device, live blocks)`.
 fn scribble_target() -> (SimDevice, Vec<(u64, usize)>) {
-    let dev = SimDevice::new(mlx5_sim::Profile::connectx5(), Mode::Sync);
+    let dev = SimDevice::new(common::quiet(mlx5_sim::Profile::connectx5()), Mode::Sync);
     let a = dev.dma_alloc(64, 64).unwrap();
     let b = dev.dma_alloc(3000, 4096).unwrap();
     let c = dev.dma_alloc(9, 8).unwrap();
@@ -246,6 +246,6 @@ fn random_stray_writes_hit_live_allocations_reproducibly() {
     assert_ne!(other.dma_scribble(43, 300), writes);
     assert_eq!(dev.fault_events().len(), 300);
     assert!(dev.dma_faults().is_empty());
-    let empty = SimDevice::new(mlx5_sim::Profile::connectx5(), Mode::Sync);
+    let empty = SimDevice::new(common::quiet(mlx5_sim::Profile::connectx5()), Mode::Sync);
     assert!(empty.dma_scribble(1, 10).is_empty());
 }

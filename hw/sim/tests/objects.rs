@@ -149,7 +149,7 @@ fn eq_and_cq_create_query_doorbells_destroy() {
 
 #[test]
 fn srq_at_issi_0_and_rmp_at_issi_1() {
-    let mut fx = Fx::new(Profile::connectx5(), Mode::Sync, 0);
+    let mut fx = Fx::new(common::quiet(Profile::connectx5()), Mode::Sync, 0);
     let srqn = fx.create_srq();
     let input = cmd::<QuerySrqIn>(Opcode::QuerySrq, 0, |v| {
         v.set(QuerySrqIn::SRQN, srqn.into()).unwrap();
@@ -284,7 +284,7 @@ fn references_make_destroy_and_dealloc_busy() {
 
 #[test]
 fn numbering_and_limits_on_cx5_tight() {
-    let mut fx = Fx::new(Profile::by_name("cx5-tight").unwrap(), Mode::Sync, 1);
+    let mut fx = Fx::new(common::quiet_by_name("cx5-tight").unwrap(), Mode::Sync, 1);
     // log_max_eq 7: 127 EQs, numbered from 0; a freed number is not handed out again at once.
     let eqs: Vec<u32> = (0..127).map(|_| fx.create_eq()).collect();
     assert_eq!(eqs, (0..127).collect::<Vec<u32>>());
@@ -330,7 +330,11 @@ fn numbering_and_limits_on_cx5_tight() {
 #[test]
 fn qp_create_checks_and_query() {
     let json = r#"{"base": "cx5-tight", "uc": 0}"#;
-    let mut fx = Fx::new(Profile::from_json_str(json).unwrap(), Mode::Sync, 1);
+    let mut fx = Fx::new(
+        common::quiet(Profile::from_json_str(json).unwrap()),
+        Mode::Sync,
+        1,
+    );
     let dev = fx.dev();
     let eqn = fx.create_eq();
     let cqn = fx.create_cq(eqn);

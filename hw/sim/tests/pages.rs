@@ -36,7 +36,7 @@ fn demand_follows_what_is_held() {
         ),
         (6, 70)
     );
-    p.give(90);
+    p.give(70);
     assert_eq!(
         (
             p.query_pages(query_pages::BOOT),
@@ -45,8 +45,16 @@ fn demand_follows_what_is_held() {
         (0, 0)
     );
     assert_eq!(p.query_pages(query_pages::REGULAR), 0);
-    assert_eq!(p.dev.pages_held(), 100);
-    let custom = Profile::from_json_str(r#"{"_boot_pages": 3, "_init_pages": 5}"#).unwrap();
+    assert_eq!(p.dev.pages_held(), 80);
+    let more = p.dev.dma_alloc(4096, 4096).unwrap();
+    assert_eq!(
+        p.give_addrs(&[more.iova]),
+        (BAD_PARAM, syn::PAGES_NOT_REQUESTED),
+        "a page beyond the boot + init demand"
+    );
+    p.dev.dma_free(more.iova).unwrap();
+    let custom =
+        common::quiet(Profile::from_json_str(r#"{"_boot_pages": 3, "_init_pages": 5}"#).unwrap());
     let mut q = Poster::sim(custom, Mode::Sync);
     q.ok(&bare::<EnableHcaIn>(Opcode::EnableHca, 0), 0x10);
     assert_eq!(
@@ -136,7 +144,21 @@ fn take_respects_what_the_device_keeps_and_the_output_room() {
         p.take(100, 100).is_empty(),
         "boot + init pages stay while initialized"
     );
+    let extra = p.dev.dma_alloc(4096, 4096).unwrap();
+    assert_eq!(
+        p.give_addrs(&[extra.iova]),
+        (BAD_PARAM, syn::PAGES_NOT_REQUESTED),
+        "nothing was asked for at run time"
+    );
+    p.dev.dma_free(extra.iova).unwrap();
+    p.dev.request_pages(10);
+    assert_eq!(
+        p.query_pages(query_pages::REGULAR),
+        10,
+        "asked for, not given"
+    );
     p.give(10);
+    assert_eq!(p.query_pages(query_pages::REGULAR), 0);
     assert_eq!(p.take(100, 3).len(), 3, "limited by output_length");
     assert_eq!(p.take(2, 100).len(), 2, "limited by input_num_entries");
     assert_eq!(p.take(100, 100).len(), 5, "the rest of the regular pages");

@@ -33,7 +33,7 @@ fn path(c: &View<'_, Qpc>, f: mlx5_ifc::Field<Ads>) -> u64 {
 }
 
 fn legal_path(st: u64) {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let dev = fx.dev();
     let qpn = fx.create_qp(st, cqn);
     let state = |s: u64| Some(s as u8);
@@ -107,7 +107,15 @@ fn legal_path(st: u64) {
         assert_eq!(c.get(Qpc::LOG_RRA_MAX), if rc { 4 } else { 0 });
         assert_eq!(c.get(Qpc::MIN_RNR_NAK), if rc { 12 } else { 0 });
     } else {
-        assert_eq!((c.get(Qpc::MTU), c.get(Qpc::REMOTE_QPN)), (0, 0));
+        // UD: the MTU and message limit every UD transition carries; no remote QP.
+        assert_eq!(
+            (
+                c.get(Qpc::MTU),
+                c.get(Qpc::LOG_MSG_MAX),
+                c.get(Qpc::REMOTE_QPN)
+            ),
+            (5, 12, 0)
+        );
     }
 
     assert_eq!(fx.step(Step::Rtr2Rts, qpn, st, 0, |_| {}), (0, 0));
@@ -177,7 +185,7 @@ fn legal_path_ud() {
 
 #[test]
 fn transitions_from_the_wrong_state() {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let dev = fx.dev();
     let st = qp_st::RC;
     let qpn = fx.create_qp(st, cqn);
@@ -234,7 +242,7 @@ fn transitions_from_the_wrong_state() {
 
 #[test]
 fn required_attributes() {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let dev = fx.dev();
     let (rc, uc, ud) = (
         fx.create_qp(qp_st::RC, cqn),
@@ -243,7 +251,33 @@ fn required_attributes() {
     );
     type Edit = fn(&mut ViewMut<'_, Qpc>);
     let bad = |e: u32| (BAD_PARAM, e);
-    let init: [(u32, u64, Edit, u32); 6] = [
+    let init: [(u32, u64, Edit, u32); 10] = [
+        // No alternate path: ARMED or REARM has nothing to migrate to.
+        (
+            rc,
+            qp_st::RC,
+            |c| drop(c.set(Qpc::PM_STATE, 0)),
+            syn::BAD_PM_STATE,
+        ),
+        (
+            ud,
+            qp_st::UD,
+            |c| drop(c.set(Qpc::PM_STATE, 1)),
+            syn::BAD_PM_STATE,
+        ),
+        // Responder atomic modes stop at 8 (up to 256 bytes).
+        (
+            rc,
+            qp_st::RC,
+            |c| drop(c.set(Qpc::ATOMIC_MODE, 9)),
+            syn::BAD_ATOMIC_MODE,
+        ),
+        (
+            ud,
+            qp_st::UD,
+            |c| drop(c.set(Qpc::MTU, 0)),
+            syn::BAD_PATH_MTU,
+        ),
         (
             rc,
             qp_st::RC,
@@ -394,16 +428,31 @@ fn required_attributes() {
         );
         assert_eq!(dev.qp_state(qpn), Some(qp_state::INIT as u8));
     }
-    // UC has no RDMA read: log_rra_max is not its to check. UD needs nothing.
+    // UC has no RDMA read: log_rra_max is not its to check.
     let r = fx.step(Step::Init2Rtr, uc, qp_st::UC, 0, |c| {
         drop(c.set(Qpc::LOG_RRA_MAX, 7))
     });
     assert_eq!(r, (0, 0));
+    // UD: no default MTU or message limit (Linux writes 4096 and 2^12 on every UD modify).
     assert_eq!(
         fx.step(Step::Init2Rtr, ud, qp_st::UD, 0, |c| drop(
             c.set(Qpc::MTU, 0)
         )),
-        (0, 0)
+        bad(syn::BAD_PATH_MTU)
+    );
+    assert_eq!(
+        fx.step(Step::Init2Rtr, ud, qp_st::UD, 0, |c| drop(
+            c.set(Qpc::LOG_MSG_MAX, 31)
+        )),
+        bad(syn::MSG_MAX_TOO_BIG)
+    );
+    assert_eq!(fx.step(Step::Init2Rtr, ud, qp_st::UD, 0, |_| {}), (0, 0));
+    assert_eq!(
+        fx.step(Step::Rtr2Rts, ud, qp_st::UD, 0, |c| drop(
+            c.set(Qpc::MTU, 0)
+        )),
+        bad(syn::BAD_PATH_MTU),
+        "RTR2RTS of a UD QP without an MTU"
     );
     assert_eq!(fx.step(Step::Init2Rtr, rc, qp_st::RC, 0, |_| {}), (0, 0));
     let r = fx.step(Step::Rtr2Rts, rc, qp_st::RC, 0, |c| {
@@ -415,7 +464,7 @@ fn required_attributes() {
 
     // A GID index beyond a small RoCE address table.
     let json = r#"{"roce_cap.roce_address_table_size": 4}"#;
-    let (mut fx, eqn, cqn) = setup(Profile::from_json_str(json).unwrap());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::from_json_str(json).unwrap()));
     let qpn = fx.create_qp(qp_st::RC, cqn);
     assert_eq!(fx.step(Step::Rst2Init, qpn, qp_st::RC, 0, |_| {}), (0, 0));
     let r = fx.step(Step::Init2Rtr, qpn, qp_st::RC, 0, |c| {
@@ -438,7 +487,7 @@ fn required_attributes() {
 
 #[test]
 fn opt_param_mask_per_transition() {
-    let (mut fx, eqn, cqn) = setup(Profile::connectx5());
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
     let st = qp_st::RC;
     let qpn = fx.create_qp(st, cqn);
     let refused = (BAD_PARAM, syn::BAD_OPT_PARAM_MASK);

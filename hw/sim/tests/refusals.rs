@@ -10,7 +10,7 @@ use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, Eqc};
 use mlx5_ifc::prm::srq::{CreateRmpIn, CreateSrqIn, Rmpc, Srqc, Wq};
 use mlx5_ifc::{View, ViewMut};
 use mlx5_sim::syndrome as syn;
-use mlx5_sim::{DmaFaultKind, Mode, Profile};
+use mlx5_sim::{DmaFaultKind, Mode};
 
 #[test]
 fn queue_parameter_refusals() {
@@ -155,7 +155,7 @@ fn queue_parameter_refusals() {
 
 #[test]
 fn srq_refusals_at_issi_0() {
-    let mut fx = Fx::new(Profile::by_name("cx5-tight").unwrap(), Mode::Sync, 0);
+    let mut fx = Fx::new(common::quiet_by_name("cx5-tight").unwrap(), Mode::Sync, 0);
     let cases: [(Edit<Srqc>, (u8, u32)); 5] = [
         (
             |c| drop(c.set(Srqc::LOG_SRQ_SIZE, 11)),

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::fw::queue::ceil_log2;
 use crate::io::{barrier, DmaBuf, DmaRing, PairRing, SharedTable};
 use crate::verbs::cq::state::{Attached, CqShared, RecvTable};
-use crate::verbs::cq::wc::{Wc, WcOpcode, WcStatus};
+use crate::verbs::cq::wc::{Wc, WcFlags, WcOpcode, WcStatus};
 use mlx5_ifc::cqe::Cqe64;
 
 use crate::verbs::cq::{CQE_BYTES, CQE_OP_OWN};
@@ -34,6 +34,12 @@ const DESC_OPS: [WcOpcode; 256] = {
 #[inline(always)]
 fn desc_op(d: u64) -> WcOpcode {
     DESC_OPS[usize::from((d >> 8) as u8)]
+}
+
+/// The flags of a descriptor's successful completion.
+#[inline(always)]
+fn desc_flags(d: u64) -> WcFlags {
+    WcFlags::from_bits_truncate((d >> 16) as u8)
 }
 
 fn bad(what: &'static str, value: u64, limit: u64) -> Error {
@@ -293,8 +299,10 @@ impl<'s> SqRun<'s> {
                     status: WcStatus::Success,
                     grh: false,
                     vendor_err: 0,
+                    wc_flags: desc_flags(desc),
                     src_qp: 0,
                     imm_data: None,
+                    invalidated_rkey: None,
                 };
                 tail = at + (desc & 0xff).max(1);
                 j += 1;
@@ -364,6 +372,8 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         opcode: WcOpcode::Recv,
         byte_len: byte_cnt,
         imm_data: None,
+        invalidated_rkey: None,
+        wc_flags: WcFlags::empty(),
         qp_num: qpn,
         src_qp: c.be32(24) & 0xff_ffff,
         grh: (c.u8(24) >> 4) & 3 != 0,
@@ -405,6 +415,9 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         })?;
         wc.wr_id = wr_id;
         wc.opcode = desc_op(desc);
+        if opcode == 0x0 {
+            wc.wc_flags = desc_flags(desc);
+        }
         let posted = (desc >> 32) as u32;
         // Fields a requester CQE does not carry.
         wc.src_qp = 0;
@@ -432,13 +445,26 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         }
         return Ok(wc);
     }
+    // rdma-core's `handle_responder` (cq.c): RESP_WR_IMM and RESP_SEND_IMM carry the immediate,
+    // RESP_SEND_INV the invalidated rkey, in `imm_inval_pkey`; GRH from `flags_rqpn`.
     wc.opcode = if opcode == 0x1 {
         WcOpcode::RecvRdmaWithImm
     } else {
         WcOpcode::Recv
     };
-    if opcode == 0x1 || opcode == 0x3 {
-        wc.imm_data = Some(imm);
+    match opcode {
+        0x1 | 0x3 => {
+            wc.imm_data = Some(imm);
+            wc.wc_flags = WcFlags::WITH_IMM;
+        }
+        0x4 => {
+            wc.invalidated_rkey = Some(imm);
+            wc.wc_flags = WcFlags::WITH_INV;
+        }
+        _ => {}
+    }
+    if wc.grh && status == WcStatus::Success {
+        wc.wc_flags = wc.wc_flags.union(WcFlags::GRH);
     }
     match q.rq.as_ref().ok_or_else(|| {
         bad(

@@ -12,7 +12,7 @@ pub(crate) mod state;
 mod wc;
 
 pub use poll::CqPoller;
-pub use wc::{Wc, WcOpcode, WcStatus};
+pub use wc::{Wc, WcFlags, WcOpcode, WcStatus};
 
 use mlx5_ifc::prm::cq::{
     Cqc, CreateCqIn, CreateCqOut, DestroyCqIn, DestroyCqOut, QueryCqIn, QueryCqOut,

@@ -78,6 +78,52 @@ pub enum WcOpcode {
     RecvRdmaWithImm = 129,
 }
 
+/// Work completion flags (`enum ibv_wc_flags`, with its values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct WcFlags(u8);
+
+impl WcFlags {
+    /// A GRH is in the first 40 bytes of the receive buffer (UD receives).
+    pub const GRH: Self = Self(1 << 0);
+    /// The message carried immediate data: on a receive the value is in [`Wc::imm_data`]; on a
+    /// send completion of SEND_IMM or RDMA_WRITE_IMM only the flag is set (a requester CQE
+    /// carries no immediate), as rdma-core's `ibv_poll_cq` sets it.
+    pub const WITH_IMM: Self = Self(1 << 1);
+    /// The message was a SEND with invalidate: the key the peer named was invalidated, and it is
+    /// in [`Wc::invalidated_rkey`] (receives).
+    pub const WITH_INV: Self = Self(1 << 3);
+
+    /// No flag.
+    pub const fn empty() -> Self {
+        Self(0)
+    }
+
+    /// Whether every flag of `o` is set.
+    pub const fn contains(self, o: Self) -> bool {
+        self.0 & o.0 == o.0
+    }
+
+    /// Union.
+    pub const fn union(self, o: Self) -> Self {
+        Self(self.0 | o.0)
+    }
+
+    /// Whether no flag is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The `ibv_wc_flags` bits.
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// The flags of `bits` this type knows (others dropped).
+    pub const fn from_bits_truncate(bits: u8) -> Self {
+        Self(bits & (Self::GRH.0 | Self::WITH_IMM.0 | Self::WITH_INV.0))
+    }
+}
+
 /// A work completion (`struct ibv_wc`).
 ///
 /// `repr(C)` with the fields a successful send completion does not set side by side, so that
@@ -99,10 +145,16 @@ pub struct Wc {
     pub grh: bool,
     /// The device's vendor syndrome (errors).
     pub vendor_err: u8,
+    /// `ibv_wc_flags` of a successful completion (none for an error).
+    pub wc_flags: WcFlags,
     /// The source QP (UD receives).
     pub src_qp: u32,
-    /// Immediate data, if any.
+    /// The immediate data of a receive (SEND or RDMA WRITE with immediate), with
+    /// [`WcFlags::WITH_IMM`]; `None` otherwise, send completions included.
     pub imm_data: Option<u32>,
+    /// The rkey a received SEND with invalidate invalidated (`ibv_wc`'s `invalidated_rkey`,
+    /// which shares a union with `imm_data`), with [`WcFlags::WITH_INV`]; `None` otherwise.
+    pub invalidated_rkey: Option<u32>,
 }
 
 impl Default for Wc {
@@ -116,8 +168,10 @@ impl Default for Wc {
             status: WcStatus::Success,
             grh: false,
             vendor_err: 0,
+            wc_flags: WcFlags::empty(),
             src_qp: 0,
             imm_data: None,
+            invalidated_rkey: None,
         }
     }
 }

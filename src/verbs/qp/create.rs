@@ -23,9 +23,6 @@ use crate::verbs::pd::Pd;
 use crate::verbs::srq::Srq;
 use crate::verbs::wr_table::{rq_table, sq_table};
 
-/// `pm_state` MIGRATED, set at creation.
-const PM_STATE_MIGRATED: u64 = 3;
-
 /// What a QP is asked to be (`struct ibv_qp_init_attr`, Rust-shaped).
 #[derive(Debug)]
 pub struct QpInitAttr<'a, 'd, P: Platform> {
@@ -178,7 +175,7 @@ impl<P: Platform> Device<P> {
                     |v| {
                         let mut c = v.nested_mut(CreateQpIn::QPC);
                         c.set(Qpc::ST, st_of(attr.qp_type))?;
-                        c.set(Qpc::PM_STATE, PM_STATE_MIGRATED)?;
+                        c.set(Qpc::PM_STATE, mlx5_ifc::consts::pm_state::MIGRATED)?;
                         c.set(Qpc::PD, u64::from(pd.pdn()))?;
                         c.set(Qpc::UAR_PAGE, u64::from(uar.index()))?;
                         c.set(Qpc::CQN_SND, u64::from(send_cqn))?;

@@ -5,6 +5,7 @@
 //! which are allowed, per transition and QP type) and the attribute values against the device
 //! before it issues any command, and names what is wrong. The firmware checks again.
 
+use mlx5_ifc::consts::pm_state;
 use mlx5_ifc::consts::qp_opt_param as optpar;
 use mlx5_ifc::prm::qp::{
     Ads, Init2initQpIn, Init2initQpOut, Init2rtrQpIn, Init2rtrQpOut, Qp2errIn, Qp2errOut, Qp2rstIn,
@@ -19,6 +20,9 @@ use super::state::QpState;
 use crate::error::{Error, Result};
 use crate::fw::cmd::run;
 use crate::platform::Platform;
+
+/// `log_msg_max` of every UD transition: a datagram is at most one 4 KiB MTU.
+const UD_LOG_MSG_MAX: u64 = 12;
 
 /// Which attributes of a [`QpAttr`] a `modify_qp` call sets (`enum ibv_qp_attr_mask`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -388,6 +392,18 @@ impl<P: Platform> Qp<'_, P> {
         {
             return Err(self.arg("qp_access_flags", 1, 0, "UC QPs take remote write only"));
         }
+        if mask.contains(M::ACCESS_FLAGS)
+            && self.qp_type == QpType::Rc
+            && a.access.remote_atomic
+            && self.dev.caps().atomic_mode().is_none()
+        {
+            return Err(self.arg(
+                "qp_access_flags.remote_atomic",
+                1,
+                0,
+                "the device does no atomics (atomic_caps: no compare-and-swap and fetch-and-add)",
+            ));
+        }
         Ok(())
     }
 
@@ -481,11 +497,21 @@ impl<P: Platform> Qp<'_, P> {
     ) -> Result<()> {
         let t = self.qp_type;
         let log_msg_max = u64::from(self.dev.caps().log_max_msg());
+        let atomic_mode = self.dev.caps().atomic_mode();
         let qpn = self.qpn;
         let mut bits = 0u32;
         let fill = |v: &mut ViewMut<'_, C>| -> Result<()> {
             v.set(C::QPN, u64::from(qpn))?;
             let mut c = v.nested_mut(C::QPC);
+            // No alternate path: MIGRATED in every transition, as Linux's modify does (and
+            // rdma-core's dr_devx, mlx5vf and UCX in RST2INIT).
+            c.set(Qpc::PM_STATE, pm_state::MIGRATED)?;
+            if t == QpType::Ud {
+                // UD messages are at most one MTU: Linux writes 4096 and 2^12 on every UD
+                // transition; the port's MTU still bounds what goes on the wire.
+                c.set(Qpc::MTU, Mtu::Mtu4096 as u64)?
+                    .set(Qpc::LOG_MSG_MAX, UD_LOG_MSG_MAX)?;
+            }
             if mask.contains(M::ACCESS_FLAGS) {
                 let rw = a.access.remote_write;
                 let (rr, ra) = if t == QpType::Rc {
@@ -496,6 +522,10 @@ impl<P: Platform> Qp<'_, P> {
                 c.set(Qpc::RWE, u64::from(rw))?
                     .set(Qpc::RRE, u64::from(rr))?
                     .set(Qpc::RAE, u64::from(ra))?;
+                if ra {
+                    // Checked in check_values: a device without atomics refuses RAE first.
+                    c.set(Qpc::ATOMIC_MODE, u64::from(atomic_mode.unwrap_or(0)))?;
+                }
                 if opt.contains(M::ACCESS_FLAGS) {
                     bits |= optpar::RWE
                         | if t == QpType::Rc {
@@ -525,12 +555,18 @@ impl<P: Platform> Qp<'_, P> {
                 c.set(Qpc::NEXT_SEND_PSN, u64::from(a.sq_psn))?;
             }
             if mask.contains(M::MAX_DEST_RD_ATOMIC) {
-                // ⌊log2⌋, as Linux (`ilog2`) and UCX write it: never more responder
-                // resources than asked (a peer sized for n would refuse more); 0 stays 0.
-                c.set(Qpc::LOG_RRA_MAX, floor_log2(a.max_dest_rd_atomic))?;
+                // ⌈log2⌉: never fewer responder resources than asked. Linux rounds up again
+                // since 6.12 ("Round max_rd_atomic/max_dest_rd_atomic up instead of down"),
+                // 5.x–6.11 and UCX rounded down: a peer's requester sized by either rule for
+                // the same n stays within what this responder accepts.
+                c.set(
+                    Qpc::LOG_RRA_MAX,
+                    u64::from(crate::fw::queue::ceil_log2(u64::from(a.max_dest_rd_atomic))),
+                )?;
             }
             if mask.contains(M::MAX_QP_RD_ATOMIC) {
-                // ⌊log2⌋ (Linux `ilog2`): never more outstanding READs/atomics than asked.
+                // ⌊log2⌋: never more READs/atomics outstanding than asked, so a peer's
+                // responder sized for n by either rule (⌊⌋ or ⌈⌉) takes them all.
                 c.set(Qpc::LOG_SRA_MAX, floor_log2(a.max_rd_atomic))?;
             }
             if mask.contains(M::RETRY_CNT) {
@@ -582,7 +618,11 @@ impl<P: Platform> Qp<'_, P> {
                 path.set(Ads::ETH_PRIO, u64::from(ah.sl & 7))?;
                 path.set(
                     Ads::UDP_SPORT,
-                    u64::from(udp_sport(qpn, a.dest_qp_num, ah.flow_label)),
+                    u64::from(crate::verbs::wqe::roce_sport(
+                        qpn,
+                        a.dest_qp_num,
+                        ah.flow_label,
+                    )),
                 )?;
                 path.set(Ads::VHCA_PORT_NUM, u64::from(self.port))?;
             }
@@ -621,17 +661,6 @@ impl<P: Platform> Qp<'_, P> {
             })
         })
     }
-}
-
-/// RoCE v2 UDP source port: from the flow label when there is one, else from the QP numbers, in
-/// the dynamic range 0xc000..=0xffff.
-fn udp_sport(qpn: u32, dqpn: u32, flow_label: u32) -> u16 {
-    let h = if flow_label != 0 {
-        flow_label ^ (flow_label >> 14)
-    } else {
-        (qpn ^ dqpn.rotate_left(7)) ^ (qpn >> 14)
-    };
-    0xc000 | (h & 0x3fff) as u16
 }
 
 /// What QUERY_QP reports.

@@ -15,157 +15,21 @@ use crate::io::{
     barrier, DmaBuf, DmaRing, OutOfBounds, PairGeometry, PairRing, RingGeometry, SharedTable,
 };
 use crate::platform::Platform;
-use crate::verbs::cq::WcOpcode;
+use crate::verbs::cq::{WcFlags, WcOpcode};
 use crate::verbs::wqe::{
-    self, flags, opcode, BfStage, StagedWqe, UdAddr, WqeBuilder, WqeSink, BF_CHUNK, DS,
-    INVALID_LKEY, MAX_DS, WQEBB,
+    self, flags, opcode, BfStage, StagedWqe, WqeBuilder, WqeSink, BF_CHUNK, DS, INVALID_LKEY,
+    MAX_DS, WQEBB,
 };
-use crate::verbs::wr_table::{self, rq_table, sq_desc, sq_table};
+use crate::verbs::wr_table::{self, rq_table, sq_desc, sq_desc_flags, sq_table};
 
-/// A scatter/gather element: `length` bytes at `addr` in the memory of key `lkey`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Sge {
-    /// Address (IOVA, in the region's address space).
-    pub addr: u64,
-    /// Bytes.
-    pub length: u32,
-    /// Local key of the region.
-    pub lkey: u32,
-}
-
-/// What a send work request does (`ibv_wr_opcode` with its operands).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SendOp {
-    /// SEND.
-    Send,
-    /// SEND with immediate data.
-    SendImm(u32),
-    /// RDMA WRITE to `remote_addr` with `rkey`.
-    Write {
-        /// Remote address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-    },
-    /// RDMA WRITE with immediate data (consumes a receive at the peer).
-    WriteImm {
-        /// Remote address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-        /// Immediate data.
-        imm: u32,
-    },
-    /// RDMA READ from `remote_addr` into the SGEs.
-    Read {
-        /// Remote address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-    },
-    /// 8-byte atomic compare-and-swap; the original value lands in the (8-byte) SGE.
-    CmpSwap {
-        /// Remote address (8-byte aligned).
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-        /// Expected value.
-        compare: u64,
-        /// New value.
-        swap: u64,
-    },
-    /// 8-byte atomic fetch-and-add; the original value lands in the (8-byte) SGE.
-    FetchAdd {
-        /// Remote address (8-byte aligned).
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-        /// Addend.
-        add: u64,
-    },
-}
-
-impl SendOp {
-    fn parts(&self) -> (u8, SendOps, WcOpcode, u32) {
-        match *self {
-            SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 0),
-            SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, imm),
-            SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 0),
-            SendOp::WriteImm { imm, .. } => (
-                opcode::RDMA_WRITE_IMM,
-                SendOps::WRITE_IMM,
-                WcOpcode::RdmaWrite,
-                imm,
-            ),
-            SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, WcOpcode::RdmaRead, 0),
-            SendOp::CmpSwap { .. } => {
-                (opcode::ATOMIC_CS, SendOps::ATOMIC_CS, WcOpcode::CompSwap, 0)
-            }
-            SendOp::FetchAdd { .. } => {
-                (opcode::ATOMIC_FA, SendOps::ATOMIC_FA, WcOpcode::FetchAdd, 0)
-            }
-        }
-    }
-}
-
-/// Where the data of a send comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Payload<'a> {
-    /// Registered memory, gathered by the device.
-    Sges(&'a [Sge]),
-    /// Bytes copied into the WQE (at most the QP's `max_inline_data`; memory needs no key).
-    Inline(&'a [u8]),
-}
-
-/// A send work request (`struct ibv_send_wr`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SendWr<'a> {
-    /// Comes back in the completion.
-    pub wr_id: u64,
-    /// The operation.
-    pub op: SendOp,
-    /// The data.
-    pub payload: Payload<'a>,
-    /// Ask for a completion (always on with `sq_sig_all`).
-    pub signaled: bool,
-    /// Wait for earlier READs and atomics first.
-    pub fence: bool,
-    /// Raise a solicited event at the receiver.
-    pub solicited: bool,
-    /// The destination of a UD send.
-    pub ud: Option<UdAddr>,
-}
-
-impl<'a> SendWr<'a> {
-    /// A signaled SEND of `sges`.
-    pub fn send(wr_id: u64, sges: &'a [Sge]) -> Self {
-        Self {
-            wr_id,
-            op: SendOp::Send,
-            payload: Payload::Sges(sges),
-            signaled: true,
-            fence: false,
-            solicited: false,
-            ud: None,
-        }
-    }
-}
-
-/// A receive work request (`struct ibv_recv_wr`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct RecvWr<'a> {
-    /// Comes back in the completion.
-    pub wr_id: u64,
-    /// Where received data goes.
-    pub sg_list: &'a [Sge],
-}
+pub use super::wr::{Payload, RecvWr, SendOp, SendWr, Sge};
 
 /// A measured request in one word, its opcode decoded once for the check and the write: DS
 /// (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24), the table
 /// descriptor's opcode code (24..32) and bytes (32..64).
 #[inline(always)]
 fn pack((ds, nbb, bytes): (u8, u32, u32), op: u8, wc_op: WcOpcode) -> u64 {
-    let code = (sq_desc(0, wc_op, 0) >> 8) & 0xff;
+    let code = (sq_desc(0, wc_op, WcFlags::empty(), 0) >> 8) & 0xff;
     u64::from(ds) | u64::from(nbb) << 8 | u64::from(op) << 16 | code << 24 | u64::from(bytes) << 32
 }
 
@@ -175,10 +39,12 @@ fn nbb_of(m: u64) -> u32 {
     (m >> 8) as u8 as u32
 }
 
-/// The work-request table descriptor of a packed request (the layout of [`sq_desc`]).
+/// The work-request table descriptor of a packed request (the layout of [`sq_desc`]), its
+/// completion flags those of its control-segment opcode ([`sq_desc_flags`]).
 #[inline(always)]
 fn desc_of(m: u64) -> u64 {
-    (m >> 8) & 0xff | (m >> 16) & 0xff00 | m & !0xffff_ffff
+    let fl = u64::from(sq_desc_flags((m >> 16) as u8).bits());
+    (m >> 8) & 0xff | (m >> 16) & 0xff00 | fl << 16 | m & !0xffff_ffff
 }
 
 /// What every WQE of a QP's send queue takes from the QP.
@@ -349,6 +215,7 @@ impl<P: Platform> Qp<'_, P> {
             let (op, op_set, wc_op, ds) = match wr.op {
                 SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 1),
                 SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, 1),
+                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, WcOpcode::Send, 1),
                 SendOp::Write { .. } => {
                     (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 2)
                 }
@@ -374,6 +241,7 @@ impl<P: Platform> Qp<'_, P> {
             let (op, op_set, wc_op, ds) = match wr.op {
                 SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 1),
                 SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, 1),
+                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, WcOpcode::Send, 1),
                 SendOp::Write { .. } => {
                     (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 2)
                 }
@@ -385,7 +253,7 @@ impl<P: Platform> Qp<'_, P> {
                 ),
                 _ => return self.fits_any(wr),
             };
-            let ds = ds + (4 + data.len()).div_ceil(DS);
+            let ds = ds + wqe::inline_ds(data.len());
             let ok = self.ops.contains(op_set)
                 && data.len() as u64 <= u64::from(self.cap.max_inline_data)
                 && ds <= MAX_DS
@@ -433,7 +301,7 @@ impl<P: Platform> Qp<'_, P> {
                 {
                     return None;
                 }
-                ds += (4 + data.len()).div_ceil(DS);
+                ds += wqe::inline_ds(data.len());
                 data.len() as u64
             }
         };
@@ -533,7 +401,7 @@ impl<P: Platform> Qp<'_, P> {
                         "READ and atomics cannot be inline",
                     ));
                 }
-                ds += (4 + data.len()).div_ceil(DS);
+                ds += wqe::inline_ds(data.len());
                 data.len() as u64
             }
         };
@@ -611,9 +479,12 @@ impl<P: Platform> Qp<'_, P> {
             sig_all: self.sq_sig_all,
             ud: self.qp_type == QpType::Ud,
         };
-        // BlueFlame for a small inline WQE: it is built in the stage, the copy's source.
+        // BlueFlame for a small inline WQE of more than its control segment (rdma-core's
+        // `post_send_db` copies only when DS > 1, and a zero-length inline send is DS 1): it is
+        // built in the stage, the copy's source.
         let bf = self.bf_half > 0
             && matches!(wr.payload, Payload::Inline(_))
+            && m as u8 > 1
             && nbb as usize <= BF_CHUNK
             && nbb as usize * WQEBB <= self.bf_half as usize;
         let stage = bf.then_some(&mut self.bf_stage);
@@ -829,7 +700,7 @@ fn write_wqe(
 ) -> Result<u64> {
     let (ds, op) = (m as u8, (m >> 16) as u8);
     let imm = match wr.op {
-        SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } => imm,
+        SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } | SendOp::SendInv(imm) => imm,
         _ => 0,
     };
     let idx = cur_post as usize & sq.mask;
@@ -849,7 +720,7 @@ fn write_wqe(
     if let (Payload::Sges([sge]), false) = (wr.payload, head.ud) {
         let data = wqe::data_words(sge.length, sge.lkey, sge.addr);
         let segs = match wr.op {
-            SendOp::Send | SendOp::SendImm(_) => Some((data, [0, 0])),
+            SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => Some((data, [0, 0])),
             SendOp::Write { remote_addr, rkey }
             | SendOp::WriteImm {
                 remote_addr, rkey, ..
@@ -916,7 +787,7 @@ fn segments<W: WqeSink>(w: &mut W, head: WqeHead, wr: &SendWr<'_>, c: [u64; 2]) 
             w.put(wqe::raddr_words(remote_addr, rkey))?;
             w.put(wqe::atomic_words(add, 0))?;
         }
-        SendOp::Send | SendOp::SendImm(_) => {}
+        SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => {}
     }
     match wr.payload {
         Payload::Sges(sg) => {

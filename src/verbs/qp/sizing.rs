@@ -525,6 +525,9 @@ fn compute_sq(
         layout.sq_wqe_bytes = wqe as u32;
         layout.sq_wqebb_cnt = bbs as u32;
     } else {
+        // No send queue: nothing to size, and the request is granted as asked (granted ≥
+        // requested; rdma-core's provider leaves `max_send_sge` and `max_inline_data` as given).
+        cap.max_send_sge = req.max_send_sge;
         cap.max_inline_data = req.max_inline_data;
     }
     Ok(())
@@ -569,6 +572,10 @@ fn compute_rq(
         cap.max_recv_sge = (stride / u64::from(SEG)) as u32;
         layout.rq_stride_bytes = stride as u32;
         layout.rq_wqe_cnt = cnt as u32;
+    } else if !srq {
+        // No receive queue: `max_recv_sge` is granted as asked (the provider reports 0 here; we
+        // keep granted ≥ requested, docs/sizing.md).
+        cap.max_recv_sge = req.max_recv_sge;
     }
     Ok(())
 }

@@ -446,3 +446,26 @@ impl Layout for RoceCap {
         Self::ROCE_ADDRESS_TABLE_SIZE.info,
     ];
 }
+
+/// Atomic capabilities (HCA_CAP cap_type 3, PRM "Atomic Capabilities").
+///
+/// `mlx5_ifc` structure `atomic_caps`, 256 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AtomicCaps;
+
+impl AtomicCaps {
+    #[doc = "`atomic_req_8B_endianness_mode`: bit 0x40, width 2, byte 0x8."] pub const ATOMIC_REQ_8B_ENDIANNESS_MODE: Field<Self> = Field::new("atomic_req_8B_endianness_mode", 0x40, 2);
+    #[doc = "`supported_atomic_req_8B_endianness_mode_1`: bit 0x46, width 1, byte 0x8."] pub const SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1: Field<Self> = Field::new("supported_atomic_req_8B_endianness_mode_1", 0x46, 1);
+    #[doc = "`atomic_operations`: bit 0x90, width 16, byte 0x12."] pub const ATOMIC_OPERATIONS: Field<Self> = Field::new("atomic_operations", 0x90, 16);
+    #[doc = "`atomic_size_qp`: bit 0xb0, width 16, byte 0x16."] pub const ATOMIC_SIZE_QP: Field<Self> = Field::new("atomic_size_qp", 0xb0, 16);
+    #[doc = "`atomic_size_dc`: bit 0xd0, width 16, byte 0x1a."] pub const ATOMIC_SIZE_DC: Field<Self> = Field::new("atomic_size_dc", 0xd0, 16);
+}
+
+impl Layout for AtomicCaps {
+    const NAME: &'static str = "atomic_caps";
+    const BYTES: usize = 0x100;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::ATOMIC_REQ_8B_ENDIANNESS_MODE.info, Self::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1.info, Self::ATOMIC_OPERATIONS.info, Self::ATOMIC_SIZE_QP.info,
+        Self::ATOMIC_SIZE_DC.info,
+    ];
+}

@@ -360,3 +360,107 @@ impl Layout for QueryRmpOut {
         Self::STATUS.info, Self::SYNDROME.info, Self::RMP_CONTEXT.info,
     ];
 }
+
+/// MODIFY_RMP field select: which RMP context fields the command changes.
+///
+/// `mlx5_ifc` structure `rmp_bitmask`, 8 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct RmpBitmask;
+
+impl RmpBitmask {
+    #[doc = "`lwm`: bit 0x3f, width 1, byte 0x7."] pub const LWM: Field<Self> = Field::new("lwm", 0x3f, 1);
+}
+
+impl Layout for RmpBitmask {
+    const NAME: &'static str = "rmp_bitmask";
+    const BYTES: usize = 0x8;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::LWM.info,
+    ];
+}
+
+/// MODIFY_RMP (0x90d) input: new state, field select, context.
+///
+/// `mlx5_ifc` structure `modify_rmp_in`, 272 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ModifyRmpIn;
+
+impl ModifyRmpIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`rmp_state`: bit 0x40, width 4, byte 0x8."] pub const RMP_STATE: Field<Self> = Field::new("rmp_state", 0x40, 4);
+    #[doc = "`rmpn`: bit 0x48, width 24, byte 0x9."] pub const RMPN: Field<Self> = Field::new("rmpn", 0x48, 24);
+    #[doc = "`bitmask` (rmp_bitmask): bit 0x80, width 64, byte 0x10."] pub const BITMASK: Nested<Self, RmpBitmask> = Nested::new("bitmask", 0x80, 64);
+    #[doc = "`ctx` (rmpc): bit 0x100, width 1920, byte 0x20."] pub const CTX: Nested<Self, Rmpc> = Nested::new("ctx", 0x100, 1920);
+}
+
+impl Layout for ModifyRmpIn {
+    const NAME: &'static str = "modify_rmp_in";
+    const BYTES: usize = 0x110;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::RMP_STATE.info,
+        Self::RMPN.info, Self::BITMASK.info, Self::CTX.info,
+    ];
+}
+
+/// MODIFY_RMP (0x90d) output.
+///
+/// `mlx5_ifc` structure `modify_rmp_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ModifyRmpOut;
+
+impl ModifyRmpOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for ModifyRmpOut {
+    const NAME: &'static str = "modify_rmp_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}
+
+/// ARM_RQ (0x703) input: arms the limit event of an SRQ (op_mod 1) or RQ.
+///
+/// `mlx5_ifc` structure `arm_rq_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ArmRqIn;
+
+impl ArmRqIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`srq_number`: bit 0x48, width 24, byte 0x9."] pub const SRQ_NUMBER: Field<Self> = Field::new("srq_number", 0x48, 24);
+    #[doc = "`lwm`: bit 0x70, width 16, byte 0xe."] pub const LWM: Field<Self> = Field::new("lwm", 0x70, 16);
+}
+
+impl Layout for ArmRqIn {
+    const NAME: &'static str = "arm_rq_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::SRQ_NUMBER.info,
+        Self::LWM.info,
+    ];
+}
+
+/// ARM_RQ (0x703) output.
+///
+/// `mlx5_ifc` structure `arm_rq_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ArmRqOut;
+
+impl ArmRqOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for ArmRqOut {
+    const NAME: &'static str = "arm_rq_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}

@@ -1,8 +1,19 @@
 //! The command interface: queue entries, mailbox chains, delivery checks and completion.
 //!
-//! A doorbell write of `1 << n` hands entry `n` (at `cmdq + n * 64`) to the device; set bits
-//! are processed in slot order. Nothing is processed while `initializing` reads 1 or after the
-//! firmware has reported a fatal health syndrome (the entries stay owned by the device).
+//! The queue has `2^log_cmdq_size` entries of `2^log_cmdq_stride` bytes (the init segment
+//! publishes [`crate::LOG_CMDQ_SIZE`] = 5 and [`crate::LOG_CMDQ_STRIDE`] = 6: 32 entries of 64
+//! bytes). A doorbell write with bit `n` set hands entry `n` (at `cmdq + n * 64`) to the device;
+//! every set bit is processed, in slot order, and each entry is executed on its own: one
+//! command waiting in a slot does not stop another slot's. Nothing is processed while
+//! `initializing` reads 1 or after the firmware has reported a fatal health syndrome (the
+//! entries stay owned by the device).
+//!
+//! A command that needs firmware pages the device does not have ([`crate::PagePolicy`]) is
+//! **held** once delivered: nothing executes, its entry stays owned by the device, and the
+//! firmware raises a PAGE_REQUEST event (`fw::page_req`). A doorbell for a slot whose command
+//! is held is ignored. After every doorbell the held commands the pages now cover execute and
+//! complete, oldest first (so a MANAGE_PAGES give rung in another slot releases them); after
+//! MANAGE_PAGES op_mod 0 they fail with NO_RESOURCES.
 //!
 //! Per entry, what firmware checks (delivery status in brackets):
 //!
@@ -29,12 +40,13 @@ mod mailbox;
 
 use mlx5_ifc::consts::CMD_INLINE_BYTES;
 use mlx5_ifc::prm::cmdif::CmdQueueEntry as Entry;
-use mlx5_ifc::{opcode_name, CmdInHeader, DeliveryStatus, Layout, View};
+use mlx5_ifc::{opcode_name, CmdInHeader, CmdStatus, DeliveryStatus, Layout, View};
 
 use crate::bar::{Bar, LOG_CMDQ_STRIDE};
 use crate::fault::{DmaFaultKind, Replay};
-use crate::fw::{self, Env, Req};
+use crate::fw::{self, page_req, Env, Req};
 use crate::state::State;
+use crate::syndrome as syn;
 use crate::trace::TraceRecord;
 use crate::Profile;
 
@@ -80,6 +92,7 @@ pub(crate) fn ring(st: &mut State, profile: &Profile, now: u64, bits: u32) {
         }
         run_slot(st, profile, now, slot, notes.clone());
     }
+    release_held(st, profile, now);
     completion::replay(st, now, after);
     if let (Some(slot), Some(base)) = (spurious, st.bar.cmdq_base()) {
         completion::spurious(st, now, base, slot, bits);
@@ -90,7 +103,11 @@ fn xor(bytes: &[u8]) -> u8 {
     bytes.iter().fold(0, |a, b| a ^ b)
 }
 
-fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, mut notes: Vec<String>) {
+fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<String>) {
+    if st.held.iter().any(|h| h.slot == slot) {
+        log::warn!("mlx5-sim: doorbell for slot {slot}, whose command waits for pages; ignored");
+        return;
+    }
     let Some(base) = st.bar.cmdq_base() else {
         st.device_fault(
             0,
@@ -135,6 +152,7 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, mut notes: V
         return;
     }
     let checksum = st.fw.checksum_enabled();
+    let mut notes = notes;
     let parsed = match mailbox::parse(st, &entry, opcode, checksum) {
         Ok(p) => p,
         Err(ds) => {
@@ -147,29 +165,115 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, mut notes: V
             return;
         }
     };
+    let cmd = Held {
+        slot,
+        entry_iova,
+        entry,
+        opcode,
+        op_mod,
+        checksum,
+        parsed,
+        notes,
+        need: page_req::icm_need(&st.fw, opcode),
+    };
+    if !page_req::may_run(&st.fw, profile, cmd.need) {
+        log::debug!(
+            "mlx5-sim: {} in slot {slot} waits for {} pages",
+            opcode_name(opcode),
+            cmd.need
+        );
+        page_req::hold(&mut st.hw(now), profile, cmd.need);
+        st.held.push(cmd);
+        return;
+    }
+    execute(st, profile, now, cmd, None);
+}
+
+/// Executes the held commands the firmware's pages now cover, oldest first; after MANAGE_PAGES
+/// op_mod 0 (the driver cannot give), fails every held command with NO_RESOURCES.
+pub(crate) fn release_held(st: &mut State, profile: &Profile, now: u64) {
+    while !st.held.is_empty() && !st.bar.fatal() {
+        if st.fw.pages.req.alloc_failed {
+            st.fw.pages.req.alloc_failed = false;
+            for cmd in std::mem::take(&mut st.held) {
+                page_req::unhold(&mut st.fw, cmd.need);
+                let failed = (CmdStatus::NoResources.raw(), syn::PAGES_ALLOC_FAIL);
+                execute(st, profile, now, cmd, Some(failed));
+            }
+            return;
+        }
+        let need = st.held[0].need;
+        if !page_req::may_release(&st.fw, profile, need) {
+            return;
+        }
+        let cmd = st.held.remove(0);
+        page_req::unhold(&mut st.fw, need);
+        log::debug!(
+            "mlx5-sim: {} in slot {} has its pages",
+            opcode_name(cmd.opcode),
+            cmd.slot
+        );
+        execute(st, profile, now, cmd, None);
+    }
+}
+
+/// A delivered command the firmware has not executed yet: it waits for pages.
+pub(crate) struct Held {
+    slot: u32,
+    entry_iova: u64,
+    entry: [u8; Entry::BYTES],
+    opcode: u16,
+    op_mod: u16,
+    checksum: bool,
+    parsed: mailbox::Parsed,
+    notes: Vec<String>,
+    /// Pages of ICM it needs.
+    need: u64,
+}
+
+/// Executes a delivered command (or fails it with `failed` without executing it) and hands
+/// its entry back.
+fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Option<(u8, u32)>) {
+    let Held {
+        slot,
+        entry_iova,
+        entry,
+        opcode,
+        op_mod,
+        checksum,
+        parsed,
+        mut notes,
+        ..
+    } = cmd;
     let mut out = vec![0u8; parsed.outlen.max(CMD_INLINE_BYTES)];
-    let (status, syndrome) = match st.fw.injected.take_fail(opcode) {
+    let (status, syndrome) = match failed {
         Some((status, syndrome)) => {
             fw::write_header(&mut out, status, syndrome);
-            let what = format!("status {status:#x}, syndrome {syndrome:#x}; not executed");
-            note(st, now, &mut notes, "FailCommand", what);
             (status, syndrome)
         }
-        None => {
-            let req = Req {
-                opcode,
-                op_mod,
-                input: &parsed.input,
-                outlen: parsed.outlen,
-            };
-            let mut env = Env {
-                profile,
-                iommu: &st.iommu,
-                dma_faults: &mut st.dma_faults,
-                now,
-            };
-            st.fw.execute(&mut env, &req, &mut out)
-        }
+        None => match st.fw.injected.take_fail(opcode) {
+            Some((status, syndrome)) => {
+                fw::write_header(&mut out, status, syndrome);
+                let what = format!("status {status:#x}, syndrome {syndrome:#x}; not executed");
+                note(st, now, &mut notes, "FailCommand", what);
+                (status, syndrome)
+            }
+            None => {
+                let req = Req {
+                    opcode,
+                    op_mod,
+                    input: &parsed.input,
+                    outlen: parsed.outlen,
+                };
+                let mut env = Env {
+                    profile,
+                    iommu: &st.iommu,
+                    dma_faults: &mut st.dma_faults,
+                    now,
+                };
+                st.fw.execute(&mut env, &req, &mut out)
+            }
+        },
     };
     let room = mailbox::room(&parsed);
     let (lies, bad_sig) = completion::lie(st, now, opcode, &mut out, room, &mut notes);
@@ -194,5 +298,6 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, mut notes: V
             output: out,
             faults: notes,
         });
+        page_req::after_command(&mut st.hw(now), profile, opcode);
     }
 }

@@ -194,7 +194,7 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
     let (first, local, got, total) = (r.first_psn, r.local.clone(), r.got_bytes, r.byte_count);
     let (wqe_counter, opcode) = (r.wqe_counter, r.opcode);
     let data = match (o, p.atomic_ack) {
-        (op::ATOMIC_ACK, Some(v)) if p.psn == first => v.to_be_bytes().to_vec(),
+        (op::ATOMIC_ACK, Some(v)) if p.psn == first => atomic_result(hw.fw, v).to_vec(),
         (op::READ_RESP_FIRST..=op::READ_RESP_ONLY, _) if p.psn == psn_add(first, r.got_pkts) => {
             p.payload.clone()
         }
@@ -262,6 +262,20 @@ pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
     rt.retries += 1;
     retransmit_from(hw, qpn, oldest);
     arm_timer(hw, &info);
+}
+
+/// The bytes an 8-byte atomic's original value lands as in the requester's memory: big-endian
+/// in requester endianness mode 0, in the host's order (HOST_ENDIANNESS) in mode 1
+/// (`atomic_caps.atomic_req_8B_endianness_mode`).
+fn atomic_result(fw: &crate::fw::Firmware, v: u64) -> [u8; 8] {
+    use mlx5_ifc::consts::atomic_caps::REQ_ENDIANNESS_HOST;
+    use mlx5_ifc::prm::caps::AtomicCaps;
+    let host = fw.cur_atomic(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE) == REQ_ENDIANNESS_HOST;
+    if host && !fw.vport.host_big_endian() {
+        v.to_le_bytes()
+    } else {
+        v.to_be_bytes()
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,8 @@ pub(crate) const EVENT_DATA_BYTES: usize = EventAuto::BYTES;
 const CQ_OVERRUN: u64 = 1;
 /// `qp_events.type` of an event about a QP.
 const QP_EVENT_TYPE_QP: u64 = 0;
+/// `qp_events.type` of an SRQ / RMP event.
+const QP_EVENT_TYPE_SRQ: u64 = 1;
 
 /// Vendor error syndrome of error CQEs whose cause is a DMA fault on host memory.
 pub(crate) const VENDOR_DMA: u8 = 0x51;
@@ -382,6 +384,16 @@ pub(crate) fn qp_event(hw: &mut Hw<'_>, etype: u8, qpn: u32) {
     let data = event_data::<QpEvents>(|v| {
         v.set(QpEvents::TYPE, QP_EVENT_TYPE_QP)?
             .set(QpEvents::QPN_RQN_SQN, (qpn & 0xff_ffff).into())
+            .map(drop)
+    });
+    async_event(hw, etype, &data);
+}
+
+/// A work-queue event of SRQ / RMP `srqn` (queue type 1: SRQ).
+pub(crate) fn srq_event(hw: &mut Hw<'_>, etype: u8, srqn: u32) {
+    let data = event_data::<QpEvents>(|v| {
+        v.set(QpEvents::TYPE, QP_EVENT_TYPE_SRQ)?
+            .set(QpEvents::QPN_RQN_SQN, (srqn & 0xff_ffff).into())
             .map(drop)
     });
     async_event(hw, etype, &data);

@@ -276,6 +276,8 @@ pub(crate) struct QpInfo {
     pub(crate) rre: bool,
     pub(crate) rwe: bool,
     pub(crate) rae: bool,
+    /// `atomic_mode`: 0 (undefined: atomics are refused), 1 IB-spec, 2 CX, 3..=8 extended.
+    pub(crate) atomic_mode: u8,
     pub(crate) q_key: u32,
     pub(crate) retry_count: u8,
     pub(crate) rnr_retry: u8,
@@ -298,6 +300,19 @@ pub(crate) fn own_gid(fw: &Firmware, index: usize) -> [u8; 16] {
         }
     }
     g
+}
+
+/// The UDP source port of a RoCE v2 packet of QP `qpn`: the one software gave (`ads.udp_sport`,
+/// the UD address vector's `rlid`) when `roce_cap.sw_r_roce_src_udp_port` is set — literally,
+/// even 0 — else the firmware's own choice in the dynamic range 0xc000..=0xffff.
+pub(crate) fn wire_sport(fw: &Firmware, given: u16, qpn: u32) -> u16 {
+    let sw = View::<mlx5_ifc::prm::caps::RoceCap>::new(&fw.cur_roce)
+        .is_ok_and(|v| v.get(mlx5_ifc::prm::caps::RoceCap::SW_R_ROCE_SRC_UDP_PORT) == 1);
+    if sw {
+        given
+    } else {
+        0xc000 | ((qpn ^ (qpn >> 14)) & 0x3fff) as u16
+    }
 }
 
 impl QpInfo {
@@ -331,7 +346,7 @@ impl QpInfo {
             tclass,
             flow_label: a.get(Ads::FLOW_LABEL) as u32,
             hop_limit: a.get(Ads::HOP_LIMIT) as u8,
-            sport: a.get(Ads::UDP_SPORT) as u16,
+            sport: wire_sport(fw, a.get(Ads::UDP_SPORT) as u16, qpn),
             ip_id: 0,
         };
         Some(QpInfo {
@@ -357,14 +372,17 @@ impl QpInfo {
                 .iter()
                 .copied()
                 .find(|(k, _)| matches!(k, ObjectKind::Srq | ObjectKind::Rmp)),
+            // Every transition to RTR checks `mtu` is 1..=5 (BAD_PATH_MTU); the smallest MTU
+            // only keeps the arithmetic safe for a context that never got there.
             mtu: match c.get(Qpc::MTU) {
                 m @ 1..=5 => 256 << (m - 1),
-                _ => 1024,
+                _ => 256,
             },
             remote_qpn: c.get32(Qpc::REMOTE_QPN),
             rre: c.get(Qpc::RRE) == 1,
             rwe: c.get(Qpc::RWE) == 1,
             rae: c.get(Qpc::RAE) == 1,
+            atomic_mode: c.get(Qpc::ATOMIC_MODE) as u8,
             q_key: c.get32(Qpc::Q_KEY),
             retry_count: c.get(Qpc::RETRY_COUNT) as u8,
             rnr_retry: c.get(Qpc::RNR_RETRY) as u8,
@@ -383,14 +401,10 @@ impl QpInfo {
         self.st == qp_st::UD
     }
 
-    /// The largest message the QP takes (`2^log_msg_max`, at least one MTU, at most 1 GiB).
+    /// The largest message the QP takes: `2^log_msg_max`, literally (0 is one byte), capped at
+    /// 2 GiB.
     pub(crate) fn max_msg(&self) -> u64 {
-        let m = if self.log_msg_max == 0 {
-            30
-        } else {
-            self.log_msg_max.min(30)
-        };
-        (1u64 << m).max(u64::from(self.mtu))
+        1u64 << self.log_msg_max.min(31)
     }
 }
 

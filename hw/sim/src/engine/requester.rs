@@ -207,7 +207,7 @@ fn route_of(hw: &Hw<'_>, info: &QpInfo, w: &SendWqe) -> (Route, u32) {
                 tclass: av.tclass,
                 flow_label: av.flow_label,
                 hop_limit: av.hop_limit,
-                sport: av.sport,
+                sport: super::wire_sport(hw.fw, av.sport, info.qpn),
                 ip_id: 0,
             },
             av.dqpn,
@@ -232,7 +232,8 @@ fn send_or_write(
     w: &SendWqe,
 ) -> Result<SendReq, LocalError> {
     let max = if info.ud() {
-        u64::from(ud_mtu(hw.fw.vport.mtu()))
+        // One packet: the QP's MTU and message limit, within what the port carries.
+        u64::from(ud_mtu(hw.fw.vport.mtu()).min(info.mtu)).min(info.max_msg())
     } else {
         info.max_msg()
     };

@@ -13,7 +13,14 @@
 //!   through the WQE's lkeys (local write). Too long for the WQE → a RESP_ERR CQE
 //!   LOCAL_LENGTH_ERR (0x01) and NAK invalid request; a bad lkey → RESP_ERR LOCAL_PROT_ERR
 //!   (0x04) and NAK remote operational error. The last packet writes RESP_SEND (2),
-//!   RESP_SEND_IMM (3) or RESP_SEND_INV (4; the rkey is reported, not invalidated).
+//!   RESP_SEND_IMM (3) or RESP_SEND_INV (4, the IETH rkey in `imm_inval_pkey`). A SEND with
+//!   invalidate (RC only: UC and UD have no such opcode) first invalidates the mkey its IETH
+//!   names ([`mkey::invalidate_remote`]: live, the QP's PD, created with `en_rinval`), after
+//!   which any access through it is refused (an RDMA WRITE: NAK remote access error); a key
+//!   that may not be invalidated completes the receive WQE with RESP_ERR
+//!   REMOTE_INVAL_REQ_ERR (0x12), the QP goes to ERR and the answer is NAK invalid request.
+//!   A SEND of no bytes (one packet, no payload) is a message like any other: it consumes a
+//!   receive WQE and completes with a byte count of 0.
 //! * RDMA WRITE checks `rwe`, then the rkey (remote write, PD, bounds of the RETH length):
 //!   failure → NAK remote access error. WRITE with immediate consumes a receive WQE at its
 //!   last packet (RNR NAK if none) and writes RESP_WR_IMM (1).
@@ -220,6 +227,24 @@ fn recv_error(hw: &mut Hw<'_>, info: &QpInfo, wqe_counter: u16, e: LocalError) -
     Verdict::Nak(nak, None)
 }
 
+/// A SEND with invalidate whose key may not be invalidated: the receive WQE completes with
+/// REMOTE_INVAL_REQ_ERR (the status Linux's soft RoCE gives it, "class J"), the QP goes to ERR,
+/// and the requester gets a NAK invalid request, so its SEND completes with
+/// REMOTE_INVAL_REQ_ERR too (the simulator's choice: soft RoCE acknowledges the message).
+fn invalidate_error(hw: &mut Hw<'_>, info: &QpInfo, wqe_counter: u16) -> Verdict {
+    let c = Cqe {
+        opcode: cqe_op::RESP_ERR,
+        qpn: info.qpn,
+        wqe_counter,
+        srqn_uidx: cqe::srqn_uidx(hw, info.user_index, info.srq.map(|s| s.1)),
+        syndrome: syn::REMOTE_INVAL_REQ_ERR,
+        ..Cqe::default()
+    };
+    cqe::post(hw, info.cqn_rcv, &c);
+    super::flush::enter_error(hw, info.qpn, None);
+    Verdict::Nak(aeth::NAK_INVALID_REQ, None)
+}
+
 /// The receive WQE of a message starting now (a kept one first).
 fn start_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<RecvCtx>, ()> {
     if let Some(mut r) = qp_rt(&mut hw.fw.engine, info).recv.take() {
@@ -272,6 +297,15 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
             psns: 1,
             ack: p.ack_req,
         };
+    }
+    if let (Some(rkey), None) = (p.ieth, p.imm) {
+        if let Err(e) = mkey::invalidate_remote(hw.fw, rkey, info.pd) {
+            log::info!(
+                "mlx5-sim: QP {:#x}: SEND with invalidate of rkey {rkey:#x}: {e:?}",
+                info.qpn
+            );
+            return invalidate_error(hw, info, ctx.wqe_counter);
+        }
     }
     let (opcode, imm) = match (p.imm, p.ieth) {
         (Some(imm), _) => (cqe_op::RESP_SEND_IMM, imm),
@@ -492,12 +526,19 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     if !info.rae {
         return access_error(true);
     }
+    // `atomic_mode` 0 is no responder mode at all: the request is invalid.
+    if info.atomic_mode == 0 {
+        return invalid(true);
+    }
     let iova = match mkey::translate(hw.fw, a.rkey, a.va, 8, access::ATOMIC, info.pd) {
         Ok(pieces) if pieces.len() == 1 => pieces[0].0,
         _ => return access_error(true),
     };
     let cs = p.opcode & 0x1f == op::CMP_SWAP;
-    let r = hw.iommu.fetch_update_be64(iova, |old| {
+    // The target word is in the responder host's byte order (HOST_ENDIANNESS); the original
+    // value travels big-endian in the atomic ACK.
+    let big_endian = hw.fw.vport.host_big_endian();
+    let r = hw.iommu.fetch_update_u64(iova, big_endian, |old| {
         if cs {
             if old == a.compare {
                 a.swap_add

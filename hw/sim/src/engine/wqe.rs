@@ -414,10 +414,16 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Ve
     }
     let next =
         View::<SrqNextSeg>::new(&buf).map_or(0, |v| v.get(SrqNextSeg::NEXT_WQE_INDEX) as u16);
-    hw.fw
-        .engine
-        .srqs
-        .insert(n, (next, consumed.wrapping_add(1)));
+    let consumed = consumed.wrapping_add(1);
+    hw.fw.engine.srqs.insert(n, (next, consumed));
+    // The limit event: fewer than `lwm` WQEs left raises SRQ_RQ_LIMIT once and disarms.
+    let left = u32::from((posted as u16).wrapping_sub(consumed));
+    if let Some((lwm, _)) = crate::fw::srq::limit(hw.fw, kind, n) {
+        if lwm != 0 && left < lwm {
+            let _ = crate::fw::srq::set_limit(hw.fw, kind, n, 0);
+            super::cqe::srq_event(hw, mlx5_ifc::event::SRQ_RQ_LIMIT, n);
+        }
+    }
     let data = buf.get(SrqNextSeg::BYTES..).unwrap_or(&[]);
     Ok(Some((index, recv_sges(data))))
 }
@@ -455,6 +461,24 @@ mod tests {
         );
         assert!(parse_send(&b, qp_st::UD).is_err());
         assert!(parse_send(&b[..16], qp_st::RC).is_err());
+    }
+
+    #[test]
+    fn a_control_segment_alone_is_a_send_of_no_bytes() {
+        let mut b = vec![0u8; 16];
+        b[3] = opcode::SEND;
+        b[4..8].copy_from_slice(&((0x123u32 << 8) | 1).to_be_bytes());
+        let w = parse_send(&b, qp_st::RC).unwrap();
+        assert_eq!((w.opcode, w.qpn), (opcode::SEND, 0x123));
+        assert!(w.pieces.is_empty());
+        b[3] = opcode::SEND_INVAL;
+        b[12..16].copy_from_slice(&0x4242u32.to_be_bytes());
+        let w = parse_send(&b, qp_st::RC).unwrap();
+        assert_eq!((w.imm, w.pieces.len()), (0x4242u32.to_be_bytes(), 0));
+        assert!(
+            parse_send(&b, qp_st::UC).is_err(),
+            "UC has no SEND with invalidate"
+        );
     }
 
     #[test]

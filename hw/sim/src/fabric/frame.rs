@@ -368,8 +368,7 @@ pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
         f.extend_from_slice(&r.sgid);
         f.extend_from_slice(&r.dgid);
     }
-    let sport = if r.sport == 0 { 0xc000 } else { r.sport };
-    f.extend_from_slice(&sport.to_be_bytes());
+    f.extend_from_slice(&r.sport.to_be_bytes());
     f.extend_from_slice(&ROCE_PORT.to_be_bytes());
     f.extend_from_slice(&(udp_len as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0]);

@@ -2,12 +2,12 @@
 //! INIT_HCA, TEARDOWN_HCA, SET_DRIVER_VERSION.
 
 use mlx5_ifc::consts::{cap_mode, cap_type, cmdif_checksum, teardown_profile};
-use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
+use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap, RoceCap};
 use mlx5_ifc::prm::hca::{
-    DisableHcaIn, EnableHcaIn, QueryHcaCapIn, QueryHcaCapOut, QueryIssiOut, SetDriverVersionIn,
-    SetHcaCapIn, SetIssiIn, TeardownHcaIn, TeardownHcaOut,
+    DisableHcaIn, EnableHcaIn, InitHcaIn, QueryHcaCapIn, QueryHcaCapOut, QueryIssiOut,
+    SetDriverVersionIn, SetHcaCapIn, SetIssiIn, TeardownHcaIn, TeardownHcaOut,
 };
-use mlx5_ifc::{FieldKind, Layout, View};
+use mlx5_ifc::{FieldKind, Layout, View, ViewMut};
 
 use super::{
     bad_param, bad_state, encoded, input, output, view, CmdResult, Env, Firmware, HcaState, Req,
@@ -90,6 +90,8 @@ pub(crate) fn query_hca_cap(
         (cap_type::GENERAL, _) => &fw.cur_general,
         (cap_type::ROCE, cap_mode::MAX) => env.profile.roce_cap(),
         (cap_type::ROCE, _) => &fw.cur_roce,
+        (cap_type::ATOMIC, cap_mode::MAX) => env.profile.atomic_cap(),
+        (cap_type::ATOMIC, _) => &fw.cur_atomic,
         _ => return Err(bad_param(syn::BAD_CAP_TYPE)),
     };
     let mut o = output::<QueryHcaCapOut>(out)?;
@@ -149,9 +151,32 @@ pub(crate) fn set_hca_cap(
             let new = view::<CmdHcaCap>(cap)?;
             let max = view::<CmdHcaCap>(env.profile.hca_cap_max())?;
             check_general(&new, &max)?;
+            // `roce` is writable only where the current `roce_rw_supported` says so.
+            let cur = view::<CmdHcaCap>(&fw.cur_general)?;
+            if cur.get(CmdHcaCap::ROCE_RW_SUPPORTED) == 0
+                && new.get(CmdHcaCap::ROCE) != cur.get(CmdHcaCap::ROCE)
+            {
+                return Err(bad_param(syn::ROCE_NOT_WRITABLE));
+            }
             fw.cur_general.copy_from_slice(&cap[..CmdHcaCap::BYTES]);
         }
         cap_type::ROCE => fw.cur_roce.copy_from_slice(&cap[..RoceCap::BYTES]),
+        cap_type::ATOMIC => {
+            // Only the requester endianness mode is writable: 0 (big-endian) or, where
+            // supported, 1 (host order).
+            let mode = view::<AtomicCaps>(cap)?.get(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE);
+            let supported = view::<AtomicCaps>(env.profile.atomic_cap())?
+                .get(AtomicCaps::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1);
+            if mode > 1 || (mode == 1 && supported != 1) {
+                return Err(bad_param(syn::BAD_ATOMIC_ENDIANNESS));
+            }
+            encoded(
+                ViewMut::<AtomicCaps>::new(&mut fw.cur_atomic).and_then(|mut v| {
+                    v.set(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE, mode)
+                        .map(drop)
+                }),
+            )?;
+        }
         _ => return Err(bad_param(syn::BAD_CAP_TYPE)),
     }
     Ok(())
@@ -160,11 +185,17 @@ pub(crate) fn set_hca_cap(
 pub(crate) fn init_hca(
     fw: &mut Firmware,
     env: &mut Env<'_>,
-    _: &Req<'_>,
+    req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     if fw.state == HcaState::Initialized {
         return Err(bad_state(syn::ALREADY_INITIALIZED));
+    }
+    let owner = input::<InitHcaIn>(req)?;
+    if fw.cur(CmdHcaCap::SW_OWNER_ID) == 0
+        && owner.bytes(InitHcaIn::SW_OWNER_ID).iter().any(|&b| b != 0)
+    {
+        return Err(bad_param(syn::SW_OWNER_ID_NOT_SUPPORTED));
     }
     let needed = u64::from(env.profile.boot_pages()) + u64::from(env.profile.init_pages());
     if (fw.pages.held() as u64) < needed {

@@ -24,8 +24,20 @@
 //! Mkey indices come from 3 (index 1 is the reserved lkey 0x100, 2 the null mkey 0x200); the
 //! key the data path uses is `mkey_index << 8 | mkey_7_0`. An mkey holds its PD. `free` = 1
 //! creates the mkey unusable (every access through it fails) until UMR, which the simulator
-//! does not implement. QUERY_MKEY returns the context as created and the first four MTT entries
-//! (flag bits cleared).
+//! does not implement. QUERY_MKEY returns the context as created (`free` set once a peer
+//! invalidated the key) and the first four MTT entries (flag bits cleared).
+//!
+//! Remote invalidation ([`invalidate_remote`], a received SEND with invalidate naming the key in
+//! its IETH): the key names a live mkey whose variant byte matches and that is not free
+//! ([`KeyError::BadKey`]; the reserved lkey and the null mkey never qualify), of the QP's PD
+//! ([`KeyError::Pd`]), created with `en_rinval` set ([`KeyError::Access`]). `en_rinval` is the
+//! mkc bit Linux sets on exactly the keys meant to be invalidated by a peer — fast-registration
+//! MRs (`MLX5_MKEY_REMOTE_INVAL` in the UMR's mkey segment, `set_reg_mkey_seg` in mlx5_ib's
+//! wr.c) and type 2 memory windows (`mlx5_ib_alloc_mw`) — and never on a plain registered
+//! region, which a peer may not invalidate (Linux's soft RoCE, too, invalidates only
+//! fast-registration MRs: `rxe_invalidate_mr`). An invalidated mkey becomes free, as a local
+//! invalidate leaves it (its context's `free` bit set, which QUERY_MKEY shows): every later
+//! access through it fails until it is destroyed.
 //!
 //! Translation ([`translate`]): a key names a live mkey whose variant byte matches, created not
 //! free ([`KeyError::BadKey`]); its PD is the QP's ([`KeyError::Pd`]); it grants the access
@@ -78,6 +90,8 @@ pub(crate) struct Mkey {
     /// MTT mode: page shift and page addresses; `None` in PA mode.
     pub(crate) mtt: Option<(u32, Vec<u64>)>,
     pub(crate) free: bool,
+    /// `en_rinval`: a peer's SEND with invalidate may invalidate the key.
+    pub(crate) rinval: bool,
 }
 
 /// Why a key does not grant an access.
@@ -143,6 +157,27 @@ pub(crate) fn translate(
             Ok(out)
         }
     }
+}
+
+/// Invalidates `key` for a SEND with invalidate received by a QP of PD `pd` (see the module
+/// documentation): the mkey becomes free.
+pub(crate) fn invalidate_remote(fw: &mut Firmware, key: u32, pd: u32) -> Result<(), KeyError> {
+    let m = fw
+        .objects
+        .mkey_mut(key >> 8)
+        .filter(|m| key != RESD_LKEY && m.variant == key as u8 && !m.free)
+        .ok_or(KeyError::BadKey)?;
+    if m.pd != pd {
+        return Err(KeyError::Pd);
+    }
+    if !m.rinval {
+        return Err(KeyError::Access);
+    }
+    m.free = true;
+    if let Ok(mut c) = mlx5_ifc::ViewMut::<Mkc>::new(&mut m.ctx) {
+        let _ = c.set(Mkc::FREE, 1);
+    }
+    Ok(())
 }
 
 /// `[va, va + len)` as pieces of at most `max` bytes that fit `usize`.
@@ -276,6 +311,7 @@ pub(crate) fn create_mkey(
             | bit(Mkc::A, access::ATOMIC),
         mtt,
         free: c.get(Mkc::FREE) == 1,
+        rinval: c.get(Mkc::EN_RINVAL) == 1,
     };
     let end = queue::span(log_max);
     let index = fw

@@ -30,6 +30,7 @@ pub(crate) mod eq;
 pub(crate) mod hca;
 pub(crate) mod mkey;
 pub(crate) mod objects;
+pub(crate) mod page_req;
 pub(crate) mod pages;
 pub(crate) mod qp;
 pub(crate) mod qp_modify;
@@ -71,6 +72,7 @@ pub(crate) struct Firmware {
     pub(crate) issi: u16,
     pub(crate) cur_general: [u8; CmdHcaCap::BYTES],
     pub(crate) cur_roce: [u8; 256],
+    pub(crate) cur_atomic: [u8; 256],
     pub(crate) pages: pages::Pages,
     pub(crate) objects: objects::ObjectTable,
     pub(crate) vport: vport::Vport,
@@ -287,6 +289,8 @@ const SPECS: &[Spec] = &[
         srq::destroy_rmp,
     ),
     spec::<s::QueryRmpIn, s::QueryRmpOut>(Opcode::QueryRmp, Gate::Initialized, srq::query_rmp),
+    spec::<s::ModifyRmpIn, s::ModifyRmpOut>(Opcode::ModifyRmp, Gate::Initialized, srq::modify_rmp),
+    spec::<s::ArmRqIn, s::ArmRqOut>(Opcode::ArmRq, Gate::Initialized, srq::arm_rq),
     spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
     spec::<q::DestroyQpIn, q::DestroyQpOut>(Opcode::DestroyQp, Gate::Initialized, qp::destroy_qp),
     spec::<q::QueryQpIn, q::QueryQpOut>(Opcode::QueryQp, Gate::Initialized, qp::query_qp),
@@ -325,8 +329,9 @@ impl Firmware {
             state: HcaState::Disabled,
             issi: 0,
             cur_general: *profile.hca_cap_max(),
-            cur_roce: *profile.roce_cap(),
-            pages: pages::Pages::default(),
+            cur_roce: profile.roce_cap_initial(),
+            cur_atomic: *profile.atomic_cap(),
+            pages: pages::Pages::new(profile.page_policy().clone()),
             objects: objects::ObjectTable::default(),
             vport: vport::Vport::new(profile),
             driver_version: None,
@@ -341,7 +346,8 @@ impl Firmware {
         self.state = HcaState::Disabled;
         self.issi = 0;
         self.cur_general = *profile.hca_cap_max();
-        self.cur_roce = *profile.roce_cap();
+        self.cur_roce = profile.roce_cap_initial();
+        self.cur_atomic = *profile.atomic_cap();
         self.vport = vport::Vport::new(profile);
         self.driver_version = None;
     }
@@ -349,6 +355,11 @@ impl Firmware {
     /// One field of the current general capabilities.
     pub(crate) fn cur(&self, f: Field<CmdHcaCap>) -> u64 {
         View::<CmdHcaCap>::new(&self.cur_general).map_or(0, |v| v.get(f))
+    }
+
+    /// One field of the current atomic capabilities.
+    pub(crate) fn cur_atomic(&self, f: Field<mlx5_ifc::prm::caps::AtomicCaps>) -> u64 {
+        View::<mlx5_ifc::prm::caps::AtomicCaps>::new(&self.cur_atomic).map_or(0, |v| v.get(f))
     }
 
     /// Whether entry and mailbox signatures are checked (CUR `cmdif_checksum` = 3).

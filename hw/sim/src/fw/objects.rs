@@ -172,6 +172,19 @@ impl ObjectTable {
         }
     }
 
+    /// The memory key with index `index`, if live, writable.
+    pub(crate) fn mkey_mut(&mut self, index: u32) -> Option<&mut super::mkey::Mkey> {
+        match self
+            .tables
+            .get_mut(&ObjectKind::Mkey)
+            .and_then(|t| t.live.get_mut(&index))
+            .map(|s| &mut s.obj)
+        {
+            Some(Object::Mkey(m)) => Some(m),
+            _ => None,
+        }
+    }
+
     /// Every live queue object of `kind` with its handle.
     pub(crate) fn queues(&self, kind: ObjectKind) -> Vec<u32> {
         self.tables

@@ -1,9 +1,15 @@
 //! Firmware pages: QUERY_PAGES and MANAGE_PAGES.
 //!
 //! The device asks for `boot_pages` before it can start and `init_pages` more before INIT_HCA
-//! (profile values). A given page must be a nonzero, 4 KiB-aligned IOVA whose whole 4 KiB lies
-//! in one live DMA mapping, and not already held. While initialized the device keeps its boot +
-//! init pages and returns only the ones above that; otherwise it returns every page it holds.
+//! (profile values), and for more at run time with PAGE_REQUEST events ([`super::page_req`]).
+//! A give is refused (BAD_PARAM PAGES_NOT_REQUESTED) when it brings more pages than asked for —
+//! the boot + init demand not met before INIT_HCA, the pages PAGE_REQUEST asked for after it,
+//! none after TEARDOWN_HCA. A given page must be a nonzero, 4 KiB-aligned IOVA whose whole
+//! 4 KiB lies in one live DMA mapping, and not already held. While initialized the device keeps
+//! the pages it uses (boot + init, and the ICM of its objects) and those a held command waits
+//! for, and returns only the others; otherwise it returns every page it holds. QUERY_PAGES
+//! regular (op_mod 3) reports the run-time request outstanding: pages asked for and not given
+//! (positive), else pages offered back and not taken (negative).
 
 use std::collections::BTreeSet;
 
@@ -12,17 +18,26 @@ use mlx5_ifc::prm::cmdif::CmdPas;
 use mlx5_ifc::prm::hca::{ManagePagesIn, ManagePagesOut, QueryPagesIn, QueryPagesOut};
 use mlx5_ifc::{Be64, CmdStatus, Layout};
 
-use super::{bad_param, encoded, fail, input, output, CmdResult, Env, Firmware, HcaState, Req};
+use super::page_req::{self, PagePolicy, Requests};
+use super::{bad_param, encoded, fail, input, output, CmdResult, Env, Firmware, Req};
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::syndrome as syn;
 
-/// The pages the device holds.
-#[derive(Debug, Default)]
+/// The pages the device holds, and its run-time requests.
+#[derive(Debug)]
 pub(crate) struct Pages {
     held: BTreeSet<u64>,
+    pub(crate) req: Requests,
 }
 
 impl Pages {
+    pub(crate) fn new(policy: PagePolicy) -> Self {
+        Self {
+            held: BTreeSet::new(),
+            req: Requests::new(policy),
+        }
+    }
+
     /// How many pages the device holds.
     pub(crate) fn held(&self) -> usize {
         self.held.len()
@@ -59,10 +74,22 @@ pub(crate) fn query_pages(
     let num = match req.op_mod {
         query_pages::BOOT => boot.saturating_sub(held),
         query_pages::INIT => (boot + u64::from(env.profile.init_pages())).saturating_sub(held),
-        query_pages::REGULAR => 0,
+        query_pages::REGULAR => {
+            let req = &fw.pages.req;
+            if req.asked > 0 {
+                req.asked
+            } else {
+                // Negative: pages offered back (two's complement in the 32-bit field).
+                u64::from((req.offered.min(i32::MAX as u64) as i32).wrapping_neg() as u32)
+            }
+        }
         _ => return Err(bad_param(syn::BAD_OP_MOD)),
     };
-    let num = num.min(i32::MAX as u64);
+    let num = if req.op_mod == query_pages::REGULAR {
+        num
+    } else {
+        num.min(i32::MAX as u64)
+    };
     encoded(output::<QueryPagesOut>(out)?.set(QueryPagesOut::NUM_PAGES, num))?;
     Ok(())
 }
@@ -80,7 +107,10 @@ pub(crate) fn manage_pages(
     )?;
     let n = i.get(ManagePagesIn::INPUT_NUM_ENTRIES);
     match req.op_mod {
-        manage_pages::ALLOC_FAIL => Ok(()),
+        manage_pages::ALLOC_FAIL => {
+            page_req::alloc_fail(fw);
+            Ok(())
+        }
         manage_pages::GIVE => give(fw, env, i.bytes(ManagePagesIn::PAS), n, req.input.len()),
         manage_pages::TAKE => take(fw, env, n, req.outlen, out),
         _ => Err(bad_param(syn::BAD_OP_MOD)),
@@ -93,6 +123,9 @@ fn give(fw: &mut Firmware, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) 
         .and_then(|b| b.checked_add(ManagePagesIn::BYTES));
     if needed.is_none_or(|needed| inlen < needed) {
         return Err(fail(CmdStatus::BadInputLen, syn::INLEN_PAS));
+    }
+    if n > page_req::allowance(fw, env.profile) {
+        return Err(bad_param(syn::PAGES_NOT_REQUESTED));
     }
     let mut new = BTreeSet::new();
     for (k, entry) in pas.chunks_exact(CmdPas::BYTES).take(n as usize).enumerate() {
@@ -118,7 +151,11 @@ fn give(fw: &mut Firmware, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) 
             return Err(bad_param(syn::PAS_DUPLICATE));
         }
     }
+    let got = new.len() as u64;
     fw.pages.held.append(&mut new);
+    let req = &mut fw.pages.req;
+    req.asked = req.asked.saturating_sub(got);
+    req.stats.pages_given += got;
     Ok(())
 }
 
@@ -129,16 +166,9 @@ fn take(
     outlen: usize,
     out: &mut [u8],
 ) -> CmdResult {
-    let held = fw.pages.held();
-    let kept = if fw.state == HcaState::Initialized {
-        env.profile.boot_pages() as usize + env.profile.init_pages() as usize
-    } else {
-        0
-    };
+    let returnable = page_req::returnable(fw, env.profile);
     let fits = outlen.saturating_sub(ManagePagesOut::BYTES) / CmdPas::BYTES;
-    let n = (wanted.min(usize::MAX as u64) as usize)
-        .min(held.saturating_sub(kept))
-        .min(fits);
+    let n = (wanted.min(returnable).min(usize::MAX as u64) as usize).min(fits);
     let mut o = output::<ManagePagesOut>(out)?;
     encoded(o.set(ManagePagesOut::OUTPUT_NUM_ENTRIES, n as u64))?;
     let pas = o.bytes_mut(ManagePagesOut::PAS);
@@ -148,5 +178,8 @@ fn take(
         };
         slot.copy_from_slice(&Be64::new(addr).to_bytes());
     }
+    let req = &mut fw.pages.req;
+    req.offered = req.offered.saturating_sub(n as u64);
+    req.stats.pages_taken += n as u64;
     Ok(())
 }

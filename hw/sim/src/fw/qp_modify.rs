@@ -7,11 +7,12 @@
 //!
 //! | transition | from | applies (always) | optional bits taken |
 //! |---|---|---|---|
-//! | RST2INIT | RST | path `pkey_index` (0 on Ethernet, BAD_PKEY_INDEX), `vhca_port_num` (must be 1, BAD_QP_PORT); `rre`/`rwe`/`rae`; UD: `q_key` | none |
+//! | RST2INIT | RST | path `pkey_index` (0 on Ethernet, BAD_PKEY_INDEX), `vhca_port_num` (must be 1, BAD_QP_PORT); `pm_state` (MIGRATED: no alternate path can be armed, BAD_PM_STATE); `rre`/`rwe`/`rae` (with `rae`, `atomic_mode` at most 8, BAD_ATOMIC_MODE); UD: `q_key` | none |
 //! | INIT2INIT | INIT | — | RRE RAE RWE PKEY_INDEX PRI_PORT Q_KEY |
 //! | INIT2RTR | INIT | RC/UC: `mtu` (1..=5, BAD_PATH_MTU), `log_msg_max` (≤ `log_max_msg`, MSG_MAX_TOO_BIG), `remote_qpn` (≥ 2, BAD_REMOTE_QPN), `next_rcv_psn`, the primary path's RoCE fields (`rmac` nonzero, MISSING_RMAC; `src_addr_index` inside the RoCE address table, QP_GID_INDEX, and a set entry, QP_GID_NOT_SET); RC also `log_rra_max` (≤ `log_max_ra_res_qp`, RRA_MAX_TOO_BIG), `min_rnr_nak`; UD: nothing | ALT_ADDR_PATH RRE RAE RWE PKEY_INDEX Q_KEY |
 //! | RTR2RTS | RTR | `next_send_psn`; RC also `retry_count`, `rnr_retry`, `log_sra_max` (≤ `log_max_ra_req_qp`, SRA_MAX_TOO_BIG), path `ack_timeout` | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY |
 //! | RTS2RTS | RTS | — | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY PRIMARY_ADDR_PATH ACK_TIMEOUT |
+//! | every UD transition (not 2ERR/2RST) | | `mtu` (1..=5, BAD_PATH_MTU), `log_msg_max` (≤ `log_max_msg`, MSG_MAX_TOO_BIG) | |
 //! | 2ERR | any | — | — |
 //! | 2RST | any | the work queue counters and PSN bookkeeping reset; buffers and attributes kept | — |
 //!
@@ -21,7 +22,7 @@
 //! ALT_ADDR_PATH the whole secondary path. Access flags a service type lacks — `rre`/`rae` on UC,
 //! any on UD — are refused when set (QP_ACCESS_NOT_SUPPORTED).
 
-use mlx5_ifc::consts::{port_type, qp_opt_param as opt, qp_st, qp_state};
+use mlx5_ifc::consts::{atomic_mode, pm_state, port_type, qp_opt_param as opt, qp_st, qp_state};
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::qp::{
     Ads, Init2initQpIn, Init2rtrQpIn, Qp2errIn, Qp2rstIn, Qpc, Rst2initQpIn, Rtr2rtsQpIn,
@@ -178,6 +179,12 @@ fn access(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, st: u64, bits: u32) -
         }
         encoded(dst.set(f, value))?;
         if bit == opt::RAE {
+            // Defined responder modes: 1 (IB-spec), 2 (CX), 3..=8 (extended, up to 8..256
+            // bytes). 0 is accepted here — Linux never sends it with RAE — and the responder
+            // then refuses every atomic (a remote invalid request).
+            if value != 0 && src.get(Qpc::ATOMIC_MODE) > atomic_mode::UP_TO_256B {
+                return Err(bad_param(syn::BAD_ATOMIC_MODE));
+            }
             copy(dst, src, &[Qpc::ATOMIC_MODE])?;
         }
     }
@@ -234,6 +241,12 @@ fn rst2init(
 ) -> CmdResult {
     check_port(src)?;
     check_pkey(fw, src)?;
+    // RST2INIT loads the path-migration state; with no alternate path loaded, only MIGRATED
+    // is consistent (ARMED or REARM would wait to migrate to a path that does not exist).
+    if src.get(Qpc::PM_STATE) != pm_state::MIGRATED {
+        return Err(bad_param(syn::BAD_PM_STATE));
+    }
+    copy(dst, src, &[Qpc::PM_STATE])?;
     copy_path(dst, src, &[Ads::PKEY_INDEX, Ads::VHCA_PORT_NUM])?;
     access(dst, src, st, ACCESS)?;
     if st == qp_st::UD {
@@ -319,6 +332,18 @@ fn rtr2rts(
     optional(fw, dst, src, st, mask)
 }
 
+/// Every UD transition carries the QP's `mtu` (1..=5, BAD_PATH_MTU) and `log_msg_max` (at most
+/// `log_max_msg`, MSG_MAX_TOO_BIG): a UD context has no default for either.
+fn ud_message(fw: &Firmware, dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>) -> CmdResult {
+    if !(1..=5).contains(&src.get(Qpc::MTU)) {
+        return Err(bad_param(syn::BAD_PATH_MTU));
+    }
+    if src.get(Qpc::LOG_MSG_MAX) > fw.cur(CmdHcaCap::LOG_MAX_MSG) {
+        return Err(bad_param(syn::MSG_MAX_TOO_BIG));
+    }
+    copy(dst, src, &[Qpc::MTU, Qpc::LOG_MSG_MAX])
+}
+
 /// Runs transition `t` on QP `qpn` with the context `given` and `mask`.
 fn modify(
     fw: &mut Firmware,
@@ -343,6 +368,9 @@ fn modify(
     }
     let st = v.get(Qpc::ST);
     (t.apply)(fw, &mut v, given, st, mask)?;
+    if st == qp_st::UD {
+        ud_message(fw, &mut v, given)?;
+    }
     encoded(v.set(Qpc::STATE, t.to))?;
     if let Some(q) = fw.objects.queue_mut(ObjectKind::Qp, qpn) {
         q.ctx = ctx;

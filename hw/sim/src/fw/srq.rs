@@ -14,14 +14,20 @@
 //! buffer (`log_wq_pg_sz`, `wq.page_offset`, PAS at `wq.pas`); the count limits.
 //!
 //! Both hold their PD. QUERY_SRQ / QUERY_RMP return the context as programmed and the PAS list.
+//!
+//! The limit event: a nonzero `lwm` (`srqc.lwm`, `rmpc.wq.lwm`) arms it. When taking a receive
+//! WQE leaves fewer than `lwm` posted, the device raises SRQ_RQ_LIMIT for the SRQ and disarms
+//! (`lwm` back to 0) — whether `lwm` came with the create or later. ARM_RQ (op_mod 1, ISSI 0)
+//! and MODIFY_RMP with the `lwm` field selected (ISSI ≥ 1; `rmp_state` must stay RDY,
+//! BAD_PARAM BAD_RMP_STATE) set it; an `lwm` above the queue's size is BAD_PARAM SRQ_LIMIT.
 
-use mlx5_ifc::consts::{rmp_state, wq_type};
+use mlx5_ifc::consts::{arm_rq, rmp_state, wq_type};
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::srq::{
-    CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroySrqIn, QueryRmpIn,
-    QueryRmpOut, QuerySrqIn, QuerySrqOut, Rmpc, Srqc, Wq,
+    ArmRqIn, CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroySrqIn,
+    ModifyRmpIn, QueryRmpIn, QueryRmpOut, QuerySrqIn, QuerySrqOut, RmpBitmask, Rmpc, Srqc, Wq,
 };
-use mlx5_ifc::CmdStatus;
+use mlx5_ifc::{CmdStatus, View, ViewMut};
 
 use super::objects::{ObjectKind, Queue};
 use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
@@ -185,5 +191,78 @@ pub(crate) fn query_rmp(
     let mut c = o.nested_mut(QueryRmpOut::RMP_CONTEXT);
     queue::put(c.as_bytes(), &q.ctx);
     queue::put_pas(c.nested_mut(Rmpc::WQ).bytes_mut(Wq::PAS), &q.pas);
+    Ok(())
+}
+
+/// The armed limit (`lwm`) of SRQ / RMP `n` and its size in WQEs.
+pub(crate) fn limit(fw: &Firmware, kind: ObjectKind, n: u32) -> Option<(u32, u32)> {
+    let q = fw.objects.queue(kind, n)?;
+    match kind {
+        ObjectKind::Srq => {
+            let c = View::<Srqc>::new(&q.ctx).ok()?;
+            Some((c.get32(Srqc::LWM), 1 << c.get(Srqc::LOG_SRQ_SIZE).min(24)))
+        }
+        _ => {
+            let c = View::<Rmpc>::new(&q.ctx).ok()?;
+            let w = c.nested(Rmpc::WQ);
+            Some((w.get32(Wq::LWM), 1 << w.get(Wq::LOG_WQ_SZ).min(24)))
+        }
+    }
+}
+
+/// Sets the limit (`lwm`) of SRQ / RMP `n` (0 disarms).
+pub(crate) fn set_limit(fw: &mut Firmware, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
+    let q = fw
+        .objects
+        .queue_mut(kind, n)
+        .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ))?;
+    match kind {
+        ObjectKind::Srq => encoded(
+            ViewMut::<Srqc>::new(&mut q.ctx)
+                .and_then(|mut c| c.set(Srqc::LWM, lwm.into()).map(drop)),
+        ),
+        _ => encoded(
+            ViewMut::<Rmpc>::new(&mut q.ctx)
+                .and_then(|mut c| c.nested_mut(Rmpc::WQ).set(Wq::LWM, lwm.into()).map(drop)),
+        ),
+    }
+}
+
+/// Arms with `lwm` after checking it fits the queue.
+fn arm(fw: &mut Firmware, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
+    let (_, size) = limit(fw, kind, n).ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ))?;
+    if lwm > size {
+        return Err(bad_param(syn::SRQ_LIMIT));
+    }
+    set_limit(fw, kind, n, lwm)
+}
+
+/// ARM_RQ of an SRQ (op_mod 1): sets its limit.
+pub(crate) fn arm_rq(fw: &mut Firmware, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+    let i = input::<ArmRqIn>(req)?;
+    if req.op_mod != arm_rq::SRQ {
+        return Err(bad_param(syn::BAD_OP_MOD));
+    }
+    let n = i.get32(ArmRqIn::SRQ_NUMBER);
+    arm(fw, ObjectKind::Srq, n, i.get32(ArmRqIn::LWM))
+}
+
+/// MODIFY_RMP: the `lwm` field when the bitmask selects it; the RMP stays RDY.
+pub(crate) fn modify_rmp(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<ModifyRmpIn>(req)?;
+    let n = i.get32(ModifyRmpIn::RMPN);
+    queue::find(fw, ObjectKind::Rmp, n, syn::UNKNOWN_SRQ)?;
+    let ctx = i.nested(ModifyRmpIn::CTX);
+    if i.get(ModifyRmpIn::RMP_STATE) != rmp_state::RDY || ctx.get(Rmpc::STATE) != rmp_state::RDY {
+        return Err(bad_param(syn::BAD_RMP_STATE));
+    }
+    if i.nested(ModifyRmpIn::BITMASK).get(RmpBitmask::LWM) == 1 {
+        arm(fw, ObjectKind::Rmp, n, ctx.nested(Rmpc::WQ).get32(Wq::LWM))?;
+    }
     Ok(())
 }

@@ -6,8 +6,10 @@
 //! its EUI-64. QUERY_VPORT_STATE reports `admin_state` 1 and `state` = 1 while PAOS is up.
 
 use mlx5_ifc::consts::{reg, roce};
-use mlx5_ifc::prm::caps::RoceCap;
-use mlx5_ifc::prm::hca::{AccessRegisterIn, AccessRegisterOut, PaosReg, PmtuReg};
+use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
+use mlx5_ifc::prm::hca::{
+    AccessRegisterIn, AccessRegisterOut, PaosReg, PmtuReg, RegisterHostEndianness,
+};
 use mlx5_ifc::prm::vport::{
     ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as Sel, NicVportContext as Ctx,
     QueryNicVportContextIn, QueryNicVportContextOut, QueryRoceAddressIn, QueryRoceAddressOut,
@@ -66,6 +68,13 @@ impl Vport {
     /// The port's MAC address.
     pub(crate) fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    /// Whether the host declared itself big-endian (HOST_ENDIANNESS `he` = 1); little-endian
+    /// (0) until it says otherwise.
+    pub(crate) fn host_big_endian(&self) -> bool {
+        mlx5_ifc::View::<RegisterHostEndianness>::new(&self.host_endianness)
+            .is_ok_and(|v| v.get(RegisterHostEndianness::HE) == 1)
     }
 
     /// The port MTU (NIC vport `mtu`).
@@ -156,6 +165,10 @@ fn gid_slot(
 ) -> Result<&mut [u8; RoceAddrLayout::BYTES], super::Failure> {
     if port > 1 {
         return Err(bad_param(syn::BAD_VHCA_PORT));
+    }
+    // The port is named only on firmware that counts vHCA ports (Linux writes it only then).
+    if port != 0 && fw.cur(CmdHcaCap::NUM_VHCA_PORTS) == 0 {
+        return Err(bad_param(syn::VHCA_PORT_NOT_SUPPORTED));
     }
     fw.vport
         .gids

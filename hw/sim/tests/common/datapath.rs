@@ -116,7 +116,7 @@ impl Node {
     /// A `cx5` device in `mode` with MAC 02:c5:5a:00:00:`ip` and IP 10.0.0.`ip`.
     pub fn new(mode: Mode, ip: u8) -> Node {
         let json = format!(r#"{{"_mac": "02:c5:5a:00:00:{ip:02x}"}}"#);
-        let profile = Profile::from_json_str(&json).unwrap();
+        let profile = super::quiet(Profile::from_json_str(&json).unwrap());
         let mut fx = Fx::new(profile, mode, 1);
         let input = cmd::<SetRoceAddressIn>(Opcode::SetRoceAddress, 0, |v| {
             v.set(SetRoceAddressIn::VHCA_PORT_NUM, 1).unwrap();
@@ -187,6 +187,18 @@ impl Node {
 
     /// Registers `len` bytes with access bits (lr, lw, rr, rw, a) — MTT mode, 4 KiB pages.
     pub fn reg_mr(&mut self, len: usize, rr: bool, rw: bool, a: bool) -> Mr {
+        self.reg_mr_with(len, rr, rw, a, |_| {})
+    }
+
+    /// Like `reg_mr`, with `edit` applied to the `mkc` last (e.g. `en_rinval`).
+    pub fn reg_mr_with(
+        &mut self,
+        len: usize,
+        rr: bool,
+        rw: bool,
+        a: bool,
+        edit: impl FnOnce(&mut ViewMut<'_, Mkc>),
+    ) -> Mr {
         let dev = self.dev();
         let buf = dev.dma_alloc(len, 4096).unwrap();
         let va = self.next_va;
@@ -214,6 +226,7 @@ impl Node {
                 pages.len().div_ceil(2) as u64,
             )
             .unwrap();
+            edit(&mut c);
         });
         let out = self.fx.p.ok(&with_pas(input, &pages), CreateMkeyOut::BYTES);
         let index = View::<CreateMkeyOut>::new(&out)

@@ -58,6 +58,18 @@ pub fn cmd<L: Layout>(op: Opcode, op_mod: u16, f: impl FnOnce(&mut ViewMut<'_, L
     b
 }
 
+/// `profile` without run-time page requests: these tests post raw commands and answer no
+/// PAGE_REQUEST (the built-in profiles raise them as a PF's firmware does; `tests/slots.rs` and
+/// the driver's tests cover that).
+pub fn quiet(profile: Profile) -> Profile {
+    profile.with_page_policy(mlx5_sim::PagePolicy::default())
+}
+
+/// A built-in profile by name, [`quiet`].
+pub fn quiet_by_name(name: &str) -> Option<Profile> {
+    Profile::by_name(name).map(quiet)
+}
+
 /// A bare input of layout `L` (nothing but opcode and op_mod).
 pub fn bare<L: Layout>(op: Opcode, op_mod: u16) -> Vec<u8> {
     cmd::<L>(op, op_mod, |_| {})
@@ -96,7 +108,7 @@ impl Poster {
     }
 
     pub fn cx5(mode: Mode) -> Poster {
-        Poster::sim(Profile::connectx5(), mode)
+        Poster::sim(quiet(Profile::connectx5()), mode)
     }
 
     pub fn wait_initialized(&self) -> bool {
@@ -246,6 +258,17 @@ impl Poster {
         } else {
             Err(ds)
         }
+    }
+
+    /// Posts in `slot` a command whose delivery must succeed; returns its output.
+    pub fn exec_in(&mut self, slot: u32, input: &[u8], outlen: usize) -> Vec<u8> {
+        let m = self.prepare(slot, input, outlen);
+        self.ring(1 << slot);
+        let ds = self.wait(&m).expect("command never completed");
+        assert_eq!(ds, 0, "delivery status");
+        let out = self.output(&m);
+        self.release(m);
+        out
     }
 
     /// Posts a command whose delivery must succeed; returns its output.

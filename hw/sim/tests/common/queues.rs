@@ -88,7 +88,7 @@ impl Fx {
     }
 
     pub fn cx5(mode: Mode) -> Fx {
-        Fx::new(Profile::connectx5(), mode, 1)
+        Fx::new(super::quiet(Profile::connectx5()), mode, 1)
     }
 
     pub fn dev(&self) -> SimDevice {
@@ -439,8 +439,14 @@ pub fn force_in(qpn: u32, to_err: bool) -> Vec<u8> {
 
 /// A complete, valid set of attributes for `step` of a QP of type `st`.
 pub fn good(step: Step, st: u64, c: &mut ViewMut<'_, Qpc>) {
+    if st == qp_st::UD {
+        // Every UD transition carries the MTU and message limit (Linux: 4096, 2^12).
+        c.set(Qpc::MTU, 5).unwrap();
+        c.set(Qpc::LOG_MSG_MAX, 12).unwrap();
+    }
     match step {
         Step::Rst2Init => {
+            c.set(Qpc::PM_STATE, 3).unwrap();
             let mut a = c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH);
             a.set(Ads::PKEY_INDEX, 0).unwrap();
             a.set(Ads::VHCA_PORT_NUM, 1).unwrap();
