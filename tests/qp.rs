@@ -324,3 +324,24 @@ fn objects_left_alive_at_teardown_show_in_the_devices_accounts() {
         "the completion EQ is held by the leaked CQ"
     );
 }
+
+/// A QP with no send queue (`max_send_wr` 0) or no receive queue: the empty ring is refused as a
+/// geometry, never computed (`entries - 1` of 0 overflowed in debug builds; the caps_profile
+/// fuzz target found it with `{"_boot_pages":14350}`).
+#[test]
+fn queues_of_no_entries_are_created_without_overflow() {
+    let (_sim, dev) = open(Profile::connectx5(), Mode::Sync);
+    let cq = dev.create_cq(16).unwrap();
+    for (s, r) in [(0u32, 4u32), (4, 0), (0, 0)] {
+        for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+            let cap = QpCap {
+                max_send_wr: s,
+                max_recv_wr: r,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            };
+            let _ = dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, &cq, &cq, cap));
+        }
+    }
+}

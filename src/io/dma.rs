@@ -294,7 +294,9 @@ impl DmaBuf {
             && STRIDE % 8 == 0
             && offset % 8 == 0
             && entries.checked_mul(STRIDE)?.checked_add(offset)? <= self.region.len;
-        fits.then_some(DmaRing {
+        // `then`, not `then_some`: the ring (and `entries - 1`) only once `entries` is known to
+        // be a power of two — an empty queue (0 entries) is refused, not an overflow.
+        fits.then(|| DmaRing {
             base: self.region.cpu.as_ptr().wrapping_add(offset),
             mask: entries - 1,
             _buf: PhantomData,

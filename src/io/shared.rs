@@ -160,7 +160,8 @@ impl SharedTable {
     /// power of two whose pairs fit. Its accessor masks the index.
     pub fn pairs(&self, first: usize, entries: usize) -> Option<PairRing<'_>> {
         let end = entries.checked_mul(2)?.checked_add(first)?;
-        (entries.is_power_of_two() && end <= self.words).then_some(PairRing {
+        // `then`: `entries - 1` only for a power of two (0 entries is refused, not an overflow).
+        (entries.is_power_of_two() && end <= self.words).then(|| PairRing {
             base: self.base.as_ptr().wrapping_add(HEADER + first * 8),
             mask: entries - 1,
             _table: PhantomData,
