@@ -235,6 +235,41 @@ impl QpGeometry {
     }
 }
 
+/// Writes the receive WQE of `wr` into slot `slot` (`per` segments each) of the RQ `segs`, and
+/// its wr_id and scatter capacity into the table `pairs`.
+#[inline(always)]
+fn write_recv(
+    segs: DmaRing<'_, DS>,
+    pairs: PairRing<'_>,
+    slot: usize,
+    per: usize,
+    wr: &RecvWr<'_>,
+) {
+    let at = slot * per;
+    // One SGE (the common case) in a straight line; zero-length SGEs are skipped.
+    let (used_segs, cap) = match wr.sg_list {
+        [s] if s.length > 0 => {
+            segs.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr));
+            (1, u64::from(s.length))
+        }
+        sg => {
+            let (mut n, mut cap) = (0, 0u64);
+            for s in sg {
+                cap += u64::from(s.length);
+                if s.length > 0 {
+                    segs.write_seg(at + n, wqe::data_words(s.length, s.lkey, s.addr));
+                    n += 1;
+                }
+            }
+            (n, cap)
+        }
+    };
+    if used_segs < per {
+        segs.write_seg(at + used_segs, wqe::data_words(0, INVALID_LKEY, 0));
+    }
+    pairs.store_relaxed(slot, wr.wr_id, cap);
+}
+
 /// Why a receive queue of `max_sge` SGEs per WQE refuses `wr`, if it does.
 #[inline(always)]
 fn recv_refused(wr: &RecvWr<'_>, max_sge: u64) -> Option<Error> {
@@ -692,7 +727,7 @@ impl<P: Platform> Qp<'_, P> {
             // BlueFlame: the whole WQE through the register, in one call, from the WQEBBs kept
             // as they were written (`write_wqe`'s stage).
             let n = (nbb as usize).min(BF_CHUNK) * (WQEBB / 8);
-            p.bar_write_bf(reg, &self.bf_stage.0[..n]);
+            p.bar_write_bf(reg, crate::io::be64_words(&self.bf_stage.0[..n]));
         } else {
             p.bar_write64(reg, Be64::from_ne_raw(first));
         }
@@ -717,7 +752,7 @@ impl<P: Platform> Qp<'_, P> {
     }
 
     /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).
-    #[inline]
+    #[inline(never)]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
         if self.srqn.is_some() {
             return Err(refuse(
@@ -774,37 +809,24 @@ impl<P: Platform> Qp<'_, P> {
             return Err(misplaced(cnt as usize));
         };
         // One pass: each request is checked, then written; nothing is posted (no counter, no
-        // doorbell record) until all are, so a refused one leaves none posted.
+        // doorbell record) until all are, so a refused one leaves none posted. One request (the
+        // common case) without a loop.
         let mut head = start;
-        for wr in wrs {
+        let slot = |head: u64| (head & (cnt - 1)) as usize;
+        if let [wr] = wrs {
             if let Some(e) = recv_refused(wr, max_sge) {
                 return Err(e);
             }
-            let slot = (head & (cnt - 1)) as usize;
-            let at = slot * per;
-            // One SGE (the common case) in a straight line; zero-length SGEs are skipped.
-            let (used_segs, cap) = match wr.sg_list {
-                [s] if s.length > 0 => {
-                    segs.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr));
-                    (1, u64::from(s.length))
-                }
-                sg => {
-                    let (mut n, mut cap) = (0, 0u64);
-                    for s in sg {
-                        cap += u64::from(s.length);
-                        if s.length > 0 {
-                            segs.write_seg(at + n, wqe::data_words(s.length, s.lkey, s.addr));
-                            n += 1;
-                        }
-                    }
-                    (n, cap)
-                }
-            };
-            if used_segs < per {
-                segs.write_seg(at + used_segs, wqe::data_words(0, INVALID_LKEY, 0));
-            }
-            pairs.store_relaxed(slot, wr.wr_id, cap);
+            write_recv(segs, pairs, slot(head), per, wr);
             head += 1;
+        } else {
+            for wr in wrs {
+                if let Some(e) = recv_refused(wr, max_sge) {
+                    return Err(e);
+                }
+                write_recv(segs, pairs, slot(head), per, wr);
+                head += 1;
+            }
         }
         self.rq_head = head;
         rq.store(rq_table::HEAD, self.rq_head);
@@ -869,7 +891,26 @@ fn write_wqe(
     match stage {
         Some(stage) => {
             let mut w = StagedWqe::new(stage, nbb_of(m) as usize);
-            segments(&mut w, head, wr, c)?;
+            // An inline SEND or WRITE (the BlueFlame case) without the general dispatch.
+            match (wr.payload, wr.op, head.ud) {
+                (Payload::Inline(data), SendOp::Send | SendOp::SendImm(_), false) => {
+                    w.put(c)?;
+                    w.put_inline(data)?;
+                }
+                (
+                    Payload::Inline(data),
+                    SendOp::Write { remote_addr, rkey }
+                    | SendOp::WriteImm {
+                        remote_addr, rkey, ..
+                    },
+                    false,
+                ) => {
+                    w.put(c)?;
+                    w.put(wqe::raddr_words(remote_addr, rkey))?;
+                    w.put_inline(data)?;
+                }
+                _ => segments(&mut w, head, wr, c)?,
+            }
             w.finish(sq.ring, idx, nbb_of(m) as usize)?;
         }
         None => {
