@@ -7,6 +7,7 @@ pub mod modify;
 pub mod post;
 pub mod sizing;
 mod state;
+mod write;
 
 pub use connect::{ConnectOpts, QpEndpoint};
 pub use create::{Qp, QpInitAttr};
