@@ -355,24 +355,30 @@ impl WqeSink for StagedWqe<'_> {
         Ok(())
     }
 
-    /// The segment is written as bytes (the stage holds the device's byte image): the header,
-    /// then the data in one copy. It is a WQE's last segment, so its padding to 16 bytes lies in
-    /// the last WQEBB, which `new` cleared.
+    /// The segment's first word (the header and `data[0..4]`) is one 8-byte store; the rest of
+    /// the data is one copy into the stage's bytes (the device's byte image) from the next word
+    /// on, so that every word the ring copy then loads lies inside one earlier store (store
+    /// forwarding). It is a WQE's last segment, so its padding to 16 bytes lies in the last
+    /// WQEBB, which `new` cleared.
     #[inline(always)]
     fn put_inline(&mut self, data: &[u8]) -> Result<()> {
         let n = data.len();
         let words = (4 + n).div_ceil(DS) * (DS / 8);
         let at = self.len;
         self.len += words;
+        let hdr = u64::from(u32::from_le_bytes(
+            Be32::new(INLINE_SEG | n as u32).to_bytes(),
+        ));
+        let (head, rest) = data.split_at(n.min(4));
+        self.stage[at % STAGE_WORDS] = u64::from_le(hdr | le_bytes(head) << 32).to_ne_bytes();
         // Longer than the stage: nothing copied, and `finish` refuses it.
-        if let Some(seg) = self
+        let from = (at + 1) * 8;
+        if let Some(dst) = self
             .stage
             .as_flattened_mut()
-            .get_mut(at * 8..at * 8 + 4 + n)
+            .get_mut(from..from + rest.len())
         {
-            let (hdr, rest) = seg.split_at_mut(4);
-            hdr.copy_from_slice(&Be32::new(INLINE_SEG | n as u32).to_bytes());
-            rest.copy_from_slice(data);
+            dst.copy_from_slice(rest);
         }
         Ok(())
     }

@@ -39,7 +39,7 @@ pub(super) fn check_send(s: &mut Sides<'_>, op: Op, wrs: &[SendWr<'_>], bf: bool
         Payload::Sges(_) => None,
     };
     reset_both(s);
-    s.plat.null.store(true, Ordering::Relaxed);
+    NULL_MODE.store(true, Ordering::Relaxed);
     for round in 0..2u64 {
         s.qp.post_send(wrs).unwrap();
         s.theirs.post_send(slot, 1).unwrap();
@@ -71,13 +71,13 @@ pub(super) fn check_send(s: &mut Sides<'_>, op: Op, wrs: &[SendWr<'_>], bf: bool
             );
         }
     }
-    s.plat.null.store(false, Ordering::Relaxed);
+    NULL_MODE.store(false, Ordering::Relaxed);
     eprintln!("vs_rdma_core: {what}: same WQEs, doorbell record and UAR bytes");
 }
 
 pub(super) fn check_recv(s: &mut Sides<'_>, wr: &RecvWr<'_>) {
     reset_both(s);
-    s.plat.null.store(true, Ordering::Relaxed);
+    NULL_MODE.store(true, Ordering::Relaxed);
     let stride = s.qp.layout().rq_stride_bytes as usize;
     for i in 0..2u64 {
         s.qp.post_recv(std::slice::from_ref(wr)).unwrap();
@@ -94,7 +94,7 @@ pub(super) fn check_recv(s: &mut Sides<'_>, wr: &RecvWr<'_>) {
             "post_recv: doorbell record"
         );
     }
-    s.plat.null.store(false, Ordering::Relaxed);
+    NULL_MODE.store(false, Ordering::Relaxed);
     eprintln!("vs_rdma_core: post_recv: same RQ WQEs and doorbell record");
 }
 
@@ -104,7 +104,7 @@ pub(super) fn check_poll(s: &mut Sides<'_>, batch: &[SendWr<'_>], wc: &mut [mlx5
     reset_both(s);
     s.wqe_ours = 0;
     s.wqe_theirs = 0;
-    s.plat.null.store(true, Ordering::Relaxed);
+    NULL_MODE.store(true, Ordering::Relaxed);
     s.qp.post_send(batch).unwrap();
     s.theirs.post_send(LIST_POLL, 1).unwrap();
     s.complete_ours(POLLED);
@@ -138,7 +138,7 @@ pub(super) fn check_poll(s: &mut Sides<'_>, batch: &[SendWr<'_>], wc: &mut [mlx5
         s.theirs_bytes(Region::CqDbr, 0, 4)[..],
         "poll: CQ doorbell record (consumer index)"
     );
-    s.plat.null.store(false, Ordering::Relaxed);
+    NULL_MODE.store(false, Ordering::Relaxed);
     eprintln!("vs_rdma_core: poll_cq: same {POLLED} completions and consumer index");
 }
 
@@ -169,11 +169,11 @@ pub(super) fn paired(
         let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             reset_both(s);
-            s.plat.null.store(true, Ordering::Relaxed);
+            NULL_MODE.store(true, Ordering::Relaxed);
             let at = Instant::now();
             ours_sends(&mut s.qp, wrs, window);
             let ours = at.elapsed().as_nanos() as f64 / (window * per) as f64;
-            s.plat.null.store(false, Ordering::Relaxed);
+            NULL_MODE.store(false, Ordering::Relaxed);
             reset_both(s);
             let at = Instant::now();
             s.theirs.post_send(slot, window).unwrap();
