@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! MLX5_RDMA_CORE_SRC=$PWD/../shared/rdma-core/rdma-core_56.1.orig.tar.gz \
-//!     cargo bench -p mlx5-tools --bench vs_rdma_core
+//!     MLX5_VS_PAIRED=201 cargo bench -p mlx5-tools --bench vs_rdma_core
 //! ```
 //!
 //! Ours: the simulated ConnectX-5 brings the device up and creates the QP and CQ, then the
@@ -24,7 +24,15 @@
 //! segment's padding to 16 bytes and the bytes past DS in a WQE's last WQEBB (zeros from us,
 //! whatever the ring held before from them).
 //!
+//! Both timed loops have the same shape: a function given the work requests once, one call and
+//! one result check per post (theirs through `ibv_post_send`/`ibv_post_recv`/`ibv_poll_cq`, the
+//! ops an application calls), windows of posts that fit both queues, and between windows the
+//! same untimed reset on both sides.
+//!
 //! At the end, the medians criterion saved are read back and printed as ours/theirs ratios.
+//! Criterion times ours, then theirs; on a shared machine whose speed moves within seconds,
+//! `MLX5_VS_PAIRED=<rounds>` adds a paired comparison first: per operation, `rounds` times one
+//! window of ours then one of theirs, and the median of the per-round ratios.
 
 use std::hint::black_box;
 use std::path::PathBuf;
