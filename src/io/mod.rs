@@ -41,6 +41,16 @@ pub unsafe fn raw_command<P: crate::Platform>(
     dev.exec_raw(input, output)
 }
 
+/// `words` (8-byte groups, each a big-endian word's bytes as the device reads them) as
+/// [`Be64`](mlx5_ifc::Be64) words, without a copy.
+#[inline(always)]
+pub fn be64_words(words: &[[u8; 8]]) -> &[mlx5_ifc::Be64] {
+    // SAFETY: `Be64` is `#[repr(transparent)]` over `[u8; 8]`, so a slice of one is a valid
+    // slice of the other with the same length, alignment (1) and lifetime; both are plain
+    // bytes with no invalid values.
+    unsafe { core::slice::from_raw_parts(words.as_ptr().cast(), words.len()) }
+}
+
 /// A prefetch hint for the cache line at `p`. A prefetch never faults (whatever the address),
 /// reads nothing into Rust-visible memory and changes no memory; a no-op off x86_64. Callers
 /// pass addresses in or near memory they own.

@@ -180,13 +180,15 @@ const STAGE_WORDS: usize = BF_CHUNK * WQEBB / 8;
 /// A BlueFlame WQE's words as written to the ring (the copy's source: kept by the QP, so that
 /// the copy needs neither a read-back of the ring nor a buffer cleared per post). Aligned like
 /// the WQEBBs it holds, so that each is one cache line.
+/// The words are kept as their bytes (so that inline data is one copy into them) and handed to
+/// the platform as [`Be64`] words through [`crate::io::be64_words`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(align(64))]
-pub struct BfStage(pub [Be64; STAGE_WORDS]);
+pub struct BfStage(pub [[u8; 8]; STAGE_WORDS]);
 
 impl Default for BfStage {
     fn default() -> Self {
-        Self([Be64::default(); STAGE_WORDS])
+        Self([[0; 8]; STAGE_WORDS])
     }
 }
 
@@ -330,7 +332,7 @@ impl WqeSink for WqeBuilder<'_> {
 /// its WQEBBs into the ring from there: the stage then holds the BlueFlame copy's source.
 #[derive(Debug)]
 pub struct StagedWqe<'s> {
-    stage: &'s mut [Be64; STAGE_WORDS],
+    stage: &'s mut [[u8; 8]; STAGE_WORDS],
     /// Words written.
     len: usize,
 }
@@ -342,7 +344,7 @@ impl<'s> StagedWqe<'s> {
     pub fn new(stage: &'s mut BfStage, nbb: usize) -> Self {
         let stage = &mut stage.0;
         let last = nbb.clamp(1, BF_CHUNK) - 1;
-        stage[last * 8..last * 8 + 8].fill(Be64::default());
+        stage[last * 8..last * 8 + 8].fill([0; 8]);
         Self { stage, len: 0 }
     }
 
@@ -361,7 +363,7 @@ impl<'s> StagedWqe<'s> {
             .into());
         }
         for (q, words) in self.stage[..end].chunks_exact(WQEBB / 8).enumerate() {
-            sq.write_wqebb_be(bb.wrapping_add(q), words);
+            sq.write_wqebb_be(bb.wrapping_add(q), crate::io::be64_words(words));
         }
         Ok(())
     }
@@ -378,7 +380,7 @@ impl WqeSink for StagedWqe<'_> {
     /// wrapped.
     #[inline(always)]
     fn put_word(&mut self, w: u64) -> Result<()> {
-        self.stage[self.len % STAGE_WORDS] = Be64::from_ne_raw(w);
+        self.stage[self.len % STAGE_WORDS] = w.to_ne_bytes();
         self.len += 1;
         Ok(())
     }
@@ -391,36 +393,35 @@ impl WqeSink for StagedWqe<'_> {
         Ok(())
     }
 
-    /// The data's whole words are copied into the stage as they lie in memory (the stage holds
-    /// the device's byte image): a plain copy the compiler may vectorize. No data appends
-    /// nothing.
+    /// The segment's first word (the header and `data[0..4]`) is one 8-byte store; the rest of
+    /// the data is one copy into the stage's bytes (the device's byte image) from the next word
+    /// on, so that every word the ring copy then loads lies inside one earlier store (store
+    /// forwarding). It is a WQE's last segment, so its padding to 16 bytes lies in the last
+    /// WQEBB, which `new` cleared. No data appends nothing (DS 1, as rdma-core).
     #[inline(always)]
     fn put_inline(&mut self, data: &[u8]) -> Result<()> {
-        if data.is_empty() {
+        let n = data.len();
+        if n == 0 {
             return Ok(());
         }
+        let words = (4 + n).div_ceil(DS) * (DS / 8);
+        let at = self.len;
+        self.len += words;
         let hdr = u64::from(u32::from_le_bytes(
-            Be32::new(INLINE_SEG | data.len() as u32).to_bytes(),
+            Be32::new(INLINE_SEG | n as u32).to_bytes(),
         ));
-        let (head, rest) = data.split_at(data.len().min(4));
-        self.put_word(u64::from_le(hdr | le_bytes(head) << 32))?;
-        let words = rest.chunks_exact(8);
-        let tail = words.remainder();
-        let n = words.len();
-        match self.stage.get_mut(self.len..self.len + n) {
-            Some(dst) => {
-                for (d, c) in dst.iter_mut().zip(words) {
-                    *d = Be64::from_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-                }
-                self.len += n;
-            }
-            // Longer than the stage: `finish` refuses it.
-            None => self.len += n,
+        let (head, rest) = data.split_at(n.min(4));
+        self.stage[at % STAGE_WORDS] = u64::from_le(hdr | le_bytes(head) << 32).to_ne_bytes();
+        // Longer than the stage: nothing copied, and `finish` refuses it.
+        let from = (at + 1) * 8;
+        if let Some(dst) = self
+            .stage
+            .as_flattened_mut()
+            .get_mut(from..from + rest.len())
+        {
+            dst.copy_from_slice(rest);
         }
-        if !tail.is_empty() {
-            self.put_word(u64::from_le(le_bytes(tail)))?;
-        }
-        self.pad()
+        Ok(())
     }
 }
 

@@ -80,7 +80,7 @@ pub(crate) struct QpRing {
     /// Receive work-request table (own RQ), shared with the receive CQ.
     pub(crate) rq: Option<SharedTable>,
     /// Where the queues lie in `buf`, `sq` and `rq` (checked once, here).
-    pub(crate) geo: super::post::QpGeometry,
+    pub(crate) geo: super::write::QpGeometry,
 }
 
 /// A queue pair. It borrows the CQs and SRQ it was created on, so they cannot go away first.
@@ -331,7 +331,7 @@ impl<P: Platform> Device<P> {
         };
         match alloc_dbr(p, "allocate a QP doorbell record") {
             Ok(dbr) => {
-                let geo = super::post::QpGeometry::new(buf.buf(), &sq, rq.as_ref(), layout);
+                let geo = super::write::QpGeometry::new(buf.buf(), &sq, rq.as_ref(), layout);
                 Ok(Some(QpRing {
                     buf,
                     dbr,

@@ -8,6 +8,7 @@ pub mod post;
 pub mod sizing;
 mod state;
 mod wr;
+mod write;
 
 pub use connect::{ConnectOpts, QpEndpoint};
 pub use create::{Qp, QpInitAttr};

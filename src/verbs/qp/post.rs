@@ -7,99 +7,18 @@
 
 use mlx5_ifc::{regs, Be32, Be64};
 
-use super::create::{Qp, QpRing};
-use super::sizing::{QpLayout, QpType, SendOps};
+use super::create::Qp;
+use super::sizing::{QpType, SendOps};
 use super::state::QpState;
+use super::write::{misplaced, nbb_of, pack, send_queue, sq_place, write_recv, write_wqe, WqeHead};
 use crate::error::{Error, Result};
-use crate::io::{
-    barrier, DmaBuf, DmaRing, OutOfBounds, PairGeometry, PairRing, RingGeometry, SharedTable,
-};
+use crate::io::barrier;
 use crate::platform::Platform;
-use crate::verbs::cq::{WcFlags, WcOpcode};
-use crate::verbs::wqe::{
-    self, flags, opcode, BfStage, StagedWqe, WqeBuilder, WqeSink, BF_CHUNK, DS, INVALID_LKEY,
-    MAX_DS, WQEBB,
-};
-use crate::verbs::wr_table::{self, rq_table, sq_desc, sq_desc_flags, sq_table};
+use crate::verbs::cq::WcOpcode;
+use crate::verbs::wqe::{self, opcode, BF_CHUNK, DS, MAX_DS, WQEBB};
+use crate::verbs::wr_table::{self, rq_table, sq_table};
 
 pub use super::wr::{Payload, RecvWr, SendOp, SendWr, Sge};
-
-/// A measured request in one word, its opcode decoded once for the check and the write: DS
-/// (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24), the table
-/// descriptor's opcode code (24..32) and bytes (32..64).
-#[inline(always)]
-fn pack((ds, nbb, bytes): (u8, u32, u32), op: u8, wc_op: WcOpcode) -> u64 {
-    let code = (sq_desc(0, wc_op, WcFlags::empty(), 0) >> 8) & 0xff;
-    u64::from(ds) | u64::from(nbb) << 8 | u64::from(op) << 16 | code << 24 | u64::from(bytes) << 32
-}
-
-/// WQEBBs of a packed request.
-#[inline(always)]
-fn nbb_of(m: u64) -> u32 {
-    (m >> 8) as u8 as u32
-}
-
-/// The work-request table descriptor of a packed request (the layout of [`sq_desc`]), its
-/// completion flags those of its control-segment opcode ([`sq_desc_flags`]).
-#[inline(always)]
-fn desc_of(m: u64) -> u64 {
-    let fl = u64::from(sq_desc_flags((m >> 16) as u8).bits());
-    (m >> 8) & 0xff | (m >> 16) & 0xff00 | fl << 16 | m & !0xffff_ffff
-}
-
-/// What every WQE of a QP's send queue takes from the QP.
-#[derive(Clone, Copy)]
-struct WqeHead {
-    qpn: u32,
-    sig_all: bool,
-    /// A UD QP: its WQEs carry the request's datagram segment.
-    ud: bool,
-}
-
-/// Where the send queue lies in the QP's ring buffer (computed once per `post_send`).
-#[derive(Clone, Copy)]
-struct SqPlace<'t> {
-    /// The send queue's WQEBBs (after the RQ in the ring buffer; checked once).
-    ring: DmaRing<'t, WQEBB>,
-    /// WQEBBs − 1.
-    mask: usize,
-    /// The work-request table's wr_id/descriptor pairs, one per WQEBB (checked once).
-    pairs: PairRing<'t>,
-}
-
-/// Where a QP's queues and work-request tables lie in its ring buffer and tables, checked once
-/// when the QP is created; a post then checks only that the buffer and table are long enough.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct QpGeometry {
-    /// The send queue's WQEBBs (after the RQ) and its wr_id/descriptor pairs.
-    sq: Option<(RingGeometry<WQEBB>, PairGeometry)>,
-    /// The receive queue's 16-byte segments and its wr_id/capacity pairs.
-    rq: Option<(RingGeometry<DS>, PairGeometry)>,
-}
-
-impl QpGeometry {
-    /// The geometry of `layout` in `buf` and the tables `sq` and `rq`; a queue the layout does
-    /// not have (or that would not fit, which sizing rules out) has none, and a post to it is
-    /// refused as an internal error.
-    pub(crate) fn new(
-        buf: &DmaBuf,
-        sq: &SharedTable,
-        rq: Option<&SharedTable>,
-        layout: &QpLayout,
-    ) -> Self {
-        let bbs = layout.sq_wqebb_cnt as usize;
-        let segs = layout.rq_wqe_cnt as usize * (layout.rq_stride_bytes as usize / DS);
-        Self {
-            sq: buf
-                .ring_geometry::<WQEBB>(layout.rq_bytes() as usize, bbs)
-                .zip(sq.pair_geometry(sq_table::WRID, bbs)),
-            rq: rq.and_then(|t| {
-                buf.ring_geometry::<DS>(0, segs)
-                    .zip(t.pair_geometry(rq_table::WRID, layout.rq_wqe_cnt as usize))
-            }),
-        }
-    }
-}
 
 /// Why a receive queue of `max_sge` SGEs per WQE refuses `wr`, if it does.
 #[inline(always)]
@@ -115,61 +34,6 @@ fn recv_refused(wr: &RecvWr<'_>, max_sge: u64) -> Option<Error> {
     })
 }
 
-/// A queue of `entries` entries whose geometry is missing or does not fit its memory (sizing
-/// rules it out): an internal error, nothing posted.
-#[cold]
-fn misplaced(entries: usize) -> Error {
-    Error::Internal(OutOfBounds {
-        offset: 0,
-        len: entries,
-        size: 0,
-    })
-}
-
-/// The state and queue checks every post makes first (`wrs` requests on QP `qpn`, in
-/// `state`): the ring buffer and the send queue's WQEBBs.
-#[inline(always)]
-fn send_queue<'r>(
-    state: QpState,
-    qpn: u32,
-    ring: &'r Option<QpRing>,
-    layout: &QpLayout,
-    wrs: usize,
-) -> Result<(&'r QpRing, u32)> {
-    if state != QpState::Rts {
-        return Err(Error::QpState {
-            qpn,
-            state,
-            op: "post_send",
-        });
-    }
-    let bbs = layout.sq_wqebb_cnt;
-    match ring.as_ref().filter(|_| bbs > 0) {
-        Some(ring) => Ok((ring, bbs)),
-        None => Err(refuse(
-            "post_send",
-            "max_send_wr",
-            wrs as u64,
-            0,
-            "the QP has no send queue",
-        )),
-    }
-}
-
-/// The send queue of `ring` and its work-request table (their geometry checked at creation;
-/// here only that the memory holds them).
-#[inline(always)]
-fn sq_place(ring: &QpRing, bbs: u32) -> Result<SqPlace<'_>> {
-    let place = ring.geo.sq.as_ref().and_then(|(g, t)| {
-        Some(SqPlace {
-            ring: ring.buf.buf().ring_of(g)?,
-            mask: bbs as usize - 1,
-            pairs: ring.sq.pairs_of(t)?,
-        })
-    });
-    place.ok_or_else(|| misplaced(bbs as usize))
-}
-
 /// Data segments (zero-length SGEs are skipped) and bytes of a gather list.
 #[inline]
 fn gather_size(sg: &[Sge]) -> (usize, u64) {
@@ -179,7 +43,7 @@ fn gather_size(sg: &[Sge]) -> (usize, u64) {
 }
 
 /// A post refused before anything was written.
-fn refuse(
+pub(super) fn refuse(
     op: &'static str,
     field: &'static str,
     requested: u64,
@@ -480,8 +344,7 @@ impl<P: Platform> Qp<'_, P> {
             ud: self.qp_type == QpType::Ud,
         };
         // BlueFlame for a small inline WQE of more than its control segment (rdma-core's
-        // `post_send_db` copies only when DS > 1, and a zero-length inline send is DS 1): it is
-        // built in the stage, the copy's source.
+        // `post_send_db` copies only when DS > 1, and a zero-length inline send is DS 1).
         let bf = self.bf_half > 0
             && matches!(wr.payload, Payload::Inline(_))
             && m as u8 > 1
@@ -563,7 +426,7 @@ impl<P: Platform> Qp<'_, P> {
             // BlueFlame: the whole WQE through the register, in one call, from the WQEBBs kept
             // as they were written (`write_wqe`'s stage).
             let n = (nbb as usize).min(BF_CHUNK) * (WQEBB / 8);
-            p.bar_write_bf(reg, &self.bf_stage.0[..n]);
+            p.bar_write_bf(reg, crate::io::be64_words(&self.bf_stage.0[..n]));
         } else {
             p.bar_write64(reg, Be64::from_ne_raw(first));
         }
@@ -588,7 +451,7 @@ impl<P: Platform> Qp<'_, P> {
     }
 
     /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).
-    #[inline]
+    #[inline(never)]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
         if self.srqn.is_some() {
             return Err(refuse(
@@ -645,37 +508,24 @@ impl<P: Platform> Qp<'_, P> {
             return Err(misplaced(cnt as usize));
         };
         // One pass: each request is checked, then written; nothing is posted (no counter, no
-        // doorbell record) until all are, so a refused one leaves none posted.
+        // doorbell record) until all are, so a refused one leaves none posted. One request (the
+        // common case) without a loop.
         let mut head = start;
-        for wr in wrs {
+        let slot = |head: u64| (head & (cnt - 1)) as usize;
+        if let [wr] = wrs {
             if let Some(e) = recv_refused(wr, max_sge) {
                 return Err(e);
             }
-            let slot = (head & (cnt - 1)) as usize;
-            let at = slot * per;
-            // One SGE (the common case) in a straight line; zero-length SGEs are skipped.
-            let (used_segs, cap) = match wr.sg_list {
-                [s] if s.length > 0 => {
-                    segs.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr));
-                    (1, u64::from(s.length))
-                }
-                sg => {
-                    let (mut n, mut cap) = (0, 0u64);
-                    for s in sg {
-                        cap += u64::from(s.length);
-                        if s.length > 0 {
-                            segs.write_seg(at + n, wqe::data_words(s.length, s.lkey, s.addr));
-                            n += 1;
-                        }
-                    }
-                    (n, cap)
-                }
-            };
-            if used_segs < per {
-                segs.write_seg(at + used_segs, wqe::data_words(0, INVALID_LKEY, 0));
-            }
-            pairs.store_relaxed(slot, wr.wr_id, cap);
+            write_recv(segs, pairs, slot(head), per, wr);
             head += 1;
+        } else {
+            for wr in wrs {
+                if let Some(e) = recv_refused(wr, max_sge) {
+                    return Err(e);
+                }
+                write_recv(segs, pairs, slot(head), per, wr);
+                head += 1;
+            }
         }
         self.rq_head = head;
         rq.store(rq_table::HEAD, self.rq_head);
@@ -684,118 +534,4 @@ impl<P: Platform> Qp<'_, P> {
             .write_be32(0, Be32::new(self.rq_head as u32 & 0xffff))?;
         Ok(())
     }
-}
-
-/// Writes the WQE of a measured request at `cur_post` and its work-request table words
-/// (built in `stage`, the BlueFlame copy's source, if given); returns the first 8 bytes of its
-/// control segment (for the doorbell).
-#[inline(always)]
-fn write_wqe(
-    sq: SqPlace,
-    head: WqeHead,
-    cur_post: u64,
-    wr: &SendWr<'_>,
-    m: u64,
-    stage: Option<&mut BfStage>,
-) -> Result<u64> {
-    let (ds, op) = (m as u8, (m >> 16) as u8);
-    let imm = match wr.op {
-        SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } | SendOp::SendInv(imm) => imm,
-        _ => 0,
-    };
-    let idx = cur_post as usize & sq.mask;
-    let mut fl = 0;
-    if wr.signaled || head.sig_all {
-        fl |= flags::CQ_UPDATE;
-    }
-    if wr.fence {
-        fl |= flags::FENCE;
-    }
-    if wr.solicited {
-        fl |= flags::SOLICITED;
-    }
-    let c = wqe::ctrl_words(op, cur_post as u16, head.qpn, ds, fl, imm);
-    // The common shape, one SGE of data and no datagram, takes one WQEBB whose words are at
-    // known places: built in registers and stored whole.
-    if let (Payload::Sges([sge]), false) = (wr.payload, head.ud) {
-        let data = wqe::data_words(sge.length, sge.lkey, sge.addr);
-        let segs = match wr.op {
-            SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => Some((data, [0, 0])),
-            SendOp::Write { remote_addr, rkey }
-            | SendOp::WriteImm {
-                remote_addr, rkey, ..
-            }
-            | SendOp::Read { remote_addr, rkey } => {
-                Some((wqe::raddr_words(remote_addr, rkey), data))
-            }
-            _ => None,
-        };
-        if let (Some((s1, s2)), true) = (segs, sge.length > 0) {
-            let bb = [c[0], c[1], s1[0], s1[1], s2[0], s2[1], 0, 0];
-            sq.ring.write_wqebb(idx, &bb);
-            sq.pairs.store_relaxed(idx, wr.wr_id, desc_of(m));
-            return Ok(c[0]);
-        }
-    }
-    match stage {
-        Some(stage) => {
-            let mut w = StagedWqe::new(stage, nbb_of(m) as usize);
-            segments(&mut w, head, wr, c)?;
-            w.finish(sq.ring, idx, nbb_of(m) as usize)?;
-        }
-        None => {
-            let mut w = WqeBuilder::new(sq.ring, idx);
-            segments(&mut w, head, wr, c)?;
-            w.finish()?;
-        }
-    }
-    // Ordered before the CQ reads them by the caller's release store of HEAD.
-    sq.pairs.store_relaxed(idx, wr.wr_id, desc_of(m));
-    Ok(c[0])
-}
-
-/// The segments of a send WQE after its control segment `c`, in order, into `w`.
-#[inline(always)]
-fn segments<W: WqeSink>(w: &mut W, head: WqeHead, wr: &SendWr<'_>, c: [u64; 2]) -> Result<()> {
-    w.put(c)?;
-    // Only a UD QP's WQEs have a datagram segment (`fits` counted it only there).
-    if let (true, Some(ud)) = (head.ud, &wr.ud) {
-        w.put_bytes(&wqe::datagram(ud))?;
-    }
-    match wr.op {
-        SendOp::Write { remote_addr, rkey }
-        | SendOp::WriteImm {
-            remote_addr, rkey, ..
-        }
-        | SendOp::Read { remote_addr, rkey } => {
-            w.put(wqe::raddr_words(remote_addr, rkey))?;
-        }
-        SendOp::CmpSwap {
-            remote_addr,
-            rkey,
-            compare,
-            swap,
-        } => {
-            w.put(wqe::raddr_words(remote_addr, rkey))?;
-            w.put(wqe::atomic_words(swap, compare))?;
-        }
-        SendOp::FetchAdd {
-            remote_addr,
-            rkey,
-            add,
-        } => {
-            w.put(wqe::raddr_words(remote_addr, rkey))?;
-            w.put(wqe::atomic_words(add, 0))?;
-        }
-        SendOp::Send | SendOp::SendImm(_) | SendOp::SendInv(_) => {}
-    }
-    match wr.payload {
-        Payload::Sges(sg) => {
-            for s in sg.iter().filter(|s| s.length > 0) {
-                w.put(wqe::data_words(s.length, s.lkey, s.addr))?;
-            }
-        }
-        Payload::Inline(data) => w.put_inline(data)?,
-    }
-    Ok(())
 }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! MLX5_RDMA_CORE_SRC=$PWD/../shared/rdma-core/rdma-core_56.1.orig.tar.gz \
-//!     cargo bench -p mlx5-tools --bench vs_rdma_core
+//!     MLX5_VS_PAIRED=201 cargo bench -p mlx5-tools --bench vs_rdma_core
 //! ```
 //!
 //! Ours: the simulated ConnectX-5 brings the device up and creates the QP and CQ, then the
@@ -24,7 +24,15 @@
 //! segment's padding to 16 bytes and the bytes past DS in a WQE's last WQEBB (zeros from us,
 //! whatever the ring held before from them).
 //!
+//! Both timed loops have the same shape: a function given the work requests once, one call and
+//! one result check per post (theirs through `ibv_post_send`/`ibv_post_recv`/`ibv_poll_cq`, the
+//! ops an application calls), windows of posts that fit both queues, and between windows the
+//! same untimed reset on both sides.
+//!
 //! At the end, the medians criterion saved are read back and printed as ours/theirs ratios.
+//! Criterion times ours, then theirs; on a shared machine whose speed moves within seconds,
+//! `MLX5_VS_PAIRED=<rounds>` adds a paired comparison first: per operation, `rounds` times one
+//! window of ours then one of theirs, and the median of the per-round ratios.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -42,6 +50,9 @@ use mlx5::qp::{
 use mlx5::sim::{Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, DmaRegion, Platform, PlatformError, SimPlatform};
 use vs_rdma_core::{Config, Region, Theirs};
+
+mod checks;
+use checks::{check_poll, check_recv, check_send, paired};
 
 /// Words of the UAR page the null device keeps.
 const UAR_WORDS: usize = 4096 / 8;
@@ -64,13 +75,18 @@ impl std::ops::Deref for UarPage {
     }
 }
 
+/// Whether UAR stores go to [`UAR`] instead of the simulator (the process has one null device):
+/// statics, so that a store costs what theirs to their BlueFlame register page does — no
+/// pointer to follow first.
+static NULL_MODE: AtomicBool = AtomicBool::new(false);
+/// The UAR page stores land in while [`NULL_MODE`] is on.
+static UAR: UarPage = UarPage([const { AtomicU64::new(0) }; UAR_WORDS]);
+
 /// The simulator as a platform whose UAR stores can be sent to an ordinary page instead ("null
-/// device"), with write-combining UARs (BlueFlame on).
+/// device": [`NULL_MODE`], [`UAR`]), with write-combining UARs (BlueFlame on).
 #[derive(Clone)]
 struct NullUar {
     sim: SimPlatform,
-    null: Arc<AtomicBool>,
-    page: Arc<UarPage>,
     allocs: Arc<Mutex<Vec<DmaRegion>>>,
 }
 
@@ -78,8 +94,6 @@ impl NullUar {
     fn new(sim: SimDevice) -> Self {
         NullUar {
             sim: SimPlatform::new(sim),
-            null: Default::default(),
-            page: Arc::new(UarPage([const { AtomicU64::new(0) }; UAR_WORDS])),
             allocs: Default::default(),
         }
     }
@@ -88,7 +102,7 @@ impl NullUar {
     fn uar_bytes(&self, off: u64, len: usize) -> Vec<u8> {
         (0..len.div_ceil(8))
             .flat_map(|i| {
-                let w = self.page[(off as usize / 8 + i) % UAR_WORDS].load(Ordering::Relaxed);
+                let w = UAR[(off as usize / 8 + i) % UAR_WORDS].load(Ordering::Relaxed);
                 w.to_ne_bytes()
             })
             .take(len)
@@ -96,7 +110,7 @@ impl NullUar {
     }
 
     fn clear_uar(&self) {
-        for w in self.page.iter() {
+        for w in UAR.iter() {
             w.store(0, Ordering::Relaxed);
         }
     }
@@ -113,21 +127,17 @@ unsafe impl Platform for NullUar {
     }
     #[inline]
     fn bar_write64(&self, offset: u64, value: Be64) {
-        if self.null.load(Ordering::Relaxed) {
-            self.page[(offset as usize / 8) % UAR_WORDS]
-                .store(value.to_ne_raw(), Ordering::Relaxed);
+        if NULL_MODE.load(Ordering::Relaxed) {
+            UAR[(offset as usize / 8) % UAR_WORDS].store(value.to_ne_raw(), Ordering::Relaxed);
         } else {
             self.sim.bar_write64(offset, value)
         }
     }
     #[inline(always)]
     fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
-        if self.null.load(Ordering::Relaxed) {
+        if NULL_MODE.load(Ordering::Relaxed) {
             let at = (offset as usize / 8) % UAR_WORDS;
-            let dst = self
-                .page
-                .get(at..at + chunk.len())
-                .expect("inside the UAR page");
+            let dst = UAR.get(at..at + chunk.len()).expect("inside the UAR page");
             // Eight words at a time, as their BlueFlame copy goes (64 bytes per step).
             let mut d8 = dst.chunks_exact(8);
             let mut w8 = chunk.chunks_exact(8);
@@ -310,6 +320,30 @@ impl Sides<'_> {
     }
 }
 
+/// `post_send(wrs)` `n` times: our side of the timed loop, shaped as theirs (`theirs_post_send`
+/// in the shim: a function of its own given the list once, a call per post, a check of each
+/// result).
+#[inline(never)]
+fn ours_sends(qp: &mut Qp<'_>, wrs: &[SendWr<'_>], n: u64) {
+    let wrs = black_box(wrs);
+    for _ in 0..n {
+        if let Err(e) = qp.post_send(wrs) {
+            panic!("post_send: {e}");
+        }
+    }
+}
+
+/// `post_recv(wrs)` `n` times, likewise.
+#[inline(never)]
+fn ours_recvs(qp: &mut Qp<'_>, wrs: &[RecvWr<'_>], n: u64) {
+    let wrs = black_box(wrs);
+    for _ in 0..n {
+        if let Err(e) = qp.post_recv(wrs) {
+            panic!("post_recv: {e}");
+        }
+    }
+}
+
 /// A post operation compared: (criterion group, list slot of theirs, WQEBBs per WR, WRs per
 /// post).
 type Op = (&'static str, u32, u64, u64);
@@ -318,146 +352,6 @@ const SEND32: Op = ("vs_rdma_core send32", 1, 1, 32);
 const INLINE_BF: Op = ("vs_rdma_core inline64_bf", 2, 2, 1);
 /// Theirs' list of 256 SENDs the poll benches complete.
 const LIST_POLL: u32 = 3;
-
-/// Bytes of a WQE compared: its DS units, but for an inline SEND only up to the end of its
-/// data (the inline segment's padding to 16 bytes is ours zeros, theirs whatever the ring held).
-fn compared(ds: usize, inline: Option<usize>) -> usize {
-    match inline {
-        Some(len) => (ds * 16).min(16 + 4 + len),
-        None => ds * 16,
-    }
-}
-
-/// The WQE at WQEBB `idx` on both sides, within its DS, must match; returns its DS.
-fn check_wqe(s: &Sides<'_>, what: &str, idx: u64, inline: Option<usize>) -> usize {
-    let off = s.qp.layout().rq_bytes() + idx * 64;
-    let ctrl = s.ours_ring(off, 16);
-    let ds = usize::from(ctrl[7] & 0x3f);
-    let n = compared(ds, inline);
-    let ours = s.ours_ring(off, n);
-    let theirs = s.theirs_bytes(Region::QpBuf, off, n);
-    assert_eq!(
-        hex(&ours),
-        hex(&theirs),
-        "{what}: WQE at WQEBB {idx} (DS {ds}) differs (ours, theirs)"
-    );
-    ds
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Posts once on each side from empty rings, twice, and compares everything each wrote.
-fn check_send(s: &mut Sides<'_>, op: Op, wrs: &[SendWr<'_>], bf: bool) {
-    let (what, slot, nbb, per) = op;
-    let inline = match wrs[0].payload {
-        Payload::Inline(d) => Some(d.len()),
-        Payload::Sges(_) => None,
-    };
-    reset_both(s);
-    s.plat.null.store(true, Ordering::Relaxed);
-    for round in 0..2u64 {
-        s.qp.post_send(wrs).unwrap();
-        s.theirs.post_send(slot, 1).unwrap();
-        let mut last_ds = 0;
-        for k in 0..per {
-            last_ds = check_wqe(s, what, (round * per + k) * nbb, inline);
-        }
-        assert_eq!(
-            s.ours_dbr(),
-            s.theirs_bytes(Region::QpDbr, 0, 8),
-            "{what}: doorbell record (ours, theirs)"
-        );
-        // The doorbell (or the BlueFlame copy) in the half of this round.
-        let at = BF + (round % 2) * BF_HALF;
-        let len = if bf { compared(last_ds, inline) } else { 8 };
-        let ours = s.plat.uar_bytes(at, len);
-        let theirs = s.theirs_bytes(Region::Uar, at, len);
-        assert_eq!(hex(&ours), hex(&theirs), "{what}: UAR bytes at {at:#x}");
-        let ctrl_at = s.qp.layout().rq_bytes() + (round * per + per - 1) * nbb * 64;
-        assert_eq!(
-            ours[..8],
-            s.ours_ring(ctrl_at, 8)[..],
-            "{what}: the doorbell carries the last WQE's first 8 bytes"
-        );
-        if bf {
-            assert!(
-                last_ds > 4,
-                "{what}: the BlueFlame case needs more than one WQEBB"
-            );
-        }
-    }
-    s.plat.null.store(false, Ordering::Relaxed);
-    eprintln!("vs_rdma_core: {what}: same WQEs, doorbell record and UAR bytes");
-}
-
-fn check_recv(s: &mut Sides<'_>, wr: &RecvWr<'_>) {
-    reset_both(s);
-    s.plat.null.store(true, Ordering::Relaxed);
-    let stride = s.qp.layout().rq_stride_bytes as usize;
-    for i in 0..2u64 {
-        s.qp.post_recv(std::slice::from_ref(wr)).unwrap();
-        s.theirs.post_recv(1).unwrap();
-        let off = i * stride as u64;
-        assert_eq!(
-            hex(&s.ours_ring(off, stride)),
-            hex(&s.theirs_bytes(Region::QpBuf, off, stride)),
-            "post_recv: RQ WQE {i}"
-        );
-        assert_eq!(
-            s.ours_dbr(),
-            s.theirs_bytes(Region::QpDbr, 0, 8),
-            "post_recv: doorbell record"
-        );
-    }
-    s.plat.null.store(false, Ordering::Relaxed);
-    eprintln!("vs_rdma_core: post_recv: same RQ WQEs and doorbell record");
-}
-
-/// Polls `POLLED` completions of SENDs on both sides and compares them and the CQ doorbell
-/// records.
-fn check_poll(s: &mut Sides<'_>, batch: &[SendWr<'_>], wc: &mut [mlx5::Wc]) {
-    reset_both(s);
-    s.wqe_ours = 0;
-    s.wqe_theirs = 0;
-    s.plat.null.store(true, Ordering::Relaxed);
-    s.qp.post_send(batch).unwrap();
-    s.theirs.post_send(LIST_POLL, 1).unwrap();
-    s.complete_ours(POLLED);
-    s.complete_theirs(POLLED);
-    let mut got = 0;
-    while got < POLLED as usize {
-        let end = (got + 32).min(POLLED as usize);
-        got += s.cq.poll(&mut wc[got..end]).unwrap();
-    }
-    assert_eq!(
-        s.theirs.poll(POLLED, 32),
-        Some(POLLED as usize),
-        "theirs polled"
-    );
-    for (i, w) in wc.iter().enumerate().take(POLLED as usize) {
-        let t = s.theirs.wc(i as u32);
-        // Success is 0 in `ibv_wc_status`; the opcodes take `ibv_wc_opcode`'s values.
-        let status = u32::from(w.status != mlx5::WcStatus::Success);
-        let ours = (w.wr_id, status, w.opcode as u32, w.qp_num);
-        assert_eq!(
-            ours,
-            (t.wr_id, t.status, t.opcode, t.qp_num),
-            "poll: completion {i} (ours, theirs)"
-        );
-    }
-    let dbr = s.cq.query().unwrap().dbr_addr;
-    let mut ours = [0u8; 4];
-    s.plat.sim.device().dma_read(dbr, &mut ours).unwrap();
-    assert_eq!(
-        ours[..],
-        s.theirs_bytes(Region::CqDbr, 0, 4)[..],
-        "poll: CQ doorbell record (consumer index)"
-    );
-    s.plat.null.store(false, Ordering::Relaxed);
-    eprintln!("vs_rdma_core: poll_cq: same {POLLED} completions and consumer index");
-}
 
 fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
     let plat = NullUar::new(SimDevice::new(Profile::connectx5(), Mode::Sync));
@@ -586,21 +480,20 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
         let window =
             (u64::from(layout.sq_wqebb_cnt) / nbb).min(u64::from(cfg.sq_max_post) - 1) / per;
         let mut g = c.benchmark_group(name);
-        g.measurement_time(Duration::from_secs(3));
+        g.warm_up_time(Duration::from_secs(1));
+        g.measurement_time(Duration::from_secs(2));
         g.bench_function("ours", |b| {
             b.iter_custom(|iters| {
                 let mut spent = Duration::ZERO;
                 let mut left = iters;
                 while left > 0 {
                     reset_both(&mut s);
-                    s.plat.null.store(true, Ordering::Relaxed);
+                    NULL_MODE.store(true, Ordering::Relaxed);
                     let n = left.min(window);
                     let t = Instant::now();
-                    for _ in 0..n {
-                        s.qp.post_send(black_box(wrs)).unwrap();
-                    }
+                    ours_sends(&mut s.qp, wrs, n);
                     spent += t.elapsed();
-                    s.plat.null.store(false, Ordering::Relaxed);
+                    NULL_MODE.store(false, Ordering::Relaxed);
                     left -= n;
                 }
                 spent
@@ -632,7 +525,8 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
         let window = u64::from(layout.rq_wqe_cnt) - 1;
         let name = "vs_rdma_core recv1";
         let mut g = c.benchmark_group(name);
-        g.measurement_time(Duration::from_secs(3));
+        g.warm_up_time(Duration::from_secs(1));
+        g.measurement_time(Duration::from_secs(2));
         g.bench_function("ours", |b| {
             b.iter_custom(|iters| {
                 let mut spent = Duration::ZERO;
@@ -641,10 +535,7 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
                     reset_both(&mut s);
                     let n = left.min(window);
                     let t = Instant::now();
-                    for _ in 0..n {
-                        s.qp.post_recv(black_box(std::slice::from_ref(&recv)))
-                            .unwrap();
-                    }
+                    ours_recvs(&mut s.qp, std::slice::from_ref(&recv), n);
                     spent += t.elapsed();
                     left -= n;
                 }
@@ -682,11 +573,12 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
         s.wqe_ours = 0;
         s.wqe_theirs = 0;
         let mut g = c.benchmark_group(name);
-        g.measurement_time(Duration::from_secs(3));
+        g.warm_up_time(Duration::from_secs(1));
+        g.measurement_time(Duration::from_secs(2));
         g.bench_function("ours", |b| {
             b.iter_custom(|iters| {
                 let mut spent = Duration::ZERO;
-                s.plat.null.store(true, Ordering::Relaxed);
+                NULL_MODE.store(true, Ordering::Relaxed);
                 for _ in 0..iters {
                     s.qp.post_send(&poll_batch).unwrap();
                     s.complete_ours(POLLED);
@@ -699,7 +591,7 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
                     spent += t.elapsed();
                     assert_eq!(wc[POLLED as usize - 1].wr_id, u64::from(POLLED) - 1);
                 }
-                s.plat.null.store(false, Ordering::Relaxed);
+                NULL_MODE.store(false, Ordering::Relaxed);
                 spent
             })
         });
@@ -725,82 +617,6 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
     drop(cq);
     dev.close().unwrap();
     ids
-}
-
-/// A paired comparison besides criterion's (`MLX5_VS_PAIRED=<rounds>`): per operation,
-/// `rounds` times a window of ours then a window of theirs, each after the same reset, and the
-/// median of the per-round ratios — both sides of a round see the same machine.
-fn paired(
-    s: &mut Sides<'_>,
-    rounds: usize,
-    layout: &mlx5::qp::QpLayout,
-    cfg: &Config,
-    [one, inline]: [&SendWr<'_>; 2],
-    batch: &[SendWr<'_>],
-    recv: &RecvWr<'_>,
-) {
-    let med = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let ops: [(&str, &[SendWr<'_>], Op); 3] = [
-        ("send1", std::slice::from_ref(one), SEND1),
-        ("send32", batch, SEND32),
-        ("inline64_bf", std::slice::from_ref(inline), INLINE_BF),
-    ];
-    for (name, wrs, (_, slot, nbb, per)) in ops {
-        let window =
-            (u64::from(layout.sq_wqebb_cnt) / nbb).min(u64::from(cfg.sq_max_post) - 1) / per;
-        let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            reset_both(s);
-            s.plat.null.store(true, Ordering::Relaxed);
-            let at = Instant::now();
-            for _ in 0..window {
-                s.qp.post_send(black_box(wrs)).unwrap();
-            }
-            let ours = at.elapsed().as_nanos() as f64 / (window * per) as f64;
-            s.plat.null.store(false, Ordering::Relaxed);
-            reset_both(s);
-            let at = Instant::now();
-            s.theirs.post_send(slot, window).unwrap();
-            let theirs = at.elapsed().as_nanos() as f64 / (window * per) as f64;
-            o.push(ours);
-            t.push(theirs);
-            r.push(ours / theirs);
-        }
-        println!(
-            "paired {name:<12} ours {:7.2} ns/WR theirs {:7.2} ns/WR ratio {:.2}",
-            med(o),
-            med(t),
-            med(r)
-        );
-    }
-    let window = u64::from(layout.rq_wqe_cnt) - 1;
-    let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds {
-        reset_both(s);
-        let at = Instant::now();
-        for _ in 0..window {
-            s.qp.post_recv(black_box(std::slice::from_ref(recv)))
-                .unwrap();
-        }
-        let ours = at.elapsed().as_nanos() as f64 / window as f64;
-        reset_both(s);
-        let at = Instant::now();
-        s.theirs.post_recv(window).unwrap();
-        let theirs = at.elapsed().as_nanos() as f64 / window as f64;
-        o.push(ours);
-        t.push(theirs);
-        r.push(ours / theirs);
-    }
-    println!(
-        "paired {:<12} ours {:7.2} ns/WR theirs {:7.2} ns/WR ratio {:.2}",
-        "recv1",
-        med(o),
-        med(t),
-        med(r)
-    );
 }
 
 /// Criterion's output directory, as it finds it: `CRITERION_HOME`, `CARGO_TARGET_DIR`/criterion,
