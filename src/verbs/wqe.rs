@@ -338,19 +338,23 @@ pub struct StagedWqe<'s> {
 }
 
 impl<'s> StagedWqe<'s> {
-    /// An empty WQE of `nbb` WQEBBs (at most [`BF_CHUNK`]) in `stage`: its last WQEBB is
-    /// cleared first (eight stores, no loop), so the words past the WQE's DS units are zeros.
+    /// An empty WQE in `stage`. Nothing is cleared: words past the WQE's DS units keep what an
+    /// earlier WQE of this QP left there, which the BlueFlame copy (whole 64-byte blocks) carries
+    /// and the device ignores, as it does the bytes past DS that rdma-core's `mlx5_bf_copy`
+    /// copies from its ring.
     #[inline(always)]
-    pub fn new(stage: &'s mut BfStage, nbb: usize) -> Self {
-        let stage = &mut stage.0;
-        let last = nbb.clamp(1, BF_CHUNK) - 1;
-        stage[last * 8..last * 8 + 8].fill([0; 8]);
-        Self { stage, len: 0 }
+    pub fn new(stage: &'s mut BfStage, _nbb: usize) -> Self {
+        Self {
+            stage: &mut stage.0,
+            len: 0,
+        }
     }
 
     /// Stores the WQE's `nbb` WQEBBs (as given to `new`) into the send queue `sq` from WQEBB
-    /// `bb` on (taken modulo the ring). A WQE longer than `nbb ≤ BF_CHUNK` WQEBBs (its words
-    /// wrapped in the stage) is refused before anything is stored.
+    /// `bb` on (taken modulo the ring), whole (eight unrolled stores each; words past DS are
+    /// what the stage held, which the device ignores). A WQE longer
+    /// than `nbb ≤ BF_CHUNK` WQEBBs (its words wrapped in the stage) is refused before anything
+    /// is stored.
     #[inline(always)]
     pub fn finish(self, sq: DmaRing<'_, WQEBB>, bb: usize, nbb: usize) -> Result<()> {
         let end = nbb * (WQEBB / 8);
@@ -396,8 +400,9 @@ impl WqeSink for StagedWqe<'_> {
     /// The segment's first word (the header and `data[0..4]`) is one 8-byte store; the rest of
     /// the data is one copy into the stage's bytes (the device's byte image) from the next word
     /// on, so that every word the ring copy then loads lies inside one earlier store (store
-    /// forwarding). It is a WQE's last segment, so its padding to 16 bytes lies in the last
-    /// WQEBB, which `new` cleared. No data appends nothing (DS 1, as rdma-core).
+    /// forwarding). Its padding to 16 bytes is not written (the device reads `byte_count`
+    /// bytes; rdma-core leaves it as its ring held it too). No data appends nothing (DS 1, as
+    /// rdma-core).
     #[inline(always)]
     fn put_inline(&mut self, data: &[u8]) -> Result<()> {
         let n = data.len();

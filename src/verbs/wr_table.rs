@@ -90,26 +90,30 @@ pub mod srq_table {
     }
 }
 
-/// The descriptor word of a send queue slot: the WQEBBs it spans, the completion's opcode and
-/// flags, the bytes posted.
-pub(crate) fn sq_desc(nbb: u32, op: WcOpcode, flags: WcFlags, byte_len: u32) -> u64 {
-    // The code is the opcode's `ibv_wc_opcode` value, the flags their `ibv_wc_flags` bits.
-    u64::from(nbb)
-        | u64::from(op as u8) << 8
-        | u64::from(flags.bits()) << 16
-        | u64::from(byte_len) << 32
+/// The descriptor word of a send queue slot: the WQEBBs it spans (bits 0..8), the WQE's
+/// control-segment opcode (8..16; its completion's opcode and flags are [`SQ_COMPLETION`] of
+/// it), the bytes posted (32..64).
+#[inline(always)]
+pub(crate) const fn sq_desc(nbb: u8, wqe_opcode: u8, byte_len: u32) -> u64 {
+    nbb as u64 | (wqe_opcode as u64) << 8 | (byte_len as u64) << 32
 }
 
-/// The flags of a successful send completion of a WQE with control-segment opcode `op`:
-/// WITH_IMM for SEND_IMM and RDMA_WRITE_IMM, none for the others (SEND_INVAL included), as
-/// rdma-core's `handle_good_req` (cq.c) sets them from the WQE opcode of a requester CQE.
-#[inline(always)]
-pub(crate) const fn sq_desc_flags(op: u8) -> WcFlags {
-    match op {
-        opcode::SEND_IMM | opcode::RDMA_WRITE_IMM => WcFlags::WITH_IMM,
-        _ => WcFlags::empty(),
-    }
-}
+/// What a successful send completion of a WQE reports, by its control-segment opcode: the
+/// completion's opcode, its flags, and whether its byte count is the bytes posted (SEND and
+/// WRITE kinds) rather than the device's (READ and atomics). WITH_IMM for SEND_IMM and
+/// RDMA_WRITE_IMM and for no other (SEND_INVAL included), as rdma-core's `handle_good_req`
+/// (cq.c) sets them from the WQE opcode of a requester CQE. Opcodes no send queue writes read
+/// as a SEND of the bytes posted.
+pub(crate) const SQ_COMPLETION: [(WcOpcode, WcFlags, bool); 256] = {
+    let mut t = [(WcOpcode::Send, WcFlags::empty(), true); 256];
+    t[opcode::SEND_IMM as usize] = (WcOpcode::Send, WcFlags::WITH_IMM, true);
+    t[opcode::RDMA_WRITE as usize] = (WcOpcode::RdmaWrite, WcFlags::empty(), true);
+    t[opcode::RDMA_WRITE_IMM as usize] = (WcOpcode::RdmaWrite, WcFlags::WITH_IMM, true);
+    t[opcode::RDMA_READ as usize] = (WcOpcode::RdmaRead, WcFlags::empty(), false);
+    t[opcode::ATOMIC_CS as usize] = (WcOpcode::CompSwap, WcFlags::empty(), false);
+    t[opcode::ATOMIC_FA as usize] = (WcOpcode::FetchAdd, WcFlags::empty(), false);
+    t
+};
 
 /// Completes SRQ WQE `idx` (of `cnt`): exactly once per posting — whoever clears its POSTED mark
 /// owns it — and hands it back to the SRQ's free list (its `post_recv` relinks it). Returns its

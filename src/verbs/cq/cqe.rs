@@ -17,29 +17,14 @@ use crate::verbs::cq::wc::{Wc, WcFlags, WcOpcode, WcStatus};
 use mlx5_ifc::cqe::Cqe64;
 
 use crate::verbs::cq::{CQE_BYTES, CQE_OP_OWN};
-use crate::verbs::wr_table::{rq_table, sq_table, srq_complete};
+use crate::verbs::wr_table::{rq_table, sq_table, srq_complete, SQ_COMPLETION};
 
-/// The work completion opcode of each descriptor code ([`sq_desc`](crate::verbs::wr_table::sq_desc): the
-/// code is the opcode's value); codes no send queue writes read as SEND.
-const DESC_OPS: [WcOpcode; 256] = {
-    let mut t = [WcOpcode::Send; 256];
-    t[1] = WcOpcode::RdmaWrite;
-    t[2] = WcOpcode::RdmaRead;
-    t[3] = WcOpcode::CompSwap;
-    t[4] = WcOpcode::FetchAdd;
-    t
-};
-
-/// The work completion opcode of a descriptor.
+/// What a successful completion of a descriptor's WQE reports: opcode, flags, and whether its
+/// byte count is the bytes posted ([`SQ_COMPLETION`] of the WQE's opcode in the descriptor,
+/// [`sq_desc`](crate::verbs::wr_table::sq_desc)).
 #[inline(always)]
-fn desc_op(d: u64) -> WcOpcode {
-    DESC_OPS[usize::from((d >> 8) as u8)]
-}
-
-/// The flags of a descriptor's successful completion.
-#[inline(always)]
-fn desc_flags(d: u64) -> WcFlags {
-    WcFlags::from_bits_truncate((d >> 16) as u8)
+fn desc_completion(d: u64) -> (WcOpcode, WcFlags, bool) {
+    SQ_COMPLETION[usize::from((d >> 8) as u8)]
 }
 
 fn bad(what: &'static str, value: u64, limit: u64) -> Error {
@@ -279,17 +264,17 @@ impl<'s> SqRun<'s> {
                 }
                 // Written before HEAD (release), which was loaded with acquire.
                 let (wr_id, desc) = wr.load_relaxed(usize::from(wqe_counter));
-                let code = (desc >> 8) as u8;
+                let (opcode, wc_flags, sent) = desc_completion(desc);
                 let posted = (desc >> 32) as u32;
                 // SEND and WRITE: the bytes posted; READ and atomics: what the device says,
                 // no more than the scatter list holds (or the general path refuses it).
-                let (opcode, byte_len) = match code {
-                    0 => (WcOpcode::Send, posted),
-                    1 => (WcOpcode::RdmaWrite, posted),
-                    _ => match seg.load_be32::<CQE_BYTE_CNT>(i) {
-                        Some(b) if b.get() <= posted => (DESC_OPS[usize::from(code)], b.get()),
+                let byte_len = if sent {
+                    posted
+                } else {
+                    match seg.load_be32::<CQE_BYTE_CNT>(i) {
+                        Some(b) if b.get() <= posted => b.get(),
                         _ => break,
-                    },
+                    }
                 };
                 *slot = Wc {
                     wr_id,
@@ -299,7 +284,7 @@ impl<'s> SqRun<'s> {
                     status: WcStatus::Success,
                     grh: false,
                     vendor_err: 0,
-                    wc_flags: desc_flags(desc),
+                    wc_flags,
                     src_qp: 0,
                     imm_data: None,
                     invalidated_rkey: None,
@@ -414,9 +399,10 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
             )
         })?;
         wc.wr_id = wr_id;
-        wc.opcode = desc_op(desc);
+        let (wc_op, wc_flags, sent) = desc_completion(desc);
+        wc.opcode = wc_op;
         if opcode == 0x0 {
-            wc.wc_flags = desc_flags(desc);
+            wc.wc_flags = wc_flags;
         }
         let posted = (desc >> 32) as u32;
         // Fields a requester CQE does not carry.
@@ -432,7 +418,7 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         t.prefetch(sq_table::wrid(
             (run.tail.wrapping_add(PREFETCH_BBS) as usize) & run.mask,
         ));
-        if wc.opcode == WcOpcode::Send || wc.opcode == WcOpcode::RdmaWrite {
+        if sent {
             wc.byte_len = posted;
         } else if opcode == 0x0 && byte_cnt > posted {
             // A READ or an atomic cannot bring more than its scatter list holds (the WQEs

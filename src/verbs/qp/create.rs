@@ -106,6 +106,9 @@ pub struct Qp<'a, P: Platform> {
     pub(super) rq_head: u64,
     pub(super) bf_offset: u32,
     pub(super) bf_half: u32,
+    /// The most WQEBBs a BlueFlame copy takes: half the register, at most `BF_CHUNK`; 0 with
+    /// no BlueFlame (computed once here, so a post compares one number).
+    pub(super) bf_max_nbb: u32,
     /// The last BlueFlame WQE's WQEBBs, as written (the copy's source).
     pub(super) bf_stage: crate::verbs::wqe::BfStage,
     pub(super) max_msg: u64,
@@ -267,6 +270,8 @@ impl<P: Platform> Device<P> {
             rq_head: 0,
             bf_offset: 0,
             bf_half,
+            bf_max_nbb: (bf_half / crate::verbs::wqe::WQEBB as u32)
+                .min(crate::verbs::wqe::BF_CHUNK as u32),
             bf_stage: Default::default(),
             max_msg: 1u64 << caps.log_max_msg().min(31),
             alive: true,

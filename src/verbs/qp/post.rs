@@ -14,7 +14,6 @@ use super::write::{misplaced, nbb_of, pack, send_queue, sq_place, write_recv, wr
 use crate::error::{Error, Result};
 use crate::io::barrier;
 use crate::platform::Platform;
-use crate::verbs::cq::WcOpcode;
 use crate::verbs::wqe::{self, opcode, BF_CHUNK, DS, MAX_DS, WQEBB};
 use crate::verbs::wr_table::{self, rq_table, sq_table};
 
@@ -76,20 +75,15 @@ impl<P: Platform> Qp<'_, P> {
         // The common shape — no atomic, at most one SGE, not UD — in a straight line: the same
         // checks as `fits_any`, with what this shape makes constant folded.
         if let (Payload::Sges(sg @ ([] | [_])), false) = (wr.payload, self.qp_type == QpType::Ud) {
-            let (op, op_set, wc_op, ds) = match wr.op {
-                SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 1),
-                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, 1),
-                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, WcOpcode::Send, 1),
+            let (op, op_set, ds) = match wr.op {
+                SendOp::Send => (opcode::SEND, SendOps::SEND, 1),
+                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1),
+                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1),
                 SendOp::Write { .. } => {
-                    (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 2)
+                    (opcode::RDMA_WRITE, SendOps::WRITE, 2)
                 }
-                SendOp::WriteImm { .. } => (
-                    opcode::RDMA_WRITE_IMM,
-                    SendOps::WRITE_IMM,
-                    WcOpcode::RdmaWrite,
-                    2,
-                ),
-                SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, WcOpcode::RdmaRead, 2),
+                SendOp::WriteImm { .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2),
+                SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2),
                 SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return self.fits_any(wr),
             };
             let (segs, bytes) = gather_size(sg);
@@ -98,23 +92,18 @@ impl<P: Platform> Qp<'_, P> {
                 && sg.len() as u64 <= u64::from(self.cap.max_send_sge)
                 && ds * DS <= self.layout.sq_wqe_bytes as usize
                 && bytes <= self.max_msg;
-            return ok.then(|| pack((ds as u8, 1, bytes as u32), op, wc_op));
+            return ok.then(|| pack((ds as u8, 1, bytes as u32), op));
         }
         // A SEND or WRITE of inline data on a QP that is not UD, likewise.
         if let (Payload::Inline(data), false) = (wr.payload, self.qp_type == QpType::Ud) {
-            let (op, op_set, wc_op, ds) = match wr.op {
-                SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 1),
-                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, 1),
-                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, WcOpcode::Send, 1),
+            let (op, op_set, ds) = match wr.op {
+                SendOp::Send => (opcode::SEND, SendOps::SEND, 1),
+                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1),
+                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1),
                 SendOp::Write { .. } => {
-                    (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 2)
+                    (opcode::RDMA_WRITE, SendOps::WRITE, 2)
                 }
-                SendOp::WriteImm { .. } => (
-                    opcode::RDMA_WRITE_IMM,
-                    SendOps::WRITE_IMM,
-                    WcOpcode::RdmaWrite,
-                    2,
-                ),
+                SendOp::WriteImm { .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2),
                 _ => return self.fits_any(wr),
             };
             let ds = ds + wqe::inline_ds(data.len());
@@ -124,7 +113,7 @@ impl<P: Platform> Qp<'_, P> {
                 && ds * DS <= self.layout.sq_wqe_bytes as usize
                 && data.len() as u64 <= self.max_msg;
             let nbb = (ds * DS).div_ceil(WQEBB) as u32;
-            return ok.then(|| pack((ds as u8, nbb, data.len() as u32), op, wc_op));
+            return ok.then(|| pack((ds as u8, nbb, data.len() as u32), op));
         }
         self.fits_any(wr)
     }
@@ -132,7 +121,7 @@ impl<P: Platform> Qp<'_, P> {
     /// [`Self::fits`] for any request.
     #[inline(always)]
     fn fits_any(&self, wr: &SendWr<'_>) -> Option<u64> {
-        let (op, op_set, wc_op, _) = wr.op.parts();
+        let (op, op_set, _) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return None;
         }
@@ -180,7 +169,6 @@ impl<P: Platform> Qp<'_, P> {
         Some(pack(
             (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
             op,
-            wc_op,
         ))
     }
 
@@ -189,7 +177,7 @@ impl<P: Platform> Qp<'_, P> {
     #[cold]
     #[inline(never)]
     fn refusal(&self, wr: &SendWr<'_>) -> Result<u64> {
-        let (op, op_set, wc_op, _) = wr.op.parts();
+        let (op, op_set, _) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return Err(refuse(
                 "post_send",
@@ -302,7 +290,6 @@ impl<P: Platform> Qp<'_, P> {
         Ok(pack(
             (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
             op,
-            wc_op,
         ))
     }
 
@@ -345,11 +332,7 @@ impl<P: Platform> Qp<'_, P> {
         };
         // BlueFlame for a small inline WQE of more than its control segment (rdma-core's
         // `post_send_db` copies only when DS > 1, and a zero-length inline send is DS 1).
-        let bf = self.bf_half > 0
-            && matches!(wr.payload, Payload::Inline(_))
-            && m as u8 > 1
-            && nbb as usize <= BF_CHUNK
-            && nbb as usize * WQEBB <= self.bf_half as usize;
+        let bf = nbb <= self.bf_max_nbb && m as u8 > 1 && matches!(wr.payload, Payload::Inline(_));
         let stage = bf.then_some(&mut self.bf_stage);
         let first = write_wqe(sq, head, self.cur_post, wr, m, stage)?;
         self.cur_post += u64::from(nbb);

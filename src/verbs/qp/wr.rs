@@ -2,7 +2,6 @@
 //! build them; [`super::post`] checks them against the QP and writes them into the rings.
 
 use super::sizing::SendOps;
-use crate::verbs::cq::WcOpcode;
 use crate::verbs::wqe::{opcode, UdAddr};
 
 /// A scatter/gather element: `length` bytes at `addr` in the memory of key `lkey`.
@@ -74,27 +73,19 @@ pub enum SendOp {
 }
 
 impl SendOp {
-    /// The control segment's opcode, the send op it needs, the completion's opcode and the
-    /// control segment's `imm` word (immediate or rkey to invalidate, written big-endian).
-    pub(super) fn parts(&self) -> (u8, SendOps, WcOpcode, u32) {
+    /// The control segment's opcode, the send op it needs and the control segment's `imm` word
+    /// (immediate or rkey to invalidate, written big-endian). The completion's opcode and flags
+    /// follow from the control segment's opcode ([`crate::verbs::wr_table::SQ_COMPLETION`]).
+    pub(super) fn parts(&self) -> (u8, SendOps, u32) {
         match *self {
-            SendOp::Send => (opcode::SEND, SendOps::SEND, WcOpcode::Send, 0),
-            SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, WcOpcode::Send, imm),
-            SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, WcOpcode::Send, rkey),
-            SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, WcOpcode::RdmaWrite, 0),
-            SendOp::WriteImm { imm, .. } => (
-                opcode::RDMA_WRITE_IMM,
-                SendOps::WRITE_IMM,
-                WcOpcode::RdmaWrite,
-                imm,
-            ),
-            SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, WcOpcode::RdmaRead, 0),
-            SendOp::CmpSwap { .. } => {
-                (opcode::ATOMIC_CS, SendOps::ATOMIC_CS, WcOpcode::CompSwap, 0)
-            }
-            SendOp::FetchAdd { .. } => {
-                (opcode::ATOMIC_FA, SendOps::ATOMIC_FA, WcOpcode::FetchAdd, 0)
-            }
+            SendOp::Send => (opcode::SEND, SendOps::SEND, 0),
+            SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, imm),
+            SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, rkey),
+            SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 0),
+            SendOp::WriteImm { imm, .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, imm),
+            SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 0),
+            SendOp::CmpSwap { .. } => (opcode::ATOMIC_CS, SendOps::ATOMIC_CS, 0),
+            SendOp::FetchAdd { .. } => (opcode::ATOMIC_FA, SendOps::ATOMIC_FA, 0),
         }
     }
 }

@@ -9,19 +9,16 @@ use super::state::QpState;
 use super::wr::{Payload, RecvWr, SendOp, SendWr};
 use crate::error::{Error, Result};
 use crate::io::{DmaBuf, DmaRing, OutOfBounds, PairGeometry, PairRing, RingGeometry, SharedTable};
-use crate::verbs::cq::{WcFlags, WcOpcode};
 use crate::verbs::wqe::{
     self, flags, BfStage, StagedWqe, WqeBuilder, WqeSink, DS, INVALID_LKEY, WQEBB,
 };
-use crate::verbs::wr_table::{rq_table, sq_desc, sq_desc_flags, sq_table};
+use crate::verbs::wr_table::{rq_table, sq_desc, sq_table};
 
 /// A measured request in one word, its opcode decoded once for the check and the write: DS
-/// (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24), the table
-/// descriptor's opcode code (24..32) and bytes (32..64).
+/// (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24) and bytes (32..64).
 #[inline(always)]
-pub(super) fn pack((ds, nbb, bytes): (u8, u32, u32), op: u8, wc_op: WcOpcode) -> u64 {
-    let code = (sq_desc(0, wc_op, WcFlags::empty(), 0) >> 8) & 0xff;
-    u64::from(ds) | u64::from(nbb) << 8 | u64::from(op) << 16 | code << 24 | u64::from(bytes) << 32
+pub(super) fn pack((ds, nbb, bytes): (u8, u32, u32), op: u8) -> u64 {
+    u64::from(ds) | u64::from(nbb) << 8 | u64::from(op) << 16 | u64::from(bytes) << 32
 }
 
 /// WQEBBs of a packed request.
@@ -30,12 +27,11 @@ pub(super) fn nbb_of(m: u64) -> u32 {
     (m >> 8) as u8 as u32
 }
 
-/// The work-request table descriptor of a packed request (the layout of [`sq_desc`]), its
-/// completion flags those of its control-segment opcode ([`sq_desc_flags`]).
+/// The work-request table descriptor of a packed request ([`sq_desc`]: WQEBBs, control-segment
+/// opcode, bytes).
 #[inline(always)]
 pub(super) fn desc_of(m: u64) -> u64 {
-    let fl = u64::from(sq_desc_flags((m >> 16) as u8).bits());
-    (m >> 8) & 0xff | (m >> 16) & 0xff00 | fl << 16 | m & !0xffff_ffff
+    sq_desc((m >> 8) as u8, (m >> 16) as u8, (m >> 32) as u32)
 }
 
 /// What every WQE of a QP's send queue takes from the QP.

@@ -163,7 +163,13 @@ pub(super) fn paired(
         ("send32", batch, SEND32),
         ("inline64_bf", std::slice::from_ref(inline), INLINE_BF),
     ];
+    // `MLX5_VS_ONLY=<name>`: only that operation (for a profiler).
+    let only = std::env::var("MLX5_VS_ONLY").ok();
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
     for (name, wrs, (_, slot, nbb, per)) in ops {
+        if !wanted(name) {
+            continue;
+        }
         let window =
             (u64::from(layout.sq_wqebb_cnt) / nbb).min(u64::from(cfg.sq_max_post) - 1) / per;
         let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());
@@ -188,6 +194,9 @@ pub(super) fn paired(
             med(t),
             med(r)
         );
+    }
+    if !wanted("recv1") {
+        return;
     }
     let window = u64::from(layout.rq_wqe_cnt) - 1;
     let (mut o, mut t, mut r) = (Vec::new(), Vec::new(), Vec::new());

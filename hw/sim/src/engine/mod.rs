@@ -186,8 +186,8 @@ pub(crate) struct Engine {
     pub(crate) srqs: BTreeMap<u32, (u16, u16)>,
     /// EQ producer counters.
     pub(crate) eqs: BTreeMap<u32, u32>,
-    /// BlueFlame halves: BAR offset of the half → `(QPN, WQE counter)` of its last doorbell.
-    pub(crate) bf: BTreeMap<u64, (u32, u16)>,
+    /// BlueFlame halves: BAR offset of the half → `(QPN, WQE counter, DS)` of its last doorbell.
+    pub(crate) bf: BTreeMap<u64, (u32, u16, u8)>,
     /// Frames to put on the wire.
     pub(crate) tx: Vec<Vec<u8>>,
     pub(crate) counters: DatapathCounters,
@@ -464,7 +464,10 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
             None
         }
         UarAction::Send { qpn, wqe, half } => {
-            hw.fw.engine.bf.insert(half, (qpn, wqe));
+            // The control segment's DS (byte 7, low 6 bits): how much of what follows the
+            // device reads as the WQE.
+            let ds = value.to_be_bytes()[7] & 0x3f;
+            hw.fw.engine.bf.insert(half, (qpn, wqe, ds));
             blueflame(hw, off, half, 0, value);
             Some(qpn)
         }
@@ -476,7 +479,10 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
 }
 
 /// Compares the doorbell or BlueFlame word `value` at byte `at` of the half at `half` with the
-/// WQE its doorbell named; a difference is a [`DmaFaultKind::BlueFlameMismatch`].
+/// WQE its doorbell named; a difference is a [`DmaFaultKind::BlueFlameMismatch`]. Only the
+/// WQE's DS units are compared: a BlueFlame copy is whole 64-byte blocks, and the bytes past DS
+/// in its last block are whatever the host's buffer held (rdma-core's `mlx5_bf_copy` copies them
+/// from its ring as they lie), which the device ignores.
 fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
     let mismatch = |what: String| DmaFault {
         iova: off,
@@ -484,12 +490,15 @@ fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
         kind: DmaFaultKind::BlueFlameMismatch,
         what,
     };
-    let Some(&(qpn, wqe)) = hw.fw.engine.bf.get(&half) else {
+    let Some(&(qpn, wqe, ds)) = hw.fw.engine.bf.get(&half) else {
         hw.faults.push(mismatch(format!(
             "BlueFlame word at {off:#x} without a doorbell"
         )));
         return;
     };
+    if at >= u64::from(ds) * 16 {
+        return;
+    }
     let Some(info) = QpInfo::load(hw.fw, qpn) else {
         return;
     };
