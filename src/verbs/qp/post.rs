@@ -9,8 +9,10 @@ use mlx5_ifc::{regs, Be32, Be64};
 
 use super::create::Qp;
 use super::sizing::{QpType, SendOps};
-use super::state::QpState;
-use super::write::{misplaced, nbb_of, pack, send_queue, sq_place, write_recv, write_wqe, WqeHead};
+use super::write::{
+    misplaced, nbb_of, pack, recv_place, recv_queue, send_queue, sq_place, write_recv, write_wqe,
+    WqeHead,
+};
 use crate::error::{Error, Result};
 use crate::io::barrier;
 use crate::platform::Platform;
@@ -79,9 +81,7 @@ impl<P: Platform> Qp<'_, P> {
                 SendOp::Send => (opcode::SEND, SendOps::SEND, 1),
                 SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1),
                 SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1),
-                SendOp::Write { .. } => {
-                    (opcode::RDMA_WRITE, SendOps::WRITE, 2)
-                }
+                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2),
                 SendOp::WriteImm { .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2),
                 SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2),
                 SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return self.fits_any(wr),
@@ -100,9 +100,7 @@ impl<P: Platform> Qp<'_, P> {
                 SendOp::Send => (opcode::SEND, SendOps::SEND, 1),
                 SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1),
                 SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1),
-                SendOp::Write { .. } => {
-                    (opcode::RDMA_WRITE, SendOps::WRITE, 2)
-                }
+                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2),
                 SendOp::WriteImm { .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2),
                 _ => return self.fits_any(wr),
             };
@@ -434,43 +432,23 @@ impl<P: Platform> Qp<'_, P> {
     }
 
     /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).
-    #[inline(never)]
+    #[inline]
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
-        if self.srqn.is_some() {
-            return Err(refuse(
-                "post_recv",
-                "qp",
-                u64::from(self.qpn),
-                0,
-                "receives of a QP with an SRQ go to the SRQ",
-            ));
+        match wrs {
+            [wr] => self.recv_one(wr),
+            _ => self.recv_list(wrs),
         }
-        if self.state == QpState::Reset {
-            return Err(Error::QpState {
-                qpn: self.qpn,
-                state: self.state,
-                op: "post_recv",
-            });
-        }
-        let Some(ring) = self.ring.as_ref() else {
-            return Ok(());
-        };
-        let Some(rq) = ring.rq.as_ref() else {
-            return Err(refuse(
-                "post_recv",
-                "max_recv_wr",
-                wrs.len() as u64,
-                0,
-                "the QP has no receive queue",
-            ));
-        };
-        let cnt = u64::from(self.layout.rq_wqe_cnt);
-        let max_sge = u64::from(self.layout.rq_stride_bytes / 16);
-        let start = self.rq_head;
-        let used = start.wrapping_sub(rq.load(rq_table::TAIL));
-        if used.saturating_add(wrs.len() as u64) > cnt {
-            // A request with too many SGEs is the error a check-first pass reports first.
-            if let Some(e) = wrs.iter().find_map(|wr| recv_refused(wr, max_sge)) {
+    }
+
+    /// One receive request (the common case): checked, written, posted.
+    #[inline(never)]
+    fn recv_one(&mut self, wr: &RecvWr<'_>) -> Result<()> {
+        let (ring, rq, cnt, per) =
+            recv_queue(self.srqn, self.state, self.qpn, &self.ring, &self.layout, 1)?;
+        let head = self.rq_head;
+        let used = head.wrapping_sub(rq.load(rq_table::TAIL));
+        if used >= cnt {
+            if let Some(e) = recv_refused(wr, per as u64) {
                 return Err(e);
             }
             return Err(Error::QueueFull {
@@ -480,35 +458,61 @@ impl<P: Platform> Qp<'_, P> {
                 limit: cnt,
             });
         }
-        // The RQ as a ring of 16-byte segments and its table's pairs (checked at creation).
-        let per = max_sge as usize;
-        let place = ring
-            .geo
-            .rq
-            .as_ref()
-            .and_then(|(g, t)| Some((ring.buf.buf().ring_of(g)?, rq.pairs_of(t)?)));
-        let Some((segs, pairs)) = place else {
+        if let Some(e) = recv_refused(wr, per as u64) {
+            return Err(e);
+        }
+        let Some((segs, pairs)) = recv_place(ring, rq) else {
             return Err(misplaced(cnt as usize));
         };
-        // One pass: each request is checked, then written; nothing is posted (no counter, no
-        // doorbell record) until all are, so a refused one leaves none posted. One request (the
-        // common case) without a loop.
-        let mut head = start;
-        let slot = |head: u64| (head & (cnt - 1)) as usize;
-        if let [wr] = wrs {
-            if let Some(e) = recv_refused(wr, max_sge) {
+        write_recv(segs, pairs, (head & (cnt - 1)) as usize, per, wr);
+        self.rq_head = head + 1;
+        rq.store(rq_table::HEAD, self.rq_head);
+        barrier::dma_wmb();
+        ring.dbr
+            .write_be32(0, Be32::new(self.rq_head as u32 & 0xffff))?;
+        Ok(())
+    }
+
+    /// A list of receive requests, in one pass: each is checked, then written; nothing is
+    /// posted (no counter, no doorbell record) until all are, so a refused one leaves none
+    /// posted.
+    #[inline(never)]
+    fn recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
+        let (ring, rq, cnt, per) = recv_queue(
+            self.srqn,
+            self.state,
+            self.qpn,
+            &self.ring,
+            &self.layout,
+            wrs.len(),
+        )?;
+        let start = self.rq_head;
+        let used = start.wrapping_sub(rq.load(rq_table::TAIL));
+        if used.saturating_add(wrs.len() as u64) > cnt {
+            // A request with too many SGEs is the error a check-first pass reports first.
+            if let Some(e) = wrs.iter().find_map(|wr| recv_refused(wr, per as u64)) {
                 return Err(e);
             }
-            write_recv(segs, pairs, slot(head), per, wr);
-            head += 1;
-        } else {
-            for wr in wrs {
-                if let Some(e) = recv_refused(wr, max_sge) {
-                    return Err(e);
-                }
-                write_recv(segs, pairs, slot(head), per, wr);
-                head += 1;
+            return Err(Error::QueueFull {
+                qpn: self.qpn,
+                queue: "receive queue",
+                outstanding: used,
+                limit: cnt,
+            });
+        }
+        let Some((segs, pairs)) = recv_place(ring, rq) else {
+            return Err(misplaced(cnt as usize));
+        };
+        let mut head = start;
+        for wr in wrs {
+            if let Some(e) = recv_refused(wr, per as u64) {
+                return Err(e);
             }
+            write_recv(segs, pairs, (head & (cnt - 1)) as usize, per, wr);
+            head += 1;
+        }
+        if head == start {
+            return Ok(());
         }
         self.rq_head = head;
         rq.store(rq_table::HEAD, self.rq_head);

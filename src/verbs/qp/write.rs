@@ -319,3 +319,57 @@ pub(super) fn segments<W: WqeSink>(
     }
     Ok(())
 }
+
+/// The receive queue a post goes to: the QP's ring and receive table, its WQEs and SGEs per WQE;
+/// refused for a QP with an SRQ, in RESET, or without a receive queue (`n` requests asked).
+#[inline(always)]
+pub(super) fn recv_queue<'r>(
+    srqn: Option<u32>,
+    state: QpState,
+    qpn: u32,
+    ring: &'r Option<QpRing>,
+    layout: &QpLayout,
+    n: usize,
+) -> Result<(&'r QpRing, &'r SharedTable, u64, usize)> {
+    if srqn.is_some() {
+        return Err(refuse(
+            "post_recv",
+            "qp",
+            u64::from(qpn),
+            0,
+            "receives of a QP with an SRQ go to the SRQ",
+        ));
+    }
+    if state == QpState::Reset {
+        return Err(Error::QpState {
+            qpn,
+            state,
+            op: "post_recv",
+        });
+    }
+    match ring.as_ref().and_then(|r| Some((r, r.rq.as_ref()?))) {
+        Some((r, rq)) => Ok((
+            r,
+            rq,
+            u64::from(layout.rq_wqe_cnt),
+            (layout.rq_stride_bytes / 16) as usize,
+        )),
+        None => Err(refuse(
+            "post_recv",
+            "max_recv_wr",
+            n as u64,
+            0,
+            "the QP has no receive queue",
+        )),
+    }
+}
+
+/// The receive queue as a ring of 16-byte segments and its table's pairs (checked at creation).
+#[inline(always)]
+pub(super) fn recv_place<'r>(
+    ring: &'r QpRing,
+    rq: &'r SharedTable,
+) -> Option<(DmaRing<'r, DS>, PairRing<'r>)> {
+    let (g, t) = ring.geo.rq.as_ref()?;
+    Some((ring.buf.buf().ring_of(g)?, rq.pairs_of(t)?))
+}
