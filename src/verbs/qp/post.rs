@@ -43,7 +43,10 @@ fn gather_size(sg: &[Sge]) -> (usize, u64) {
     })
 }
 
-/// A post refused before anything was written.
+/// A post refused before anything was written (out of line: the post paths keep only their
+/// common case in registers).
+#[cold]
+#[inline(never)]
 pub(super) fn refuse(
     op: &'static str,
     field: &'static str,
@@ -63,7 +66,7 @@ pub(super) fn refuse(
 impl<P: Platform> Qp<'_, P> {
     /// DS units, WQEBBs and bytes of a send work request; checks it against the QP.
     #[inline(always)]
-    fn measure(&self, wr: &SendWr<'_>) -> Result<u64> {
+    fn measure(&self, wr: &SendWr<'_>) -> Result<u128> {
         match self.fits(wr) {
             Some(m) => Ok(m),
             None => self.refusal(wr),
@@ -73,17 +76,19 @@ impl<P: Platform> Qp<'_, P> {
     /// The checks of [`Self::refusal`] without the error (returned in registers): the packed
     /// sizes of a request the QP takes, `None` for one it refuses.
     #[inline(always)]
-    fn fits(&self, wr: &SendWr<'_>) -> Option<u64> {
+    fn fits(&self, wr: &SendWr<'_>) -> Option<u128> {
         // The common shape — no atomic, at most one SGE, not UD — in a straight line: the same
         // checks as `fits_any`, with what this shape makes constant folded.
         if let (Payload::Sges(sg @ ([] | [_])), false) = (wr.payload, self.qp_type == QpType::Ud) {
-            let (op, op_set, ds) = match wr.op {
-                SendOp::Send => (opcode::SEND, SendOps::SEND, 1),
-                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1),
-                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1),
-                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2),
-                SendOp::WriteImm { .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2),
-                SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2),
+            let (op, op_set, ds, imm) = match wr.op {
+                SendOp::Send => (opcode::SEND, SendOps::SEND, 1, 0),
+                SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1, imm),
+                SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1, rkey),
+                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2, 0),
+                SendOp::WriteImm { imm, .. } => {
+                    (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2, imm)
+                }
+                SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2, 0),
                 SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return self.fits_any(wr),
             };
             let (segs, bytes) = gather_size(sg);
@@ -92,16 +97,18 @@ impl<P: Platform> Qp<'_, P> {
                 && sg.len() as u64 <= u64::from(self.cap.max_send_sge)
                 && ds * DS <= self.layout.sq_wqe_bytes as usize
                 && bytes <= self.max_msg;
-            return ok.then(|| pack((ds as u8, 1, bytes as u32), op));
+            return ok.then(|| pack((ds as u8, 1, bytes as u32), op, imm));
         }
         // A SEND or WRITE of inline data on a QP that is not UD, likewise.
         if let (Payload::Inline(data), false) = (wr.payload, self.qp_type == QpType::Ud) {
-            let (op, op_set, ds) = match wr.op {
-                SendOp::Send => (opcode::SEND, SendOps::SEND, 1),
-                SendOp::SendImm(_) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1),
-                SendOp::SendInv(_) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1),
-                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2),
-                SendOp::WriteImm { .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2),
+            let (op, op_set, ds, imm) = match wr.op {
+                SendOp::Send => (opcode::SEND, SendOps::SEND, 1, 0),
+                SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1, imm),
+                SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1, rkey),
+                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2, 0),
+                SendOp::WriteImm { imm, .. } => {
+                    (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2, imm)
+                }
                 _ => return self.fits_any(wr),
             };
             let ds = ds + wqe::inline_ds(data.len());
@@ -111,15 +118,15 @@ impl<P: Platform> Qp<'_, P> {
                 && ds * DS <= self.layout.sq_wqe_bytes as usize
                 && data.len() as u64 <= self.max_msg;
             let nbb = (ds * DS).div_ceil(WQEBB) as u32;
-            return ok.then(|| pack((ds as u8, nbb, data.len() as u32), op));
+            return ok.then(|| pack((ds as u8, nbb, data.len() as u32), op, imm));
         }
         self.fits_any(wr)
     }
 
     /// [`Self::fits`] for any request.
     #[inline(always)]
-    fn fits_any(&self, wr: &SendWr<'_>) -> Option<u64> {
-        let (op, op_set, _) = wr.op.parts();
+    fn fits_any(&self, wr: &SendWr<'_>) -> Option<u128> {
+        let (op, op_set, imm) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return None;
         }
@@ -167,6 +174,7 @@ impl<P: Platform> Qp<'_, P> {
         Some(pack(
             (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
             op,
+            imm,
         ))
     }
 
@@ -174,8 +182,8 @@ impl<P: Platform> Qp<'_, P> {
     /// sizes, should it take it after all).
     #[cold]
     #[inline(never)]
-    fn refusal(&self, wr: &SendWr<'_>) -> Result<u64> {
-        let (op, op_set, _) = wr.op.parts();
+    fn refusal(&self, wr: &SendWr<'_>) -> Result<u128> {
+        let (op, op_set, imm) = wr.op.parts();
         if !self.ops.contains(op_set) {
             return Err(refuse(
                 "post_send",
@@ -288,6 +296,7 @@ impl<P: Platform> Qp<'_, P> {
         Ok(pack(
             (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
             op,
+            imm,
         ))
     }
 
@@ -447,19 +456,8 @@ impl<P: Platform> Qp<'_, P> {
             recv_queue(self.srqn, self.state, self.qpn, &self.ring, &self.layout, 1)?;
         let head = self.rq_head;
         let used = head.wrapping_sub(rq.load(rq_table::TAIL));
-        if used >= cnt {
-            if let Some(e) = recv_refused(wr, per as u64) {
-                return Err(e);
-            }
-            return Err(Error::QueueFull {
-                qpn: self.qpn,
-                queue: "receive queue",
-                outstanding: used,
-                limit: cnt,
-            });
-        }
-        if let Some(e) = recv_refused(wr, per as u64) {
-            return Err(e);
+        if used >= cnt || wr.sg_list.len() > per {
+            return Err(self.recv_refusal(core::slice::from_ref(wr), used, cnt, per));
         }
         let Some((segs, pairs)) = recv_place(ring, rq) else {
             return Err(misplaced(cnt as usize));
@@ -471,6 +469,21 @@ impl<P: Platform> Qp<'_, P> {
         ring.dbr
             .write_be32(0, Be32::new(self.rq_head as u32 & 0xffff))?;
         Ok(())
+    }
+
+    /// Why receive requests that do not all fit are refused: a request with too many SGEs first
+    /// (the error a check-first pass reports first), else a full queue.
+    #[cold]
+    #[inline(never)]
+    fn recv_refusal(&self, wrs: &[RecvWr<'_>], used: u64, cnt: u64, per: usize) -> Error {
+        wrs.iter()
+            .find_map(|wr| recv_refused(wr, per as u64))
+            .unwrap_or(Error::QueueFull {
+                qpn: self.qpn,
+                queue: "receive queue",
+                outstanding: used,
+                limit: cnt,
+            })
     }
 
     /// A list of receive requests, in one pass: each is checked, then written; nothing is
@@ -489,16 +502,7 @@ impl<P: Platform> Qp<'_, P> {
         let start = self.rq_head;
         let used = start.wrapping_sub(rq.load(rq_table::TAIL));
         if used.saturating_add(wrs.len() as u64) > cnt {
-            // A request with too many SGEs is the error a check-first pass reports first.
-            if let Some(e) = wrs.iter().find_map(|wr| recv_refused(wr, per as u64)) {
-                return Err(e);
-            }
-            return Err(Error::QueueFull {
-                qpn: self.qpn,
-                queue: "receive queue",
-                outstanding: used,
-                limit: cnt,
-            });
+            return Err(self.recv_refusal(wrs, used, cnt, per));
         }
         let Some((segs, pairs)) = recv_place(ring, rq) else {
             return Err(misplaced(cnt as usize));

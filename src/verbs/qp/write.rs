@@ -14,23 +14,26 @@ use crate::verbs::wqe::{
 };
 use crate::verbs::wr_table::{rq_table, sq_desc, sq_table};
 
-/// A measured request in one word, its opcode decoded once for the check and the write: DS
-/// (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24) and bytes (32..64).
+/// A measured request in one number (two registers), its opcode decoded once for the check
+/// and the write: DS (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24),
+/// bytes (32..64) and the control segment's `imm` word (64..96: immediate or rkey to
+/// invalidate).
 #[inline(always)]
-pub(super) fn pack((ds, nbb, bytes): (u8, u32, u32), op: u8) -> u64 {
-    u64::from(ds) | u64::from(nbb) << 8 | u64::from(op) << 16 | u64::from(bytes) << 32
+pub(super) fn pack((ds, nbb, bytes): (u8, u32, u32), op: u8, imm: u32) -> u128 {
+    let lo = u64::from(ds) | u64::from(nbb) << 8 | u64::from(op) << 16 | u64::from(bytes) << 32;
+    u128::from(lo) | u128::from(imm) << 64
 }
 
 /// WQEBBs of a packed request.
 #[inline(always)]
-pub(super) fn nbb_of(m: u64) -> u32 {
+pub(super) fn nbb_of(m: u128) -> u32 {
     (m >> 8) as u8 as u32
 }
 
 /// The work-request table descriptor of a packed request ([`sq_desc`]: WQEBBs, control-segment
 /// opcode, bytes).
 #[inline(always)]
-pub(super) fn desc_of(m: u64) -> u64 {
+pub(super) fn desc_of(m: u128) -> u64 {
     sq_desc((m >> 8) as u8, (m >> 16) as u8, (m >> 32) as u32)
 }
 
@@ -187,14 +190,11 @@ pub(super) fn write_wqe(
     head: WqeHead,
     cur_post: u64,
     wr: &SendWr<'_>,
-    m: u64,
+    m: u128,
     stage: Option<&mut BfStage>,
 ) -> Result<u64> {
     let (ds, op) = (m as u8, (m >> 16) as u8);
-    let imm = match wr.op {
-        SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } | SendOp::SendInv(imm) => imm,
-        _ => 0,
-    };
+    let imm = (m >> 64) as u32;
     let idx = cur_post as usize & sq.mask;
     let mut fl = 0;
     if wr.signaled || head.sig_all {
