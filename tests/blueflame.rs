@@ -158,3 +158,74 @@ fn blueflame_inline_sends_of_every_length_arrive_intact() {
         "no BlueFlame word differs from the ring"
     );
 }
+
+/// The straight-line check of an inline SEND or WRITE (one number per QP, folded at create)
+/// takes exactly what the rules take: at most the granted `max_inline_data` bytes, in a WQE of
+/// at most 63 DS units that fits the send WQE — for every length up to past the limit, on QPs
+/// asked for several inline sizes. What is taken completes (through the loopback); what is
+/// refused posts nothing.
+#[test]
+fn inline_limits_are_the_rules_at_every_length() {
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    Fabric::new().attach(&sim).unwrap();
+    let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
+    let cq = dev.create_cq(64).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 8192, MrAccess::ALL)
+        .unwrap();
+    let data = [0xa5u8; 1100];
+    for asked in [0, 1, 12, 28, 44, 60, 64, 200, 828] {
+        let mut c = cap(8, 8, 1);
+        c.max_inline_data = asked;
+        let mut q = common::looped(&dev, &cq, c);
+        let granted = q.cap().max_inline_data;
+        let ds_max = 63.min(q.layout().sq_wqe_bytes as usize / 16);
+        let recv = [Sge {
+            addr: mr.addr(),
+            length: 4096,
+            lkey: mr.lkey(),
+        }];
+        let mut recvs = 0;
+        for len in 0..=(granted as usize + 40).min(data.len()) {
+            let units = if len == 0 { 0 } else { (4 + len).div_ceil(16) };
+            for (base, write) in [(1, false), (2, true)] {
+                let want = len <= granted as usize && base + units <= ds_max;
+                if !write && recvs == 0 {
+                    q.post_recv(&[RecvWr {
+                        wr_id: 9,
+                        sg_list: &recv,
+                    }])
+                    .unwrap();
+                    recvs = 1;
+                }
+                let mut wr = SendWr {
+                    payload: Payload::Inline(&data[..len]),
+                    ..SendWr::send(len as u64, &[])
+                };
+                if write {
+                    wr.op = mlx5::qp::SendOp::Write {
+                        remote_addr: mr.addr() + 4096,
+                        rkey: mr.rkey(),
+                    };
+                }
+                let got = q.post_send(&[wr]);
+                assert_eq!(
+                    got.is_ok(),
+                    want,
+                    "max_inline_data {asked} (granted {granted}, DS ≤ {ds_max}): {} of {len} bytes: {got:?}",
+                    if write { "WRITE" } else { "SEND" }
+                );
+                if want {
+                    let n = if write { 1 } else { 2 };
+                    let wc = wait(&cq, &dev, n);
+                    assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
+                    if !write {
+                        recvs = 0;
+                    }
+                }
+            }
+        }
+        drop(q);
+    }
+    assert_eq!(sim.dma_faults(), vec![]);
+}

@@ -109,6 +109,9 @@ pub struct Qp<'a, P: Platform> {
     /// The most WQEBBs a BlueFlame copy takes: half the register, at most `BF_CHUNK`; 0 with
     /// no BlueFlame (computed once here, so a post compares one number).
     pub(super) bf_max_nbb: u32,
+    /// One more than the longest inline payload a SEND ([0]) or WRITE ([1]) of this QP takes
+    /// ([`super::write::inline_limit`]), so that a post compares once.
+    pub(super) inline_lim: [u32; 2],
     /// The last BlueFlame WQE's WQEBBs, as written (the copy's source).
     pub(super) bf_stage: crate::verbs::wqe::BfStage,
     pub(super) max_msg: u64,
@@ -273,6 +276,9 @@ impl<P: Platform> Device<P> {
             bf_max_nbb: (bf_half / crate::verbs::wqe::WQEBB as u32)
                 .min(crate::verbs::wqe::BF_CHUNK as u32),
             bf_stage: Default::default(),
+            inline_lim: [1, 2].map(|base| {
+                super::write::inline_limit(base, &cap, &layout, 1u64 << caps.log_max_msg().min(31))
+            }),
             max_msg: 1u64 << caps.log_max_msg().min(31),
             alive: true,
             _borrows: PhantomData,

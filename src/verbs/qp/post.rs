@@ -111,12 +111,10 @@ impl<P: Platform> Qp<'_, P> {
                 }
                 _ => return self.fits_any(wr),
             };
-            let ds = ds + wqe::inline_ds(data.len());
+            // `inline_lim` folds the inline, DS, WQE and message limits (`write::inline_limit`).
             let ok = self.ops.contains(op_set)
-                && data.len() as u64 <= u64::from(self.cap.max_inline_data)
-                && ds <= MAX_DS
-                && ds * DS <= self.layout.sq_wqe_bytes as usize
-                && data.len() as u64 <= self.max_msg;
+                && (data.len() as u64) < u64::from(self.inline_lim[ds - 1]);
+            let ds = ds + wqe::inline_ds(data.len());
             let nbb = (ds * DS).div_ceil(WQEBB) as u32;
             return ok.then(|| pack((ds as u8, nbb, data.len() as u32), op, imm));
         }

@@ -10,7 +10,7 @@ use super::wr::{Payload, RecvWr, SendOp, SendWr};
 use crate::error::{Error, Result};
 use crate::io::{DmaBuf, DmaRing, OutOfBounds, PairGeometry, PairRing, RingGeometry, SharedTable};
 use crate::verbs::wqe::{
-    self, flags, BfStage, StagedWqe, WqeBuilder, WqeSink, DS, INVALID_LKEY, WQEBB,
+    self, flags, BfStage, StagedWqe, WqeBuilder, WqeSink, DS, INVALID_LKEY, MAX_DS, WQEBB,
 };
 use crate::verbs::wr_table::{rq_table, sq_desc, sq_table};
 
@@ -372,4 +372,26 @@ pub(super) fn recv_place<'r>(
 ) -> Option<(DmaRing<'r, DS>, PairRing<'r>)> {
     let (g, t) = ring.geo.rq.as_ref()?;
     Some((ring.buf.buf().ring_of(g)?, rq.pairs_of(t)?))
+}
+
+/// One more than the longest inline payload a WQE of `base` DS units before its inline segment
+/// (1: SEND kinds, 2: WRITE kinds) takes on a QP of `cap` and `layout` whose messages are at
+/// most `max_msg` bytes; 0 when none does. A payload of `n` bytes fits when `n` is at most the
+/// granted `max_inline_data` and `max_msg`, and its WQE's DS units (`base` plus
+/// [`wqe::inline_ds`]`(n)`) are at most [`MAX_DS`] and fit the send WQE: the checks
+/// `fits_any` makes one by one, folded into one number at create.
+pub(super) fn inline_limit(
+    base: usize,
+    cap: &super::sizing::QpCap,
+    layout: &QpLayout,
+    max_msg: u64,
+) -> u32 {
+    let ds_max = MAX_DS.min(layout.sq_wqe_bytes as usize / DS);
+    if base > ds_max {
+        return 0;
+    }
+    // `base + ceil((4 + n) / 16) <= ds_max` for n > 0; n = 0 adds no units.
+    let room = ((ds_max - base) * DS).saturating_sub(4) as u64;
+    let longest = room.min(u64::from(cap.max_inline_data)).min(max_msg);
+    longest as u32 + 1
 }
