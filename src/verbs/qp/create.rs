@@ -103,7 +103,6 @@ pub struct Qp<'a, P: Platform> {
     pub(super) uar: Uar,
     pub(super) ring: Option<QpRing>,
     pub(super) cur_post: u64,
-    pub(super) rq_head: u64,
     pub(super) bf_offset: u32,
     pub(super) bf_half: u32,
     /// The most WQEBBs a BlueFlame copy takes: half the register, at most `BF_CHUNK`; 0 with
@@ -270,7 +269,6 @@ impl<P: Platform> Device<P> {
             uar,
             ring,
             cur_post: 0,
-            rq_head: 0,
             bf_offset: 0,
             bf_half,
             bf_max_nbb: (bf_half / crate::verbs::wqe::WQEBB as u32)

@@ -426,7 +426,6 @@ impl<P: Platform> Qp<'_, P> {
     /// Back to empty rings, as the device's work-queue counters after 2RST.
     pub(super) fn reset_rings(&mut self) {
         self.cur_post = 0;
-        self.rq_head = 0;
         self.bf_offset = 0;
         if let Some(r) = self.ring.as_ref() {
             wr_table::reset_sq(&r.sq);
@@ -452,7 +451,9 @@ impl<P: Platform> Qp<'_, P> {
     fn recv_one(&mut self, wr: &RecvWr<'_>) -> Result<()> {
         let (ring, rq, cnt, per) =
             recv_queue(self.srqn, self.state, self.qpn, &self.ring, &self.layout, 1)?;
-        let head = self.rq_head;
+        // The receive table's HEAD: this QP is its only writer (`&mut self`), so a relaxed
+        // load gives back its own last store; the pollers only read it.
+        let head = rq.load_relaxed(rq_table::HEAD);
         let used = head.wrapping_sub(rq.load(rq_table::TAIL));
         if used >= cnt || wr.sg_list.len() > per {
             return Err(self.recv_refusal(core::slice::from_ref(wr), used, cnt, per));
@@ -461,11 +462,10 @@ impl<P: Platform> Qp<'_, P> {
             return Err(misplaced(cnt as usize));
         };
         write_recv(segs, pairs, (head & (cnt - 1)) as usize, per, wr);
-        self.rq_head = head + 1;
-        rq.store(rq_table::HEAD, self.rq_head);
+        rq.store(rq_table::HEAD, head + 1);
         barrier::dma_wmb();
         ring.dbr
-            .write_be32(0, Be32::new(self.rq_head as u32 & 0xffff))?;
+            .write_be32(0, Be32::new((head + 1) as u32 & 0xffff))?;
         Ok(())
     }
 
@@ -497,7 +497,7 @@ impl<P: Platform> Qp<'_, P> {
             &self.layout,
             wrs.len(),
         )?;
-        let start = self.rq_head;
+        let start = rq.load_relaxed(rq_table::HEAD);
         let used = start.wrapping_sub(rq.load(rq_table::TAIL));
         if used.saturating_add(wrs.len() as u64) > cnt {
             return Err(self.recv_refusal(wrs, used, cnt, per));
@@ -516,11 +516,10 @@ impl<P: Platform> Qp<'_, P> {
         if head == start {
             return Ok(());
         }
-        self.rq_head = head;
-        rq.store(rq_table::HEAD, self.rq_head);
+        rq.store(rq_table::HEAD, head);
         barrier::dma_wmb();
         ring.dbr
-            .write_be32(0, Be32::new(self.rq_head as u32 & 0xffff))?;
+            .write_be32(0, Be32::new(head as u32 & 0xffff))?;
         Ok(())
     }
 }
