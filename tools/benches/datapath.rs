@@ -15,8 +15,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use mlx5::ifc::{Be32, Be64};
 use mlx5::io::{barrier, DmaBuf};
 use mlx5::qp::{
-    Access, AhAttr, Mtu, Payload, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType,
-    SendOp, SendOps, SendWr, Sge,
+    ConnectOpts, Mtu, Payload, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType, SendOp,
+    SendOps, SendWr, Sge,
 };
 use mlx5::sim::{Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, DmaRegion, Platform, PlatformError, SimPlatform};
@@ -82,57 +82,10 @@ unsafe impl Platform for Nullable {
     }
 }
 
-fn to_rts(qp: &mut mlx5::qp::Qp<'_, Nullable>, gid: [u8; 16], dest: u32) {
-    let a = QpAttr {
-        qp_state: Some(QpState::Init),
-        port_num: 1,
-        access: Access {
-            remote_write: true,
-            remote_read: true,
-            remote_atomic: true,
-        },
-        ..QpAttr::default()
-    };
-    qp.modify(&a, M::STATE | M::PORT | M::PKEY_INDEX | M::ACCESS_FLAGS)
-        .unwrap();
-    let a = QpAttr {
-        qp_state: Some(QpState::Rtr),
-        ah_attr: AhAttr {
-            dgid: gid,
-            dmac: [2, 0, 0, 0, 0, 9],
-            hop_limit: 64,
-            ..AhAttr::default()
-        },
-        path_mtu: Mtu::Mtu4096,
-        dest_qp_num: dest,
-        max_dest_rd_atomic: 16,
-        min_rnr_timer: 1,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    let a = QpAttr {
-        qp_state: Some(QpState::Rts),
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 16,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
+/// RESET to RTS, connected to itself (the driver's own sequence of transitions).
+fn to_rts(qp: &mut mlx5::qp::Qp<'_, Nullable>, _gid: [u8; 16], _dest: u32) {
+    let me = qp.endpoint();
+    qp.connect(&me, &ConnectOpts::default()).unwrap();
 }
 
 /// An RC QP for SENDs of 1 SGE on `cq`, in RTS towards itself; and the GID it uses.

@@ -518,8 +518,7 @@ impl<P: Platform> Qp<'_, P> {
         }
         rq.store(rq_table::HEAD, head);
         barrier::dma_wmb();
-        ring.dbr
-            .write_be32(0, Be32::new(head as u32 & 0xffff))?;
+        ring.dbr.write_be32(0, Be32::new(head as u32 & 0xffff))?;
         Ok(())
     }
 }
