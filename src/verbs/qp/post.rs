@@ -43,6 +43,21 @@ fn gather_size(sg: &[Sge]) -> (usize, u64) {
     })
 }
 
+/// The control-segment opcode, send op, DS units before the data and `imm` word of an op that
+/// is not an atomic (the shapes `fits` takes in a straight line); `None` for the atomics.
+#[inline(always)]
+fn plain_op(op: &SendOp) -> Option<(u8, SendOps, usize, u32)> {
+    Some(match *op {
+        SendOp::Send => (opcode::SEND, SendOps::SEND, 1, 0),
+        SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1, imm),
+        SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1, rkey),
+        SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2, 0),
+        SendOp::WriteImm { imm, .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2, imm),
+        SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2, 0),
+        SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return None,
+    })
+}
+
 /// A post refused before anything was written (out of line: the post paths keep only their
 /// common case in registers).
 #[cold]
@@ -80,16 +95,8 @@ impl<P: Platform> Qp<'_, P> {
         // The common shape — no atomic, at most one SGE, not UD — in a straight line: the same
         // checks as `fits_any`, with what this shape makes constant folded.
         if let (Payload::Sges(sg @ ([] | [_])), false) = (wr.payload, self.qp_type == QpType::Ud) {
-            let (op, op_set, ds, imm) = match wr.op {
-                SendOp::Send => (opcode::SEND, SendOps::SEND, 1, 0),
-                SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1, imm),
-                SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1, rkey),
-                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2, 0),
-                SendOp::WriteImm { imm, .. } => {
-                    (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2, imm)
-                }
-                SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2, 0),
-                SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return self.fits_any(wr),
+            let Some((op, op_set, ds, imm)) = plain_op(&wr.op) else {
+                return self.fits_any(wr);
             };
             let (segs, bytes) = gather_size(sg);
             let ds = ds + segs;
@@ -101,15 +108,9 @@ impl<P: Platform> Qp<'_, P> {
         }
         // A SEND or WRITE of inline data on a QP that is not UD, likewise.
         if let (Payload::Inline(data), false) = (wr.payload, self.qp_type == QpType::Ud) {
-            let (op, op_set, ds, imm) = match wr.op {
-                SendOp::Send => (opcode::SEND, SendOps::SEND, 1, 0),
-                SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1, imm),
-                SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1, rkey),
-                SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2, 0),
-                SendOp::WriteImm { imm, .. } => {
-                    (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2, imm)
-                }
-                _ => return self.fits_any(wr),
+            let plain = plain_op(&wr.op).filter(|_| !matches!(wr.op, SendOp::Read { .. }));
+            let Some((op, op_set, ds, imm)) = plain else {
+                return self.fits_any(wr);
             };
             // `inline_lim` folds the inline, DS, WQE and message limits (`write::inline_limit`).
             let ok = self.ops.contains(op_set)

@@ -203,6 +203,32 @@ fn reset_both(s: &mut Sides<'_>) {
     s.plat.clear_uar();
 }
 
+/// `iters` operations timed in windows of at most `window`, each window after the same untimed
+/// `reset_both` on both sides (our QP's RESET and back through the simulator included, so that
+/// both start as warm); `run(s, n)` does `n`. With `null`, our UAR stores go to the null page
+/// while it runs.
+fn timed_windows<'a>(
+    s: &mut Sides<'a>,
+    iters: u64,
+    window: u64,
+    null: bool,
+    mut run: impl FnMut(&mut Sides<'a>, u64),
+) -> Duration {
+    let mut spent = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        reset_both(s);
+        NULL_MODE.store(null, Ordering::Relaxed);
+        let n = left.min(window);
+        let t = Instant::now();
+        run(s, n);
+        spent += t.elapsed();
+        NULL_MODE.store(false, Ordering::Relaxed);
+        left -= n;
+    }
+    spent
+}
+
 /// Both sides and what the checks read.
 struct Sides<'a> {
     plat: NullUar,
@@ -441,36 +467,16 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
         g.measurement_time(Duration::from_secs(2));
         g.bench_function("ours", |b| {
             b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    reset_both(&mut s);
-                    NULL_MODE.store(true, Ordering::Relaxed);
-                    let n = left.min(window);
-                    let t = Instant::now();
-                    ours_sends(&mut s.qp, wrs, n);
-                    spent += t.elapsed();
-                    NULL_MODE.store(false, Ordering::Relaxed);
-                    left -= n;
-                }
-                spent
+                timed_windows(&mut s, iters, window, true, |s, n| {
+                    ours_sends(&mut s.qp, wrs, n)
+                })
             })
         });
         g.bench_function("theirs", |b| {
             b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    // The same untimed work between windows as ours (our QP's RESET and back
-                    // through the simulator included), so that both start as warm.
-                    reset_both(&mut s);
-                    let n = left.min(window);
-                    let t = Instant::now();
-                    s.theirs.post_send(slot, n).unwrap();
-                    spent += t.elapsed();
-                    left -= n;
-                }
-                spent
+                timed_windows(&mut s, iters, window, false, |s, n| {
+                    s.theirs.post_send(slot, n).unwrap()
+                })
             })
         });
         g.finish();
@@ -486,34 +492,16 @@ fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
         g.measurement_time(Duration::from_secs(2));
         g.bench_function("ours", |b| {
             b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    reset_both(&mut s);
-                    let n = left.min(window);
-                    let t = Instant::now();
-                    ours_recvs(&mut s.qp, std::slice::from_ref(&recv), n);
-                    spent += t.elapsed();
-                    left -= n;
-                }
-                spent
+                timed_windows(&mut s, iters, window, false, |s, n| {
+                    ours_recvs(&mut s.qp, std::slice::from_ref(&recv), n)
+                })
             })
         });
         g.bench_function("theirs", |b| {
             b.iter_custom(|iters| {
-                let mut spent = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    // The same untimed work between windows as ours (our QP's RESET and back
-                    // through the simulator included), so that both start as warm.
-                    reset_both(&mut s);
-                    let n = left.min(window);
-                    let t = Instant::now();
-                    s.theirs.post_recv(n).unwrap();
-                    spent += t.elapsed();
-                    left -= n;
-                }
-                spent
+                timed_windows(&mut s, iters, window, false, |s, n| {
+                    s.theirs.post_recv(n).unwrap()
+                })
             })
         });
         g.finish();
