@@ -76,6 +76,14 @@ pub enum SimError {
         /// Length of the access.
         len: usize,
     },
+    /// `dma_map_external` of no bytes' worth of memory, of memory shorter than the range, of a
+    /// range that wraps or overlaps a live mapping.
+    DmaMapRefused {
+        /// The IOVA given.
+        iova: u64,
+        /// The length given.
+        len: usize,
+    },
     /// `Fabric::attach` of a device that is on another shared fabric already.
     FabricAlreadyAttached,
     /// A port with this MAC is on the fabric already.
@@ -114,6 +122,10 @@ impl fmt::Display for SimError {
                 "DMA allocation of {len:#x} bytes exceeds the budget ({mapped:#x} of {limit:#x} bytes mapped)"
             ),
             Self::DmaUnknownIova { iova } => write!(f, "DMA free of unknown iova {iova:#x}"),
+            Self::DmaMapRefused { iova, len } => write!(
+                f,
+                "external DMA mapping of {len:#x} bytes at iova {iova:#x} refused (empty, shorter than its memory, wrapping, or overlapping a live mapping)"
+            ),
             Self::DmaUnmapped { iova, len } => {
                 write!(f, "host access of {len:#x} bytes at iova {iova:#x} is outside every DMA mapping")
             }

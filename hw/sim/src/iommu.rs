@@ -69,12 +69,39 @@ pub struct DmaBlock {
     pub host: NonNull<u8>,
 }
 
+/// Memory the device reaches that the simulator did not allocate — a guest's RAM shared by a
+/// vfio-user client (a DMA_MAP of a memfd) — seen as 64-bit words in native memory order (bytes
+/// `8i..8i + 8` of the range are word `i`). Whoever provides it keeps the words valid while the
+/// mapping lives ([`crate::SimDevice::dma_map_external`] holds the `Arc`); the device touches
+/// them only with atomic operations, as it does its own.
+pub trait ExternalMemory: Send + Sync {
+    /// The words of the range.
+    fn words(&self) -> &[AtomicU64];
+}
+
+/// What a mapping's words are.
+enum Backing {
+    /// Allocated by [`Iommu::alloc`] (the simulator's own DMA memory).
+    Owned(Arc<[AtomicU64]>),
+    /// Given by [`Iommu::map_external`].
+    External(Arc<dyn ExternalMemory>),
+}
+
 struct Mapping {
     len: usize,
-    words: Arc<[AtomicU64]>,
-    /// Words of `words` before the allocation's first byte (so that the host address is
+    backing: Backing,
+    /// Words of the backing before the allocation's first byte (so that the host address is
     /// aligned as asked).
     skip: usize,
+}
+
+impl Mapping {
+    fn words(&self) -> &[AtomicU64] {
+        match &self.backing {
+            Backing::Owned(w) => w,
+            Backing::External(m) => m.words(),
+        }
+    }
 }
 
 /// A device access hit no live mapping.
@@ -86,6 +113,8 @@ pub(crate) struct Iommu {
     maps: BTreeMap<u64, Mapping>,
     next: u64,
     mapped: usize,
+    /// Bytes of external mappings (not counted in `mapped`, the simulator's own).
+    external: usize,
 }
 
 impl Iommu {
@@ -94,6 +123,7 @@ impl Iommu {
             maps: BTreeMap::new(),
             next: IOVA_BASE,
             mapped: 0,
+            external: 0,
         }
     }
 
@@ -135,13 +165,28 @@ impl Iommu {
         // (Never null; the error only avoids a panic path.) `skip <= extra`, so the aligned
         // address and the `len` bytes after it lie in the block.
         let host = NonNull::new(first.wrapping_add(skip * 8)).ok_or(SimError::DmaZeroLength)?;
-        self.maps.insert(iova, Mapping { len, words, skip });
+        self.maps.insert(
+            iova,
+            Mapping {
+                len,
+                backing: Backing::Owned(words),
+                skip,
+            },
+        );
         self.mapped += len;
         Ok(DmaBlock { iova, len, host })
     }
 
-    /// Unmaps and frees the allocation starting at `iova`; returns its length.
+    /// Unmaps and frees the allocation starting at `iova`; returns its length. External
+    /// mappings are not the simulator's to free ([`Self::unmap_external`]).
     pub(crate) fn free(&mut self, iova: u64) -> Result<usize, SimError> {
+        match self.maps.get(&iova) {
+            Some(Mapping {
+                backing: Backing::Owned(_),
+                ..
+            }) => {}
+            _ => return Err(SimError::DmaUnknownIova { iova }),
+        }
         let m = self
             .maps
             .remove(&iova)
@@ -150,14 +195,78 @@ impl Iommu {
         Ok(m.len)
     }
 
+    /// Maps `len` bytes of `mem` at `iova` (chosen by whoever maps it: a guest's IOVA): the
+    /// device reaches them from now on. Refused: no bytes, fewer words than `len`, an IOVA
+    /// range that wraps, or one that overlaps a live mapping.
+    pub(crate) fn map_external(
+        &mut self,
+        iova: u64,
+        len: usize,
+        mem: Arc<dyn ExternalMemory>,
+    ) -> Result<(), SimError> {
+        if len == 0 {
+            return Err(SimError::DmaZeroLength);
+        }
+        let end = iova.checked_add(len as u64);
+        let overlaps = |end: u64| {
+            self.maps
+                .range(..end)
+                .next_back()
+                .is_some_and(|(&start, m)| start + m.len as u64 > iova)
+        };
+        match end {
+            Some(end) if mem.words().len().saturating_mul(8) >= len && !overlaps(end) => {}
+            _ => return Err(SimError::DmaMapRefused { iova, len }),
+        }
+        self.maps.insert(
+            iova,
+            Mapping {
+                len,
+                backing: Backing::External(mem),
+                skip: 0,
+            },
+        );
+        self.external += len;
+        Ok(())
+    }
+
+    /// Unmaps every external mapping lying inside `[iova, iova + len)` (a vfio-user DMA_UNMAP
+    /// names a range); returns how many. The memory stays its owner's.
+    pub(crate) fn unmap_external(&mut self, iova: u64, len: usize) -> usize {
+        let end = iova.saturating_add(len as u64);
+        let gone: Vec<u64> = self
+            .maps
+            .range(iova..end)
+            .filter(|(&start, m)| {
+                matches!(m.backing, Backing::External(_)) && start + m.len as u64 <= end
+            })
+            .map(|(&start, _)| start)
+            .collect();
+        for start in &gone {
+            if let Some(m) = self.maps.remove(start) {
+                self.external -= m.len;
+            }
+        }
+        gone.len()
+    }
+
+    /// Bytes of external memory mapped.
+    pub(crate) fn external_bytes(&self) -> usize {
+        self.external
+    }
+
     /// Bytes of DMA memory still allocated.
     pub(crate) fn mapped_bytes(&self) -> usize {
         self.mapped
     }
 
-    /// Every live allocation, `(iova, len)`, by IOVA.
+    /// Every live allocation of the simulator's own, `(iova, len)`, by IOVA.
     pub(crate) fn allocations(&self) -> Vec<(u64, usize)> {
-        self.maps.iter().map(|(&iova, m)| (iova, m.len)).collect()
+        self.maps
+            .iter()
+            .filter(|(_, m)| matches!(m.backing, Backing::Owned(_)))
+            .map(|(&iova, m)| (iova, m.len))
+            .collect()
     }
 
     fn locate(&self, iova: u64, len: usize) -> Option<(&Mapping, usize)> {
@@ -181,7 +290,7 @@ impl Iommu {
             let (w, b) = (pos / 8, pos % 8);
             let n = (8 - b).min(buf.len() - i);
             let word = m
-                .words
+                .words()
                 .get(w)
                 .ok_or(Unmapped)?
                 .load(Ordering::Acquire)
@@ -215,7 +324,7 @@ impl Iommu {
         if off % 8 != 0 {
             return Err(Unmapped);
         }
-        let word = m.words.get(off / 8).ok_or(Unmapped)?;
+        let word = m.words().get(off / 8).ok_or(Unmapped)?;
         let value = |w: u64| {
             let b = w.to_ne_bytes();
             if big_endian {
@@ -251,7 +360,7 @@ impl Iommu {
             } else {
                 Ordering::Relaxed
             };
-            let word = m.words.get(w).ok_or(Unmapped)?;
+            let word = m.words().get(w).ok_or(Unmapped)?;
             if n == 8 {
                 let mut v = [0u8; 8];
                 v.copy_from_slice(&data[i..i + 8]);
@@ -308,7 +417,7 @@ mod tests {
             // The device's view (by IOVA) and the host's (the pointer) are the same words.
             io.write(a.iova + 8, &7u64.to_ne_bytes()).unwrap();
             let m = &io.maps[&a.iova];
-            let word = &m.words[m.skip + 1];
+            let word = &m.words()[m.skip + 1];
             assert_eq!(word.load(Ordering::Relaxed), 7);
             assert_eq!(
                 std::ptr::from_ref(word).cast::<u8>(),
@@ -353,5 +462,61 @@ mod tests {
             io.alloc(MAX_DMA_BYTES + 1, 8),
             Err(SimError::DmaExhausted { .. })
         ));
+    }
+
+    struct Guest(Vec<AtomicU64>);
+    impl ExternalMemory for Guest {
+        fn words(&self) -> &[AtomicU64] {
+            &self.0
+        }
+    }
+
+    fn guest(words: usize) -> Arc<Guest> {
+        Arc::new(Guest((0..words).map(|_| AtomicU64::new(0)).collect()))
+    }
+
+    #[test]
+    fn external_memory_is_reached_at_the_iova_it_was_mapped_at() {
+        let mut io = Iommu::new();
+        let g = guest(512);
+        io.map_external(0x20_0000, 4096, g.clone()).unwrap();
+        assert_eq!(io.external_bytes(), 4096);
+        assert_eq!(io.mapped_bytes(), 0, "not the simulator's own memory");
+        io.write(0x20_0010, &[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        assert_eq!(
+            g.0[2].load(Ordering::Relaxed),
+            u64::from_ne_bytes([1, 2, 3, 4, 5, 6, 7, 8])
+        );
+        g.0[3].store(u64::from_ne_bytes([9; 8]), Ordering::Relaxed);
+        let mut b = [0u8; 4];
+        io.read(0x20_0018, &mut b).unwrap();
+        assert_eq!(b, [9; 4]);
+        // Past the mapping, and before it: a translation fault.
+        assert_eq!(io.read(0x20_0ffc, &mut [0u8; 8]), Err(Unmapped));
+        assert_eq!(io.read(0x1f_fff8, &mut [0u8; 8]), Err(Unmapped));
+        // Overlaps, memory shorter than the range, wrapping, empty: refused.
+        for (iova, len, words) in [
+            (0x20_0800, 4096, 512),
+            (0x1f_f800, 4096, 512),
+            (0x30_0000, 4096, 8),
+            (u64::MAX - 8, 4096, 512),
+            (0x40_0000, 0, 512),
+        ] {
+            assert!(
+                io.map_external(iova, len, guest(words)).is_err(),
+                "{iova:#x}+{len}"
+            );
+        }
+        // The simulator does not free it; an unmap of a covering range removes it.
+        assert_eq!(
+            io.free(0x20_0000),
+            Err(SimError::DmaUnknownIova { iova: 0x20_0000 })
+        );
+        io.map_external(0x20_1000, 4096, guest(512)).unwrap();
+        assert_eq!(io.unmap_external(0x20_0000, 0x1000), 1);
+        assert_eq!(io.read(0x20_0010, &mut b), Err(Unmapped));
+        assert!(io.read(0x20_1010, &mut b).is_ok());
+        assert_eq!(io.unmap_external(0, usize::MAX), 1);
+        assert_eq!(io.external_bytes(), 0);
     }
 }

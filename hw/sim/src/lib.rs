@@ -77,7 +77,7 @@ pub use fw::qp::FIRST_QPN;
 pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
 pub use fw::vport::{DEFAULT_MTU, MAX_MTU};
 pub use fw::{HcaState, ObjectKind};
-pub use iommu::{DmaBlock, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
+pub use iommu::{DmaBlock, ExternalMemory, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
 pub use profile::Profile;
 pub use scribble::{Scribble, MAX_SCRIBBLE_BYTES};
 pub use trace::{TraceRecord, TRACE_CAPACITY};
@@ -335,6 +335,30 @@ impl SimDevice {
             });
         }
         Ok(())
+    }
+
+    /// Maps `len` bytes of memory the simulator did not allocate at `iova` — a vfio-user
+    /// client's DMA_MAP of guest RAM — so that the device reaches it like its own DMA memory.
+    /// Refused ([`SimError::DmaMapRefused`]) for no bytes, memory shorter than `len`, a range
+    /// that wraps or overlaps a live mapping.
+    pub fn dma_map_external(
+        &self,
+        iova: u64,
+        len: usize,
+        mem: std::sync::Arc<dyn ExternalMemory>,
+    ) -> Result<(), SimError> {
+        self.shared().lock().iommu.map_external(iova, len, mem)
+    }
+
+    /// Unmaps every external mapping inside `[iova, iova + len)` (a vfio-user DMA_UNMAP);
+    /// returns how many there were. A later device access there is a translation fault.
+    pub fn dma_unmap_external(&self, iova: u64, len: usize) -> usize {
+        self.shared().lock().iommu.unmap_external(iova, len)
+    }
+
+    /// Bytes of external memory mapped ([`SimDevice::dma_map_external`]).
+    pub fn dma_external_bytes(&self) -> usize {
+        self.shared().lock().iommu.external_bytes()
     }
 
     /// Host-side convenience: writes `data` into DMA memory at `iova`.
