@@ -36,6 +36,60 @@ pub(crate) struct Shared {
     deadline: AtomicU64,
     /// The device thread's work queue ([`Mode::Threaded`]).
     kick: Mutex<Option<Sender<Work>>>,
+    /// Where raised MSI-X vectors go ([`crate::SimDevice::set_interrupt_sink`]; a leaf lock).
+    irq_sink: Mutex<Option<InterruptSink>>,
+}
+
+/// Receives the MSI-X vectors the device raises (a vfio-user server writes the vector's
+/// eventfd). Called with no lock of the device held.
+pub type InterruptSink = std::sync::Arc<dyn Fn(u16) + Send + Sync>;
+
+/// The device state, locked; when it is released, the MSI-X vectors raised meanwhile go to the
+/// interrupt sink (outside the lock, so that the sink may call back into the device).
+pub(crate) struct StateGuard<'a> {
+    guard: Option<MutexGuard<'a, State>>,
+    shared: &'a Shared,
+}
+
+impl std::ops::Deref for StateGuard<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.guard
+            .as_deref()
+            .unwrap_or_else(|| unreachable!("held until drop"))
+    }
+}
+
+impl std::ops::DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.guard
+            .as_deref_mut()
+            .unwrap_or_else(|| unreachable!("held until drop"))
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        let Some(mut g) = self.guard.take() else {
+            return;
+        };
+        if g.fw.engine.irqs.is_empty() {
+            return;
+        }
+        let raised = std::mem::take(&mut g.fw.engine.irqs);
+        drop(g);
+        let sink = self
+            .shared
+            .irq_sink
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(sink) = sink {
+            for v in raised {
+                sink(v);
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -49,7 +103,13 @@ impl Shared {
             link: Mutex::new((Fabric::private(mode), usize::MAX)),
             deadline: AtomicU64::new(u64::MAX),
             kick: Mutex::new(None),
+            irq_sink: Mutex::new(None),
         }
+    }
+
+    /// Sets (or with `None` removes) where raised MSI-X vectors go.
+    pub(crate) fn set_irq_sink(&self, sink: Option<InterruptSink>) {
+        *self.irq_sink.lock().unwrap_or_else(|e| e.into_inner()) = sink;
     }
 
     /// The fabric and port index.
@@ -129,8 +189,11 @@ impl Shared {
     }
 
     /// The state; a panic on another thread while it was held does not make it unusable.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn lock(&self) -> StateGuard<'_> {
+        StateGuard {
+            guard: Some(self.state.lock().unwrap_or_else(|e| e.into_inner())),
+            shared: self,
+        }
     }
 
     /// Device time in nanoseconds.

@@ -63,7 +63,7 @@ use std::time::Duration;
 use mlx5_ifc::{Be32, Be64};
 
 pub use bar::{UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE};
-pub use device::RELAX_NS;
+pub use device::{InterruptSink, RELAX_NS};
 pub use engine::DatapathCounters;
 pub use error::SimError;
 pub use fabric::{Fabric, FabricCounters, WireFault, CAPTURE_FRAMES, PCAP_MAGIC_NS};
@@ -335,6 +335,15 @@ impl SimDevice {
             });
         }
         Ok(())
+    }
+
+    /// Where the MSI-X vectors the device raises go: an EQE written to an armed EQ raises the
+    /// EQ's `intr` vector, and the EQ is then fired until its doorbell arms it again (as the
+    /// hardware does). The sink is called with no lock of the device held, after the operation
+    /// that raised the vector (a BAR write, a command, a frame's arrival, a timer); `None`
+    /// removes it (vectors raised meanwhile are dropped: the driver polls).
+    pub fn set_interrupt_sink(&self, sink: Option<InterruptSink>) {
+        self.shared().set_irq_sink(sink);
     }
 
     /// Maps `len` bytes of memory the simulator did not allocate at `iova` — a vfio-user

@@ -297,6 +297,8 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_D
     let log_size = c.get(Eqc::LOG_EQ_SIZE).min(24) as u32;
     let size = 1u32 << log_size;
     let ci = c.get32(Eqc::CONSUMER_COUNTER);
+    // An armed EQ raises its MSI-X vector with the EQE it is given (then it is fired).
+    let irq = q.armed.then(|| c.get(Eqc::INTR) as u16);
     let page = 4096u64 << c.get(Eqc::LOG_PAGE_SIZE).min(20);
     let pas = q.pas.clone();
     let pi = hw.fw.engine.eqs.get(&eqn).copied().unwrap_or(0);
@@ -337,6 +339,9 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_D
     hw.fw.engine.counters.eqes += 1;
     let pi = (pi + 1) & 0xff_ffff;
     hw.fw.engine.eqs.insert(eqn, pi);
+    if let Some(v) = irq {
+        hw.fw.engine.irqs.push(v);
+    }
     if let Some(q) = hw.fw.objects.queue_mut(ObjectKind::Eq, eqn) {
         q.armed = false;
         if let Ok(mut v) = ViewMut::<Eqc>::new(&mut q.ctx) {

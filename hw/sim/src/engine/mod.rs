@@ -190,6 +190,9 @@ pub(crate) struct Engine {
     pub(crate) bf: BTreeMap<u64, (u32, u16, u8)>,
     /// Frames to put on the wire.
     pub(crate) tx: Vec<Vec<u8>>,
+    /// MSI-X vectors raised and not yet delivered (an EQE written to an armed EQ raises its
+    /// `intr`); [`crate::SimDevice::set_interrupt_sink`] gets them once the state is unlocked.
+    pub(crate) irqs: Vec<u16>,
     pub(crate) counters: DatapathCounters,
     ip_id: u16,
 }
