@@ -7,5 +7,6 @@ pub mod createqp;
 pub mod demo;
 pub mod devinfo;
 pub mod list;
+pub mod simserve;
 pub mod size;
 pub mod target;

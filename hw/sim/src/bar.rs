@@ -66,6 +66,8 @@ pub(crate) struct Bar {
     once: BTreeMap<u64, (u32, u32)>,
     /// `Fault::FellOffBus`.
     off_bus: bool,
+    /// Device time of power-on or the last function-level reset.
+    born: u64,
 }
 
 /// The value of field `f` inside the 32-bit register at byte `word_off` holding `word`.
@@ -99,6 +101,7 @@ impl Bar {
             sticky: BTreeMap::new(),
             once: BTreeMap::new(),
             off_bus: false,
+            born: 0,
         };
         let (major, minor, sub) = profile.fw_version();
         bar.set(InitialSeg::FW_REV_MAJOR, major.into());
@@ -148,7 +151,7 @@ impl Bar {
     fn refresh(&mut self, now: u64, stuck: bool) {
         self.set(
             InitialSeg::INITIALIZING,
-            u64::from(Self::initializing_at(now, stuck)),
+            u64::from(self.initializing_at(now, stuck)),
         );
         self.set(
             InitialSeg::HEALTH_COUNTER,
@@ -157,9 +160,15 @@ impl Bar {
         self.set(InitialSeg::HEALTH_SYNDROME, u64::from(self.health_synd()));
     }
 
-    /// Whether `initializing` reads 1 at device time `now`.
-    pub(crate) fn initializing_at(now: u64, stuck: bool) -> bool {
-        stuck || now < INIT_DELAY_NS
+    /// Whether `initializing` reads 1 at device time `now` ([`INIT_DELAY_NS`] after power-on
+    /// or the last reset).
+    pub(crate) fn initializing_at(&self, now: u64, stuck: bool) -> bool {
+        stuck || now < self.born.saturating_add(INIT_DELAY_NS)
+    }
+
+    /// The device was reset at device time `now`: it initializes again from then.
+    pub(crate) fn set_born(&mut self, now: u64) {
+        self.born = now;
     }
 
     /// A 32-bit read at `off` as the driver sees it (injected lies included); misaligned or

@@ -337,6 +337,22 @@ impl SimDevice {
         Ok(())
     }
 
+    /// A function-level reset: the device starts over as if just powered on — `initializing`
+    /// for [`INIT_DELAY_NS`], firmware state, objects, pages, EQs and command interface gone,
+    /// the command queue unprogrammed. What is the host's stays: DMA memory and its mappings
+    /// (the simulator's own allocations and external ones), the fabric port, the interrupt
+    /// sink.
+    pub fn function_level_reset(&self) {
+        let now = self.now_ns();
+        let profile = self.shared().profile.clone();
+        let mut st = self.shared().lock();
+        let iommu = std::mem::replace(&mut st.iommu, iommu::Iommu::new());
+        *st = state::State::new(&profile);
+        st.iommu = iommu;
+        st.bar.set_born(now);
+        log::info!("mlx5-sim: function-level reset at {now} ns");
+    }
+
     /// Where the MSI-X vectors the device raises go: an EQE written to an armed EQ raises the
     /// EQ's `intr` vector, and the EQ is then fired until its doorbell arms it again (as the
     /// hardware does). The sink is called with no lock of the device held, after the operation

@@ -1,4 +1,4 @@
-//! MSI-X: an EQE written to an armed EQ raises the EQ's `intr` vector, delivered to the
+//! MSI-X and reset. An EQE written to an armed EQ raises the EQ's `intr` vector, delivered to the
 //! interrupt sink ([`SimDevice::set_interrupt_sink`]) once the device's lock is released; the
 //! EQ is then fired, and raises nothing more until its doorbell arms it again (EQEs are still
 //! written). This is what a vfio-user server turns into eventfd writes for a guest's driver.
@@ -65,4 +65,31 @@ fn an_armed_eq_raises_its_vector_once_per_arming() {
     dev.bar_write32(uar + 0x40, Be32::new(eqn << 24 | 3));
     dev.request_pages(1);
     assert_eq!(*raised.lock().unwrap(), vec![7]);
+}
+
+/// A function-level reset (a vfio-user client's DEVICE_RESET, or FLR through the PCIe device
+/// control register) starts the device over — objects gone, `initializing` set again for
+/// INIT_DELAY — and keeps what is the host's: DMA memory and its mappings, the interrupt sink.
+#[test]
+fn a_function_level_reset_starts_the_device_over() {
+    let mut fx = Fx::cx5(Mode::Sync);
+    let dev = fx.dev();
+    let input = fx.eq_in(4, |c| {
+        c.set(Eqc::INTR, 1).unwrap();
+    });
+    fx.p.ok(&input, CreateEqOut::BYTES);
+    assert!(!dev.live_objects().is_empty());
+    let dma = dev.dma_allocations();
+    assert_ne!(dev.hca_state(), mlx5_sim::HcaState::Disabled);
+    dev.function_level_reset();
+    assert!(dev.live_objects().is_empty(), "{:?}", dev.live_objects());
+    assert_eq!(dev.pages_held(), 0);
+    assert_eq!(dev.hca_state(), mlx5_sim::HcaState::Disabled);
+    assert_eq!(dev.dma_allocations(), dma, "the host's memory stays mapped");
+    let init = dev.bar_read32(mlx5_ifc::regs::INITIALIZING.into()).get();
+    assert_ne!(
+        init & mlx5_ifc::regs::INITIALIZING_BIT,
+        0,
+        "initializing again"
+    );
 }

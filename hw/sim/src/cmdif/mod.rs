@@ -42,7 +42,7 @@ use mlx5_ifc::consts::CMD_INLINE_BYTES;
 use mlx5_ifc::prm::cmdif::CmdQueueEntry as Entry;
 use mlx5_ifc::{opcode_name, CmdInHeader, CmdStatus, DeliveryStatus, Layout, View};
 
-use crate::bar::{Bar, LOG_CMDQ_STRIDE};
+use crate::bar::LOG_CMDQ_STRIDE;
 use crate::fault::{DmaFaultKind, Replay};
 use crate::fw::{self, page_req, Env, Req};
 use crate::state::State;
@@ -54,7 +54,10 @@ use completion::note;
 
 /// Processes a doorbell write at device time `now`.
 pub(crate) fn ring(st: &mut State, profile: &Profile, now: u64, bits: u32) {
-    if Bar::initializing_at(now, st.fw.injected.stuck_initializing) {
+    if st
+        .bar
+        .initializing_at(now, st.fw.injected.stuck_initializing)
+    {
         log::warn!(
             "mlx5-sim: command doorbell {bits:#x} while the firmware is initializing; ignored"
         );

@@ -1,0 +1,65 @@
+//! `mlx5ctl sim --vfio-user SOCKET [--vfio-user SOCKET2 …] [--sim PROFILE]`: simulated
+//! ConnectX-5s served to a QEMU guest over vfio-user (`-device vfio-user-pci,socket=SOCKET`,
+//! with guest RAM shared: `-object memory-backend-memfd,id=m,share=on,size=…`
+//! `-machine q35,memory-backend=m`). Every device of one invocation is on one simulated RoCE v2
+//! fabric, each with its own MAC, so the guest's drivers can move traffic between them. Each
+//! socket serves one client, in a thread of its own, until it disconnects; the command ends when
+//! all have.
+
+use std::path::PathBuf;
+
+use mlx5_sim::{Fabric, Mode, SimDevice};
+use mlx5_vfio_user::Cx5;
+
+use crate::target;
+
+/// Arguments of `mlx5ctl sim`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A UNIX socket to serve one simulated NIC on (created; must not exist). Give it once per
+    /// NIC: all are on one fabric.
+    #[arg(long = "vfio-user", value_name = "SOCKET", required = true)]
+    pub sockets: Vec<PathBuf>,
+    /// The simulated device: a built-in profile name or a caps JSON file.
+    #[arg(long, value_name = "PROFILE", default_value = "connectx5")]
+    pub sim: String,
+}
+
+/// Serves the NICs until every client has gone.
+pub fn run(a: &Args) -> Result<(), String> {
+    let profile = target::profile(&a.sim)?;
+    let fabric = Fabric::new();
+    let mut threads = Vec::new();
+    for (i, socket) in a.sockets.iter().enumerate() {
+        // Locally administered MACs 02:c5:5a:00:01:<i>, distinct on the fabric.
+        let mac = [0x02, 0xc5, 0x5a, 0x00, 0x01, i as u8];
+        let dev = SimDevice::new(profile.clone().with_mac(mac), Mode::Threaded);
+        fabric
+            .attach(&dev)
+            .map_err(|e| format!("NIC {i}: fabric: {e}"))?;
+        let socket = socket.clone();
+        eprintln!(
+            "mlx5ctl sim: ConnectX-5 #{i} ({}) on {}",
+            profile.name(),
+            socket.display()
+        );
+        threads.push(std::thread::spawn(move || {
+            Cx5::new(dev)
+                .serve(&socket)
+                .map_err(|e| format!("{}: {e}", socket.display()))
+        }));
+    }
+    let mut errors = Vec::new();
+    for t in threads {
+        match t.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => errors.push("a server thread panicked".to_string()),
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
