@@ -21,8 +21,13 @@ pub struct Args {
     #[arg(long = "vfio-user", value_name = "SOCKET", required = true)]
     pub sockets: Vec<PathBuf>,
     /// The simulated device: a built-in profile name or a caps JSON file.
-    #[arg(long, value_name = "PROFILE", default_value = "connectx5")]
+    #[arg(long, value_name = "PROFILE", default_value = "cx5")]
     pub sim: String,
+    /// When a client has gone, write its device's command trace (every command the guest's
+    /// driver sent, with the simulator's status and syndrome) as JSON lines to FILE; with
+    /// several NICs, FILE gets `.N` appended for NIC N > 0.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
 }
 
 /// Serves the NICs until every client has gone.
@@ -38,15 +43,31 @@ pub fn run(a: &Args) -> Result<(), String> {
             .attach(&dev)
             .map_err(|e| format!("NIC {i}: fabric: {e}"))?;
         let socket = socket.clone();
+        let trace = a.trace.as_ref().map(|t| {
+            if i == 0 {
+                t.clone()
+            } else {
+                PathBuf::from(format!("{}.{i}", t.display()))
+            }
+        });
+        let traced = dev.clone();
         eprintln!(
             "mlx5ctl sim: ConnectX-5 #{i} ({}) on {}",
             profile.name(),
             socket.display()
         );
         threads.push(std::thread::spawn(move || {
-            Cx5::new(dev)
+            let served = Cx5::new(dev)
                 .serve(&socket)
-                .map_err(|e| format!("{}: {e}", socket.display()))
+                .map_err(|e| format!("{}: {e}", socket.display()));
+            if let Some(t) = trace {
+                let written = std::fs::File::create(&t)
+                    .and_then(|mut f| traced.write_trace_jsonl(&mut f))
+                    .map_err(|e| format!("trace {}: {e}", t.display()));
+                served.and(written)
+            } else {
+                served
+            }
         }));
     }
     let mut errors = Vec::new();

@@ -12,6 +12,8 @@ pub mod cap_type {
     pub const ATOMIC: u16 = 0x3;
     /// RoCE (`roce_cap`).
     pub const ROCE: u16 = 0x4;
+    /// Flow tables (`flow_table_nic_cap`).
+    pub const FLOW_TABLE: u16 = 0x7;
     /// General capabilities 2.
     pub const GENERAL_2: u16 = 0x20;
 }

@@ -69,6 +69,7 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::CMDIF_CHECKSUM, 1),
     (C::DCT, 1),
     (C::ETH_NET_OFFLOADS, 1),
+    (C::NIC_FLOW_TABLE, 1),
     (C::ROCE, 1),
     (C::ATOMIC, 1),
     (C::CQ_OI, 1),

@@ -469,3 +469,313 @@ impl Layout for AtomicCaps {
         Self::ATOMIC_SIZE_DC.info,
     ];
 }
+
+/// Ethernet offload capabilities (HCA_CAP cap_type 1, PRM "Ethernet Offload Capabilities").
+///
+/// `mlx5_ifc` structure `per_protocol_networking_offload_caps`, 256 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct PerProtocolNetworkingOffloadCaps;
+
+impl PerProtocolNetworkingOffloadCaps {
+    #[doc = "`csum_cap`: bit 0x0, width 1, byte 0x0."] pub const CSUM_CAP: Field<Self> = Field::new("csum_cap", 0x0, 1);
+    #[doc = "`vlan_cap`: bit 0x1, width 1, byte 0x0."] pub const VLAN_CAP: Field<Self> = Field::new("vlan_cap", 0x1, 1);
+    #[doc = "`lro_cap`: bit 0x2, width 1, byte 0x0."] pub const LRO_CAP: Field<Self> = Field::new("lro_cap", 0x2, 1);
+    #[doc = "`lro_psh_flag`: bit 0x3, width 1, byte 0x0."] pub const LRO_PSH_FLAG: Field<Self> = Field::new("lro_psh_flag", 0x3, 1);
+    #[doc = "`lro_time_stamp`: bit 0x4, width 1, byte 0x0."] pub const LRO_TIME_STAMP: Field<Self> = Field::new("lro_time_stamp", 0x4, 1);
+    #[doc = "`wqe_vlan_insert`: bit 0x7, width 1, byte 0x0."] pub const WQE_VLAN_INSERT: Field<Self> = Field::new("wqe_vlan_insert", 0x7, 1);
+    #[doc = "`self_lb_en_modifiable`: bit 0x8, width 1, byte 0x1."] pub const SELF_LB_EN_MODIFIABLE: Field<Self> = Field::new("self_lb_en_modifiable", 0x8, 1);
+    #[doc = "`max_lso_cap`: bit 0xb, width 5, byte 0x1."] pub const MAX_LSO_CAP: Field<Self> = Field::new("max_lso_cap", 0xb, 5);
+    #[doc = "`multi_pkt_send_wqe`: bit 0x10, width 2, byte 0x2."] pub const MULTI_PKT_SEND_WQE: Field<Self> = Field::new("multi_pkt_send_wqe", 0x10, 2);
+    #[doc = "`wqe_inline_mode`: bit 0x12, width 2, byte 0x2."] pub const WQE_INLINE_MODE: Field<Self> = Field::new("wqe_inline_mode", 0x12, 2);
+    #[doc = "`rss_ind_tbl_cap`: bit 0x14, width 4, byte 0x2."] pub const RSS_IND_TBL_CAP: Field<Self> = Field::new("rss_ind_tbl_cap", 0x14, 4);
+    #[doc = "`reg_umr_sq`: bit 0x18, width 1, byte 0x3."] pub const REG_UMR_SQ: Field<Self> = Field::new("reg_umr_sq", 0x18, 1);
+    #[doc = "`scatter_fcs`: bit 0x19, width 1, byte 0x3."] pub const SCATTER_FCS: Field<Self> = Field::new("scatter_fcs", 0x19, 1);
+    #[doc = "`enhanced_multi_pkt_send_wqe`: bit 0x1a, width 1, byte 0x3."] pub const ENHANCED_MULTI_PKT_SEND_WQE: Field<Self> = Field::new("enhanced_multi_pkt_send_wqe", 0x1a, 1);
+    #[doc = "`tunnel_lso_const_out_ip_id`: bit 0x1b, width 1, byte 0x3."] pub const TUNNEL_LSO_CONST_OUT_IP_ID: Field<Self> = Field::new("tunnel_lso_const_out_ip_id", 0x1b, 1);
+    #[doc = "`tunnel_lro_gre`: bit 0x1c, width 1, byte 0x3."] pub const TUNNEL_LRO_GRE: Field<Self> = Field::new("tunnel_lro_gre", 0x1c, 1);
+    #[doc = "`tunnel_lro_vxlan`: bit 0x1d, width 1, byte 0x3."] pub const TUNNEL_LRO_VXLAN: Field<Self> = Field::new("tunnel_lro_vxlan", 0x1d, 1);
+    #[doc = "`tunnel_stateless_gre`: bit 0x1e, width 1, byte 0x3."] pub const TUNNEL_STATELESS_GRE: Field<Self> = Field::new("tunnel_stateless_gre", 0x1e, 1);
+    #[doc = "`tunnel_stateless_vxlan`: bit 0x1f, width 1, byte 0x3."] pub const TUNNEL_STATELESS_VXLAN: Field<Self> = Field::new("tunnel_stateless_vxlan", 0x1f, 1);
+    #[doc = "`swp`: bit 0x20, width 1, byte 0x4."] pub const SWP: Field<Self> = Field::new("swp", 0x20, 1);
+    #[doc = "`swp_csum`: bit 0x21, width 1, byte 0x4."] pub const SWP_CSUM: Field<Self> = Field::new("swp_csum", 0x21, 1);
+    #[doc = "`swp_lso`: bit 0x22, width 1, byte 0x4."] pub const SWP_LSO: Field<Self> = Field::new("swp_lso", 0x22, 1);
+    #[doc = "`cqe_checksum_full`: bit 0x23, width 1, byte 0x4."] pub const CQE_CHECKSUM_FULL: Field<Self> = Field::new("cqe_checksum_full", 0x23, 1);
+    #[doc = "`tunnel_stateless_geneve_tx`: bit 0x24, width 1, byte 0x4."] pub const TUNNEL_STATELESS_GENEVE_TX: Field<Self> = Field::new("tunnel_stateless_geneve_tx", 0x24, 1);
+    #[doc = "`tunnel_stateless_mpls_over_udp`: bit 0x25, width 1, byte 0x4."] pub const TUNNEL_STATELESS_MPLS_OVER_UDP: Field<Self> = Field::new("tunnel_stateless_mpls_over_udp", 0x25, 1);
+    #[doc = "`tunnel_stateless_mpls_over_gre`: bit 0x26, width 1, byte 0x4."] pub const TUNNEL_STATELESS_MPLS_OVER_GRE: Field<Self> = Field::new("tunnel_stateless_mpls_over_gre", 0x26, 1);
+    #[doc = "`tunnel_stateless_vxlan_gpe`: bit 0x27, width 1, byte 0x4."] pub const TUNNEL_STATELESS_VXLAN_GPE: Field<Self> = Field::new("tunnel_stateless_vxlan_gpe", 0x27, 1);
+    #[doc = "`tunnel_stateless_ipv4_over_vxlan`: bit 0x28, width 1, byte 0x5."] pub const TUNNEL_STATELESS_IPV4_OVER_VXLAN: Field<Self> = Field::new("tunnel_stateless_ipv4_over_vxlan", 0x28, 1);
+    #[doc = "`tunnel_stateless_ip_over_ip`: bit 0x29, width 1, byte 0x5."] pub const TUNNEL_STATELESS_IP_OVER_IP: Field<Self> = Field::new("tunnel_stateless_ip_over_ip", 0x29, 1);
+    #[doc = "`insert_trailer`: bit 0x2a, width 1, byte 0x5."] pub const INSERT_TRAILER: Field<Self> = Field::new("insert_trailer", 0x2a, 1);
+    #[doc = "`tunnel_stateless_ip_over_ip_rx`: bit 0x2c, width 1, byte 0x5."] pub const TUNNEL_STATELESS_IP_OVER_IP_RX: Field<Self> = Field::new("tunnel_stateless_ip_over_ip_rx", 0x2c, 1);
+    #[doc = "`tunnel_stateless_ip_over_ip_tx`: bit 0x2d, width 1, byte 0x5."] pub const TUNNEL_STATELESS_IP_OVER_IP_TX: Field<Self> = Field::new("tunnel_stateless_ip_over_ip_tx", 0x2d, 1);
+    #[doc = "`max_vxlan_udp_ports`: bit 0x30, width 8, byte 0x6."] pub const MAX_VXLAN_UDP_PORTS: Field<Self> = Field::new("max_vxlan_udp_ports", 0x30, 8);
+    #[doc = "`swp_csum_l4_partial`: bit 0x38, width 1, byte 0x7."] pub const SWP_CSUM_L4_PARTIAL: Field<Self> = Field::new("swp_csum_l4_partial", 0x38, 1);
+    #[doc = "`max_geneve_opt_len`: bit 0x3e, width 1, byte 0x7."] pub const MAX_GENEVE_OPT_LEN: Field<Self> = Field::new("max_geneve_opt_len", 0x3e, 1);
+    #[doc = "`tunnel_stateless_geneve_rx`: bit 0x3f, width 1, byte 0x7."] pub const TUNNEL_STATELESS_GENEVE_RX: Field<Self> = Field::new("tunnel_stateless_geneve_rx", 0x3f, 1);
+    #[doc = "`lro_min_mss_size`: bit 0x50, width 16, byte 0xa."] pub const LRO_MIN_MSS_SIZE: Field<Self> = Field::new("lro_min_mss_size", 0x50, 16);
+    #[doc = "`lro_timer_supported_periods` (bytes): bit 0x180, width 128, byte 0x30."] pub const LRO_TIMER_SUPPORTED_PERIODS: Bytes<Self> = Bytes::new("lro_timer_supported_periods", 0x180, 128);
+}
+
+impl Layout for PerProtocolNetworkingOffloadCaps {
+    const NAME: &'static str = "per_protocol_networking_offload_caps";
+    const BYTES: usize = 0x100;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::CSUM_CAP.info, Self::VLAN_CAP.info, Self::LRO_CAP.info, Self::LRO_PSH_FLAG.info,
+        Self::LRO_TIME_STAMP.info, Self::WQE_VLAN_INSERT.info, Self::SELF_LB_EN_MODIFIABLE.info, Self::MAX_LSO_CAP.info,
+        Self::MULTI_PKT_SEND_WQE.info, Self::WQE_INLINE_MODE.info, Self::RSS_IND_TBL_CAP.info, Self::REG_UMR_SQ.info,
+        Self::SCATTER_FCS.info, Self::ENHANCED_MULTI_PKT_SEND_WQE.info, Self::TUNNEL_LSO_CONST_OUT_IP_ID.info, Self::TUNNEL_LRO_GRE.info,
+        Self::TUNNEL_LRO_VXLAN.info, Self::TUNNEL_STATELESS_GRE.info, Self::TUNNEL_STATELESS_VXLAN.info, Self::SWP.info,
+        Self::SWP_CSUM.info, Self::SWP_LSO.info, Self::CQE_CHECKSUM_FULL.info, Self::TUNNEL_STATELESS_GENEVE_TX.info,
+        Self::TUNNEL_STATELESS_MPLS_OVER_UDP.info, Self::TUNNEL_STATELESS_MPLS_OVER_GRE.info, Self::TUNNEL_STATELESS_VXLAN_GPE.info, Self::TUNNEL_STATELESS_IPV4_OVER_VXLAN.info,
+        Self::TUNNEL_STATELESS_IP_OVER_IP.info, Self::INSERT_TRAILER.info, Self::TUNNEL_STATELESS_IP_OVER_IP_RX.info, Self::TUNNEL_STATELESS_IP_OVER_IP_TX.info,
+        Self::MAX_VXLAN_UDP_PORTS.info, Self::SWP_CSUM_L4_PARTIAL.info, Self::MAX_GENEVE_OPT_LEN.info, Self::TUNNEL_STATELESS_GENEVE_RX.info,
+        Self::LRO_MIN_MSS_SIZE.info, Self::LRO_TIMER_SUPPORTED_PERIODS.info,
+    ];
+}
+
+/// NIC flow table capabilities (HCA_CAP cap_type 7, PRM "Flow Table Capabilities").
+///
+/// `mlx5_ifc` structure `flow_table_nic_cap`, 4096 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowTableNicCap;
+
+impl FlowTableNicCap {
+    #[doc = "`nic_rx_multi_path_tirs`: bit 0x0, width 1, byte 0x0."] pub const NIC_RX_MULTI_PATH_TIRS: Field<Self> = Field::new("nic_rx_multi_path_tirs", 0x0, 1);
+    #[doc = "`nic_rx_multi_path_tirs_fts`: bit 0x1, width 1, byte 0x0."] pub const NIC_RX_MULTI_PATH_TIRS_FTS: Field<Self> = Field::new("nic_rx_multi_path_tirs_fts", 0x1, 1);
+    #[doc = "`allow_sniffer_and_nic_rx_shared_tir`: bit 0x2, width 1, byte 0x0."] pub const ALLOW_SNIFFER_AND_NIC_RX_SHARED_TIR: Field<Self> = Field::new("allow_sniffer_and_nic_rx_shared_tir", 0x2, 1);
+    #[doc = "`sw_owner_reformat_supported`: bit 0x7, width 1, byte 0x0."] pub const SW_OWNER_REFORMAT_SUPPORTED: Field<Self> = Field::new("sw_owner_reformat_supported", 0x7, 1);
+    #[doc = "`encap_general_header`: bit 0x20, width 1, byte 0x4."] pub const ENCAP_GENERAL_HEADER: Field<Self> = Field::new("encap_general_header", 0x20, 1);
+    #[doc = "`log_max_packet_reformat_context`: bit 0x2b, width 5, byte 0x5."] pub const LOG_MAX_PACKET_REFORMAT_CONTEXT: Field<Self> = Field::new("log_max_packet_reformat_context", 0x2b, 5);
+    #[doc = "`max_encap_header_size`: bit 0x36, width 10, byte 0x6."] pub const MAX_ENCAP_HEADER_SIZE: Field<Self> = Field::new("max_encap_header_size", 0x36, 10);
+    #[doc = "`flow_table_properties_nic_receive` (flow_table_prop_layout): bit 0x200, width 512, byte 0x40."] pub const FLOW_TABLE_PROPERTIES_NIC_RECEIVE: Nested<Self, FlowTablePropLayout> = Nested::new("flow_table_properties_nic_receive", 0x200, 512);
+    #[doc = "`flow_table_properties_nic_receive_rdma` (flow_table_prop_layout): bit 0x400, width 512, byte 0x80."] pub const FLOW_TABLE_PROPERTIES_NIC_RECEIVE_RDMA: Nested<Self, FlowTablePropLayout> = Nested::new("flow_table_properties_nic_receive_rdma", 0x400, 512);
+    #[doc = "`flow_table_properties_nic_receive_sniffer` (flow_table_prop_layout): bit 0x600, width 512, byte 0xc0."] pub const FLOW_TABLE_PROPERTIES_NIC_RECEIVE_SNIFFER: Nested<Self, FlowTablePropLayout> = Nested::new("flow_table_properties_nic_receive_sniffer", 0x600, 512);
+    #[doc = "`flow_table_properties_nic_transmit` (flow_table_prop_layout): bit 0x800, width 512, byte 0x100."] pub const FLOW_TABLE_PROPERTIES_NIC_TRANSMIT: Nested<Self, FlowTablePropLayout> = Nested::new("flow_table_properties_nic_transmit", 0x800, 512);
+    #[doc = "`flow_table_properties_nic_transmit_rdma` (flow_table_prop_layout): bit 0xa00, width 512, byte 0x140."] pub const FLOW_TABLE_PROPERTIES_NIC_TRANSMIT_RDMA: Nested<Self, FlowTablePropLayout> = Nested::new("flow_table_properties_nic_transmit_rdma", 0xa00, 512);
+    #[doc = "`flow_table_properties_nic_transmit_sniffer` (flow_table_prop_layout): bit 0xc00, width 512, byte 0x180."] pub const FLOW_TABLE_PROPERTIES_NIC_TRANSMIT_SNIFFER: Nested<Self, FlowTablePropLayout> = Nested::new("flow_table_properties_nic_transmit_sniffer", 0xc00, 512);
+    #[doc = "`ft_field_support_2_nic_receive` (flow_table_fields_supported_2): bit 0x1400, width 128, byte 0x280."] pub const FT_FIELD_SUPPORT_2_NIC_RECEIVE: Nested<Self, FlowTableFieldsSupported2> = Nested::new("ft_field_support_2_nic_receive", 0x1400, 128);
+    #[doc = "`ft_field_support_2_nic_receive_rdma` (flow_table_fields_supported_2): bit 0x1500, width 128, byte 0x2a0."] pub const FT_FIELD_SUPPORT_2_NIC_RECEIVE_RDMA: Nested<Self, FlowTableFieldsSupported2> = Nested::new("ft_field_support_2_nic_receive_rdma", 0x1500, 128);
+    #[doc = "`ft_field_support_2_nic_transmit_rdma` (flow_table_fields_supported_2): bit 0x1800, width 128, byte 0x300."] pub const FT_FIELD_SUPPORT_2_NIC_TRANSMIT_RDMA: Nested<Self, FlowTableFieldsSupported2> = Nested::new("ft_field_support_2_nic_transmit_rdma", 0x1800, 128);
+    #[doc = "`sw_steering_nic_rx_action_drop_icm_address`: bit 0x2000, width 64, byte 0x400."] pub const SW_STEERING_NIC_RX_ACTION_DROP_ICM_ADDRESS: Field<Self> = Field::new("sw_steering_nic_rx_action_drop_icm_address", 0x2000, 64);
+    #[doc = "`sw_steering_nic_tx_action_drop_icm_address`: bit 0x2040, width 64, byte 0x408."] pub const SW_STEERING_NIC_TX_ACTION_DROP_ICM_ADDRESS: Field<Self> = Field::new("sw_steering_nic_tx_action_drop_icm_address", 0x2040, 64);
+    #[doc = "`sw_steering_nic_tx_action_allow_icm_address`: bit 0x2080, width 64, byte 0x410."] pub const SW_STEERING_NIC_TX_ACTION_ALLOW_ICM_ADDRESS: Field<Self> = Field::new("sw_steering_nic_tx_action_allow_icm_address", 0x2080, 64);
+}
+
+impl Layout for FlowTableNicCap {
+    const NAME: &'static str = "flow_table_nic_cap";
+    const BYTES: usize = 0x1000;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::NIC_RX_MULTI_PATH_TIRS.info, Self::NIC_RX_MULTI_PATH_TIRS_FTS.info, Self::ALLOW_SNIFFER_AND_NIC_RX_SHARED_TIR.info, Self::SW_OWNER_REFORMAT_SUPPORTED.info,
+        Self::ENCAP_GENERAL_HEADER.info, Self::LOG_MAX_PACKET_REFORMAT_CONTEXT.info, Self::MAX_ENCAP_HEADER_SIZE.info, Self::FLOW_TABLE_PROPERTIES_NIC_RECEIVE.info,
+        Self::FLOW_TABLE_PROPERTIES_NIC_RECEIVE_RDMA.info, Self::FLOW_TABLE_PROPERTIES_NIC_RECEIVE_SNIFFER.info, Self::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT.info, Self::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT_RDMA.info,
+        Self::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT_SNIFFER.info, Self::FT_FIELD_SUPPORT_2_NIC_RECEIVE.info, Self::FT_FIELD_SUPPORT_2_NIC_RECEIVE_RDMA.info, Self::FT_FIELD_SUPPORT_2_NIC_TRANSMIT_RDMA.info,
+        Self::SW_STEERING_NIC_RX_ACTION_DROP_ICM_ADDRESS.info, Self::SW_STEERING_NIC_TX_ACTION_DROP_ICM_ADDRESS.info, Self::SW_STEERING_NIC_TX_ACTION_ALLOW_ICM_ADDRESS.info,
+    ];
+}
+
+/// The properties of one flow table type (in `flow_table_nic_cap`).
+///
+/// `mlx5_ifc` structure `flow_table_prop_layout`, 64 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowTablePropLayout;
+
+impl FlowTablePropLayout {
+    #[doc = "`ft_support`: bit 0x0, width 1, byte 0x0."] pub const FT_SUPPORT: Field<Self> = Field::new("ft_support", 0x0, 1);
+    #[doc = "`flow_counter`: bit 0x2, width 1, byte 0x0."] pub const FLOW_COUNTER: Field<Self> = Field::new("flow_counter", 0x2, 1);
+    #[doc = "`flow_modify_en`: bit 0x3, width 1, byte 0x0."] pub const FLOW_MODIFY_EN: Field<Self> = Field::new("flow_modify_en", 0x3, 1);
+    #[doc = "`modify_root`: bit 0x4, width 1, byte 0x0."] pub const MODIFY_ROOT: Field<Self> = Field::new("modify_root", 0x4, 1);
+    #[doc = "`identified_miss_table_mode`: bit 0x5, width 1, byte 0x0."] pub const IDENTIFIED_MISS_TABLE_MODE: Field<Self> = Field::new("identified_miss_table_mode", 0x5, 1);
+    #[doc = "`flow_table_modify`: bit 0x6, width 1, byte 0x0."] pub const FLOW_TABLE_MODIFY: Field<Self> = Field::new("flow_table_modify", 0x6, 1);
+    #[doc = "`reformat`: bit 0x7, width 1, byte 0x0."] pub const REFORMAT: Field<Self> = Field::new("reformat", 0x7, 1);
+    #[doc = "`decap`: bit 0x8, width 1, byte 0x1."] pub const DECAP: Field<Self> = Field::new("decap", 0x8, 1);
+    #[doc = "`reset_root_to_default`: bit 0x9, width 1, byte 0x1."] pub const RESET_ROOT_TO_DEFAULT: Field<Self> = Field::new("reset_root_to_default", 0x9, 1);
+    #[doc = "`pop_vlan`: bit 0xa, width 1, byte 0x1."] pub const POP_VLAN: Field<Self> = Field::new("pop_vlan", 0xa, 1);
+    #[doc = "`push_vlan`: bit 0xb, width 1, byte 0x1."] pub const PUSH_VLAN: Field<Self> = Field::new("push_vlan", 0xb, 1);
+    #[doc = "`pop_vlan_2`: bit 0xd, width 1, byte 0x1."] pub const POP_VLAN_2: Field<Self> = Field::new("pop_vlan_2", 0xd, 1);
+    #[doc = "`push_vlan_2`: bit 0xe, width 1, byte 0x1."] pub const PUSH_VLAN_2: Field<Self> = Field::new("push_vlan_2", 0xe, 1);
+    #[doc = "`reformat_and_vlan_action`: bit 0xf, width 1, byte 0x1."] pub const REFORMAT_AND_VLAN_ACTION: Field<Self> = Field::new("reformat_and_vlan_action", 0xf, 1);
+    #[doc = "`sw_owner`: bit 0x11, width 1, byte 0x2."] pub const SW_OWNER: Field<Self> = Field::new("sw_owner", 0x11, 1);
+    #[doc = "`reformat_l3_tunnel_to_l2`: bit 0x12, width 1, byte 0x2."] pub const REFORMAT_L3_TUNNEL_TO_L2: Field<Self> = Field::new("reformat_l3_tunnel_to_l2", 0x12, 1);
+    #[doc = "`reformat_l2_to_l3_tunnel`: bit 0x13, width 1, byte 0x2."] pub const REFORMAT_L2_TO_L3_TUNNEL: Field<Self> = Field::new("reformat_l2_to_l3_tunnel", 0x13, 1);
+    #[doc = "`reformat_and_modify_action`: bit 0x14, width 1, byte 0x2."] pub const REFORMAT_AND_MODIFY_ACTION: Field<Self> = Field::new("reformat_and_modify_action", 0x14, 1);
+    #[doc = "`ignore_flow_level`: bit 0x15, width 1, byte 0x2."] pub const IGNORE_FLOW_LEVEL: Field<Self> = Field::new("ignore_flow_level", 0x15, 1);
+    #[doc = "`table_miss_action_domain`: bit 0x17, width 1, byte 0x2."] pub const TABLE_MISS_ACTION_DOMAIN: Field<Self> = Field::new("table_miss_action_domain", 0x17, 1);
+    #[doc = "`termination_table`: bit 0x18, width 1, byte 0x3."] pub const TERMINATION_TABLE: Field<Self> = Field::new("termination_table", 0x18, 1);
+    #[doc = "`reformat_and_fwd_to_table`: bit 0x19, width 1, byte 0x3."] pub const REFORMAT_AND_FWD_TO_TABLE: Field<Self> = Field::new("reformat_and_fwd_to_table", 0x19, 1);
+    #[doc = "`ipsec_encrypt`: bit 0x1c, width 1, byte 0x3."] pub const IPSEC_ENCRYPT: Field<Self> = Field::new("ipsec_encrypt", 0x1c, 1);
+    #[doc = "`ipsec_decrypt`: bit 0x1d, width 1, byte 0x3."] pub const IPSEC_DECRYPT: Field<Self> = Field::new("ipsec_decrypt", 0x1d, 1);
+    #[doc = "`sw_owner_v2`: bit 0x1e, width 1, byte 0x3."] pub const SW_OWNER_V2: Field<Self> = Field::new("sw_owner_v2", 0x1e, 1);
+    #[doc = "`termination_table_raw_traffic`: bit 0x20, width 1, byte 0x4."] pub const TERMINATION_TABLE_RAW_TRAFFIC: Field<Self> = Field::new("termination_table_raw_traffic", 0x20, 1);
+    #[doc = "`log_max_ft_size`: bit 0x22, width 6, byte 0x4."] pub const LOG_MAX_FT_SIZE: Field<Self> = Field::new("log_max_ft_size", 0x22, 6);
+    #[doc = "`log_max_modify_header_context`: bit 0x28, width 8, byte 0x5."] pub const LOG_MAX_MODIFY_HEADER_CONTEXT: Field<Self> = Field::new("log_max_modify_header_context", 0x28, 8);
+    #[doc = "`max_modify_header_actions`: bit 0x30, width 8, byte 0x6."] pub const MAX_MODIFY_HEADER_ACTIONS: Field<Self> = Field::new("max_modify_header_actions", 0x30, 8);
+    #[doc = "`max_ft_level`: bit 0x38, width 8, byte 0x7."] pub const MAX_FT_LEVEL: Field<Self> = Field::new("max_ft_level", 0x38, 8);
+    #[doc = "`reformat_add_esp_trasport`: bit 0x40, width 1, byte 0x8."] pub const REFORMAT_ADD_ESP_TRASPORT: Field<Self> = Field::new("reformat_add_esp_trasport", 0x40, 1);
+    #[doc = "`reformat_l2_to_l3_esp_tunnel`: bit 0x41, width 1, byte 0x8."] pub const REFORMAT_L2_TO_L3_ESP_TUNNEL: Field<Self> = Field::new("reformat_l2_to_l3_esp_tunnel", 0x41, 1);
+    #[doc = "`reformat_add_esp_transport_over_udp`: bit 0x42, width 1, byte 0x8."] pub const REFORMAT_ADD_ESP_TRANSPORT_OVER_UDP: Field<Self> = Field::new("reformat_add_esp_transport_over_udp", 0x42, 1);
+    #[doc = "`reformat_del_esp_trasport`: bit 0x43, width 1, byte 0x8."] pub const REFORMAT_DEL_ESP_TRASPORT: Field<Self> = Field::new("reformat_del_esp_trasport", 0x43, 1);
+    #[doc = "`reformat_l3_esp_tunnel_to_l2`: bit 0x44, width 1, byte 0x8."] pub const REFORMAT_L3_ESP_TUNNEL_TO_L2: Field<Self> = Field::new("reformat_l3_esp_tunnel_to_l2", 0x44, 1);
+    #[doc = "`reformat_del_esp_transport_over_udp`: bit 0x45, width 1, byte 0x8."] pub const REFORMAT_DEL_ESP_TRANSPORT_OVER_UDP: Field<Self> = Field::new("reformat_del_esp_transport_over_udp", 0x45, 1);
+    #[doc = "`execute_aso`: bit 0x46, width 1, byte 0x8."] pub const EXECUTE_ASO: Field<Self> = Field::new("execute_aso", 0x46, 1);
+    #[doc = "`reformat_insert`: bit 0x62, width 1, byte 0xc."] pub const REFORMAT_INSERT: Field<Self> = Field::new("reformat_insert", 0x62, 1);
+    #[doc = "`reformat_remove`: bit 0x63, width 1, byte 0xc."] pub const REFORMAT_REMOVE: Field<Self> = Field::new("reformat_remove", 0x63, 1);
+    #[doc = "`macsec_encrypt`: bit 0x64, width 1, byte 0xc."] pub const MACSEC_ENCRYPT: Field<Self> = Field::new("macsec_encrypt", 0x64, 1);
+    #[doc = "`macsec_decrypt`: bit 0x65, width 1, byte 0xc."] pub const MACSEC_DECRYPT: Field<Self> = Field::new("macsec_decrypt", 0x65, 1);
+    #[doc = "`reformat_add_macsec`: bit 0x68, width 1, byte 0xd."] pub const REFORMAT_ADD_MACSEC: Field<Self> = Field::new("reformat_add_macsec", 0x68, 1);
+    #[doc = "`reformat_remove_macsec`: bit 0x69, width 1, byte 0xd."] pub const REFORMAT_REMOVE_MACSEC: Field<Self> = Field::new("reformat_remove_macsec", 0x69, 1);
+    #[doc = "`reparse`: bit 0x6a, width 1, byte 0xd."] pub const REPARSE: Field<Self> = Field::new("reparse", 0x6a, 1);
+    #[doc = "`cross_vhca_object`: bit 0x6c, width 1, byte 0xd."] pub const CROSS_VHCA_OBJECT: Field<Self> = Field::new("cross_vhca_object", 0x6c, 1);
+    #[doc = "`reformat_l2_to_l3_audp_tunnel`: bit 0x6d, width 1, byte 0xd."] pub const REFORMAT_L2_TO_L3_AUDP_TUNNEL: Field<Self> = Field::new("reformat_l2_to_l3_audp_tunnel", 0x6d, 1);
+    #[doc = "`reformat_l3_audp_tunnel_to_l2`: bit 0x6e, width 1, byte 0xd."] pub const REFORMAT_L3_AUDP_TUNNEL_TO_L2: Field<Self> = Field::new("reformat_l3_audp_tunnel_to_l2", 0x6e, 1);
+    #[doc = "`ignore_flow_level_rtc_valid`: bit 0x6f, width 1, byte 0xd."] pub const IGNORE_FLOW_LEVEL_RTC_VALID: Field<Self> = Field::new("ignore_flow_level_rtc_valid", 0x6f, 1);
+    #[doc = "`log_max_ft_num`: bit 0x78, width 8, byte 0xf."] pub const LOG_MAX_FT_NUM: Field<Self> = Field::new("log_max_ft_num", 0x78, 8);
+    #[doc = "`log_max_flow_counter`: bit 0x90, width 8, byte 0x12."] pub const LOG_MAX_FLOW_COUNTER: Field<Self> = Field::new("log_max_flow_counter", 0x90, 8);
+    #[doc = "`log_max_destination`: bit 0x98, width 8, byte 0x13."] pub const LOG_MAX_DESTINATION: Field<Self> = Field::new("log_max_destination", 0x98, 8);
+    #[doc = "`log_max_flow`: bit 0xb8, width 8, byte 0x17."] pub const LOG_MAX_FLOW: Field<Self> = Field::new("log_max_flow", 0xb8, 8);
+    #[doc = "`ft_field_support` (flow_table_fields_supported): bit 0x100, width 128, byte 0x20."] pub const FT_FIELD_SUPPORT: Nested<Self, FlowTableFieldsSupported> = Nested::new("ft_field_support", 0x100, 128);
+    #[doc = "`ft_field_bitmask_support` (flow_table_fields_supported): bit 0x180, width 128, byte 0x30."] pub const FT_FIELD_BITMASK_SUPPORT: Nested<Self, FlowTableFieldsSupported> = Nested::new("ft_field_bitmask_support", 0x180, 128);
+}
+
+impl Layout for FlowTablePropLayout {
+    const NAME: &'static str = "flow_table_prop_layout";
+    const BYTES: usize = 0x40;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::FT_SUPPORT.info, Self::FLOW_COUNTER.info, Self::FLOW_MODIFY_EN.info, Self::MODIFY_ROOT.info,
+        Self::IDENTIFIED_MISS_TABLE_MODE.info, Self::FLOW_TABLE_MODIFY.info, Self::REFORMAT.info, Self::DECAP.info,
+        Self::RESET_ROOT_TO_DEFAULT.info, Self::POP_VLAN.info, Self::PUSH_VLAN.info, Self::POP_VLAN_2.info,
+        Self::PUSH_VLAN_2.info, Self::REFORMAT_AND_VLAN_ACTION.info, Self::SW_OWNER.info, Self::REFORMAT_L3_TUNNEL_TO_L2.info,
+        Self::REFORMAT_L2_TO_L3_TUNNEL.info, Self::REFORMAT_AND_MODIFY_ACTION.info, Self::IGNORE_FLOW_LEVEL.info, Self::TABLE_MISS_ACTION_DOMAIN.info,
+        Self::TERMINATION_TABLE.info, Self::REFORMAT_AND_FWD_TO_TABLE.info, Self::IPSEC_ENCRYPT.info, Self::IPSEC_DECRYPT.info,
+        Self::SW_OWNER_V2.info, Self::TERMINATION_TABLE_RAW_TRAFFIC.info, Self::LOG_MAX_FT_SIZE.info, Self::LOG_MAX_MODIFY_HEADER_CONTEXT.info,
+        Self::MAX_MODIFY_HEADER_ACTIONS.info, Self::MAX_FT_LEVEL.info, Self::REFORMAT_ADD_ESP_TRASPORT.info, Self::REFORMAT_L2_TO_L3_ESP_TUNNEL.info,
+        Self::REFORMAT_ADD_ESP_TRANSPORT_OVER_UDP.info, Self::REFORMAT_DEL_ESP_TRASPORT.info, Self::REFORMAT_L3_ESP_TUNNEL_TO_L2.info, Self::REFORMAT_DEL_ESP_TRANSPORT_OVER_UDP.info,
+        Self::EXECUTE_ASO.info, Self::REFORMAT_INSERT.info, Self::REFORMAT_REMOVE.info, Self::MACSEC_ENCRYPT.info,
+        Self::MACSEC_DECRYPT.info, Self::REFORMAT_ADD_MACSEC.info, Self::REFORMAT_REMOVE_MACSEC.info, Self::REPARSE.info,
+        Self::CROSS_VHCA_OBJECT.info, Self::REFORMAT_L2_TO_L3_AUDP_TUNNEL.info, Self::REFORMAT_L3_AUDP_TUNNEL_TO_L2.info, Self::IGNORE_FLOW_LEVEL_RTC_VALID.info,
+        Self::LOG_MAX_FT_NUM.info, Self::LOG_MAX_FLOW_COUNTER.info, Self::LOG_MAX_DESTINATION.info, Self::LOG_MAX_FLOW.info,
+        Self::FT_FIELD_SUPPORT.info, Self::FT_FIELD_BITMASK_SUPPORT.info,
+    ];
+}
+
+/// The match fields a flow table type supports.
+///
+/// `mlx5_ifc` structure `flow_table_fields_supported`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowTableFieldsSupported;
+
+impl FlowTableFieldsSupported {
+    #[doc = "`outer_dmac`: bit 0x0, width 1, byte 0x0."] pub const OUTER_DMAC: Field<Self> = Field::new("outer_dmac", 0x0, 1);
+    #[doc = "`outer_smac`: bit 0x1, width 1, byte 0x0."] pub const OUTER_SMAC: Field<Self> = Field::new("outer_smac", 0x1, 1);
+    #[doc = "`outer_ether_type`: bit 0x2, width 1, byte 0x0."] pub const OUTER_ETHER_TYPE: Field<Self> = Field::new("outer_ether_type", 0x2, 1);
+    #[doc = "`outer_ip_version`: bit 0x3, width 1, byte 0x0."] pub const OUTER_IP_VERSION: Field<Self> = Field::new("outer_ip_version", 0x3, 1);
+    #[doc = "`outer_first_prio`: bit 0x4, width 1, byte 0x0."] pub const OUTER_FIRST_PRIO: Field<Self> = Field::new("outer_first_prio", 0x4, 1);
+    #[doc = "`outer_first_cfi`: bit 0x5, width 1, byte 0x0."] pub const OUTER_FIRST_CFI: Field<Self> = Field::new("outer_first_cfi", 0x5, 1);
+    #[doc = "`outer_first_vid`: bit 0x6, width 1, byte 0x0."] pub const OUTER_FIRST_VID: Field<Self> = Field::new("outer_first_vid", 0x6, 1);
+    #[doc = "`outer_ipv4_ttl`: bit 0x7, width 1, byte 0x0."] pub const OUTER_IPV4_TTL: Field<Self> = Field::new("outer_ipv4_ttl", 0x7, 1);
+    #[doc = "`outer_second_prio`: bit 0x8, width 1, byte 0x1."] pub const OUTER_SECOND_PRIO: Field<Self> = Field::new("outer_second_prio", 0x8, 1);
+    #[doc = "`outer_second_cfi`: bit 0x9, width 1, byte 0x1."] pub const OUTER_SECOND_CFI: Field<Self> = Field::new("outer_second_cfi", 0x9, 1);
+    #[doc = "`outer_second_vid`: bit 0xa, width 1, byte 0x1."] pub const OUTER_SECOND_VID: Field<Self> = Field::new("outer_second_vid", 0xa, 1);
+    #[doc = "`outer_sip`: bit 0xc, width 1, byte 0x1."] pub const OUTER_SIP: Field<Self> = Field::new("outer_sip", 0xc, 1);
+    #[doc = "`outer_dip`: bit 0xd, width 1, byte 0x1."] pub const OUTER_DIP: Field<Self> = Field::new("outer_dip", 0xd, 1);
+    #[doc = "`outer_frag`: bit 0xe, width 1, byte 0x1."] pub const OUTER_FRAG: Field<Self> = Field::new("outer_frag", 0xe, 1);
+    #[doc = "`outer_ip_protocol`: bit 0xf, width 1, byte 0x1."] pub const OUTER_IP_PROTOCOL: Field<Self> = Field::new("outer_ip_protocol", 0xf, 1);
+    #[doc = "`outer_ip_ecn`: bit 0x10, width 1, byte 0x2."] pub const OUTER_IP_ECN: Field<Self> = Field::new("outer_ip_ecn", 0x10, 1);
+    #[doc = "`outer_ip_dscp`: bit 0x11, width 1, byte 0x2."] pub const OUTER_IP_DSCP: Field<Self> = Field::new("outer_ip_dscp", 0x11, 1);
+    #[doc = "`outer_udp_sport`: bit 0x12, width 1, byte 0x2."] pub const OUTER_UDP_SPORT: Field<Self> = Field::new("outer_udp_sport", 0x12, 1);
+    #[doc = "`outer_udp_dport`: bit 0x13, width 1, byte 0x2."] pub const OUTER_UDP_DPORT: Field<Self> = Field::new("outer_udp_dport", 0x13, 1);
+    #[doc = "`outer_tcp_sport`: bit 0x14, width 1, byte 0x2."] pub const OUTER_TCP_SPORT: Field<Self> = Field::new("outer_tcp_sport", 0x14, 1);
+    #[doc = "`outer_tcp_dport`: bit 0x15, width 1, byte 0x2."] pub const OUTER_TCP_DPORT: Field<Self> = Field::new("outer_tcp_dport", 0x15, 1);
+    #[doc = "`outer_tcp_flags`: bit 0x16, width 1, byte 0x2."] pub const OUTER_TCP_FLAGS: Field<Self> = Field::new("outer_tcp_flags", 0x16, 1);
+    #[doc = "`outer_gre_protocol`: bit 0x17, width 1, byte 0x2."] pub const OUTER_GRE_PROTOCOL: Field<Self> = Field::new("outer_gre_protocol", 0x17, 1);
+    #[doc = "`outer_gre_key`: bit 0x18, width 1, byte 0x3."] pub const OUTER_GRE_KEY: Field<Self> = Field::new("outer_gre_key", 0x18, 1);
+    #[doc = "`outer_vxlan_vni`: bit 0x19, width 1, byte 0x3."] pub const OUTER_VXLAN_VNI: Field<Self> = Field::new("outer_vxlan_vni", 0x19, 1);
+    #[doc = "`outer_geneve_vni`: bit 0x1a, width 1, byte 0x3."] pub const OUTER_GENEVE_VNI: Field<Self> = Field::new("outer_geneve_vni", 0x1a, 1);
+    #[doc = "`outer_geneve_oam`: bit 0x1b, width 1, byte 0x3."] pub const OUTER_GENEVE_OAM: Field<Self> = Field::new("outer_geneve_oam", 0x1b, 1);
+    #[doc = "`outer_geneve_protocol_type`: bit 0x1c, width 1, byte 0x3."] pub const OUTER_GENEVE_PROTOCOL_TYPE: Field<Self> = Field::new("outer_geneve_protocol_type", 0x1c, 1);
+    #[doc = "`outer_geneve_opt_len`: bit 0x1d, width 1, byte 0x3."] pub const OUTER_GENEVE_OPT_LEN: Field<Self> = Field::new("outer_geneve_opt_len", 0x1d, 1);
+    #[doc = "`source_vhca_port`: bit 0x1e, width 1, byte 0x3."] pub const SOURCE_VHCA_PORT: Field<Self> = Field::new("source_vhca_port", 0x1e, 1);
+    #[doc = "`source_eswitch_port`: bit 0x1f, width 1, byte 0x3."] pub const SOURCE_ESWITCH_PORT: Field<Self> = Field::new("source_eswitch_port", 0x1f, 1);
+    #[doc = "`inner_dmac`: bit 0x20, width 1, byte 0x4."] pub const INNER_DMAC: Field<Self> = Field::new("inner_dmac", 0x20, 1);
+    #[doc = "`inner_smac`: bit 0x21, width 1, byte 0x4."] pub const INNER_SMAC: Field<Self> = Field::new("inner_smac", 0x21, 1);
+    #[doc = "`inner_ether_type`: bit 0x22, width 1, byte 0x4."] pub const INNER_ETHER_TYPE: Field<Self> = Field::new("inner_ether_type", 0x22, 1);
+    #[doc = "`inner_ip_version`: bit 0x23, width 1, byte 0x4."] pub const INNER_IP_VERSION: Field<Self> = Field::new("inner_ip_version", 0x23, 1);
+    #[doc = "`inner_first_prio`: bit 0x24, width 1, byte 0x4."] pub const INNER_FIRST_PRIO: Field<Self> = Field::new("inner_first_prio", 0x24, 1);
+    #[doc = "`inner_first_cfi`: bit 0x25, width 1, byte 0x4."] pub const INNER_FIRST_CFI: Field<Self> = Field::new("inner_first_cfi", 0x25, 1);
+    #[doc = "`inner_first_vid`: bit 0x26, width 1, byte 0x4."] pub const INNER_FIRST_VID: Field<Self> = Field::new("inner_first_vid", 0x26, 1);
+    #[doc = "`inner_second_prio`: bit 0x28, width 1, byte 0x5."] pub const INNER_SECOND_PRIO: Field<Self> = Field::new("inner_second_prio", 0x28, 1);
+    #[doc = "`inner_second_cfi`: bit 0x29, width 1, byte 0x5."] pub const INNER_SECOND_CFI: Field<Self> = Field::new("inner_second_cfi", 0x29, 1);
+    #[doc = "`inner_second_vid`: bit 0x2a, width 1, byte 0x5."] pub const INNER_SECOND_VID: Field<Self> = Field::new("inner_second_vid", 0x2a, 1);
+    #[doc = "`inner_sip`: bit 0x2c, width 1, byte 0x5."] pub const INNER_SIP: Field<Self> = Field::new("inner_sip", 0x2c, 1);
+    #[doc = "`inner_dip`: bit 0x2d, width 1, byte 0x5."] pub const INNER_DIP: Field<Self> = Field::new("inner_dip", 0x2d, 1);
+    #[doc = "`inner_frag`: bit 0x2e, width 1, byte 0x5."] pub const INNER_FRAG: Field<Self> = Field::new("inner_frag", 0x2e, 1);
+    #[doc = "`inner_ip_protocol`: bit 0x2f, width 1, byte 0x5."] pub const INNER_IP_PROTOCOL: Field<Self> = Field::new("inner_ip_protocol", 0x2f, 1);
+    #[doc = "`inner_ip_ecn`: bit 0x30, width 1, byte 0x6."] pub const INNER_IP_ECN: Field<Self> = Field::new("inner_ip_ecn", 0x30, 1);
+    #[doc = "`inner_ip_dscp`: bit 0x31, width 1, byte 0x6."] pub const INNER_IP_DSCP: Field<Self> = Field::new("inner_ip_dscp", 0x31, 1);
+    #[doc = "`inner_udp_sport`: bit 0x32, width 1, byte 0x6."] pub const INNER_UDP_SPORT: Field<Self> = Field::new("inner_udp_sport", 0x32, 1);
+    #[doc = "`inner_udp_dport`: bit 0x33, width 1, byte 0x6."] pub const INNER_UDP_DPORT: Field<Self> = Field::new("inner_udp_dport", 0x33, 1);
+    #[doc = "`inner_tcp_sport`: bit 0x34, width 1, byte 0x6."] pub const INNER_TCP_SPORT: Field<Self> = Field::new("inner_tcp_sport", 0x34, 1);
+    #[doc = "`inner_tcp_dport`: bit 0x35, width 1, byte 0x6."] pub const INNER_TCP_DPORT: Field<Self> = Field::new("inner_tcp_dport", 0x35, 1);
+    #[doc = "`inner_tcp_flags`: bit 0x36, width 1, byte 0x6."] pub const INNER_TCP_FLAGS: Field<Self> = Field::new("inner_tcp_flags", 0x36, 1);
+    #[doc = "`geneve_tlv_option_0_data`: bit 0x40, width 1, byte 0x8."] pub const GENEVE_TLV_OPTION_0_DATA: Field<Self> = Field::new("geneve_tlv_option_0_data", 0x40, 1);
+    #[doc = "`geneve_tlv_option_0_exist`: bit 0x41, width 1, byte 0x8."] pub const GENEVE_TLV_OPTION_0_EXIST: Field<Self> = Field::new("geneve_tlv_option_0_exist", 0x41, 1);
+    #[doc = "`outer_first_mpls_over_udp`: bit 0x45, width 4, byte 0x8."] pub const OUTER_FIRST_MPLS_OVER_UDP: Field<Self> = Field::new("outer_first_mpls_over_udp", 0x45, 4);
+    #[doc = "`outer_first_mpls_over_gre`: bit 0x49, width 4, byte 0x9."] pub const OUTER_FIRST_MPLS_OVER_GRE: Field<Self> = Field::new("outer_first_mpls_over_gre", 0x49, 4);
+    #[doc = "`inner_first_mpls`: bit 0x4d, width 4, byte 0x9."] pub const INNER_FIRST_MPLS: Field<Self> = Field::new("inner_first_mpls", 0x4d, 4);
+    #[doc = "`outer_first_mpls`: bit 0x51, width 4, byte 0xa."] pub const OUTER_FIRST_MPLS: Field<Self> = Field::new("outer_first_mpls", 0x51, 4);
+    #[doc = "`outer_esp_spi`: bit 0x57, width 1, byte 0xa."] pub const OUTER_ESP_SPI: Field<Self> = Field::new("outer_esp_spi", 0x57, 1);
+    #[doc = "`bth_dst_qp`: bit 0x5a, width 1, byte 0xb."] pub const BTH_DST_QP: Field<Self> = Field::new("bth_dst_qp", 0x5a, 1);
+    #[doc = "`metadata_reg_c_7`: bit 0x78, width 1, byte 0xf."] pub const METADATA_REG_C_7: Field<Self> = Field::new("metadata_reg_c_7", 0x78, 1);
+    #[doc = "`metadata_reg_c_6`: bit 0x79, width 1, byte 0xf."] pub const METADATA_REG_C_6: Field<Self> = Field::new("metadata_reg_c_6", 0x79, 1);
+    #[doc = "`metadata_reg_c_5`: bit 0x7a, width 1, byte 0xf."] pub const METADATA_REG_C_5: Field<Self> = Field::new("metadata_reg_c_5", 0x7a, 1);
+    #[doc = "`metadata_reg_c_4`: bit 0x7b, width 1, byte 0xf."] pub const METADATA_REG_C_4: Field<Self> = Field::new("metadata_reg_c_4", 0x7b, 1);
+    #[doc = "`metadata_reg_c_3`: bit 0x7c, width 1, byte 0xf."] pub const METADATA_REG_C_3: Field<Self> = Field::new("metadata_reg_c_3", 0x7c, 1);
+    #[doc = "`metadata_reg_c_2`: bit 0x7d, width 1, byte 0xf."] pub const METADATA_REG_C_2: Field<Self> = Field::new("metadata_reg_c_2", 0x7d, 1);
+    #[doc = "`metadata_reg_c_1`: bit 0x7e, width 1, byte 0xf."] pub const METADATA_REG_C_1: Field<Self> = Field::new("metadata_reg_c_1", 0x7e, 1);
+    #[doc = "`metadata_reg_c_0`: bit 0x7f, width 1, byte 0xf."] pub const METADATA_REG_C_0: Field<Self> = Field::new("metadata_reg_c_0", 0x7f, 1);
+}
+
+impl Layout for FlowTableFieldsSupported {
+    const NAME: &'static str = "flow_table_fields_supported";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OUTER_DMAC.info, Self::OUTER_SMAC.info, Self::OUTER_ETHER_TYPE.info, Self::OUTER_IP_VERSION.info,
+        Self::OUTER_FIRST_PRIO.info, Self::OUTER_FIRST_CFI.info, Self::OUTER_FIRST_VID.info, Self::OUTER_IPV4_TTL.info,
+        Self::OUTER_SECOND_PRIO.info, Self::OUTER_SECOND_CFI.info, Self::OUTER_SECOND_VID.info, Self::OUTER_SIP.info,
+        Self::OUTER_DIP.info, Self::OUTER_FRAG.info, Self::OUTER_IP_PROTOCOL.info, Self::OUTER_IP_ECN.info,
+        Self::OUTER_IP_DSCP.info, Self::OUTER_UDP_SPORT.info, Self::OUTER_UDP_DPORT.info, Self::OUTER_TCP_SPORT.info,
+        Self::OUTER_TCP_DPORT.info, Self::OUTER_TCP_FLAGS.info, Self::OUTER_GRE_PROTOCOL.info, Self::OUTER_GRE_KEY.info,
+        Self::OUTER_VXLAN_VNI.info, Self::OUTER_GENEVE_VNI.info, Self::OUTER_GENEVE_OAM.info, Self::OUTER_GENEVE_PROTOCOL_TYPE.info,
+        Self::OUTER_GENEVE_OPT_LEN.info, Self::SOURCE_VHCA_PORT.info, Self::SOURCE_ESWITCH_PORT.info, Self::INNER_DMAC.info,
+        Self::INNER_SMAC.info, Self::INNER_ETHER_TYPE.info, Self::INNER_IP_VERSION.info, Self::INNER_FIRST_PRIO.info,
+        Self::INNER_FIRST_CFI.info, Self::INNER_FIRST_VID.info, Self::INNER_SECOND_PRIO.info, Self::INNER_SECOND_CFI.info,
+        Self::INNER_SECOND_VID.info, Self::INNER_SIP.info, Self::INNER_DIP.info, Self::INNER_FRAG.info,
+        Self::INNER_IP_PROTOCOL.info, Self::INNER_IP_ECN.info, Self::INNER_IP_DSCP.info, Self::INNER_UDP_SPORT.info,
+        Self::INNER_UDP_DPORT.info, Self::INNER_TCP_SPORT.info, Self::INNER_TCP_DPORT.info, Self::INNER_TCP_FLAGS.info,
+        Self::GENEVE_TLV_OPTION_0_DATA.info, Self::GENEVE_TLV_OPTION_0_EXIST.info, Self::OUTER_FIRST_MPLS_OVER_UDP.info, Self::OUTER_FIRST_MPLS_OVER_GRE.info,
+        Self::INNER_FIRST_MPLS.info, Self::OUTER_FIRST_MPLS.info, Self::OUTER_ESP_SPI.info, Self::BTH_DST_QP.info,
+        Self::METADATA_REG_C_7.info, Self::METADATA_REG_C_6.info, Self::METADATA_REG_C_5.info, Self::METADATA_REG_C_4.info,
+        Self::METADATA_REG_C_3.info, Self::METADATA_REG_C_2.info, Self::METADATA_REG_C_1.info, Self::METADATA_REG_C_0.info,
+    ];
+}
+
+/// More match fields a flow table type supports.
+///
+/// `mlx5_ifc` structure `flow_table_fields_supported_2`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowTableFieldsSupported2;
+
+impl FlowTableFieldsSupported2 {
+    #[doc = "`inner_l4_type`: bit 0x2, width 1, byte 0x0."] pub const INNER_L4_TYPE: Field<Self> = Field::new("inner_l4_type", 0x2, 1);
+    #[doc = "`outer_l4_type`: bit 0x3, width 1, byte 0x0."] pub const OUTER_L4_TYPE: Field<Self> = Field::new("outer_l4_type", 0x3, 1);
+    #[doc = "`bth_opcode`: bit 0xe, width 1, byte 0x1."] pub const BTH_OPCODE: Field<Self> = Field::new("bth_opcode", 0xe, 1);
+    #[doc = "`tunnel_header_0_1`: bit 0x10, width 1, byte 0x2."] pub const TUNNEL_HEADER_0_1: Field<Self> = Field::new("tunnel_header_0_1", 0x10, 1);
+}
+
+impl Layout for FlowTableFieldsSupported2 {
+    const NAME: &'static str = "flow_table_fields_supported_2";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::INNER_L4_TYPE.info, Self::OUTER_L4_TYPE.info, Self::BTH_OPCODE.info, Self::TUNNEL_HEADER_0_1.info,
+    ];
+}

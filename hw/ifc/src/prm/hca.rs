@@ -500,6 +500,66 @@ impl Layout for AccessRegisterOut {
     ];
 }
 
+/// QUERY_ADAPTER (0x101) input.
+///
+/// `mlx5_ifc` structure `query_adapter_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryAdapterIn;
+
+impl QueryAdapterIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+}
+
+impl Layout for QueryAdapterIn {
+    const NAME: &'static str = "query_adapter_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info,
+    ];
+}
+
+/// QUERY_ADAPTER (0x101) output.
+///
+/// `mlx5_ifc` structure `query_adapter_out`, 272 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryAdapterOut;
+
+impl QueryAdapterOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`query_adapter_struct` (query_adapter_param_block): bit 0x80, width 2048, byte 0x10."] pub const QUERY_ADAPTER_STRUCT: Nested<Self, QueryAdapterParamBlock> = Nested::new("query_adapter_struct", 0x80, 2048);
+}
+
+impl Layout for QueryAdapterOut {
+    const NAME: &'static str = "query_adapter_out";
+    const BYTES: usize = 0x110;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::QUERY_ADAPTER_STRUCT.info,
+    ];
+}
+
+/// The adapter's identity in QUERY_ADAPTER: vendor IDs and the PSID.
+///
+/// `mlx5_ifc` structure `query_adapter_param_block`, 256 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryAdapterParamBlock;
+
+impl QueryAdapterParamBlock {
+    #[doc = "`ieee_vendor_id`: bit 0xc8, width 24, byte 0x19."] pub const IEEE_VENDOR_ID: Field<Self> = Field::new("ieee_vendor_id", 0xc8, 24);
+    #[doc = "`vsd_vendor_id`: bit 0xf0, width 16, byte 0x1e."] pub const VSD_VENDOR_ID: Field<Self> = Field::new("vsd_vendor_id", 0xf0, 16);
+    #[doc = "`vsd` (bytes): bit 0x100, width 1664, byte 0x20."] pub const VSD: Bytes<Self> = Bytes::new("vsd", 0x100, 1664);
+    #[doc = "`vsd_contd_psid` (bytes): bit 0x780, width 128, byte 0xf0."] pub const VSD_CONTD_PSID: Bytes<Self> = Bytes::new("vsd_contd_psid", 0x780, 128);
+}
+
+impl Layout for QueryAdapterParamBlock {
+    const NAME: &'static str = "query_adapter_param_block";
+    const BYTES: usize = 0x100;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::IEEE_VENDOR_ID.info, Self::VSD_VENDOR_ID.info, Self::VSD.info, Self::VSD_CONTD_PSID.info,
+    ];
+}
+
 /// PAOS register (0x5006): port administrative and operational status.
 ///
 /// `mlx5_ifc` structure `paos_reg`, 16 bytes.

@@ -24,7 +24,7 @@ use mlx5_ifc::event;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::cq::Cqc;
 use mlx5_ifc::prm::eq::Eqc;
-use mlx5_ifc::prm::eqe::{CompEvent, CqError, Eqe, EventAuto, QpEvents};
+use mlx5_ifc::prm::eqe::{CmdInterCompEvent, CompEvent, CqError, Eqe, EventAuto, QpEvents};
 use mlx5_ifc::{Layout, LayoutError, View, ViewMut};
 
 use super::wqe::{dma_fault, read_be32, write_queue};
@@ -360,6 +360,43 @@ pub(crate) fn subscribed(mask: &[u8; 32], etype: u8) -> bool {
     let n = usize::from(etype);
     let byte = 8 * (n / 64) + 7 - (n % 64) / 8;
     mask[byte] & (1 << (n % 8)) != 0
+}
+
+/// The EQs subscribed to command completion events (CMD, 0x0a).
+pub(crate) fn cmd_eqs(fw: &crate::fw::Firmware) -> Vec<u32> {
+    fw.objects
+        .queues(ObjectKind::Eq)
+        .into_iter()
+        .filter(|&n| {
+            fw.objects
+                .queue(ObjectKind::Eq, n)
+                .is_some_and(|q| subscribed(&q.event_bitmask, event::CMD))
+        })
+        .collect()
+}
+
+/// A command completion event (CMD, 0x0a): the bit of the completed entry `slot` in
+/// `command_completion_vector`, to each of `eqs` — the EQs subscribed to CMD events when the
+/// command was delivered ([`cmd_eqs`]; not the EQ the command itself created: that command
+/// completes by polling), still alive. None while the driver polls (as ours always does; Linux
+/// subscribes its command EQ and then waits for these). The entry and its mailboxes are final
+/// before it is written.
+pub(crate) fn command_event(hw: &mut Hw<'_>, slot: u32, eqs: &[u32]) {
+    let subscribed_eqs: Vec<u32> = eqs
+        .iter()
+        .copied()
+        .filter(|&n| hw.fw.objects.queue(ObjectKind::Eq, n).is_some())
+        .collect();
+    if subscribed_eqs.is_empty() || slot >= 32 {
+        return;
+    }
+    let data = event_data::<CmdInterCompEvent>(|v| {
+        v.set(CmdInterCompEvent::COMMAND_COMPLETION_VECTOR, 1u64 << slot)?;
+        Ok(())
+    });
+    for eqn in subscribed_eqs {
+        post_eqe(hw, eqn, event::CMD, &data);
+    }
 }
 
 /// Posts an asynchronous event to every EQ subscribed to it.

@@ -92,6 +92,9 @@ pub(crate) fn query_hca_cap(
         (cap_type::ROCE, _) => &fw.cur_roce,
         (cap_type::ATOMIC, cap_mode::MAX) => env.profile.atomic_cap(),
         (cap_type::ATOMIC, _) => &fw.cur_atomic,
+        // Not settable: MAX and CUR are the same.
+        (cap_type::ETHERNET_OFFLOADS, _) => &super::netcaps::eth_caps()[..],
+        (cap_type::FLOW_TABLE, _) => &super::netcaps::flow_table_caps()[..],
         _ => return Err(bad_param(syn::BAD_CAP_TYPE)),
     };
     let mut o = output::<QueryHcaCapOut>(out)?;

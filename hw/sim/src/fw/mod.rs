@@ -29,6 +29,7 @@ pub(crate) mod doorbell;
 pub(crate) mod eq;
 pub(crate) mod hca;
 pub(crate) mod mkey;
+pub(crate) mod netcaps;
 pub(crate) mod objects;
 pub(crate) mod page_req;
 pub(crate) mod pages;
@@ -196,6 +197,11 @@ const SPECS: &[Spec] = &[
         hca::query_hca_cap,
     ),
     spec::<h::SetHcaCapIn, h::SetHcaCapOut>(Opcode::SetHcaCap, Gate::Enabled, hca::set_hca_cap),
+    spec::<h::QueryAdapterIn, h::QueryAdapterOut>(
+        Opcode::QueryAdapter,
+        Gate::Enabled,
+        netcaps::query_adapter,
+    ),
     spec::<h::AccessRegisterIn, h::AccessRegisterOut>(
         Opcode::AccessReg,
         Gate::Enabled,

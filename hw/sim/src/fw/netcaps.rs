@@ -1,0 +1,101 @@
+//! The capability types a Linux host asks for beyond the RDMA ones, and the adapter's identity:
+//! ETHERNET_OFFLOADS (cap type 1) and FLOW_TABLE (cap type 7) for QUERY_HCA_CAP, and
+//! QUERY_ADAPTER (0x101). Values for a ConnectX-5 PF with the features Linux's mlx5e needs and
+//! no optional ones (`linux-mlx5-probe.md` §9.1): checksum and VLAN offloads, LSO, an RSS
+//! indirection table, self-loopback control; no tunnels, LRO, multi-packet WQEs or SWP. NIC
+//! receive flow tables with a root that can be set, 64 levels of 2^16 entries; the outer L2–L4
+//! match fields. These capabilities are not settable (SET_HCA_CAP refuses them as any other
+//! type it does not take): MAX and CUR are the same.
+
+use mlx5_ifc::prm::caps::{
+    FlowTableFieldsSupported as Fields, FlowTableNicCap, FlowTablePropLayout as Prop,
+    PerProtocolNetworkingOffloadCaps as Eth,
+};
+use mlx5_ifc::prm::hca::{QueryAdapterOut, QueryAdapterParamBlock};
+use mlx5_ifc::{Field, Layout, LayoutError, ViewMut};
+
+use super::{encoded, output, CmdResult, Env, Firmware, Req};
+
+/// The Ethernet offload capabilities (`per_protocol_networking_offload_caps`).
+pub(crate) fn eth_caps() -> [u8; Eth::BYTES] {
+    let mut img = [0u8; Eth::BYTES];
+    let r = ViewMut::<Eth>::new(&mut img).and_then(|mut v| {
+        v.set(Eth::CSUM_CAP, 1)?;
+        v.set(Eth::VLAN_CAP, 1)?;
+        v.set(Eth::SELF_LB_EN_MODIFIABLE, 1)?;
+        // 2^18 bytes of LSO; an RSS indirection table of 2^11 entries.
+        v.set(Eth::MAX_LSO_CAP, 18)?;
+        v.set(Eth::RSS_IND_TBL_CAP, 11)?;
+        // 0: the send WQE carries the L2 header inline (a ConnectX-4 Lx rule; the simplest).
+        v.set(Eth::WQE_INLINE_MODE, 0)?;
+        Ok(())
+    });
+    if let Err(e) = r {
+        log::error!("mlx5-sim: Ethernet caps: {e}");
+    }
+    img
+}
+
+/// The outer header fields a NIC flow table can match.
+const MATCH: &[Field<Fields>] = &[
+    Fields::OUTER_DMAC,
+    Fields::OUTER_SMAC,
+    Fields::OUTER_ETHER_TYPE,
+    Fields::OUTER_IP_VERSION,
+    Fields::OUTER_FIRST_VID,
+    Fields::OUTER_SIP,
+    Fields::OUTER_DIP,
+    Fields::OUTER_IP_PROTOCOL,
+    Fields::OUTER_UDP_SPORT,
+    Fields::OUTER_UDP_DPORT,
+    Fields::OUTER_TCP_SPORT,
+    Fields::OUTER_TCP_DPORT,
+];
+
+/// The flow table capabilities (`flow_table_nic_cap`): NIC receive tables only.
+pub(crate) fn flow_table_caps() -> Vec<u8> {
+    let mut img = vec![0u8; FlowTableNicCap::BYTES];
+    let r = ViewMut::<FlowTableNicCap>::new(&mut img).and_then(|mut v| {
+        let mut rx = v.nested_mut(FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE);
+        rx.set(Prop::FT_SUPPORT, 1)?;
+        rx.set(Prop::MODIFY_ROOT, 1)?;
+        rx.set(Prop::MAX_FT_LEVEL, 63)?;
+        rx.set(Prop::LOG_MAX_FT_SIZE, 16)?;
+        rx.set(Prop::LOG_MAX_FT_NUM, 8)?;
+        rx.set(Prop::LOG_MAX_DESTINATION, 8)?;
+        rx.set(Prop::LOG_MAX_FLOW, 16)?;
+        for half in [Prop::FT_FIELD_SUPPORT, Prop::FT_FIELD_BITMASK_SUPPORT] {
+            let mut f = rx.nested_mut(half);
+            for &m in MATCH {
+                f.set(m, 1)?;
+            }
+        }
+        Ok::<(), LayoutError>(())
+    });
+    if let Err(e) = r {
+        log::error!("mlx5-sim: flow table caps: {e}");
+    }
+    img
+}
+
+/// The PSID a ConnectX-5 EN card reports (16 bytes, zero-padded); Linux shows it as the board
+/// id.
+pub(crate) const PSID: &[u8] = b"MT_0000000080";
+
+/// QUERY_ADAPTER (0x101): the vendor IDs and the board's PSID.
+pub(crate) fn query_adapter(
+    _fw: &mut Firmware,
+    _env: &mut Env<'_>,
+    _req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let mut o = output::<QueryAdapterOut>(out)?;
+    let mut a = o.nested_mut(QueryAdapterOut::QUERY_ADAPTER_STRUCT);
+    // Mellanox's IEEE OUI (00:02:c9) and PCI vendor ID.
+    encoded(a.set(QueryAdapterParamBlock::IEEE_VENDOR_ID, 0x0002c9))?;
+    encoded(a.set(QueryAdapterParamBlock::VSD_VENDOR_ID, 0x15b3))?;
+    let mut psid = [0u8; 16];
+    psid[..PSID.len()].copy_from_slice(PSID);
+    encoded(a.set_bytes(QueryAdapterParamBlock::VSD_CONTD_PSID, &psid))?;
+    Ok(())
+}
