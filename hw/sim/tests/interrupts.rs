@@ -93,3 +93,43 @@ fn a_function_level_reset_starts_the_device_over() {
         "initializing again"
     );
 }
+
+/// Command completion by event, as Linux runs its command interface once its command EQ
+/// exists: every command completed afterwards also writes a CMD EQE (type 0x0a) to each EQ
+/// subscribed to CMD events — not the command that created the EQ (it completes by polling) —
+/// and raises the EQ's vector when it is armed.
+#[test]
+fn commands_complete_by_event_on_an_eq_subscribed_to_them() {
+    let mut fx = Fx::cx5(Mode::Sync);
+    let dev = fx.dev();
+    let mut input = fx.eq_in(4, |c| {
+        c.set(Eqc::INTR, 2).unwrap();
+    });
+    {
+        let mut v = ViewMut::<CreateEqIn>::new(&mut input).unwrap();
+        let mask = v.bytes_mut(CreateEqIn::EVENT_BITMASK);
+        mask.fill(0);
+        mask[6] = 1 << 2; // CMD (0x0a): bit 10
+    }
+    let out = fx.p.ok(&input, CreateEqOut::BYTES);
+    let eqn = View::<CreateEqOut>::new(&out)
+        .unwrap()
+        .get32(CreateEqOut::EQ_NUMBER);
+    assert_eq!(dev.eqe_count(eqn), Some(0), "no event for its own creation");
+    let raised = Arc::new(Mutex::new(Vec::new()));
+    let r = raised.clone();
+    dev.set_interrupt_sink(Some(Arc::new(move |v| r.lock().unwrap().push(v))));
+    let uar = u64::from(fx.uar) * 4096;
+    dev.bar_write32(uar + 0x40, Be32::new(eqn << 24));
+    // Any command now completes with an EQE too.
+    let q = common::cmd::<mlx5_ifc::prm::eq::QueryEqIn>(mlx5_ifc::Opcode::QueryEq, 0, |v| {
+        v.set(mlx5_ifc::prm::eq::QueryEqIn::EQ_NUMBER, eqn.into())
+            .unwrap();
+    });
+    fx.p.ok(&q, mlx5_ifc::prm::eq::QueryEqOut::BYTES + 8);
+    assert_eq!(dev.eqe_count(eqn), Some(1));
+    assert_eq!(*raised.lock().unwrap(), vec![2]);
+    fx.p.ok(&q, mlx5_ifc::prm::eq::QueryEqOut::BYTES + 8);
+    assert_eq!(dev.eqe_count(eqn), Some(2));
+    assert_eq!(*raised.lock().unwrap(), vec![2], "fired until armed again");
+}
