@@ -141,7 +141,8 @@ impl Node {
             let m = v.bytes_mut(CreateEqIn::EVENT_BITMASK);
             m[5] = 0x1f; // 0x10..0x14
             m[7] = 0xff; // 0x00..0x07
-            m[6] = 0x0f; // 0x08..0x0b
+                         // 0x08, 0x09, 0x0b — not CMD (0x0a): the fixture polls its commands.
+            m[6] = 0x0b;
         });
         let out = fx.p.ok(&with_pas(input, &[eq.iova]), CreateEqOut::BYTES);
         let eqn = View::<CreateEqOut>::new(&out)
