@@ -1,0 +1,25 @@
+#!/bin/busybox sh
+# /init of the linux-on-sim guest: load the mlx5 modules in dependency order, give the probe
+# time, then report what the kernel made of the simulated ConnectX-5s and power off.
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+echo "GUEST: up"
+for m in $(cat /lib/modules/order); do
+  if insmod "/lib/modules/$m.ko"; then echo "GUEST: insmod $m"; else echo "GUEST: insmod $m FAILED"; fi
+done
+wait_s=$(sed -n 's/.*linuxsim.wait=\([0-9]*\).*/\1/p' /proc/cmdline)
+sleep "${wait_s:-20}"
+for d in /sys/bus/pci/devices/*; do
+  [ "$(cat "$d/vendor")" = 0x15b3 ] || continue
+  drv=$(basename "$(readlink "$d/driver" 2>/dev/null)" 2>/dev/null)
+  echo "GUEST: device $(basename "$d") $(cat "$d/vendor"):$(cat "$d/device") driver=${drv:-none}"
+done
+echo "GUEST: netdevs $(ls /sys/class/net | tr '\n' ' ')"
+echo "GUEST: ibdevs $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
+dmesg | grep -E "mlx5|15b3" | sed 's/^/GUEST-DMESG: /'
+probe=fail
+dmesg | grep -q "probe of .* failed\|mlx5_init_one failed" || { ls /sys/bus/pci/drivers/mlx5_core/ 2>/dev/null | grep -q ":" && probe=ok; }
+echo "GUEST-RESULT probe=$probe"
+poweroff -f

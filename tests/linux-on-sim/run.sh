@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Linux's own mlx5 drivers on the simulated ConnectX-5: `mlx5ctl sim --vfio-user` serves one or
+# more simulated NICs (one fabric) to a QEMU guest (QEMU 10.2 with the vfio-user client, from
+# ../shared/qemu), which boots a Debian cloud kernel and loads mlx5_core. Prints what the guest
+# saw, the commands Linux sent with the simulator's answers (from its command trace), and
+# `N passed, N failed`.
+#
+#   usage: tests/linux-on-sim/run.sh
+#
+# Caches the kernel and busybox the way tests/vfio-qemu/run.sh does (shares its cache under
+# target/vfio-qemu), and QEMU under target/linux-on-sim. Exit status: 0 when every check
+# passed, 1 otherwise, 2 if it cannot run here (the reason is printed).
+#
+# Environment knobs: NICS (default 1), TIMEOUT (default 240 s), WAIT (seconds the guest gives the
+# probe, default 20), SHARED (default <repo>/../shared).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SHARED=${SHARED:-$ROOT/../shared}
+WORK=$ROOT/target/linux-on-sim
+KCACHE_DIR=$ROOT/target/vfio-qemu
+mkdir -p "$KCACHE_DIR"
+NICS=${NICS:-1}
+TIMEOUT=${TIMEOUT:-240}
+WAIT=${WAIT:-20}
+mkdir -p "$WORK"
+cannot() { echo "linux-on-sim: CANNOT RUN here: $*" >&2; exit 2; }
+say() { echo "linux-on-sim: $*"; }
+
+# --- QEMU with the vfio-user client ------------------------------------------------------
+[ -x "$SHARED/qemu/get-qemu.sh" ] || [ -f "$SHARED/qemu/get-qemu.sh" ] || cannot "no $SHARED/qemu/get-qemu.sh"
+QEMU=$(bash "$SHARED/qemu/get-qemu.sh" "$WORK/qemu" | tail -1) || cannot "get-qemu.sh failed"
+say "$("$QEMU" --version | head -1)"
+
+# --- kernel and busybox: the vfio-qemu cache (its run.sh downloads them; reuse or fetch) -----
+KDEB=$(cat "$KCACHE_DIR/resolved-linux-image-cloud-amd64" 2>/dev/null || true)
+if [ -z "$KDEB" ] || [ ! -d "$KCACHE_DIR/$KDEB/boot" ] || [ ! -x "$KCACHE_DIR/busybox/bin/busybox" ]; then
+  command -v apt-get >/dev/null || cannot "needs apt-get to download a kernel"
+  KDEB=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2 }' | sort -V | tail -1)
+  [ -n "$KDEB" ] || cannot "apt cannot resolve linux-image-cloud-amd64 (no package lists?)"
+  say "downloading $KDEB and busybox-static"
+  rm -rf "$KCACHE_DIR/dl" && mkdir -p "$KCACHE_DIR/dl"
+  (cd "$KCACHE_DIR/dl" && apt-get download -qq -o APT::Sandbox::User=root "$KDEB" busybox-static) ||
+    cannot "could not download $KDEB"
+  rm -rf "$KCACHE_DIR/$KDEB" "$KCACHE_DIR/busybox"
+  dpkg-deb -x "$KCACHE_DIR"/dl/linux-image-*.deb "$KCACHE_DIR/$KDEB"
+  dpkg-deb -x "$KCACHE_DIR"/dl/busybox-static*.deb "$KCACHE_DIR/busybox"
+  echo "$KDEB" > "$KCACHE_DIR/resolved-linux-image-cloud-amd64"
+  rm -rf "$KCACHE_DIR/dl"
+fi
+KROOT=$KCACHE_DIR/$KDEB
+KVER=$(ls "$KROOT/lib/modules" | head -1)
+
+# --- initramfs: busybox, /init, the mlx5 modules in dependency order -----------------------
+STAGE=$(mktemp -d); trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE"/{bin,dev,proc,sys,lib/modules}
+cp "$KCACHE_DIR/busybox/bin/busybox" "$STAGE/bin/"
+cp "$HERE/guest-init.sh" "$STAGE/init"; chmod 755 "$STAGE/init"
+for m in pci-hyperv-intf mlxfw mlx5_core; do
+  f=$(find "$KROOT/lib/modules/$KVER/kernel" -name "$m.ko" | head -1)
+  [ -n "$f" ] || cannot "module $m not in $KDEB"
+  cp "$f" "$STAGE/lib/modules/$m.ko"; echo "$m" >> "$STAGE/lib/modules/order"
+done
+(cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
+
+# --- the simulated NICs -------------------------------------------------------------------
+cargo build --release --locked -q -p mlx5-tools --bin mlx5ctl
+CTL=${CARGO_TARGET_DIR:-$ROOT/target}/release/mlx5ctl
+SOCKS=(); DEVS=(); ARGS=()
+for i in $(seq 0 $((NICS - 1))); do
+  s=$WORK/nic$i.sock; rm -f "$s"; SOCKS+=("$s"); ARGS+=(--vfio-user "$s")
+  DEVS+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$s\"}}")
+done
+RUST_LOG=${RUST_LOG:-warn} "$CTL" sim "${ARGS[@]}" --trace "$WORK/trace.jsonl" > "$WORK/server.log" 2>&1 &
+SERVER=$!
+for s in "${SOCKS[@]}"; do for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.1; done; done
+
+# --- boot -----------------------------------------------------------------------------------
+say "booting $KVER with $NICS simulated ConnectX-5 (TCG)"
+set +e
+timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabios \
+  -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=1G,share=on \
+  -cpu max -smp 1 -m 1G "${DEVS[@]}" \
+  -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
+  -append "console=ttyS0 loglevel=6 panic=-1 linuxsim.wait=$WAIT" \
+  -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
+  tr -d '\r' > "$WORK/guest.log"
+QRC=${PIPESTATUS[0]}
+wait "$SERVER" 2>/dev/null
+set -e
+grep -aE '^GUEST|^qemu' "$WORK/guest.log" | grep -avE '^GUEST-DMESG: \[ *[0-9.]*\] +(RIP|Code|RSP|RAX|RDX|RBP|R10|R13|FS:|CS:|CR2|DR[0-9]|\? |[a-z_0-9.]+\+0x)' || true
+
+# --- what Linux sent, and the verdict -------------------------------------------------------
+python3 - "$WORK/trace.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])] if __import__('os').path.exists(sys.argv[1]) else []
+prev, n = None, 0
+print("linux-on-sim: commands Linux sent (name op_mod status syndrome), in order:")
+for r in rows + [None]:
+    name = None if r is None else (r['name'] if r['name'] != 'UNKNOWN' else f"UNKNOWN({r['opcode']})")
+    k = None if r is None else (name, r['op_mod'], r['status'], r['syndrome'])
+    if k == prev:
+        n += 1; continue
+    if prev: print("  ", *prev, f"x{n}" if n > 1 else "")
+    prev, n = k, 1
+PY
+pass=0; fail=0
+check() { if eval "$2"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $1"; fail=$((fail+1)); fi; }
+check "the guest booted and reported" "grep -q '^GUEST-RESULT' '$WORK/guest.log'"
+check "mlx5_core probed every simulated NIC" "grep -q 'GUEST-RESULT probe=ok' '$WORK/guest.log'"
+check "no command Linux sent was unknown to the simulator" "! grep -q '\"name\":\"UNKNOWN\"' '$WORK/trace.jsonl'"
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
