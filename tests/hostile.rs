@@ -518,3 +518,61 @@ fn device_writes_over_every_queue_buffer_cannot_reach_the_driver_bookkeeping() {
     r.unwrap();
     assert_eq!(sim.dma_bytes_mapped() as u64, quarantined.bytes);
 }
+
+/// Fuzzing finding (cmd_output, a CREATE_QP answer naming another QPN): when DESTROY_QP fails,
+/// the QP's rings stay with the device, but its work-request tables — host memory the device
+/// cannot reach — leaked with the CQ's handles. Now the CQ gives them back when it goes (its own
+/// DESTROY_CQ fails: the device still has QPs on it), and after close no host memory is held.
+#[test]
+fn the_tables_of_a_qp_that_would_not_die_are_freed_with_its_cq() {
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let plat = SimPlatform::new(sim.clone());
+    let dev = Device::open(plat.clone(), DeviceConfig::default()).unwrap();
+    let held = plat.host_bytes_in_use();
+    let pd = dev.pd().unwrap();
+    let cq = dev.create_cq(63).unwrap();
+    let srq = dev
+        .create_srq(
+            pd,
+            &SrqAttr {
+                max_wr: 8,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        )
+        .unwrap();
+    let own = dev
+        .create_qp(pd, &QpInitAttr::new(QpType::Rc, &cq, &cq, cap(8, 8, 1)))
+        .unwrap();
+    let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq, cap(8, 0, 1));
+    attr.srq = Some(&srq);
+    let on_srq = dev.create_qp(pd, &attr).unwrap();
+    assert!(
+        plat.host_bytes_in_use() > held,
+        "the tables are host memory"
+    );
+    for q in [own, on_srq] {
+        sim.inject(Fault::FailCommand {
+            opcode: mlx5::ifc::Opcode::DestroyQp as u16,
+            status: 0x3,
+            syndrome: 0x51,
+        });
+        let e = q.destroy().unwrap_err();
+        assert!(matches!(e, Error::Cmd { opcode: 0x501, .. }), "{e}");
+    }
+    assert!(
+        dev.quarantined().buffers >= 4,
+        "both QPs' rings stay with the device"
+    );
+    drop(srq);
+    let e = cq.destroy().unwrap_err();
+    assert!(matches!(e, Error::Cmd { opcode: 0x401, .. }), "{e}");
+    let (_, q) = dev.close_accounted();
+    assert_eq!(sim.dma_bytes_mapped() as u64, q.bytes, "{q:?}");
+    assert_eq!(sim.dma_faults(), vec![], "nothing freed under the device");
+    assert_eq!(
+        plat.host_bytes_in_use(),
+        0,
+        "no host memory held after close"
+    );
+}

@@ -1,6 +1,10 @@
 //! The simulated ConnectX-5 ([`mlx5_sim::SimDevice`]) as a [`Platform`].
 
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+extern crate alloc;
+use alloc::sync::Arc;
 
 use mlx5_ifc::{Be32, Be64};
 use mlx5_sim::SimDevice;
@@ -13,6 +17,8 @@ use crate::platform::{DmaRegion, Platform, PlatformError};
 pub struct SimPlatform {
     dev: SimDevice,
     write_combining: bool,
+    /// Host-memory bytes handed out and not yet freed (shared by clones).
+    host_in_use: Arc<AtomicUsize>,
 }
 
 impl core::fmt::Debug for SimPlatform {
@@ -20,6 +26,7 @@ impl core::fmt::Debug for SimPlatform {
         f.debug_struct("SimPlatform")
             .field("mode", &self.dev.mode())
             .field("write_combining", &self.write_combining)
+            .field("host_in_use", &self.host_bytes_in_use())
             .finish()
     }
 }
@@ -30,7 +37,16 @@ impl SimPlatform {
         Self {
             dev,
             write_combining: true,
+            host_in_use: Arc::new(AtomicUsize::new(0)),
         }
+    }
+
+    /// Bytes of host memory ([`Platform::host_alloc`]) the driver holds now, on this platform
+    /// and its clones. The driver's own bookkeeping is host memory the device cannot reach, so
+    /// it is always freed, quarantine or not: after [`Device::close`](crate::Device::close) this
+    /// is 0, whatever the device did.
+    pub fn host_bytes_in_use(&self) -> usize {
+        self.host_in_use.load(Ordering::Relaxed)
     }
 
     /// The same device with its UAR pages taken as mapped write-combining (`true`, the default
@@ -95,10 +111,13 @@ unsafe impl Platform for SimPlatform {
 
     fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
         // The process heap: the simulated device reaches only the blocks of `dma_alloc`.
-        super::host::heap_alloc(len, align)
+        let p = super::host::heap_alloc(len, align)?;
+        self.host_in_use.fetch_add(len, Ordering::Relaxed);
+        Ok(p)
     }
 
     unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
+        self.host_in_use.fetch_sub(len, Ordering::Relaxed);
         // SAFETY: forwarded contract (`ptr` came from `host_alloc`, i.e. `heap_alloc`).
         unsafe { super::host::heap_free(ptr, len, align) }
     }

@@ -4,6 +4,7 @@
 use heapless::Vec;
 
 use crate::io::SharedTable;
+use crate::platform::Platform;
 
 /// Queues one CQ can serve.
 pub const MAX_QUEUES_PER_CQ: usize = 512;
@@ -36,6 +37,18 @@ pub struct Attached {
     pub sq: Option<(SharedTable, u32)>,
     /// Receive table, when this CQ is the QP's receive CQ.
     pub rq: Option<RecvTable>,
+}
+
+impl Attached {
+    /// Gives back the handles to the QP's tables (host memory; the last handle frees it).
+    pub fn release<P: Platform + ?Sized>(self, p: &P) {
+        if let Some((t, _)) = self.sq {
+            t.release(p);
+        }
+        if let Some(RecvTable::Rq { table, .. } | RecvTable::Srq { table, .. }) = self.rq {
+            table.release(p);
+        }
+    }
 }
 
 /// The CQ state polling changes.

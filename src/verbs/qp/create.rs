@@ -482,16 +482,9 @@ impl<'a, P: Platform> Qp<'a, P> {
         let mut stuck = self.clean_cqs().err();
         for cq in [self.send_cq, self.recv_cq] {
             match cq.detach(self.qpn) {
-                Ok(Some(a)) => {
-                    if let Some((t, _)) = a.sq {
-                        t.release(p);
-                    }
-                    if let Some(RecvTable::Rq { table, .. } | RecvTable::Srq { table, .. }) = a.rq {
-                        table.release(p);
-                    }
-                }
+                Ok(Some(a)) => a.release(p),
                 Ok(None) => {}
-                // The CQ keeps its handles to the QP's tables (leaked, never freed under it).
+                // The CQ keeps its handles to the QP's tables; it gives them back when it goes.
                 Err(e) => stuck = Some(e),
             }
         }

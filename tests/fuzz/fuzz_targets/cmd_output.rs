@@ -43,8 +43,12 @@ fuzz_target!(|data: &[u8]| {
         };
         sim.inject(f);
     }
-    if let Ok(dev) = Device::open(SimPlatform::new(sim.clone()), common::config()) {
-        common::workload(&dev, 3, |_| {});
-        common::close(&sim, dev);
+    let plat = SimPlatform::new(sim.clone());
+    match Device::open(plat.clone(), common::config()) {
+        Ok(dev) => {
+            common::workload(&dev, 3, |_| {});
+            common::close(&sim, dev);
+        }
+        Err(_) => assert_eq!(plat.host_bytes_in_use(), 0, "host memory held after a failed open"),
     }
 });

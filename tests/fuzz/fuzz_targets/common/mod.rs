@@ -204,12 +204,15 @@ fn poll(dev: &Dev, cq: &mlx5::cq::Cq<'_, SimPlatform>, posted: &HashSet<u64>, se
 }
 
 /// Closes the device; what stays mapped must be exactly what the driver quarantined.
+/// And no host memory (the driver's bookkeeping, which no device can hold) stays allocated.
 pub fn close(sim: &SimDevice, dev: Dev) {
     sim.clear_faults();
+    let plat = dev.platform().clone();
     let (_, q) = dev.close_accounted();
     assert_eq!(
         sim.dma_bytes_mapped() as u64,
         q.bytes,
         "DMA memory left mapped that was not quarantined: {q:?}"
     );
+    assert_eq!(plat.host_bytes_in_use(), 0, "host memory held after close");
 }
