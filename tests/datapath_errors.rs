@@ -236,6 +236,38 @@ fn lost_packets_past_the_retry_count() {
     assert_eq!(wa[0].status, WcStatus::RetryExcErr);
 }
 
+/// Soak finding: two SENDs to a QP with no receive posted. The first gets an RNR NAK, the second
+/// (out of sequence behind it) a NAK sequence error, on which the requester retransmits both at
+/// once — and so on, with no time passing: the soak spent seconds in one post_send. A sequence
+/// error NAK now uses up one of `retry_cnt` retries, as an ack timeout does (IBA; Linux's rxe
+/// counts both), so the exchange ends in a retry-exceeded completion.
+#[test]
+fn sequence_error_naks_use_up_the_retry_count() {
+    let p = pair();
+    let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
+    let mra =
+        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
+            .unwrap();
+    let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
+    let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
+    let opts = ConnectOpts {
+        retry_cnt: 3,
+        rnr_retry: 7,
+        ..ConnectOpts::default()
+    };
+    connect(&mut qa, &mut qb, &opts);
+    let sge = [Sge {
+        addr: mra.addr(),
+        length: 64,
+        lkey: mra.lkey(),
+    }];
+    qa.post_send(&[SendWr::send(1, &sge), SendWr::send(2, &sge)])
+        .unwrap();
+    let wa = wait(&cqa, &p.a, 2);
+    assert_eq!((wa[0].wr_id, wa[0].status), (1, WcStatus::RetryExcErr));
+    assert_eq!((wa[1].wr_id, wa[1].status), (2, WcStatus::WrFlushErr));
+}
+
 #[test]
 fn a_full_queue_is_an_error_never_an_overwrite() {
     let p = pair();

@@ -75,10 +75,11 @@ impl fmt::Display for PlatformError {
 /// # Safety
 ///
 /// Implementors promise that:
-/// * [`Platform::dma_alloc`] returns memory that is valid for reads and writes of `len` bytes at
-///   `cpu`, aligned as asked (and at least to 8 bytes), reachable by the device at `iova`, not
-///   used by anything else, and that stays valid until it is given to [`Platform::dma_free`]
-///   (or the platform is dropped);
+/// * [`Platform::dma_alloc`] returns zeroed memory that is valid for reads and writes of `len`
+///   bytes at `cpu`, aligned as asked (and at least to 8 bytes), reachable by the device at
+///   `iova`, not used by anything else, and that stays valid until it is given to
+///   [`Platform::dma_free`] (or the platform is dropped) — zeroed also when it reuses memory
+///   freed earlier (the driver does not clear it again);
 /// * [`Platform::host_alloc`] returns zeroed memory valid for reads and writes of `len` bytes,
 ///   aligned as asked (and at least to 8 bytes), used by nothing else, that **the device cannot
 ///   reach**: it lies in no region `dma_alloc` hands out and in no page the IOMMU (or the

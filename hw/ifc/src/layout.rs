@@ -4,7 +4,9 @@
 //! bit offset and width of every named field, MSB-first over the big-endian byte image (bit 0 is
 //! the most significant bit of byte 0; a field at offset `o` of width `w` lives in dword `o / 32`).
 //! Fields are typed by the layout they belong to, so a field of one structure cannot be applied to
-//! another. The bit access itself is the `bitfield` crate's `MSB0 [u8]` bit range.
+//! another. A field's bytes (at most nine) are read as one big-endian `u128` window, and the bit
+//! access within it is the `bitfield` crate's bit range over that integer (shifts and masks, not
+//! a loop over bits: every command and every simulated BAR read goes through here).
 //!
 //! [`View`] and [`ViewMut`] check the buffer length once, at construction; every accessor is then
 //! in bounds by construction (the conformance tests prove that every field lies inside its
@@ -15,8 +17,27 @@ use core::marker::PhantomData;
 
 use bitfield::{BitRange, BitRangeMut};
 
-struct Msb0<T>(T);
-bitfield::bitfield_bitrange! {struct Msb0(MSB0 [u8])}
+/// The bytes holding bits `bit .. bit + width` (MSB-first) and the field's LSB0 bit range
+/// (`msb`, `lsb`) within those bytes read as one big-endian integer. `width` is 1..=64, so the
+/// window is at most nine bytes.
+fn window(bit: usize, width: usize) -> (core::ops::RangeInclusive<usize>, usize, usize) {
+    let (first, last) = (bit / 8, (bit + width - 1) / 8);
+    let lsb = 8 * (last - first + 1) - bit % 8 - width;
+    (first..=last, lsb + width - 1, lsb)
+}
+
+fn load_be(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .fold(0u128, |acc, &b| (acc << 8) | u128::from(b))
+}
+
+fn store_be(bytes: &mut [u8], mut v: u128) {
+    for b in bytes.iter_mut().rev() {
+        *b = v as u8;
+        v >>= 8;
+    }
+}
 
 /// What kind of member a field is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -283,9 +304,10 @@ fn read_bits(buf: &[u8], info: &FieldInfo) -> u64 {
     if info.width == 0 {
         return 0;
     }
-    let (bit, width) = (info.bit as usize, info.width as usize);
-    // MSB0 bit range: `lsb` is the field's first (most significant) bit, `msb` its last.
-    BitRange::<u64>::bit_range(&Msb0(buf), bit + width - 1, bit)
+    let (range, msb, lsb) = window(info.bit as usize, info.width as usize);
+    // In bounds by construction (views check the length); a short image reads as 0.
+    buf.get(range)
+        .map_or(0, |b| BitRange::<u64>::bit_range(&load_be(b), msb, lsb))
 }
 
 fn byte_range(info: &FieldInfo, len: usize) -> core::ops::Range<usize> {
@@ -465,8 +487,13 @@ fn set_bits(
             value,
         });
     }
-    let bit = info.bit as usize;
-    BitRangeMut::<u64>::set_bit_range(&mut Msb0(buf), bit + width as usize - 1, bit, value);
+    let (range, msb, lsb) = window(info.bit as usize, width as usize);
+    // In bounds by construction (views check the length); a short image is left alone.
+    if let Some(b) = buf.get_mut(range) {
+        let mut w = load_be(b);
+        BitRangeMut::<u64>::set_bit_range(&mut w, msb, lsb, value);
+        store_be(b, w);
+    }
     Ok(())
 }
 
@@ -512,5 +539,52 @@ mod tests {
         ));
         assert_eq!(b, [0; 12]);
         assert!(View::<T>::new(&b[..11]).is_err());
+    }
+
+    /// The definition, one bit at a time: bit `i` of a field at `bit` is image bit `bit + i`
+    /// counted from the field's most significant end, bit 0 the MSB of byte 0.
+    fn reference_get(buf: &[u8], bit: usize, width: usize) -> u64 {
+        (bit..bit + width).fold(0, |v, b| {
+            (v << 1) | u64::from(buf[b / 8] >> (7 - b % 8) & 1)
+        })
+    }
+
+    #[test]
+    fn every_offset_and_width_matches_the_bit_by_bit_definition() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut img = [0u8; 24];
+        for bit in 0..64 {
+            for width in 1..=64 {
+                img.iter_mut().for_each(|b| *b = next() as u8);
+                let before = img;
+                let info = FieldInfo {
+                    name: "f",
+                    bit: bit as u32,
+                    width: width as u32,
+                    kind: FieldKind::Value,
+                };
+                assert_eq!(read_bits(&img, &info), reference_get(&img, bit, width));
+                let v = next() >> (64 - width);
+                set_bits(&mut img, "t", &info, v).unwrap();
+                assert_eq!(
+                    reference_get(&img, bit, width),
+                    v,
+                    "bit {bit} width {width}"
+                );
+                for b in (0..img.len() * 8).filter(|&b| b < bit || b >= bit + width) {
+                    assert_eq!(
+                        reference_get(&img, b, 1),
+                        reference_get(&before, b, 1),
+                        "bit {b} outside the field changed (bit {bit} width {width})"
+                    );
+                }
+            }
+        }
     }
 }

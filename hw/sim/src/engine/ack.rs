@@ -135,7 +135,17 @@ fn on_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
             ack_through(hw, info.qpn, prev);
             let s = match syndrome & 0x1f {
                 0 => {
+                    // A PSN sequence error: retransmit from `psn`. Like an ack timeout, it uses
+                    // up one of `retry_count` retries (IBA: the retry count is for timeouts and
+                    // sequence-error NAKs; Linux's rxe counts both), so two QPs that disagree on
+                    // PSNs cannot NAK and retransmit to each other forever.
                     complete_ready(hw, info);
+                    let rt = qp_rt(&mut hw.fw.engine, info);
+                    if rt.retries >= info.retry_count {
+                        fail_at(hw, info, psn, syn::TRANSPORT_RETRY_EXC_ERR);
+                        return;
+                    }
+                    rt.retries += 1;
                     retransmit_from(hw, info.qpn, psn);
                     arm_timer(hw, info);
                     return;
