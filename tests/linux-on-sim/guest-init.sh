@@ -17,9 +17,23 @@ for d in /sys/bus/pci/devices/*; do
   echo "GUEST: device $(basename "$d") $(cat "$d/vendor"):$(cat "$d/device") driver=${drv:-none}"
 done
 echo "GUEST: netdevs $(ls /sys/class/net | tr '\n' ' ')"
+for n in /sys/class/net/*; do
+  [ "$(basename "$n")" = lo ] && continue
+  echo "GUEST-NETDEV $(basename "$n") address=$(cat "$n/address") mtu=$(cat "$n/mtu") driver=$(basename "$(readlink "$n/device/driver" 2>/dev/null)" 2>/dev/null)"
+done
+if [ -n "$(sed -n 's/.*linuxsim.up=\(1\).*/\1/p' /proc/cmdline)" ]; then
+  for n in /sys/class/net/eth*; do
+    [ -e "$n" ] || continue
+    ip link set "$(basename "$n")" up && echo "GUEST: link up $(basename "$n") requested"
+  done
+  sleep "${wait_s:-20}"
+  for n in /sys/class/net/eth*; do
+    [ -e "$n" ] && echo "GUEST-LINK $(basename "$n") operstate=$(cat "$n/operstate") carrier=$(cat "$n/carrier" 2>/dev/null)"
+  done
+fi
 echo "GUEST: ibdevs $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
 dmesg | grep -E "mlx5|15b3" | sed 's/^/GUEST-DMESG: /'
 probe=fail
 dmesg | grep -q "probe of .* failed\|mlx5_init_one failed" || { ls /sys/bus/pci/drivers/mlx5_core/ 2>/dev/null | grep -q ":" && probe=ok; }
-echo "GUEST-RESULT probe=$probe"
+echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err')"
 poweroff -f

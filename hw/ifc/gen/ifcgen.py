@@ -58,6 +58,9 @@ ROOMS = {
         ("paos_reg", "PAOS register (0x5006): port administrative and operational status."),
         ("pmtu_reg", "PMTU register (0x5003): port MTU."),
         ("register_host_endianness", "HOST_ENDIANNESS register (0x7004): the host's byte order."),
+        ("ptys_reg", "PTYS register (0x5004): port type and speed."),
+        ("pcmr_reg", "PCMR register (0x5041): port capabilities mask (FCS)."),
+        ("ppcnt_reg", "PPCNT register (0x5008): port performance counters; the group's counters follow."),
     ],
     "caps": [
         ("cmd_hca_cap", "General device capabilities (HCA_CAP cap_type 0, PRM \"HCA Capabilities\")."),
@@ -123,6 +126,8 @@ ROOMS = {
         ("destroy_cq_out", "DESTROY_CQ (0x401) output."),
         ("query_cq_in", "QUERY_CQ (0x402) input."),
         ("query_cq_out", "QUERY_CQ (0x402) output."),
+        ("modify_cq_in", "MODIFY_CQ (0x403) input: moderation (op_mod 0) or resize (op_mod 1)."),
+        ("modify_cq_out", "MODIFY_CQ (0x403) output."),
     ],
     "srq": [
         ("srqc", "Shared receive queue context (PRM \"SRQ Context\", ISSI 0)."),
@@ -179,6 +184,88 @@ ROOMS = {
         ("query_mkey_in", "QUERY_MKEY (0x201) input."),
         ("query_mkey_out", "QUERY_MKEY (0x201) output."),
     ],
+    "tir": [
+        ("alloc_transport_domain_in", "ALLOC_TRANSPORT_DOMAIN (0x816) input."),
+        ("alloc_transport_domain_out", "ALLOC_TRANSPORT_DOMAIN (0x816) output."),
+        ("dealloc_transport_domain_in", "DEALLOC_TRANSPORT_DOMAIN (0x817) input."),
+        ("dealloc_transport_domain_out", "DEALLOC_TRANSPORT_DOMAIN (0x817) output."),
+        ("create_tis_in", "CREATE_TIS (0x912) input."),
+        ("create_tis_out", "CREATE_TIS (0x912) output."),
+        ("modify_tis_in", "MODIFY_TIS (0x913) input."),
+        ("modify_tis_out", "MODIFY_TIS (0x913) output."),
+        ("destroy_tis_in", "DESTROY_TIS (0x914) input."),
+        ("destroy_tis_out", "DESTROY_TIS (0x914) output."),
+        ("create_tir_in", "CREATE_TIR (0x900) input."),
+        ("create_tir_out", "CREATE_TIR (0x900) output."),
+        ("modify_tir_in", "MODIFY_TIR (0x901) input."),
+        ("modify_tir_out", "MODIFY_TIR (0x901) output."),
+        ("destroy_tir_in", "DESTROY_TIR (0x902) input."),
+        ("destroy_tir_out", "DESTROY_TIR (0x902) output."),
+        ("create_rqt_in", "CREATE_RQT (0x916) input."),
+        ("create_rqt_out", "CREATE_RQT (0x916) output."),
+        ("modify_rqt_in", "MODIFY_RQT (0x917) input."),
+        ("modify_rqt_out", "MODIFY_RQT (0x917) output."),
+        ("destroy_rqt_in", "DESTROY_RQT (0x918) input."),
+        ("destroy_rqt_out", "DESTROY_RQT (0x918) output."),
+        ("tisc", "The transport interface send context (PRM \"TISC\")."),
+        ("tirc", "The transport interface receive context (PRM \"TIRC\")."),
+        ("rx_hash_field_select", "The packet fields a TIR hashes (in `tirc`)."),
+        ("rqtc", "The RQ table context (PRM \"RQTC\"); the RQ numbers follow."),
+        ("rq_num", "One RQ number of an RQT."),
+    ],
+    "sq_rq": [
+        ("create_sq_in", "CREATE_SQ (0x904) input."),
+        ("create_sq_out", "CREATE_SQ (0x904) output."),
+        ("modify_sq_in", "MODIFY_SQ (0x905) input."),
+        ("modify_sq_out", "MODIFY_SQ (0x905) output."),
+        ("destroy_sq_in", "DESTROY_SQ (0x906) input."),
+        ("destroy_sq_out", "DESTROY_SQ (0x906) output."),
+        ("query_sq_in", "QUERY_SQ (0x907) input."),
+        ("query_sq_out", "QUERY_SQ (0x907) output."),
+        ("create_rq_in", "CREATE_RQ (0x908) input."),
+        ("create_rq_out", "CREATE_RQ (0x908) output."),
+        ("modify_rq_in", "MODIFY_RQ (0x909) input."),
+        ("modify_rq_out", "MODIFY_RQ (0x909) output."),
+        ("destroy_rq_in", "DESTROY_RQ (0x90a) input."),
+        ("destroy_rq_out", "DESTROY_RQ (0x90a) output."),
+        ("query_rq_in", "QUERY_RQ (0x90b) input."),
+        ("query_rq_out", "QUERY_RQ (0x90b) output."),
+        ("alloc_q_counter_in", "ALLOC_Q_COUNTER (0x771) input."),
+        ("alloc_q_counter_out", "ALLOC_Q_COUNTER (0x771) output."),
+        ("dealloc_q_counter_in", "DEALLOC_Q_COUNTER (0x772) input."),
+        ("dealloc_q_counter_out", "DEALLOC_Q_COUNTER (0x772) output."),
+        ("query_q_counter_in", "QUERY_Q_COUNTER (0x773) input."),
+        ("query_q_counter_out", "QUERY_Q_COUNTER (0x773) output."),
+        ("query_vport_counter_in", "QUERY_VPORT_COUNTER (0x770) input."),
+        ("query_vport_counter_out", "QUERY_VPORT_COUNTER (0x770) output."),
+        ("sqc", "The send queue context (PRM \"SQC\")."),
+        ("rqc", "The receive queue context (PRM \"RQC\")."),
+        ("traffic_counter", "A packet and octet counter pair."),
+    ],
+    "flow": [
+        ("create_flow_table_in", "CREATE_FLOW_TABLE (0x930) input."),
+        ("create_flow_table_out", "CREATE_FLOW_TABLE (0x930) output."),
+        ("destroy_flow_table_in", "DESTROY_FLOW_TABLE (0x931) input."),
+        ("destroy_flow_table_out", "DESTROY_FLOW_TABLE (0x931) output."),
+        ("set_flow_table_root_in", "SET_FLOW_TABLE_ROOT (0x92f) input."),
+        ("set_flow_table_root_out", "SET_FLOW_TABLE_ROOT (0x92f) output."),
+        ("modify_flow_table_in", "MODIFY_FLOW_TABLE (0x93c) input."),
+        ("modify_flow_table_out", "MODIFY_FLOW_TABLE (0x93c) output."),
+        ("create_flow_group_in", "CREATE_FLOW_GROUP (0x933) input."),
+        ("create_flow_group_out", "CREATE_FLOW_GROUP (0x933) output."),
+        ("destroy_flow_group_in", "DESTROY_FLOW_GROUP (0x934) input."),
+        ("destroy_flow_group_out", "DESTROY_FLOW_GROUP (0x934) output."),
+        ("set_fte_in", "SET_FLOW_TABLE_ENTRY (0x936) input."),
+        ("set_fte_out", "SET_FLOW_TABLE_ENTRY (0x936) output."),
+        ("delete_fte_in", "DELETE_FLOW_TABLE_ENTRY (0x938) input."),
+        ("delete_fte_out", "DELETE_FLOW_TABLE_ENTRY (0x938) output."),
+        ("flow_table_context", "A flow table's properties (in CREATE/MODIFY_FLOW_TABLE)."),
+        ("flow_context", "A flow table entry: match value, action and destinations (SET_FLOW_TABLE_ENTRY)."),
+        ("dest_format_struct", "One destination of a flow table entry."),
+        ("fte_match_param", "Match criteria or value: outer headers, misc, inner headers, misc 2-5."),
+        ("fte_match_set_lyr_2_4", "Layer 2-4 header fields of a match."),
+        ("fte_match_set_misc", "Miscellaneous fields of a match (VXLAN VNI, GRE key, source port, ...)."),
+    ],
 }
 
 
@@ -198,6 +285,7 @@ def main():
     check = "--check" in sys.argv
     facts = json.load(open(REF))
     generated = {s for room in ROOMS.values() for s, _ in room}
+    room_of = {s: room for room, structs in ROOMS.items() for s, _ in structs}
     files = {}
     all_entries = []
     for room, structs in ROOMS.items():
@@ -222,7 +310,10 @@ def main():
                 cn = const_name(fname)
                 loc = f"bit {bit:#x}, width {width}, byte {bit // 8:#x}"
                 if mt and mt.get("kind") in ("struct", "union") and mt["type"] in generated and mt.get("count", 1) == 1:
-                    consts.append(f"    #[doc = \"`{fname}` ({mt['type']}): {loc}.\"] pub const {cn}: Nested<Self, {camel(mt['type'])}> = Nested::new(\"{fname}\", {bit:#x}, {width});")
+                    inner = camel(mt['type'])
+                    if room_of[mt['type']] != room:
+                        inner = f"super::{room_of[mt['type']]}::{inner}"
+                    consts.append(f"    #[doc = \"`{fname}` ({mt['type']}): {loc}.\"] pub const {cn}: Nested<Self, {inner}> = Nested::new(\"{fname}\", {bit:#x}, {width});")
                 elif width <= 64 and width > 0 and not mt:
                     consts.append(f"    #[doc = \"`{fname}`: {loc}.\"] pub const {cn}: Field<Self> = Field::new(\"{fname}\", {bit:#x}, {width});")
                 elif bit % 8 == 0 and width % 8 == 0:

@@ -97,8 +97,14 @@ pub mod reg {
     pub const READ: u16 = 1;
     /// PMTU: port MTU.
     pub const PMTU: u16 = 0x5003;
+    /// PTYS: port type and speed.
+    pub const PTYS: u16 = 0x5004;
     /// PAOS: port administrative and operational status.
     pub const PAOS: u16 = 0x5006;
+    /// PPCNT: port performance counters.
+    pub const PPCNT: u16 = 0x5008;
+    /// PCMR: port capabilities mask.
+    pub const PCMR: u16 = 0x5041;
     /// HOST_ENDIANNESS.
     pub const HOST_ENDIANNESS: u16 = 0x7004;
     /// DTOR: default timeouts.

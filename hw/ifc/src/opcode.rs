@@ -82,6 +82,7 @@ opcodes! {
     ModifyHcaVportContext = 0x763, "MODIFY_HCA_VPORT_CONTEXT";
     QueryHcaVportGid = 0x764, "QUERY_HCA_VPORT_GID";
     QueryHcaVportPkey = 0x765, "QUERY_HCA_VPORT_PKEY";
+    QueryVportCounter = 0x770, "QUERY_VPORT_COUNTER";
     AllocQCounter = 0x771, "ALLOC_Q_COUNTER";
     DeallocQCounter = 0x772, "DEALLOC_Q_COUNTER";
     QueryQCounter = 0x773, "QUERY_Q_COUNTER";
@@ -98,10 +99,41 @@ opcodes! {
     DeallocXrcd = 0x80f, "DEALLOC_XRCD";
     AllocTransportDomain = 0x816, "ALLOC_TRANSPORT_DOMAIN";
     DeallocTransportDomain = 0x817, "DEALLOC_TRANSPORT_DOMAIN";
+    CreateTir = 0x900, "CREATE_TIR";
+    ModifyTir = 0x901, "MODIFY_TIR";
+    DestroyTir = 0x902, "DESTROY_TIR";
+    QueryTir = 0x903, "QUERY_TIR";
+    CreateSq = 0x904, "CREATE_SQ";
+    ModifySq = 0x905, "MODIFY_SQ";
+    DestroySq = 0x906, "DESTROY_SQ";
+    QuerySq = 0x907, "QUERY_SQ";
+    CreateRq = 0x908, "CREATE_RQ";
+    ModifyRq = 0x909, "MODIFY_RQ";
+    DestroyRq = 0x90a, "DESTROY_RQ";
+    QueryRq = 0x90b, "QUERY_RQ";
     CreateRmp = 0x90c, "CREATE_RMP";
     ModifyRmp = 0x90d, "MODIFY_RMP";
     DestroyRmp = 0x90e, "DESTROY_RMP";
     QueryRmp = 0x90f, "QUERY_RMP";
+    CreateTis = 0x912, "CREATE_TIS";
+    ModifyTis = 0x913, "MODIFY_TIS";
+    DestroyTis = 0x914, "DESTROY_TIS";
+    QueryTis = 0x915, "QUERY_TIS";
+    CreateRqt = 0x916, "CREATE_RQT";
+    ModifyRqt = 0x917, "MODIFY_RQT";
+    DestroyRqt = 0x918, "DESTROY_RQT";
+    QueryRqt = 0x919, "QUERY_RQT";
+    SetFlowTableRoot = 0x92f, "SET_FLOW_TABLE_ROOT";
+    CreateFlowTable = 0x930, "CREATE_FLOW_TABLE";
+    DestroyFlowTable = 0x931, "DESTROY_FLOW_TABLE";
+    QueryFlowTable = 0x932, "QUERY_FLOW_TABLE";
+    CreateFlowGroup = 0x933, "CREATE_FLOW_GROUP";
+    DestroyFlowGroup = 0x934, "DESTROY_FLOW_GROUP";
+    QueryFlowGroup = 0x935, "QUERY_FLOW_GROUP";
+    SetFlowTableEntry = 0x936, "SET_FLOW_TABLE_ENTRY";
+    QueryFlowTableEntry = 0x937, "QUERY_FLOW_TABLE_ENTRY";
+    DeleteFlowTableEntry = 0x938, "DELETE_FLOW_TABLE_ENTRY";
+    ModifyFlowTable = 0x93c, "MODIFY_FLOW_TABLE";
 }
 
 /// The PRM name of a raw opcode, or `"UNKNOWN"`.

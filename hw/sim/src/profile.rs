@@ -99,6 +99,8 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::LOG_MAX_RMP, 23),
     (C::LOG_MAX_RQT, 16),
     (C::LOG_MAX_RQT_SIZE, 16),
+    // Queue counter sets (ALLOC_Q_COUNTER): mlx5e takes two, mlx5_ib one per port.
+    (C::MAX_QP_CNT, 128),
     (C::ROCE_RW_SUPPORTED, 1),
     (C::LOG_MAX_WQ_SZ, 20),
     (C::LOG_MAX_VLAN_LIST, 12),

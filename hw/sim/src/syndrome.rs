@@ -79,6 +79,22 @@
 //! | `0x5e030054` BAD_PM_STATE | BAD_PARAM | RST2INIT `pm_state` not MIGRATED (3): no alternate path exists to arm |
 //! | `0x5e030055` BAD_ATOMIC_MODE | BAD_PARAM | `rae` with `atomic_mode` above 8 (UP_TO_256B) |
 //! | `0x5e030056` SRQ_LIMIT | BAD_PARAM | ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size |
+//! | `0x5e030057` FT_UNSUPPORTED_TYPE | BAD_PARAM | a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a software-owned / reformat / decap / termination table |
+//! | `0x5e030058` FT_LEVEL | BAD_PARAM | CREATE_FLOW_TABLE `level` above `max_ft_level` |
+//! | `0x5e030059` FT_SIZE | BAD_PARAM | CREATE_FLOW_TABLE `log_size` above `log_max_ft_size` |
+//! | `0x5e03005a` FT_MISS_ACTION | BAD_PARAM | `table_miss_action` not 0/1, a miss table of another type or not at a higher level, or MODIFY_FLOW_TABLE of another field |
+//! | `0x5e03005b` FG_RANGE | BAD_PARAM | CREATE_FLOW_GROUP index range empty, beyond the table, or overlapping another group |
+//! | `0x5e03005c` FG_CRITERIA | BAD_PARAM | CREATE_FLOW_GROUP `match_criteria_enable` beyond outer headers and misc, or a `group_type` other than 0 |
+//! | `0x5e03005d` FTE_INDEX | BAD_PARAM | SET_FLOW_TABLE_ENTRY `flow_index` outside its group `group_id` of the table |
+//! | `0x5e03005e` FTE_ACTION | BAD_PARAM | an entry `action` other than one of ALLOW, DROP, FWD_DEST, or FWD_DEST without destinations (or destinations without it) |
+//! | `0x5e03005f` FTE_DEST | BAD_PARAM | an entry destination not a TIR or a higher-level table of the type, counters, extended destinations, or more than `2^log_max_destination` |
+//! | `0x5e030060` FTE_EXISTS | BAD_PARAM | SET_FLOW_TABLE_ENTRY op_mod 0 at an index that holds an entry |
+//! | `0x5e030061` TIR_DISP | BAD_PARAM | CREATE/MODIFY_TIR `disp_type` not 0/1, `rx_hash_fn` above 2, LRO or TLS |
+//! | `0x5e030062` RQT_SIZE | BAD_PARAM | RQT `rqt_max_size` not 1..=`2^log_max_rqt_size`, `rqt_actual_size` not 1..=max, `list_q_type` not 0, or MODIFY_RQT of another field |
+//! | `0x5e030063` WQ_SIZE | BAD_PARAM | RQ/SQ `log_wq_sz` above `log_max_wq_sz` or a stride below 16 B or above `max_wqe_sz_rq`/`max_wqe_sz_sq` |
+//! | `0x5e030064` WQ_STATE | BAD_PARAM | CREATE_RQ/SQ with a context `state` other than RST |
+//! | `0x5e030065` TIS_FIELD | BAD_PARAM | CREATE/MODIFY_TIS with TLS, an underlay QPN or a LAG port affinity |
+//! | `0x5e030066` CQ_MODIFY_FIELD | BAD_PARAM | MODIFY_CQ resize (op_mod 1), a `modify_field_select` bit other than period and count, or no `cq_moderation` |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -93,11 +109,28 @@
 //! | `0x5e050005` UNKNOWN_SRQ | BAD_RES | an SRQ / RMP number that is not live (DESTROY/QUERY_SRQ/RMP, CREATE_QP `srqn_rmpn_xrqn`) |
 //! | `0x5e050006` UNKNOWN_QP | BAD_RES | a QP number that is not a live QP (every QP command) |
 //! | `0x5e050007` UNKNOWN_MKEY | BAD_RES | DESTROY/QUERY_MKEY of an index that is not a live mkey |
+//! | `0x5e050008` UNKNOWN_TD | BAD_RES | a transport domain that is not allocated |
+//! | `0x5e050009` UNKNOWN_TIS | BAD_RES | a TIS that is not live |
+//! | `0x5e05000a` UNKNOWN_TIR | BAD_RES | a TIR that is not live |
+//! | `0x5e05000b` UNKNOWN_RQT | BAD_RES | an RQT that is not live |
+//! | `0x5e05000c` UNKNOWN_RQ | BAD_RES | an RQ that is not live |
+//! | `0x5e05000d` UNKNOWN_SQ | BAD_RES | an SQ that is not live |
+//! | `0x5e05000e` UNKNOWN_FLOW_TABLE | BAD_RES | a flow table that is not live (or of another `table_type`) |
+//! | `0x5e05000f` UNKNOWN_FLOW_GROUP | BAD_RES | a flow group that is not live in that table |
+//! | `0x5e050010` UNKNOWN_FTE | BAD_RES | no flow table entry at that index |
+//! | `0x5e050011` UNKNOWN_Q_COUNTER | BAD_RES | a Q counter that is not allocated |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
 //! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
 //! | `0x5e060004` CQ_IN_USE | RES_BUSY | DESTROY_CQ of a CQ a QP uses (either `cqn`) |
 //! | `0x5e060005` SRQ_IN_USE | RES_BUSY | DESTROY_SRQ/RMP of an SRQ/RMP a QP uses |
+//! | `0x5e060006` TD_IN_USE | RES_BUSY | DEALLOC_TRANSPORT_DOMAIN of a domain a TIS or TIR uses |
+//! | `0x5e060007` TIS_IN_USE | RES_BUSY | DESTROY_TIS of a TIS an SQ uses |
+//! | `0x5e060008` WQ_IN_USE | RES_BUSY | DESTROY_RQ of an RQ a TIR or RQT uses (DESTROY_SQ, DEALLOC_Q_COUNTER likewise) |
+//! | `0x5e060009` RQT_IN_USE | RES_BUSY | DESTROY_RQT of an RQT a TIR uses |
+//! | `0x5e06000a` TIR_IN_USE | RES_BUSY | DESTROY_TIR of a TIR a flow table entry forwards to |
+//! | `0x5e06000b` FLOW_TABLE_IN_USE | RES_BUSY | DESTROY_FLOW_TABLE of the root, of a table with groups, or one an entry or a table miss forwards to |
+//! | `0x5e06000c` FLOW_GROUP_IN_USE | RES_BUSY | DESTROY_FLOW_GROUP of a group with entries |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
 //! | `0x5e080003` EQ_EXHAUSTED | EXCEED_LIM | `2^log_max_eq - 1` EQs live |
@@ -105,7 +138,10 @@
 //! | `0x5e080005` SRQ_EXHAUSTED | EXCEED_LIM | `2^log_max_srq - 1` SRQs + RMPs live (RMP: or `2^log_max_rmp - 1` RMPs) |
 //! | `0x5e080006` QP_EXHAUSTED | EXCEED_LIM | `2^log_max_qp - 1` QPs live |
 //! | `0x5e080007` MKEY_EXHAUSTED | EXCEED_LIM | `2^log_max_mkey - 1` mkeys live (the reserved lkey and null mkey included) |
+//! | `0x5e080008` NET_EXHAUSTED | EXCEED_LIM | `2^log_max_*` transport domains, TISes, TIRs, RQTs, RQs or SQs live, or `max_qp_cnt` Q counters |
+//! | `0x5e080009` FLOW_TABLE_EXHAUSTED | EXCEED_LIM | `2^log_max_ft_num` flow tables live (or no handle left for a group or an entry) |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
+//! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
 //! | `0x5e0f0001` PAGES_ALLOC_FAIL | NO_RESOURCES 0x0f | a command waiting for firmware pages when the driver answered MANAGE_PAGES op_mod 0 (it cannot give them) |
 //! | `0x5e500001` INLEN_BELOW_HEADER | BAD_INPUT_LEN 0x50 | `input_length` < 8 |
 //! | `0x5e500002` INLEN_BELOW_LAYOUT | BAD_INPUT_LEN | `input_length` < the command's `*_in` size |
@@ -281,6 +317,38 @@ syndromes! {
     BAD_ATOMIC_MODE = 0x5e03_0055;
     /// BAD_PARAM: ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size.
     SRQ_LIMIT = 0x5e03_0056;
+    /// BAD_PARAM: a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a software-owned / reformat / decap / termination table.
+    FT_UNSUPPORTED_TYPE = 0x5e03_0057;
+    /// BAD_PARAM: CREATE_FLOW_TABLE `level` above `max_ft_level`.
+    FT_LEVEL = 0x5e03_0058;
+    /// BAD_PARAM: CREATE_FLOW_TABLE `log_size` above `log_max_ft_size`.
+    FT_SIZE = 0x5e03_0059;
+    /// BAD_PARAM: `table_miss_action` not 0/1, a miss table of another type or not at a higher level, or MODIFY_FLOW_TABLE of another field.
+    FT_MISS_ACTION = 0x5e03_005a;
+    /// BAD_PARAM: CREATE_FLOW_GROUP index range empty, beyond the table, or overlapping another group.
+    FG_RANGE = 0x5e03_005b;
+    /// BAD_PARAM: CREATE_FLOW_GROUP `match_criteria_enable` beyond outer headers and misc, or a `group_type` other than 0.
+    FG_CRITERIA = 0x5e03_005c;
+    /// BAD_PARAM: SET_FLOW_TABLE_ENTRY `flow_index` outside its group `group_id` of the table.
+    FTE_INDEX = 0x5e03_005d;
+    /// BAD_PARAM: an entry `action` other than one of ALLOW, DROP, FWD_DEST, or FWD_DEST without destinations (or destinations without it).
+    FTE_ACTION = 0x5e03_005e;
+    /// BAD_PARAM: an entry destination not a TIR or a higher-level table of the type, counters, extended destinations, or more than `2^log_max_destination`.
+    FTE_DEST = 0x5e03_005f;
+    /// BAD_PARAM: SET_FLOW_TABLE_ENTRY op_mod 0 at an index that holds an entry.
+    FTE_EXISTS = 0x5e03_0060;
+    /// BAD_PARAM: CREATE/MODIFY_TIR `disp_type` not 0/1, `rx_hash_fn` above 2, LRO or TLS.
+    TIR_DISP = 0x5e03_0061;
+    /// BAD_PARAM: RQT `rqt_max_size` not 1..=`2^log_max_rqt_size`, `rqt_actual_size` not 1..=max, `list_q_type` not 0, or MODIFY_RQT of another field.
+    RQT_SIZE = 0x5e03_0062;
+    /// BAD_PARAM: RQ/SQ `log_wq_sz` above `log_max_wq_sz` or a stride below 16 B or above `max_wqe_sz_rq`/`max_wqe_sz_sq`.
+    WQ_SIZE = 0x5e03_0063;
+    /// BAD_PARAM: CREATE_RQ/SQ with a context `state` other than RST.
+    WQ_STATE = 0x5e03_0064;
+    /// BAD_PARAM: CREATE/MODIFY_TIS with TLS, an underlay QPN or a LAG port affinity.
+    TIS_FIELD = 0x5e03_0065;
+    /// BAD_PARAM: MODIFY_CQ resize, a field select other than period and count, or no `cq_moderation`.
+    CQ_MODIFY_FIELD = 0x5e03_0066;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -309,6 +377,26 @@ syndromes! {
     UNKNOWN_QP = 0x5e05_0006;
     /// BAD_RES: not a live mkey.
     UNKNOWN_MKEY = 0x5e05_0007;
+    /// BAD_RES: a transport domain that is not allocated.
+    UNKNOWN_TD = 0x5e05_0008;
+    /// BAD_RES: a TIS that is not live.
+    UNKNOWN_TIS = 0x5e05_0009;
+    /// BAD_RES: a TIR that is not live.
+    UNKNOWN_TIR = 0x5e05_000a;
+    /// BAD_RES: an RQT that is not live.
+    UNKNOWN_RQT = 0x5e05_000b;
+    /// BAD_RES: an RQ that is not live.
+    UNKNOWN_RQ = 0x5e05_000c;
+    /// BAD_RES: an SQ that is not live.
+    UNKNOWN_SQ = 0x5e05_000d;
+    /// BAD_RES: a flow table that is not live (or of another `table_type`).
+    UNKNOWN_FLOW_TABLE = 0x5e05_000e;
+    /// BAD_RES: a flow group that is not live in that table.
+    UNKNOWN_FLOW_GROUP = 0x5e05_000f;
+    /// BAD_RES: no flow table entry at that index.
+    UNKNOWN_FTE = 0x5e05_0010;
+    /// BAD_RES: a Q counter that is not allocated.
+    UNKNOWN_Q_COUNTER = 0x5e05_0011;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -319,6 +407,20 @@ syndromes! {
     CQ_IN_USE = 0x5e06_0004;
     /// RES_BUSY: DESTROY_SRQ/RMP of an SRQ/RMP a QP uses.
     SRQ_IN_USE = 0x5e06_0005;
+    /// RES_BUSY: DEALLOC_TRANSPORT_DOMAIN of a domain a TIS or TIR uses.
+    TD_IN_USE = 0x5e06_0006;
+    /// RES_BUSY: DESTROY_TIS of a TIS an SQ uses.
+    TIS_IN_USE = 0x5e06_0007;
+    /// RES_BUSY: DESTROY_RQ of an RQ a TIR or RQT uses (DESTROY_SQ, DEALLOC_Q_COUNTER likewise).
+    WQ_IN_USE = 0x5e06_0008;
+    /// RES_BUSY: DESTROY_RQT of an RQT a TIR uses.
+    RQT_IN_USE = 0x5e06_0009;
+    /// RES_BUSY: DESTROY_TIR of a TIR a flow table entry forwards to.
+    TIR_IN_USE = 0x5e06_000a;
+    /// RES_BUSY: DESTROY_FLOW_TABLE of the root, of a table with groups, or one an entry or a table miss forwards to.
+    FLOW_TABLE_IN_USE = 0x5e06_000b;
+    /// RES_BUSY: DESTROY_FLOW_GROUP of a group with entries.
+    FLOW_GROUP_IN_USE = 0x5e06_000c;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.
@@ -333,8 +435,14 @@ syndromes! {
     QP_EXHAUSTED = 0x5e08_0006;
     /// EXCEED_LIM: mkey limit reached.
     MKEY_EXHAUSTED = 0x5e08_0007;
+    /// EXCEED_LIM: `2^log_max_*` transport domains, TISes, TIRs, RQTs, RQs or SQs live, or `max_qp_cnt` Q counters.
+    NET_EXHAUSTED = 0x5e08_0008;
+    /// EXCEED_LIM: `2^log_max_ft_num` flow tables live (or no handle left for a group or an entry).
+    FLOW_TABLE_EXHAUSTED = 0x5e08_0009;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
+    /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.
+    WQ_WRONG_STATE = 0x5e09_0002;
     /// NO_RESOURCES: a command waiting for pages the driver said it cannot give.
     PAGES_ALLOC_FAIL = 0x5e0f_0001;
     /// BAD_INPUT_LEN: `input_length` < 8.

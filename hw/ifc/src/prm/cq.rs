@@ -174,3 +174,48 @@ impl Layout for QueryCqOut {
         Self::STATUS.info, Self::SYNDROME.info, Self::CQ_CONTEXT.info, Self::PAS.info,
     ];
 }
+
+/// MODIFY_CQ (0x403) input: moderation (op_mod 0) or resize (op_mod 1).
+///
+/// `mlx5_ifc` structure `modify_cq_in`, 272 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ModifyCqIn;
+
+impl ModifyCqIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`cqn`: bit 0x48, width 24, byte 0x9."] pub const CQN: Field<Self> = Field::new("cqn", 0x48, 24);
+    #[doc = "`modify_field_select_resize_field_select` (bytes): bit 0x60, width 32, byte 0xc."] pub const MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT: Bytes<Self> = Bytes::new("modify_field_select_resize_field_select", 0x60, 32);
+    #[doc = "`cq_context` (cqc): bit 0x80, width 512, byte 0x10."] pub const CQ_CONTEXT: Nested<Self, Cqc> = Nested::new("cq_context", 0x80, 512);
+    #[doc = "`cq_umem_valid`: bit 0x2e0, width 1, byte 0x5c."] pub const CQ_UMEM_VALID: Field<Self> = Field::new("cq_umem_valid", 0x2e0, 1);
+    #[doc = "`pas` (bytes): bit 0x880, width 0, byte 0x110."] pub const PAS: Bytes<Self> = Bytes::new("pas", 0x880, 0);
+}
+
+impl Layout for ModifyCqIn {
+    const NAME: &'static str = "modify_cq_in";
+    const BYTES: usize = 0x110;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::CQN.info,
+        Self::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT.info, Self::CQ_CONTEXT.info, Self::CQ_UMEM_VALID.info, Self::PAS.info,
+    ];
+}
+
+/// MODIFY_CQ (0x403) output.
+///
+/// `mlx5_ifc` structure `modify_cq_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ModifyCqOut;
+
+impl ModifyCqOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for ModifyCqOut {
+    const NAME: &'static str = "modify_cq_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}

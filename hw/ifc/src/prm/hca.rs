@@ -623,3 +623,102 @@ impl Layout for RegisterHostEndianness {
         Self::HE.info,
     ];
 }
+
+/// PTYS register (0x5004): port type and speed.
+///
+/// `mlx5_ifc` structure `ptys_reg`, 64 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct PtysReg;
+
+impl PtysReg {
+    #[doc = "`an_disable_admin`: bit 0x1, width 1, byte 0x0."] pub const AN_DISABLE_ADMIN: Field<Self> = Field::new("an_disable_admin", 0x1, 1);
+    #[doc = "`an_disable_cap`: bit 0x2, width 1, byte 0x0."] pub const AN_DISABLE_CAP: Field<Self> = Field::new("an_disable_cap", 0x2, 1);
+    #[doc = "`local_port`: bit 0x8, width 8, byte 0x1."] pub const LOCAL_PORT: Field<Self> = Field::new("local_port", 0x8, 8);
+    #[doc = "`plane_ind`: bit 0x18, width 4, byte 0x3."] pub const PLANE_IND: Field<Self> = Field::new("plane_ind", 0x18, 4);
+    #[doc = "`proto_mask`: bit 0x1d, width 3, byte 0x3."] pub const PROTO_MASK: Field<Self> = Field::new("proto_mask", 0x1d, 3);
+    #[doc = "`an_status`: bit 0x20, width 4, byte 0x4."] pub const AN_STATUS: Field<Self> = Field::new("an_status", 0x20, 4);
+    #[doc = "`data_rate_oper`: bit 0x30, width 16, byte 0x6."] pub const DATA_RATE_OPER: Field<Self> = Field::new("data_rate_oper", 0x30, 16);
+    #[doc = "`ext_eth_proto_capability`: bit 0x40, width 32, byte 0x8."] pub const EXT_ETH_PROTO_CAPABILITY: Field<Self> = Field::new("ext_eth_proto_capability", 0x40, 32);
+    #[doc = "`eth_proto_capability`: bit 0x60, width 32, byte 0xc."] pub const ETH_PROTO_CAPABILITY: Field<Self> = Field::new("eth_proto_capability", 0x60, 32);
+    #[doc = "`ib_link_width_capability`: bit 0x80, width 16, byte 0x10."] pub const IB_LINK_WIDTH_CAPABILITY: Field<Self> = Field::new("ib_link_width_capability", 0x80, 16);
+    #[doc = "`ib_proto_capability`: bit 0x90, width 16, byte 0x12."] pub const IB_PROTO_CAPABILITY: Field<Self> = Field::new("ib_proto_capability", 0x90, 16);
+    #[doc = "`ext_eth_proto_admin`: bit 0xa0, width 32, byte 0x14."] pub const EXT_ETH_PROTO_ADMIN: Field<Self> = Field::new("ext_eth_proto_admin", 0xa0, 32);
+    #[doc = "`eth_proto_admin`: bit 0xc0, width 32, byte 0x18."] pub const ETH_PROTO_ADMIN: Field<Self> = Field::new("eth_proto_admin", 0xc0, 32);
+    #[doc = "`ib_link_width_admin`: bit 0xe0, width 16, byte 0x1c."] pub const IB_LINK_WIDTH_ADMIN: Field<Self> = Field::new("ib_link_width_admin", 0xe0, 16);
+    #[doc = "`ib_proto_admin`: bit 0xf0, width 16, byte 0x1e."] pub const IB_PROTO_ADMIN: Field<Self> = Field::new("ib_proto_admin", 0xf0, 16);
+    #[doc = "`ext_eth_proto_oper`: bit 0x100, width 32, byte 0x20."] pub const EXT_ETH_PROTO_OPER: Field<Self> = Field::new("ext_eth_proto_oper", 0x100, 32);
+    #[doc = "`eth_proto_oper`: bit 0x120, width 32, byte 0x24."] pub const ETH_PROTO_OPER: Field<Self> = Field::new("eth_proto_oper", 0x120, 32);
+    #[doc = "`ib_link_width_oper`: bit 0x140, width 16, byte 0x28."] pub const IB_LINK_WIDTH_OPER: Field<Self> = Field::new("ib_link_width_oper", 0x140, 16);
+    #[doc = "`ib_proto_oper`: bit 0x150, width 16, byte 0x2a."] pub const IB_PROTO_OPER: Field<Self> = Field::new("ib_proto_oper", 0x150, 16);
+    #[doc = "`connector_type`: bit 0x17c, width 4, byte 0x2f."] pub const CONNECTOR_TYPE: Field<Self> = Field::new("connector_type", 0x17c, 4);
+    #[doc = "`eth_proto_lp_advertise`: bit 0x180, width 32, byte 0x30."] pub const ETH_PROTO_LP_ADVERTISE: Field<Self> = Field::new("eth_proto_lp_advertise", 0x180, 32);
+}
+
+impl Layout for PtysReg {
+    const NAME: &'static str = "ptys_reg";
+    const BYTES: usize = 0x40;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::AN_DISABLE_ADMIN.info, Self::AN_DISABLE_CAP.info, Self::LOCAL_PORT.info, Self::PLANE_IND.info,
+        Self::PROTO_MASK.info, Self::AN_STATUS.info, Self::DATA_RATE_OPER.info, Self::EXT_ETH_PROTO_CAPABILITY.info,
+        Self::ETH_PROTO_CAPABILITY.info, Self::IB_LINK_WIDTH_CAPABILITY.info, Self::IB_PROTO_CAPABILITY.info, Self::EXT_ETH_PROTO_ADMIN.info,
+        Self::ETH_PROTO_ADMIN.info, Self::IB_LINK_WIDTH_ADMIN.info, Self::IB_PROTO_ADMIN.info, Self::EXT_ETH_PROTO_OPER.info,
+        Self::ETH_PROTO_OPER.info, Self::IB_LINK_WIDTH_OPER.info, Self::IB_PROTO_OPER.info, Self::CONNECTOR_TYPE.info,
+        Self::ETH_PROTO_LP_ADVERTISE.info,
+    ];
+}
+
+/// PCMR register (0x5041): port capabilities mask (FCS).
+///
+/// `mlx5_ifc` structure `pcmr_reg`, 12 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct PcmrReg;
+
+impl PcmrReg {
+    #[doc = "`local_port`: bit 0x8, width 8, byte 0x1."] pub const LOCAL_PORT: Field<Self> = Field::new("local_port", 0x8, 8);
+    #[doc = "`entropy_force_cap`: bit 0x20, width 1, byte 0x4."] pub const ENTROPY_FORCE_CAP: Field<Self> = Field::new("entropy_force_cap", 0x20, 1);
+    #[doc = "`entropy_calc_cap`: bit 0x21, width 1, byte 0x4."] pub const ENTROPY_CALC_CAP: Field<Self> = Field::new("entropy_calc_cap", 0x21, 1);
+    #[doc = "`entropy_gre_calc_cap`: bit 0x22, width 1, byte 0x4."] pub const ENTROPY_GRE_CALC_CAP: Field<Self> = Field::new("entropy_gre_calc_cap", 0x22, 1);
+    #[doc = "`rx_ts_over_crc_cap`: bit 0x32, width 1, byte 0x6."] pub const RX_TS_OVER_CRC_CAP: Field<Self> = Field::new("rx_ts_over_crc_cap", 0x32, 1);
+    #[doc = "`fcs_cap`: bit 0x3e, width 1, byte 0x7."] pub const FCS_CAP: Field<Self> = Field::new("fcs_cap", 0x3e, 1);
+    #[doc = "`entropy_force`: bit 0x40, width 1, byte 0x8."] pub const ENTROPY_FORCE: Field<Self> = Field::new("entropy_force", 0x40, 1);
+    #[doc = "`entropy_calc`: bit 0x41, width 1, byte 0x8."] pub const ENTROPY_CALC: Field<Self> = Field::new("entropy_calc", 0x41, 1);
+    #[doc = "`entropy_gre_calc`: bit 0x42, width 1, byte 0x8."] pub const ENTROPY_GRE_CALC: Field<Self> = Field::new("entropy_gre_calc", 0x42, 1);
+    #[doc = "`rx_ts_over_crc`: bit 0x52, width 1, byte 0xa."] pub const RX_TS_OVER_CRC: Field<Self> = Field::new("rx_ts_over_crc", 0x52, 1);
+    #[doc = "`fcs_chk`: bit 0x5e, width 1, byte 0xb."] pub const FCS_CHK: Field<Self> = Field::new("fcs_chk", 0x5e, 1);
+}
+
+impl Layout for PcmrReg {
+    const NAME: &'static str = "pcmr_reg";
+    const BYTES: usize = 0xc;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::LOCAL_PORT.info, Self::ENTROPY_FORCE_CAP.info, Self::ENTROPY_CALC_CAP.info, Self::ENTROPY_GRE_CALC_CAP.info,
+        Self::RX_TS_OVER_CRC_CAP.info, Self::FCS_CAP.info, Self::ENTROPY_FORCE.info, Self::ENTROPY_CALC.info,
+        Self::ENTROPY_GRE_CALC.info, Self::RX_TS_OVER_CRC.info, Self::FCS_CHK.info,
+    ];
+}
+
+/// PPCNT register (0x5008): port performance counters; the group's counters follow.
+///
+/// `mlx5_ifc` structure `ppcnt_reg`, 256 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct PpcntReg;
+
+impl PpcntReg {
+    #[doc = "`swid`: bit 0x0, width 8, byte 0x0."] pub const SWID: Field<Self> = Field::new("swid", 0x0, 8);
+    #[doc = "`local_port`: bit 0x8, width 8, byte 0x1."] pub const LOCAL_PORT: Field<Self> = Field::new("local_port", 0x8, 8);
+    #[doc = "`pnat`: bit 0x10, width 2, byte 0x2."] pub const PNAT: Field<Self> = Field::new("pnat", 0x10, 2);
+    #[doc = "`grp`: bit 0x1a, width 6, byte 0x3."] pub const GRP: Field<Self> = Field::new("grp", 0x1a, 6);
+    #[doc = "`clr`: bit 0x20, width 1, byte 0x4."] pub const CLR: Field<Self> = Field::new("clr", 0x20, 1);
+    #[doc = "`plane_ind`: bit 0x34, width 4, byte 0x6."] pub const PLANE_IND: Field<Self> = Field::new("plane_ind", 0x34, 4);
+    #[doc = "`prio_tc`: bit 0x3b, width 5, byte 0x7."] pub const PRIO_TC: Field<Self> = Field::new("prio_tc", 0x3b, 5);
+    #[doc = "`counter_set` (bytes): bit 0x40, width 1984, byte 0x8."] pub const COUNTER_SET: Bytes<Self> = Bytes::new("counter_set", 0x40, 1984);
+}
+
+impl Layout for PpcntReg {
+    const NAME: &'static str = "ppcnt_reg";
+    const BYTES: usize = 0x100;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::SWID.info, Self::LOCAL_PORT.info, Self::PNAT.info, Self::GRP.info,
+        Self::CLR.info, Self::PLANE_IND.info, Self::PRIO_TC.info, Self::COUNTER_SET.info,
+    ];
+}

@@ -1,4 +1,4 @@
-//! Completion queues: CREATE_CQ, DESTROY_CQ, QUERY_CQ.
+//! Completion queues: CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ.
 //!
 //! CREATE_CQ checks, in order: `log_cq_size` ≤ CUR `log_max_cq_sz` (BAD_PARAM CQ_TOO_BIG);
 //! `cqe_sz` 0 (64 B) or 1 (128 B) (BAD_PARAM BAD_CQE_SIZE); `c_eqn_or_apu_element` a live EQ
@@ -10,10 +10,16 @@
 //! The CQ starts unarmed (`st` FIRED, counters 0); the CQ arm doorbell ([`super::doorbell`]) sets
 //! `consumer_counter` and arms it (`st` ARMED, or SOLICITED_ARMED). QUERY_CQ returns the context
 //! as programmed with `st` and the counters current, and the PAS list.
+//!
+//! MODIFY_CQ op_mod 0 changes the moderation: `modify_field_select` bit 0 `cq_period`, bit 1
+//! `cq_max_count` (needs CUR `cq_moderation`; other bits BAD_PARAM CQ_MODIFY_FIELD). op_mod 1
+//! (resize) is refused (BAD_PARAM CQ_MODIFY_FIELD): the device reports no `cq_resize`.
 
 use mlx5_ifc::consts::{arm_state, cqe_sz};
 use mlx5_ifc::prm::caps::CmdHcaCap;
-use mlx5_ifc::prm::cq::{Cqc, CreateCqIn, CreateCqOut, DestroyCqIn, QueryCqIn, QueryCqOut};
+use mlx5_ifc::prm::cq::{
+    Cqc, CreateCqIn, CreateCqOut, DestroyCqIn, ModifyCqIn, QueryCqIn, QueryCqOut,
+};
 use mlx5_ifc::{CmdStatus, ViewMut};
 
 use super::objects::ObjectKind;
@@ -104,5 +110,37 @@ pub(crate) fn query_cq(
     let mut o = output::<QueryCqOut>(out)?;
     queue::put(o.nested_mut(QueryCqOut::CQ_CONTEXT).as_bytes(), &q.ctx);
     queue::put_pas(o.bytes_mut(QueryCqOut::PAS), &q.pas);
+    Ok(())
+}
+
+pub(crate) fn modify_cq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<ModifyCqIn>(req)?;
+    let select = i
+        .bytes(ModifyCqIn::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT)
+        .iter()
+        .fold(0u64, |m, &b| (m << 8) | u64::from(b));
+    // Bit 0: cq_period; bit 1: cq_max_count.
+    if req.op_mod != 0 || select & !0x3 != 0 || fw.cur(CmdHcaCap::CQ_MODERATION) == 0 {
+        return Err(bad_param(syn::CQ_MODIFY_FIELD));
+    }
+    let cqn = i.get32(ModifyCqIn::CQN);
+    let c = i.nested(ModifyCqIn::CQ_CONTEXT);
+    let (period, count) = (c.get(Cqc::CQ_PERIOD), c.get(Cqc::CQ_MAX_COUNT));
+    let q = fw
+        .objects
+        .queue_mut(ObjectKind::Cq, cqn)
+        .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_CQ))?;
+    let mut v = encoded(ViewMut::<Cqc>::new(&mut q.ctx))?;
+    if select & 0x1 != 0 {
+        encoded(v.set(Cqc::CQ_PERIOD, period))?;
+    }
+    if select & 0x2 != 0 {
+        encoded(v.set(Cqc::CQ_MAX_COUNT, count))?;
+    }
     Ok(())
 }

@@ -27,6 +27,7 @@
 pub(crate) mod cq;
 pub(crate) mod doorbell;
 pub(crate) mod eq;
+pub(crate) mod flow;
 pub(crate) mod hca;
 pub(crate) mod mkey;
 pub(crate) mod netcaps;
@@ -37,12 +38,15 @@ pub(crate) mod qp;
 pub(crate) mod qp_modify;
 pub(crate) mod queue;
 pub(crate) mod resources;
+pub(crate) mod sq_rq;
 pub(crate) mod srq;
+pub(crate) mod tir;
 pub(crate) mod vport;
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::{
-    cq as c, eq as e, hca as h, mr as m, qp as q, srq as s, uar_pd as u, vport as v,
+    cq as c, eq as e, flow as f, hca as h, mr as m, qp as q, sq_rq as w, srq as s, tir as t,
+    uar_pd as u, vport as v,
 };
 use mlx5_ifc::{
     consts, CmdInHeader, CmdOutHeader, CmdStatus, Field, Layout, LayoutError, Opcode, View, ViewMut,
@@ -78,6 +82,8 @@ pub(crate) struct Firmware {
     pub(crate) objects: objects::ObjectTable,
     pub(crate) vport: vport::Vport,
     pub(crate) driver_version: Option<String>,
+    /// The root flow table of the NIC receive (0) and transmit (1) table types.
+    pub(crate) flow_root: [Option<u32>; 2],
     /// The data path's runtime state.
     pub(crate) engine: crate::engine::Engine,
     /// The injected faults waiting for their event, and the record of those that acted.
@@ -281,6 +287,7 @@ const SPECS: &[Spec] = &[
     spec::<c::CreateCqIn, c::CreateCqOut>(Opcode::CreateCq, Gate::Initialized, cq::create_cq),
     spec::<c::DestroyCqIn, c::DestroyCqOut>(Opcode::DestroyCq, Gate::Initialized, cq::destroy_cq),
     spec::<c::QueryCqIn, c::QueryCqOut>(Opcode::QueryCq, Gate::Initialized, cq::query_cq),
+    spec::<c::ModifyCqIn, c::ModifyCqOut>(Opcode::ModifyCq, Gate::Initialized, cq::modify_cq),
     spec::<s::CreateSrqIn, s::CreateSrqOut>(Opcode::CreateSrq, Gate::Initialized, srq::create_srq),
     spec::<s::DestroySrqIn, s::DestroySrqOut>(
         Opcode::DestroySrq,
@@ -327,6 +334,109 @@ const SPECS: &[Spec] = &[
     ),
     spec::<q::Qp2errIn, q::Qp2errOut>(Opcode::Qp2Err, Gate::Initialized, qp_modify::qp_2err),
     spec::<q::Qp2rstIn, q::Qp2rstOut>(Opcode::Qp2Rst, Gate::Initialized, qp_modify::qp_2rst),
+    spec::<t::AllocTransportDomainIn, t::AllocTransportDomainOut>(
+        Opcode::AllocTransportDomain,
+        Gate::Initialized,
+        tir::alloc_transport_domain,
+    ),
+    spec::<t::DeallocTransportDomainIn, t::DeallocTransportDomainOut>(
+        Opcode::DeallocTransportDomain,
+        Gate::Initialized,
+        tir::dealloc_transport_domain,
+    ),
+    spec::<t::CreateTisIn, t::CreateTisOut>(Opcode::CreateTis, Gate::Initialized, tir::create_tis),
+    spec::<t::ModifyTisIn, t::ModifyTisOut>(Opcode::ModifyTis, Gate::Initialized, tir::modify_tis),
+    spec::<t::DestroyTisIn, t::DestroyTisOut>(
+        Opcode::DestroyTis,
+        Gate::Initialized,
+        tir::destroy_tis,
+    ),
+    spec::<t::CreateTirIn, t::CreateTirOut>(Opcode::CreateTir, Gate::Initialized, tir::create_tir),
+    spec::<t::ModifyTirIn, t::ModifyTirOut>(Opcode::ModifyTir, Gate::Initialized, tir::modify_tir),
+    spec::<t::DestroyTirIn, t::DestroyTirOut>(
+        Opcode::DestroyTir,
+        Gate::Initialized,
+        tir::destroy_tir,
+    ),
+    spec::<t::CreateRqtIn, t::CreateRqtOut>(Opcode::CreateRqt, Gate::Initialized, tir::create_rqt),
+    spec::<t::ModifyRqtIn, t::ModifyRqtOut>(Opcode::ModifyRqt, Gate::Initialized, tir::modify_rqt),
+    spec::<t::DestroyRqtIn, t::DestroyRqtOut>(
+        Opcode::DestroyRqt,
+        Gate::Initialized,
+        tir::destroy_rqt,
+    ),
+    spec::<w::CreateRqIn, w::CreateRqOut>(Opcode::CreateRq, Gate::Initialized, sq_rq::create_rq),
+    spec::<w::ModifyRqIn, w::ModifyRqOut>(Opcode::ModifyRq, Gate::Initialized, sq_rq::modify_rq),
+    spec::<w::DestroyRqIn, w::DestroyRqOut>(
+        Opcode::DestroyRq,
+        Gate::Initialized,
+        sq_rq::destroy_rq,
+    ),
+    spec::<w::QueryRqIn, w::QueryRqOut>(Opcode::QueryRq, Gate::Initialized, sq_rq::query_rq),
+    spec::<w::CreateSqIn, w::CreateSqOut>(Opcode::CreateSq, Gate::Initialized, sq_rq::create_sq),
+    spec::<w::ModifySqIn, w::ModifySqOut>(Opcode::ModifySq, Gate::Initialized, sq_rq::modify_sq),
+    spec::<w::DestroySqIn, w::DestroySqOut>(
+        Opcode::DestroySq,
+        Gate::Initialized,
+        sq_rq::destroy_sq,
+    ),
+    spec::<w::QuerySqIn, w::QuerySqOut>(Opcode::QuerySq, Gate::Initialized, sq_rq::query_sq),
+    spec::<w::AllocQCounterIn, w::AllocQCounterOut>(
+        Opcode::AllocQCounter,
+        Gate::Initialized,
+        sq_rq::alloc_q_counter,
+    ),
+    spec::<w::DeallocQCounterIn, w::DeallocQCounterOut>(
+        Opcode::DeallocQCounter,
+        Gate::Initialized,
+        sq_rq::dealloc_q_counter,
+    ),
+    spec::<w::QueryQCounterIn, w::QueryQCounterOut>(
+        Opcode::QueryQCounter,
+        Gate::Initialized,
+        sq_rq::query_q_counter,
+    ),
+    spec::<w::QueryVportCounterIn, w::QueryVportCounterOut>(
+        Opcode::QueryVportCounter,
+        Gate::Initialized,
+        sq_rq::query_vport_counter,
+    ),
+    spec::<f::CreateFlowTableIn, f::CreateFlowTableOut>(
+        Opcode::CreateFlowTable,
+        Gate::Initialized,
+        flow::create_flow_table,
+    ),
+    spec::<f::DestroyFlowTableIn, f::DestroyFlowTableOut>(
+        Opcode::DestroyFlowTable,
+        Gate::Initialized,
+        flow::destroy_flow_table,
+    ),
+    spec::<f::ModifyFlowTableIn, f::ModifyFlowTableOut>(
+        Opcode::ModifyFlowTable,
+        Gate::Initialized,
+        flow::modify_flow_table,
+    ),
+    spec::<f::SetFlowTableRootIn, f::SetFlowTableRootOut>(
+        Opcode::SetFlowTableRoot,
+        Gate::Initialized,
+        flow::set_flow_table_root,
+    ),
+    spec::<f::CreateFlowGroupIn, f::CreateFlowGroupOut>(
+        Opcode::CreateFlowGroup,
+        Gate::Initialized,
+        flow::create_flow_group,
+    ),
+    spec::<f::DestroyFlowGroupIn, f::DestroyFlowGroupOut>(
+        Opcode::DestroyFlowGroup,
+        Gate::Initialized,
+        flow::destroy_flow_group,
+    ),
+    spec::<f::SetFteIn, f::SetFteOut>(Opcode::SetFlowTableEntry, Gate::Initialized, flow::set_fte),
+    spec::<f::DeleteFteIn, f::DeleteFteOut>(
+        Opcode::DeleteFlowTableEntry,
+        Gate::Initialized,
+        flow::delete_fte,
+    ),
 ];
 
 impl Firmware {
@@ -341,6 +451,7 @@ impl Firmware {
             objects: objects::ObjectTable::default(),
             vport: vport::Vport::new(profile),
             driver_version: None,
+            flow_root: [None; 2],
             engine: crate::engine::Engine::default(),
             injected: crate::fault::Faults::default(),
         }

@@ -33,6 +33,26 @@ pub enum ObjectKind {
     /// A memory key (CREATE_MKEY); its handle is the mkey index (the key without its variant
     /// byte).
     Mkey,
+    /// A transport domain (ALLOC_TRANSPORT_DOMAIN).
+    TransportDomain,
+    /// A transport interface send object (CREATE_TIS).
+    Tis,
+    /// A transport interface receive object (CREATE_TIR).
+    Tir,
+    /// An RQ table (CREATE_RQT).
+    Rqt,
+    /// An Ethernet receive queue (CREATE_RQ).
+    Rq,
+    /// An Ethernet send queue (CREATE_SQ).
+    Sq,
+    /// A queue counter set (ALLOC_Q_COUNTER).
+    QCounter,
+    /// A flow table (CREATE_FLOW_TABLE).
+    FlowTable,
+    /// A flow group (CREATE_FLOW_GROUP).
+    FlowGroup,
+    /// A flow table entry (SET_FLOW_TABLE_ENTRY); its handle is the simulator's own.
+    FlowEntry,
 }
 
 /// What the device keeps about a queue object (EQ, CQ, SRQ, RMP, QP).

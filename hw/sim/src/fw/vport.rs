@@ -1,5 +1,5 @@
 //! The port and its vport: NIC vport context, RoCE address (GID) table, vport state, and the
-//! port registers behind ACCESS_REG (PAOS, PMTU, HOST_ENDIANNESS).
+//! port registers behind ACCESS_REG (PAOS, PMTU, PTYS, PPCNT, PCMR, HOST_ENDIANNESS).
 //!
 //! The port starts administratively and operationally up (PAOS 1), MTU 1500 (PMTU admin/oper,
 //! NIC vport `mtu`), `roce_en` 0, permanent address = the profile MAC, node/port/system GUIDs
@@ -8,7 +8,8 @@
 use mlx5_ifc::consts::{reg, roce};
 use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
 use mlx5_ifc::prm::hca::{
-    AccessRegisterIn, AccessRegisterOut, PaosReg, PmtuReg, RegisterHostEndianness,
+    AccessRegisterIn, AccessRegisterOut, PaosReg, PcmrReg, PmtuReg, PpcntReg, PtysReg,
+    RegisterHostEndianness,
 };
 use mlx5_ifc::prm::vport::{
     ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as Sel, NicVportContext as Ctx,
@@ -255,6 +256,9 @@ pub(crate) fn access_reg(
         reg::PAOS => PaosReg::BYTES,
         reg::PMTU => PmtuReg::BYTES,
         reg::HOST_ENDIANNESS => HOST_ENDIANNESS_BYTES,
+        reg::PTYS => PtysReg::BYTES,
+        reg::PPCNT => PpcntReg::BYTES,
+        reg::PCMR => PcmrReg::BYTES,
         _ => return Err(bad_param(syn::BAD_REGISTER_ID)),
     };
     let data = i.bytes(AccessRegisterIn::REGISTER_DATA);
@@ -303,12 +307,69 @@ pub(crate) fn access_reg(
             encoded(w.set(PmtuReg::ADMIN_MTU, vp.pmtu_admin.into()))?;
             encoded(w.set(PmtuReg::OPER_MTU, vp.pmtu_admin.into()))?;
         }
+        reg::PTYS => ptys(data, reg_out, write)?,
+        reg::PPCNT => {
+            // Counter groups read as zeros: the simulated port counts no Ethernet traffic yet.
+            let r = view::<PpcntReg>(data)?;
+            if r.get(PpcntReg::LOCAL_PORT) != 1 {
+                return Err(bad_param(syn::BAD_LOCAL_PORT));
+            }
+            if write && r.get(PpcntReg::CLR) == 0 {
+                return Err(bad_param(syn::BAD_REGISTER_FIELD));
+            }
+            let mut w = output::<PpcntReg>(reg_out)?;
+            encoded(w.set(PpcntReg::LOCAL_PORT, 1))?;
+            encoded(w.set(PpcntReg::GRP, r.get(PpcntReg::GRP)))?;
+            encoded(w.set(PpcntReg::PRIO_TC, r.get(PpcntReg::PRIO_TC)))?;
+        }
+        reg::PCMR => {
+            // No FCS check or entropy control to offer: every capability bit 0, writes refused.
+            let r = view::<PcmrReg>(data)?;
+            if r.get(PcmrReg::LOCAL_PORT) != 1 {
+                return Err(bad_param(syn::BAD_LOCAL_PORT));
+            }
+            if write {
+                return Err(bad_param(syn::BAD_REGISTER_FIELD));
+            }
+            encoded(output::<PcmrReg>(reg_out)?.set(PcmrReg::LOCAL_PORT, 1))?;
+        }
         _ => {
             if write {
                 vp.host_endianness.copy_from_slice(data);
             }
             reg_out.copy_from_slice(&vp.host_endianness);
         }
+    }
+    Ok(())
+}
+
+/// The one Ethernet protocol the simulated port runs: 100GBASE-CR4 (`eth_proto_*` bit 20).
+const ETH_100GBASE_CR4: u64 = 1 << 20;
+/// PTYS `proto_mask` bit for Ethernet.
+const PROTO_ETH: u64 = 1 << 2;
+
+/// PTYS: Ethernet only; capability, admin and operational protocol 100GBASE-CR4. A write may
+/// set admin to that protocol only.
+fn ptys(data: &[u8], reg_out: &mut [u8], write: bool) -> CmdResult {
+    let r = view::<PtysReg>(data)?;
+    if r.get(PtysReg::LOCAL_PORT) != 1 {
+        return Err(bad_param(syn::BAD_LOCAL_PORT));
+    }
+    if r.get(PtysReg::PROTO_MASK) & PROTO_ETH == 0 {
+        return Err(bad_param(syn::BAD_REGISTER_FIELD));
+    }
+    if write && r.get(PtysReg::ETH_PROTO_ADMIN) & !ETH_100GBASE_CR4 != 0 {
+        return Err(bad_param(syn::BAD_REGISTER_FIELD));
+    }
+    let mut w = output::<PtysReg>(reg_out)?;
+    encoded(w.set(PtysReg::LOCAL_PORT, 1))?;
+    encoded(w.set(PtysReg::PROTO_MASK, PROTO_ETH))?;
+    for f in [
+        PtysReg::ETH_PROTO_CAPABILITY,
+        PtysReg::ETH_PROTO_ADMIN,
+        PtysReg::ETH_PROTO_OPER,
+    ] {
+        encoded(w.set(f, ETH_100GBASE_CR4))?;
     }
     Ok(())
 }

@@ -1,0 +1,501 @@
+//! Flow steering: flow tables, flow groups and flow table entries (FTEs), and the root table of
+//! each table type — CREATE/DESTROY/MODIFY_FLOW_TABLE, SET_FLOW_TABLE_ROOT, CREATE/DESTROY_FLOW_GROUP,
+//! SET/DELETE_FLOW_TABLE_ENTRY.
+//!
+//! The rules, from the FLOW_TABLE capabilities of the table type (`flow_table_nic_cap`, NIC
+//! receive = `table_type` 0, NIC transmit = 1) and from how Linux's `fs_cmd.c` uses them:
+//!
+//! * every command: `other_vport` 0 and `vport_number` 0 (BAD_PARAM BAD_VPORT); the table type
+//!   has `ft_support` (BAD_PARAM FT_UNSUPPORTED_TYPE).
+//! * CREATE_FLOW_TABLE: `level` ≤ `max_ft_level` (FT_LEVEL); `log_size` ≤ `log_max_ft_size`
+//!   (FT_SIZE); `table_miss_action` 0 (default: the next priority, or drop) or 1 (forward to
+//!   `table_miss_id`, a live table of the same type at a higher level; else FT_MISS_ACTION or
+//!   BAD_RES UNKNOWN_FLOW_TABLE); no software-owned, reformat or decap tables (FT_UNSUPPORTED_TYPE);
+//!   fewer than `2^log_max_ft_num` tables live (EXCEED_LIM FLOW_TABLE_EXHAUSTED).
+//! * MODIFY_FLOW_TABLE: `modify_field_select` bit 0 (miss table) only, checked as at create.
+//! * SET_FLOW_TABLE_ROOT: needs `modify_root`; op_mod 0 makes `table_id` (a live table of the
+//!   type) the root, op_mod 1 disconnects the root. The root is held: destroying it is RES_BUSY.
+//! * CREATE_FLOW_GROUP: a live table (BAD_RES UNKNOWN_FLOW_TABLE); `start_flow_index` ≤
+//!   `end_flow_index` < the table size, not overlapping another group of the table (FG_RANGE);
+//!   `match_criteria_enable` only outer headers (bit 0) and misc parameters (bit 1) (FG_CRITERIA).
+//! * SET_FLOW_TABLE_ENTRY: op_mod 0 (a new entry; FTE_EXISTS if the index is taken) or 1 (modify:
+//!   needs `flow_modify_en`); `flow_index` inside the group `group_id` of that table (FTE_INDEX);
+//!   `action` only ALLOW (1), DROP (2) and FWD_DEST (4), with FWD_DEST iff destinations are
+//!   listed (FTE_ACTION); at most `2^log_max_destination` destinations, each a live TIR (type 2)
+//!   or a live flow table of the type at a higher level (type 1), no counters, no extended
+//!   destinations (FTE_DEST / BAD_RES UNKNOWN_TIR, UNKNOWN_FLOW_TABLE).
+//! * DELETE_FLOW_TABLE_ENTRY: a live entry at (`table_id`, `flow_index`) (BAD_RES UNKNOWN_FTE).
+//! * A table with groups, entries forwarding to it, a table missing to it or being the root,
+//!   and a group with entries, are RES_BUSY on destroy (FLOW_TABLE_IN_USE, FLOW_GROUP_IN_USE).
+//!
+//! Each object keeps its command input as its context image; an entry holds its group and its
+//! destinations, a group its table, a table its miss table.
+
+use mlx5_ifc::prm::caps::{FlowTableNicCap, FlowTablePropLayout as Prop};
+use mlx5_ifc::prm::flow::{
+    CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
+    DestFormatStruct as Dest, DestroyFlowGroupIn, DestroyFlowTableIn, FlowContext,
+    FlowTableContext as Ftc, ModifyFlowTableIn, SetFlowTableRootIn, SetFteIn,
+};
+use mlx5_ifc::{CmdStatus, Field, Layout, View};
+
+use super::objects::ObjectKind;
+use super::{
+    bad_param, encoded, fail, input, output, queue, CmdResult, Env, Failure, Firmware, Req,
+};
+use crate::syndrome as syn;
+
+/// `table_type` values with capabilities here.
+const NIC_RX: u64 = 0;
+const NIC_TX: u64 = 1;
+/// `table_miss_action`: default, forward to `table_miss_id`.
+const MISS_DEFAULT: u64 = 0;
+const MISS_FORWARD: u64 = 1;
+/// Flow context `action` bits the simulator executes.
+pub(crate) const ACTION_ALLOW: u64 = 0x1;
+pub(crate) const ACTION_DROP: u64 = 0x2;
+pub(crate) const ACTION_FWD_DEST: u64 = 0x4;
+/// Destination types.
+pub(crate) const DEST_FLOW_TABLE: u64 = 0x1;
+pub(crate) const DEST_TIR: u64 = 0x2;
+/// `match_criteria_enable` bits supported: outer headers, misc parameters.
+const CRITERIA_SUPPORTED: u64 = 0x3;
+/// Byte offset of the destination list in SET_FLOW_TABLE_ENTRY's input.
+const DEST_LIST: usize =
+    SetFteIn::FLOW_CONTEXT.info.bit as usize / 8 + FlowContext::DESTINATION.info.bit as usize / 8;
+
+/// The flow-table properties of `table_type`, or FT_UNSUPPORTED_TYPE.
+fn props(table_type: u64) -> Result<Vec<u8>, Failure> {
+    let caps = super::netcaps::flow_table_caps();
+    let v = View::<FlowTableNicCap>::new(&caps).map_err(|_| bad_param(syn::FT_UNSUPPORTED_TYPE))?;
+    let half = match table_type {
+        NIC_RX => FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE,
+        NIC_TX => FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT,
+        _ => return Err(bad_param(syn::FT_UNSUPPORTED_TYPE)),
+    };
+    let p = v.nested(half).as_bytes()[..Prop::BYTES].to_vec();
+    if prop(&p, Prop::FT_SUPPORT) == 0 {
+        return Err(bad_param(syn::FT_UNSUPPORTED_TYPE));
+    }
+    Ok(p)
+}
+
+fn prop(p: &[u8], f: Field<Prop>) -> u64 {
+    View::<Prop>::new(p).map_or(0, |v| v.get(f))
+}
+
+/// The vport fields every flow command carries: only the function's own vport.
+fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
+    if other_vport != 0 || vport_number != 0 {
+        return Err(bad_param(syn::BAD_VPORT));
+    }
+    Ok(())
+}
+
+/// A live flow table's type, level and `log_size`.
+fn table(fw: &Firmware, id: u32) -> Result<(u64, u64, u64), Failure> {
+    let q = queue::find(fw, ObjectKind::FlowTable, id, syn::UNKNOWN_FLOW_TABLE)?;
+    let v = View::<CreateFlowTableIn>::new(&q.ctx)
+        .map_err(|_| fail(CmdStatus::InternalErr, syn::INTERNAL))?;
+    let c = v.nested(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
+    Ok((
+        v.get(CreateFlowTableIn::TABLE_TYPE),
+        c.get(Ftc::LEVEL),
+        c.get(Ftc::LOG_SIZE),
+    ))
+}
+
+/// Checks a table's miss action against its type and level; returns the table it holds.
+fn miss(fw: &Firmware, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<u32>, Failure> {
+    match c.get(Ftc::TABLE_MISS_ACTION) {
+        MISS_DEFAULT => Ok(None),
+        MISS_FORWARD => {
+            let id = c.get32(Ftc::TABLE_MISS_ID);
+            let (t, l, _) = table(fw, id)?;
+            if t != ty || l <= level {
+                return Err(bad_param(syn::FT_MISS_ACTION));
+            }
+            Ok(Some(id))
+        }
+        _ => Err(bad_param(syn::FT_MISS_ACTION)),
+    }
+}
+
+pub(crate) fn create_flow_table(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<CreateFlowTableIn>(req)?;
+    own_vport(
+        i.get(CreateFlowTableIn::OTHER_VPORT),
+        i.get(CreateFlowTableIn::VPORT_NUMBER),
+    )?;
+    let ty = i.get(CreateFlowTableIn::TABLE_TYPE);
+    let p = props(ty)?;
+    let c = i.nested(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
+    if [
+        Ftc::SW_OWNER,
+        Ftc::REFORMAT_EN,
+        Ftc::DECAP_EN,
+        Ftc::TERMINATION_TABLE,
+    ]
+    .iter()
+    .any(|&f| c.get(f) != 0)
+    {
+        return Err(bad_param(syn::FT_UNSUPPORTED_TYPE));
+    }
+    let level = c.get(Ftc::LEVEL);
+    if level > prop(&p, Prop::MAX_FT_LEVEL) {
+        return Err(bad_param(syn::FT_LEVEL));
+    }
+    if c.get(Ftc::LOG_SIZE) > prop(&p, Prop::LOG_MAX_FT_SIZE) {
+        return Err(bad_param(syn::FT_SIZE));
+    }
+    let held = miss(fw, ty, level, &c)?;
+    let log_max = prop(&p, Prop::LOG_MAX_FT_NUM).min(24);
+    if !queue::below_limit(fw.objects.count(ObjectKind::FlowTable), log_max) {
+        return Err(fail(CmdStatus::ExceedLim, syn::FLOW_TABLE_EXHAUSTED));
+    }
+    let mut q = queue::new_queue(queue::image(&i)?, Vec::new(), None);
+    q.holds.extend(held.map(|t| (ObjectKind::FlowTable, t)));
+    let id = queue::insert(
+        fw,
+        ObjectKind::FlowTable,
+        &[],
+        (1, queue::span(24)),
+        q,
+        syn::FLOW_TABLE_EXHAUSTED,
+    )?;
+    encoded(output::<CreateFlowTableOut>(out)?.set(CreateFlowTableOut::TABLE_ID, id.into()))?;
+    Ok(())
+}
+
+pub(crate) fn destroy_flow_table(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<DestroyFlowTableIn>(req)?;
+    own_vport(
+        i.get(DestroyFlowTableIn::OTHER_VPORT),
+        i.get(DestroyFlowTableIn::VPORT_NUMBER),
+    )?;
+    let id = i.get32(DestroyFlowTableIn::TABLE_ID);
+    let (ty, _, _) = table(fw, id)?;
+    if ty != i.get(DestroyFlowTableIn::TABLE_TYPE) {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+    }
+    queue::destroy(
+        fw,
+        ObjectKind::FlowTable,
+        id,
+        syn::UNKNOWN_FLOW_TABLE,
+        syn::FLOW_TABLE_IN_USE,
+    )
+}
+
+pub(crate) fn modify_flow_table(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<ModifyFlowTableIn>(req)?;
+    own_vport(
+        i.get(ModifyFlowTableIn::OTHER_VPORT),
+        i.get(ModifyFlowTableIn::VPORT_NUMBER),
+    )?;
+    let id = i.get32(ModifyFlowTableIn::TABLE_ID);
+    let (ty, level, _) = table(fw, id)?;
+    if ty != i.get(ModifyFlowTableIn::TABLE_TYPE) {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+    }
+    // Bit 0: the miss action and table. Nothing else is modifiable here.
+    if i.get(ModifyFlowTableIn::MODIFY_FIELD_SELECT) != 1 {
+        return Err(bad_param(syn::FT_MISS_ACTION));
+    }
+    let c = i.nested(ModifyFlowTableIn::FLOW_TABLE_CONTEXT);
+    let held = miss(fw, ty, level, &c)?;
+    let Some(q) = fw.objects.queue_mut(ObjectKind::FlowTable, id) else {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+    };
+    let old: Vec<_> = q.holds.drain(..).collect();
+    q.holds.extend(held.map(|t| (ObjectKind::FlowTable, t)));
+    let new = q.holds.clone();
+    let mut v = encoded(mlx5_ifc::ViewMut::<CreateFlowTableIn>::new(&mut q.ctx))?;
+    let mut ctx = v.nested_mut(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
+    encoded(ctx.set(Ftc::TABLE_MISS_ACTION, c.get(Ftc::TABLE_MISS_ACTION)))?;
+    encoded(ctx.set(Ftc::TABLE_MISS_ID, c.get(Ftc::TABLE_MISS_ID)))?;
+    fw.objects.release(&old);
+    fw.objects.hold(&new);
+    Ok(())
+}
+
+pub(crate) fn set_flow_table_root(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<SetFlowTableRootIn>(req)?;
+    own_vport(
+        i.get(SetFlowTableRootIn::OTHER_VPORT),
+        i.get(SetFlowTableRootIn::VPORT_NUMBER),
+    )?;
+    if i.get(SetFlowTableRootIn::TABLE_OF_OTHER_VPORT) != 0 {
+        return Err(bad_param(syn::BAD_VPORT));
+    }
+    let ty = i.get(SetFlowTableRootIn::TABLE_TYPE);
+    if prop(&props(ty)?, Prop::MODIFY_ROOT) == 0 {
+        return Err(bad_param(syn::FT_UNSUPPORTED_TYPE));
+    }
+    let slot = usize::from(ty == NIC_TX);
+    let new = match req.op_mod {
+        0 => {
+            let id = i.get32(SetFlowTableRootIn::TABLE_ID);
+            if table(fw, id)?.0 != ty {
+                return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+            }
+            Some(id)
+        }
+        1 => None,
+        _ => return Err(bad_param(syn::BAD_OP_MOD)),
+    };
+    if let Some(old) = fw.flow_root[slot].take() {
+        fw.objects.release(&[(ObjectKind::FlowTable, old)]);
+    }
+    if let Some(id) = new {
+        fw.objects.hold(&[(ObjectKind::FlowTable, id)]);
+    }
+    fw.flow_root[slot] = new;
+    Ok(())
+}
+
+/// A live group's table and index range.
+fn group(fw: &Firmware, id: u32) -> Option<(u32, u64, u64)> {
+    let q = fw.objects.queue(ObjectKind::FlowGroup, id)?;
+    let v = View::<CreateFlowGroupIn>::new(&q.ctx).ok()?;
+    Some((
+        v.get32(CreateFlowGroupIn::TABLE_ID),
+        v.get(CreateFlowGroupIn::START_FLOW_INDEX),
+        v.get(CreateFlowGroupIn::END_FLOW_INDEX),
+    ))
+}
+
+pub(crate) fn create_flow_group(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<CreateFlowGroupIn>(req)?;
+    own_vport(
+        i.get(CreateFlowGroupIn::OTHER_VPORT),
+        i.get(CreateFlowGroupIn::VPORT_NUMBER),
+    )?;
+    let tid = i.get32(CreateFlowGroupIn::TABLE_ID);
+    let (ty, _, log_size) = table(fw, tid)?;
+    if ty != i.get(CreateFlowGroupIn::TABLE_TYPE) {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+    }
+    let (start, end) = (
+        i.get(CreateFlowGroupIn::START_FLOW_INDEX),
+        i.get(CreateFlowGroupIn::END_FLOW_INDEX),
+    );
+    let overlaps = fw
+        .objects
+        .queues(ObjectKind::FlowGroup)
+        .into_iter()
+        .filter_map(|g| group(fw, g))
+        .any(|(t, s, e)| t == tid && s <= end && start <= e);
+    if start > end || end >= 1u64 << log_size || overlaps {
+        return Err(bad_param(syn::FG_RANGE));
+    }
+    if i.get(CreateFlowGroupIn::MATCH_CRITERIA_ENABLE) & !CRITERIA_SUPPORTED != 0
+        || i.get(CreateFlowGroupIn::GROUP_TYPE) != 0
+    {
+        return Err(bad_param(syn::FG_CRITERIA));
+    }
+    let mut q = queue::new_queue(queue::image(&i)?, Vec::new(), None);
+    q.holds.push((ObjectKind::FlowTable, tid));
+    let id = queue::insert(
+        fw,
+        ObjectKind::FlowGroup,
+        &[],
+        (1, queue::span(24)),
+        q,
+        syn::FLOW_TABLE_EXHAUSTED,
+    )?;
+    encoded(output::<CreateFlowGroupOut>(out)?.set(CreateFlowGroupOut::GROUP_ID, id.into()))?;
+    Ok(())
+}
+
+pub(crate) fn destroy_flow_group(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<DestroyFlowGroupIn>(req)?;
+    own_vport(
+        i.get(DestroyFlowGroupIn::OTHER_VPORT),
+        i.get(DestroyFlowGroupIn::VPORT_NUMBER),
+    )?;
+    let id = i.get32(DestroyFlowGroupIn::GROUP_ID);
+    match group(fw, id) {
+        Some((t, _, _)) if t == i.get32(DestroyFlowGroupIn::TABLE_ID) => {}
+        _ => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_GROUP)),
+    }
+    queue::destroy(
+        fw,
+        ObjectKind::FlowGroup,
+        id,
+        syn::UNKNOWN_FLOW_GROUP,
+        syn::FLOW_GROUP_IN_USE,
+    )
+}
+
+/// The live entry at (`table`, `index`), if any.
+pub(crate) fn entry_at(fw: &Firmware, table: u32, index: u64) -> Option<u32> {
+    fw.objects
+        .queues(ObjectKind::FlowEntry)
+        .into_iter()
+        .find(|&e| {
+            fw.objects
+                .queue(ObjectKind::FlowEntry, e)
+                .and_then(|q| View::<SetFteIn>::new(&q.ctx).ok())
+                .is_some_and(|v| {
+                    v.get32(SetFteIn::TABLE_ID) == table && v.get(SetFteIn::FLOW_INDEX) == index
+                })
+        })
+}
+
+/// Checks an entry's action and destinations; returns what it holds.
+fn entry_holds(
+    fw: &Firmware,
+    req: &Req<'_>,
+    ty: u64,
+    level: u64,
+    c: &View<'_, FlowContext>,
+) -> Result<Vec<(ObjectKind, u32)>, Failure> {
+    let action = c.get(FlowContext::ACTION);
+    let dests = c.get(FlowContext::DESTINATION_LIST_SIZE);
+    if action & !(ACTION_ALLOW | ACTION_DROP | ACTION_FWD_DEST) != 0
+        || (action & ACTION_FWD_DEST != 0) != (dests > 0)
+        || action.count_ones() != 1
+    {
+        return Err(bad_param(syn::FTE_ACTION));
+    }
+    let p = props(ty)?;
+    if c.get(FlowContext::FLOW_COUNTER_LIST_SIZE) != 0
+        || c.get(FlowContext::EXTENDED_DESTINATION) != 0
+        || dests > 1u64 << prop(&p, Prop::LOG_MAX_DESTINATION).min(24)
+    {
+        return Err(bad_param(syn::FTE_DEST));
+    }
+    let list = req
+        .input
+        .get(DEST_LIST..DEST_LIST + dests as usize * Dest::BYTES)
+        .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))?;
+    let mut holds = Vec::new();
+    for d in list.chunks_exact(Dest::BYTES) {
+        let d = super::view::<Dest>(d)?;
+        let id = d.get32(Dest::DESTINATION_ID);
+        match d.get(Dest::DESTINATION_TYPE) {
+            DEST_TIR => {
+                queue::require(fw, ObjectKind::Tir, id, syn::UNKNOWN_TIR)?;
+                holds.push((ObjectKind::Tir, id));
+            }
+            DEST_FLOW_TABLE => {
+                let (t, l, _) = table(fw, id)?;
+                if t != ty || l <= level {
+                    return Err(bad_param(syn::FTE_DEST));
+                }
+                holds.push((ObjectKind::FlowTable, id));
+            }
+            _ => return Err(bad_param(syn::FTE_DEST)),
+        }
+    }
+    Ok(holds)
+}
+
+pub(crate) fn set_fte(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<SetFteIn>(req)?;
+    own_vport(i.get(SetFteIn::OTHER_VPORT), i.get(SetFteIn::VPORT_NUMBER))?;
+    let tid = i.get32(SetFteIn::TABLE_ID);
+    let (ty, level, _) = table(fw, tid)?;
+    if ty != i.get(SetFteIn::TABLE_TYPE) {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+    }
+    let index = i.get(SetFteIn::FLOW_INDEX);
+    let c = i.nested(SetFteIn::FLOW_CONTEXT);
+    let gid = c.get32(FlowContext::GROUP_ID);
+    match group(fw, gid) {
+        Some((t, s, e)) if t == tid && (s..=e).contains(&index) => {}
+        _ => return Err(bad_param(syn::FTE_INDEX)),
+    }
+    let existing = entry_at(fw, tid, index);
+    match (req.op_mod, existing) {
+        (0, None) => {}
+        (0, Some(_)) => return Err(bad_param(syn::FTE_EXISTS)),
+        (1, Some(_)) if prop(&props(ty)?, Prop::FLOW_MODIFY_EN) == 1 => {}
+        (1, Some(_)) => return Err(bad_param(syn::FT_UNSUPPORTED_TYPE)),
+        (1, None) => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FTE)),
+        _ => return Err(bad_param(syn::BAD_OP_MOD)),
+    }
+    let mut holds = entry_holds(fw, req, ty, level, &c)?;
+    holds.push((ObjectKind::FlowGroup, gid));
+    let dests = c.get(FlowContext::DESTINATION_LIST_SIZE) as usize;
+    let image = req.input[..DEST_LIST + dests * Dest::BYTES].to_vec();
+    if let Some(old) = existing {
+        queue::destroy(
+            fw,
+            ObjectKind::FlowEntry,
+            old,
+            syn::UNKNOWN_FTE,
+            syn::UNKNOWN_FTE,
+        )?;
+    }
+    let mut q = queue::new_queue(image, Vec::new(), None);
+    q.holds = holds;
+    queue::insert(
+        fw,
+        ObjectKind::FlowEntry,
+        &[],
+        (1, queue::span(24)),
+        q,
+        syn::FLOW_TABLE_EXHAUSTED,
+    )?;
+    Ok(())
+}
+
+pub(crate) fn delete_fte(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<DeleteFteIn>(req)?;
+    own_vport(
+        i.get(DeleteFteIn::OTHER_VPORT),
+        i.get(DeleteFteIn::VPORT_NUMBER),
+    )?;
+    let tid = i.get32(DeleteFteIn::TABLE_ID);
+    let e = entry_at(fw, tid, i.get(DeleteFteIn::FLOW_INDEX))
+        .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_FTE))?;
+    queue::destroy(
+        fw,
+        ObjectKind::FlowEntry,
+        e,
+        syn::UNKNOWN_FTE,
+        syn::UNKNOWN_FTE,
+    )
+}

@@ -1,0 +1,354 @@
+//! Ethernet send and receive queues and their counters: CREATE/MODIFY/DESTROY/QUERY_SQ,
+//! CREATE/MODIFY/DESTROY/QUERY_RQ, ALLOC/DEALLOC/QUERY_Q_COUNTER, QUERY_VPORT_COUNTER.
+//!
+//! Checks, each with its own syndrome:
+//!
+//! * both: the context `state` RST at create (BAD_PARAM WQ_STATE); `cqn` a live CQ (BAD_RES
+//!   UNKNOWN_CQ); the `wq`: `wq_type` cyclic (BAD_PARAM BAD_WQ_TYPE), `pd` 0 or a live PD,
+//!   `log_wq_sz` ≤ `log_max_wq_sz` and a stride of 16 B up to `max_wqe_sz_rq` / `max_wqe_sz_sq`
+//!   (WQ_SIZE), the doorbell record (4 bytes for an RQ, 8 for an SQ: receive and send counters)
+//!   and the buffer ([`super::queue`]); fewer than `2^log_max_rq` / `2^log_max_sq` live (EXCEED_LIM
+//!   NET_EXHAUSTED).
+//! * RQ: `mem_rq_type` 0 (the WQEs in the RQ's own buffer; BAD_PARAM WQ_TYPE); `counter_set_id` 0
+//!   or an allocated Q counter (BAD_RES UNKNOWN_Q_COUNTER). SQ: `uar_page` a live UAR, at most
+//!   one TIS (`tis_lst_sz` 0 for an internal queue, or 1 and `tis_num_0` a live TIS: BAD_RES
+//!   UNKNOWN_TIS), no hairpin, no SWP, no
+//!   multi-packet WQEs (BAD_PARAM WQ_TYPE).
+//! * MODIFY_RQ/SQ: `rq_state` / `sq_state` is the current state, and the context `state` one it
+//!   can move to: RST → RDY, RDY → RDY / ERR / RST, ERR → RST (BAD_RES_STATE WQ_WRONG_STATE).
+//!   RQ `modify_bitmask` bit 1 sets `counter_set_id`.
+//! * Q counters: ids 1..=`max_qp_cnt` (none when it is 0: EXCEED_LIM NET_EXHAUSTED); QUERY
+//!   answers zeros (the data path keeps no per-queue counters yet), QUERY_VPORT_COUNTER too.
+
+use mlx5_ifc::consts::wq_type;
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::sq_rq::{
+    AllocQCounterOut, CreateRqIn, CreateRqOut, CreateSqIn, CreateSqOut, DeallocQCounterIn,
+    DestroyRqIn, DestroySqIn, ModifyRqIn, ModifySqIn, QueryQCounterIn, QueryRqIn, QueryRqOut,
+    QuerySqIn, QuerySqOut, QueryVportCounterIn, Rqc, Sqc,
+};
+use mlx5_ifc::prm::srq::Wq;
+use mlx5_ifc::{CmdStatus, Field, View, ViewMut};
+
+use super::objects::ObjectKind;
+use super::{
+    bad_param, encoded, fail, input, output, queue, CmdResult, Env, Failure, Firmware, Req,
+};
+use crate::syndrome as syn;
+
+/// RQ / SQ states.
+pub(crate) const RST: u64 = 0;
+pub(crate) const RDY: u64 = 1;
+pub(crate) const ERR: u64 = 3;
+
+/// Checks a cyclic work queue of the given stride limit; returns its buffer pages.
+fn work_queue(
+    fw: &Firmware,
+    env: &mut Env<'_>,
+    what: &str,
+    w: &View<'_, Wq>,
+    max_stride: u64,
+    dbr_bytes: usize,
+) -> Result<Vec<u64>, Failure> {
+    if w.get(Wq::WQ_TYPE) != wq_type::CYCLIC {
+        return Err(bad_param(syn::BAD_WQ_TYPE));
+    }
+    // PD 0 is accepted: Linux's mlx5e creates its drop RQ (a queue of no WQEs it never posts
+    // to) without one, which firmware takes.
+    let pd = w.get32(Wq::PD);
+    if pd != 0 {
+        queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    }
+    let log_sz = w.get(Wq::LOG_WQ_SZ);
+    let stride = 1u64 << w.get(Wq::LOG_WQ_STRIDE).min(31);
+    if log_sz > fw.cur(CmdHcaCap::LOG_MAX_WQ_SZ) || !(16..=max_stride.max(16)).contains(&stride) {
+        return Err(bad_param(syn::WQ_SIZE));
+    }
+    queue::doorbell_record(env, what, w.get(Wq::DBR_ADDR), dbr_bytes)?;
+    queue::buffer(
+        env,
+        what,
+        w.bytes(Wq::PAS),
+        w.get(Wq::LOG_WQ_PG_SZ),
+        w.get(Wq::PAGE_OFFSET),
+        stride << log_sz,
+    )
+}
+
+/// The PD a work queue holds (none for PD 0).
+fn pd_of(w: &View<'_, Wq>) -> Option<(ObjectKind, u32)> {
+    let pd = w.get32(Wq::PD);
+    (pd != 0).then_some((ObjectKind::Pd, pd))
+}
+
+fn insert(
+    fw: &mut Firmware,
+    kind: ObjectKind,
+    log_max: Field<CmdHcaCap>,
+    q: super::objects::Queue,
+) -> Result<u32, Failure> {
+    let log_max = fw.cur(log_max).min(24);
+    if !queue::below_limit(fw.objects.count(kind), log_max) {
+        return Err(fail(CmdStatus::ExceedLim, syn::NET_EXHAUSTED));
+    }
+    queue::insert(
+        fw,
+        kind,
+        &[],
+        (1, queue::span(log_max)),
+        q,
+        syn::NET_EXHAUSTED,
+    )
+}
+
+pub(crate) fn create_rq(
+    fw: &mut Firmware,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<CreateRqIn>(req)?;
+    let c = i.nested(CreateRqIn::CTX);
+    if c.get(Rqc::STATE) != RST {
+        return Err(bad_param(syn::WQ_STATE));
+    }
+    if c.get(Rqc::MEM_RQ_TYPE) != 0 || c.get(Rqc::HAIRPIN) != 0 {
+        return Err(bad_param(syn::BAD_WQ_TYPE));
+    }
+    let cqn = c.get32(Rqc::CQN);
+    queue::require(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    let counter = c.get32(Rqc::COUNTER_SET_ID);
+    if counter != 0 {
+        queue::require(fw, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
+    }
+    let max = fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ);
+    let pas = work_queue(fw, env, "CREATE_RQ", &c.nested(Rqc::WQ), max, 4)?;
+    let mut q = queue::new_queue(queue::image(&c)?, pas, None);
+    q.holds.push((ObjectKind::Cq, cqn));
+    q.holds.extend(pd_of(&c.nested(Rqc::WQ)));
+    let rqn = insert(fw, ObjectKind::Rq, CmdHcaCap::LOG_MAX_RQ, q)?;
+    encoded(output::<CreateRqOut>(out)?.set(CreateRqOut::RQN, rqn.into()))?;
+    Ok(())
+}
+
+pub(crate) fn create_sq(
+    fw: &mut Firmware,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<CreateSqIn>(req)?;
+    let c = i.nested(CreateSqIn::CTX);
+    if c.get(Sqc::STATE) != RST {
+        return Err(bad_param(syn::WQ_STATE));
+    }
+    if [
+        Sqc::HAIRPIN,
+        Sqc::ALLOW_SWP,
+        Sqc::ALLOW_MULTI_PKT_SEND_WQE,
+        Sqc::NON_WIRE,
+    ]
+    .iter()
+    .any(|&f| c.get(f) != 0)
+    {
+        return Err(bad_param(syn::BAD_WQ_TYPE));
+    }
+    let cqn = c.get32(Sqc::CQN);
+    queue::require(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    // A send queue to the wire names its TIS; an internal one (mlx5e's ICOSQs) names none.
+    let tis = match c.get(Sqc::TIS_LST_SZ) {
+        0 => None,
+        1 => {
+            let t = c.get32(Sqc::TIS_NUM_0);
+            queue::require(fw, ObjectKind::Tis, t, syn::UNKNOWN_TIS)?;
+            Some(t)
+        }
+        _ => return Err(bad_param(syn::BAD_WQ_TYPE)),
+    };
+    let w = c.nested(Sqc::WQ);
+    let uar = w.get32(Wq::UAR_PAGE);
+    queue::require(fw, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    let max = fw.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
+    let pas = work_queue(fw, env, "CREATE_SQ", &w, max, 8)?;
+    let mut q = queue::new_queue(queue::image(&c)?, pas, Some(uar));
+    q.holds.push((ObjectKind::Cq, cqn));
+    q.holds.extend(tis.map(|t| (ObjectKind::Tis, t)));
+    q.holds.extend(pd_of(&w));
+    let sqn = insert(fw, ObjectKind::Sq, CmdHcaCap::LOG_MAX_SQ, q)?;
+    encoded(output::<CreateSqOut>(out)?.set(CreateSqOut::SQN, sqn.into()))?;
+    Ok(())
+}
+
+/// Whether a work queue may move from `cur` to `next`.
+fn transition_ok(cur: u64, next: u64) -> bool {
+    matches!(
+        (cur, next),
+        (RST, RDY) | (RDY, RDY | ERR | RST) | (ERR, RST)
+    )
+}
+
+/// Moves the state field `state` of queue `id` of `kind` from `cur` to `next`.
+fn transition<L: mlx5_ifc::Layout>(
+    fw: &mut Firmware,
+    kind: ObjectKind,
+    id: u32,
+    unknown: u32,
+    state: Field<L>,
+    (cur, next): (u64, u64),
+) -> Result<&mut super::objects::Queue, Failure> {
+    let q = fw
+        .objects
+        .queue_mut(kind, id)
+        .ok_or(fail(CmdStatus::BadRes, unknown))?;
+    let now = View::<L>::new(&q.ctx).map_or(u64::MAX, |v| v.get(state));
+    if now != cur || !transition_ok(cur, next) {
+        return Err(fail(CmdStatus::BadResState, syn::WQ_WRONG_STATE));
+    }
+    encoded(ViewMut::<L>::new(&mut q.ctx).and_then(|mut v| v.set(state, next).map(drop)))?;
+    Ok(q)
+}
+
+pub(crate) fn modify_rq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<ModifyRqIn>(req)?;
+    let c = i.nested(ModifyRqIn::CTX);
+    let mask = i.get(ModifyRqIn::MODIFY_BITMASK);
+    let counter = c.get32(Rqc::COUNTER_SET_ID);
+    if mask & 0x2 != 0 && counter != 0 {
+        queue::require(fw, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
+    }
+    let rqn = i.get32(ModifyRqIn::RQN);
+    let states = (i.get(ModifyRqIn::RQ_STATE), c.get(Rqc::STATE));
+    let q = transition(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ, Rqc::STATE, states)?;
+    if mask & 0x2 != 0 {
+        encoded(
+            ViewMut::<Rqc>::new(&mut q.ctx)
+                .and_then(|mut v| v.set(Rqc::COUNTER_SET_ID, counter.into()).map(drop)),
+        )?;
+    }
+    Ok(())
+}
+
+pub(crate) fn modify_sq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<ModifySqIn>(req)?;
+    let c = i.nested(ModifySqIn::CTX);
+    let sqn = i.get32(ModifySqIn::SQN);
+    let states = (i.get(ModifySqIn::SQ_STATE), c.get(Sqc::STATE));
+    transition(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ, Sqc::STATE, states)?;
+    Ok(())
+}
+
+pub(crate) fn destroy_rq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let rqn = input::<DestroyRqIn>(req)?.get32(DestroyRqIn::RQN);
+    queue::destroy(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ, syn::WQ_IN_USE)
+}
+
+pub(crate) fn destroy_sq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let sqn = input::<DestroySqIn>(req)?.get32(DestroySqIn::SQN);
+    queue::destroy(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ, syn::WQ_IN_USE)
+}
+
+pub(crate) fn query_rq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let rqn = input::<QueryRqIn>(req)?.get32(QueryRqIn::RQN);
+    let q = queue::find(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
+    let mut o = output::<QueryRqOut>(out)?;
+    queue::put(o.nested_mut(QueryRqOut::RQ_CONTEXT).as_bytes(), &q.ctx);
+    Ok(())
+}
+
+pub(crate) fn query_sq(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let sqn = input::<QuerySqIn>(req)?.get32(QuerySqIn::SQN);
+    let q = queue::find(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ)?;
+    let mut o = output::<QuerySqOut>(out)?;
+    queue::put(o.nested_mut(QuerySqOut::SQ_CONTEXT).as_bytes(), &q.ctx);
+    Ok(())
+}
+
+pub(crate) fn alloc_q_counter(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    _: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let max = fw.cur(CmdHcaCap::MAX_QP_CNT) as u32;
+    let q = queue::new_queue(Vec::new(), Vec::new(), None);
+    let id = queue::insert(
+        fw,
+        ObjectKind::QCounter,
+        &[],
+        (1, max + 1),
+        q,
+        syn::NET_EXHAUSTED,
+    )?;
+    encoded(output::<AllocQCounterOut>(out)?.set(AllocQCounterOut::COUNTER_SET_ID, id.into()))?;
+    Ok(())
+}
+
+pub(crate) fn dealloc_q_counter(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let id = input::<DeallocQCounterIn>(req)?.get32(DeallocQCounterIn::COUNTER_SET_ID);
+    queue::destroy(
+        fw,
+        ObjectKind::QCounter,
+        id,
+        syn::UNKNOWN_Q_COUNTER,
+        syn::WQ_IN_USE,
+    )
+}
+
+pub(crate) fn query_q_counter(
+    fw: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let id = input::<QueryQCounterIn>(req)?.get32(QueryQCounterIn::COUNTER_SET_ID);
+    queue::require(fw, ObjectKind::QCounter, id, syn::UNKNOWN_Q_COUNTER)
+}
+
+pub(crate) fn query_vport_counter(
+    _: &mut Firmware,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<QueryVportCounterIn>(req)?;
+    if i.get(QueryVportCounterIn::OTHER_VPORT) != 0 || i.get(QueryVportCounterIn::VPORT_NUMBER) != 0
+    {
+        return Err(bad_param(syn::BAD_VPORT));
+    }
+    Ok(())
+}

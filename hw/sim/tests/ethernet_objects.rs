@@ -1,0 +1,371 @@
+//! The Ethernet objects Linux's mlx5e creates, at the byte level: a transport domain, a TIS, an
+//! RQ behind an RQT behind a TIR, an SQ, a Q counter, and receive flow steering (a root table,
+//! a group, an entry forwarding to the TIR, a table forwarding on miss) — each refusal with its
+//! syndrome, references that keep used objects alive (RES_BUSY), and a clean teardown.
+
+mod common;
+
+use common::cmd;
+use common::queues::*;
+use mlx5_ifc::consts::wq_type;
+use mlx5_ifc::prm::cq::DestroyCqIn;
+use mlx5_ifc::prm::eq::DestroyEqIn;
+use mlx5_ifc::prm::flow::{
+    CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
+    DestFormatStruct as Dest, DestroyFlowGroupIn, DestroyFlowTableIn, FlowContext,
+    FlowTableContext as Ftc, SetFlowTableRootIn, SetFteIn,
+};
+use mlx5_ifc::prm::sq_rq::{
+    AllocQCounterOut, CreateRqIn, CreateRqOut, CreateSqIn, CreateSqOut, DeallocQCounterIn,
+    DestroyRqIn, DestroySqIn, ModifyRqIn, ModifySqIn, Rqc, Sqc,
+};
+use mlx5_ifc::prm::srq::Wq;
+use mlx5_ifc::prm::tir::{
+    AllocTransportDomainOut, CreateRqtIn, CreateRqtOut, CreateTirIn, CreateTirOut, CreateTisIn,
+    CreateTisOut, DeallocTransportDomainIn, DestroyRqtIn, DestroyTirIn, DestroyTisIn, Rqtc, Tirc,
+    Tisc,
+};
+use mlx5_ifc::{CmdStatus, Field, Layout, Opcode, View, ViewMut};
+use mlx5_sim::syndrome as syn;
+use mlx5_sim::Mode;
+
+const BAD_PARAM: u8 = CmdStatus::BadParam.raw();
+const BAD_RES: u8 = CmdStatus::BadRes.raw();
+const RES_BUSY: u8 = CmdStatus::ResBusy.raw();
+
+fn made<O: Layout>(fx: &mut Fx, input: &[u8], f: Field<O>) -> u32 {
+    let out = fx.p.ok(input, O::BYTES);
+    View::<O>::new(&out).unwrap().get32(f)
+}
+
+/// A cyclic work queue of 16 entries of 64 bytes in the arena.
+fn wq(fx: &Fx, w: &mut ViewMut<'_, Wq>, dbr: u64) {
+    w.set(Wq::WQ_TYPE, wq_type::CYCLIC).unwrap();
+    w.set(Wq::PD, fx.pd.into()).unwrap();
+    w.set(Wq::UAR_PAGE, fx.uar.into()).unwrap();
+    w.set(Wq::DBR_ADDR, fx.dbr(dbr)).unwrap();
+    w.set(Wq::LOG_WQ_STRIDE, 6).unwrap();
+    w.set(Wq::LOG_WQ_SZ, 4).unwrap();
+}
+
+fn rq_in(fx: &Fx, cqn: u32, f: impl FnOnce(&mut ViewMut<'_, Rqc>)) -> Vec<u8> {
+    let input = cmd::<CreateRqIn>(Opcode::CreateRq, 0, |v| {
+        let mut c = v.nested_mut(CreateRqIn::CTX);
+        c.set(Rqc::CQN, cqn.into()).unwrap();
+        wq(fx, &mut c.nested_mut(Rqc::WQ), 3);
+        f(&mut c);
+    });
+    with_pas(input, &fx.pages(1))
+}
+
+fn sq_in(fx: &Fx, cqn: u32, tis: u32, f: impl FnOnce(&mut ViewMut<'_, Sqc>)) -> Vec<u8> {
+    let input = cmd::<CreateSqIn>(Opcode::CreateSq, 0, |v| {
+        let mut c = v.nested_mut(CreateSqIn::CTX);
+        c.set(Sqc::CQN, cqn.into()).unwrap();
+        c.set(Sqc::TIS_LST_SZ, 1).unwrap();
+        c.set(Sqc::TIS_NUM_0, tis.into()).unwrap();
+        wq(fx, &mut c.nested_mut(Sqc::WQ), 4);
+        f(&mut c);
+    });
+    with_pas(input, &fx.pages(1))
+}
+
+fn rqt_in(rqns: &[u32], max: u64) -> Vec<u8> {
+    let mut input = cmd::<CreateRqtIn>(Opcode::CreateRqt, 0, |v| {
+        let mut c = v.nested_mut(CreateRqtIn::RQT_CONTEXT);
+        c.set(Rqtc::RQT_MAX_SIZE, max).unwrap();
+        c.set(Rqtc::RQT_ACTUAL_SIZE, rqns.len() as u64).unwrap();
+    });
+    for r in rqns {
+        input.extend_from_slice(&r.to_be_bytes());
+    }
+    input
+}
+
+fn table_in(level: u64, miss: Option<u32>) -> Vec<u8> {
+    cmd::<CreateFlowTableIn>(Opcode::CreateFlowTable, 0, |v| {
+        let mut c = v.nested_mut(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
+        c.set(Ftc::LEVEL, level).unwrap();
+        c.set(Ftc::LOG_SIZE, 4).unwrap();
+        if let Some(t) = miss {
+            c.set(Ftc::TABLE_MISS_ACTION, 1).unwrap();
+            c.set(Ftc::TABLE_MISS_ID, t.into()).unwrap();
+        }
+    })
+}
+
+fn group_in(table: u32, start: u64, end: u64) -> Vec<u8> {
+    cmd::<CreateFlowGroupIn>(Opcode::CreateFlowGroup, 0, |v| {
+        v.set(CreateFlowGroupIn::TABLE_ID, table.into()).unwrap();
+        v.set(CreateFlowGroupIn::START_FLOW_INDEX, start).unwrap();
+        v.set(CreateFlowGroupIn::END_FLOW_INDEX, end).unwrap();
+        v.set(CreateFlowGroupIn::MATCH_CRITERIA_ENABLE, 1).unwrap();
+    })
+}
+
+/// An entry at `index` of `group` forwarding to `(type, id)` destinations.
+fn fte_in(table: u32, group: u32, index: u64, dests: &[(u64, u32)]) -> Vec<u8> {
+    let mut input = cmd::<SetFteIn>(Opcode::SetFlowTableEntry, 0, |v| {
+        v.set(SetFteIn::TABLE_ID, table.into()).unwrap();
+        v.set(SetFteIn::FLOW_INDEX, index).unwrap();
+        let mut c = v.nested_mut(SetFteIn::FLOW_CONTEXT);
+        c.set(FlowContext::GROUP_ID, group.into()).unwrap();
+        c.set(FlowContext::ACTION, 0x4).unwrap();
+        c.set(FlowContext::DESTINATION_LIST_SIZE, dests.len() as u64)
+            .unwrap();
+    });
+    for &(ty, id) in dests {
+        let mut d = [0u8; Dest::BYTES];
+        let mut v = ViewMut::<Dest>::new(&mut d).unwrap();
+        v.set(Dest::DESTINATION_TYPE, ty).unwrap();
+        v.set(Dest::DESTINATION_ID, id.into()).unwrap();
+        input.extend_from_slice(&d);
+    }
+    input
+}
+
+fn by_id<L: Layout>(op: Opcode, f: Field<L>, id: u32) -> Vec<u8> {
+    cmd::<L>(op, 0, |v| {
+        v.set(f, id.into()).unwrap();
+    })
+}
+
+#[test]
+fn mlx5e_objects_and_steering_with_their_refusals() {
+    let mut fx = Fx::cx5(Mode::Sync);
+    let out = fx.p.ok(
+        &common::bare::<mlx5_ifc::prm::tir::AllocTransportDomainIn>(
+            Opcode::AllocTransportDomain,
+            0,
+        ),
+        0x10,
+    );
+    let td = View::<AllocTransportDomainOut>::new(&out)
+        .unwrap()
+        .get32(AllocTransportDomainOut::TRANSPORT_DOMAIN);
+    let tis_in = |td: u32| {
+        cmd::<CreateTisIn>(Opcode::CreateTis, 0, |v| {
+            let mut c = v.nested_mut(CreateTisIn::CTX);
+            c.set(Tisc::TRANSPORT_DOMAIN, td.into()).unwrap();
+        })
+    };
+    fx.expect(&tis_in(td + 100), 0x10, (BAD_RES, syn::UNKNOWN_TD));
+    let tis = made::<CreateTisOut>(&mut fx, &tis_in(td), CreateTisOut::TISN);
+    let eqn = fx.create_eq();
+    let cqn = fx.create_cq(eqn);
+    let out = fx.p.ok(
+        &common::bare::<mlx5_ifc::prm::sq_rq::AllocQCounterIn>(Opcode::AllocQCounter, 0),
+        0x10,
+    );
+    let counter = View::<AllocQCounterOut>::new(&out)
+        .unwrap()
+        .get32(AllocQCounterOut::COUNTER_SET_ID);
+    assert!(counter >= 1);
+
+    // RQ: created in RST only, cyclic only; moved RST -> RDY from the state it is in.
+    let bad = rq_in(&fx, cqn, |c| {
+        c.set(Rqc::STATE, 1).unwrap();
+    });
+    fx.expect(&bad, 0x10, (BAD_PARAM, syn::WQ_STATE));
+    let bad = rq_in(&fx, cqn, |c| {
+        c.nested_mut(Rqc::WQ).set(Wq::WQ_TYPE, 0).unwrap();
+    });
+    fx.expect(&bad, 0x10, (BAD_PARAM, syn::BAD_WQ_TYPE));
+    let rq = rq_in(&fx, cqn, |c| {
+        c.set(Rqc::COUNTER_SET_ID, counter.into()).unwrap();
+    });
+    let rqn = made::<CreateRqOut>(&mut fx, &rq, CreateRqOut::RQN);
+    let modify_rq = |cur: u64, next: u64| {
+        cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
+            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
+            v.set(ModifyRqIn::RQ_STATE, cur).unwrap();
+            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, next).unwrap();
+        })
+    };
+    fx.expect(
+        &modify_rq(1, 3),
+        0x10,
+        (CmdStatus::BadResState.raw(), syn::WQ_WRONG_STATE),
+    );
+    fx.p.ok(&modify_rq(0, 1), 0x10);
+
+    // SQ: its TIS must exist; an internal SQ (no TIS) is fine too.
+    fx.expect(
+        &sq_in(&fx, cqn, tis + 7, |_| {}),
+        0x10,
+        (BAD_RES, syn::UNKNOWN_TIS),
+    );
+    let sq = sq_in(&fx, cqn, tis, |_| {});
+    let sqn = made::<CreateSqOut>(&mut fx, &sq, CreateSqOut::SQN);
+    let internal = sq_in(&fx, cqn, 0, |c| {
+        c.set(Sqc::TIS_LST_SZ, 0).unwrap();
+    });
+    let icosq = made::<CreateSqOut>(&mut fx, &internal, CreateSqOut::SQN);
+    fx.p.ok(
+        &cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
+            v.set(ModifySqIn::SQN, sqn.into()).unwrap();
+            v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, 1).unwrap();
+        }),
+        0x10,
+    );
+
+    // RQT and TIR.
+    fx.expect(&rqt_in(&[rqn], 0), 0x10, (BAD_PARAM, syn::RQT_SIZE));
+    fx.expect(&rqt_in(&[rqn, rqn], 1), 0x10, (BAD_PARAM, syn::RQT_SIZE));
+    fx.expect(&rqt_in(&[rqn + 50], 4), 0x10, (BAD_RES, syn::UNKNOWN_RQ));
+    let rqtn = made::<CreateRqtOut>(&mut fx, &rqt_in(&[rqn, rqn], 4), CreateRqtOut::RQTN);
+    let tir_in = |disp: u64, hash: u64| {
+        cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
+            let mut c = v.nested_mut(CreateTirIn::CTX);
+            c.set(Tirc::TRANSPORT_DOMAIN, td.into()).unwrap();
+            c.set(Tirc::DISP_TYPE, disp).unwrap();
+            c.set(Tirc::INDIRECT_TABLE, rqtn.into()).unwrap();
+            c.set(Tirc::RX_HASH_FN, hash).unwrap();
+        })
+    };
+    fx.expect(&tir_in(1, 3), 0x10, (BAD_PARAM, syn::TIR_DISP));
+    fx.expect(&tir_in(2, 0), 0x10, (BAD_PARAM, syn::TIR_DISP));
+    let tirn = made::<CreateTirOut>(&mut fx, &tir_in(1, 2), CreateTirOut::TIRN);
+
+    // Steering: the anchor at a high level, a table above it missing to it, a group, entries.
+    fx.expect(&table_in(64, None), 0x10, (BAD_PARAM, syn::FT_LEVEL));
+    let anchor =
+        made::<CreateFlowTableOut>(&mut fx, &table_in(10, None), CreateFlowTableOut::TABLE_ID);
+    fx.expect(
+        &table_in(11, Some(anchor)),
+        0x10,
+        (BAD_PARAM, syn::FT_MISS_ACTION),
+    );
+    let ttc = made::<CreateFlowTableOut>(
+        &mut fx,
+        &table_in(6, Some(anchor)),
+        CreateFlowTableOut::TABLE_ID,
+    );
+    let root = |t: u32| {
+        by_id::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, SetFlowTableRootIn::TABLE_ID, t)
+    };
+    fx.p.ok(&root(ttc), 0x10);
+    fx.expect(&group_in(ttc, 4, 16), 0x10, (BAD_PARAM, syn::FG_RANGE));
+    let g = made::<CreateFlowGroupOut>(&mut fx, &group_in(ttc, 0, 7), CreateFlowGroupOut::GROUP_ID);
+    fx.expect(&group_in(ttc, 7, 9), 0x10, (BAD_PARAM, syn::FG_RANGE));
+    fx.expect(
+        &fte_in(ttc, g, 8, &[(2, tirn)]),
+        0x10,
+        (BAD_PARAM, syn::FTE_INDEX),
+    );
+    fx.expect(
+        &fte_in(ttc, g, 0, &[(2, tirn + 9)]),
+        0x10,
+        (BAD_RES, syn::UNKNOWN_TIR),
+    );
+    fx.expect(
+        &fte_in(ttc, g, 0, &[(0, 1)]),
+        0x10,
+        (BAD_PARAM, syn::FTE_DEST),
+    );
+    fx.p.ok(&fte_in(ttc, g, 0, &[(2, tirn)]), 0x10);
+    fx.expect(
+        &fte_in(ttc, g, 0, &[(2, tirn)]),
+        0x10,
+        (BAD_PARAM, syn::FTE_EXISTS),
+    );
+    fx.p.ok(&fte_in(ttc, g, 1, &[(1, anchor)]), 0x10);
+
+    // Everything in use says so.
+    let busy = [
+        (
+            by_id::<DestroyTirIn>(Opcode::DestroyTir, DestroyTirIn::TIRN, tirn),
+            syn::TIR_IN_USE,
+        ),
+        (
+            by_id::<DestroyRqtIn>(Opcode::DestroyRqt, DestroyRqtIn::RQTN, rqtn),
+            syn::RQT_IN_USE,
+        ),
+        (
+            by_id::<DestroyRqIn>(Opcode::DestroyRq, DestroyRqIn::RQN, rqn),
+            syn::WQ_IN_USE,
+        ),
+        (
+            by_id::<DestroyTisIn>(Opcode::DestroyTis, DestroyTisIn::TISN, tis),
+            syn::TIS_IN_USE,
+        ),
+        (
+            by_id::<DeallocTransportDomainIn>(
+                Opcode::DeallocTransportDomain,
+                DeallocTransportDomainIn::TRANSPORT_DOMAIN,
+                td,
+            ),
+            syn::TD_IN_USE,
+        ),
+        (
+            by_id::<DestroyFlowTableIn>(
+                Opcode::DestroyFlowTable,
+                DestroyFlowTableIn::TABLE_ID,
+                anchor,
+            ),
+            syn::FLOW_TABLE_IN_USE,
+        ),
+        (
+            by_id::<DestroyFlowTableIn>(
+                Opcode::DestroyFlowTable,
+                DestroyFlowTableIn::TABLE_ID,
+                ttc,
+            ),
+            syn::FLOW_TABLE_IN_USE,
+        ),
+    ];
+    for (input, s) in &busy {
+        fx.expect(input, 0x10, (RES_BUSY, *s));
+    }
+    let destroy_group = cmd::<DestroyFlowGroupIn>(Opcode::DestroyFlowGroup, 0, |v| {
+        v.set(DestroyFlowGroupIn::TABLE_ID, ttc.into()).unwrap();
+        v.set(DestroyFlowGroupIn::GROUP_ID, g.into()).unwrap();
+    });
+    fx.expect(&destroy_group, 0x10, (RES_BUSY, syn::FLOW_GROUP_IN_USE));
+
+    // Teardown in Linux's order; the device ends with nothing of it.
+    for index in [0, 1] {
+        fx.p.ok(
+            &cmd::<DeleteFteIn>(Opcode::DeleteFlowTableEntry, 0, |v| {
+                v.set(DeleteFteIn::TABLE_ID, ttc.into()).unwrap();
+                v.set(DeleteFteIn::FLOW_INDEX, index).unwrap();
+            }),
+            0x10,
+        );
+    }
+    fx.p.ok(&destroy_group, 0x10);
+    fx.p.ok(&root(anchor), 0x10);
+    for (t, s) in [(ttc, 0), (anchor, 1)] {
+        let disconnect = cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, s, |_| {});
+        if s == 1 {
+            fx.p.ok(&disconnect, 0x10);
+        }
+        fx.p.ok(
+            &by_id::<DestroyFlowTableIn>(Opcode::DestroyFlowTable, DestroyFlowTableIn::TABLE_ID, t),
+            0x10,
+        );
+    }
+    for input in [
+        by_id::<DestroyTirIn>(Opcode::DestroyTir, DestroyTirIn::TIRN, tirn),
+        by_id::<DestroyRqtIn>(Opcode::DestroyRqt, DestroyRqtIn::RQTN, rqtn),
+        by_id::<DestroyRqIn>(Opcode::DestroyRq, DestroyRqIn::RQN, rqn),
+        by_id::<DestroySqIn>(Opcode::DestroySq, DestroySqIn::SQN, sqn),
+        by_id::<DestroySqIn>(Opcode::DestroySq, DestroySqIn::SQN, icosq),
+        by_id::<DestroyTisIn>(Opcode::DestroyTis, DestroyTisIn::TISN, tis),
+        by_id::<DeallocQCounterIn>(
+            Opcode::DeallocQCounter,
+            DeallocQCounterIn::COUNTER_SET_ID,
+            counter,
+        ),
+        by_id::<DeallocTransportDomainIn>(
+            Opcode::DeallocTransportDomain,
+            DeallocTransportDomainIn::TRANSPORT_DOMAIN,
+            td,
+        ),
+        by_id::<DestroyCqIn>(Opcode::DestroyCq, DestroyCqIn::CQN, cqn),
+        by_id::<DestroyEqIn>(Opcode::DestroyEq, DestroyEqIn::EQ_NUMBER, eqn),
+    ] {
+        fx.p.ok(&input, 0x10);
+    }
+    fx.finish_clean();
+}
