@@ -56,7 +56,7 @@ STAGE=$(mktemp -d); trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE"/{bin,dev,proc,sys,lib/modules}
 cp "$KCACHE_DIR/busybox/bin/busybox" "$STAGE/bin/"
 cp "$HERE/guest-init.sh" "$STAGE/init"; chmod 755 "$STAGE/init"
-for m in pci-hyperv-intf mlxfw mlx5_core; do
+for m in pci-hyperv-intf mlxfw mlx5_core ib_core ib_uverbs mlx5_ib; do
   f=$(find "$KROOT/lib/modules/$KVER/kernel" -name "$m.ko" | head -1)
   [ -n "$f" ] || cannot "module $m not in $KDEB"
   cp "$f" "$STAGE/lib/modules/$m.ko"; echo "$m" >> "$STAGE/lib/modules/order"

@@ -83,6 +83,10 @@ ROOMS = {
         ("dealloc_pd_out", "DEALLOC_PD (0x801) output."),
         ("query_special_contexts_in", "QUERY_SPECIAL_CONTEXTS (0x203) input."),
         ("query_special_contexts_out", "QUERY_SPECIAL_CONTEXTS (0x203) output: reserved lkey, null mkey."),
+        ("alloc_xrcd_in", "ALLOC_XRCD (0x80e) input."),
+        ("alloc_xrcd_out", "ALLOC_XRCD (0x80e) output."),
+        ("dealloc_xrcd_in", "DEALLOC_XRCD (0x80f) input."),
+        ("dealloc_xrcd_out", "DEALLOC_XRCD (0x80f) output."),
     ],
     "vport": [
         ("nic_vport_context", "NIC vport context (PRM \"NIC_Vport Context\")."),
@@ -98,6 +102,9 @@ ROOMS = {
         ("query_roce_address_out", "QUERY_ROCE_ADDRESS (0x760) output."),
         ("query_vport_state_in", "QUERY_VPORT_STATE (0x750) input."),
         ("query_vport_state_out", "QUERY_VPORT_STATE (0x750) output."),
+        ("query_hca_vport_pkey_in", "QUERY_HCA_VPORT_PKEY (0x765) input."),
+        ("query_hca_vport_pkey_out", "QUERY_HCA_VPORT_PKEY (0x765) output; the P_Keys follow."),
+        ("pkey", "One P_Key entry."),
     ],
     "eq": [
         ("eqc", "Event queue context (PRM \"EQ Context\")."),
@@ -150,6 +157,11 @@ ROOMS = {
         ("modify_rmp_out", "MODIFY_RMP (0x90d) output."),
         ("arm_rq_in", "ARM_RQ (0x703) input: arms the limit event of an SRQ (op_mod 1) or RQ."),
         ("arm_rq_out", "ARM_RQ (0x703) output."),
+        ("xrc_srqc", "XRC shared receive queue context (PRM \"XRC_SRQ Context\")."),
+        ("create_xrc_srq_in", "CREATE_XRC_SRQ (0x705) input; the PAS list follows."),
+        ("create_xrc_srq_out", "CREATE_XRC_SRQ (0x705) output."),
+        ("destroy_xrc_srq_in", "DESTROY_XRC_SRQ (0x706) input."),
+        ("destroy_xrc_srq_out", "DESTROY_XRC_SRQ (0x706) output."),
     ],
     "qp": [
         ("ads", "Address path (PRM \"Address Path\"), primary and secondary paths of a QP context."),

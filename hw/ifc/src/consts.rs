@@ -105,6 +105,8 @@ pub mod reg {
     pub const PPCNT: u16 = 0x5008;
     /// PCMR: port capabilities mask.
     pub const PCMR: u16 = 0x5041;
+    /// NODE_DESC: the node description string (64 bytes; no `mlx5_ifc` layout).
+    pub const NODE_DESC: u16 = 0x6001;
     /// HOST_ENDIANNESS.
     pub const HOST_ENDIANNESS: u16 = 0x7004;
     /// DTOR: default timeouts.
@@ -139,6 +141,20 @@ pub mod qp_st {
     pub const UD: u64 = 2;
     /// XRC.
     pub const XRC: u64 = 3;
+    /// QP1, the general services (GSI) QP: UD with the well-known number 1 on the wire.
+    pub const QP1: u64 = 8;
+    /// A send-only QP for UMR WQEs (memory-key updates), never on the wire.
+    pub const REG_UMR: u64 = 0xc;
+
+    /// The transport whose rules a service type follows: QP1 is UD on the wire, and a UMR QP
+    /// is programmed as UD is (no path, 4096-byte MTU) by Linux's mlx5_ib.
+    pub const fn transport(st: u64) -> u64 {
+        if st == QP1 || st == REG_UMR {
+            UD
+        } else {
+            st
+        }
+    }
 }
 
 /// Path migration states (`qpc.pm_state`).

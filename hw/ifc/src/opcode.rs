@@ -72,6 +72,8 @@ opcodes! {
     DestroySrq = 0x701, "DESTROY_SRQ";
     QuerySrq = 0x702, "QUERY_SRQ";
     ArmRq = 0x703, "ARM_RQ";
+    CreateXrcSrq = 0x705, "CREATE_XRC_SRQ";
+    DestroyXrcSrq = 0x706, "DESTROY_XRC_SRQ";
     QueryVportState = 0x750, "QUERY_VPORT_STATE";
     ModifyVportState = 0x751, "MODIFY_VPORT_STATE";
     QueryNicVportContext = 0x754, "QUERY_NIC_VPORT_CONTEXT";

@@ -119,6 +119,7 @@
 //! | `0x5e05000f` UNKNOWN_FLOW_GROUP | BAD_RES | a flow group that is not live in that table |
 //! | `0x5e050010` UNKNOWN_FTE | BAD_RES | no flow table entry at that index |
 //! | `0x5e050011` UNKNOWN_Q_COUNTER | BAD_RES | a Q counter that is not allocated |
+//! | `0x5e050012` UNKNOWN_XRCD | BAD_RES | an XRC domain that is not allocated |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
 //! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
@@ -131,6 +132,8 @@
 //! | `0x5e06000a` TIR_IN_USE | RES_BUSY | DESTROY_TIR of a TIR a flow table entry forwards to |
 //! | `0x5e06000b` FLOW_TABLE_IN_USE | RES_BUSY | DESTROY_FLOW_TABLE of the root, of a table with groups, or one an entry or a table miss forwards to |
 //! | `0x5e06000c` FLOW_GROUP_IN_USE | RES_BUSY | DESTROY_FLOW_GROUP of a group with entries |
+//! | `0x5e06000d` XRCD_IN_USE | RES_BUSY | DEALLOC_XRCD of a domain an XRC SRQ uses |
+//! | `0x5e06000e` GSI_QP_EXISTS | RES_BUSY | CREATE_QP of a second QP1 (GSI QP) |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
 //! | `0x5e080003` EQ_EXHAUSTED | EXCEED_LIM | `2^log_max_eq - 1` EQs live |
@@ -397,6 +400,8 @@ syndromes! {
     UNKNOWN_FTE = 0x5e05_0010;
     /// BAD_RES: a Q counter that is not allocated.
     UNKNOWN_Q_COUNTER = 0x5e05_0011;
+    /// BAD_RES: an XRC domain that is not allocated.
+    UNKNOWN_XRCD = 0x5e05_0012;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -421,6 +426,10 @@ syndromes! {
     FLOW_TABLE_IN_USE = 0x5e06_000b;
     /// RES_BUSY: DESTROY_FLOW_GROUP of a group with entries.
     FLOW_GROUP_IN_USE = 0x5e06_000c;
+    /// RES_BUSY: DEALLOC_XRCD of a domain an XRC SRQ uses.
+    XRCD_IN_USE = 0x5e06_000d;
+    /// RES_BUSY: CREATE_QP of a second QP1 (GSI QP).
+    GSI_QP_EXISTS = 0x5e06_000e;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.

@@ -464,3 +464,127 @@ impl Layout for ArmRqOut {
         Self::STATUS.info, Self::SYNDROME.info,
     ];
 }
+
+/// XRC shared receive queue context (PRM "XRC_SRQ Context").
+///
+/// `mlx5_ifc` structure `xrc_srqc`, 64 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct XrcSrqc;
+
+impl XrcSrqc {
+    #[doc = "`state`: bit 0x0, width 4, byte 0x0."] pub const STATE: Field<Self> = Field::new("state", 0x0, 4);
+    #[doc = "`log_xrc_srq_size`: bit 0x4, width 4, byte 0x0."] pub const LOG_XRC_SRQ_SIZE: Field<Self> = Field::new("log_xrc_srq_size", 0x4, 4);
+    #[doc = "`wq_signature`: bit 0x20, width 1, byte 0x4."] pub const WQ_SIGNATURE: Field<Self> = Field::new("wq_signature", 0x20, 1);
+    #[doc = "`cont_srq`: bit 0x21, width 1, byte 0x4."] pub const CONT_SRQ: Field<Self> = Field::new("cont_srq", 0x21, 1);
+    #[doc = "`rlky`: bit 0x23, width 1, byte 0x4."] pub const RLKY: Field<Self> = Field::new("rlky", 0x23, 1);
+    #[doc = "`basic_cyclic_rcv_wqe`: bit 0x24, width 1, byte 0x4."] pub const BASIC_CYCLIC_RCV_WQE: Field<Self> = Field::new("basic_cyclic_rcv_wqe", 0x24, 1);
+    #[doc = "`log_rq_stride`: bit 0x25, width 3, byte 0x4."] pub const LOG_RQ_STRIDE: Field<Self> = Field::new("log_rq_stride", 0x25, 3);
+    #[doc = "`xrcd`: bit 0x28, width 24, byte 0x5."] pub const XRCD: Field<Self> = Field::new("xrcd", 0x28, 24);
+    #[doc = "`page_offset`: bit 0x40, width 6, byte 0x8."] pub const PAGE_OFFSET: Field<Self> = Field::new("page_offset", 0x40, 6);
+    #[doc = "`dbr_umem_valid`: bit 0x47, width 1, byte 0x8."] pub const DBR_UMEM_VALID: Field<Self> = Field::new("dbr_umem_valid", 0x47, 1);
+    #[doc = "`cqn`: bit 0x48, width 24, byte 0x9."] pub const CQN: Field<Self> = Field::new("cqn", 0x48, 24);
+    #[doc = "`user_index_equal_xrc_srqn`: bit 0x80, width 1, byte 0x10."] pub const USER_INDEX_EQUAL_XRC_SRQN: Field<Self> = Field::new("user_index_equal_xrc_srqn", 0x80, 1);
+    #[doc = "`log_page_size`: bit 0x82, width 6, byte 0x10."] pub const LOG_PAGE_SIZE: Field<Self> = Field::new("log_page_size", 0x82, 6);
+    #[doc = "`user_index`: bit 0x88, width 24, byte 0x11."] pub const USER_INDEX: Field<Self> = Field::new("user_index", 0x88, 24);
+    #[doc = "`pd`: bit 0xc8, width 24, byte 0x19."] pub const PD: Field<Self> = Field::new("pd", 0xc8, 24);
+    #[doc = "`lwm`: bit 0xe0, width 16, byte 0x1c."] pub const LWM: Field<Self> = Field::new("lwm", 0xe0, 16);
+    #[doc = "`wqe_cnt`: bit 0xf0, width 16, byte 0x1e."] pub const WQE_CNT: Field<Self> = Field::new("wqe_cnt", 0xf0, 16);
+    #[doc = "`db_record_addr_h`: bit 0x140, width 32, byte 0x28."] pub const DB_RECORD_ADDR_H: Field<Self> = Field::new("db_record_addr_h", 0x140, 32);
+    #[doc = "`db_record_addr_l`: bit 0x160, width 30, byte 0x2c."] pub const DB_RECORD_ADDR_L: Field<Self> = Field::new("db_record_addr_l", 0x160, 30);
+}
+
+impl Layout for XrcSrqc {
+    const NAME: &'static str = "xrc_srqc";
+    const BYTES: usize = 0x40;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATE.info, Self::LOG_XRC_SRQ_SIZE.info, Self::WQ_SIGNATURE.info, Self::CONT_SRQ.info,
+        Self::RLKY.info, Self::BASIC_CYCLIC_RCV_WQE.info, Self::LOG_RQ_STRIDE.info, Self::XRCD.info,
+        Self::PAGE_OFFSET.info, Self::DBR_UMEM_VALID.info, Self::CQN.info, Self::USER_INDEX_EQUAL_XRC_SRQN.info,
+        Self::LOG_PAGE_SIZE.info, Self::USER_INDEX.info, Self::PD.info, Self::LWM.info,
+        Self::WQE_CNT.info, Self::DB_RECORD_ADDR_H.info, Self::DB_RECORD_ADDR_L.info,
+    ];
+}
+
+/// CREATE_XRC_SRQ (0x705) input; the PAS list follows.
+///
+/// `mlx5_ifc` structure `create_xrc_srq_in`, 272 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateXrcSrqIn;
+
+impl CreateXrcSrqIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`xrc_srq_context_entry` (xrc_srqc): bit 0x80, width 512, byte 0x10."] pub const XRC_SRQ_CONTEXT_ENTRY: Nested<Self, XrcSrqc> = Nested::new("xrc_srq_context_entry", 0x80, 512);
+    #[doc = "`xrc_srq_umem_valid`: bit 0x2e0, width 1, byte 0x5c."] pub const XRC_SRQ_UMEM_VALID: Field<Self> = Field::new("xrc_srq_umem_valid", 0x2e0, 1);
+    #[doc = "`pas` (bytes): bit 0x880, width 0, byte 0x110."] pub const PAS: Bytes<Self> = Bytes::new("pas", 0x880, 0);
+}
+
+impl Layout for CreateXrcSrqIn {
+    const NAME: &'static str = "create_xrc_srq_in";
+    const BYTES: usize = 0x110;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::XRC_SRQ_CONTEXT_ENTRY.info,
+        Self::XRC_SRQ_UMEM_VALID.info, Self::PAS.info,
+    ];
+}
+
+/// CREATE_XRC_SRQ (0x705) output.
+///
+/// `mlx5_ifc` structure `create_xrc_srq_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateXrcSrqOut;
+
+impl CreateXrcSrqOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`xrc_srqn`: bit 0x48, width 24, byte 0x9."] pub const XRC_SRQN: Field<Self> = Field::new("xrc_srqn", 0x48, 24);
+}
+
+impl Layout for CreateXrcSrqOut {
+    const NAME: &'static str = "create_xrc_srq_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::XRC_SRQN.info,
+    ];
+}
+
+/// DESTROY_XRC_SRQ (0x706) input.
+///
+/// `mlx5_ifc` structure `destroy_xrc_srq_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DestroyXrcSrqIn;
+
+impl DestroyXrcSrqIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`xrc_srqn`: bit 0x48, width 24, byte 0x9."] pub const XRC_SRQN: Field<Self> = Field::new("xrc_srqn", 0x48, 24);
+}
+
+impl Layout for DestroyXrcSrqIn {
+    const NAME: &'static str = "destroy_xrc_srq_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::XRC_SRQN.info,
+    ];
+}
+
+/// DESTROY_XRC_SRQ (0x706) output.
+///
+/// `mlx5_ifc` structure `destroy_xrc_srq_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DestroyXrcSrqOut;
+
+impl DestroyXrcSrqOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for DestroyXrcSrqOut {
+    const NAME: &'static str = "destroy_xrc_srq_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}

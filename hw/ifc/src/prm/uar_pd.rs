@@ -207,3 +207,83 @@ impl Layout for QuerySpecialContextsOut {
         Self::NULL_MKEY.info, Self::TERMINATE_SCATTER_LIST_MKEY.info, Self::REPEATED_MKEY.info,
     ];
 }
+
+/// ALLOC_XRCD (0x80e) input.
+///
+/// `mlx5_ifc` structure `alloc_xrcd_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocXrcdIn;
+
+impl AllocXrcdIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+}
+
+impl Layout for AllocXrcdIn {
+    const NAME: &'static str = "alloc_xrcd_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info,
+    ];
+}
+
+/// ALLOC_XRCD (0x80e) output.
+///
+/// `mlx5_ifc` structure `alloc_xrcd_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocXrcdOut;
+
+impl AllocXrcdOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`xrcd`: bit 0x48, width 24, byte 0x9."] pub const XRCD: Field<Self> = Field::new("xrcd", 0x48, 24);
+}
+
+impl Layout for AllocXrcdOut {
+    const NAME: &'static str = "alloc_xrcd_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::XRCD.info,
+    ];
+}
+
+/// DEALLOC_XRCD (0x80f) input.
+///
+/// `mlx5_ifc` structure `dealloc_xrcd_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocXrcdIn;
+
+impl DeallocXrcdIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`xrcd`: bit 0x48, width 24, byte 0x9."] pub const XRCD: Field<Self> = Field::new("xrcd", 0x48, 24);
+}
+
+impl Layout for DeallocXrcdIn {
+    const NAME: &'static str = "dealloc_xrcd_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::XRCD.info,
+    ];
+}
+
+/// DEALLOC_XRCD (0x80f) output.
+///
+/// `mlx5_ifc` structure `dealloc_xrcd_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocXrcdOut;
+
+impl DeallocXrcdOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for DeallocXrcdOut {
+    const NAME: &'static str = "dealloc_xrcd_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}

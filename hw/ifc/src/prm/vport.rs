@@ -319,3 +319,65 @@ impl Layout for QueryVportStateOut {
         Self::STATUS.info, Self::SYNDROME.info, Self::ADMIN_STATE.info, Self::STATE.info,
     ];
 }
+
+/// QUERY_HCA_VPORT_PKEY (0x765) input.
+///
+/// `mlx5_ifc` structure `query_hca_vport_pkey_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryHcaVportPkeyIn;
+
+impl QueryHcaVportPkeyIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`other_vport`: bit 0x40, width 1, byte 0x8."] pub const OTHER_VPORT: Field<Self> = Field::new("other_vport", 0x40, 1);
+    #[doc = "`port_num`: bit 0x4c, width 4, byte 0x9."] pub const PORT_NUM: Field<Self> = Field::new("port_num", 0x4c, 4);
+    #[doc = "`vport_number`: bit 0x50, width 16, byte 0xa."] pub const VPORT_NUMBER: Field<Self> = Field::new("vport_number", 0x50, 16);
+    #[doc = "`pkey_index`: bit 0x70, width 16, byte 0xe."] pub const PKEY_INDEX: Field<Self> = Field::new("pkey_index", 0x70, 16);
+}
+
+impl Layout for QueryHcaVportPkeyIn {
+    const NAME: &'static str = "query_hca_vport_pkey_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::OTHER_VPORT.info, Self::PORT_NUM.info,
+        Self::VPORT_NUMBER.info, Self::PKEY_INDEX.info,
+    ];
+}
+
+/// QUERY_HCA_VPORT_PKEY (0x765) output; the P_Keys follow.
+///
+/// `mlx5_ifc` structure `query_hca_vport_pkey_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryHcaVportPkeyOut;
+
+impl QueryHcaVportPkeyOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`pkey` (bytes): bit 0x80, width 0, byte 0x10."] pub const PKEY: Bytes<Self> = Bytes::new("pkey", 0x80, 0);
+}
+
+impl Layout for QueryHcaVportPkeyOut {
+    const NAME: &'static str = "query_hca_vport_pkey_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::PKEY.info,
+    ];
+}
+
+/// One P_Key entry.
+///
+/// `mlx5_ifc` structure `pkey`, 4 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Pkey;
+
+impl Pkey {
+    #[doc = "`pkey`: bit 0x10, width 16, byte 0x2."] pub const PKEY: Field<Self> = Field::new("pkey", 0x10, 16);
+}
+
+impl Layout for Pkey {
+    const NAME: &'static str = "pkey";
+    const BYTES: usize = 0x4;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::PKEY.info,
+    ];
+}

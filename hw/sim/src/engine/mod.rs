@@ -354,7 +354,7 @@ impl QpInfo {
         };
         Some(QpInfo {
             qpn,
-            st: c.get(Qpc::ST),
+            st: mlx5_ifc::consts::qp_st::transport(c.get(Qpc::ST)),
             state: c.get(Qpc::STATE),
             pd: c.get32(Qpc::PD),
             cqn_snd: c.get32(Qpc::CQN_SND),

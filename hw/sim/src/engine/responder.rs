@@ -78,7 +78,12 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
         return drop_frame(hw, "not for this port's MAC");
     }
     let p = &rx.packet;
-    let Some(info) = QpInfo::load(hw.fw, p.dqpn) else {
+    // QP number 1 on the wire is the GSI QP, whatever number CREATE_QP gave it.
+    let dqpn = match p.dqpn {
+        1 => crate::fw::qp::gsi_qp(hw.fw).unwrap_or(1),
+        n => n,
+    };
+    let Some(info) = QpInfo::load(hw.fw, dqpn) else {
         return drop_frame(hw, "no such QP");
     };
     let svc = match info.st {

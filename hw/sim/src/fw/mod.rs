@@ -42,6 +42,7 @@ pub(crate) mod sq_rq;
 pub(crate) mod srq;
 pub(crate) mod tir;
 pub(crate) mod vport;
+pub(crate) mod xrc;
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::{
@@ -304,6 +305,27 @@ const SPECS: &[Spec] = &[
     spec::<s::QueryRmpIn, s::QueryRmpOut>(Opcode::QueryRmp, Gate::Initialized, srq::query_rmp),
     spec::<s::ModifyRmpIn, s::ModifyRmpOut>(Opcode::ModifyRmp, Gate::Initialized, srq::modify_rmp),
     spec::<s::ArmRqIn, s::ArmRqOut>(Opcode::ArmRq, Gate::Initialized, srq::arm_rq),
+    spec::<s::CreateXrcSrqIn, s::CreateXrcSrqOut>(
+        Opcode::CreateXrcSrq,
+        Gate::Initialized,
+        xrc::create_xrc_srq,
+    ),
+    spec::<s::DestroyXrcSrqIn, s::DestroyXrcSrqOut>(
+        Opcode::DestroyXrcSrq,
+        Gate::Initialized,
+        xrc::destroy_xrc_srq,
+    ),
+    spec::<u::AllocXrcdIn, u::AllocXrcdOut>(Opcode::AllocXrcd, Gate::Initialized, xrc::alloc_xrcd),
+    spec::<u::DeallocXrcdIn, u::DeallocXrcdOut>(
+        Opcode::DeallocXrcd,
+        Gate::Initialized,
+        xrc::dealloc_xrcd,
+    ),
+    spec::<v::QueryHcaVportPkeyIn, v::QueryHcaVportPkeyOut>(
+        Opcode::QueryHcaVportPkey,
+        Gate::Initialized,
+        xrc::query_hca_vport_pkey,
+    ),
     spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
     spec::<q::DestroyQpIn, q::DestroyQpOut>(Opcode::DestroyQp, Gate::Initialized, qp::destroy_qp),
     spec::<q::QueryQpIn, q::QueryQpOut>(Opcode::QueryQp, Gate::Initialized, qp::query_qp),

@@ -53,6 +53,10 @@ pub enum ObjectKind {
     FlowGroup,
     /// A flow table entry (SET_FLOW_TABLE_ENTRY); its handle is the simulator's own.
     FlowEntry,
+    /// An XRC domain (ALLOC_XRCD).
+    Xrcd,
+    /// An XRC SRQ (CREATE_XRC_SRQ), numbered with the SRQs and RMPs.
+    XrcSrq,
 }
 
 /// What the device keeps about a queue object (EQ, CQ, SRQ, RMP, QP).

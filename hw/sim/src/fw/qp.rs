@@ -2,8 +2,10 @@
 //!
 //! CREATE_QP checks, in order, each with its own syndrome:
 //!
-//! 1. `st` RC, UC or UD (BAD_PARAM BAD_QP_ST) whose capability (`rc`, `uc`, `ud`) is 1
-//!    (BAD_PARAM QP_ST_NOT_SUPPORTED); `pm_state` may be anything;
+//! 1. `st` RC, UC, UD, QP1 (the GSI QP, UD on the wire; one at a time: RES_BUSY
+//!    GSI_QP_EXISTS) or REG_UMR (a send-only UMR QP, which may have PD 0) (BAD_PARAM
+//!    BAD_QP_ST) whose capability (`rc`, `uc`, `ud`; `umr_extended_translation_offset` for
+//!    UMR) is 1 (BAD_PARAM QP_ST_NOT_SUPPORTED); `pm_state` may be anything;
 //! 2. `rq_type`: 0 regular — `log_rq_stride` ≤ 5 and `16 << log_rq_stride` ≤ `max_wqe_sz_rq`
 //!    (BAD_RQ_STRIDE), `log_rq_size` ≤ `log_max_qp_sz` (RQ_TOO_BIG); 1 SRQ/RMP and 3 zero-length
 //!    — `log_rq_size` 0 (RQ_SIZE_WITHOUT_RQ); anything else BAD_RQ_TYPE;
@@ -141,6 +143,16 @@ fn send_queue(fw: &Firmware, c: &View<'_, Qpc>) -> Result<u64, super::Failure> {
     Ok(WQEBB_BYTES << log_size)
 }
 
+/// The live QP1 (GSI QP), the one RoCE packets to QP number 1 go to.
+pub(crate) fn gsi_qp(fw: &Firmware) -> Option<u32> {
+    fw.objects.queues(ObjectKind::Qp).into_iter().find(|&n| {
+        fw.objects
+            .queue(ObjectKind::Qp, n)
+            .and_then(|q| View::<Qpc>::new(&q.ctx).ok())
+            .is_some_and(|v| v.get(Qpc::ST) == qp_st::QP1)
+    })
+}
+
 pub(crate) fn create_qp(
     fw: &mut Firmware,
     env: &mut Env<'_>,
@@ -149,19 +161,28 @@ pub(crate) fn create_qp(
 ) -> CmdResult {
     let i = input::<CreateQpIn>(req)?;
     let c = i.nested(CreateQpIn::QPC);
-    let cap = match c.get(Qpc::ST) {
+    let st = c.get(Qpc::ST);
+    let cap = match st {
         qp_st::RC => CmdHcaCap::RC,
         qp_st::UC => CmdHcaCap::UC,
-        qp_st::UD => CmdHcaCap::UD,
+        qp_st::UD | qp_st::QP1 => CmdHcaCap::UD,
+        qp_st::REG_UMR => CmdHcaCap::UD,
         _ => return Err(bad_param(syn::BAD_QP_ST)),
     };
+    if st == qp_st::QP1 && gsi_qp(fw).is_some() {
+        return Err(fail(CmdStatus::ResBusy, syn::GSI_QP_EXISTS));
+    }
     if fw.cur(cap) != 1 {
         return Err(bad_param(syn::QP_ST_NOT_SUPPORTED));
     }
     let (rq_bytes, srq) = receive_queue(fw, &c)?;
     let sq_bytes = send_queue(fw, &c)?;
+    // A UMR QP has no PD (its WQEs carry the keys they change).
     let pd = c.get32(Qpc::PD);
-    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    let umr_without_pd = st == qp_st::REG_UMR && pd == 0;
+    if !umr_without_pd {
+        queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    }
     let (cqn_snd, cqn_rcv) = (c.get32(Qpc::CQN_SND), c.get32(Qpc::CQN_RCV));
     queue::require(fw, ObjectKind::Cq, cqn_snd, syn::UNKNOWN_CQ)?;
     queue::require(fw, ObjectKind::Cq, cqn_rcv, syn::UNKNOWN_CQ)?;
@@ -191,11 +212,10 @@ pub(crate) fn create_qp(
     copy(&mut v, &c, CREATE_FIELDS)?;
     encoded(v.set(Qpc::STATE, qp_state::RST))?;
     let mut q = queue::new_queue(ctx, pas, Some(uar));
-    q.holds.extend([
-        (ObjectKind::Pd, pd),
-        (ObjectKind::Cq, cqn_snd),
-        (ObjectKind::Cq, cqn_rcv),
-    ]);
+    q.holds
+        .extend((!umr_without_pd).then_some((ObjectKind::Pd, pd)));
+    q.holds
+        .extend([(ObjectKind::Cq, cqn_snd), (ObjectKind::Cq, cqn_rcv)]);
     q.holds.extend(srq);
     let end = FIRST_QPN.saturating_add(queue::span(log_max)).min(1 << 24);
     let qpn = queue::insert(

@@ -366,7 +366,7 @@ fn modify(
         );
         return Err(bad_param(syn::BAD_OPT_PARAM_MASK));
     }
-    let st = v.get(Qpc::ST);
+    let st = qp_st::transport(v.get(Qpc::ST));
     (t.apply)(fw, &mut v, given, st, mask)?;
     if st == qp_st::UD {
         ud_message(fw, &mut v, given)?;

@@ -1,5 +1,5 @@
 //! The port and its vport: NIC vport context, RoCE address (GID) table, vport state, and the
-//! port registers behind ACCESS_REG (PAOS, PMTU, PTYS, PPCNT, PCMR, HOST_ENDIANNESS).
+//! port registers behind ACCESS_REG (PAOS, PMTU, PTYS, PPCNT, PCMR, NODE_DESC, HOST_ENDIANNESS).
 //!
 //! The port starts administratively and operationally up (PAOS 1), MTU 1500 (PMTU admin/oper,
 //! NIC vport `mtu`), `roce_en` 0, permanent address = the profile MAC, node/port/system GUIDs
@@ -259,6 +259,7 @@ pub(crate) fn access_reg(
         reg::PTYS => PtysReg::BYTES,
         reg::PPCNT => PpcntReg::BYTES,
         reg::PCMR => PcmrReg::BYTES,
+        reg::NODE_DESC => NODE_DESC_BYTES,
         _ => return Err(bad_param(syn::BAD_REGISTER_ID)),
     };
     let data = i.bytes(AccessRegisterIn::REGISTER_DATA);
@@ -322,6 +323,13 @@ pub(crate) fn access_reg(
             encoded(w.set(PpcntReg::GRP, r.get(PpcntReg::GRP)))?;
             encoded(w.set(PpcntReg::PRIO_TC, r.get(PpcntReg::PRIO_TC)))?;
         }
+        reg::NODE_DESC => {
+            // Read-only here: the description a ConnectX-5 reports, marked as simulated.
+            if write {
+                return Err(bad_param(syn::BAD_REGISTER_FIELD));
+            }
+            reg_out[..NODE_DESC.len()].copy_from_slice(NODE_DESC);
+        }
         reg::PCMR => {
             // No FCS check or entropy control to offer: every capability bit 0, writes refused.
             let r = view::<PcmrReg>(data)?;
@@ -342,6 +350,11 @@ pub(crate) fn access_reg(
     }
     Ok(())
 }
+
+/// NODE_DESC register size: a 64-byte string.
+const NODE_DESC_BYTES: usize = 64;
+/// The node description (NUL-padded to 64 bytes).
+const NODE_DESC: &[u8] = b"MT4119 ConnectX5 (mlx5-sim)";
 
 /// The one Ethernet protocol the simulated port runs: 100GBASE-CR4 (`eth_proto_*` bit 20).
 const ETH_100GBASE_CR4: u64 = 1 << 20;
