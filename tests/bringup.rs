@@ -66,6 +66,23 @@ fn bring_up_and_teardown_sync() {
     bring_up_and_close(Mode::Sync);
 }
 
+/// The bring-up Miri runs (CI): a device that asks for one boot and one init page and no pages
+/// at run time, so the interpreter spends its time on the driver's unsafe room (MMIO, DMA,
+/// host tables), not on handing out eighty firmware pages.
+#[test]
+fn bring_up_and_teardown_few_pages() {
+    let profile = Profile::from_json_str(r#"{"_boot_pages": 1, "_init_pages": 1}"#)
+        .unwrap()
+        .with_page_policy(mlx5::sim::PagePolicy::default());
+    let dev = SimDevice::new(profile, Mode::Sync);
+    let d = Device::open(SimPlatform::new(dev.clone()), config()).expect("bring-up");
+    assert_eq!(d.pages_held(), 2);
+    let cq = d.create_cq(15).unwrap();
+    cq.destroy().unwrap();
+    d.close().expect("teardown");
+    assert_clean(&dev);
+}
+
 #[test]
 fn bring_up_and_teardown_threaded() {
     bring_up_and_close(Mode::Threaded);

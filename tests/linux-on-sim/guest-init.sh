@@ -35,5 +35,11 @@ echo "GUEST: ibdevs $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
 dmesg | grep -E "mlx5|15b3" | sed 's/^/GUEST-DMESG: /'
 probe=fail
 dmesg | grep -q "probe of .* failed\|mlx5_init_one failed" || { ls /sys/bus/pci/drivers/mlx5_core/ 2>/dev/null | grep -q ":" && probe=ok; }
-echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err')"
+echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
+# Unload: Linux tears the device down (objects, pages, TEARDOWN_HCA, DISABLE_HCA); the simulator
+# reports its accounts when the guest is gone.
+for m in mlx5_ib mlx5_core; do
+  grep -q "^$m " /proc/modules && { rmmod "$m" && echo "GUEST: rmmod $m" || echo "GUEST: rmmod $m FAILED"; }
+done
+echo "GUEST-UNLOAD cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
 poweroff -f

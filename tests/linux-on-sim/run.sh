@@ -108,6 +108,14 @@ pass=0; fail=0
 check() { if eval "$2"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $1"; fail=$((fail+1)); fi; }
 check "the guest booted and reported" "grep -q '^GUEST-RESULT' '$WORK/guest.log'"
 check "mlx5_core probed every simulated NIC" "grep -q 'GUEST-RESULT probe=ok' '$WORK/guest.log'"
+check "mlx5e registered a netdev" "grep -aq '^GUEST-NETDEV eth[0-9]* .*driver=mlx5_core' '$WORK/guest.log'"
+check "mlx5_ib registered an RDMA device" "grep -aq '^GUEST: ibdevs .*mlx5_0' '$WORK/guest.log'"
+check "no command failed during the probe (dmesg mlx5_cmd_out_err), no kernel warning" "grep -aq 'GUEST-RESULT .*cmd_errors=0 warnings=0' '$WORK/guest.log'"
 check "no command Linux sent was unknown to the simulator (BAD_OP)" "! grep -q '\"syndrome\":\"0x5e020001\"' '$WORK/trace.jsonl'"
+check "rmmod tore everything down cleanly: no failed command, no warning" "grep -aq 'GUEST-UNLOAD cmd_errors=0 warnings=0' '$WORK/guest.log'"
+check "after Linux left, the simulator holds no page and no object of it" "grep -q 'accounts: state Disabled, pages held 0, live objects {}' '$WORK/server.log'"
+# mlx5_ib's write-combining self-test makes each BlueFlame copy differ from its ring on purpose
+# (CQ_UPDATE only in the copy): those are the one kind of DMA fault Linux may leave.
+check "no DMA fault but the BlueFlame copies of Linux's write-combining test" "grep 'accounts:' '$WORK/server.log' | grep -qE 'DMA faults (\{\}|\{\"BlueFlameMismatch\": [0-9]+\})$'"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -60,6 +60,22 @@ pub fn run(a: &Args) -> Result<(), String> {
             let served = Cx5::new(dev)
                 .serve(&socket)
                 .map_err(|e| format!("{}: {e}", socket.display()));
+            // The firmware's accounts once the client has gone: what a driver left behind.
+            let mut kinds = std::collections::BTreeMap::new();
+            for (k, _) in traced.live_objects() {
+                *kinds.entry(format!("{k:?}")).or_insert(0usize) += 1;
+            }
+            let mut faults = std::collections::BTreeMap::new();
+            for f in traced.dma_faults() {
+                *faults.entry(format!("{:?}", f.kind)).or_insert(0usize) += 1;
+            }
+            eprintln!(
+                "mlx5ctl sim: NIC #{i} accounts: state {:?}, pages held {}, live objects {:?}, DMA faults {:?}",
+                traced.hca_state(),
+                traced.pages_held(),
+                kinds,
+                faults
+            );
             if let Some(t) = trace {
                 let written = std::fs::File::create(&t)
                     .and_then(|mut f| traced.write_trace_jsonl(&mut f))

@@ -105,6 +105,8 @@ ROOMS = {
         ("query_hca_vport_pkey_in", "QUERY_HCA_VPORT_PKEY (0x765) input."),
         ("query_hca_vport_pkey_out", "QUERY_HCA_VPORT_PKEY (0x765) output; the P_Keys follow."),
         ("pkey", "One P_Key entry."),
+        ("mad_ifc_in", "MAD_IFC (0x50d) input: a 256-byte MAD for the port's management agents."),
+        ("mad_ifc_out", "MAD_IFC (0x50d) output: the response MAD."),
     ],
     "eq": [
         ("eqc", "Event queue context (PRM \"EQ Context\")."),

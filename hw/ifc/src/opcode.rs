@@ -67,6 +67,7 @@ opcodes! {
     Qp2Rst = 0x50a, "2RST_QP";
     QueryQp = 0x50b, "QUERY_QP";
     SqdRtsQp = 0x50c, "SQD_RTS_QP";
+    MadIfc = 0x50d, "MAD_IFC";
     Init2InitQp = 0x50e, "INIT2INIT_QP";
     CreateSrq = 0x700, "CREATE_SRQ";
     DestroySrq = 0x701, "DESTROY_SRQ";

@@ -130,7 +130,7 @@
 //! | `0x5e060008` WQ_IN_USE | RES_BUSY | DESTROY_RQ of an RQ a TIR or RQT uses (DESTROY_SQ, DEALLOC_Q_COUNTER likewise) |
 //! | `0x5e060009` RQT_IN_USE | RES_BUSY | DESTROY_RQT of an RQT a TIR uses |
 //! | `0x5e06000a` TIR_IN_USE | RES_BUSY | DESTROY_TIR of a TIR a flow table entry forwards to |
-//! | `0x5e06000b` FLOW_TABLE_IN_USE | RES_BUSY | DESTROY_FLOW_TABLE of the root, of a table with groups, or one an entry or a table miss forwards to |
+//! | `0x5e06000b` FLOW_TABLE_IN_USE | RES_BUSY | DESTROY_FLOW_TABLE of a table with groups, or one an entry or a table miss forwards to |
 //! | `0x5e06000c` FLOW_GROUP_IN_USE | RES_BUSY | DESTROY_FLOW_GROUP of a group with entries |
 //! | `0x5e06000d` XRCD_IN_USE | RES_BUSY | DEALLOC_XRCD of a domain an XRC SRQ uses |
 //! | `0x5e06000e` GSI_QP_EXISTS | RES_BUSY | CREATE_QP of a second QP1 (GSI QP) |
@@ -422,7 +422,7 @@ syndromes! {
     RQT_IN_USE = 0x5e06_0009;
     /// RES_BUSY: DESTROY_TIR of a TIR a flow table entry forwards to.
     TIR_IN_USE = 0x5e06_000a;
-    /// RES_BUSY: DESTROY_FLOW_TABLE of the root, of a table with groups, or one an entry or a table miss forwards to.
+    /// RES_BUSY: DESTROY_FLOW_TABLE of a table with groups, or one an entry or a table miss forwards to.
     FLOW_TABLE_IN_USE = 0x5e06_000b;
     /// RES_BUSY: DESTROY_FLOW_GROUP of a group with entries.
     FLOW_GROUP_IN_USE = 0x5e06_000c;

@@ -13,7 +13,7 @@ use mlx5_ifc::prm::hca::{AccessRegisterIn, AccessRegisterOut};
 use mlx5_ifc::prm::qp::{CreateQpOut, DestroyQpIn, Qpc};
 use mlx5_ifc::prm::srq::{CreateXrcSrqIn, CreateXrcSrqOut, DestroyXrcSrqIn, XrcSrqc};
 use mlx5_ifc::prm::uar_pd::{AllocXrcdIn, AllocXrcdOut, DeallocXrcdIn};
-use mlx5_ifc::prm::vport::{QueryHcaVportPkeyIn, QueryHcaVportPkeyOut};
+use mlx5_ifc::prm::vport::{MadIfcIn, MadIfcOut, QueryHcaVportPkeyIn, QueryHcaVportPkeyOut};
 use mlx5_ifc::{CmdStatus, Layout, Opcode, View};
 use mlx5_sim::syndrome as syn;
 use mlx5_sim::Mode;
@@ -118,6 +118,34 @@ fn xrc_gsi_umr_pkey_and_node_description() {
         &write,
         AccessRegisterOut::BYTES + 64,
         (CmdStatus::BadParam.raw(), syn::BAD_REGISTER_FIELD),
+    );
+
+    // MAD_IFC: PMA ClassPortInfo answered; another attribute answered "unsupported".
+    let mad = |class: u8, attr: u16| {
+        let mut m = [0u8; 256];
+        m[..4].copy_from_slice(&[1, class, 1, 1]);
+        m[16..18].copy_from_slice(&attr.to_be_bytes());
+        cmd::<MadIfcIn>(Opcode::MadIfc, 3, |v| {
+            v.set(MadIfcIn::PORT, 1).unwrap();
+            v.set_bytes(MadIfcIn::MAD, &m).unwrap();
+        })
+    };
+    let resp = |fx: &mut Fx, input: &[u8]| {
+        let out = fx.p.ok(input, MadIfcOut::BYTES);
+        View::<MadIfcOut>::new(&out)
+            .unwrap()
+            .bytes(MadIfcOut::RESPONSE_MAD_PACKET)
+            .to_vec()
+    };
+    let r = resp(&mut fx, &mad(0x04, 0x0001));
+    assert_eq!((r[3], &r[4..6], r[64], r[65]), (0x81, &[0u8, 0][..], 1, 1));
+    let r = resp(&mut fx, &mad(0x04, 0x0012));
+    assert_eq!((r[3], &r[4..6]), (0x81, &[0u8, 0x0c][..]));
+    let r = resp(&mut fx, &mad(0x01, 0x0015));
+    assert_eq!(
+        &r[4..6],
+        &[0u8, 0x04][..],
+        "no subnet management agent on a RoCE port"
     );
 
     for qpn in [gsi, umr] {

@@ -115,6 +115,8 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("query_hca_vport_pkey_in", vport::QueryHcaVportPkeyIn::BYTES, vport::QueryHcaVportPkeyIn::FIELDS),
     ("query_hca_vport_pkey_out", vport::QueryHcaVportPkeyOut::BYTES, vport::QueryHcaVportPkeyOut::FIELDS),
     ("pkey", vport::Pkey::BYTES, vport::Pkey::FIELDS),
+    ("mad_ifc_in", vport::MadIfcIn::BYTES, vport::MadIfcIn::FIELDS),
+    ("mad_ifc_out", vport::MadIfcOut::BYTES, vport::MadIfcOut::FIELDS),
     ("eqc", eq::Eqc::BYTES, eq::Eqc::FIELDS),
     ("create_eq_in", eq::CreateEqIn::BYTES, eq::CreateEqIn::FIELDS),
     ("create_eq_out", eq::CreateEqOut::BYTES, eq::CreateEqOut::FIELDS),

@@ -381,3 +381,47 @@ impl Layout for Pkey {
         Self::PKEY.info,
     ];
 }
+
+/// MAD_IFC (0x50d) input: a 256-byte MAD for the port's management agents.
+///
+/// `mlx5_ifc` structure `mad_ifc_in`, 272 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct MadIfcIn;
+
+impl MadIfcIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`remote_lid`: bit 0x40, width 16, byte 0x8."] pub const REMOTE_LID: Field<Self> = Field::new("remote_lid", 0x40, 16);
+    #[doc = "`plane_index`: bit 0x50, width 8, byte 0xa."] pub const PLANE_INDEX: Field<Self> = Field::new("plane_index", 0x50, 8);
+    #[doc = "`port`: bit 0x58, width 8, byte 0xb."] pub const PORT: Field<Self> = Field::new("port", 0x58, 8);
+    #[doc = "`mad` (bytes): bit 0x80, width 2048, byte 0x10."] pub const MAD: Bytes<Self> = Bytes::new("mad", 0x80, 2048);
+}
+
+impl Layout for MadIfcIn {
+    const NAME: &'static str = "mad_ifc_in";
+    const BYTES: usize = 0x110;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::REMOTE_LID.info, Self::PLANE_INDEX.info,
+        Self::PORT.info, Self::MAD.info,
+    ];
+}
+
+/// MAD_IFC (0x50d) output: the response MAD.
+///
+/// `mlx5_ifc` structure `mad_ifc_out`, 272 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct MadIfcOut;
+
+impl MadIfcOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`response_mad_packet` (bytes): bit 0x80, width 2048, byte 0x10."] pub const RESPONSE_MAD_PACKET: Bytes<Self> = Bytes::new("response_mad_packet", 0x80, 2048);
+}
+
+impl Layout for MadIfcOut {
+    const NAME: &'static str = "mad_ifc_out";
+    const BYTES: usize = 0x110;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::RESPONSE_MAD_PACKET.info,
+    ];
+}

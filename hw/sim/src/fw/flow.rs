@@ -14,7 +14,8 @@
 //!   fewer than `2^log_max_ft_num` tables live (EXCEED_LIM FLOW_TABLE_EXHAUSTED).
 //! * MODIFY_FLOW_TABLE: `modify_field_select` bit 0 (miss table) only, checked as at create.
 //! * SET_FLOW_TABLE_ROOT: needs `modify_root`; op_mod 0 makes `table_id` (a live table of the
-//!   type) the root, op_mod 1 disconnects the root. The root is held: destroying it is RES_BUSY.
+//!   type) the root, op_mod 1 disconnects the root. Destroying the root table leaves the type
+//!   with none (Linux's unload destroys its anchor table, the root, without disconnecting it).
 //! * CREATE_FLOW_GROUP: a live table (BAD_RES UNKNOWN_FLOW_TABLE); `start_flow_index` ≤
 //!   `end_flow_index` < the table size, not overlapping another group of the table (FG_RANGE);
 //!   `match_criteria_enable` only outer headers (bit 0) and misc parameters (bit 1) (FG_CRITERIA).
@@ -25,8 +26,8 @@
 //!   or a live flow table of the type at a higher level (type 1), no counters, no extended
 //!   destinations (FTE_DEST / BAD_RES UNKNOWN_TIR, UNKNOWN_FLOW_TABLE).
 //! * DELETE_FLOW_TABLE_ENTRY: a live entry at (`table_id`, `flow_index`) (BAD_RES UNKNOWN_FTE).
-//! * A table with groups, entries forwarding to it, a table missing to it or being the root,
-//!   and a group with entries, are RES_BUSY on destroy (FLOW_TABLE_IN_USE, FLOW_GROUP_IN_USE).
+//! * A table with groups, entries forwarding to it or a table missing to it, and a group with
+//!   entries, are RES_BUSY on destroy (FLOW_TABLE_IN_USE, FLOW_GROUP_IN_USE).
 //!
 //! Each object keeps its command input as its context image; an entry holds its group and its
 //! destinations, a group its table, a table its miss table.
@@ -194,7 +195,13 @@ pub(crate) fn destroy_flow_table(
         id,
         syn::UNKNOWN_FLOW_TABLE,
         syn::FLOW_TABLE_IN_USE,
-    )
+    )?;
+    // Destroying the root leaves the type without one (Linux destroys its anchor table, the
+    // root, at unload without disconnecting it first).
+    for root in fw.flow_root.iter_mut().filter(|r| **r == Some(id)) {
+        *root = None;
+    }
+    Ok(())
 }
 
 pub(crate) fn modify_flow_table(
@@ -264,12 +271,6 @@ pub(crate) fn set_flow_table_root(
         1 => None,
         _ => return Err(bad_param(syn::BAD_OP_MOD)),
     };
-    if let Some(old) = fw.flow_root[slot].take() {
-        fw.objects.release(&[(ObjectKind::FlowTable, old)]);
-    }
-    if let Some(id) = new {
-        fw.objects.hold(&[(ObjectKind::FlowTable, id)]);
-    }
     fw.flow_root[slot] = new;
     Ok(())
 }

@@ -29,6 +29,7 @@ pub(crate) mod doorbell;
 pub(crate) mod eq;
 pub(crate) mod flow;
 pub(crate) mod hca;
+pub(crate) mod mad;
 pub(crate) mod mkey;
 pub(crate) mod netcaps;
 pub(crate) mod objects;
@@ -329,6 +330,7 @@ const SPECS: &[Spec] = &[
     spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
     spec::<q::DestroyQpIn, q::DestroyQpOut>(Opcode::DestroyQp, Gate::Initialized, qp::destroy_qp),
     spec::<q::QueryQpIn, q::QueryQpOut>(Opcode::QueryQp, Gate::Initialized, qp::query_qp),
+    spec::<v::MadIfcIn, v::MadIfcOut>(Opcode::MadIfc, Gate::Initialized, mad::mad_ifc),
     spec::<q::Rst2initQpIn, q::Rst2initQpOut>(
         Opcode::Rst2InitQp,
         Gate::Initialized,

@@ -44,7 +44,9 @@ fn insert(
     pd: u32,
 ) -> Result<u32, super::Failure> {
     let log_srq = queue::log_max(fw, CmdHcaCap::LOG_MAX_SRQ);
-    let srqs = fw.objects.count(ObjectKind::Srq) + fw.objects.count(ObjectKind::Rmp);
+    let srqs = fw.objects.count(ObjectKind::Srq)
+        + fw.objects.count(ObjectKind::Rmp)
+        + fw.objects.count(ObjectKind::XrcSrq);
     let mut fits = queue::below_limit(srqs, log_srq);
     if kind == ObjectKind::Rmp {
         let log_rmp = queue::log_max(fw, CmdHcaCap::LOG_MAX_RMP);
@@ -54,13 +56,14 @@ fn insert(
         return Err(fail(CmdStatus::ExceedLim, syn::SRQ_EXHAUSTED));
     }
     q.holds.push((ObjectKind::Pd, pd));
+    // SRQs, RMPs and XRC SRQs share one number space.
     let other = if kind == ObjectKind::Srq {
-        ObjectKind::Rmp
+        [ObjectKind::Rmp, ObjectKind::XrcSrq]
     } else {
-        ObjectKind::Srq
+        [ObjectKind::Srq, ObjectKind::XrcSrq]
     };
     let range = (1, queue::span(log_srq));
-    queue::insert(fw, kind, &[other], range, q, syn::SRQ_EXHAUSTED)
+    queue::insert(fw, kind, &other, range, q, syn::SRQ_EXHAUSTED)
 }
 
 pub(crate) fn create_srq(
