@@ -5,6 +5,7 @@
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+mkdir -p /tmp
 echo "GUEST: up"
 for m in $(cat /lib/modules/order); do
   if insmod "/lib/modules/$m.ko"; then echo "GUEST: insmod $m"; else echo "GUEST: insmod $m FAILED"; fi
@@ -35,11 +36,16 @@ echo "GUEST: ibdevs $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
 dmesg | grep -E "mlx5|15b3" | sed 's/^/GUEST-DMESG: /'
 probe=fail
 dmesg | grep -q "probe of .* failed\|mlx5_init_one failed" || { ls /sys/bus/pci/drivers/mlx5_core/ 2>/dev/null | grep -q ":" && probe=ok; }
+if [ -x /usr/bin/ibv_devinfo ]; then
+  ibv_devinfo -v > /tmp/ibv 2>&1; echo "GUEST: ibv_devinfo exit $?"
+  sed 's/^/GUEST-IBV: /' /tmp/ibv
+fi
 echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
 # Unload: Linux tears the device down (objects, pages, TEARDOWN_HCA, DISABLE_HCA); the simulator
 # reports its accounts when the guest is gone.
 for m in mlx5_ib mlx5_core; do
   grep -q "^$m " /proc/modules && { rmmod "$m" && echo "GUEST: rmmod $m" || echo "GUEST: rmmod $m FAILED"; }
 done
+dmesg | grep -B3 -A4 -E 'WARNING:|BUG:' | sed 's/^/GUEST-WARN: /'
 echo "GUEST-UNLOAD cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
 poweroff -f
