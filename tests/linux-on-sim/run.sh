@@ -129,6 +129,23 @@ check "mlx5_core probed every simulated NIC" "grep -q 'GUEST-RESULT probe=ok' '$
 check "mlx5e registered a netdev" "grep -aq '^GUEST-NETDEV eth[0-9]* .*driver=mlx5_core' '$WORK/guest.log'"
 check "mlx5_ib registered an RDMA device" "grep -aq '^GUEST: ibdevs .*mlx5_0' '$WORK/guest.log'"
 check "no command failed during the probe (dmesg mlx5_cmd_out_err), no kernel warning" "grep -aq 'GUEST-RESULT .*cmd_errors=0 warnings=0' '$WORK/guest.log'"
+# rdma-core's ibv_devinfo in the guest against this project's mlx5ctl devinfo of the same
+# profile: every device limit both print must agree (GUIDs follow each NIC's MAC: not compared).
+"$CTL" devinfo --json > "$WORK/devinfo.json"
+check "ibv_devinfo (rdma-core in the guest) lists mlx5_0 with the limits mlx5ctl devinfo shows" "python3 - '$WORK/guest.log' '$WORK/devinfo.json' <<'PY'
+import json, re, sys
+ibv = {}
+for l in open(sys.argv[1], errors='replace'):
+    m = re.match(r'GUEST-IBV: \t([a-z_]+):\t+(.*)$', l.rstrip('\n'))
+    if m: ibv.setdefault(m.group(1), m.group(2).strip())
+ours = json.load(open(sys.argv[2]))
+skip = {'hca_id', 'node_guid', 'sys_image_guid', 'board_id', 'ports', 'raw_caps'}
+keys = [k for k in ours if k not in skip and k in ibv]
+bad = [(k, ours[k], ibv[k]) for k in keys if str(ours[k]) != ibv[k]]
+print(f'linux-on-sim: ibv_devinfo vs mlx5ctl devinfo: {len(keys)} fields compared, {len(bad)} differ')
+for b in bad: print('  ', *b)
+sys.exit(1 if bad or len(keys) < 20 else 0)
+PY"
 check "no command Linux sent was unknown to the simulator (BAD_OP)" "! grep -q '\"syndrome\":\"0x5e020001\"' '$WORK/trace.jsonl'"
 check "rmmod tore everything down: no failed command" "grep -aq 'GUEST-UNLOAD cmd_errors=0 ' '$WORK/guest.log'"
 # Open finding (docs/simulator.md): some runs end with mlx5_core's "FW pages counter is -N after
