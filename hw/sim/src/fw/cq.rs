@@ -120,10 +120,7 @@ pub(crate) fn modify_cq(
     _: &mut [u8],
 ) -> CmdResult {
     let i = input::<ModifyCqIn>(req)?;
-    let select = i
-        .bytes(ModifyCqIn::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT)
-        .iter()
-        .fold(0u64, |m, &b| (m << 8) | u64::from(b));
+    let select = queue::be_uint(i.bytes(ModifyCqIn::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT));
     // Bit 0: cq_period; bit 1: cq_max_count.
     if req.op_mod != 0 || select & !0x3 != 0 || fw.cur(CmdHcaCap::CQ_MODERATION) == 0 {
         return Err(bad_param(syn::CQ_MODIFY_FIELD));

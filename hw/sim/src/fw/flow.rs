@@ -229,15 +229,15 @@ pub(crate) fn modify_flow_table(
     let Some(q) = fw.objects.queue_mut(ObjectKind::FlowTable, id) else {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
     };
-    let old: Vec<_> = q.holds.drain(..).collect();
-    q.holds.extend(held.map(|t| (ObjectKind::FlowTable, t)));
-    let new = q.holds.clone();
     let mut v = encoded(mlx5_ifc::ViewMut::<CreateFlowTableIn>::new(&mut q.ctx))?;
     let mut ctx = v.nested_mut(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
     encoded(ctx.set(Ftc::TABLE_MISS_ACTION, c.get(Ftc::TABLE_MISS_ACTION)))?;
     encoded(ctx.set(Ftc::TABLE_MISS_ID, c.get(Ftc::TABLE_MISS_ID)))?;
-    fw.objects.release(&old);
-    fw.objects.hold(&new);
+    let holds = held
+        .map(|t| (ObjectKind::FlowTable, t))
+        .into_iter()
+        .collect();
+    queue::rehold(fw, ObjectKind::FlowTable, id, holds);
     Ok(())
 }
 

@@ -170,6 +170,37 @@ pub(crate) fn insert(
     Ok(id)
 }
 
+/// [`insert`] under the count limit `2^log_max` (exclusive; capped at 24), handles in
+/// `1..2^log_max`: EXCEED_LIM with `exhausted` when the kind is full.
+pub(crate) fn insert_limited(
+    fw: &mut Firmware,
+    kind: ObjectKind,
+    log_max: u64,
+    q: Queue,
+    exhausted: u32,
+) -> Result<u32, Failure> {
+    let log_max = log_max.min(24);
+    if !below_limit(fw.objects.count(kind), log_max) {
+        return Err(fail(CmdStatus::ExceedLim, exhausted));
+    }
+    insert(fw, kind, &[], (1, span(log_max)), q, exhausted)
+}
+
+/// Replaces what `id` of `kind` holds: the new references are taken, the old ones released.
+pub(crate) fn rehold(fw: &mut Firmware, kind: ObjectKind, id: u32, holds: Vec<(ObjectKind, u32)>) {
+    if let Some(q) = fw.objects.queue_mut(kind, id) {
+        let old = std::mem::replace(&mut q.holds, holds.clone());
+        fw.objects.release(&old);
+        fw.objects.hold(&holds);
+    }
+}
+
+/// A big-endian field of up to 8 bytes (a modify command's bitmask or field select) as an
+/// integer.
+pub(crate) fn be_uint(b: &[u8]) -> u64 {
+    b.iter().fold(0, |m, &x| (m << 8) | u64::from(x))
+}
+
 /// Destroys `id` of `kind`: BAD_RES `unknown` if it is not live, RES_BUSY `busy` while another
 /// object uses it; releases what it holds.
 pub(crate) fn destroy(

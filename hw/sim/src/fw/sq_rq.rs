@@ -87,18 +87,8 @@ fn insert(
     log_max: Field<CmdHcaCap>,
     q: super::objects::Queue,
 ) -> Result<u32, Failure> {
-    let log_max = fw.cur(log_max).min(24);
-    if !queue::below_limit(fw.objects.count(kind), log_max) {
-        return Err(fail(CmdStatus::ExceedLim, syn::NET_EXHAUSTED));
-    }
-    queue::insert(
-        fw,
-        kind,
-        &[],
-        (1, queue::span(log_max)),
-        q,
-        syn::NET_EXHAUSTED,
-    )
+    let log_max = fw.cur(log_max);
+    queue::insert_limited(fw, kind, log_max, q, syn::NET_EXHAUSTED)
 }
 
 pub(crate) fn create_rq(

@@ -38,12 +38,7 @@ pub(crate) const DISP_INDIRECT: u64 = 1;
 /// The largest `rx_hash_fn` (2: Toeplitz).
 const HASH_FN_MAX: u64 = 2;
 
-/// A modify command's `bitmask` (a big-endian 64-bit structure) as an integer.
-fn mask(b: &[u8]) -> u64 {
-    b.iter().fold(0, |m, &x| (m << 8) | u64::from(x))
-}
-
-/// Inserts a context object of `kind` under the `log_max` capability limit.
+/// Inserts a context object of `kind` holding `holds`, under the `log_max` capability limit.
 fn insert(
     fw: &mut Firmware,
     kind: ObjectKind,
@@ -51,29 +46,9 @@ fn insert(
     ctx: Vec<u8>,
     holds: Vec<(ObjectKind, u32)>,
 ) -> Result<u32, Failure> {
-    let log_max = log_max.min(24);
-    if !queue::below_limit(fw.objects.count(kind), log_max) {
-        return Err(fail(CmdStatus::ExceedLim, syn::NET_EXHAUSTED));
-    }
     let mut q = queue::new_queue(ctx, Vec::new(), None);
     q.holds = holds;
-    queue::insert(
-        fw,
-        kind,
-        &[],
-        (1, queue::span(log_max)),
-        q,
-        syn::NET_EXHAUSTED,
-    )
-}
-
-/// Replaces what `id` of `kind` holds.
-fn rehold(fw: &mut Firmware, kind: ObjectKind, id: u32, holds: Vec<(ObjectKind, u32)>) {
-    if let Some(q) = fw.objects.queue_mut(kind, id) {
-        let old = std::mem::replace(&mut q.holds, holds.clone());
-        fw.objects.release(&old);
-        fw.objects.hold(&holds);
-    }
+    queue::insert_limited(fw, kind, log_max, q, syn::NET_EXHAUSTED)
 }
 
 pub(crate) fn alloc_transport_domain(
@@ -158,14 +133,14 @@ pub(crate) fn modify_tis(
     queue::find(fw, ObjectKind::Tis, tisn, syn::UNKNOWN_TIS)?;
     let c = i.nested(ModifyTisIn::CTX);
     // Bit 0: prio; LAG affinity (bits 1, 2) is refused.
-    if mask(i.bytes(ModifyTisIn::BITMASK)) & !0x1 != 0 {
+    if queue::be_uint(i.bytes(ModifyTisIn::BITMASK)) & !0x1 != 0 {
         return Err(bad_param(syn::TIS_FIELD));
     }
     let holds = tis_holds(fw, &c)?;
     if let Some(q) = fw.objects.queue_mut(ObjectKind::Tis, tisn) {
         q.ctx = queue::image(&c)?;
     }
-    rehold(fw, ObjectKind::Tis, tisn, holds);
+    queue::rehold(fw, ObjectKind::Tis, tisn, holds);
     Ok(())
 }
 
@@ -239,7 +214,7 @@ pub(crate) fn modify_rqt(
     let old = queue::find(fw, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
     let max = View::<Rqtc>::new(&old.ctx).map_or(0, |v| v.get(Rqtc::RQT_MAX_SIZE));
     // Bit 0: the RQ list (with `rqt_actual_size`); nothing else is modifiable.
-    if mask(i.bytes(ModifyRqtIn::BITMASK)) != 1 {
+    if queue::be_uint(i.bytes(ModifyRqtIn::BITMASK)) != 1 {
         return Err(bad_param(syn::RQT_SIZE));
     }
     let ctx = &req.input[ModifyRqtIn::CTX.info.bit as usize / 8..];
@@ -255,7 +230,7 @@ pub(crate) fn modify_rqt(
     if let Some(q) = fw.objects.queue_mut(ObjectKind::Rqt, rqtn) {
         q.ctx = image;
     }
-    rehold(fw, ObjectKind::Rqt, rqtn, holds);
+    queue::rehold(fw, ObjectKind::Rqt, rqtn, holds);
     Ok(())
 }
 
@@ -322,7 +297,7 @@ pub(crate) fn modify_tir(
     let old = queue::find(fw, ObjectKind::Tir, tirn, syn::UNKNOWN_TIR)?
         .ctx
         .clone();
-    let bitmask = mask(i.bytes(ModifyTirIn::BITMASK));
+    let bitmask = queue::be_uint(i.bytes(ModifyTirIn::BITMASK));
     // Bits (`modify_tir_bitmask`): 0 packet merge (LRO, refused), 2 hash, 4 self_lb_en.
     if bitmask & !0x14 != 0 {
         return Err(bad_param(syn::TIR_DISP));
@@ -355,7 +330,7 @@ pub(crate) fn modify_tir(
     if let Some(q) = fw.objects.queue_mut(ObjectKind::Tir, tirn) {
         q.ctx = image;
     }
-    rehold(fw, ObjectKind::Tir, tirn, holds);
+    queue::rehold(fw, ObjectKind::Tir, tirn, holds);
     Ok(())
 }
 

@@ -39,12 +39,8 @@ pub(crate) fn alloc_xrcd(
         return Err(fail(CmdStatus::BadOp, syn::UNKNOWN_OPCODE));
     }
     let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_XRCD);
-    if !queue::below_limit(fw.objects.count(ObjectKind::Xrcd), log_max) {
-        return Err(fail(CmdStatus::ExceedLim, syn::NET_EXHAUSTED));
-    }
     let q = queue::new_queue(Vec::new(), Vec::new(), None);
-    let range = (1, queue::span(log_max));
-    let xrcd = queue::insert(fw, ObjectKind::Xrcd, &[], range, q, syn::NET_EXHAUSTED)?;
+    let xrcd = queue::insert_limited(fw, ObjectKind::Xrcd, log_max, q, syn::NET_EXHAUSTED)?;
     encoded(output::<AllocXrcdOut>(out)?.set(AllocXrcdOut::XRCD, xrcd.into()))?;
     Ok(())
 }
