@@ -625,3 +625,88 @@ fn a_datagram_address_on_an_rc_send_is_ignored() {
         assert_eq!(got, want);
     }
 }
+
+/// A receive WQE ends where its scatter list ends: a slot that held a three-SGE receive and is
+/// reused by a one-SGE receive gets the invalid-lkey terminator after its one segment, so the
+/// device never scatters into the stale segments behind it (a message longer than the one SGE
+/// is a local length error, not a success spread over old buffers), and a list that starts with
+/// a zero-length SGE is written without it.
+#[test]
+fn a_receive_wqe_ends_where_its_scatter_list_ends() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 1, 3));
+    let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 1, 3));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    let slots = qb.layout().rq_wqe_cnt as u64;
+    assert!(
+        qb.layout().rq_stride_bytes >= 48,
+        "three segments per receive"
+    );
+    let sge = |off: u64, length: u32| Sge {
+        addr: mrb.addr() + off,
+        length,
+        lkey: mrb.lkey(),
+    };
+    mra.write(0, &pattern(24, 9)).unwrap();
+    let send = |qa: &mut mlx5::qp::Qp<'_, mlx5::SimPlatform>, id: u64| {
+        qa.post_send(&[SendWr::send(
+            id,
+            &[Sge {
+                addr: mra.addr(),
+                length: 24,
+                lkey: mra.lkey(),
+            }],
+        )])
+        .unwrap();
+    };
+    // Every slot once with a zero-length SGE first, then one of 24 bytes (the empty one is
+    // skipped).
+    for i in 0..slots {
+        qb.post_recv(&[RecvWr {
+            wr_id: 100 + i,
+            sg_list: &[sge(3000, 0), sge(3072, 24)],
+        }])
+        .unwrap();
+        send(&mut qa, 100 + i);
+        let wc = wait(&cqb, &b, 1);
+        assert_eq!((wc[0].status, wc[0].byte_len), (WcStatus::Success, 24));
+        let mut got = [0u8; 24];
+        mrb.read(3072, &mut got).unwrap();
+        assert_eq!(got.to_vec(), pattern(24, 9));
+        wait(&cqa, &a, 1);
+    }
+    // Every slot again with three 8-byte segments: 24 bytes land in three places.
+    for i in 0..slots {
+        qb.post_recv(&[RecvWr {
+            wr_id: i,
+            sg_list: &[sge(0, 8), sge(1024, 8), sge(2048, 8)],
+        }])
+        .unwrap();
+        send(&mut qa, i);
+        let wc = wait(&cqb, &b, 1);
+        assert_eq!((wc[0].status, wc[0].byte_len), (WcStatus::Success, 24));
+        wait(&cqa, &a, 1);
+    }
+    // Now one 8-byte SGE in a slot whose old segments 2 and 3 are still in the ring.
+    mrb.write(1024, &[0xee; 8]).unwrap();
+    qb.post_recv(&[RecvWr {
+        wr_id: 200,
+        sg_list: &[sge(0, 8)],
+    }])
+    .unwrap();
+    send(&mut qa, 200);
+    let wc = wait(&cqb, &b, 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status),
+        (200, WcStatus::LocLenErr),
+        "24 bytes into one 8-byte SGE"
+    );
+    let mut stale = [0u8; 8];
+    mrb.read(1024, &mut stale).unwrap();
+    assert_eq!(stale, [0xee; 8], "nothing scattered into a stale segment");
+}

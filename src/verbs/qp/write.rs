@@ -6,7 +6,7 @@ use super::create::QpRing;
 use super::post::refuse;
 use super::sizing::QpLayout;
 use super::state::QpState;
-use super::wr::{Payload, RecvWr, SendOp, SendWr};
+use super::wr::{Payload, RecvWr, SendOp, SendWr, Sge};
 use crate::error::{Error, Result};
 use crate::io::{DmaBuf, DmaRing, OutOfBounds, PairGeometry, PairRing, RingGeometry, SharedTable};
 use crate::verbs::wqe::{
@@ -102,28 +102,43 @@ pub(super) fn write_recv(
     wr: &RecvWr<'_>,
 ) {
     let at = slot * per;
-    // One SGE (the common case) in a straight line; zero-length SGEs are skipped.
-    let (used_segs, cap) = match wr.sg_list {
+    // One SGE (the common case) in a straight line, with nothing else live; any other shape
+    // out of line, so that its loop does not crowd the common case's registers.
+    match wr.sg_list {
         [s] if s.length > 0 => {
             segs.write_seg(at, wqe::data_words(s.length, s.lkey, s.addr));
-            (1, u64::from(s.length))
-        }
-        sg => {
-            let (mut n, mut cap) = (0, 0u64);
-            for s in sg {
-                cap += u64::from(s.length);
-                if s.length > 0 {
-                    segs.write_seg(at + n, wqe::data_words(s.length, s.lkey, s.addr));
-                    n += 1;
-                }
+            if per > 1 {
+                segs.write_seg(at + 1, wqe::data_words(0, INVALID_LKEY, 0));
             }
-            (n, cap)
+            pairs.store_relaxed(slot, wr.wr_id, u64::from(s.length));
         }
-    };
-    if used_segs < per {
-        segs.write_seg(at + used_segs, wqe::data_words(0, INVALID_LKEY, 0));
+        sg => write_recv_list(segs, pairs, slot, per, wr.wr_id, sg),
     }
-    pairs.store_relaxed(slot, wr.wr_id, cap);
+}
+
+/// [`write_recv`] for a scatter list of any other shape (zero-length SGEs are skipped).
+#[inline(never)]
+fn write_recv_list(
+    segs: DmaRing<'_, DS>,
+    pairs: PairRing<'_>,
+    slot: usize,
+    per: usize,
+    wr_id: u64,
+    sg: &[Sge],
+) {
+    let at = slot * per;
+    let (mut n, mut cap) = (0, 0u64);
+    for s in sg {
+        cap += u64::from(s.length);
+        if s.length > 0 {
+            segs.write_seg(at + n, wqe::data_words(s.length, s.lkey, s.addr));
+            n += 1;
+        }
+    }
+    if n < per {
+        segs.write_seg(at + n, wqe::data_words(0, INVALID_LKEY, 0));
+    }
+    pairs.store_relaxed(slot, wr_id, cap);
 }
 
 /// A queue of `entries` entries whose geometry is missing or does not fit its memory (sizing
