@@ -48,4 +48,38 @@ for m in mlx5_ib mlx5_core; do
 done
 dmesg | grep -B3 -A4 -E 'WARNING:|BUG:' | sed 's/^/GUEST-WARN: /'
 echo "GUEST-UNLOAD cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
+# Issue #11 item 5: the same NICs through the guest kernel's VFIO, behind its (emulated VT-d)
+# IOMMU, driven by this project's mlx5ctl: every DMA address it gives the device is an IOVA the
+# guest's vfio_iommu_type1 mapped, and the simulator reaches nothing else.
+if [ -x /bin/mlx5ctl ] && grep -q 'linuxsim.vfio=1' /proc/cmdline; then
+  for m in $(cat /lib/modules/vfio-order); do
+    insmod "/lib/modules/$m.ko" || echo "GUEST-VFIO: insmod $m FAILED"
+  done
+  BDFS=""
+  for d in /sys/bus/pci/devices/*; do
+    [ "$(cat "$d/vendor")" = 0x15b3 ] || continue
+    bdf=${d##*/}
+    [ -e "$d/driver" ] && echo "$bdf" > "$d/driver/unbind"
+    echo vfio-pci > "$d/driver_override"
+    echo "$bdf" > /sys/bus/pci/drivers_probe
+    echo "GUEST-VFIO: bound $bdf driver=$(basename "$(readlink "$d/driver")") iommu_group=$(basename "$(readlink "$d/iommu_group")") domain=$(cat "$d/iommu_group/type" 2>/dev/null)"
+    BDFS="$BDFS $bdf"
+  done
+  set -- $BDFS
+  echo "GUEST-VFIO: mlx5ctl list"; mlx5ctl list 2>&1 | sed 's/^/GUEST-VFIO-LIST: /'
+  mlx5ctl devinfo --vfio "$1" --json > /tmp/devinfo.json 2> /tmp/devinfo.err
+  echo "GUEST-VFIO: devinfo exit $?"
+  sed 's/^/GUEST-VFIO-DEVINFO: /' /tmp/devinfo.json; sed 's/^/GUEST-VFIO-ERR: /' /tmp/devinfo.err
+  for t in $(sed -n 's/.*linuxsim.demo=\([a-z,]*\).*/\1/p' /proc/cmdline | tr ',' ' '); do
+    if [ -n "$2" ]; then
+      mlx5ctl demo --type "$t" --vfio "$1" --vfio "$2" --messages 2000 --pings 200 > /tmp/demo 2>&1
+    else
+      mlx5ctl demo --type "$t" --vfio "$1" --messages 2000 --pings 200 > /tmp/demo 2>&1
+    fi
+    rc=$?
+    sed "s/^/GUEST-VFIO-DEMO-$t: /" /tmp/demo
+    echo "GUEST-VFIO: demo $t exit $rc"
+  done
+  dmesg | grep -iE 'DMAR|vfio' | tail -20 | sed 's/^/GUEST-VFIO-DMESG: /'
+fi
 poweroff -f

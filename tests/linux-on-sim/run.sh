@@ -11,8 +11,15 @@
 # target/vfio-qemu), and QEMU under target/linux-on-sim. Exit status: 0 when every check
 # passed, 1 otherwise, 2 if it cannot run here (the reason is printed).
 #
-# Environment knobs: NICS (default 1), TIMEOUT (default 240 s), WAIT (seconds the guest gives the
-# probe, default 20), SHARED (default <repo>/../shared).
+# Then (issue #11 item 5) the guest binds the NICs to vfio-pci behind its emulated VT-d IOMMU
+# (`intel_iommu=on iommu=pt`: Linux's drivers get identity maps, vfio-pci a translated domain)
+# and runs this project's `mlx5ctl list`, `devinfo --vfio` and `demo --vfio A --vfio B` (rc, uc,
+# ud), a static build, through the guest kernel's VFIO; the simulator's accounts are checked at
+# the end of every life of every NIC (each reset ends one).
+#
+# Environment knobs: NICS (default 2), TIMEOUT (default 420 s), WAIT (seconds the guest gives the
+# probe, default 20), SHARED (default <repo>/../shared), VFIO (1: the mlx5ctl part, default; 0:
+# Linux's drivers only), DEMO (the demo types, default rc,uc,ud), UP (1: ip link up).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -20,8 +27,8 @@ SHARED=${SHARED:-$ROOT/../shared}
 WORK=$ROOT/target/linux-on-sim
 KCACHE_DIR=$ROOT/target/vfio-qemu
 mkdir -p "$KCACHE_DIR"
-NICS=${NICS:-1}
-TIMEOUT=${TIMEOUT:-240}
+NICS=${NICS:-2}
+TIMEOUT=${TIMEOUT:-420}
 WAIT=${WAIT:-20}
 mkdir -p "$WORK"
 cannot() { echo "linux-on-sim: CANNOT RUN here: $*" >&2; exit 2; }
@@ -79,6 +86,20 @@ for l in $(LD_LIBRARY_PATH="$RDEBS/root/usr/lib/x86_64-linux-gnu" ldd "$RDEBS/ro
   cp -L "$l" "$STAGE/lib/x86_64-linux-gnu/"
 done
 cp -L /lib64/ld-linux-x86-64.so.2 "$STAGE/lib64/"
+# Item 5 of issue #11: after Linux's drivers leave, the guest binds the NICs to vfio-pci (behind
+# the emulated VT-d IOMMU) and runs this project's mlx5ctl through the guest kernel's VFIO: the
+# vfio modules and a static mlx5ctl.
+if [ "${VFIO:-1}" = 1 ]; then
+  for m in iommufd vfio vfio_iommu_type1 vfio_virqfd irqbypass vfio-pci-core vfio-pci; do
+    f=$(find "$KROOT/lib/modules/$KVER/kernel" -name "$m.ko" | head -1)
+    [ -n "$f" ] || continue
+    cp "$f" "$STAGE/lib/modules/$m.ko"; echo "$m" >> "$STAGE/lib/modules/vfio-order"
+  done
+  (cd "$ROOT" && rustup target add x86_64-unknown-linux-musl >/dev/null 2>&1 || true
+   cargo build --release --locked -q -p mlx5-tools --bin mlx5ctl --target x86_64-unknown-linux-musl) ||
+    cannot "could not build a static mlx5ctl for the guest"
+  cp "${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-musl/release/mlx5ctl" "$STAGE/bin/mlx5ctl"
+fi
 (cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
 
 # --- the simulated NICs -------------------------------------------------------------------
@@ -98,9 +119,9 @@ say "booting $KVER with $NICS simulated ConnectX-5 (TCG)"
 set +e
 timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabios \
   -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=1G,share=on \
-  -cpu max -smp 1 -m 1G "${DEVS[@]}" \
+  -cpu max -smp 1 -m 1G -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 linuxsim.wait=$WAIT linuxsim.up=${UP:-0}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
   tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}
@@ -113,7 +134,7 @@ python3 - "$WORK/trace.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])] if __import__('os').path.exists(sys.argv[1]) else []
 prev, n = None, 0
-print("linux-on-sim: commands Linux sent (name op_mod status syndrome), in order:")
+print("linux-on-sim: commands the guest sent (Linux's drivers, then mlx5ctl through vfio-pci; name op_mod status syndrome), in order:")
 for r in rows + [None]:
     name = None if r is None else (r['name'] if r['name'] != 'UNKNOWN' else f"UNKNOWN({r['opcode']})")
     k = None if r is None else (name, r['op_mod'], r['status'], r['syndrome'])
@@ -155,9 +176,63 @@ if ! grep -aq 'GUEST-UNLOAD .* warnings=0' "$WORK/guest.log"; then
   echo "KNOWN (issue #11, under investigation): kernel warning at unload:"
   grep -a 'GUEST-WARN' "$WORK/guest.log" | grep -aE 'counter|not found|WARNING' | sort -u | head -4
 fi
-check "after Linux left, the simulator holds no page and no object of it" "grep -q 'accounts: state Disabled, pages held 0, live objects {}' '$WORK/server.log'"
-# mlx5_ib's write-combining self-test makes each BlueFlame copy differ from its ring on purpose
-# (CQ_UPDATE only in the copy): those are the one kind of DMA fault Linux may leave.
-check "no DMA fault but the BlueFlame copies of Linux's write-combining test" "grep 'accounts:' '$WORK/server.log' | grep -qE 'DMA faults (\{\}|\{\"BlueFlameMismatch\": [0-9]+\})$'"
+# The simulator's accounts at the end of each life of each NIC (a life ends at every reset —
+# QEMU's at boot, vfio-pci's when it takes the NIC and at each open and close of the device —
+# and when QEMU leaves): what the driver of that life left behind, before the reset wipes it.
+lives() { python3 - "$WORK/server.log" "$1" <<'PY'
+import re, sys
+rows = [re.match(r'mlx5ctl sim: NIC #(\d+) life (\d+) \(([^)]*)\): accounts: state (\w+), pages held (\d+), live objects (\{.*?\}), DMA faults (\{.*?\}); DMA maps (\d+) made', l)
+        for l in open(sys.argv[1])]
+rows = [r.groups() for r in rows if r]
+what = sys.argv[2]
+if what == 'clean':
+    bad = [r for r in rows if (r[3], r[4], r[5]) != ('Disabled', '0', '{}')]
+    print(f'linux-on-sim: {len(rows)} lives of the NICs, {len(bad)} left something behind'); [print('  ', *b) for b in bad]
+    sys.exit(1 if bad or not rows else 0)
+if what == 'faults':
+    # mlx5_ib's write-combining self-test makes each BlueFlame copy differ from its ring on
+    # purpose (CQ_UPDATE only in the copy): the one kind of DMA fault allowed, in Linux's life.
+    nics = {r[0] for r in rows}
+    bf = [r for r in rows if r[6] != '{}' and re.fullmatch(r'\{"BlueFlameMismatch": \d+\}', r[6])]
+    other = [r for r in rows if r[6] != '{}' and r not in bf]
+    print(f'linux-on-sim: DMA faults: BlueFlame copies in {len(bf)} lives (Linux on {len(nics)} NICs), others in {len(other)}'); [print('  ', *o) for o in other]
+    sys.exit(1 if other or len(bf) > len(nics) else 0)
+if what == 'vfio':
+    # Lives after Linux's in which the guest's vfio_iommu_type1 mapped memory for mlx5ctl.
+    after = [r for r in rows if int(r[1]) >= 2 and int(r[7]) > 0]
+    print(f'linux-on-sim: {len(after)} lives of mlx5ctl through vfio-pci, {sum(int(r[7]) for r in after)} DMA maps the guest IOMMU made for them')
+    sys.exit(0 if after else 1)
+PY
+}
+check "every life of every NIC ended with no page and no object held (Linux's, then each mlx5ctl run's)" "lives clean"
+check "no DMA fault but the BlueFlame copies of Linux's write-combining test" "lives faults"
+if grep -aq '^GUEST-VFIO: bound' "$WORK/guest.log"; then
+  check "the guest bound every simulated NIC to vfio-pci behind its IOMMU" "[ \$(grep -ac '^GUEST-VFIO: bound .* driver=vfio-pci iommu_group=[0-9]' '$WORK/guest.log') = $NICS ]"
+  check "mlx5ctl devinfo --vfio in the guest (this driver through a real kernel's VFIO) shows what mlx5ctl devinfo shows on the simulator directly" "python3 - '$WORK/guest.log' '$WORK/devinfo.json' <<'PY'
+import json, sys
+lines = [l[len('GUEST-VFIO-DEVINFO: '):] for l in open(sys.argv[1], errors='replace') if l.startswith('GUEST-VFIO-DEVINFO: ')]
+guest = json.loads(''.join(lines)) if lines else {}
+host = json.load(open(sys.argv[2]))
+skip = {'hca_id', 'node_guid', 'sys_image_guid', 'bring_up'}
+keys = [k for k in host if k not in skip]
+# The port's MAC and GID follow each NIC's MAC (mlx5ctl sim gives NIC 0 02:c5:5a:00:01:00):
+# those are checked against it, the rest of the port as is.
+def port(p): return {k: v for k, v in p.items() if k not in ('mac', 'gids')}
+for d in (host, guest):
+    d['ports'] = [port(p) for p in d.get('ports', [])]
+gp = json.loads(''.join(lines)).get('ports', [{}])[0] if lines else {}
+want_gid = 'fe80:0000:0000:0000:00c5:5aff:fe00:0100'
+bad = [(k, host[k], guest.get(k)) for k in keys if host[k] != guest.get(k)]
+if gp.get('mac') != '02:c5:5a:00:01:00' or [g.get('gid') for g in gp.get('gids', [])][:1] != [want_gid]:
+    bad.append(('port mac/gid', '02:c5:5a:00:01:00 ' + want_gid, gp.get('mac'), gp.get('gids')))
+print(f'linux-on-sim: mlx5ctl devinfo through the guest VFIO vs on the simulator: {len(keys)} fields compared, {len(bad)} differ')
+for b in bad: print('  ', *[str(x)[:120] for x in b])
+sys.exit(1 if bad or not guest else 0)
+PY"
+  for t in $(echo "${DEMO:-rc,uc,ud}" | tr ',' ' '); do
+    check "mlx5ctl demo --type $t --vfio A --vfio B through the guest's vfio-pci" "grep -aq '^GUEST-VFIO: demo $t exit 0' '$WORK/guest.log'"
+  done
+  check "mlx5ctl's DMA went through maps the guest's IOMMU made" "lives vfio"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use mlx5_sim::{Fabric, Mode, SimDevice};
-use mlx5_vfio_user::Cx5;
+use mlx5_vfio_user::{Cx5, Life};
 
 use crate::target;
 
@@ -50,40 +50,53 @@ pub fn run(a: &Args) -> Result<(), String> {
                 PathBuf::from(format!("{}.{i}", t.display()))
             }
         });
-        let traced = dev.clone();
         eprintln!(
             "mlx5ctl sim: ConnectX-5 #{i} ({}) on {}",
             profile.name(),
             socket.display()
         );
+        // The firmware's accounts at the end of each life (each reset, and the client's
+        // departure): what a driver left behind, before a reset wipes it. The command trace
+        // of every life is appended to the file.
+        let mut trace_err = None;
+        let errs = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = errs.clone();
+        if let Some(t) = &trace {
+            if let Err(e) = std::fs::File::create(t) {
+                trace_err = Some(format!("trace {}: {e}", t.display()));
+            }
+        }
+        let hook = Box::new(move |life: &Life<'_>| {
+            eprintln!(
+                "mlx5ctl sim: NIC #{i} life {} ({}): {}",
+                life.index,
+                life.end,
+                accounts(life)
+            );
+            if let Some(t) = &trace {
+                let written = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(t)
+                    .and_then(|mut f| life.sim.write_trace_jsonl(&mut f));
+                if let Err(e) = written {
+                    seen.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(format!("trace {}: {e}", t.display()));
+                }
+            }
+        });
         threads.push(std::thread::spawn(move || {
             let served = Cx5::new(dev)
+                .on_life_end(hook)
                 .serve(&socket)
                 .map_err(|e| format!("{}: {e}", socket.display()));
-            // The firmware's accounts once the client has gone: what a driver left behind.
-            let mut kinds = std::collections::BTreeMap::new();
-            for (k, _) in traced.live_objects() {
-                *kinds.entry(format!("{k:?}")).or_insert(0usize) += 1;
-            }
-            let mut faults = std::collections::BTreeMap::new();
-            for f in traced.dma_faults() {
-                *faults.entry(format!("{:?}", f.kind)).or_insert(0usize) += 1;
-            }
-            eprintln!(
-                "mlx5ctl sim: NIC #{i} accounts: state {:?}, pages held {}, live objects {:?}, DMA faults {:?}",
-                traced.hca_state(),
-                traced.pages_held(),
-                kinds,
-                faults
-            );
-            if let Some(t) = trace {
-                let written = std::fs::File::create(&t)
-                    .and_then(|mut f| traced.write_trace_jsonl(&mut f))
-                    .map_err(|e| format!("trace {}: {e}", t.display()));
-                served.and(written)
+            let mut errs = errs.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            errs.extend(trace_err);
+            served.and(if errs.is_empty() {
+                Ok(())
             } else {
-                served
-            }
+                Err(errs.join("; "))
+            })
         }));
     }
     let mut errors = Vec::new();
@@ -99,4 +112,27 @@ pub fn run(a: &Args) -> Result<(), String> {
     } else {
         Err(errors.join("; "))
     }
+}
+
+/// One life's accounts: the HCA state, pages held, live objects by kind, DMA faults by kind, and
+/// the client's DMA maps.
+fn accounts(life: &Life<'_>) -> String {
+    let mut kinds = std::collections::BTreeMap::new();
+    for (k, _) in life.sim.live_objects() {
+        *kinds.entry(format!("{k:?}")).or_insert(0usize) += 1;
+    }
+    let mut faults = std::collections::BTreeMap::new();
+    for f in life.sim.dma_faults() {
+        *faults.entry(format!("{:?}", f.kind)).or_insert(0usize) += 1;
+    }
+    format!(
+        "accounts: state {:?}, pages held {}, live objects {:?}, DMA faults {:?}; DMA maps {} made, {} removed, {} live",
+        life.sim.hca_state(),
+        life.sim.pages_held(),
+        kinds,
+        faults,
+        life.dma_maps,
+        life.dma_unmaps,
+        life.live_maps
+    )
 }

@@ -49,14 +49,49 @@ pub use guest_mem::GuestRegion;
 /// The eventfds of the MSI-X vectors, by vector (`None`: not set, or masked by SET_IRQS).
 type Vectors = Arc<Mutex<Vec<Option<File>>>>;
 
-/// A simulated ConnectX-5 behind a vfio-user server ([`ServerBackend`]).
+/// One life of the device as the server saw it — from power-on or a reset to the next reset or
+/// to the client's departure — handed to [`Cx5::on_life_end`] before the simulator starts over,
+/// so that what a driver left behind (objects, pages, DMA faults, the command trace) is seen
+/// before a reset wipes it.
 #[derive(Debug)]
+pub struct Life<'a> {
+    /// The device, still as this life left it.
+    pub sim: &'a SimDevice,
+    /// 0 for the first life, then one more per reset.
+    pub index: u32,
+    /// What ended it: `"function-level reset"`, `"device reset"` or `"client gone"`.
+    pub end: &'static str,
+    /// DMA_MAP messages with memory the client sent during this life.
+    pub dma_maps: u64,
+    /// DMA_UNMAP messages the client sent during this life.
+    pub dma_unmaps: u64,
+    /// The client's maps live when it ended.
+    pub live_maps: usize,
+}
+
+/// What [`Cx5::on_life_end`] calls.
+pub type LifeHook = Box<dyn FnMut(&Life<'_>) + Send>;
+
+/// A simulated ConnectX-5 behind a vfio-user server ([`ServerBackend`]).
 pub struct Cx5 {
     sim: SimDevice,
     config: ConfigSpace,
     vectors: Vectors,
     /// The client's DMA maps: IOVA → bytes.
     maps: BTreeMap<u64, u64>,
+    /// This life's number and its DMA_MAP / DMA_UNMAP counts.
+    life: (u32, u64, u64),
+    on_life_end: Option<LifeHook>,
+}
+
+impl std::fmt::Debug for Cx5 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cx5")
+            .field("sim", &self.sim)
+            .field("maps", &self.maps.len())
+            .field("life", &self.life)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Cx5 {
@@ -71,7 +106,32 @@ impl Cx5 {
             config: ConfigSpace::connectx5(MSIX_VECTORS as u16),
             vectors,
             maps: BTreeMap::new(),
+            life: (0, 0, 0),
+            on_life_end: None,
         }
+    }
+
+    /// Calls `hook` at the end of each life of the device: before every reset, and when the
+    /// client has gone.
+    pub fn on_life_end(mut self, hook: LifeHook) -> Self {
+        self.on_life_end = Some(hook);
+        self
+    }
+
+    /// Ends the current life (`end` says how), telling the hook, and starts the next.
+    fn end_life(&mut self, end: &'static str) {
+        let (index, dma_maps, dma_unmaps) = self.life;
+        if let Some(hook) = self.on_life_end.as_mut() {
+            hook(&Life {
+                sim: &self.sim,
+                index,
+                end,
+                dma_maps,
+                dma_unmaps,
+                live_maps: self.maps.len(),
+            });
+        }
+        self.life = (index + 1, 0, 0);
     }
 
     /// The simulated device.
@@ -138,6 +198,7 @@ impl Cx5 {
         log::info!("mlx5-vfio-user: serving a ConnectX-5 on {}", path.display());
         let r = server.run(&mut self);
         log::info!("mlx5-vfio-user: client gone ({r:?})");
+        self.end_life("client gone");
         r
     }
 
@@ -179,8 +240,9 @@ impl Cx5 {
 
     /// A function-level or device reset: the simulator starts over; DMA maps and eventfds are
     /// the client's and stay.
-    fn reset_device(&mut self) {
-        log::info!("mlx5-vfio-user: device reset");
+    fn reset_device(&mut self, end: &'static str) {
+        log::info!("mlx5-vfio-user: {end}");
+        self.end_life(end);
         self.sim.function_level_reset();
     }
 }
@@ -212,7 +274,7 @@ impl ServerBackend for Cx5 {
         match region {
             VFIO_PCI_CONFIG_REGION_INDEX if self.config.write(offset, data) => {
                 // Function-level reset asked through the PCIe device control register.
-                self.reset_device();
+                self.reset_device("function-level reset");
             }
             VFIO_PCI_CONFIG_REGION_INDEX => {}
             VFIO_PCI_BAR0_REGION_INDEX => self.bar_write(offset, data),
@@ -242,6 +304,7 @@ impl ServerBackend for Cx5 {
             .dma_map_external(address, len, Arc::new(region))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         self.maps.insert(address, size);
+        self.life.1 += 1;
         log::debug!("mlx5-vfio-user: DMA map {address:#x}+{size:#x} (fd offset {offset:#x})");
         Ok(())
     }
@@ -250,6 +313,7 @@ impl ServerBackend for Cx5 {
         let n = self
             .sim
             .dma_unmap_external(address, usize::try_from(size).unwrap_or(usize::MAX));
+        self.life.2 += 1;
         self.maps
             .retain(|&iova, &mut len| !(iova >= address && iova + len <= address + size));
         log::debug!("mlx5-vfio-user: DMA unmap {address:#x}+{size:#x}: {n} mapping(s)");
@@ -257,7 +321,7 @@ impl ServerBackend for Cx5 {
     }
 
     fn reset(&mut self) -> io::Result<()> {
-        self.reset_device();
+        self.reset_device("device reset");
         Ok(())
     }
 

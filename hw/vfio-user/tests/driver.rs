@@ -10,13 +10,13 @@ use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
 use std::ptr::NonNull;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mlx5::ifc::{Be32, Be64};
 use mlx5::{Device, DeviceConfig, DmaRegion, Platform, PlatformError};
 use mlx5_sim::{Mode, Profile, SimDevice};
-use mlx5_vfio_user::{config, Cx5};
+use mlx5_vfio_user::{config, Cx5, Life};
 use vfio_bindings::bindings::vfio::{VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX};
 use vfio_user::Client;
 
@@ -166,7 +166,28 @@ fn the_driver_brings_the_device_up_through_vfio_user() {
     let sim = SimDevice::new(Profile::connectx5(), Mode::Threaded);
     let server_sim = sim.clone();
     let p = path.clone();
-    let server = std::thread::spawn(move || Cx5::new(server_sim).serve(&p));
+    // Each life of the device as the server tells it: how it ended, the HCA state, pages and
+    // objects held, the commands traced.
+    type Seen = (u32, &'static str, String, usize, usize, usize, u64);
+    let lives: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let record = lives.clone();
+    let hook = Box::new(move |l: &Life<'_>| {
+        let mut trace = Vec::new();
+        l.sim.write_trace_jsonl(&mut trace).unwrap();
+        record.lock().unwrap().push((
+            l.index,
+            l.end,
+            format!("{:?}", l.sim.hca_state()),
+            l.sim.pages_held(),
+            l.sim.live_objects().len(),
+            trace
+                .split(|&b| b == b'\n')
+                .filter(|r| !r.is_empty())
+                .count(),
+            l.dma_maps,
+        ));
+    });
+    let server = std::thread::spawn(move || Cx5::new(server_sim).on_life_end(hook).serve(&p));
     let (plat, _memfd) = UserPlatform::connect(&path);
 
     // Configuration space through the protocol.
@@ -220,4 +241,25 @@ fn the_driver_brings_the_device_up_through_vfio_user() {
     );
     let _ = server.join();
     let _ = std::fs::remove_file(&path);
+    let lives = lives.lock().unwrap().clone();
+    assert_eq!(lives.len(), 2, "{lives:?}");
+    let (first, second) = (&lives[0], &lives[1]);
+    assert_eq!(
+        (first.0, first.1, first.5),
+        (0, "device reset", 0),
+        "the first life ended at the reset, with no command"
+    );
+    assert!(
+        first.6 >= 1,
+        "the client's memory was mapped in it: {first:?}"
+    );
+    assert_eq!(
+        (second.0, second.1, second.2.as_str(), second.3, second.4),
+        (1, "client gone", "Disabled", 0, 0),
+        "the driver's life ended with the client, nothing held"
+    );
+    assert_eq!(
+        second.5 as u64, n,
+        "its trace has every command: {second:?}"
+    );
 }
