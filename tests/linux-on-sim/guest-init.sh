@@ -80,6 +80,12 @@ if [ -x /bin/mlx5ctl ] && grep -q 'linuxsim.vfio=1' /proc/cmdline; then
     sed "s/^/GUEST-VFIO-DEMO-$t: /" /tmp/demo
     echo "GUEST-VFIO: demo $t exit $rc"
   done
+  # A DMA outside every map the guest's IOMMU holds for the process: the command queue pointed
+  # at a reserved, never-mapped IOVA.
+  mlx5ctl iommu-check --vfio "$1" > /tmp/iommu 2>&1
+  rc=$?
+  sed 's/^/GUEST-VFIO-IOMMU: /' /tmp/iommu
+  echo "GUEST-VFIO: iommu-check exit $rc"
   dmesg | grep -iE 'DMAR|vfio' | tail -20 | sed 's/^/GUEST-VFIO-DMESG: /'
 fi
 poweroff -f

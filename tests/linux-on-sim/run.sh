@@ -179,9 +179,10 @@ fi
 # The simulator's accounts at the end of each life of each NIC (a life ends at every reset —
 # QEMU's at boot, vfio-pci's when it takes the NIC and at each open and close of the device —
 # and when QEMU leaves): what the driver of that life left behind, before the reset wipes it.
-lives() { python3 - "$WORK/server.log" "$1" <<'PY'
+IOMMU_IOVA=$(sed -n 's/^GUEST-VFIO-IOMMU: iommu-check: .*command queue at IOVA \(0x[0-9a-f]*\).*/\1/p' "$WORK/guest.log" | head -1)
+lives() { python3 - "$WORK/server.log" "$1" "${IOMMU_IOVA:-none}" <<'PY'
 import re, sys
-rows = [re.match(r'mlx5ctl sim: NIC #(\d+) life (\d+) \(([^)]*)\): accounts: state (\w+), pages held (\d+), live objects (\{.*?\}), DMA faults (\{.*?\}); DMA maps (\d+) made', l)
+rows = [re.match(r'mlx5ctl sim: NIC #(\d+) life (\d+) \(([^)]*)\): accounts: state (\w+), pages held (\d+), live objects (\{.*?\}), DMA faults (\{.*?\}); DMA maps (\d+) made.*?; first fault of each kind (\{.*\})$', l)
         for l in open(sys.argv[1])]
 rows = [r.groups() for r in rows if r]
 what = sys.argv[2]
@@ -194,9 +195,15 @@ if what == 'faults':
     # purpose (CQ_UPDATE only in the copy): the one kind of DMA fault allowed, in Linux's life.
     nics = {r[0] for r in rows}
     bf = [r for r in rows if r[6] != '{}' and re.fullmatch(r'\{"BlueFlameMismatch": \d+\}', r[6])]
-    other = [r for r in rows if r[6] != '{}' and r not in bf]
-    print(f'linux-on-sim: DMA faults: BlueFlame copies in {len(bf)} lives (Linux on {len(nics)} NICs), others in {len(other)}'); [print('  ', *o) for o in other]
-    sys.exit(1 if other or len(bf) > len(nics) else 0)
+    # mlx5ctl iommu-check's read of the IOVA it reserved and never mapped: expected, once.
+    iommu = [r for r in rows if re.fullmatch(r'\{"Read": \d+\}', r[6]) and f'"Read": "{sys.argv[3]} ' in r[8]]
+    other = [r for r in rows if r[6] != '{}' and r not in bf and r not in iommu]
+    print(f'linux-on-sim: DMA faults: BlueFlame copies in {len(bf)} lives (Linux on {len(nics)} NICs), iommu-check\'s read in {len(iommu)}, others in {len(other)}'); [print('  ', *o) for o in other]
+    sys.exit(1 if other or len(bf) > len(nics) or len(iommu) > 1 else 0)
+if what == 'iommu':
+    hit = [r for r in rows if re.fullmatch(r'\{"Read": \d+\}', r[6]) and f'"Read": "{sys.argv[3]} ' in r[8]]
+    for r in hit: print(f'linux-on-sim: NIC #{r[0]} life {r[1]}: DMA faults {r[6]}, first {r[8]}')
+    sys.exit(0 if len(hit) == 1 and hit[0][3:6] == ('Disabled', '0', '{}') else 1)
 if what == 'vfio':
     # Lives after Linux's in which the guest's vfio_iommu_type1 mapped memory for mlx5ctl.
     after = [r for r in rows if int(r[1]) >= 2 and int(r[7]) > 0]
@@ -205,7 +212,7 @@ if what == 'vfio':
 PY
 }
 check "every life of every NIC ended with no page and no object held (Linux's, then each mlx5ctl run's)" "lives clean"
-check "no DMA fault but the BlueFlame copies of Linux's write-combining test" "lives faults"
+check "no DMA fault but the BlueFlame copies of Linux's write-combining test (and iommu-check's own read)" "lives faults"
 if grep -aq '^GUEST-VFIO: bound' "$WORK/guest.log"; then
   check "the guest bound every simulated NIC to vfio-pci behind its IOMMU" "[ \$(grep -ac '^GUEST-VFIO: bound .* driver=vfio-pci iommu_group=[0-9]' '$WORK/guest.log') = $NICS ]"
   check "mlx5ctl devinfo --vfio in the guest (this driver through a real kernel's VFIO) shows what mlx5ctl devinfo shows on the simulator directly" "python3 - '$WORK/guest.log' '$WORK/devinfo.json' <<'PY'
@@ -233,6 +240,7 @@ PY"
     check "mlx5ctl demo --type $t --vfio A --vfio B through the guest's vfio-pci" "grep -aq '^GUEST-VFIO: demo $t exit 0' '$WORK/guest.log'"
   done
   check "mlx5ctl's DMA went through maps the guest's IOMMU made" "lives vfio"
+  check "a DMA outside the guest IOMMU's maps (mlx5ctl iommu-check: the command queue at a reserved, never-mapped IOVA) reached nothing and was recorded as a read fault at that IOVA" "grep -aq '^GUEST-VFIO: iommu-check exit 0' '$WORK/guest.log' && lives iommu"
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -6,6 +6,7 @@
 pub mod createqp;
 pub mod demo;
 pub mod devinfo;
+pub mod iommucheck;
 pub mod list;
 pub mod simserve;
 pub mod size;

@@ -3,7 +3,7 @@
 //! `mlx5ctl devinfo` brings a device up and prints what `ibv_devinfo -v` prints for it, plus the
 //! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
 
-use mlx5_tools::{createqp, demo, devinfo, list, simserve, size};
+use mlx5_tools::{createqp, demo, devinfo, iommucheck, list, simserve, size};
 
 use std::process::ExitCode;
 
@@ -30,6 +30,9 @@ enum Cmd {
     CreateQp(createqp::Args),
     /// The ConnectX (mlx5) PCI functions of this machine and whether they are ready for --vfio.
     List(list::Args),
+    /// Check that the IOMMU confines a function bound to vfio-pci: point its command queue at an
+    /// IOVA nothing maps and ring; the device cannot fetch it, and the IOMMU logs the read.
+    IommuCheck(iommucheck::Args),
     /// Serve simulated ConnectX-5s to a QEMU guest over vfio-user (one socket per NIC, all on
     /// one simulated fabric), until the guest disconnects.
     Sim(simserve::Args),
@@ -44,6 +47,7 @@ fn main() -> ExitCode {
         Cmd::Size(a) => size::run(&a),
         Cmd::CreateQp(a) => createqp::run(&a),
         Cmd::List(a) => list::run(&a),
+        Cmd::IommuCheck(a) => iommucheck::run(&a),
         Cmd::Sim(a) => simserve::run(&a),
     };
     match r {

@@ -122,17 +122,23 @@ fn accounts(life: &Life<'_>) -> String {
         *kinds.entry(format!("{k:?}")).or_insert(0usize) += 1;
     }
     let mut faults = std::collections::BTreeMap::new();
+    let mut first = std::collections::BTreeMap::new();
     for f in life.sim.dma_faults() {
-        *faults.entry(format!("{:?}", f.kind)).or_insert(0usize) += 1;
+        let kind = format!("{:?}", f.kind);
+        *faults.entry(kind.clone()).or_insert(0usize) += 1;
+        first
+            .entry(kind)
+            .or_insert_with(|| format!("{:#x} ({})", f.iova, f.what));
     }
     format!(
-        "accounts: state {:?}, pages held {}, live objects {:?}, DMA faults {:?}; DMA maps {} made, {} removed, {} live",
+        "accounts: state {:?}, pages held {}, live objects {:?}, DMA faults {:?}; DMA maps {} made, {} removed, {} live; first fault of each kind {:?}",
         life.sim.hca_state(),
         life.sim.pages_held(),
         kinds,
         faults,
         life.dma_maps,
         life.dma_unmaps,
-        life.live_maps
+        life.live_maps,
+        first
     )
 }

@@ -329,6 +329,19 @@ impl Iommu {
         }
     }
 
+    /// Reserves `len` bytes (rounded up to 4 KiB) of IOVA space that nothing maps while the
+    /// reservation is held: an address inside this container's IOVA ranges that the device
+    /// cannot reach. For checking that the IOMMU confines the device (`mlx5ctl iommu-check`).
+    pub fn reserve_unmapped(&self, len: u64) -> Option<UnmappedIova<'_>> {
+        let len = len.max(1).checked_add(0xfff)? & !0xfff;
+        let iova = self.alloc_iova(len, 0x1000)?;
+        Some(UnmappedIova {
+            iommu: self,
+            iova,
+            len,
+        })
+    }
+
     /// Maps `len` bytes at `cpu` to `iova` for device reads and writes (the kernel pins them).
     ///
     /// # Safety
@@ -586,5 +599,36 @@ mod tests {
         let mut cut = info_bytes(3, 0x1000, &[(1, vec![1, 0, 0, 0, 0, 0, 0, 0])]);
         cut.truncate(cut.len() - 2);
         assert_eq!(IommuInfo::parse(&cut), None);
+    }
+}
+
+/// IOVA space reserved and never mapped ([`Iommu::reserve_unmapped`]); given back on drop.
+#[derive(Debug)]
+pub struct UnmappedIova<'a> {
+    iommu: &'a Iommu,
+    iova: u64,
+    len: u64,
+}
+
+impl UnmappedIova<'_> {
+    /// The first IOVA of the reservation.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Never: a reservation is at least 4 KiB.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for UnmappedIova<'_> {
+    fn drop(&mut self) {
+        self.iommu.free_iova(self.iova, self.len);
     }
 }
