@@ -40,6 +40,24 @@ if [ -x /usr/bin/ibv_devinfo ]; then
   ibv_devinfo -v > /tmp/ibv 2>&1; echo "GUEST: ibv_devinfo exit $?"
   sed 's/^/GUEST-IBV: /' /tmp/ibv
 fi
+# Issue #11 item 4: rdma-core's mlx5 provider moving traffic between the two simulated NICs
+# (one fabric): unmodified ibv_*_pingpong, server on mlx5_0, client on mlx5_1, their exchange
+# over the loopback interface, RoCE v2 GID index 1.
+if grep -q 'linuxsim.traffic=1' /proc/cmdline && [ -e /sys/class/infiniband/mlx5_1 ]; then
+  ip link set lo up
+  for t in rc ud; do
+    opts="-g 1 -n 20"; [ "$t" = ud ] && opts="$opts -s 512"
+    "ibv_${t}_pingpong" -d mlx5_0 $opts > /tmp/srv 2>&1 &
+    srv=$!
+    sleep 2
+    timeout 60 "ibv_${t}_pingpong" -d mlx5_1 $opts 127.0.0.1 > /tmp/cli 2>&1
+    crc=$?
+    for _ in $(seq 30); do kill -0 $srv 2>/dev/null || break; sleep 1; done
+    kill $srv 2>/dev/null; wait $srv; src=$?
+    sed "s/^/GUEST-TRAFFIC-$t-server: /" /tmp/srv; sed "s/^/GUEST-TRAFFIC-$t-client: /" /tmp/cli
+    echo "GUEST-TRAFFIC: $t server exit $src client exit $crc"
+  done
+fi
 echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
 # Unload: Linux tears the device down (objects, pages, TEARDOWN_HCA, DISABLE_HCA); the simulator
 # reports its accounts when the guest is gone.

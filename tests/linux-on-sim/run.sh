@@ -110,7 +110,7 @@ for i in $(seq 0 $((NICS - 1))); do
   s=$WORK/nic$i.sock; rm -f "$s"; SOCKS+=("$s"); ARGS+=(--vfio-user "$s")
   DEVS+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$s\"}}")
 done
-RUST_LOG=${RUST_LOG:-warn} "$CTL" sim "${ARGS[@]}" --trace "$WORK/trace.jsonl" > "$WORK/server.log" 2>&1 &
+RUST_LOG=${RUST_LOG:-warn} "$CTL" sim "${ARGS[@]}" --sim "${SIM:-cx5}" --trace "$WORK/trace.jsonl" > "$WORK/server.log" 2>&1 &
 SERVER=$!
 for s in "${SOCKS[@]}"; do for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.1; done; done
 
@@ -121,7 +121,7 @@ timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabi
   -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=1G,share=on \
   -cpu max -smp 1 -m 1G -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.demo=${DEMO:-rc,uc,ud}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
   tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}

@@ -18,11 +18,10 @@ fn queue_parameter_refusals() {
     let dev = fx.dev();
     const PAS: usize = CreateEqIn::PAS.offset();
     let eq = |fx: &Fx, f: fn(&mut ViewMut<'_, Eqc>)| fx.eq_in(4, f);
-    let cases: [(Edit<Eqc>, u32); 5] = [
+    let cases: [(Edit<Eqc>, u32); 4] = [
         (|c| drop(c.set(Eqc::LOG_EQ_SIZE, 23)), syn::EQ_TOO_BIG),
         (|c| drop(c.set(Eqc::INTR, 64)), syn::BAD_EQ_INTR),
         (|c| drop(c.set(Eqc::UAR_PAGE, 3)), syn::UNKNOWN_UAR),
-        (|c| drop(c.set(Eqc::PAGE_OFFSET, 1)), syn::QUEUE_PAGE_OFFSET),
         (
             |c| drop(c.set(Eqc::LOG_PAGE_SIZE, 10)),
             syn::QUEUE_PAGE_SIZE,
@@ -107,7 +106,7 @@ fn queue_parameter_refusals() {
     assert_eq!(faults_of(&dev, DmaFaultKind::QueueNotMapped), 4);
 
     // RMPs.
-    let cases: [(Edit<Wq>, (u8, u32)); 7] = [
+    let cases: [(Edit<Wq>, (u8, u32)); 6] = [
         (
             |w| drop(w.set(Wq::WQ_TYPE, wq_type::CYCLIC)),
             (BAD_PARAM, syn::BAD_WQ_TYPE),
@@ -125,10 +124,6 @@ fn queue_parameter_refusals() {
             (BAD_PARAM, syn::BAD_SRQ_STRIDE),
         ),
         (|w| drop(w.set(Wq::PD, 99)), (BAD_RES, syn::UNKNOWN_PD)),
-        (
-            |w| drop(w.set(Wq::PAGE_OFFSET, 1)),
-            (BAD_PARAM, syn::QUEUE_PAGE_OFFSET),
-        ),
         (
             |w| drop(w.set(Wq::DBR_ADDR, 0x10)),
             (BAD_PARAM, syn::DBR_UNMAPPED),
@@ -156,7 +151,7 @@ fn queue_parameter_refusals() {
 #[test]
 fn srq_refusals_at_issi_0() {
     let mut fx = Fx::new(common::quiet_by_name("cx5-tight").unwrap(), Mode::Sync, 0);
-    let cases: [(Edit<Srqc>, (u8, u32)); 5] = [
+    let cases: [(Edit<Srqc>, (u8, u32)); 4] = [
         (
             |c| drop(c.set(Srqc::LOG_SRQ_SIZE, 11)),
             (BAD_PARAM, syn::SRQ_TOO_BIG),
@@ -169,10 +164,6 @@ fn srq_refusals_at_issi_0() {
         (
             |c| drop(c.set(Srqc::DBR_ADDR, c.get(Srqc::DBR_ADDR) + 2)),
             (BAD_PARAM, syn::DBR_UNALIGNED),
-        ),
-        (
-            |c| drop(c.set(Srqc::PAGE_OFFSET, 3)),
-            (BAD_PARAM, syn::QUEUE_PAGE_OFFSET),
         ),
     ];
     for (f, want) in cases {

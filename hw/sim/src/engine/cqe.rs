@@ -131,6 +131,7 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
         c.get32(Cqc::C_EQN_OR_APU_ELEMENT),
         4096u64 << c.get(Cqc::LOG_PAGE_SIZE).min(20),
     );
+    let start = super::wqe::queue_start(page, c.get(Cqc::PAGE_OFFSET));
     let (armed, st) = (q.armed, c.get(Cqc::ST));
     let pas = q.pas.clone();
     let rt = *hw.fw.engine.cqs.entry(cqn).or_default();
@@ -169,7 +170,7 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
         let what = format!("CQE {} of CQ {cqn:#x}: {field:?} := {value:#x}", rt.pi);
         hw.fw.injected.log.push(hw.now, "CorruptCqe", what);
     }
-    if let Err(iova) = write_entry(hw, &pas, page, off, &img) {
+    if let Err(iova) = write_entry(hw, &pas, page, start + off, &img) {
         dma_fault(
             hw.faults,
             iova,
@@ -300,6 +301,7 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_D
     // An armed EQ raises its MSI-X vector with the EQE it is given (then it is fired).
     let irq = q.armed.then(|| c.get(Eqc::INTR) as u16);
     let page = 4096u64 << c.get(Eqc::LOG_PAGE_SIZE).min(20);
+    let start = super::wqe::queue_start(page, c.get(Eqc::PAGE_OFFSET));
     let pas = q.pas.clone();
     let pi = hw.fw.engine.eqs.get(&eqn).copied().unwrap_or(0);
     if (pi.wrapping_sub(ci) & 0xff_ffff) >= size {
@@ -326,7 +328,7 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_D
         hw.fw.injected.log.push(hw.now, "CorruptEqe", what);
     }
     let off = u64::from(pi & (size - 1)) * Eqe::BYTES as u64;
-    if let Err(iova) = write_entry(hw, &pas, page, off, &img) {
+    if let Err(iova) = write_entry(hw, &pas, page, start + off, &img) {
         dma_fault(
             hw.faults,
             iova,

@@ -268,6 +268,8 @@ pub(crate) struct QpInfo {
     pub(crate) dbr: u64,
     pub(crate) pas: Vec<u64>,
     pub(crate) page: u64,
+    /// Where the queue starts in its first page (`page_offset`).
+    pub(crate) start: u64,
     pub(crate) rq_wqes: u32,
     pub(crate) rq_stride: u64,
     pub(crate) sq_wqebbs: u32,
@@ -362,6 +364,10 @@ impl QpInfo {
             dbr: c.get(Qpc::DBR_ADDR),
             pas: q.pas.clone(),
             page: 4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20),
+            start: wqe::queue_start(
+                4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20),
+                c.get(Qpc::PAGE_OFFSET),
+            ),
             rq_wqes,
             rq_stride,
             sq_wqebbs: if no_sq {
@@ -514,7 +520,7 @@ fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
         hw.iommu,
         &info.pas,
         info.page,
-        info.sq_offset + slot * 64 + at % 64,
+        info.start + info.sq_offset + slot * 64 + at % 64,
         &mut ring,
     );
     if read.is_ok() && ring != value.to_be_bytes() {

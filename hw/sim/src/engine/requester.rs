@@ -104,7 +104,7 @@ fn fetch(hw: &mut Hw<'_>, info: &QpInfo, cc: u16) -> Option<(Vec<u8>, u16)> {
     let mask = info.sq_wqebbs - 1;
     let mut read = |k: u16, buf: &mut [u8]| {
         let slot = u64::from(u32::from(cc.wrapping_add(k)) & mask);
-        let off = info.sq_offset + slot * 64;
+        let off = info.start + info.sq_offset + slot * 64;
         wqe::read_queue(hw.iommu, &info.pas, info.page, off, buf).map_err(|iova| {
             wqe::dma_fault(
                 hw.faults,

@@ -84,6 +84,14 @@ pub(crate) fn dma_fault(
     });
 }
 
+/// Where a queue starts in its first page: `page_offset` counts in units of a 64th of the page
+/// (`qpc`, `cqc`, `eqc`, `srqc` and `wq` `page_offset`; Linux's mlx5_ib computes it with
+/// `mlx5_umem_find_best_quantized_pgoff(…, scale 64)` for a user buffer that does not start on
+/// the page size it chose).
+pub(crate) fn queue_start(page: u64, page_offset: u64) -> u64 {
+    page_offset * (page / 64)
+}
+
 /// Reads `buf.len()` bytes at offset `off` of a queue buffer (`pas`, pages of `page` bytes);
 /// `Err(iova)` on an unmapped address.
 pub(crate) fn read_queue(
@@ -341,7 +349,7 @@ pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, V
         hw.iommu,
         &info.pas,
         info.page,
-        slot * info.rq_stride,
+        info.start + slot * info.rq_stride,
         &mut buf,
     ) {
         dma_fault(
@@ -357,33 +365,40 @@ pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, V
     Ok(Some((cc, recv_sges(&buf))))
 }
 
-/// SRQ / RMP geometry: `(log size, stride, page, doorbell record)`.
-fn srq_geometry(hw: &Hw<'_>, kind: ObjectKind, n: u32) -> Option<(u32, u64, u64, u64, Vec<u64>)> {
+/// SRQ / RMP geometry: `(log size, stride, page, doorbell record, pages, start in the first
+/// page)`.
+type SrqGeometry = (u32, u64, u64, u64, Vec<u64>, u64);
+
+fn srq_geometry(hw: &Hw<'_>, kind: ObjectKind, n: u32) -> Option<SrqGeometry> {
     let q = hw.fw.objects.queue(kind, n)?;
     if kind == ObjectKind::Srq {
         let c = View::<Srqc>::new(&q.ctx).ok()?;
+        let page = 4096 << c.get(Srqc::LOG_PAGE_SIZE).min(20);
         Some((
             c.get(Srqc::LOG_SRQ_SIZE) as u32,
             16 << c.get(Srqc::LOG_RQ_STRIDE),
-            4096 << c.get(Srqc::LOG_PAGE_SIZE).min(20),
+            page,
             c.get(Srqc::DBR_ADDR),
             q.pas.clone(),
+            queue_start(page, c.get(Srqc::PAGE_OFFSET)),
         ))
     } else {
         let c = View::<Rmpc>::new(&q.ctx).ok()?;
         let w = c.nested(Rmpc::WQ);
+        let page = 4096 << w.get(Wq::LOG_WQ_PG_SZ).min(20);
         Some((
             w.get(Wq::LOG_WQ_SZ).min(24) as u32,
             1 << w.get(Wq::LOG_WQ_STRIDE).min(16),
-            4096 << w.get(Wq::LOG_WQ_PG_SZ).min(20),
+            page,
             w.get(Wq::DBR_ADDR),
             q.pas.clone(),
+            queue_start(page, w.get(Wq::PAGE_OFFSET)),
         ))
     }
 }
 
 fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Vec<Sge>)>, ()> {
-    let Some((log_size, stride, page, dbr, pas)) = srq_geometry(hw, kind, n) else {
+    let Some((log_size, stride, page, dbr, pas, start)) = srq_geometry(hw, kind, n) else {
         return Ok(None);
     };
     let Some(posted) = read_be32(hw.iommu, dbr) else {
@@ -402,7 +417,13 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Ve
     }
     let index = head & ((1u32 << log_size) - 1) as u16;
     let mut buf = vec![0u8; stride as usize];
-    if let Err(iova) = read_queue(hw.iommu, &pas, page, u64::from(index) * stride, &mut buf) {
+    if let Err(iova) = read_queue(
+        hw.iommu,
+        &pas,
+        page,
+        start + u64::from(index) * stride,
+        &mut buf,
+    ) {
         dma_fault(
             hw.faults,
             iova,

@@ -183,6 +183,23 @@ const fn spec<I: Layout, O: Layout>(opcode: Opcode, gate: Gate, handler: Handler
     }
 }
 
+/// As [`spec`], for a command whose output may stop at `out_bytes`, before the end of its
+/// layout (the handler writes what fits).
+const fn spec_out<I: Layout>(
+    opcode: Opcode,
+    gate: Gate,
+    handler: Handler,
+    out_bytes: usize,
+) -> Spec {
+    Spec {
+        opcode,
+        in_bytes: I::BYTES,
+        out_bytes,
+        gate,
+        handler,
+    }
+}
+
 /// Every implemented command.
 const SPECS: &[Spec] = &[
     spec::<h::EnableHcaIn, h::EnableHcaOut>(Opcode::EnableHca, Gate::Disabled, hca::enable_hca),
@@ -329,7 +346,14 @@ const SPECS: &[Spec] = &[
     ),
     spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
     spec::<q::DestroyQpIn, q::DestroyQpOut>(Opcode::DestroyQp, Gate::Initialized, qp::destroy_qp),
-    spec::<q::QueryQpIn, q::QueryQpOut>(Opcode::QueryQp, Gate::Initialized, qp::query_qp),
+    // Linux 6.1 reads QUERY_QP through the QP context and the reserved words after it (0x110
+    // bytes), without the QPC extension and PAS union newer layouts end with.
+    spec_out::<q::QueryQpIn>(
+        Opcode::QueryQp,
+        Gate::Initialized,
+        qp::query_qp,
+        q::QueryQpOut::QP_PAS_OR_QPC_EXT_AND_PAS.offset(),
+    ),
     spec::<v::MadIfcIn, v::MadIfcOut>(Opcode::MadIfc, Gate::Initialized, mad::mad_ifc),
     spec::<q::Rst2initQpIn, q::Rst2initQpOut>(
         Opcode::Rst2InitQp,

@@ -249,13 +249,21 @@ pub(crate) fn query_qp(
 ) -> CmdResult {
     let qpn = input::<QueryQpIn>(req)?.get32(QueryQpIn::QPN);
     let q = queue::find(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
-    let mut o = output::<QueryQpOut>(out)?;
-    queue::put(o.nested_mut(QueryQpOut::QPC).as_bytes(), &q.ctx);
-    // The PAS list runs past the layout's fixed part when the output has room for it.
+    // The output must reach the end of the QP context (and the reserved words after it, 0x110
+    // bytes: what Linux 6.1 asks for); the PAS list (or the QPC extension and PAS) follows
+    // only as far as the output has room.
     let off = QueryQpOut::QP_PAS_OR_QPC_EXT_AND_PAS.offset();
+    if out.len() < off {
+        return Err(fail(CmdStatus::BadOutputLen, syn::OUTLEN_BELOW_LAYOUT));
+    }
+    let mut full = vec![0u8; out.len().max(QueryQpOut::BYTES)];
+    let mut o = output::<QueryQpOut>(&mut full)?;
+    queue::put(o.nested_mut(QueryQpOut::QPC).as_bytes(), &q.ctx);
     if let Some(tail) = o.as_bytes().get_mut(off..) {
         queue::put_pas(tail, &q.pas);
     }
+    let n = out.len();
+    out.copy_from_slice(&full[..n]);
     Ok(())
 }
 

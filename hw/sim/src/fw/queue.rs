@@ -4,7 +4,7 @@
 //! Buffer rules, checked in this order, each with its own syndrome:
 //!
 //! * `log_page_size` ≤ 9: a buffer page is `4 KiB << log_page_size`, at most 2 MiB
-//!   (QUEUE_PAGE_SIZE); `page_offset` = 0 (QUEUE_PAGE_OFFSET);
+//!   (QUEUE_PAGE_SIZE); `page_offset` below 64, in 64ths of a page (QUEUE_PAGE_OFFSET);
 //! * the queue needs `ceil(queue_bytes / page)` PAS entries (none for a queue of 0 bytes);
 //!   `input_length` must cover them (BAD_INPUT_LEN, INLEN_QUEUE_PAS); entries beyond are ignored;
 //! * each needed entry is nonzero (QUEUE_PAS_MISSING), aligned to the page size
@@ -45,10 +45,14 @@ pub(crate) fn buffer(
     if log_page_size > MAX_LOG_PAGE_SIZE {
         return Err(bad_param(syn::QUEUE_PAGE_SIZE));
     }
-    if page_offset != 0 {
+    // `page_offset` counts 64ths of a page (the field is 5 or 6 bits wide): the queue starts
+    // that far into its first page, and its pages cover the offset and the queue.
+    if page_offset >= 64 {
         return Err(bad_param(syn::QUEUE_PAGE_OFFSET));
     }
     let page = BASE_PAGE << log_page_size;
+    let start = crate::engine::wqe::queue_start(page, page_offset);
+    let bytes = bytes + start;
     let n = usize::try_from(bytes.div_ceil(page)).unwrap_or(usize::MAX);
     if n.checked_mul(8).is_none_or(|need| pas.len() < need) {
         log::info!(

@@ -539,6 +539,7 @@ pub const RES_BUSY: u8 = CmdStatus::ResBusy.raw();
 pub const EXCEED_LIM: u8 = CmdStatus::ExceedLim.raw();
 pub const BAD_RES_STATE: u8 = CmdStatus::BadResState.raw();
 pub const BAD_INLEN: u8 = CmdStatus::BadInputLen.raw();
+pub const BAD_OUTLEN: u8 = CmdStatus::BadOutputLen.raw();
 
 /// An edit of a context of layout `C`.
 pub type Edit<C> = fn(&mut ViewMut<'_, C>);
