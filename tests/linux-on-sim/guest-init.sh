@@ -45,8 +45,9 @@ fi
 # over the loopback interface, RoCE v2 GID index 1.
 if grep -q 'linuxsim.traffic=1' /proc/cmdline && [ -e /sys/class/infiniband/mlx5_1 ]; then
   ip link set lo up
+  gid=$(sed -n "s/.*linuxsim.gid=\([0-9]*\).*/\1/p" /proc/cmdline)
   for t in rc ud; do
-    opts="-g 1 -n 20"; [ "$t" = ud ] && opts="$opts -s 512"
+    opts="-g ${gid:-1} -n 20"; [ "$t" = ud ] && opts="$opts -s 512"
     "ibv_${t}_pingpong" -d mlx5_0 $opts > /tmp/srv 2>&1 &
     srv=$!
     sleep 2

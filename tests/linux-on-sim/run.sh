@@ -121,7 +121,7 @@ timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabi
   -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=1G,share=on \
   -cpu max -smp 1 -m 1G -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.demo=${DEMO:-rc,uc,ud}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.gid=${GID:-1} linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
   tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}

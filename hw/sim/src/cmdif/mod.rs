@@ -306,5 +306,6 @@ fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Optio
             faults: notes,
         });
         page_req::after_command(&mut st.hw(now), profile, opcode);
+        crate::fw::vport::after_command(&mut st.hw(now));
     }
 }

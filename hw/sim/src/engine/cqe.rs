@@ -232,12 +232,13 @@ fn write_entry(hw: &Hw<'_>, pas: &[u64], page: u64, off: u64, img: &[u8; 64]) ->
 }
 
 /// The EQE image of an event of `etype` with `data`, owner bit `owner`.
-fn eqe_image(etype: u8, data: &[u8; EVENT_DATA_BYTES], owner: u8) -> [u8; 64] {
+fn eqe_image(etype: u8, sub: u8, data: &[u8; EVENT_DATA_BYTES], owner: u8) -> [u8; 64] {
     let mut img = [0u8; Eqe::BYTES];
     let d = Eqe::EVENT_DATA.offset();
     img[d..d + EVENT_DATA_BYTES].copy_from_slice(data);
     let r = ViewMut::<Eqe>::new(&mut img).and_then(|mut v| {
         v.set(Eqe::EVENT_TYPE, etype.into())?
+            .set(Eqe::EVENT_SUB_TYPE, sub.into())?
             .set(Eqe::OWNER, (owner & 1).into())
             .map(drop)
     });
@@ -288,6 +289,17 @@ pub(crate) fn arm_check(hw: &mut Hw<'_>, cqn: u32, ci: u32) {
 
 /// Writes an EQE of `etype` with event data `data` to EQ `eqn`.
 pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_DATA_BYTES]) {
+    post_eqe_sub(hw, eqn, etype, 0, data);
+}
+
+/// Writes an EQE of `etype`, sub-type `sub`, with event data `data` to EQ `eqn`.
+pub(crate) fn post_eqe_sub(
+    hw: &mut Hw<'_>,
+    eqn: u32,
+    etype: u8,
+    sub: u8,
+    data: &[u8; EVENT_DATA_BYTES],
+) {
     let Some(q) = hw.fw.objects.queue(ObjectKind::Eq, eqn) else {
         hw.fw.engine.counters.eqes_dropped += 1;
         return;
@@ -309,7 +321,7 @@ pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_D
         hw.fw.engine.counters.eqes_dropped += 1;
         return;
     }
-    let mut img = eqe_image(etype, data, ((pi >> log_size) & 1) as u8);
+    let mut img = eqe_image(etype, sub, data, ((pi >> log_size) & 1) as u8);
     if let Some((field, value)) = hw.fw.injected.take_eqe(eqn) {
         let before = img;
         field.apply(&mut img, value);
@@ -403,6 +415,11 @@ pub(crate) fn command_event(hw: &mut Hw<'_>, slot: u32, eqs: &[u32]) {
 
 /// Posts an asynchronous event to every EQ subscribed to it.
 pub(crate) fn async_event(hw: &mut Hw<'_>, etype: u8, data: &[u8; EVENT_DATA_BYTES]) {
+    async_event_sub(hw, etype, 0, data);
+}
+
+/// As [`async_event`], with the EQE's sub-type `sub` (PORT_CHANGE: what changed).
+pub(crate) fn async_event_sub(hw: &mut Hw<'_>, etype: u8, sub: u8, data: &[u8; EVENT_DATA_BYTES]) {
     let eqs: Vec<u32> = hw
         .fw
         .objects
@@ -419,7 +436,7 @@ pub(crate) fn async_event(hw: &mut Hw<'_>, etype: u8, data: &[u8; EVENT_DATA_BYT
         log::info!("mlx5-sim: event {etype:#x} with no EQ subscribed");
     }
     for eqn in eqs {
-        post_eqe(hw, eqn, etype, data);
+        post_eqe_sub(hw, eqn, etype, sub, data);
     }
 }
 
@@ -500,7 +517,7 @@ mod tests {
 
     #[test]
     fn eqe_images() {
-        let e = eqe_image(event::COMPLETION, &completion_data(0x12_3456), 1);
+        let e = eqe_image(event::COMPLETION, 0, &completion_data(0x12_3456), 1);
         let mut want = [0u8; 64];
         want[0x39..0x3c].copy_from_slice(&[0x12, 0x34, 0x56]);
         want[0x3f] = 1;
@@ -510,7 +527,7 @@ mod tests {
                 .set(CqError::SYNDROME, CQ_OVERRUN)
                 .map(drop)
         });
-        let e = eqe_image(event::CQ_ERROR, &d, 0);
+        let e = eqe_image(event::CQ_ERROR, 0, &d, 0);
         let mut want = [0u8; 64];
         want[1] = event::CQ_ERROR;
         want[0x20..0x24].copy_from_slice(&[0, 0, 4, 0]);

@@ -29,6 +29,7 @@
 pub(crate) mod ack;
 pub(crate) mod cqe;
 pub(crate) mod dma;
+pub(crate) mod eth;
 pub(crate) mod flush;
 pub(crate) mod requester;
 pub(crate) mod responder;
@@ -76,6 +77,9 @@ pub struct DatapathCounters {
     pub eqes_dropped: u64,
     /// Frames handed to the wire.
     pub tx_frames: u64,
+    /// Ethernet frames Ethernet send queues sent (SEND and TSO WQEs), which the wire drops: it
+    /// has no Ethernet receiver yet.
+    pub eth_tx_dropped: u64,
     /// Bytes handed to the wire.
     pub tx_bytes: u64,
     /// Frames received from the wire.
@@ -184,6 +188,8 @@ pub(crate) struct Engine {
     pub(crate) cqs: BTreeMap<u32, CqRt>,
     /// SRQ / RMP: `(next WQE index, WQEs consumed)`.
     pub(crate) srqs: BTreeMap<u32, (u16, u16)>,
+    /// Ethernet SQs: the consumer counter (WQEBBs).
+    pub(crate) eth_sqs: BTreeMap<u32, u16>,
     /// EQ producer counters.
     pub(crate) eqs: BTreeMap<u32, u32>,
     /// BlueFlame halves: BAR offset of the half → `(QPN, WQE counter, DS)` of its last doorbell.
@@ -212,6 +218,9 @@ impl Engine {
             }
             ObjectKind::Eq => {
                 self.eqs.remove(&id);
+            }
+            ObjectKind::Sq => {
+                self.eth_sqs.remove(&id);
             }
             _ => {}
         }
@@ -482,6 +491,10 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
         }
         UarAction::BlueFlame { half, at } => {
             blueflame(hw, off, half, at, value);
+            None
+        }
+        UarAction::EthSend { sqn, wqe } => {
+            eth::doorbell(hw, sqn, wqe);
             None
         }
     }

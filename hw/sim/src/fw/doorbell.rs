@@ -23,6 +23,8 @@ use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::cq::Cqc;
 use mlx5_ifc::prm::eq::Eqc;
 use mlx5_ifc::prm::qp::Qpc;
+use mlx5_ifc::prm::sq_rq::Sqc;
+use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::regs::{uar, UAR_PAGE_SIZE};
 use mlx5_ifc::{Layout, View, ViewMut};
 
@@ -41,6 +43,8 @@ pub(crate) enum UarAction {
     Send { qpn: u32, wqe: u16, half: u64 },
     /// A BlueFlame word at byte `at` of the half at BAR offset `half`.
     BlueFlame { half: u64, at: u64 },
+    /// A send doorbell for Ethernet SQ `sqn`, WQE counter `wqe`.
+    EthSend { sqn: u32, wqe: u16 },
 }
 
 /// The queue `id` of `kind` whose doorbells go to UAR `page`.
@@ -134,6 +138,16 @@ impl Firmware {
         }
         let qpn = ((value >> 8) & 0xff_ffff) as u32;
         let wqe = ((value >> 40) & 0xffff) as u16;
+        if let Some(sq) = self.objects.queue(ObjectKind::Sq, qpn) {
+            let uar = View::<Sqc>::new(&sq.ctx)
+                .map_or(u32::MAX, |c| c.nested(Sqc::WQ).get32(Wq::UAR_PAGE));
+            if uar != page {
+                return Err(format!(
+                    "SQ {qpn:#x} uses UAR {uar:#x}, not UAR page {page:#x}"
+                ));
+            }
+            return Ok(UarAction::EthSend { sqn: qpn, wqe });
+        }
         let q = self
             .objects
             .queue(ObjectKind::Qp, qpn)

@@ -234,6 +234,10 @@ pub(crate) fn modify_sq(
     let sqn = i.get32(ModifySqIn::SQN);
     let states = (i.get(ModifySqIn::SQ_STATE), c.get(Sqc::STATE));
     transition(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ, Sqc::STATE, states)?;
+    if states.1 == RST {
+        // Back to empty: the device's WQE counter starts over.
+        fw.engine.forget(ObjectKind::Sq, sqn);
+    }
     Ok(())
 }
 

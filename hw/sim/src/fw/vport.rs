@@ -40,9 +40,16 @@ pub(crate) struct Vport {
     disable_mc_local_lb: bool,
     gids: Vec<[u8; RoceAddrLayout::BYTES]>,
     paos_admin: u64,
+    /// A PORT_CHANGE event the port owes the driver (its sub-type): the operational state
+    /// followed an administrative change; raised when the command that made it completes.
+    port_event: Option<u8>,
     pmtu_admin: u16,
     host_endianness: [u8; HOST_ENDIANNESS_BYTES],
 }
+
+/// PORT_CHANGE sub-types (the EQE's `event_sub_type`): the port went down, became active.
+const PORT_CHANGE_DOWN: u8 = 1;
+const PORT_CHANGE_ACTIVE: u8 = 4;
 
 impl Vport {
     pub(crate) fn new(profile: &Profile) -> Self {
@@ -55,6 +62,7 @@ impl Vport {
             disable_mc_local_lb: false,
             gids: vec![[0; RoceAddrLayout::BYTES]; gids],
             paos_admin: PORT_UP,
+            port_event: None,
             pmtu_admin: DEFAULT_MTU,
             host_endianness: [0; HOST_ENDIANNESS_BYTES],
         }
@@ -283,6 +291,16 @@ pub(crate) fn access_reg(
                 if admin != PORT_UP && admin != PORT_DOWN {
                     return Err(bad_param(syn::BAD_REGISTER_FIELD));
                 }
+                if admin != vp.paos_admin {
+                    // The link follows at once (the simulated fabric is always there): the
+                    // operational state changes, and the port says so with a PORT_CHANGE
+                    // event, as a real link coming up or going down does.
+                    vp.port_event = Some(if admin == PORT_UP {
+                        PORT_CHANGE_ACTIVE
+                    } else {
+                        PORT_CHANGE_DOWN
+                    });
+                }
                 vp.paos_admin = admin;
             }
             let mut w = output::<PaosReg>(reg_out)?;
@@ -385,4 +403,24 @@ fn ptys(data: &[u8], reg_out: &mut [u8], write: bool) -> CmdResult {
         encoded(w.set(f, ETH_100GBASE_CR4))?;
     }
     Ok(())
+}
+
+/// What the port does after a command: a PORT_CHANGE event (port 1) for an operational state
+/// the command changed, to every EQ subscribed to it.
+pub(crate) fn after_command(hw: &mut crate::engine::Hw<'_>) {
+    let Some(sub) = hw.fw.vport.port_event.take() else {
+        return;
+    };
+    let mut data = [0u8; crate::engine::cqe::EVENT_DATA_BYTES];
+    let r = mlx5_ifc::ViewMut::<mlx5_ifc::prm::eqe::PortStateChangeEvent>::new(&mut data).and_then(
+        |mut v| {
+            v.set(mlx5_ifc::prm::eqe::PortStateChangeEvent::PORT_NUM, 1)
+                .map(drop)
+        },
+    );
+    if let Err(e) = r {
+        log::error!("mlx5-sim: PORT_CHANGE event data: {e}");
+    }
+    log::debug!("mlx5-sim: PORT_CHANGE sub-type {sub}");
+    crate::engine::cqe::async_event_sub(hw, mlx5_ifc::event::PORT_CHANGE, sub, &data);
 }
