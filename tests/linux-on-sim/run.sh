@@ -19,7 +19,14 @@
 #
 # Environment knobs: NICS (default 2), TIMEOUT (default 420 s), WAIT (seconds the guest gives the
 # probe, default 20), SHARED (default <repo>/../shared), VFIO (1: the mlx5ctl part, default; 0:
-# Linux's drivers only), DEMO (the demo types, default rc,uc,ud), UP (1: ip link up).
+# Linux's drivers only), DEMO (the demo types, default rc,uc,ud), UP (1: ip link set up on each
+# netdev, checked for carrier), TRAFFIC (1: ibv_rc_pingpong and ibv_ud_pingpong between mlx5_0
+# and mlx5_1, on a profile without UMR unless SIM says otherwise; checked, with the frames on
+# the wire), GID (their GID index, default 1; 0 is the RoCE v1 GID, the one that works before
+# Ethernet receive exists), SIM (mlx5ctl sim's profile, default cx5).
+#
+# CI runs it twice: as is (Linux's probe and unload on the real cx5 profile, then mlx5ctl
+# through vfio-pci), and with TRAFFIC=1 GID=0 UP=1 VFIO=0.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -110,7 +117,14 @@ for i in $(seq 0 $((NICS - 1))); do
   s=$WORK/nic$i.sock; rm -f "$s"; SOCKS+=("$s"); ARGS+=(--vfio-user "$s")
   DEVS+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$s\"}}")
 done
-RUST_LOG=${RUST_LOG:-warn} "$CTL" sim "${ARGS[@]}" --sim "${SIM:-cx5}" --trace "$WORK/trace.jsonl" > "$WORK/server.log" 2>&1 &
+# The traffic run's profile: a ConnectX-5 with `umr_modify_entity_size_disabled` = 1, so that
+# mlx5_ib registers user memory with CREATE_MKEY instead of UMR WQEs, which the simulator does
+# not execute yet (../shared/reference/linux-mlx5-probe.md §8.4; docs/simulator.md).
+if [ "${TRAFFIC:-0}" = 1 ] && [ -z "${SIM:-}" ]; then
+  echo '{"name": "cx5-no-umr", "umr_modify_entity_size_disabled": 1}' > "$WORK/cx5-no-umr.json"
+  SIM=$WORK/cx5-no-umr.json
+fi
+RUST_LOG=${RUST_LOG:-warn} "$CTL" sim "${ARGS[@]}" --sim "${SIM:-cx5}" --trace "$WORK/trace.jsonl" --pcap "$WORK/wire.pcap" > "$WORK/server.log" 2>&1 &
 SERVER=$!
 for s in "${SOCKS[@]}"; do for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.1; done; done
 
@@ -179,6 +193,30 @@ fi
 # The simulator's accounts at the end of each life of each NIC (a life ends at every reset —
 # QEMU's at boot, vfio-pci's when it takes the NIC and at each open and close of the device —
 # and when QEMU leaves): what the driver of that life left behind, before the reset wipes it.
+if grep -aq '^GUEST-LINK' "$WORK/guest.log"; then
+  check "ip link set up: mlx5e brought every netdev up with carrier (PORT_CHANGE, Ethernet SQ completions)" "[ \$(grep -ac '^GUEST-LINK eth[0-9]* operstate=up carrier=1' '$WORK/guest.log') = $NICS ]"
+fi
+if grep -aq '^GUEST-TRAFFIC:' "$WORK/guest.log"; then
+  for t in rc ud; do
+    check "ibv_${t}_pingpong (unmodified rdma-core) between mlx5_0 and mlx5_1: server and client pass" "grep -aq '^GUEST-TRAFFIC: $t server exit 0 client exit 0' '$WORK/guest.log'"
+  done
+  check "their frames on the simulated wire are well-formed RoCE of the GID's type (GID ${GID:-1}: $([ "${GID:-1}" = 0 ] && echo 'RoCE v1' || echo 'RoCE v2'))" "python3 - '$WORK/wire.pcap' '${GID:-1}' <<'PY'
+import struct, sys
+d = open(sys.argv[1], 'rb').read()
+at, v1, v2, bad = 24, 0, 0, 0
+while at + 16 <= len(d):
+    n = struct.unpack_from('<I', d, at + 8)[0]
+    f = d[at + 16:at + 16 + n]; at += 16 + n
+    et = f[12:14]
+    if et == b'\x89\x15':
+        v1 += 1; bad += f[14] >> 4 != 6 or f[20] != 0x1b
+    elif et in (b'\x08\x00', b'\x86\xdd'):
+        v2 += 1
+print(f'linux-on-sim: the wire: {v1} RoCE v1 frames, {v2} RoCE v2 frames, {bad} malformed GRHs')
+want_v1 = sys.argv[2] == '0'
+sys.exit(0 if bad == 0 and ((v1 > 0 and v2 == 0) if want_v1 else (v2 > 0 and v1 == 0)) else 1)
+PY"
+fi
 IOMMU_IOVA=$(sed -n 's/^GUEST-VFIO-IOMMU: iommu-check: .*command queue at IOVA \(0x[0-9a-f]*\).*/\1/p' "$WORK/guest.log" | head -1)
 lives() { python3 - "$WORK/server.log" "$1" "${IOMMU_IOVA:-none}" <<'PY'
 import re, sys

@@ -28,6 +28,10 @@ pub struct Args {
     /// several NICs, FILE gets `.N` appended for NIC N > 0.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// When every client has gone, write the frames of the simulated wire (the last 65,536)
+    /// to FILE as pcap (Wireshark decodes RoCE v1 and v2).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
 }
 
 /// Serves the NICs until every client has gone.
@@ -106,6 +110,14 @@ pub fn run(a: &Args) -> Result<(), String> {
             Ok(Err(e)) => errors.push(e),
             Err(_) => errors.push("a server thread panicked".to_string()),
         }
+    }
+    if let Some(p) = &a.pcap {
+        let written = std::fs::File::create(p).and_then(|mut f| fabric.write_pcap(&mut f));
+        if let Err(e) = written {
+            errors.push(format!("pcap {}: {e}", p.display()));
+        }
+        let c = fabric.counters();
+        eprintln!("mlx5ctl sim: the wire: {c:?}");
     }
     if errors.is_empty() {
         Ok(())

@@ -316,6 +316,16 @@ pub(crate) fn own_gid(fw: &Firmware, index: usize) -> [u8; 16] {
     g
 }
 
+/// Whether GID table entry `index` is a RoCE (v1) GID: set (not all zero) with `roce_version`
+/// 0. Its QPs' frames then go out as RoCE v1 ([`frame`]).
+pub(crate) fn gid_is_v1(fw: &Firmware, index: usize) -> bool {
+    fw.vport.gid(index).is_some_and(|entry| {
+        entry.iter().any(|&b| b != 0)
+            && View::<RoceAddrLayout>::new(entry)
+                .is_ok_and(|v| v.get(RoceAddrLayout::ROCE_VERSION) == 0)
+    })
+}
+
 /// The UDP source port of a RoCE v2 packet of QP `qpn`: the one software gave (`ads.udp_sport`,
 /// the UD address vector's `rlid`) when `roce_cap.sw_r_roce_src_udp_port` is set — literally,
 /// even 0 — else the firmware's own choice in the dynamic range 0xc000..=0xffff.
@@ -362,6 +372,7 @@ impl QpInfo {
             hop_limit: a.get(Ads::HOP_LIMIT) as u8,
             sport: wire_sport(fw, a.get(Ads::UDP_SPORT) as u16, qpn),
             ip_id: 0,
+            v1: gid_is_v1(fw, a.get(Ads::SRC_ADDR_INDEX) as usize),
         };
         Some(QpInfo {
             qpn,

@@ -210,6 +210,7 @@ fn route_of(hw: &Hw<'_>, info: &QpInfo, w: &SendWqe) -> (Route, u32) {
                 hop_limit: av.hop_limit,
                 sport: super::wire_sport(hw.fw, av.sport, info.qpn),
                 ip_id: 0,
+                v1: super::gid_is_v1(hw.fw, usize::from(av.sgid_index)),
             },
             av.dqpn,
         ),

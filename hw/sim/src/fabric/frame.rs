@@ -1,5 +1,9 @@
-//! RoCE v2 frames as bytes: Ethernet II, IPv4 or IPv6, UDP to port 4791, the InfiniBand base
-//! transport header and its extension headers, the payload, and the invariant CRC.
+//! RoCE frames as bytes. RoCE v2: Ethernet II, IPv4 or IPv6, UDP to port 4791, the InfiniBand
+//! base transport header and its extension headers, the payload, and the invariant CRC. RoCE
+//! (v1): Ethernet II with ethertype 0x8915, the InfiniBand GRH (an IPv6-format header whose next
+//! header is 0x1b, the BTH), then the same transport and ICRC. A QP's frames are v1 when the
+//! source GID its path names (`src_addr_index`) is a RoCE v1 entry of the GID table
+//! (SET_ROCE_ADDRESS `roce_version` 0), v2 otherwise.
 //!
 //! [`encode`] builds a whole frame; [`decode`] takes a frame received from the wire apart and
 //! refuses anything it cannot vouch for ([`Refused`] says why): a short or malformed header, an IPv4
@@ -12,7 +16,8 @@
 //! header, the UDP header, the BTH and everything after it up to the ICRC, with the variant fields
 //! set to ones: IPv4 TOS, TTL and header checksum; IPv6 traffic class, flow label and hop limit;
 //! the UDP checksum; the BTH reserved byte 4 (`resv8a`: FECN, BECN). It is appended least
-//! significant byte first ([`super::icrc`]).
+//! significant byte first ([`super::icrc`]). A v1 frame's ICRC covers the GRH (traffic class,
+//! flow label and hop limit masked as IPv6's) and the transport, after the same eight bytes.
 
 use super::icrc;
 
@@ -29,6 +34,10 @@ const ICRC_BYTES: usize = 4;
 pub(crate) const ROCE_PORT: u16 = 4791;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// The RoCE (v1) ethertype.
+const ETHERTYPE_ROCE_V1: u16 = 0x8915;
+/// The GRH's next header for a BTH.
+const GRH_NEXT_BTH: u8 = 0x1b;
 
 /// InfiniBand transport opcodes: the service (`opcode >> 5`: 0 RC, 1 UC, 3 UD) and the operation
 /// (`opcode & 0x1f`).
@@ -220,6 +229,8 @@ pub(crate) struct Route {
     pub(crate) sport: u16,
     /// IPv4 identification.
     pub(crate) ip_id: u16,
+    /// RoCE (v1) framing: ethertype 0x8915 and a GRH instead of IP and UDP.
+    pub(crate) v1: bool,
 }
 
 /// Whether a GID is an IPv4-mapped address.
@@ -335,6 +346,9 @@ fn transport(p: &Packet) -> Vec<u8> {
 
 /// The whole frame of packet `p` on route `r` (IPv4 when both GIDs are IPv4-mapped).
 pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
+    if r.v1 {
+        return encode_v1(r, p);
+    }
     let ipv4 = is_ipv4_mapped(&r.sgid) && is_ipv4_mapped(&r.dgid);
     let t = transport(p);
     let udp_len = UDP_BYTES + t.len() + ICRC_BYTES;
@@ -376,6 +390,52 @@ pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
     let crc = icrc::icrc(&f[ETH_BYTES..], ipv4);
     f.extend_from_slice(&crc.to_le_bytes());
     f
+}
+
+/// The RoCE (v1) frame of packet `p` on route `r`: Ethernet, GRH, transport, ICRC.
+fn encode_v1(r: &Route, p: &Packet) -> Vec<u8> {
+    let t = transport(p);
+    let mut f = Vec::with_capacity(ETH_BYTES + IPV6_BYTES + t.len() + ICRC_BYTES);
+    f.extend_from_slice(&r.dmac);
+    f.extend_from_slice(&r.smac);
+    f.extend_from_slice(&ETHERTYPE_ROCE_V1.to_be_bytes());
+    let w = (6u32 << 28) | (u32::from(r.tclass) << 20) | (r.flow_label & 0xf_ffff);
+    f.extend_from_slice(&w.to_be_bytes());
+    f.extend_from_slice(&((t.len() + ICRC_BYTES) as u16).to_be_bytes());
+    f.push(GRH_NEXT_BTH);
+    f.push(if r.hop_limit == 0 { 64 } else { r.hop_limit });
+    f.extend_from_slice(&r.sgid);
+    f.extend_from_slice(&r.dgid);
+    f.extend_from_slice(&t);
+    let crc = icrc::icrc_v1(&f[ETH_BYTES..]);
+    f.extend_from_slice(&crc.to_le_bytes());
+    f
+}
+
+/// The GRH of a RoCE (v1) frame: `(route, GRH and transport bytes incl. ICRC)`.
+fn grh(f: &[u8]) -> Result<(Route, &[u8]), Refused> {
+    use Refused::Malformed;
+    let g = &f[ETH_BYTES..];
+    if g.len() < IPV6_BYTES + BTH_BYTES + ICRC_BYTES || g[0] >> 4 != 6 || g[6] != GRH_NEXT_BTH {
+        return Err(Malformed);
+    }
+    let total = IPV6_BYTES + usize::from(be16(g, 4));
+    if total > g.len() || total < IPV6_BYTES + BTH_BYTES + ICRC_BYTES {
+        return Err(Malformed);
+    }
+    let mut r = Route {
+        v1: true,
+        ..Route::default()
+    };
+    r.dmac.copy_from_slice(&f[..6]);
+    r.smac.copy_from_slice(&f[6..12]);
+    let w = be32(g, 0);
+    r.tclass = ((w >> 20) & 0xff) as u8;
+    r.flow_label = w & 0xf_ffff;
+    r.hop_limit = g[7];
+    r.sgid.copy_from_slice(&g[8..24]);
+    r.dgid.copy_from_slice(&g[24..40]);
+    Ok((r, &g[..total]))
 }
 
 /// The IP layer of a frame: `(ipv4, header bytes, route, transport bytes incl. ICRC)`.
@@ -432,6 +492,22 @@ fn l3(f: &[u8]) -> Result<(bool, usize, Route, &[u8]), Refused> {
 
 /// Takes a frame from the wire apart (see the module documentation for what is refused).
 pub(crate) fn decode(f: &[u8]) -> Result<Received, Refused> {
+    if f.len() >= ETH_BYTES && be16(f, 12) == ETHERTYPE_ROCE_V1 {
+        let (route, g) = grh(f)?;
+        let body = g.len() - ICRC_BYTES;
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&g[body..]);
+        if u32::from_le_bytes(crc) != icrc::icrc_v1(&g[..body]) {
+            return Err(Refused::Icrc);
+        }
+        let packet = parse_transport(&g[IPV6_BYTES..body]).ok_or(Refused::Malformed)?;
+        return Ok(Received {
+            route,
+            ipv4: false,
+            ip_header: g[..IPV6_BYTES].to_vec(),
+            packet,
+        });
+    }
     let (ipv4, hlen, route, ip) = l3(f)?;
     let body = ip.len() - ICRC_BYTES;
     let mut crc = [0u8; 4];
@@ -564,5 +640,86 @@ mod tests {
         hop[ETH_BYTES + 7] = 1;
         assert!(decode(&hop).is_ok());
         assert_eq!(decode(&f[..f.len() - 1]), Err(Refused::Malformed));
+    }
+
+    /// A RoCE (v1) frame: ethertype 0x8915, a GRH with next header 0x1b, the BTH right after
+    /// it, no UDP; it decodes to the same packet and route, its ICRC covers the GRH and the
+    /// transport with the GRH's traffic class, flow label and hop limit masked.
+    #[test]
+    fn roce_v1_round_trip_and_corruption() {
+        let mut route = Route {
+            smac: [2, 0, 0, 0, 0, 1],
+            dmac: [2, 0, 0, 0, 0, 2],
+            tclass: 0x20,
+            flow_label: 0x54321,
+            hop_limit: 1,
+            v1: true,
+            ..Route::default()
+        };
+        route.sgid = [
+            0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc5, 0x5a, 0xff, 0xfe, 0, 1, 0,
+        ];
+        route.dgid = [
+            0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc5, 0x5a, 0xff, 0xfe, 0, 1, 1,
+        ];
+        let p = Packet {
+            opcode: op::RC | op::SEND_ONLY,
+            dqpn: 0x103,
+            ack_req: true,
+            psn: 0x7b_a09e,
+            payload: vec![1; 37],
+            ..Packet::default()
+        };
+        let f = encode(&route, &p);
+        assert_eq!(&f[12..14], &[0x89, 0x15], "ethertype");
+        assert_eq!(f[ETH_BYTES] >> 4, 6, "GRH IP version");
+        assert_eq!(f[ETH_BYTES + 6], 0x1b, "next header: BTH");
+        assert_eq!(
+            usize::from(u16::from_be_bytes([f[ETH_BYTES + 4], f[ETH_BYTES + 5]])),
+            f.len() - ETH_BYTES - IPV6_BYTES,
+            "GRH payload length: transport and ICRC"
+        );
+        assert_eq!(
+            f[ETH_BYTES + IPV6_BYTES],
+            op::RC | op::SEND_ONLY,
+            "BTH after the GRH"
+        );
+        assert_eq!(
+            f.len(),
+            ETH_BYTES + IPV6_BYTES + BTH_BYTES + 40 + ICRC_BYTES
+        );
+        let got = decode(&f).unwrap();
+        assert_eq!(got.packet, p);
+        assert!(got.route.v1 && !got.ipv4);
+        assert_eq!((got.route.sgid, got.route.dgid), (route.sgid, route.dgid));
+        assert_eq!(got.ip_header, f[ETH_BYTES..ETH_BYTES + IPV6_BYTES].to_vec());
+        // Any covered byte flipped: refused; the masked GRH fields may change in flight.
+        for at in [
+            ETH_BYTES + 8,
+            ETH_BYTES + IPV6_BYTES + 5,
+            f.len() - 6,
+            f.len() - 1,
+        ] {
+            let mut bad = f.clone();
+            bad[at] ^= 0x04;
+            assert_eq!(decode(&bad), Err(Refused::Icrc), "byte {at}");
+        }
+        for at in [
+            ETH_BYTES + 1,
+            ETH_BYTES + 3,
+            ETH_BYTES + 7,
+            ETH_BYTES + IPV6_BYTES + 4,
+        ] {
+            let mut variant = f.clone();
+            variant[at] ^= 0x5a;
+            assert!(decode(&variant).is_ok(), "masked byte {at}");
+        }
+        let mut next = f.clone();
+        next[ETH_BYTES + 6] = 17;
+        assert_eq!(decode(&next), Err(Refused::Malformed));
+        // The same packet as RoCE v2 is another frame with another ICRC.
+        let v2 = encode(&Route { v1: false, ..route }, &p);
+        assert_ne!(v2[12..14], f[12..14]);
+        assert_eq!(decode(&v2).unwrap().packet, p);
     }
 }

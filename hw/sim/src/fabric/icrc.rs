@@ -63,6 +63,23 @@ pub(crate) fn icrc(ip: &[u8], ipv4: bool) -> u32 {
     !state
 }
 
+/// The ICRC of a RoCE (v1) packet `grh` (from the first byte of the GRH up to, not including,
+/// the ICRC): the same eight bytes of ones, the GRH with traffic class, flow label and hop limit
+/// masked, the BTH with `resv8a` masked, the rest as is.
+pub(crate) fn icrc_v1(grh: &[u8]) -> u32 {
+    let mut head = [0u8; IPV6_BYTES + BTH_BYTES];
+    let n = head.len().min(grh.len());
+    head[..n].copy_from_slice(&grh[..n]);
+    head[0] |= 0x0f;
+    head[1..4].fill(0xff);
+    head[7] = 0xff;
+    head[IPV6_BYTES + 4] = 0xff;
+    let mut state = crc_update(u32::MAX, &[0xff; 8]);
+    state = crc_update(state, &head[..n]);
+    state = crc_update(state, grh.get(n..).unwrap_or(&[]));
+    !state
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
