@@ -217,6 +217,30 @@ want_v1 = sys.argv[2] == '0'
 sys.exit(0 if bad == 0 and ((v1 > 0 and v2 == 0) if want_v1 else (v2 > 0 and v1 == 0)) else 1)
 PY"
 fi
+if grep -aq '^GUEST-TRAFFIC: rc server exit 0' "$WORK/guest.log"; then
+  # Issue #11 item 6: rdma-core's commands of this run (the last two PD-to-PD blocks with a
+  # QP: ibv_rc_pingpong's, then ibv_ud_pingpong's, on NIC 0), compared field by field with
+  # this driver's for the same verbs requests (tools/tests/differential.rs, docs/fields.md).
+  python3 - "$WORK/trace.jsonl" "$WORK/rdma-core-pingpong.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+blocks, cur = [], None
+for r in rows:
+    if r['name'] == 'ALLOC_PD': cur = [r]
+    elif cur is not None:
+        cur.append(r)
+        if r['name'] == 'DEALLOC_PD':
+            if any(x['name'] == 'CREATE_QP' for x in cur): blocks.append(cur)
+            cur = None
+keep = ('CREATE_MKEY', 'CREATE_CQ', 'CREATE_QP', 'RST2INIT_QP', 'INIT2RTR_QP', 'RTR2RTS_QP')
+with open(sys.argv[2], 'w') as f:
+    for tag, b in zip(['rc', 'ud'], blocks[-2:]):
+        for r in b:
+            if r['name'] in keep and r['status'] == 0:
+                f.write(json.dumps({'scenario': tag, 'name': r['name'], 'opcode': r['opcode'], 'op_mod': r['op_mod'], 'input': r['input']}) + '\n')
+PY
+  check "differential: this driver programs CREATE_MKEY/CQ/QP and every transition as rdma-core did in this run (differences only as docs/fields.md lists them)" "(cd '$ROOT' && MLX5_DIFF_FIXTURE='$WORK/rdma-core-pingpong.jsonl' cargo test --locked -q -p mlx5-tools --test differential 2>&1 | tail -3 | grep -q 'test result: ok')"
+fi
 IOMMU_IOVA=$(sed -n 's/^GUEST-VFIO-IOMMU: iommu-check: .*command queue at IOVA \(0x[0-9a-f]*\).*/\1/p' "$WORK/guest.log" | head -1)
 lives() { python3 - "$WORK/server.log" "$1" "${IOMMU_IOVA:-none}" <<'PY'
 import re, sys

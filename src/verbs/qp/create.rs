@@ -118,7 +118,7 @@ pub struct Qp<'a, P: Platform> {
     _borrows: PhantomData<&'a ()>,
 }
 
-fn st_of(t: QpType) -> u64 {
+pub(super) fn st_of(t: QpType) -> u64 {
     match t {
         QpType::Rc => qp_st::RC,
         QpType::Uc => qp_st::UC,

@@ -23,6 +23,8 @@ use crate::platform::Platform;
 
 /// `log_msg_max` of every UD transition: a datagram is at most one 4 KiB MTU.
 const UD_LOG_MSG_MAX: u64 = 12;
+/// `qpc.log_ack_req_freq` of every transition: Linux's `MLX5_IB_ACK_REQ_FREQ`.
+const LOG_ACK_REQ_FREQ: u64 = 8;
 
 /// Which attributes of a [`QpAttr`] a `modify_qp` call sets (`enum ibv_qp_attr_mask`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -506,6 +508,11 @@ impl<P: Platform> Qp<'_, P> {
             // No alternate path: MIGRATED in every transition, as Linux's modify does (and
             // rdma-core's dr_devx, mlx5vf and UCX in RST2INIT).
             c.set(Qpc::PM_STATE, pm_state::MIGRATED)?;
+            // The service type and an ACK request every 2^8 packets of a message, in every
+            // transition, as Linux's `__mlx5_ib_modify_qp` writes them (`MLX5_IB_ACK_REQ_FREQ`;
+            // the differential against rdma-core found both missing).
+            c.set(Qpc::ST, super::create::st_of(t))?
+                .set(Qpc::LOG_ACK_REQ_FREQ, LOG_ACK_REQ_FREQ)?;
             if t == QpType::Ud {
                 // UD messages are at most one MTU: Linux writes 4096 and 2^12 on every UD
                 // transition; the port's MTU still bounds what goes on the wire.
