@@ -231,6 +231,9 @@ fn values<L: Layout>(prefix: &str, bytes: &[u8], out: &mut BTreeMap<String, Stri
     }
 }
 
+/// Decodes a command's header fields into a map.
+type Decoder = fn(&[u8], &mut BTreeMap<String, String>);
+
 /// The compared fields of one command.
 fn decode(c: &Cmd) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
@@ -254,7 +257,7 @@ fn decode(c: &Cmd) -> BTreeMap<String, String> {
             values::<Qpc>("qpc", sub(CreateQpIn::QPC.offset()), &mut m);
         }
         name => {
-            let (q, hdr): (usize, fn(&[u8], &mut BTreeMap<String, String>)) = match name {
+            let (q, hdr): (usize, Decoder) = match name {
                 "RST2INIT_QP" => (Rst2initQpIn::QPC.offset(), |b, m| {
                     values::<Rst2initQpIn>("in", b, m)
                 }),
