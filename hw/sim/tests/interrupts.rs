@@ -67,6 +67,45 @@ fn an_armed_eq_raises_its_vector_once_per_arming() {
     assert_eq!(*raised.lock().unwrap(), vec![7]);
 }
 
+/// Arming an EQ behind EQEs the driver has not consumed (written while it was not armed —
+/// between the driver's last look and its arming) fires it at once: the hardware's answer to
+/// that race, without which the interrupt for those EQEs never comes (Linux's command interface
+/// then waits for its timeout and logs "recovered after timeout"). Arming with everything
+/// consumed raises nothing.
+#[test]
+fn arming_an_eq_behind_unconsumed_eqes_fires_it_at_once() {
+    let mut fx = Fx::cx5(Mode::Sync);
+    let dev = fx.dev();
+    let mut input = fx.eq_in(4, |c| {
+        c.set(Eqc::INTR, 5).unwrap();
+    });
+    ViewMut::<CreateEqIn>::new(&mut input)
+        .unwrap()
+        .bytes_mut(CreateEqIn::EVENT_BITMASK)[6] |= 1 << 3;
+    let out = fx.p.ok(&input, CreateEqOut::BYTES);
+    let eqn = View::<CreateEqOut>::new(&out)
+        .unwrap()
+        .get32(CreateEqOut::EQ_NUMBER);
+    let raised = Arc::new(Mutex::new(Vec::new()));
+    let r = raised.clone();
+    dev.set_interrupt_sink(Some(Arc::new(move |v| r.lock().unwrap().push(v))));
+    let uar = u64::from(fx.uar) * 4096;
+    // Two EQEs while not armed: nothing raised.
+    dev.request_pages(1);
+    dev.request_pages(1);
+    assert!(raised.lock().unwrap().is_empty());
+    // Armed having consumed one of the two: the EQ fires now.
+    dev.bar_write32(uar + 0x40, Be32::new(eqn << 24 | 1));
+    assert_eq!(*raised.lock().unwrap(), vec![5]);
+    assert_eq!(dev.eq_armed(eqn), Some(false), "fired");
+    // Armed having consumed both: armed, nothing raised until the next EQE.
+    dev.bar_write32(uar + 0x40, Be32::new(eqn << 24 | 2));
+    assert_eq!(dev.eq_armed(eqn), Some(true));
+    assert_eq!(*raised.lock().unwrap(), vec![5]);
+    dev.request_pages(1);
+    assert_eq!(*raised.lock().unwrap(), vec![5, 5]);
+}
+
 /// A function-level reset (a vfio-user client's DEVICE_RESET, or FLR through the PCIe device
 /// control register) starts the device over — objects gone, `initializing` set again for
 /// INIT_DELAY — and keeps what is the host's: DMA memory and its mappings, the interrupt sink.

@@ -287,6 +287,31 @@ pub(crate) fn arm_check(hw: &mut Hw<'_>, cqn: u32, ci: u32) {
     post_eqe(hw, eqn, event::COMPLETION, &completion_data(cqn));
 }
 
+/// EQ `eqn` was just armed with consumer counter `ci`: if EQEs the driver has not consumed are
+/// already there (written while the EQ was not armed — between the driver's last look and its
+/// arming), the EQ fires at once, as the hardware does; otherwise the interrupt for them would
+/// never come.
+pub(crate) fn eq_arm_check(hw: &mut Hw<'_>, eqn: u32, ci: u32) {
+    let pi = hw.fw.engine.eqs.get(&eqn).copied().unwrap_or(0);
+    let Some(q) = hw.fw.objects.queue_mut(ObjectKind::Eq, eqn) else {
+        return;
+    };
+    let Ok(mut c) = ViewMut::<Eqc>::new(&mut q.ctx) else {
+        return;
+    };
+    let size = 1u32 << c.get(Eqc::LOG_EQ_SIZE).min(24);
+    let pending = pi.wrapping_sub(ci) & 0xff_ffff;
+    if !q.armed || pending == 0 || pending > size {
+        return;
+    }
+    let vector = c.get(Eqc::INTR) as u16;
+    if let Err(e) = c.set(Eqc::ST, arm_state::FIRED) {
+        log::error!("mlx5-sim: EQ {eqn:#x}: {e}");
+    }
+    q.armed = false;
+    hw.fw.engine.irqs.push(vector);
+}
+
 /// Writes an EQE of `etype` with event data `data` to EQ `eqn`.
 pub(crate) fn post_eqe(hw: &mut Hw<'_>, eqn: u32, etype: u8, data: &[u8; EVENT_DATA_BYTES]) {
     post_eqe_sub(hw, eqn, etype, 0, data);

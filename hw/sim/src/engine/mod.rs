@@ -504,6 +504,10 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
             blueflame(hw, off, half, at, value);
             None
         }
+        UarAction::EqArmed { eqn, ci } => {
+            cqe::eq_arm_check(hw, eqn, ci);
+            None
+        }
         UarAction::EthSend { sqn, wqe } => {
             eth::doorbell(hw, sqn, wqe);
             None

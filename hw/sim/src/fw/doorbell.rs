@@ -39,6 +39,8 @@ pub(crate) enum UarAction {
     None,
     /// CQ `cqn` was armed with consumer counter `ci`.
     CqArmed { cqn: u32, ci: u32 },
+    /// EQ `eqn` was armed with consumer counter `ci`.
+    EqArmed { eqn: u32, ci: u32 },
     /// A send doorbell for `qpn`, WQE counter `wqe`, in the BlueFlame half at BAR offset `half`.
     Send { qpn: u32, wqe: u16, half: u64 },
     /// A BlueFlame word at byte `at` of the half at BAR offset `half`.
@@ -89,9 +91,19 @@ impl Firmware {
         let page = u32::try_from(off / UAR_PAGE_SIZE).unwrap_or(u32::MAX);
         let inpage = (off % UAR_PAGE_SIZE) as u32;
         let r = match inpage {
-            uar::EQ_DOORBELL_ARM | uar::EQ_DOORBELL_NOARM => self
-                .eq_doorbell(page, inpage == uar::EQ_DOORBELL_ARM, value, width)
-                .map(|()| UarAction::None),
+            uar::EQ_DOORBELL_ARM | uar::EQ_DOORBELL_NOARM => {
+                let arm = inpage == uar::EQ_DOORBELL_ARM;
+                self.eq_doorbell(page, arm, value, width).map(|()| {
+                    if arm {
+                        UarAction::EqArmed {
+                            eqn: ((value >> 24) & 0xff) as u32,
+                            ci: (value & 0xff_ffff) as u32,
+                        }
+                    } else {
+                        UarAction::None
+                    }
+                })
+            }
             o if (uar::CQ_DOORBELL..uar::CQ_DOORBELL + 8).contains(&o) => {
                 self.cq_doorbell(page, value, width)
             }
