@@ -142,12 +142,17 @@ pub struct Device<P: Platform> {
     vport: VportInfo,
     gid0: Option<GidEntry>,
     gids: spin::Mutex<heapless::Vec<(u16, GidEntry), MAX_GIDS>>,
+    /// UAR pages whose DEALLOC_UAR failed: still the device's; tried again at close.
+    stale_uars: spin::Mutex<heapless::Vec<Uar, MAX_STALE_UARS>>,
     config: DeviceConfig,
     stage: Option<Stage>,
     bringup: BringUp,
     last_heartbeat: spin::Mutex<u32>,
     quarantine: Quarantine,
 }
+
+/// UAR pages a device remembers whose DEALLOC_UAR failed (more are logged and left).
+const MAX_STALE_UARS: usize = 64;
 
 /// Polls between two health checks while waiting for `initializing` to clear.
 const INIT_HEALTH_EVERY: u32 = 64;
@@ -292,6 +297,7 @@ impl<P: Platform> Device<P> {
             },
             gid0: None,
             gids: spin::Mutex::new(heapless::Vec::new()),
+            stale_uars: spin::Mutex::new(heapless::Vec::new()),
             stage: Some(Stage::CmdQueue),
             bringup: BringUp {
                 elapsed_ns: 0,
@@ -462,6 +468,10 @@ impl<P: Platform> Device<P> {
             }));
         }
         if alive {
+            // UAR pages whose DEALLOC_UAR failed earlier (the QPs that used them are gone).
+            for uar in core::mem::take(self.stale_uars.get_mut()) {
+                note(uar.free(cmd, p));
+            }
             if stage >= Stage::Pd {
                 if let Some(pd) = self.pd.take() {
                     note(pd.free(cmd, p));
@@ -549,6 +559,22 @@ impl<P: Platform> Device<P> {
     /// The configuration the device was opened with (timeouts as adjusted by the firmware).
     pub fn config(&self) -> &DeviceConfig {
         &self.config
+    }
+
+    /// DEALLOC_UAR of a page a QP used. When it fails the page is still the device's: it is
+    /// remembered and freed again at close (and the error returned).
+    pub(crate) fn free_uar(&self, uar: Uar) -> Result<()> {
+        let r = self.with_cmd(|cmd, p| uar.free(cmd, p));
+        if let Err(e) = &r {
+            log::warn!("DEALLOC_UAR {}: {e}; tried again at close", uar.index());
+            if self.stale_uars.lock().push(uar).is_err() {
+                log::error!(
+                    "UAR page {} left to the device: too many stale UARs",
+                    uar.index()
+                );
+            }
+        }
+        r
     }
 
     /// The platform the device runs on.

@@ -576,3 +576,33 @@ fn the_tables_of_a_qp_that_would_not_die_are_freed_with_its_cq() {
         "no host memory held after close"
     );
 }
+
+/// A QP's DEALLOC_UAR that fails (the soak's seed 1796186768186647305: an honest FailCommand)
+/// leaves the page with the device: the driver remembers it and frees it again at close, so a
+/// device whose teardown succeeds has no UAR left (it had one, unknown to the driver).
+#[test]
+fn a_uar_whose_dealloc_failed_is_freed_at_close() {
+    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
+    let cq = dev.create_cq(8).unwrap();
+    let qp = qp(&dev, &cq, QpType::Rc, cap(4, 4, 1));
+    let uar = qp.uar().index();
+    sim.inject(Fault::FailCommand {
+        opcode: mlx5::ifc::Opcode::DeallocUar as u16,
+        status: 0x22,
+        syndrome: 0x1234,
+    });
+    let e = qp.destroy().unwrap_err();
+    assert!(matches!(e, Error::Cmd { opcode: 0x803, .. }), "{e:?}");
+    assert!(
+        sim.live_objects()
+            .contains(&(mlx5::sim::ObjectKind::Uar, uar)),
+        "the page is still the device's"
+    );
+    drop(cq);
+    let (r, q) = dev.close_accounted();
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(q, Quarantined::default());
+    assert!(sim.live_objects().is_empty(), "{:?}", sim.live_objects());
+    assert_eq!(sim.pages_held(), 0);
+}

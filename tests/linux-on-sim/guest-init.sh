@@ -8,7 +8,12 @@ mount -t devtmpfs dev /dev
 mkdir -p /tmp
 echo "GUEST: up"
 for m in $(cat /lib/modules/order); do
-  if insmod "/lib/modules/$m.ko"; then echo "GUEST: insmod $m"; else echo "GUEST: insmod $m FAILED"; fi
+  # linuxsim.dbgpages=1: mlx5_core's page accounting messages (pagealloc.c) into dmesg.
+  args=""
+  if [ "$m" = mlx5_core ] && grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
+    args='dyndbg=+p'
+  fi
+  if insmod "/lib/modules/$m.ko" ${args:+"$args"}; then echo "GUEST: insmod $m"; else echo "GUEST: insmod $m FAILED"; fi
 done
 wait_s=$(sed -n 's/.*linuxsim.wait=\([0-9]*\).*/\1/p' /proc/cmdline)
 sleep "${wait_s:-20}"
@@ -58,14 +63,37 @@ if grep -q 'linuxsim.traffic=1' /proc/cmdline && [ -e /sys/class/infiniband/mlx5
     sed "s/^/GUEST-TRAFFIC-$t-server: /" /tmp/srv; sed "s/^/GUEST-TRAFFIC-$t-client: /" /tmp/cli
     echo "GUEST-TRAFFIC: $t server exit $src client exit $crc"
   done
+  # perftest (unmodified, Debian's): RDMA WRITE bandwidth, READ latency, atomics bandwidth.
+  for t in "ib_write_bw -n 200 -s 4096" "ib_read_lat -n 100" "ib_atomic_bw -n 200"; do
+    name=${t%% *}
+    [ -x "/usr/bin/$name" ] || { echo "GUEST-PERF: $name missing"; continue; }
+    $t -F -d mlx5_0 -x "${gid:-1}" > /tmp/srv 2>&1 &
+    srv=$!
+    sleep 2
+    timeout 120 $t -F -d mlx5_1 -x "${gid:-1}" 127.0.0.1 > /tmp/cli 2>&1
+    crc=$?
+    for _ in $(seq 30); do kill -0 $srv 2>/dev/null || break; sleep 1; done
+    kill $srv 2>/dev/null; wait $srv; src=$?
+    sed "s/^/GUEST-PERF-$name-server: /" /tmp/srv; sed "s/^/GUEST-PERF-$name-client: /" /tmp/cli
+    echo "GUEST-PERF: $name server exit $src client exit $crc"
+  done
 fi
 echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
+if grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
+  mkdir -p /sys/kernel/debug && mount -t debugfs none /sys/kernel/debug 2>/dev/null
+  for f in /sys/kernel/debug/mlx5/*/pages/*; do [ -f "$f" ] && echo "GUEST-PAGESTAT: $f $(cat "$f")"; done
+fi
 # Unload: Linux tears the device down (objects, pages, TEARDOWN_HCA, DISABLE_HCA); the simulator
 # reports its accounts when the guest is gone.
 for m in mlx5_ib mlx5_core; do
   grep -q "^$m " /proc/modules && { rmmod "$m" && echo "GUEST: rmmod $m" || echo "GUEST: rmmod $m FAILED"; }
 done
 dmesg | grep -B3 -A4 -E 'WARNING:|BUG:' | sed 's/^/GUEST-WARN: /'
+if grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
+  dmesg -s 16777216 | grep -E 'pagealloc|give_pages|reclaim|free_4k|npages|pages counter|fail' > /tmp/pages
+  echo "GUEST-PAGES: $(wc -l < /tmp/pages) page lines"
+  sed 's/^/GUEST-PAGES: /' /tmp/pages
+fi
 echo "GUEST-UNLOAD cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
 # Issue #11 item 5: the same NICs through the guest kernel's VFIO, behind its (emulated VT-d)
 # IOMMU, driven by this project's mlx5ctl: every DMA address it gives the device is an IOVA the

@@ -78,17 +78,19 @@ done
 # rdma-core's user space (Debian's packages, unmodified): libibverbs with its mlx5 provider and
 # ibverbs-utils, with the host's C library and loader (the guest has no other).
 RDEBS=$WORK/rdma-debs
-if [ ! -x "$RDEBS/root/usr/bin/ibv_devinfo" ]; then
+if [ ! -x "$RDEBS/root/usr/bin/ibv_devinfo" ] || [ ! -x "$RDEBS/root/usr/bin/ib_write_bw" ]; then
   command -v apt-get >/dev/null || cannot "needs apt-get to download rdma-core's packages"
   rm -rf "$RDEBS" && mkdir -p "$RDEBS/root"
   (cd "$RDEBS" && apt-get download -qq -o APT::Sandbox::User=root \
-      ibverbs-utils libibverbs1 ibverbs-providers libnl-3-200 libnl-route-3-200) ||
+      ibverbs-utils libibverbs1 ibverbs-providers libnl-3-200 libnl-route-3-200 \
+      perftest librdmacm1 libibumad3 libpci3) ||
     cannot "could not download rdma-core's packages"
   for d in "$RDEBS"/*.deb; do dpkg-deb -x "$d" "$RDEBS/root"; done
 fi
 cp -a "$RDEBS/root/." "$STAGE/"
 mkdir -p "$STAGE/lib/x86_64-linux-gnu" "$STAGE/lib64"
-for l in $(LD_LIBRARY_PATH="$RDEBS/root/usr/lib/x86_64-linux-gnu" ldd "$RDEBS/root/usr/bin/ibv_devinfo" |
+for l in $(LD_LIBRARY_PATH="$RDEBS/root/usr/lib/x86_64-linux-gnu" ldd "$RDEBS/root/usr/bin/ibv_devinfo" \
+           "$RDEBS"/root/usr/bin/ib_write_bw |
            awk '$3 ~ /^\// && $3 !~ /rdma-debs/ { print $3 }'); do
   cp -L "$l" "$STAGE/lib/x86_64-linux-gnu/"
 done
@@ -135,7 +137,7 @@ timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabi
   -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=1G,share=on \
   -cpu max -smp 1 -m 1G -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.gid=${GID:-1} linuxsim.demo=${DEMO:-rc,uc,ud}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
   tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}

@@ -235,7 +235,7 @@ impl<P: Platform> Device<P> {
         let (qpn, ring, srqn) = match made {
             Ok(x) => x,
             Err(e) => {
-                let _ = self.with_cmd(|cmd, p| uar.free(cmd, p));
+                let _ = self.free_uar(uar);
                 return Err(e);
             }
         };
@@ -489,8 +489,7 @@ impl<'a, P: Platform> Qp<'a, P> {
             }
         }
         retire_ring(self.dev, self.ring.take(), true, "DESTROY_QP");
-        let uar = self.uar;
-        self.dev.with_cmd(|cmd, p| uar.free(cmd, p))?;
+        self.dev.free_uar(self.uar)?;
         stuck.map_or(Ok(()), Err)
     }
 }
