@@ -202,6 +202,9 @@ if grep -aq '^GUEST-TRAFFIC:' "$WORK/guest.log"; then
   for t in rc ud; do
     check "ibv_${t}_pingpong (unmodified rdma-core) between mlx5_0 and mlx5_1: server and client pass" "grep -aq '^GUEST-TRAFFIC: $t server exit 0 client exit 0' '$WORK/guest.log'"
   done
+  for t in ib_write_bw ib_read_lat ib_atomic_bw; do
+    check "$t (unmodified perftest) between mlx5_0 and mlx5_1: server and client pass" "grep -aq '^GUEST-PERF: $t server exit 0 client exit 0' '$WORK/guest.log'"
+  done
   check "their frames on the simulated wire are well-formed RoCE of the GID's type (GID ${GID:-1}: $([ "${GID:-1}" = 0 ] && echo 'RoCE v1' || echo 'RoCE v2'))" "python3 - '$WORK/wire.pcap' '${GID:-1}' <<'PY'
 import struct, sys
 d = open(sys.argv[1], 'rb').read()
@@ -220,12 +223,15 @@ sys.exit(0 if bad == 0 and ((v1 > 0 and v2 == 0) if want_v1 else (v2 > 0 and v1 
 PY"
 fi
 if grep -aq '^GUEST-TRAFFIC: rc server exit 0' "$WORK/guest.log"; then
-  # Issue #11 item 6: rdma-core's commands of this run (the last two PD-to-PD blocks with a
-  # QP: ibv_rc_pingpong's, then ibv_ud_pingpong's, on NIC 0), compared field by field with
-  # this driver's for the same verbs requests (tools/tests/differential.rs, docs/fields.md).
-  python3 - "$WORK/trace.jsonl" "$WORK/rdma-core-pingpong.jsonl" <<'PY'
+  # Issue #11 item 6: rdma-core's commands of this run (the PD-to-PD blocks with a QP on NIC 0:
+  # ibv_rc_pingpong's, then ibv_ud_pingpong's, before one per perftest run), compared field by
+  # field with this driver's for the same verbs requests (tools/tests/differential.rs,
+  # docs/fields.md).
+  PERF_RUNS=$(grep -ac '^GUEST-PERF: .* server exit' "$WORK/guest.log" || true)
+  python3 - "$WORK/trace.jsonl" "$WORK/rdma-core-pingpong.jsonl" "$PERF_RUNS" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+perf = int(sys.argv[3] or 0)
 blocks, cur = [], None
 for r in rows:
     if r['name'] == 'ALLOC_PD': cur = [r]
@@ -236,7 +242,7 @@ for r in rows:
             cur = None
 keep = ('CREATE_MKEY', 'CREATE_CQ', 'CREATE_QP', 'RST2INIT_QP', 'INIT2RTR_QP', 'RTR2RTS_QP')
 with open(sys.argv[2], 'w') as f:
-    for tag, b in zip(['rc', 'ud'], blocks[-2:]):
+    for tag, b in zip(['rc', 'ud'], blocks[len(blocks) - perf - 2:len(blocks) - perf]):
         for r in b:
             if r['name'] in keep and r['status'] == 0:
                 f.write(json.dumps({'scenario': tag, 'name': r['name'], 'opcode': r['opcode'], 'op_mod': r['op_mod'], 'input': r['input']}) + '\n')
