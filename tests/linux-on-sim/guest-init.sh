@@ -48,34 +48,33 @@ fi
 # Issue #11 item 4: rdma-core's mlx5 provider moving traffic between the two simulated NICs
 # (one fabric): unmodified ibv_*_pingpong, server on mlx5_0, client on mlx5_1, their exchange
 # over the loopback interface, RoCE v2 GID index 1.
+# pair TAG NAME SERVER-ARGS -- CLIENT-ARGS: NAME as server on mlx5_0, then as client on mlx5_1
+# against 127.0.0.1; prints both outputs as TAG-NAME-server/client and "TAG: NAME server exit N
+# client exit N".
+pair() {
+  tag=$1 name=$2 cmd=$3 srvargs=$4 cliargs=$5
+  $cmd $srvargs > /tmp/srv 2>&1 &
+  srv=$!
+  sleep 2
+  timeout 120 $cmd $cliargs 127.0.0.1 > /tmp/cli 2>&1
+  crc=$?
+  for _ in $(seq 30); do kill -0 $srv 2>/dev/null || break; sleep 1; done
+  kill $srv 2>/dev/null; wait $srv; src=$?
+  sed "s/^/$tag-$name-server: /" /tmp/srv; sed "s/^/$tag-$name-client: /" /tmp/cli
+  echo "$tag: $name server exit $src client exit $crc"
+}
 if grep -q 'linuxsim.traffic=1' /proc/cmdline && [ -e /sys/class/infiniband/mlx5_1 ]; then
   ip link set lo up
   gid=$(sed -n "s/.*linuxsim.gid=\([0-9]*\).*/\1/p" /proc/cmdline)
   for t in rc ud; do
     opts="-g ${gid:-1} -n 20"; [ "$t" = ud ] && opts="$opts -s 512"
-    "ibv_${t}_pingpong" -d mlx5_0 $opts > /tmp/srv 2>&1 &
-    srv=$!
-    sleep 2
-    timeout 60 "ibv_${t}_pingpong" -d mlx5_1 $opts 127.0.0.1 > /tmp/cli 2>&1
-    crc=$?
-    for _ in $(seq 30); do kill -0 $srv 2>/dev/null || break; sleep 1; done
-    kill $srv 2>/dev/null; wait $srv; src=$?
-    sed "s/^/GUEST-TRAFFIC-$t-server: /" /tmp/srv; sed "s/^/GUEST-TRAFFIC-$t-client: /" /tmp/cli
-    echo "GUEST-TRAFFIC: $t server exit $src client exit $crc"
+    pair GUEST-TRAFFIC "$t" "ibv_${t}_pingpong" "-d mlx5_0 $opts" "-d mlx5_1 $opts"
   done
   # perftest (unmodified, Debian's): RDMA WRITE bandwidth, READ latency, atomics bandwidth.
   for t in "ib_write_bw -n 200 -s 4096" "ib_read_lat -n 100" "ib_atomic_bw -n 200"; do
     name=${t%% *}
     [ -x "/usr/bin/$name" ] || { echo "GUEST-PERF: $name missing"; continue; }
-    $t -F -d mlx5_0 -x "${gid:-1}" > /tmp/srv 2>&1 &
-    srv=$!
-    sleep 2
-    timeout 120 $t -F -d mlx5_1 -x "${gid:-1}" 127.0.0.1 > /tmp/cli 2>&1
-    crc=$?
-    for _ in $(seq 30); do kill -0 $srv 2>/dev/null || break; sleep 1; done
-    kill $srv 2>/dev/null; wait $srv; src=$?
-    sed "s/^/GUEST-PERF-$name-server: /" /tmp/srv; sed "s/^/GUEST-PERF-$name-client: /" /tmp/cli
-    echo "GUEST-PERF: $name server exit $src client exit $crc"
+    pair GUEST-PERF "$name" "$t -F -x ${gid:-1}" "-d mlx5_0" "-d mlx5_1"
   done
 fi
 echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"

@@ -12,21 +12,26 @@ use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, Eqc};
 use mlx5_ifc::{Be32, Layout, View, ViewMut};
 use mlx5_sim::{InterruptSink, Mode};
 
-#[test]
-fn an_armed_eq_raises_its_vector_once_per_arming() {
-    let mut fx = Fx::cx5(Mode::Sync);
-    let dev = fx.dev();
+/// CREATE_EQ of 16 EQEs on MSI-X vector `intr`, subscribed to PAGE_REQUEST (0x0b: bit 11 of
+/// the 256-bit mask); its number.
+fn page_request_eq(fx: &mut Fx, intr: u64) -> u32 {
     let mut input = fx.eq_in(4, |c| {
-        c.set(Eqc::INTR, 7).unwrap();
+        c.set(Eqc::INTR, intr).unwrap();
     });
-    // Subscribe it to PAGE_REQUEST (0x0b): bit 11 of the 256-bit mask.
     ViewMut::<CreateEqIn>::new(&mut input)
         .unwrap()
         .bytes_mut(CreateEqIn::EVENT_BITMASK)[6] |= 1 << 3;
     let out = fx.p.ok(&input, CreateEqOut::BYTES);
-    let eqn = View::<CreateEqOut>::new(&out)
+    View::<CreateEqOut>::new(&out)
         .unwrap()
-        .get32(CreateEqOut::EQ_NUMBER);
+        .get32(CreateEqOut::EQ_NUMBER)
+}
+
+#[test]
+fn an_armed_eq_raises_its_vector_once_per_arming() {
+    let mut fx = Fx::cx5(Mode::Sync);
+    let dev = fx.dev();
+    let eqn = page_request_eq(&mut fx, 7);
     let raised = Arc::new(Mutex::new(Vec::new()));
     let (r, d) = (raised.clone(), dev.clone());
     let sink: InterruptSink = Arc::new(move |v| {
@@ -76,16 +81,7 @@ fn an_armed_eq_raises_its_vector_once_per_arming() {
 fn arming_an_eq_behind_unconsumed_eqes_fires_it_at_once() {
     let mut fx = Fx::cx5(Mode::Sync);
     let dev = fx.dev();
-    let mut input = fx.eq_in(4, |c| {
-        c.set(Eqc::INTR, 5).unwrap();
-    });
-    ViewMut::<CreateEqIn>::new(&mut input)
-        .unwrap()
-        .bytes_mut(CreateEqIn::EVENT_BITMASK)[6] |= 1 << 3;
-    let out = fx.p.ok(&input, CreateEqOut::BYTES);
-    let eqn = View::<CreateEqOut>::new(&out)
-        .unwrap()
-        .get32(CreateEqOut::EQ_NUMBER);
+    let eqn = page_request_eq(&mut fx, 5);
     let raised = Arc::new(Mutex::new(Vec::new()));
     let r = raised.clone();
     dev.set_interrupt_sink(Some(Arc::new(move |v| r.lock().unwrap().push(v))));
