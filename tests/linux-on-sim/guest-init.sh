@@ -7,6 +7,8 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /tmp
 echo "GUEST: up"
+# linuxsim.dbgpages=1: keep every kernel message (the ring buffer drops the oldest).
+grep -q 'linuxsim.dbgpages=1' /proc/cmdline && { cat /proc/kmsg > /tmp/kmsg & }
 for m in $(cat /lib/modules/order); do
   # linuxsim.dbgpages=1: mlx5_core's page accounting messages (pagealloc.c) into dmesg.
   args=""
@@ -89,7 +91,7 @@ for m in mlx5_ib mlx5_core; do
 done
 dmesg | grep -B3 -A4 -E 'WARNING:|BUG:' | sed 's/^/GUEST-WARN: /'
 if grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
-  dmesg -s 16777216 | grep -E 'pagealloc|give_pages|reclaim|free_4k|npages|pages counter|fail' > /tmp/pages
+  grep -aE 'pagealloc|give_pages|reclaim|free_4k|npages|pages counter|fail' /tmp/kmsg > /tmp/pages
   echo "GUEST-PAGES: $(wc -l < /tmp/pages) page lines"
   sed 's/^/GUEST-PAGES: /' /tmp/pages
 fi

@@ -23,7 +23,8 @@
 # netdev, checked for carrier), TRAFFIC (1: ibv_rc_pingpong and ibv_ud_pingpong between mlx5_0
 # and mlx5_1, on a profile without UMR unless SIM says otherwise; checked, with the frames on
 # the wire), GID (their GID index, default 1; 0 is the RoCE v1 GID, the one that works before
-# Ethernet receive exists), SIM (mlx5ctl sim's profile, default cx5).
+# Ethernet receive exists), SIM (mlx5ctl sim's profile, default cx5), DBGPAGES (1: mlx5_core's
+# debug messages kept from boot and its page lines and debugfs page counters printed; slow).
 #
 # CI runs it twice: as is (Linux's probe and unload on the real cx5 profile, then mlx5ctl
 # through vfio-pci), and with TRAFFIC=1 GID=0 UP=1 VFIO=0.
@@ -35,7 +36,7 @@ WORK=$ROOT/target/linux-on-sim
 KCACHE_DIR=$ROOT/target/vfio-qemu
 mkdir -p "$KCACHE_DIR"
 NICS=${NICS:-2}
-TIMEOUT=${TIMEOUT:-420}
+TIMEOUT=${TIMEOUT:-$([ "${DBGPAGES:-0}" = 1 ] && echo 1200 || echo 420)}
 WAIT=${WAIT:-20}
 mkdir -p "$WORK"
 cannot() { echo "linux-on-sim: CANNOT RUN here: $*" >&2; exit 2; }
