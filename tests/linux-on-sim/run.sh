@@ -253,7 +253,7 @@ fi
 IOMMU_IOVA=$(sed -n 's/^GUEST-VFIO-IOMMU: iommu-check: .*command queue at IOVA \(0x[0-9a-f]*\).*/\1/p' "$WORK/guest.log" | head -1)
 lives() { python3 - "$WORK/server.log" "$1" "${IOMMU_IOVA:-none}" <<'PY'
 import re, sys
-rows = [re.match(r'mlx5ctl sim: NIC #(\d+) life (\d+) \(([^)]*)\): accounts: state (\w+), pages held (\d+), live objects (\{.*?\}), DMA faults (\{.*?\}); DMA maps (\d+) made.*?; first fault of each kind (\{.*\})$', l)
+rows = [re.match(r'mlx5ctl sim: NIC #(\d+) life (\d+) \(([^)]*)\): accounts: state (\w+), pages held (\d+), live objects (\{.*?\}), DMA faults (\{.*?\}); DMA maps (\d+) made.*?; first fault of each kind (\{.*?\})(?:; page requests .*)?$', l)
         for l in open(sys.argv[1])]
 rows = [r.groups() for r in rows if r]
 what = sys.argv[2]

@@ -142,8 +142,9 @@ fn accounts(life: &Life<'_>) -> String {
             .entry(kind)
             .or_insert_with(|| format!("{:#x} ({})", f.iova, f.what));
     }
+    let pg = life.sim.page_stats();
     format!(
-        "accounts: state {:?}, pages held {}, live objects {:?}, DMA faults {:?}; DMA maps {} made, {} removed, {} live; first fault of each kind {:?}",
+        "accounts: state {:?}, pages held {}, live objects {:?}, DMA faults {:?}; DMA maps {} made, {} removed, {} live; first fault of each kind {:?}; page requests {} ({} pages), offers {} ({} pages), pages given {} taken {}",
         life.sim.hca_state(),
         life.sim.pages_held(),
         kinds,
@@ -151,6 +152,12 @@ fn accounts(life: &Life<'_>) -> String {
         life.dma_maps,
         life.dma_unmaps,
         life.live_maps,
-        first
+        first,
+        pg.requests,
+        pg.pages_requested,
+        pg.reclaims,
+        pg.pages_offered,
+        pg.pages_given,
+        pg.pages_taken
     )
 }
