@@ -92,6 +92,8 @@ done
 dmesg | grep -B3 -A4 -E 'WARNING:|BUG:' | sed 's/^/GUEST-WARN: /'
 if grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
   grep -aE 'pagealloc|give_pages|reclaim|free_4k|npages|pages counter|fail' /tmp/kmsg > /tmp/pages
+  # Messages the kernel could not keep (the reader fell behind): the counts above are then short.
+  grep -aiE 'messages dropped|callbacks suppressed' /tmp/kmsg | sed 's/^/GUEST-PAGES-LOST: /' | head -20
   echo "GUEST-PAGES: $(wc -l < /tmp/pages) page lines"
   sed 's/^/GUEST-PAGES: /' /tmp/pages
 fi
