@@ -16,20 +16,15 @@ use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::wqe::{fm_ce_se, opcode, CtrlSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
-use super::cqe::{self, op, Cqe};
+use super::cqe::{self, op, syndrome, Cqe};
 use super::wqe::{dma_fault, queue_start, read_queue};
 use super::Hw;
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::fw::objects::ObjectKind;
+use crate::fw::sq_rq::{ERR, RDY};
 
-/// `sqc.state` RDY.
-const RDY: u64 = 1;
-/// `sqc.state` ERR.
-const ERR: u64 = 3;
 /// Bytes of a WQE building block.
-const WQEBB: u64 = 64;
-/// The local QP operation error syndrome of an error CQE.
-const LOCAL_QP_OP_ERR: u8 = 0x02;
+const WQEBB: u64 = mlx5_ifc::wqe::WQEBB as u64;
 
 /// What the device needs of an SQ to execute it.
 struct SqInfo {
@@ -156,7 +151,7 @@ fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8) {
             wqe_opcode: op_code,
             qpn: sqn,
             wqe_counter: cc,
-            syndrome: LOCAL_QP_OP_ERR,
+            syndrome: syndrome::LOCAL_QP_OP_ERR,
             ..Cqe::default()
         },
     );

@@ -362,6 +362,7 @@ impl QpInfo {
             0 => (a.get(Ads::DSCP) as u8) << 2,
             t => t,
         };
+        let page = 4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20);
         let route = Route {
             smac: fw.vport.mac(),
             dmac: rmac,
@@ -383,11 +384,8 @@ impl QpInfo {
             cqn_rcv: c.get32(Qpc::CQN_RCV),
             dbr: c.get(Qpc::DBR_ADDR),
             pas: q.pas.clone(),
-            page: 4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20),
-            start: wqe::queue_start(
-                4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20),
-                c.get(Qpc::PAGE_OFFSET),
-            ),
+            page,
+            start: wqe::queue_start(page, c.get(Qpc::PAGE_OFFSET)),
             rq_wqes,
             rq_stride,
             sq_wqebbs: if no_sq {

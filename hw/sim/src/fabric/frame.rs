@@ -374,13 +374,7 @@ pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
         f.extend_from_slice(&h);
     } else {
         f.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
-        let w = (6u32 << 28) | (u32::from(r.tclass) << 20) | (r.flow_label & 0xf_ffff);
-        f.extend_from_slice(&w.to_be_bytes());
-        f.extend_from_slice(&(udp_len as u16).to_be_bytes());
-        f.push(17);
-        f.push(hop);
-        f.extend_from_slice(&r.sgid);
-        f.extend_from_slice(&r.dgid);
+        put_ipv6(&mut f, r, udp_len, 17);
     }
     f.extend_from_slice(&r.sport.to_be_bytes());
     f.extend_from_slice(&ROCE_PORT.to_be_bytes());
@@ -399,17 +393,33 @@ fn encode_v1(r: &Route, p: &Packet) -> Vec<u8> {
     f.extend_from_slice(&r.dmac);
     f.extend_from_slice(&r.smac);
     f.extend_from_slice(&ETHERTYPE_ROCE_V1.to_be_bytes());
-    let w = (6u32 << 28) | (u32::from(r.tclass) << 20) | (r.flow_label & 0xf_ffff);
-    f.extend_from_slice(&w.to_be_bytes());
-    f.extend_from_slice(&((t.len() + ICRC_BYTES) as u16).to_be_bytes());
-    f.push(GRH_NEXT_BTH);
-    f.push(if r.hop_limit == 0 { 64 } else { r.hop_limit });
-    f.extend_from_slice(&r.sgid);
-    f.extend_from_slice(&r.dgid);
+    put_ipv6(&mut f, r, t.len() + ICRC_BYTES, GRH_NEXT_BTH);
     f.extend_from_slice(&t);
     let crc = icrc::icrc_v1(&f[ETH_BYTES..]);
     f.extend_from_slice(&crc.to_le_bytes());
     f
+}
+
+/// An IPv6 header, or the InfiniBand GRH of the same layout, of `r` (hop limit 64 when `r` has
+/// none) in front of `payload` bytes whose header is `next`.
+fn put_ipv6(f: &mut Vec<u8>, r: &Route, payload: usize, next: u8) {
+    let w = (6u32 << 28) | (u32::from(r.tclass) << 20) | (r.flow_label & 0xf_ffff);
+    f.extend_from_slice(&w.to_be_bytes());
+    f.extend_from_slice(&(payload as u16).to_be_bytes());
+    f.push(next);
+    f.push(if r.hop_limit == 0 { 64 } else { r.hop_limit });
+    f.extend_from_slice(&r.sgid);
+    f.extend_from_slice(&r.dgid);
+}
+
+/// The traffic class, flow label, hop limit and GIDs of an IPv6 header or GRH `h` into `r`.
+fn take_ipv6(h: &[u8], r: &mut Route) {
+    let w = be32(h, 0);
+    r.tclass = ((w >> 20) & 0xff) as u8;
+    r.flow_label = w & 0xf_ffff;
+    r.hop_limit = h[7];
+    r.sgid.copy_from_slice(&h[8..24]);
+    r.dgid.copy_from_slice(&h[24..40]);
 }
 
 /// The GRH of a RoCE (v1) frame: `(route, GRH and transport bytes incl. ICRC)`.
@@ -429,12 +439,7 @@ fn grh(f: &[u8]) -> Result<(Route, &[u8]), Refused> {
     };
     r.dmac.copy_from_slice(&f[..6]);
     r.smac.copy_from_slice(&f[6..12]);
-    let w = be32(g, 0);
-    r.tclass = ((w >> 20) & 0xff) as u8;
-    r.flow_label = w & 0xf_ffff;
-    r.hop_limit = g[7];
-    r.sgid.copy_from_slice(&g[8..24]);
-    r.dgid.copy_from_slice(&g[24..40]);
+    take_ipv6(g, &mut r);
     Ok((r, &g[..total]))
 }
 
@@ -469,12 +474,7 @@ fn l3(f: &[u8]) -> Result<(bool, usize, Route, &[u8]), Refused> {
             if ip.len() < IPV6_BYTES + UDP_BYTES || ip[0] >> 4 != 6 || ip[6] != 17 {
                 return Err(Malformed);
             }
-            let w = be32(ip, 0);
-            r.tclass = ((w >> 20) & 0xff) as u8;
-            r.flow_label = w & 0xf_ffff;
-            r.hop_limit = ip[7];
-            r.sgid.copy_from_slice(&ip[8..24]);
-            r.dgid.copy_from_slice(&ip[24..40]);
+            take_ipv6(ip, &mut r);
             (false, IPV6_BYTES, IPV6_BYTES + usize::from(be16(ip, 4)))
         }
         _ => return Err(Malformed),

@@ -38,45 +38,60 @@ pub(crate) fn crc32(bytes: &[u8]) -> u32 {
     !crc_update(u32::MAX, bytes)
 }
 
-/// The ICRC of `ip` (from the first byte of the IP header up to, not including, the ICRC).
+/// The ICRC of a RoCE v2 packet `ip` (from the first byte of the IP header up to, not
+/// including, the ICRC).
 pub(crate) fn icrc(ip: &[u8], ipv4: bool) -> u32 {
-    let l3 = if ipv4 { IPV4_BYTES } else { IPV6_BYTES };
-    let mut head = [0u8; IPV6_BYTES + UDP_BYTES + BTH_BYTES];
-    let n = (l3 + UDP_BYTES + BTH_BYTES).min(ip.len());
-    head[..n].copy_from_slice(&ip[..n]);
-    if ipv4 {
-        head[1] = 0xff;
-        head[8] = 0xff;
-        head[10] = 0xff;
-        head[11] = 0xff;
-    } else {
-        head[0] |= 0x0f;
-        head[1..4].fill(0xff);
-        head[7] = 0xff;
-    }
-    head[l3 + 6] = 0xff;
-    head[l3 + 7] = 0xff;
-    head[l3 + UDP_BYTES + 4] = 0xff;
-    let mut state = crc_update(u32::MAX, &[0xff; 8]);
-    state = crc_update(state, &head[..n]);
-    state = crc_update(state, ip.get(n..).unwrap_or(&[]));
-    !state
+    masked_crc(ip, if ipv4 { L3::Ipv4 } else { L3::Ipv6 }, true)
 }
 
 /// The ICRC of a RoCE (v1) packet `grh` (from the first byte of the GRH up to, not including,
-/// the ICRC): the same eight bytes of ones, the GRH with traffic class, flow label and hop limit
-/// masked, the BTH with `resv8a` masked, the rest as is.
+/// the ICRC): as RoCE v2's over IPv6, the GRH having IPv6's layout and masks, with no UDP
+/// header.
 pub(crate) fn icrc_v1(grh: &[u8]) -> u32 {
-    let mut head = [0u8; IPV6_BYTES + BTH_BYTES];
-    let n = head.len().min(grh.len());
-    head[..n].copy_from_slice(&grh[..n]);
-    head[0] |= 0x0f;
-    head[1..4].fill(0xff);
-    head[7] = 0xff;
-    head[IPV6_BYTES + 4] = 0xff;
+    masked_crc(grh, L3::Ipv6, false)
+}
+
+/// The layer-3 header in front of the transport: its length and variant fields.
+#[derive(Clone, Copy)]
+enum L3 {
+    Ipv4,
+    /// An IPv6 header or an InfiniBand GRH.
+    Ipv6,
+}
+
+/// The CRC over eight bytes of ones (the masked LRH), `pkt` with the variant fields of its
+/// layer-3 header (IPv4 TOS, TTL, checksum; IPv6/GRH traffic class, flow label, hop limit), of
+/// its UDP header (the checksum) when it has one, and the BTH's `resv8a` set to ones.
+fn masked_crc(pkt: &[u8], l3: L3, udp: bool) -> u32 {
+    let l3_len = match l3 {
+        L3::Ipv4 => IPV4_BYTES,
+        L3::Ipv6 => IPV6_BYTES,
+    };
+    let bth = l3_len + if udp { UDP_BYTES } else { 0 };
+    let mut head = [0u8; IPV6_BYTES + UDP_BYTES + BTH_BYTES];
+    let n = (bth + BTH_BYTES).min(pkt.len());
+    head[..n].copy_from_slice(&pkt[..n]);
+    match l3 {
+        L3::Ipv4 => {
+            head[1] = 0xff;
+            head[8] = 0xff;
+            head[10] = 0xff;
+            head[11] = 0xff;
+        }
+        L3::Ipv6 => {
+            head[0] |= 0x0f;
+            head[1..4].fill(0xff);
+            head[7] = 0xff;
+        }
+    }
+    if udp {
+        head[l3_len + 6] = 0xff;
+        head[l3_len + 7] = 0xff;
+    }
+    head[bth + 4] = 0xff;
     let mut state = crc_update(u32::MAX, &[0xff; 8]);
     state = crc_update(state, &head[..n]);
-    state = crc_update(state, grh.get(n..).unwrap_or(&[]));
+    state = crc_update(state, pkt.get(n..).unwrap_or(&[]));
     !state
 }
 
