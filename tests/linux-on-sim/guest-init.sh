@@ -68,8 +68,10 @@ pair() {
 if grep -q 'linuxsim.traffic=1' /proc/cmdline && [ -e /sys/class/infiniband/mlx5_1 ]; then
   ip link set lo up
   gid=$(sed -n "s/.*linuxsim.gid=\([0-9]*\).*/\1/p" /proc/cmdline)
-  for t in rc ud; do
-    opts="-g ${gid:-1} -n 20"; [ "$t" = ud ] && opts="$opts -s 512"
+  # rc, uc, ud and srq (an SRQ shared by two RC QPs); uc's 16 KiB buffer makes a multi-page MR.
+  for t in rc uc ud srq; do
+    opts="-g ${gid:-1} -n 20"
+    case $t in ud) opts="$opts -s 512" ;; uc) opts="$opts -s 16384" ;; srq) opts="$opts -q 2" ;; esac
     pair GUEST-TRAFFIC "$t" "ibv_${t}_pingpong" "-d mlx5_0 $opts" "-d mlx5_1 $opts"
   done
   # perftest (unmodified, Debian's): RDMA WRITE bandwidth, READ latency, atomics bandwidth.

@@ -200,7 +200,7 @@ if grep -aq '^GUEST-LINK' "$WORK/guest.log"; then
   check "ip link set up: mlx5e brought every netdev up with carrier (PORT_CHANGE, Ethernet SQ completions)" "[ \$(grep -ac '^GUEST-LINK eth[0-9]* operstate=up carrier=1' '$WORK/guest.log') = $NICS ]"
 fi
 if grep -aq '^GUEST-TRAFFIC:' "$WORK/guest.log"; then
-  for t in rc ud; do
+  for t in rc uc ud srq; do
     check "ibv_${t}_pingpong (unmodified rdma-core) between mlx5_0 and mlx5_1: server and client pass" "grep -aq '^GUEST-TRAFFIC: $t server exit 0 client exit 0' '$WORK/guest.log'"
   done
   for t in ib_write_bw ib_read_lat ib_atomic_bw; do
@@ -229,10 +229,12 @@ if grep -aq '^GUEST-TRAFFIC: rc server exit 0' "$WORK/guest.log"; then
   # field with this driver's for the same verbs requests (tools/tests/differential.rs,
   # docs/fields.md).
   PERF_RUNS=$(grep -ac '^GUEST-PERF: .* server exit' "$WORK/guest.log" || true)
-  python3 - "$WORK/trace.jsonl" "$WORK/rdma-core-pingpong.jsonl" "$PERF_RUNS" <<'PY'
+  PINGPONGS=$(sed -n 's/^GUEST-TRAFFIC: \([a-z]*\) server exit.*/\1/p' "$WORK/guest.log" | tr '\n' ' ')
+  python3 - "$WORK/trace.jsonl" "$WORK/rdma-core-pingpong.jsonl" "$PERF_RUNS" "$PINGPONGS" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 perf = int(sys.argv[3] or 0)
+tags = sys.argv[4].split()
 blocks, cur = [], None
 for r in rows:
     if r['name'] == 'ALLOC_PD': cur = [r]
@@ -241,14 +243,14 @@ for r in rows:
         if r['name'] == 'DEALLOC_PD':
             if any(x['name'] == 'CREATE_QP' for x in cur): blocks.append(cur)
             cur = None
-keep = ('CREATE_MKEY', 'CREATE_CQ', 'CREATE_QP', 'RST2INIT_QP', 'INIT2RTR_QP', 'RTR2RTS_QP')
+keep = ('CREATE_MKEY', 'CREATE_CQ', 'CREATE_SRQ', 'CREATE_RMP', 'CREATE_QP', 'RST2INIT_QP', 'INIT2RTR_QP', 'RTR2RTS_QP')
 with open(sys.argv[2], 'w') as f:
-    for tag, b in zip(['rc', 'ud'], blocks[len(blocks) - perf - 2:len(blocks) - perf]):
+    for tag, b in zip(tags, blocks[len(blocks) - perf - len(tags):len(blocks) - perf]):
         for r in b:
             if r['name'] in keep and r['status'] == 0:
                 f.write(json.dumps({'scenario': tag, 'name': r['name'], 'opcode': r['opcode'], 'op_mod': r['op_mod'], 'input': r['input']}) + '\n')
 PY
-  check "differential: this driver programs CREATE_MKEY/CQ/QP and every transition as rdma-core did in this run (differences only as docs/fields.md lists them)" "(cd '$ROOT' && MLX5_DIFF_FIXTURE='$WORK/rdma-core-pingpong.jsonl' cargo test --locked -q -p mlx5-tools --test differential 2>&1 | tail -3 | grep -q 'test result: ok')"
+  check "differential: this driver programs CREATE_MKEY/CQ/RMP/QP and every transition (RC, UC, UD, SRQ) as rdma-core did in this run (differences only as docs/fields.md lists them)" "(cd '$ROOT' && MLX5_DIFF_FIXTURE='$WORK/rdma-core-pingpong.jsonl' cargo test --locked -q -p mlx5-tools --test differential 2>&1 | tail -3 | grep -q 'test result: ok')"
 fi
 IOMMU_IOVA=$(sed -n 's/^GUEST-VFIO-IOMMU: iommu-check: .*command queue at IOVA \(0x[0-9a-f]*\).*/\1/p' "$WORK/guest.log" | head -1)
 lives() { python3 - "$WORK/server.log" "$1" "${IOMMU_IOVA:-none}" <<'PY'
