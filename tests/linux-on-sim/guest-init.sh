@@ -81,6 +81,39 @@ if grep -q 'linuxsim.traffic=1' /proc/cmdline && [ -e /sys/class/infiniband/mlx5
     pair GUEST-PERF "$name" "$t -F -x ${gid:-1}" "-d mlx5_0" "-d mlx5_1"
   done
 fi
+# Issue #11 item 4's ping, over the two netdevs through the simulated fabric: eth1 moves into a
+# network namespace of its own (else the kernel would deliver locally), each side gets an IPv4
+# address; ping both ways (ARP first), then a TCP stream of 1 MiB through busybox nc, compared
+# byte for byte (mlx5e's checksum offloads and TSO against the model).
+if grep -q 'linuxsim.ping=1' /proc/cmdline && [ -e /sys/class/net/eth1 ]; then
+  unshare -n sleep 600 &
+  ns=$!
+  sleep 1
+  in_b() { nsenter -t "$ns" -n "$@"; }
+  ip link set eth1 netns "$ns" && echo "GUEST-PING: eth1 in namespace $ns"
+  in_b ip link set lo up; in_b ip link set eth1 up; in_b ip addr add 10.11.0.2/24 dev eth1
+  ip link set eth0 up; ip addr add 10.11.0.1/24 dev eth0
+  sleep 2
+  ping -c 5 -W 5 10.11.0.2 > /tmp/ping 2>&1; echo "GUEST-PING: ping eth0 -> eth1 exit $?"
+  sed 's/^/GUEST-PING-OUT: /' /tmp/ping
+  in_b ping -c 5 -W 5 10.11.0.1 > /tmp/ping 2>&1; echo "GUEST-PING: ping eth1 -> eth0 exit $?"
+  sed 's/^/GUEST-PING-OUT: /' /tmp/ping
+  dd if=/dev/urandom of=/tmp/stream bs=1024 count=1024 2>/dev/null
+  # busybox nc quits when the other side closes: the receiver's stdin stays open (sleep 61)
+  # so it does not half-close the connection before the data is in.
+  in_b sh -c 'sleep 61 | nc -l -p 5001 > /tmp/stream.rx' &
+  lsn=$!
+  sleep 1
+  timeout 120 nc 10.11.0.2 5001 < /tmp/stream; echo "GUEST-PING: nc send exit $?"
+  for _ in $(seq 30); do kill -0 $lsn 2>/dev/null || break; sleep 1; done
+  pkill -f 'sleep 61'; kill $lsn 2>/dev/null
+  a=$(md5sum < /tmp/stream | cut -d' ' -f1); b=$(md5sum < /tmp/stream.rx 2>/dev/null | cut -d' ' -f1)
+  echo "GUEST-PING: tcp 1 MiB sent $a received $b bytes $(wc -c < /tmp/stream.rx 2>/dev/null)"
+  echo "GUEST-PING-STATS $(grep eth0 /proc/net/dev)"
+  echo "GUEST-PING-STATS $(in_b grep eth1 /proc/net/dev)"
+  kill $ns; wait $ns 2>/dev/null
+  sleep 1
+fi
 echo "GUEST-RESULT probe=$probe cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
 if grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
   mkdir -p /sys/kernel/debug && mount -t debugfs none /sys/kernel/debug 2>/dev/null

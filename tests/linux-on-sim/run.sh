@@ -22,12 +22,12 @@
 # Linux's drivers only), DEMO (the demo types, default rc,uc,ud), UP (1: ip link set up on each
 # netdev, checked for carrier), TRAFFIC (1: ibv_rc_pingpong and ibv_ud_pingpong between mlx5_0
 # and mlx5_1, on a profile without UMR unless SIM says otherwise; checked, with the frames on
-# the wire), GID (their GID index, default 1; 0 is the RoCE v1 GID, the one that works before
-# Ethernet receive exists), SIM (mlx5ctl sim's profile, default cx5), DBGPAGES (1: mlx5_core's
+# the wire), GID (their GID index, default 1, the RoCE v2 GID; 0 is the RoCE v1 GID), PING
+# (default TRAFFIC: eth1 in a namespace of its own, ping both ways and a 1 MiB TCP stream), SIM (mlx5ctl sim's profile, default cx5), DBGPAGES (1: mlx5_core's
 # debug messages kept from boot and its page lines and debugfs page counters printed; slow).
 #
 # CI runs it twice: as is (Linux's probe and unload on the real cx5 profile, then mlx5ctl
-# through vfio-pci), and with TRAFFIC=1 GID=0 UP=1 VFIO=0.
+# through vfio-pci), and with TRAFFIC=1 UP=1 VFIO=0.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -138,7 +138,7 @@ timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabi
   -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=1G,share=on \
   -cpu max -smp 1 -m 1G -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.ping=${PING:-${TRAFFIC:-0}} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
   tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}
@@ -209,19 +209,31 @@ if grep -aq '^GUEST-TRAFFIC:' "$WORK/guest.log"; then
   check "their frames on the simulated wire are well-formed RoCE of the GID's type (GID ${GID:-1}: $([ "${GID:-1}" = 0 ] && echo 'RoCE v1' || echo 'RoCE v2'))" "python3 - '$WORK/wire.pcap' '${GID:-1}' <<'PY'
 import struct, sys
 d = open(sys.argv[1], 'rb').read()
-at, v1, v2, bad = 24, 0, 0, 0
+at, v1, v2, eth, bad = 24, 0, 0, 0, 0
 while at + 16 <= len(d):
     n = struct.unpack_from('<I', d, at + 8)[0]
     f = d[at + 16:at + 16 + n]; at += 16 + n
     et = f[12:14]
+    # RoCE v2: UDP to port 4791 over IPv4 (no options) or IPv6.
+    l4 = 14 + 20 if et == b'\x08\x00' and f[23] == 17 else 14 + 40 if et == b'\x86\xdd' and f[20] == 17 else None
     if et == b'\x89\x15':
         v1 += 1; bad += f[14] >> 4 != 6 or f[20] != 0x1b
-    elif et in (b'\x08\x00', b'\x86\xdd'):
+    elif l4 is not None and struct.unpack_from('>H', f, l4 + 2)[0] == 4791:
         v2 += 1
-print(f'linux-on-sim: the wire: {v1} RoCE v1 frames, {v2} RoCE v2 frames, {bad} malformed GRHs')
+    else:
+        eth += 1
+print(f'linux-on-sim: the wire: {v1} RoCE v1 frames, {v2} RoCE v2 frames, {bad} malformed GRHs, {eth} other Ethernet frames')
 want_v1 = sys.argv[2] == '0'
 sys.exit(0 if bad == 0 and ((v1 > 0 and v2 == 0) if want_v1 else (v2 > 0 and v1 == 0)) else 1)
 PY"
+fi
+if grep -aq '^GUEST-PING:' "$WORK/guest.log"; then
+  # Issue #11 item 4: the two netdevs (eth1 in a namespace of its own) over the simulated
+  # Ethernet: ARP, ICMP both ways, a TCP stream of 1 MiB (mlx5e's checksum offloads and TSO,
+  # the simulator's flow tables, TIRs, RSS and RQs).
+  check "ping eth0 -> eth1 over the simulated Ethernet (ARP, ICMP; Linux's mlx5e both ends)" "grep -aq '^GUEST-PING: ping eth0 -> eth1 exit 0' '$WORK/guest.log'"
+  check "ping eth1 -> eth0" "grep -aq '^GUEST-PING: ping eth1 -> eth0 exit 0' '$WORK/guest.log'"
+  check "a TCP stream of 1 MiB (busybox nc) arrives byte for byte" "grep -aqE '^GUEST-PING: tcp 1 MiB sent ([0-9a-f]{32}) received \\1 bytes 1048576' '$WORK/guest.log'"
 fi
 if grep -aq '^GUEST-TRAFFIC: rc server exit 0' "$WORK/guest.log"; then
   # Issue #11 item 6: rdma-core's commands of this run (the PD-to-PD blocks with a QP on NIC 0:

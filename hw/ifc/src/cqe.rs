@@ -28,6 +28,13 @@ declare_layout! {
     Cqe64 = "cqe64", CQE_BYTES;
     /// `wqe_id` (byte 2, BE16): the WQE of a striding receive queue.
     WQE_ID: Field("wqe_id", 8 * 2, 16);
+    /// `rss_hash_result` (byte 12, BE32): the RSS hash of an Ethernet receive (reserved in
+    /// `mlx5dv.h`; Linux `include/linux/mlx5/device.h` `struct mlx5_cqe64`).
+    RSS_HASH_RESULT: Field("rss_hash_result", 8 * 12, 32);
+    /// `rss_hash_type` (byte 16): which fields the RSS hash covered — bits 3:2 the IP
+    /// destination (1 IPv4, 2 IPv6), 7:6 the L4 destination (1 TCP, 2 UDP); bits 1:0 and 5:4
+    /// the sources likewise (Linux `CQE_RSS_HTYPE_IP`, `CQE_RSS_HTYPE_L4`).
+    RSS_HASH_TYPE: Field("rss_hash_type", 8 * 16, 8);
     /// `ml_path` (byte 17): the destination LID path bits (low 7 bits).
     ML_PATH: Field("ml_path", 8 * 17, 8);
     /// `check_sum` (byte 20, BE16): the payload checksum of an Ethernet receive (unnamed in
@@ -57,6 +64,9 @@ declare_layout! {
     L4_HDR_TYPE: Field("l4_hdr_type", 8 * 29 + 1, 3);
     /// `l4_hdr_type_etc` bits 3:2: the L3 header type ([`l3_hdr_type`]).
     L3_HDR_TYPE: Field("l3_hdr_type", 8 * 29 + 4, 2);
+    /// `l4_hdr_type_etc` bit 0: the receive had a VLAN tag, stripped into `vlan_info` (Linux
+    /// `cqe_has_vlan`).
+    CV: Field("cv", 8 * 29 + 7, 1);
     /// `vlan_info` (byte 30, BE16): the stripped VLAN tag.
     VLAN_INFO: Field("vlan_info", 8 * 30, 16);
     /// `srqn_uidx` (byte 32, BE32).
@@ -174,7 +184,21 @@ pub mod syndrome {
     pub const REMOTE_ABORTED_ERR: u8 = 0x22;
 }
 
-/// L3 header types ([`Cqe64::L3_HDR_TYPE`]).
+/// `l4_hdr_type` values ([`Cqe64::L4_HDR_TYPE`]; Linux `CQE_L4_HDR_TYPE_*`).
+pub mod l4_hdr_type {
+    /// Not TCP or UDP (or a fragment).
+    pub const NONE: u8 = 0x0;
+    /// TCP without an ACK.
+    pub const TCP_NO_ACK: u8 = 0x1;
+    /// UDP.
+    pub const UDP: u8 = 0x2;
+    /// TCP with an ACK and no data.
+    pub const TCP_ACK_NO_DATA: u8 = 0x3;
+    /// TCP with an ACK and data.
+    pub const TCP_ACK_AND_DATA: u8 = 0x4;
+}
+
+/// `l3_hdr_type` values ([`Cqe64::L3_HDR_TYPE`]).
 pub mod l3_hdr_type {
     /// No L3 header recognised.
     pub const NONE: u8 = 0x0;

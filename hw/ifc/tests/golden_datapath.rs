@@ -12,10 +12,12 @@ use mlx5_ifc::{Layout, View, ViewMut};
 /// A responder CQE: every field a receive completion carries.
 fn responder_cqe() -> [u8; 64] {
     let mut b = [0u8; 64];
+    b[12..16].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]); // rss_hash_result
+    b[16] = 1 << 6 | 1 << 4 | 1 << 2 | 1; // rss_hash_type: TCP and IPv4, both ends
     b[20..22].copy_from_slice(&[0xbe, 0xef]); // check_sum
     b[24..28].copy_from_slice(&[0x15, 0xab, 0xcd, 0xef]); // grh 1, sl 5, rqpn 0xabcdef
     b[28] = 0x06; // L3 and L4 checksums good
-    b[29] = 3 << 4 | 2 << 2; // l4 type 3, l3 type IPv4
+    b[29] = 3 << 4 | 2 << 2 | 1; // l4 type 3, l3 type IPv4, VLAN stripped
     b[32..36].copy_from_slice(&[0, 0, 0, 0x42]); // srqn / user index
     b[36..40].copy_from_slice(&[0x11, 0x22, 0x33, 0x44]); // immediate
     b[44..48].copy_from_slice(&[0, 0, 0x10, 0]); // byte_cnt 4096
@@ -46,6 +48,11 @@ fn responder_cqe_reads_back() {
     );
     assert_eq!(v.get(Cqe64::L3_HDR_TYPE), u64::from(cqe::l3_hdr_type::IPV4));
     assert_eq!(v.get(Cqe64::L4_HDR_TYPE), 3);
+    assert_eq!(v.get(Cqe64::CV), 1);
+    assert_eq!(
+        (v.get(Cqe64::RSS_HASH_RESULT), v.get(Cqe64::RSS_HASH_TYPE)),
+        (0xdead_beef, 0x55)
+    );
     assert_eq!((v.get(Cqe64::SRQN), v.get(Cqe64::SRQN_UIDX)), (0x42, 0x42));
     assert_eq!(v.get(Cqe64::IMM_INVAL_PKEY), 0x1122_3344);
     assert_eq!(v.get(Cqe64::BYTE_CNT), 4096);
@@ -63,6 +70,8 @@ fn responder_cqe_reads_back() {
 fn responder_cqe_builds() {
     let mut b = [0u8; 64];
     let mut v = ViewMut::<Cqe64>::new(&mut b).unwrap();
+    v.set(Cqe64::RSS_HASH_RESULT, 0xdead_beef).unwrap();
+    v.set(Cqe64::RSS_HASH_TYPE, 0x55).unwrap();
     v.set(Cqe64::CHECK_SUM, 0xbeef).unwrap();
     v.set(Cqe64::GRH, 1).unwrap().set(Cqe64::SL, 5).unwrap();
     v.set(Cqe64::RQPN, 0xab_cdef).unwrap();
@@ -71,6 +80,7 @@ fn responder_cqe_builds() {
         .set(Cqe64::L4_OK, 1)
         .unwrap();
     v.set(Cqe64::L4_HDR_TYPE, 3).unwrap();
+    v.set(Cqe64::CV, 1).unwrap();
     v.set(Cqe64::L3_HDR_TYPE, cqe::l3_hdr_type::IPV4.into())
         .unwrap();
     v.set(Cqe64::SRQN, 0x42).unwrap();

@@ -54,6 +54,7 @@ const MAP: &[(&str, &str, &[Member])] = &[
             ("l4_hdr_type_etc", "l4_hdr_type_etc", Whole),
             ("l4_hdr_type", "l4_hdr_type_etc", Inside),
             ("l3_hdr_type", "l4_hdr_type_etc", Inside),
+            ("cv", "l4_hdr_type_etc", Inside),
             ("vlan_info", "vlan_info", Whole),
             ("srqn_uidx", "srqn_uidx", Whole),
             ("srqn", "srqn_uidx", Inside),
@@ -195,7 +196,11 @@ fn map() -> impl Iterator<Item = (&'static str, &'static str, &'static str, &'st
 
 /// Fields the header leaves unnamed (reserved bytes); checked against the fact sheet in
 /// `golden.rs` instead.
-const NOT_IN_HEADER: &[(&str, &str)] = &[("cqe64", "check_sum")];
+const NOT_IN_HEADER: &[(&str, &str)] = &[
+    ("cqe64", "check_sum"),
+    ("cqe64", "rss_hash_result"),
+    ("cqe64", "rss_hash_type"),
+];
 
 /// `(our layout, header struct)` of equal size.
 const SIZES: &[(&str, &str)] = &[

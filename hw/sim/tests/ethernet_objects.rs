@@ -6,26 +6,24 @@
 mod common;
 
 use common::cmd;
+use common::ethernet::{self as eth, *};
 use common::queues::*;
-use mlx5_ifc::consts::wq_type;
 use mlx5_ifc::prm::cq::DestroyCqIn;
 use mlx5_ifc::prm::eq::DestroyEqIn;
 use mlx5_ifc::prm::flow::{
-    CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
-    DestFormatStruct as Dest, DestroyFlowGroupIn, DestroyFlowTableIn, FlowContext,
-    FlowTableContext as Ftc, SetFlowTableRootIn, SetFteIn,
+    CreateFlowGroupOut, CreateFlowTableOut, DeleteFteIn, DestroyFlowGroupIn, DestroyFlowTableIn,
+    SetFlowTableRootIn,
 };
 use mlx5_ifc::prm::sq_rq::{
-    AllocQCounterOut, CreateRqIn, CreateRqOut, CreateSqIn, CreateSqOut, DeallocQCounterIn,
-    DestroyRqIn, DestroySqIn, ModifyRqIn, ModifySqIn, Rqc, Sqc,
+    AllocQCounterOut, CreateRqOut, CreateSqOut, DeallocQCounterIn, DestroyRqIn, DestroySqIn,
+    ModifyRqIn, ModifySqIn, Rqc, Sqc,
 };
 use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::prm::tir::{
-    AllocTransportDomainOut, CreateRqtIn, CreateRqtOut, CreateTirIn, CreateTirOut, CreateTisIn,
-    CreateTisOut, DeallocTransportDomainIn, DestroyRqtIn, DestroyTirIn, DestroyTisIn, Rqtc, Tirc,
-    Tisc,
+    AllocTransportDomainOut, CreateRqtOut, CreateTirIn, CreateTirOut, CreateTisIn, CreateTisOut,
+    DeallocTransportDomainIn, DestroyRqtIn, DestroyTirIn, DestroyTisIn, Tirc, Tisc,
 };
-use mlx5_ifc::{CmdStatus, Field, Layout, Opcode, View, ViewMut};
+use mlx5_ifc::{CmdStatus, Opcode, View, ViewMut};
 use mlx5_sim::syndrome as syn;
 use mlx5_sim::Mode;
 
@@ -33,101 +31,13 @@ const BAD_PARAM: u8 = CmdStatus::BadParam.raw();
 const BAD_RES: u8 = CmdStatus::BadRes.raw();
 const RES_BUSY: u8 = CmdStatus::ResBusy.raw();
 
-fn made<O: Layout>(fx: &mut Fx, input: &[u8], f: Field<O>) -> u32 {
-    let out = fx.p.ok(input, O::BYTES);
-    View::<O>::new(&out).unwrap().get32(f)
-}
-
-/// A cyclic work queue of 16 entries of 64 bytes in the arena.
-fn wq(fx: &Fx, w: &mut ViewMut<'_, Wq>, dbr: u64) {
-    w.set(Wq::WQ_TYPE, wq_type::CYCLIC).unwrap();
-    w.set(Wq::PD, fx.pd.into()).unwrap();
-    w.set(Wq::UAR_PAGE, fx.uar.into()).unwrap();
-    w.set(Wq::DBR_ADDR, fx.dbr(dbr)).unwrap();
-    w.set(Wq::LOG_WQ_STRIDE, 6).unwrap();
-    w.set(Wq::LOG_WQ_SZ, 4).unwrap();
-}
-
+/// The objects test's queues: one arena page and doorbell record 3 (RQ) or 4 (SQ).
 fn rq_in(fx: &Fx, cqn: u32, f: impl FnOnce(&mut ViewMut<'_, Rqc>)) -> Vec<u8> {
-    let input = cmd::<CreateRqIn>(Opcode::CreateRq, 0, |v| {
-        let mut c = v.nested_mut(CreateRqIn::CTX);
-        c.set(Rqc::CQN, cqn.into()).unwrap();
-        wq(fx, &mut c.nested_mut(Rqc::WQ), 3);
-        f(&mut c);
-    });
-    with_pas(input, &fx.pages(1))
+    eth::rq_in(&Ring::in_arena(fx, 3), cqn, f)
 }
 
 fn sq_in(fx: &Fx, cqn: u32, tis: u32, f: impl FnOnce(&mut ViewMut<'_, Sqc>)) -> Vec<u8> {
-    let input = cmd::<CreateSqIn>(Opcode::CreateSq, 0, |v| {
-        let mut c = v.nested_mut(CreateSqIn::CTX);
-        c.set(Sqc::CQN, cqn.into()).unwrap();
-        c.set(Sqc::TIS_LST_SZ, 1).unwrap();
-        c.set(Sqc::TIS_NUM_0, tis.into()).unwrap();
-        wq(fx, &mut c.nested_mut(Sqc::WQ), 4);
-        f(&mut c);
-    });
-    with_pas(input, &fx.pages(1))
-}
-
-fn rqt_in(rqns: &[u32], max: u64) -> Vec<u8> {
-    let mut input = cmd::<CreateRqtIn>(Opcode::CreateRqt, 0, |v| {
-        let mut c = v.nested_mut(CreateRqtIn::RQT_CONTEXT);
-        c.set(Rqtc::RQT_MAX_SIZE, max).unwrap();
-        c.set(Rqtc::RQT_ACTUAL_SIZE, rqns.len() as u64).unwrap();
-    });
-    for r in rqns {
-        input.extend_from_slice(&r.to_be_bytes());
-    }
-    input
-}
-
-fn table_in(level: u64, miss: Option<u32>) -> Vec<u8> {
-    cmd::<CreateFlowTableIn>(Opcode::CreateFlowTable, 0, |v| {
-        let mut c = v.nested_mut(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
-        c.set(Ftc::LEVEL, level).unwrap();
-        c.set(Ftc::LOG_SIZE, 4).unwrap();
-        if let Some(t) = miss {
-            c.set(Ftc::TABLE_MISS_ACTION, 1).unwrap();
-            c.set(Ftc::TABLE_MISS_ID, t.into()).unwrap();
-        }
-    })
-}
-
-fn group_in(table: u32, start: u64, end: u64) -> Vec<u8> {
-    cmd::<CreateFlowGroupIn>(Opcode::CreateFlowGroup, 0, |v| {
-        v.set(CreateFlowGroupIn::TABLE_ID, table.into()).unwrap();
-        v.set(CreateFlowGroupIn::START_FLOW_INDEX, start).unwrap();
-        v.set(CreateFlowGroupIn::END_FLOW_INDEX, end).unwrap();
-        v.set(CreateFlowGroupIn::MATCH_CRITERIA_ENABLE, 1).unwrap();
-    })
-}
-
-/// An entry at `index` of `group` forwarding to `(type, id)` destinations.
-fn fte_in(table: u32, group: u32, index: u64, dests: &[(u64, u32)]) -> Vec<u8> {
-    let mut input = cmd::<SetFteIn>(Opcode::SetFlowTableEntry, 0, |v| {
-        v.set(SetFteIn::TABLE_ID, table.into()).unwrap();
-        v.set(SetFteIn::FLOW_INDEX, index).unwrap();
-        let mut c = v.nested_mut(SetFteIn::FLOW_CONTEXT);
-        c.set(FlowContext::GROUP_ID, group.into()).unwrap();
-        c.set(FlowContext::ACTION, 0x4).unwrap();
-        c.set(FlowContext::DESTINATION_LIST_SIZE, dests.len() as u64)
-            .unwrap();
-    });
-    for &(ty, id) in dests {
-        let mut d = [0u8; Dest::BYTES];
-        let mut v = ViewMut::<Dest>::new(&mut d).unwrap();
-        v.set(Dest::DESTINATION_TYPE, ty).unwrap();
-        v.set(Dest::DESTINATION_ID, id.into()).unwrap();
-        input.extend_from_slice(&d);
-    }
-    input
-}
-
-fn by_id<L: Layout>(op: Opcode, f: Field<L>, id: u32) -> Vec<u8> {
-    cmd::<L>(op, 0, |v| {
-        v.set(f, id.into()).unwrap();
-    })
+    eth::sq_in(&Ring::in_arena(fx, 4), cqn, tis, f)
 }
 
 #[test]

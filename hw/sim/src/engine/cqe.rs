@@ -65,6 +65,23 @@ pub(crate) struct Cqe {
     pub(crate) solicited: bool,
     pub(crate) syndrome: u8,
     pub(crate) vendor: u8,
+    /// Ethernet receives: what the device checked and stripped ([`EthRx`]).
+    pub(crate) eth: EthRx,
+}
+
+/// The fields of an Ethernet receive CQE (all zero otherwise).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct EthRx {
+    /// One's complement sum from the IP header to the end of the frame.
+    pub(crate) check_sum: u16,
+    /// `hds_ip_ext`: L2/L3/L4 OK bits.
+    pub(crate) hds_ip_ext: u8,
+    /// [`mlx5_ifc::cqe::l4_hdr_type`].
+    pub(crate) l4_hdr_type: u8,
+    /// The stripped VLAN tag, if one was.
+    pub(crate) vlan: Option<u16>,
+    pub(crate) rss_hash: u32,
+    pub(crate) rss_type: u8,
 }
 
 impl Cqe {
@@ -82,6 +99,14 @@ impl Cqe {
         let mut v = ViewMut::<Cqe64>::new(b)?;
         v.set(Cqe64::FLAGS_RQPN, self.flags_rqpn.into())?;
         v.set(Cqe64::L3_HDR_TYPE, self.l3_hdr_type.into())?;
+        let e = &self.eth;
+        v.set(Cqe64::CHECK_SUM, e.check_sum.into())?;
+        v.set(Cqe64::HDS_IP_EXT, e.hds_ip_ext.into())?;
+        v.set(Cqe64::L4_HDR_TYPE, e.l4_hdr_type.into())?;
+        v.set(Cqe64::CV, e.vlan.is_some().into())?;
+        v.set(Cqe64::VLAN_INFO, e.vlan.unwrap_or(0).into())?;
+        v.set(Cqe64::RSS_HASH_RESULT, e.rss_hash.into())?;
+        v.set(Cqe64::RSS_HASH_TYPE, e.rss_type.into())?;
         v.set(Cqe64::SRQN_UIDX, self.srqn_uidx.into())?;
         v.set(Cqe64::IMM_INVAL_PKEY, u32::from_be_bytes(self.imm).into())?;
         v.set(Cqe64::TIMESTAMP, timestamp)?;

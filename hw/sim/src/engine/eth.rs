@@ -5,20 +5,31 @@
 //! From the doorbell's WQE counter back to the SQ's consumer counter, WQE by WQE (each `DS × 16`
 //! bytes, in 64-byte WQEBBs): a WQE whose control segment names another SQ, or whose index is
 //! not the consumer counter, stops the queue (a [`DmaFaultKind::BadWqe`], the SQ goes to ERR
-//! with an error CQE); NOP completes; SEND (and TSO) is put on the wire, which has no Ethernet
-//! receiver yet (issue #13): the frame is counted and dropped there, as a cable with nothing at
-//! its other end would. Another opcode is a local QP operation error. A WQE with CQ_UPDATE
-//! (`fm_ce_se` bit 3) gets a requester CQE on the SQ's CQ: opcode REQ, the WQE's opcode, the SQN
-//! and its WQE counter — what mlx5e's TX and ICOSQ completion handlers read.
+//! with an error CQE); NOP completes; SEND and TSO put frames on the wire. Another opcode is a
+//! local QP operation error. A WQE with CQ_UPDATE (`fm_ce_se` bit 3) gets a requester CQE on the
+//! SQ's CQ: opcode REQ, the WQE's opcode, the SQN and its WQE counter — what mlx5e's TX and
+//! ICOSQ completion handlers read.
+//!
+//! A SEND or TSO WQE (`mlx5_wqe_eth_seg` after the control segment): `inline_hdr_sz` bytes of
+//! the frame inline from the Ethernet segment's byte 14 on (the L2 header at least, as
+//! `wqe_inline_mode` 0 requires; a TSO WQE inlines every header), then data segments to the
+//! WQE's end, gathered through their lkeys in the SQ's PD (an inline data segment, byte count
+//! bit 31, carries its bytes in the WQE). `inline_hdr_sz` with bit 15 set is instead a VLAN
+//! insertion (`insert.type`, the TCI in the next two bytes). `cs_flags` bit 6 computes the IPv4
+//! header checksum, bit 7 the TCP/UDP checksum (whatever the field held: pseudo-header and all).
+//! TSO cuts the TCP payload into `mss`-byte segments ([`packet::segment`]). Frames shorter than
+//! 60 bytes are padded, as a MAC does. A gather error (a bad lkey, a frame over 256 KiB) is an
+//! error CQE and the SQ goes to ERR.
 
 use mlx5_ifc::prm::sq_rq::Sqc;
 use mlx5_ifc::prm::srq::Wq;
-use mlx5_ifc::wqe::{fm_ce_se, opcode, CtrlSeg};
+use mlx5_ifc::wqe::{fm_ce_se, opcode, CtrlSeg, DataSeg, EthSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::cqe::{self, op, syndrome, Cqe};
-use super::wqe::{dma_fault, queue_start, read_queue};
-use super::Hw;
+use super::wqe::{dma_fault, queue_start, read_queue, LocalError, Piece};
+use super::{dma, Hw, Sge};
+use crate::fabric::packet;
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::fw::objects::ObjectKind;
 use crate::fw::sq_rq::{ERR, RDY};
@@ -26,10 +37,24 @@ use crate::fw::sq_rq::{ERR, RDY};
 /// Bytes of a WQE building block.
 const WQEBB: u64 = mlx5_ifc::wqe::WQEBB as u64;
 
+/// `cs_flags` bits (`MLX5_ETH_WQE_L3_CSUM`, `MLX5_ETH_WQE_L4_CSUM`).
+const CS_L3: u8 = 0x40;
+const CS_L4: u8 = 0x80;
+/// `inline_hdr_sz` bit 15: the field is `insert.type`, a VLAN insertion.
+const INSERT_VLAN: u16 = 0x8000;
+/// Byte count bit 31 of a data segment: inline data.
+const INLINE_SEG: u32 = 0x8000_0000;
+/// The largest frame (or TSO payload with its headers) a send WQE may gather: 2^18 bytes
+/// (`max_lso_cap`).
+const MAX_GATHER: u64 = 1 << 18;
+/// The shortest Ethernet frame without its FCS; shorter ones are padded.
+const MIN_FRAME: usize = 60;
+
 /// What the device needs of an SQ to execute it.
 struct SqInfo {
     state: u64,
     cqn: u32,
+    pd: u32,
     pas: Vec<u64>,
     page: u64,
     start: u64,
@@ -44,6 +69,7 @@ fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
     Some(SqInfo {
         state: c.get(Sqc::STATE),
         cqn: c.get32(Sqc::CQN),
+        pd: w.get32(Wq::PD),
         pas: q.pas.clone(),
         page,
         start: queue_start(page, w.get(Wq::PAGE_OFFSET)),
@@ -82,7 +108,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                 false,
                 format!("WQE {cc} of SQ {sqn:#x}"),
             );
-            fail(hw, sqn, &sq, cc, 0);
+            fail(hw, sqn, &sq, cc, 0, syndrome::LOCAL_QP_OP_ERR);
             return;
         }
         let Ok(c) = View::<CtrlSeg>::new(&ctrl) else {
@@ -103,17 +129,36 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                     "SQ {sqn:#x} WQE at counter {cc}: control segment names SQ {named:#x}, index {index}, DS {ds}"
                 ),
             });
-            fail(hw, sqn, &sq, cc, op_code);
+            fail(hw, sqn, &sq, cc, op_code, syndrome::LOCAL_QP_OP_ERR);
             return;
         }
         match op_code {
             opcode::NOP => {}
             opcode::SEND | opcode::TSO => {
-                hw.fw.engine.counters.eth_tx_dropped += 1;
+                let sent = read_wqe(hw, &sq, cc, ds as usize)
+                    .ok_or(LocalError::Dma)
+                    .and_then(|w| frames(hw, sq.pd, &w, op_code == opcode::TSO));
+                match sent {
+                    Ok(frames) => {
+                        for f in frames {
+                            hw.fw.engine.send_raw(f);
+                        }
+                    }
+                    Err(e) => {
+                        log::info!("mlx5-sim: SQ {sqn:#x} WQE {cc}: {e:?}");
+                        let syn = match e {
+                            LocalError::Length => syndrome::LOCAL_LENGTH_ERR,
+                            LocalError::Protection => syndrome::LOCAL_PROT_ERR,
+                            LocalError::Dma => syndrome::LOCAL_QP_OP_ERR,
+                        };
+                        fail(hw, sqn, &sq, cc, op_code, syn);
+                        return;
+                    }
+                }
             }
             other => {
                 log::warn!("mlx5-sim: SQ {sqn:#x} WQE {cc}: opcode {other:#x} not executed");
-                fail(hw, sqn, &sq, cc, other);
+                fail(hw, sqn, &sq, cc, other, syndrome::LOCAL_QP_OP_ERR);
                 return;
             }
         }
@@ -142,7 +187,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
 
 /// The SQ stops at the WQE at counter `cc`: an error CQE (local QP operation error) and the
 /// state ERR, as a send queue that met a WQE it cannot execute.
-fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8) {
+fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8, syn: u8) {
     cqe::post(
         hw,
         sq.cqn,
@@ -151,7 +196,7 @@ fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8) {
             wqe_opcode: op_code,
             qpn: sqn,
             wqe_counter: cc,
-            syndrome: syndrome::LOCAL_QP_OP_ERR,
+            syndrome: syn,
             ..Cqe::default()
         },
     );
@@ -161,4 +206,88 @@ fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8) {
             log::error!("mlx5-sim: SQ {sqn:#x} state: {e}");
         }
     }
+}
+
+/// The `ds × 16` bytes of the WQE at counter `cc` (WQEBB by WQEBB: it may wrap the ring);
+/// `None` after recording a DMA fault.
+fn read_wqe(hw: &mut Hw<'_>, sq: &SqInfo, cc: u16, ds: usize) -> Option<Vec<u8>> {
+    let mut w = vec![0u8; ds * 16];
+    for (i, bb) in w.chunks_mut(WQEBB as usize).enumerate() {
+        let slot = (u64::from(cc) + i as u64) & u64::from(sq.wqebbs - 1);
+        if let Err(iova) = read_queue(hw.iommu, &sq.pas, sq.page, sq.start + slot * WQEBB, bb) {
+            dma_fault(hw.faults, iova, bb.len(), false, format!("send WQE {cc}"));
+            return None;
+        }
+    }
+    Some(w)
+}
+
+/// The frames of a SEND or TSO WQE `w` (see the module documentation).
+fn frames(hw: &mut Hw<'_>, pd: u32, w: &[u8], tso: bool) -> Result<Vec<Vec<u8>>, LocalError> {
+    let eseg = CtrlSeg::BYTES;
+    // The layout spans the first 16 inline bytes too; a WQE may end before them.
+    let mut e = [0u8; EthSeg::BYTES];
+    let have = w.len().saturating_sub(eseg).min(EthSeg::BYTES);
+    e[..have].copy_from_slice(&w[eseg..eseg + have]);
+    let eth = View::<EthSeg>::new(&e).map_err(|_| LocalError::Length)?;
+    let cs = eth.get(EthSeg::CS_FLAGS) as u8;
+    let mss = eth.get(EthSeg::MSS) as usize;
+    let sz_field = eth.get(EthSeg::INLINE_HDR_SZ) as u16;
+    let (inline_len, vlan) = if sz_field & INSERT_VLAN != 0 {
+        let tci = u16::from_be_bytes([w[eseg + 14], w[eseg + 15]]);
+        (0, Some(tci))
+    } else {
+        (usize::from(sz_field & 0x3ff), None)
+    };
+    let hdr_at = eseg + 14;
+    let inline = w
+        .get(hdr_at..hdr_at + inline_len)
+        .ok_or(LocalError::Length)?;
+    // Data segments start at the 16-byte unit after the inline header.
+    let mut at = eseg + 16 + 16 * inline_len.saturating_sub(2).div_ceil(16);
+    let mut pieces = vec![Piece::Inline(inline.to_vec())];
+    while at + DataSeg::BYTES <= w.len() {
+        let d =
+            View::<DataSeg>::new(&w[at..at + DataSeg::BYTES]).map_err(|_| LocalError::Length)?;
+        let bc = d.get32(DataSeg::BYTE_COUNT);
+        if bc & INLINE_SEG != 0 {
+            let n = (bc & !INLINE_SEG) as usize;
+            let b = w.get(at + 4..at + 4 + n).ok_or(LocalError::Length)?;
+            pieces.push(Piece::Inline(b.to_vec()));
+            at += (4 + n).div_ceil(16) * 16;
+            continue;
+        }
+        if bc != 0 {
+            pieces.push(Piece::Data(Sge {
+                len: bc,
+                lkey: d.get32(DataSeg::LKEY),
+                addr: d.get(DataSeg::ADDR),
+            }));
+        }
+        at += DataSeg::BYTES;
+    }
+    let mut f = dma::gather(hw, pd, &pieces, MAX_GATHER)?;
+    if f.len() < 14 {
+        return Err(LocalError::Length);
+    }
+    if let Some(tci) = vlan {
+        let mut tag = [0u8; 4];
+        tag[..2].copy_from_slice(&packet::TPID_CVLAN.to_be_bytes());
+        tag[2..].copy_from_slice(&tci.to_be_bytes());
+        f.splice(12..12, tag);
+    }
+    let mut out = if tso {
+        packet::segment(&f, mss).ok_or(LocalError::Length)?
+    } else {
+        if let Some(h) = packet::parse(&f) {
+            packet::fill_checksums(&mut f, &h, cs & CS_L3 != 0, cs & CS_L4 != 0);
+        }
+        vec![f]
+    };
+    for f in &mut out {
+        if f.len() < MIN_FRAME {
+            f.resize(MIN_FRAME, 0);
+        }
+    }
+    Ok(out)
 }

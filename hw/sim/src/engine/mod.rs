@@ -30,9 +30,11 @@ pub(crate) mod ack;
 pub(crate) mod cqe;
 pub(crate) mod dma;
 pub(crate) mod eth;
+pub(crate) mod eth_rx;
 pub(crate) mod flush;
 pub(crate) mod requester;
 pub(crate) mod responder;
+pub(crate) mod steering;
 pub(crate) mod wqe;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -77,9 +79,19 @@ pub struct DatapathCounters {
     pub eqes_dropped: u64,
     /// Frames handed to the wire.
     pub tx_frames: u64,
-    /// Ethernet frames Ethernet send queues sent (SEND and TSO WQEs), which the wire drops: it
-    /// has no Ethernet receiver yet.
-    pub eth_tx_dropped: u64,
+    /// Ethernet frames Ethernet send queues put on the wire (a TSO WQE's segments each count).
+    pub eth_tx_frames: u64,
+    /// Received frames that were not RoCE (they go to the receive flow tables).
+    pub eth_rx_frames: u64,
+    /// Ethernet frames written to an RQ with a completion.
+    pub eth_rx_delivered: u64,
+    /// Ethernet frames the flow tables dropped (no root table, a miss, a DROP entry).
+    pub eth_rx_steering_drops: u64,
+    /// Ethernet frames for an RQ with no posted WQE (or not RDY): the Q counter's
+    /// `out_of_buffer`.
+    pub eth_rx_out_of_buffer: u64,
+    /// Ethernet frames that met a receive error (too long for the WQE, a bad lkey): error CQEs.
+    pub eth_rx_errors: u64,
     /// Bytes handed to the wire.
     pub tx_bytes: u64,
     /// Frames received from the wire.
@@ -190,6 +202,8 @@ pub(crate) struct Engine {
     pub(crate) srqs: BTreeMap<u32, (u16, u16)>,
     /// Ethernet SQs: the consumer counter (WQEBBs).
     pub(crate) eth_sqs: BTreeMap<u32, u16>,
+    /// Ethernet RQs: the consumer counter (WQEs).
+    pub(crate) eth_rqs: BTreeMap<u32, u16>,
     /// EQ producer counters.
     pub(crate) eqs: BTreeMap<u32, u32>,
     /// BlueFlame halves: BAR offset of the half → `(QPN, WQE counter, DS)` of its last doorbell.
@@ -222,6 +236,9 @@ impl Engine {
             ObjectKind::Sq => {
                 self.eth_sqs.remove(&id);
             }
+            ObjectKind::Rq => {
+                self.eth_rqs.remove(&id);
+            }
             _ => {}
         }
     }
@@ -233,6 +250,14 @@ impl Engine {
             .flat_map(|q| [q.timer, q.resend_at])
             .flatten()
             .min()
+    }
+
+    /// Queues an Ethernet frame an SQ built.
+    pub(crate) fn send_raw(&mut self, f: Vec<u8>) {
+        self.counters.tx_frames += 1;
+        self.counters.eth_tx_frames += 1;
+        self.counters.tx_bytes += f.len() as u64;
+        self.tx.push(f);
     }
 
     /// Queues a frame of `p` on `route`; returns its bytes.
@@ -561,6 +586,10 @@ fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
 /// Handles a frame received from the wire.
 pub(crate) fn receive(hw: &mut Hw<'_>, bytes: &[u8]) {
     hw.fw.engine.counters.rx_frames += 1;
+    if !crate::fabric::packet::is_roce(bytes) {
+        eth_rx::receive(hw, bytes);
+        return;
+    }
     match frame::decode(bytes) {
         Ok(rx) => responder::dispatch(hw, rx),
         Err(frame::Refused::Icrc) => {

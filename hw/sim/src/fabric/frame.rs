@@ -20,6 +20,7 @@
 //! flow label and hop limit masked as IPv6's) and the transport, after the same eight bytes.
 
 use super::icrc;
+use super::packet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1};
 
 /// Bytes of the Ethernet II header.
 pub(crate) const ETH_BYTES: usize = 14;
@@ -32,10 +33,6 @@ pub(crate) const BTH_BYTES: usize = 12;
 const ICRC_BYTES: usize = 4;
 /// The RoCE v2 UDP destination port.
 pub(crate) const ROCE_PORT: u16 = 4791;
-const ETHERTYPE_IPV4: u16 = 0x0800;
-const ETHERTYPE_IPV6: u16 = 0x86dd;
-/// The RoCE (v1) ethertype.
-const ETHERTYPE_ROCE_V1: u16 = 0x8915;
 /// The GRH's next header for a BTH.
 const GRH_NEXT_BTH: u8 = 0x1b;
 
@@ -256,17 +253,6 @@ pub(crate) enum Refused {
     Icrc,
 }
 
-fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut sum: u32 = h
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 fn be16(b: &[u8], off: usize) -> u16 {
     u16::from_be_bytes([b[off], b[off + 1]])
 }
@@ -369,7 +355,7 @@ pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
         h[9] = 17;
         h[12..16].copy_from_slice(&r.sgid[12..]);
         h[16..20].copy_from_slice(&r.dgid[12..]);
-        let sum = ipv4_checksum(&h);
+        let sum = super::packet::checksum(&h);
         h[10..12].copy_from_slice(&sum.to_be_bytes());
         f.extend_from_slice(&h);
     } else {
@@ -455,7 +441,7 @@ fn l3(f: &[u8]) -> Result<(bool, usize, Route, &[u8]), Refused> {
     let ip = &f[ETH_BYTES..];
     let (ipv4, hlen, total) = match be16(f, 12) {
         ETHERTYPE_IPV4 => {
-            if ip[0] != 0x45 || ip[9] != 17 || ipv4_checksum(&ip[..IPV4_BYTES]) != 0 {
+            if ip[0] != 0x45 || ip[9] != 17 || super::packet::checksum(&ip[..IPV4_BYTES]) != 0 {
                 return Err(Malformed);
             }
             if be16(ip, 6) & 0x3fff != 0 {

@@ -3,7 +3,8 @@
 //! Every [`SimDevice`] starts on a private fabric of its own (its port alone on the wire: frames
 //! to its own MAC come back to it — loopback — and others are lost as unroutable).
 //! [`Fabric::attach`] moves a device's port 1 onto a shared fabric; frames go to the port whose
-//! MAC (the device's vport MAC) is the frame's destination MAC.
+//! MAC (the device's vport MAC) is the frame's destination MAC, and broadcast or multicast
+//! frames (the group bit of the destination MAC) to every other port, as a switch floods them.
 //!
 //! Time. A fabric has one clock. In [`Mode::Sync`] it is virtual: every attached device runs on
 //! it (attaching raises it to the device's time if that is later), `relax()` on any of them
@@ -27,6 +28,7 @@
 
 pub(crate) mod frame;
 pub(crate) mod icrc;
+pub(crate) mod packet;
 pub(crate) mod pcap;
 
 use std::collections::VecDeque;
@@ -354,9 +356,7 @@ impl Fabric {
                 p.mac = mac;
             }
             for f in frames {
-                if let Some(k) = w.send_one(now, f) {
-                    kicks.push(k);
-                }
+                kicks.extend(w.send_one(now, port, f));
             }
         }
         for k in kicks {
@@ -489,8 +489,8 @@ impl Fabric {
 }
 
 impl Wire {
-    /// One frame from a port: faults, capture, routing. The kick of the port it goes to.
-    fn send_one(&mut self, now: u64, mut f: Vec<u8>) -> Option<Sender<Work>> {
+    /// One frame from port `from`: faults, capture, routing. The kicks of the ports it goes to.
+    fn send_one(&mut self, now: u64, from: usize, mut f: Vec<u8>) -> Vec<Sender<Work>> {
         self.counters.frames += 1;
         self.counters.bytes += f.len() as u64;
         let faults = &mut self.faults;
@@ -510,7 +510,7 @@ impl Wire {
         };
         if lost {
             self.counters.dropped += 1;
-            return None;
+            return Vec::new();
         }
         if faults.corrupt > 0 && f.len() > 5 {
             faults.corrupt -= 1;
@@ -522,21 +522,34 @@ impl Wire {
             self.capture.pop_front();
         }
         self.capture.push_back((now, f.clone()));
-        let dmac = f.get(..6)?;
+        let Some(dmac) = f.get(..6) else {
+            return Vec::new();
+        };
+        let at = now.saturating_add(self.faults.delay);
+        if dmac[0] & 1 != 0 {
+            // Broadcast and multicast: every other port, as a switch floods them.
+            let mut kicks = Vec::new();
+            for (i, p) in self.ports.iter_mut().enumerate() {
+                if i != from && p.station().is_some() {
+                    p.inbox.push_back((at, f.clone()));
+                    kicks.extend(p.kick.clone());
+                }
+            }
+            return kicks;
+        }
         let Some(dst) = self
             .ports
             .iter()
             .position(|p| p.mac == dmac && p.dev.as_ref().is_some_and(|d| d.strong_count() > 0))
         else {
             self.counters.unroutable += 1;
-            return None;
+            return Vec::new();
         };
-        let at = now.saturating_add(self.faults.delay);
         if self.faults.reorder > 0 && self.held.is_none() {
             self.faults.reorder -= 1;
             self.counters.reordered += 1;
             self.held = Some((dst, at, f));
-            return None;
+            return Vec::new();
         }
         self.ports[dst].inbox.push_back((at, f));
         if let Some((port, t, held)) = self.held.take() {
@@ -544,6 +557,6 @@ impl Wire {
                 p.inbox.push_back((t, held));
             }
         }
-        self.ports[dst].kick.clone()
+        self.ports[dst].kick.clone().into_iter().collect()
     }
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod datapath;
+pub mod ethernet;
 pub mod queues;
 
 use mlx5_ifc::consts::{

@@ -1,0 +1,227 @@
+//! Ethernet receive: a frame that is not RoCE goes through the receive flow tables
+//! ([`super::steering`]) to a TIR and an RQ (CREATE_RQ objects, cyclic work queues), and lands
+//! in the buffers of the RQ's next WQE with a completion on the RQ's CQ.
+//!
+//! * The RQ must be RDY; its producer counter is word 0 of its doorbell record (low 16 bits),
+//!   its consumer counter the device's. No posted WQE: the frame is dropped and counted
+//!   (`eth_rx_out_of_buffer`, the Q counter's `out_of_buffer`).
+//! * A cyclic RQ's WQE is a list of data segments (`16 << log_wq_stride` bytes, ended by a zero
+//!   byte count with the invalid lkey, or by its end); the frame is scattered over them through
+//!   their lkeys (the RQ's PD; local write). Too long for them: an error CQE, LOCAL_LENGTH_ERR;
+//!   a key that does not grant the write: LOCAL_PROT_ERR (the RQ stays RDY: Ethernet queues do
+//!   not stop on a bad receive, as mlx5e's RX error handling expects).
+//! * VLAN stripping (`rqc.vlan_strip_disable` 0): the first C-VLAN tag is removed from the frame
+//!   and reported in the CQE (`cv`, `vlan_info`).
+//! * The CQE (opcode RESP_SEND): `byte_cnt` the bytes written, `wqe_counter` the WQE's counter,
+//!   `check_sum` the 16-bit one's complement sum of everything from the IP header to the frame's
+//!   end (what Linux's CHECKSUM_COMPLETE takes), `hds_ip_ext` L3_OK (a good IPv4 header
+//!   checksum, or IPv6) and L4_OK (a good TCP/UDP checksum), the L3 and L4 header types, the
+//!   RSS hash and its type, the steering entry's flow tag in `sop_drop_qpn`, and the RQ's
+//!   `user_index` (CQE version 1).
+
+use mlx5_ifc::cqe::{l3_hdr_type, l4_hdr_type};
+use mlx5_ifc::prm::sq_rq::Rqc;
+use mlx5_ifc::prm::srq::Wq;
+use mlx5_ifc::View;
+
+use super::cqe::{self, op, syndrome, Cqe, EthRx};
+use super::wqe::{dma_fault, queue_start, read_be32, read_queue, recv_sges, LocalError};
+use super::{dma, steering, Hw};
+use crate::fabric::packet::{self, Headers, L3, TPID_CVLAN};
+use crate::fw::objects::ObjectKind;
+use crate::fw::sq_rq::RDY;
+
+/// `hds_ip_ext` bits.
+const L3_OK: u8 = 0x2;
+const L4_OK: u8 = 0x4;
+
+/// What the device needs of an RQ to fill it.
+struct RqInfo {
+    state: u64,
+    cqn: u32,
+    pd: u32,
+    user_index: u32,
+    strip: bool,
+    dbr: u64,
+    pas: Vec<u64>,
+    page: u64,
+    start: u64,
+    stride: u64,
+    wqes: u32,
+}
+
+fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
+    let q = hw.fw.objects.queue(ObjectKind::Rq, rqn)?;
+    let c = View::<Rqc>::new(&q.ctx).ok()?;
+    let w = c.nested(Rqc::WQ);
+    let page = 4096u64 << w.get(Wq::LOG_WQ_PG_SZ).min(20);
+    Some(RqInfo {
+        state: c.get(Rqc::STATE),
+        cqn: c.get32(Rqc::CQN),
+        pd: w.get32(Wq::PD),
+        user_index: c.get32(Rqc::USER_INDEX),
+        strip: c.get(Rqc::VSD) == 0,
+        dbr: w.get(Wq::DBR_ADDR),
+        pas: q.pas.clone(),
+        page,
+        start: queue_start(page, w.get(Wq::PAGE_OFFSET)),
+        stride: 1 << w.get(Wq::LOG_WQ_STRIDE).min(16),
+        wqes: 1 << w.get(Wq::LOG_WQ_SZ).min(16),
+    })
+}
+
+/// Takes a frame that is not RoCE from the wire.
+pub(crate) fn receive(hw: &mut Hw<'_>, f: &[u8]) {
+    hw.fw.engine.counters.eth_rx_frames += 1;
+    let Some(h) = packet::parse(f) else {
+        hw.fw.engine.counters.rx_malformed += 1;
+        return;
+    };
+    let img = steering::image(f, &h);
+    match steering::lookup(hw.fw, &img) {
+        Ok(s) => {
+            for tirn in s.tirs {
+                deliver(hw, tirn, f, &h, s.flow_tag);
+            }
+        }
+        Err(why) => {
+            log::trace!("mlx5-sim: Ethernet frame dropped by steering: {why:?}");
+            hw.fw.engine.counters.eth_rx_steering_drops += 1;
+        }
+    }
+}
+
+/// Delivers a copy of `f` through TIR `tirn`.
+fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
+    let Some((rqn, rss_hash, rss_type)) = steering::select_rq(hw.fw, tirn, h) else {
+        hw.fw.engine.counters.eth_rx_steering_drops += 1;
+        return;
+    };
+    let Some(rq) = info(hw, rqn).filter(|rq| rq.state == RDY) else {
+        hw.fw.engine.counters.eth_rx_out_of_buffer += 1;
+        return;
+    };
+    // VLAN stripping: the first C-VLAN tag leaves the frame for the CQE.
+    let (frame, vlan, h) = match h.vlan {
+        Some((TPID_CVLAN, tci)) if rq.strip => {
+            let mut g = Vec::with_capacity(f.len() - 4);
+            g.extend_from_slice(&f[..12]);
+            g.extend_from_slice(&f[16..]);
+            let h2 = packet::parse(&g).unwrap_or(*h);
+            (g, Some(tci), h2)
+        }
+        _ => (f.to_vec(), None, *h),
+    };
+    let Some(pi) = read_be32(hw.iommu, rq.dbr) else {
+        dma_fault(
+            hw.faults,
+            rq.dbr,
+            4,
+            false,
+            format!("RQ {rqn:#x} doorbell record"),
+        );
+        return;
+    };
+    let cc = hw.fw.engine.eth_rqs.get(&rqn).copied().unwrap_or(0);
+    if pi as u16 == cc {
+        hw.fw.engine.counters.eth_rx_out_of_buffer += 1;
+        return;
+    }
+    let slot = u64::from(cc) & u64::from(rq.wqes - 1);
+    let mut wqe = vec![0u8; rq.stride as usize];
+    if let Err(iova) = read_queue(
+        hw.iommu,
+        &rq.pas,
+        rq.page,
+        rq.start + slot * rq.stride,
+        &mut wqe,
+    ) {
+        dma_fault(
+            hw.faults,
+            iova,
+            wqe.len(),
+            false,
+            format!("RQ {rqn:#x} WQE {cc}"),
+        );
+        return;
+    }
+    hw.fw.engine.eth_rqs.insert(rqn, cc.wrapping_add(1));
+    let sges = recv_sges(&wqe);
+    let srqn_uidx = cqe::srqn_uidx(hw, rq.user_index, None);
+    let wrote = dma::scatter(hw, rq.pd, &sges, 0, &frame);
+    let c = match wrote {
+        Ok(()) => {
+            hw.fw.engine.counters.eth_rx_delivered += 1;
+            Cqe {
+                opcode: op::RESP_SEND,
+                qpn: flow_tag & 0xff_ffff,
+                wqe_counter: cc,
+                byte_cnt: frame.len() as u32,
+                srqn_uidx,
+                l3_hdr_type: match h.l3 {
+                    L3::V4 => l3_hdr_type::IPV4,
+                    L3::V6 => l3_hdr_type::IPV6,
+                    L3::None => l3_hdr_type::NONE,
+                },
+                eth: offloads(&frame, &h, vlan, rss_hash, rss_type),
+                ..Cqe::default()
+            }
+        }
+        Err(e) => {
+            hw.fw.engine.counters.eth_rx_errors += 1;
+            Cqe {
+                opcode: op::RESP_ERR,
+                qpn: rqn,
+                wqe_counter: cc,
+                srqn_uidx,
+                syndrome: match e {
+                    LocalError::Length => syndrome::LOCAL_LENGTH_ERR,
+                    LocalError::Protection => syndrome::LOCAL_PROT_ERR,
+                    LocalError::Dma => syndrome::LOCAL_QP_OP_ERR,
+                },
+                vendor: if e == LocalError::Dma {
+                    cqe::VENDOR_DMA
+                } else {
+                    0
+                },
+                ..Cqe::default()
+            }
+        }
+    };
+    cqe::post(hw, rq.cqn, &c);
+}
+
+/// The receive offload fields of a delivered frame.
+fn offloads(f: &[u8], h: &Headers, vlan: Option<u16>, rss_hash: u32, rss_type: u8) -> EthRx {
+    let mut e = EthRx {
+        vlan,
+        rss_hash,
+        rss_type,
+        ..EthRx::default()
+    };
+    if h.l3 == L3::None {
+        return e;
+    }
+    e.check_sum = packet::fold(packet::sum(&f[h.l3_at..], 0));
+    if packet::l3_ok(f, h) {
+        e.hds_ip_ext |= L3_OK;
+    }
+    if h.l4_at.is_some() && packet::l4_ok(f, h) {
+        e.hds_ip_ext |= L4_OK;
+    }
+    e.l4_hdr_type = if h.udp() {
+        l4_hdr_type::UDP
+    } else if h.tcp() {
+        let at = h.l4_at.unwrap_or(0);
+        let ack = h.tcp_flags & 0x10 != 0;
+        let data = h.ip_end > at + h.tcp_len;
+        match (ack, data) {
+            (false, _) => l4_hdr_type::TCP_NO_ACK,
+            (true, false) => l4_hdr_type::TCP_ACK_NO_DATA,
+            (true, true) => l4_hdr_type::TCP_ACK_AND_DATA,
+        }
+    } else {
+        l4_hdr_type::NONE
+    };
+    e
+}

@@ -1,0 +1,415 @@
+//! Receive steering of Ethernet frames: the NIC receive flow tables, then a TIR, then an RQ.
+//!
+//! * **Flow tables** (from the root SET_FLOW_TABLE_ROOT made for `table_type` 0): a frame's
+//!   match image is built in the `fte_match_param` layout (outer L2–L4 headers; the misc
+//!   parameters all zero: no tunnels, own vport). In a table the entries are tried in
+//!   `flow_index` order; an entry matches when, over the sections its group's
+//!   `match_criteria_enable` names, `frame & criteria == value & criteria` bytewise. A match's
+//!   action: FWD_DEST to each destination (a TIR delivers a copy; a flow table of a higher level
+//!   is looked up next), DROP, or ALLOW (on to the next table, as a miss). A miss follows the
+//!   table's `table_miss_action`: 1 forwards to `table_miss_id`, 0 (default) drops — Linux
+//!   chains its tables with explicit miss forwards and leaves the last one's miss to drop.
+//!   Lookups stop after 64 tables (a loop of forwards is impossible by the level rule, but the
+//!   walk is bounded anyway).
+//! * **TIR**: `disp_type` 0 delivers to `inline_rqn`; 1 hashes the fields its
+//!   `rx_hash_field_selector_outer` selects (source and destination address, L4 ports) with
+//!   `rx_hash_fn` (2 Toeplitz with `rx_hash_toeplitz_key`, 1 XOR8, 0 none) and picks entry
+//!   `hash mod rqt_actual_size` of its RQT (`rx_hash_symmetric`: addresses and ports in a
+//!   canonical order, so both directions of a flow hash alike).
+//!
+//! The Toeplitz hash is Microsoft's RSS hash; the unit tests check it against the verification
+//! vectors of its specification.
+
+use mlx5_ifc::prm::flow::{CreateFlowGroupIn, FlowContext, FteMatchSetLyr24 as L24};
+use mlx5_ifc::prm::flow::{DestFormatStruct as Dest, SetFteIn};
+use mlx5_ifc::prm::tir::{RqNum, Rqtc, RxHashFieldSelect as Sel, Tirc};
+use mlx5_ifc::{Layout, View, ViewMut};
+
+use crate::fabric::packet::{Headers, L3};
+use crate::fw::flow::{ACTION_ALLOW, ACTION_DROP, ACTION_FWD_DEST, DEST_FLOW_TABLE, DEST_TIR};
+use crate::fw::objects::ObjectKind;
+use crate::fw::tir::{DISP_DIRECT, DISP_INDIRECT};
+use crate::fw::Firmware;
+
+/// Bytes of the match image the device builds: outer headers and misc parameters.
+pub(crate) const IMAGE_BYTES: usize = 2 * L24::BYTES;
+/// `match_criteria_enable` bits: outer headers, misc parameters.
+const CRITERIA_OUTER: u64 = 0x1;
+const CRITERIA_MISC: u64 = 0x2;
+/// `rx_hash_fn`.
+const HASH_XOR8: u64 = 1;
+const HASH_TOEPLITZ: u64 = 2;
+/// `selected_fields` bits.
+const SEL_SRC_IP: u64 = 1 << 0;
+const SEL_DST_IP: u64 = 1 << 1;
+const SEL_L4_SPORT: u64 = 1 << 2;
+const SEL_L4_DPORT: u64 = 1 << 3;
+/// Tables a lookup visits at most.
+const MAX_HOPS: usize = 64;
+
+/// Why steering dropped a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dropped {
+    /// No root table for NIC receive.
+    NoRoot,
+    /// No entry matched and the table's miss drops.
+    Miss,
+    /// A matching entry's action is DROP.
+    Action,
+}
+
+/// Where steering sends a frame: the TIRs to deliver to and the matching entry's flow tag.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Steered {
+    pub(crate) tirs: Vec<u32>,
+    pub(crate) flow_tag: u32,
+}
+
+/// The frame's match image (`fte_match_param`'s first two sections).
+pub(crate) fn image(f: &[u8], h: &Headers) -> [u8; IMAGE_BYTES] {
+    let mut img = [0u8; IMAGE_BYTES];
+    let r = ViewMut::<L24>::new(&mut img[..L24::BYTES]).and_then(|mut v| {
+        v.set(
+            L24::DMAC_47_16,
+            u32::from_be_bytes([f[0], f[1], f[2], f[3]]).into(),
+        )?;
+        v.set(L24::DMAC_15_0, u16::from_be_bytes([f[4], f[5]]).into())?;
+        v.set(
+            L24::SMAC_47_16,
+            u32::from_be_bytes([f[6], f[7], f[8], f[9]]).into(),
+        )?;
+        v.set(L24::SMAC_15_0, u16::from_be_bytes([f[10], f[11]]).into())?;
+        v.set(L24::ETHERTYPE, h.ethertype.into())?;
+        if let Some((tpid, tci)) = h.vlan {
+            let tag = if tpid == crate::fabric::packet::TPID_SVLAN {
+                L24::SVLAN_TAG
+            } else {
+                L24::CVLAN_TAG
+            };
+            v.set(tag, 1)?;
+            v.set(L24::FIRST_PRIO, (tci >> 13).into())?;
+            v.set(L24::FIRST_CFI, ((tci >> 12) & 1).into())?;
+            v.set(L24::FIRST_VID, (tci & 0xfff).into())?;
+        }
+        if h.l3 != L3::None {
+            v.set(L24::IP_VERSION, if h.l3 == L3::V4 { 4 } else { 6 })?;
+            v.set(L24::IP_PROTOCOL, h.proto.into())?;
+            v.set(L24::IP_DSCP, (h.tos >> 2).into())?;
+            v.set(L24::IP_ECN, (h.tos & 3).into())?;
+            v.set(L24::FRAG, h.frag.into())?;
+            v.set(L24::TTL_HOPLIMIT, h.ttl.into())?;
+            v.set_bytes(L24::SRC_IPV4_SRC_IPV6, &h.src)?;
+            v.set_bytes(L24::DST_IPV4_DST_IPV6, &h.dst)?;
+        }
+        if h.tcp() {
+            v.set(L24::TCP_SPORT, h.sport.into())?;
+            v.set(L24::TCP_DPORT, h.dport.into())?;
+            v.set(L24::TCP_FLAGS, h.tcp_flags.into())?;
+        } else if h.udp() {
+            v.set(L24::UDP_SPORT, h.sport.into())?;
+            v.set(L24::UDP_DPORT, h.dport.into())?;
+        }
+        Ok(())
+    });
+    if let Err(e) = r {
+        log::error!("mlx5-sim: match image: {e}");
+    }
+    img
+}
+
+/// Whether `frame` matches `value` under `criteria` in the sections `enable` names.
+fn matches(frame: &[u8], criteria: &[u8], value: &[u8], enable: u64) -> bool {
+    [(CRITERIA_OUTER, 0), (CRITERIA_MISC, L24::BYTES)]
+        .iter()
+        .filter(|(bit, _)| enable & bit != 0)
+        .all(|&(_, at)| {
+            (at..at + L24::BYTES).all(|i| {
+                let c = criteria.get(i).copied().unwrap_or(0);
+                frame[i] & c == value.get(i).copied().unwrap_or(0) & c
+            })
+        })
+}
+
+/// One entry of a table: `(flow index, criteria enable, criteria, flow context + destinations)`.
+type Entry = (u64, u64, Vec<u8>, Vec<u8>);
+
+/// The live entries of `table`, by flow index.
+fn entries(fw: &Firmware, table: u32) -> Vec<Entry> {
+    let ctx_at = SetFteIn::FLOW_CONTEXT.offset();
+    let mut out: Vec<Entry> = fw
+        .objects
+        .queues(ObjectKind::FlowEntry)
+        .into_iter()
+        .filter_map(|e| {
+            let q = fw.objects.queue(ObjectKind::FlowEntry, e)?;
+            let v = View::<SetFteIn>::new(&q.ctx).ok()?;
+            if v.get32(SetFteIn::TABLE_ID) != table {
+                return None;
+            }
+            let gid = v
+                .nested(SetFteIn::FLOW_CONTEXT)
+                .get32(FlowContext::GROUP_ID);
+            let g = fw.objects.queue(ObjectKind::FlowGroup, gid)?;
+            let gv = View::<CreateFlowGroupIn>::new(&g.ctx).ok()?;
+            let crit_at = CreateFlowGroupIn::MATCH_CRITERIA.offset();
+            Some((
+                v.get(SetFteIn::FLOW_INDEX),
+                gv.get(CreateFlowGroupIn::MATCH_CRITERIA_ENABLE),
+                g.ctx.get(crit_at..crit_at + IMAGE_BYTES)?.to_vec(),
+                q.ctx.get(ctx_at..)?.to_vec(),
+            ))
+        })
+        .collect();
+    out.sort_by_key(|e| e.0);
+    out
+}
+
+/// A table's miss: the table it forwards to, or `None` (drop).
+fn miss(fw: &Firmware, table: u32) -> Option<u32> {
+    use mlx5_ifc::prm::flow::{CreateFlowTableIn as T, FlowTableContext as Ftc};
+    let q = fw.objects.queue(ObjectKind::FlowTable, table)?;
+    let c = View::<T>::new(&q.ctx).ok()?;
+    let c = c.nested(T::FLOW_TABLE_CONTEXT);
+    (c.get(Ftc::TABLE_MISS_ACTION) == 1).then(|| c.get32(Ftc::TABLE_MISS_ID))
+}
+
+/// Looks the frame's match image up from the NIC receive root.
+pub(crate) fn lookup(fw: &Firmware, img: &[u8; IMAGE_BYTES]) -> Result<Steered, Dropped> {
+    let mut table = fw.flow_root[0].ok_or(Dropped::NoRoot)?;
+    let mut out = Steered::default();
+    let value_at = FlowContext::MATCH_VALUE.offset();
+    let dest_at = FlowContext::DESTINATION.offset();
+    for _ in 0..MAX_HOPS {
+        let hit = entries(fw, table)
+            .into_iter()
+            .find(|(_, en, crit, ctx)| matches(img, crit, ctx.get(value_at..).unwrap_or(&[]), *en));
+        let Some((_, _, _, ctx)) = hit else {
+            table = miss(fw, table).ok_or(Dropped::Miss)?;
+            continue;
+        };
+        let Ok(c) = View::<FlowContext>::new(&ctx) else {
+            return Err(Dropped::Miss);
+        };
+        let action = c.get(FlowContext::ACTION);
+        out.flow_tag = c.get32(FlowContext::FLOW_TAG);
+        if action & ACTION_DROP != 0 {
+            return Err(Dropped::Action);
+        }
+        if action & ACTION_ALLOW != 0 || action & ACTION_FWD_DEST == 0 {
+            table = miss(fw, table).ok_or(Dropped::Miss)?;
+            continue;
+        }
+        let n = c.get(FlowContext::DESTINATION_LIST_SIZE) as usize;
+        let mut next = None;
+        for d in ctx
+            .get(dest_at..)
+            .unwrap_or(&[])
+            .chunks_exact(Dest::BYTES)
+            .take(n)
+        {
+            let Ok(d) = View::<Dest>::new(d) else {
+                continue;
+            };
+            match d.get(Dest::DESTINATION_TYPE) {
+                DEST_TIR => out.tirs.push(d.get32(Dest::DESTINATION_ID)),
+                DEST_FLOW_TABLE => next = next.or(Some(d.get32(Dest::DESTINATION_ID))),
+                _ => {}
+            }
+        }
+        match next {
+            Some(t) => table = t,
+            None => return Ok(out),
+        }
+    }
+    log::warn!("mlx5-sim: steering visited {MAX_HOPS} tables; frame dropped");
+    Err(Dropped::Miss)
+}
+
+/// Microsoft's RSS Toeplitz hash of `input` under `key` (at least `input.len() + 4` bytes).
+pub(crate) fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
+    let bit = |i: usize| key.get(i / 8).is_some_and(|b| b & (0x80 >> (i % 8)) != 0);
+    let mut window: u32 = (0..32).fold(0, |w, i| w << 1 | u32::from(bit(i)));
+    let mut hash = 0;
+    for (n, byte) in input.iter().enumerate() {
+        for b in 0..8 {
+            if byte & (0x80 >> b) != 0 {
+                hash ^= window;
+            }
+            window = window << 1 | u32::from(bit(32 + n * 8 + b));
+        }
+    }
+    hash
+}
+
+/// The RQ a TIR gives the frame, with the RSS hash and the CQE's `rss_hash_type`.
+pub(crate) fn select_rq(fw: &Firmware, tirn: u32, h: &Headers) -> Option<(u32, u32, u8)> {
+    let q = fw.objects.queue(ObjectKind::Tir, tirn)?;
+    let c = View::<Tirc>::new(&q.ctx).ok()?;
+    match c.get(Tirc::DISP_TYPE) {
+        DISP_DIRECT => Some((c.get32(Tirc::INLINE_RQN), 0, 0)),
+        DISP_INDIRECT => {
+            let sel = c.nested(Tirc::RX_HASH_FIELD_SELECTOR_OUTER);
+            let (input, ty) = hash_input(h, &sel, c.get(Tirc::RX_HASH_SYMMETRIC) == 1);
+            let hash = match c.get(Tirc::RX_HASH_FN) {
+                HASH_TOEPLITZ => toeplitz(c.bytes(Tirc::RX_HASH_TOEPLITZ_KEY), &input),
+                HASH_XOR8 => u32::from(input.iter().fold(0u8, |a, b| a ^ b)),
+                _ => 0,
+            };
+            let rqt = fw
+                .objects
+                .queue(ObjectKind::Rqt, c.get32(Tirc::INDIRECT_TABLE))?;
+            let r = View::<Rqtc>::new(&rqt.ctx).ok()?;
+            let n = r.get(Rqtc::RQT_ACTUAL_SIZE).max(1) as usize;
+            let at = Rqtc::BYTES + (hash as usize % n) * RqNum::BYTES;
+            let e = View::<RqNum>::new(rqt.ctx.get(at..at + RqNum::BYTES)?).ok()?;
+            Some((e.get32(RqNum::RQ_NUM), hash, ty))
+        }
+        _ => None,
+    }
+}
+
+/// The bytes a TIR's selector hashes, and the CQE's `rss_hash_type` for them. Fields of a
+/// protocol the frame does not have (IPv6 to an IPv4 selector, ports of a non-TCP/UDP frame)
+/// are left out.
+fn hash_input(h: &Headers, sel: &View<'_, Sel>, symmetric: bool) -> (Vec<u8>, u8) {
+    let fields = sel.get(Sel::SELECTED_FIELDS);
+    let want_v6 = sel.get(Sel::L3_PROT_TYPE) == 1;
+    let want_udp = sel.get(Sel::L4_PROT_TYPE) == 1;
+    let l3_ok = (h.l3 == L3::V6) == want_v6 && h.l3 != L3::None;
+    let l4_ok = l3_ok && if want_udp { h.udp() } else { h.tcp() };
+    let alen = if h.l3 == L3::V6 { 16 } else { 4 };
+    let (mut src, mut dst) = (&h.src[16 - alen..], &h.dst[16 - alen..]);
+    let (mut sp, mut dp) = (h.sport, h.dport);
+    if symmetric && (src, sp) > (dst, dp) {
+        std::mem::swap(&mut src, &mut dst);
+        std::mem::swap(&mut sp, &mut dp);
+    }
+    let (l3_code, l4_code) = (if want_v6 { 2 } else { 1 }, if want_udp { 2 } else { 1 });
+    let mut input = Vec::with_capacity(36);
+    let mut ty = 0u8;
+    if l3_ok && fields & SEL_SRC_IP != 0 {
+        input.extend_from_slice(src);
+        ty |= l3_code;
+    }
+    if l3_ok && fields & SEL_DST_IP != 0 {
+        input.extend_from_slice(dst);
+        ty |= l3_code << 2;
+    }
+    if l4_ok && fields & SEL_L4_SPORT != 0 {
+        input.extend_from_slice(&sp.to_be_bytes());
+        ty |= l4_code << 4;
+    }
+    if l4_ok && fields & SEL_L4_DPORT != 0 {
+        input.extend_from_slice(&dp.to_be_bytes());
+        ty |= l4_code << 6;
+    }
+    (input, ty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The key of Microsoft's "Verifying the RSS Hash Calculation".
+    const KEY: [u8; 40] = [
+        0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f,
+        0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30,
+        0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+    ];
+
+    fn v4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> (Vec<u8>, Vec<u8>) {
+        let ip = [src, dst].concat();
+        let mut l4 = ip.clone();
+        l4.extend_from_slice(&sport.to_be_bytes());
+        l4.extend_from_slice(&dport.to_be_bytes());
+        (ip, l4)
+    }
+
+    #[test]
+    fn toeplitz_matches_the_published_ipv4_vectors() {
+        // (source, destination, IPv4 hash, IPv4 with TCP hash)
+        let cases = [
+            (
+                [66, 9, 149, 187],
+                2794,
+                [161, 142, 100, 80],
+                1766,
+                0x323e_8fc2,
+                0x51cc_c178,
+            ),
+            (
+                [199, 92, 111, 2],
+                14230,
+                [65, 69, 140, 83],
+                4739,
+                0xd718_262a,
+                0xc626_b0ea,
+            ),
+            (
+                [24, 19, 198, 95],
+                12898,
+                [12, 22, 207, 184],
+                38024,
+                0xd2d0_a5de,
+                0x5c2b_394a,
+            ),
+            (
+                [38, 27, 205, 30],
+                48228,
+                [209, 142, 163, 6],
+                2217,
+                0x8298_9176,
+                0xafc7_327f,
+            ),
+            (
+                [153, 39, 163, 191],
+                44251,
+                [202, 188, 127, 2],
+                1303,
+                0x5d18_09c5,
+                0x10e8_28a2,
+            ),
+        ];
+        for (src, sp, dst, dp, ip_hash, tcp_hash) in cases {
+            let (ip, l4) = v4(src, dst, sp, dp);
+            assert_eq!(toeplitz(&KEY, &ip), ip_hash, "{src:?} -> {dst:?}");
+            assert_eq!(
+                toeplitz(&KEY, &l4),
+                tcp_hash,
+                "{src:?}:{sp} -> {dst:?}:{dp}"
+            );
+        }
+    }
+
+    #[test]
+    fn toeplitz_matches_the_published_ipv6_vectors() {
+        // Source 3ffe:2501:200:1fff::7 :2794, destination 3ffe:2501:200:3::1 :1766.
+        let src = [
+            0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x1f, 0xff, 0, 0, 0, 0, 0, 0, 0, 7,
+        ];
+        let dst = [
+            0x3f, 0xfe, 0x25, 0x01, 0x02, 0x00, 0x00, 0x03, 0, 0, 0, 0, 0, 0, 0, 1,
+        ];
+        let mut input = [src, dst].concat();
+        assert_eq!(toeplitz(&KEY, &input), 0x2cc1_8cd5);
+        input.extend_from_slice(&2794u16.to_be_bytes());
+        input.extend_from_slice(&1766u16.to_be_bytes());
+        assert_eq!(toeplitz(&KEY, &input), 0x4020_7d3d);
+    }
+
+    #[test]
+    fn a_criteria_byte_masks_the_frame_and_the_value() {
+        let mut frame = [0u8; IMAGE_BYTES];
+        let (mut crit, mut value) = (vec![0u8; IMAGE_BYTES], vec![0u8; IMAGE_BYTES]);
+        frame[8] = 0xab;
+        crit[8] = 0xf0;
+        value[8] = 0xa0;
+        assert!(matches(&frame, &crit, &value, CRITERIA_OUTER));
+        value[8] = 0xb0;
+        assert!(!matches(&frame, &crit, &value, CRITERIA_OUTER));
+        assert!(
+            matches(&frame, &crit, &value, CRITERIA_MISC),
+            "outer not enabled"
+        );
+    }
+}

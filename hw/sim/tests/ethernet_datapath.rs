@@ -1,0 +1,421 @@
+//! Ethernet through two simulated NICs on one fabric, byte by byte (independent of the driver):
+//! NIC A sends from an SQ (SEND with the L2 header inline and checksum offloads, a VLAN-tagged
+//! frame, a TSO WQE), NIC B steers by destination MAC (a root flow table, a group, an entry to
+//! an indirect TIR over two RQs with Toeplitz RSS) into its RQs. The checks: the frames'
+//! bytes as B's buffers hold them, every receive CQE field Linux's mlx5e reads (byte count,
+//! WQE counter, checksum flags and sum, header types, VLAN, RSS hash and type), the RQ the
+//! hash picked, and the drops a switch and the flow tables make (broadcast to a table without
+//! a broadcast entry, a unicast MAC nobody has, an RQ without buffers).
+
+mod common;
+
+use common::datapath::{pair, Mr, Node};
+use common::ethernet::{self as eth, *};
+use common::{bare, cmd};
+use mlx5_ifc::prm::flow::{CreateFlowGroupOut, CreateFlowTableOut, SetFlowTableRootIn};
+use mlx5_ifc::prm::sq_rq::{CreateRqOut, CreateSqOut, ModifyRqIn, ModifySqIn, Rqc, Sqc};
+use mlx5_ifc::prm::tir::{
+    AllocTransportDomainIn, AllocTransportDomainOut, CreateRqtOut, CreateTirIn, CreateTirOut,
+    CreateTisIn, CreateTisOut, RxHashFieldSelect as Sel, Tirc, Tisc,
+};
+use mlx5_ifc::{Be64, Opcode, View};
+use mlx5_sim::{DmaBlock, Mode};
+
+/// Microsoft's RSS verification key.
+const KEY: [u8; 40] = [
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
+    0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
+    0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
+];
+/// Its first vector: 66.9.149.187:2794 -> 161.142.100.80:1766, hash of addresses and ports.
+const SRC: [u8; 4] = [66, 9, 149, 187];
+const DST: [u8; 4] = [161, 142, 100, 80];
+const SPORT: u16 = 2794;
+const DPORT: u16 = 1766;
+const HASH_4_TUPLE: u32 = 0x51cc_c178;
+const HASH_2_TUPLE: u32 = 0x323e_8fc2;
+/// Receive buffers per WQE.
+const BUF: u64 = 2048;
+
+/// RFC 1071 sum of `b`, folded, not inverted.
+fn ones(b: &[u8], mut s: u64) -> u16 {
+    for c in b.chunks(2) {
+        s += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// An Ethernet/IPv4 frame from A to `dmac` of protocol `proto` (17 UDP, 6 TCP) carrying
+/// `payload`, checksums zero (the SQ computes them).
+fn frame(dmac: [u8; 6], smac: [u8; 6], proto: u8, payload: &[u8]) -> Vec<u8> {
+    let l4 = if proto == 6 { 20 } else { 8 };
+    let mut f = Vec::new();
+    f.extend_from_slice(&dmac);
+    f.extend_from_slice(&smac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + l4 + payload.len()) as u16;
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, proto, 0, 0]);
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&SRC);
+    f.extend_from_slice(&DST);
+    f.extend_from_slice(&SPORT.to_be_bytes());
+    f.extend_from_slice(&DPORT.to_be_bytes());
+    if proto == 6 {
+        f.extend_from_slice(&7000u32.to_be_bytes()); // seq
+        f.extend_from_slice(&0u32.to_be_bytes()); // ack
+        f.extend_from_slice(&[5 << 4, 0x18, 0xff, 0xff, 0, 0, 0, 0]); // PSH ACK
+    } else {
+        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The checks a receiver makes: IPv4 header checksum, then TCP/UDP over the pseudo-header.
+fn checksums_ok(f: &[u8]) -> bool {
+    let ip = &f[14..];
+    let ihl = usize::from(ip[0] & 0xf) * 4;
+    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let seg = &ip[ihl..total];
+    let pseudo = ones(&ip[12..20], u64::from(ip[9]) + seg.len() as u64);
+    ones(&ip[..ihl], 0) == 0xffff && ones(seg, u64::from(pseudo)) == 0xffff
+}
+
+/// One NIC's Ethernet queues: a transport domain, a TIS and SQ (A), or RQs, an RQT, a TIR and
+/// steering (B).
+struct Eth {
+    sqn: u32,
+    sq: DmaBlock,
+    sq_dbr: DmaBlock,
+    sq_pi: u16,
+    rqs: Vec<(u32, DmaBlock, DmaBlock)>,
+}
+
+fn ring(n: &Node, pages: usize) -> (Ring, DmaBlock, DmaBlock) {
+    let dev = n.dev();
+    let buf = dev.dma_alloc(pages * 4096, 4096).unwrap();
+    let dbr = dev.dma_alloc(64, 64).unwrap();
+    let r = Ring {
+        pd: n.fx.pd,
+        uar: n.fx.uar,
+        dbr: dbr.iova,
+        pas: (0..pages as u64).map(|k| buf.iova + k * 4096).collect(),
+    };
+    (r, buf, dbr)
+}
+
+fn transport_domain(n: &mut Node) -> u32 {
+    let out = n.fx.p.ok(
+        &bare::<AllocTransportDomainIn>(Opcode::AllocTransportDomain, 0),
+        0x10,
+    );
+    View::<AllocTransportDomainOut>::new(&out)
+        .unwrap()
+        .get32(AllocTransportDomainOut::TRANSPORT_DOMAIN)
+}
+
+/// A: an SQ of 16 WQEBBs on the node's CQ, RDY.
+fn sender(n: &mut Node) -> Eth {
+    let td = transport_domain(n);
+    let tis_in = cmd::<CreateTisIn>(Opcode::CreateTis, 0, |v| {
+        v.nested_mut(CreateTisIn::CTX)
+            .set(Tisc::TRANSPORT_DOMAIN, td.into())
+            .unwrap();
+    });
+    let tis = made::<CreateTisOut>(&mut n.fx, &tis_in, CreateTisOut::TISN);
+    let (r, sq, sq_dbr) = ring(n, 1);
+    let sqn = made::<CreateSqOut>(
+        &mut n.fx,
+        &eth::sq_in(&r, n.cqn, tis, |_| {}),
+        CreateSqOut::SQN,
+    );
+    n.fx.p.ok(
+        &cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
+            v.set(ModifySqIn::SQN, sqn.into()).unwrap();
+            v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, 1).unwrap();
+        }),
+        0x10,
+    );
+    Eth {
+        sqn,
+        sq,
+        sq_dbr,
+        sq_pi: 0,
+        rqs: Vec::new(),
+    }
+}
+
+/// B: two RQs of 16 WQEs (one 2 KiB buffer each, `posted` of them posted), an RQT, a Toeplitz
+/// TIR over IPv4/UDP 4-tuples, and a root table whose one entry matches B's MAC.
+fn receiver(n: &mut Node, mr: &Mr, posted: u16) -> Eth {
+    let td = transport_domain(n);
+    let mut rqs = Vec::new();
+    for q in 0..2u64 {
+        let (r, buf, dbr) = ring(n, 1);
+        let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, |_| {}), CreateRqOut::RQN);
+        n.fx.p.ok(
+            &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
+                v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
+                v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
+            }),
+            0x10,
+        );
+        let dev = n.dev();
+        for k in 0..16u64 {
+            let mut w = [0u8; 64];
+            w[..4].copy_from_slice(&(BUF as u32).to_be_bytes());
+            w[4..8].copy_from_slice(&mr.key.to_be_bytes());
+            w[8..16].copy_from_slice(&mr.va((q * 16 + k) * BUF).to_be_bytes());
+            w[20..24].copy_from_slice(&0x100u32.to_be_bytes()); // terminator
+            dev.dma_write(buf.iova + k * 64, &w).unwrap();
+        }
+        dev.dma_write(dbr.iova, &u32::from(posted).to_be_bytes())
+            .unwrap();
+        rqs.push((rqn, buf, dbr));
+    }
+    let rqns: Vec<u32> = rqs.iter().map(|r| r.0).collect();
+    let rqt = made::<CreateRqtOut>(&mut n.fx, &rqt_in(&rqns, 2), CreateRqtOut::RQTN);
+    let tir_in = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
+        let mut c = v.nested_mut(CreateTirIn::CTX);
+        c.set(Tirc::DISP_TYPE, 1).unwrap();
+        c.set(Tirc::TRANSPORT_DOMAIN, td.into()).unwrap();
+        c.set(Tirc::INDIRECT_TABLE, rqt.into()).unwrap();
+        c.set(Tirc::RX_HASH_FN, 2).unwrap();
+        c.bytes_mut(Tirc::RX_HASH_TOEPLITZ_KEY)
+            .copy_from_slice(&KEY);
+        let mut s = c.nested_mut(Tirc::RX_HASH_FIELD_SELECTOR_OUTER);
+        s.set(Sel::L3_PROT_TYPE, 0).unwrap(); // IPv4
+        s.set(Sel::L4_PROT_TYPE, 1).unwrap(); // UDP
+        s.set(Sel::SELECTED_FIELDS, 0xf).unwrap();
+    });
+    let tir = made::<CreateTirOut>(&mut n.fx, &tir_in, CreateTirOut::TIRN);
+    let table =
+        made::<CreateFlowTableOut>(&mut n.fx, &table_in(0, None), CreateFlowTableOut::TABLE_ID);
+    let group = made::<CreateFlowGroupOut>(
+        &mut n.fx,
+        &dmac_group_in(table, 0, 0),
+        CreateFlowGroupOut::GROUP_ID,
+    );
+    n.fx.p
+        .ok(&dmac_fte_in(table, group, 0, n.mac(), &[(2, tir)]), 0x10);
+    n.fx.p.ok(
+        &cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, 0, |v| {
+            v.set(SetFlowTableRootIn::TABLE_ID, table.into()).unwrap();
+        }),
+        0x10,
+    );
+    Eth {
+        sqn: 0,
+        sq: rqs[0].1,
+        sq_dbr: rqs[0].2,
+        sq_pi: 0,
+        rqs,
+    }
+}
+
+/// Posts a SEND (`tso`: TSO with `mss`) of `f` from A: the first `inline` bytes in the WQE,
+/// the rest from `mr`; checksum offloads on; rings the doorbell.
+fn send(n: &Node, e: &mut Eth, mr: &Mr, f: &[u8], inline: usize, mss: Option<u16>) -> u16 {
+    let dev = n.dev();
+    dev.dma_write(mr.buf.iova, &f[inline..]).unwrap();
+    let mut w = vec![0u8; 32];
+    w[16 + 4] = 0xc0; // L3 and L4 checksums
+    if let Some(m) = mss {
+        w[16 + 6..16 + 8].copy_from_slice(&m.to_be_bytes());
+    }
+    w[16 + 12..16 + 14].copy_from_slice(&(inline as u16).to_be_bytes());
+    w.extend_from_slice(&[0; 16 * 8]);
+    w[30..30 + inline].copy_from_slice(&f[..inline]);
+    let data_at = 32 + 16 * (inline.saturating_sub(2)).div_ceil(16);
+    w.truncate(data_at);
+    w.extend_from_slice(&((f.len() - inline) as u32).to_be_bytes());
+    w.extend_from_slice(&mr.key.to_be_bytes());
+    w.extend_from_slice(&mr.va.to_be_bytes());
+    let ds = (w.len() / 16) as u32;
+    let opcode = if mss.is_some() { 0x0e } else { 0x0a };
+    let idx = e.sq_pi;
+    w[0..4].copy_from_slice(&((u32::from(idx) << 8) | opcode).to_be_bytes());
+    w[4..8].copy_from_slice(&((e.sqn << 8) | ds).to_be_bytes());
+    w[11] = 0x08; // CQ_UPDATE
+    w.resize(w.len().next_multiple_of(64), 0);
+    for (k, bb) in w.chunks(64).enumerate() {
+        let slot = (u64::from(idx) + k as u64) & 15;
+        dev.dma_write(e.sq.iova + slot * 64, bb).unwrap();
+    }
+    e.sq_pi = e.sq_pi.wrapping_add((w.len() / 64) as u16);
+    dev.dma_write(e.sq_dbr.iova + 4, &u32::from(e.sq_pi).to_be_bytes())
+        .unwrap();
+    let first = u64::from_be_bytes(w[..8].try_into().unwrap());
+    dev.bar_write64(u64::from(n.fx.uar) * 4096 + 0x800, Be64::new(first));
+    idx
+}
+
+/// The raw 64-byte CQE B wrote last (the node's poll parses fewer fields).
+fn raw_cqe(n: &Node) -> [u8; 64] {
+    let slot = u64::from(n.cq_ci.wrapping_sub(1) & ((1 << common::datapath::LOG_CQ) - 1));
+    let mut b = [0u8; 64];
+    n.dev().dma_read(n.cq.iova + slot * 64, &mut b).unwrap();
+    b
+}
+
+/// What B's RQ `q` buffer `k` holds (`len` bytes).
+fn received(n: &Node, mr: &Mr, q: u64, k: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    n.dev()
+        .dma_read(mr.buf.iova + (q * 16 + k) * BUF, &mut b)
+        .unwrap();
+    b
+}
+
+#[test]
+fn frames_cross_the_fabric_through_sq_steering_tir_rss_and_rq() {
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let (amr, bmr) = (
+        a.reg_mr(64 * 1024, false, false, false),
+        b.reg_mr(64 * 1024, false, false, false),
+    );
+    let mut tx = sender(&mut a);
+    let rx = receiver(&mut b, &bmr, 8);
+
+    // A UDP datagram with its checksums left to the device.
+    let payload: Vec<u8> = (0..100u8).collect();
+    let f = frame(b.mac(), a.mac(), 17, &payload);
+    let idx = send(&a, &mut tx, &amr, &f, 14, None);
+    fabric.run_until_idle();
+    let c = a.poll().expect("A's send completion");
+    assert_eq!(
+        (c.opcode, c.wqe_opcode, c.qpn, c.wqe_counter),
+        (0, 0x0a, tx.sqn, idx)
+    );
+    let c = b.poll().expect("B's receive completion");
+    assert_eq!(
+        (c.opcode, c.byte_cnt, c.wqe_counter),
+        (2, f.len() as u32, 0)
+    );
+    let raw = raw_cqe(&b);
+    let rss = u32::from_be_bytes(raw[12..16].try_into().unwrap());
+    assert_eq!(rss, HASH_4_TUPLE, "Toeplitz over addresses and ports");
+    assert_eq!(
+        raw[16],
+        0x01 | 0x04 | 0x20 | 0x80,
+        "rss_hash_type: IPv4 and UDP, both ends"
+    );
+    assert_eq!(raw[28], 0x06, "hds_ip_ext: L3 and L4 checksums good");
+    assert_eq!(raw[29], 2 << 4 | 2 << 2, "l4 UDP, l3 IPv4, no VLAN");
+    let q = u64::from(HASH_4_TUPLE % 2);
+    let got = received(&b, &bmr, q, 0, f.len());
+    assert!(checksums_ok(&got), "the device filled both checksums");
+    assert_eq!(got[..24], f[..24]);
+    assert_eq!(got[26..40], f[26..40]);
+    assert_eq!(got[42..], f[42..], "payload");
+    let sum = u16::from_be_bytes([raw[20], raw[21]]);
+    assert_eq!(
+        sum,
+        ones(&got[14..], 0),
+        "check_sum: from the IP header to the end"
+    );
+
+    // A VLAN-tagged frame: the tag is stripped into the CQE.
+    let mut tagged = f.clone();
+    tagged.splice(12..12, [0x81, 0x00, 0x20, 0x07]);
+    send(&a, &mut tx, &amr, &tagged, 18, None);
+    fabric.run_until_idle();
+    assert!(a.poll().is_some());
+    let c = b.poll().expect("the tagged frame");
+    assert_eq!((c.byte_cnt, c.wqe_counter), (f.len() as u32, 1));
+    let raw = raw_cqe(&b);
+    assert_eq!(raw[29] & 1, 1, "cv");
+    assert_eq!(u16::from_be_bytes([raw[30], raw[31]]), 0x2007, "vlan_info");
+    assert!(checksums_ok(&received(&b, &bmr, q, 1, f.len())));
+
+    // TSO: 3000 bytes of TCP payload in segments of 1000; TCP to a UDP TIR hashes addresses only.
+    let big: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    let t = frame(b.mac(), a.mac(), 6, &big);
+    send(&a, &mut tx, &amr, &t, 14 + 20 + 20, Some(1000));
+    fabric.run_until_idle();
+    let c = a.poll().expect("the TSO WQE's completion");
+    assert_eq!(c.wqe_opcode, 0x0e);
+    let q2 = u64::from(HASH_2_TUPLE % 2);
+    let mut joined = Vec::new();
+    for k in 0..3u16 {
+        let c = b.poll().expect("a TSO segment");
+        assert_eq!(c.byte_cnt, 14 + 40 + 1000);
+        let raw = raw_cqe(&b);
+        assert_eq!(
+            u32::from_be_bytes(raw[12..16].try_into().unwrap()),
+            HASH_2_TUPLE
+        );
+        let want_k = if q2 == q {
+            u64::from(k) + 2
+        } else {
+            u64::from(k)
+        };
+        assert_eq!(u64::from(c.wqe_counter), want_k);
+        let s = received(&b, &bmr, q2, want_k, c.byte_cnt as usize);
+        assert!(checksums_ok(&s), "segment {k}");
+        let seq = u32::from_be_bytes(s[38..42].try_into().unwrap());
+        assert_eq!(seq, 7000 + 1000 * u32::from(k));
+        assert_eq!(s[47] & 0x08 != 0, k == 2, "PSH on the last segment only");
+        joined.extend_from_slice(&s[54..]);
+    }
+    assert_eq!(joined, big);
+
+    // Drops: a broadcast has no entry in B's table; a unicast MAC nobody has never leaves
+    // the switch; counted where they happen.
+    let before = b.dev().datapath_counters();
+    send(
+        &a,
+        &mut tx,
+        &amr,
+        &frame([0xff; 6], a.mac(), 17, &payload),
+        14,
+        None,
+    );
+    send(
+        &a,
+        &mut tx,
+        &amr,
+        &frame([2, 0, 0, 0, 0, 0x99], a.mac(), 17, &payload),
+        14,
+        None,
+    );
+    fabric.run_until_idle();
+    assert_eq!(a.drain().len(), 2, "both sent");
+    assert!(b.poll().is_none());
+    let after = b.dev().datapath_counters();
+    assert_eq!(
+        after.eth_rx_steering_drops - before.eth_rx_steering_drops,
+        1
+    );
+    assert_eq!(fabric.counters().unroutable, 1);
+    assert_eq!(rx.rqs.len(), 2);
+}
+
+#[test]
+fn an_rq_without_posted_buffers_drops_and_counts() {
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let (amr, bmr) = (
+        a.reg_mr(8192, false, false, false),
+        b.reg_mr(64 * 1024, false, false, false),
+    );
+    let mut tx = sender(&mut a);
+    let rx = receiver(&mut b, &bmr, 0);
+    let f = frame(b.mac(), a.mac(), 17, &[1, 2, 3]);
+    send(&a, &mut tx, &amr, &f, 14, None);
+    fabric.run_until_idle();
+    assert!(b.poll().is_none());
+    assert_eq!(b.dev().datapath_counters().eth_rx_out_of_buffer, 1);
+    // One WQE posted on each RQ (the doorbell record): the same frame now lands, padded to
+    // the 60-byte minimum by the sender.
+    for (_, _, dbr) in &rx.rqs {
+        b.dev().dma_write(dbr.iova, &1u32.to_be_bytes()).unwrap();
+    }
+    send(&a, &mut tx, &amr, &f, 14, None);
+    fabric.run_until_idle();
+    let c = b.poll().expect("delivered once a buffer is posted");
+    assert_eq!((c.opcode, c.byte_cnt, c.wqe_counter), (2, 60, 0));
+}
