@@ -20,9 +20,10 @@
 # Environment knobs: NICS (default 2), TIMEOUT (default 420 s), WAIT (seconds the guest gives the
 # probe, default 20), SHARED (default <repo>/../shared), VFIO (1: the mlx5ctl part, default; 0:
 # Linux's drivers only), DEMO (the demo types, default rc,uc,ud), UP (1: ip link set up on each
-# netdev, checked for carrier), TRAFFIC (1: ibv_rc_pingpong and ibv_ud_pingpong between mlx5_0
-# and mlx5_1, on a profile without UMR unless SIM says otherwise; checked, with the frames on
-# the wire), GID (their GID index, default 1, the RoCE v2 GID; 0 is the RoCE v1 GID), PING
+# netdev, checked for carrier), TRAFFIC (1: the rdma-core pingpongs and perftest between mlx5_0
+# and mlx5_1; checked, with the frames on the wire), UMR (0: a cx5 profile with
+# umr_modify_entity_size_disabled, so mlx5_ib registers user memory by CREATE_MKEY instead of UMR
+# WQEs on its MR cache — how tools/tests/data/rdma-core-pingpong.jsonl was captured), GID (their GID index, default 1, the RoCE v2 GID; 0 is the RoCE v1 GID), PING
 # (default TRAFFIC: eth1 in a namespace of its own, ping both ways and a 1 MiB TCP stream), SIM (mlx5ctl sim's profile, default cx5), DBGPAGES (1: mlx5_core's
 # debug messages kept from boot and its page lines and debugfs page counters printed; slow).
 #
@@ -123,7 +124,7 @@ done
 # The traffic run's profile: a ConnectX-5 with `umr_modify_entity_size_disabled` = 1, so that
 # mlx5_ib registers user memory with CREATE_MKEY instead of UMR WQEs, which the simulator does
 # not execute yet (../shared/reference/linux-mlx5-probe.md §8.4; docs/simulator.md).
-if [ "${TRAFFIC:-0}" = 1 ] && [ -z "${SIM:-}" ]; then
+if [ "${UMR:-1}" = 0 ] && [ -z "${SIM:-}" ]; then
   echo '{"name": "cx5-no-umr", "umr_modify_entity_size_disabled": 1}' > "$WORK/cx5-no-umr.json"
   SIM=$WORK/cx5-no-umr.json
 fi

@@ -35,6 +35,7 @@ pub(crate) mod flush;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod steering;
+pub(crate) mod umr;
 pub(crate) mod wqe;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -295,6 +296,8 @@ pub(crate) fn psn_add(psn: u32, n: u32) -> u32 {
 pub(crate) struct QpInfo {
     pub(crate) qpn: u32,
     pub(crate) st: u64,
+    /// A REG_UMR QP (its `st` is UD's: [`qp_st::transport`]).
+    pub(crate) umr: bool,
     pub(crate) state: u64,
     pub(crate) pd: u32,
     pub(crate) cqn_snd: u32,
@@ -403,6 +406,7 @@ impl QpInfo {
         Some(QpInfo {
             qpn,
             st: mlx5_ifc::consts::qp_st::transport(c.get(Qpc::ST)),
+            umr: c.get(Qpc::ST) == qp_st::REG_UMR,
             state: c.get(Qpc::STATE),
             pd: c.get32(Qpc::PD),
             cqn_snd: c.get32(Qpc::CQN_SND),

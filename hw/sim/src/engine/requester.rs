@@ -141,6 +141,10 @@ pub(crate) fn local_syndrome(e: LocalError) -> (u8, u8) {
 fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
     let opcode = View::<CtrlSeg>::new(bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
     let too_big = bytes.len() as u64 > hw.fw.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
+    if opcode == wop::UMR && (info.umr || info.st == qp_st::RC) {
+        umr(hw, info, cc, bytes, too_big);
+        return;
+    }
     let w = match wqe::parse_send(bytes, info.st) {
         Ok(w) if w.qpn == info.qpn && !too_big => w,
         other => {
@@ -174,6 +178,41 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
         Err(e) => {
             let (s, vendor) = local_syndrome(e);
             flush::enter_error(hw, info.qpn, Some((cc, opcode, s, vendor)));
+        }
+    }
+}
+
+/// A UMR WQE ([`super::umr`]): a local operation, done at once (its completion waits behind the
+/// QP's outstanding requests, in order).
+fn umr(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8], too_big: bool) {
+    let Ok(c) = View::<CtrlSeg>::new(bytes) else {
+        return;
+    };
+    let w = SendWqe {
+        opcode: wop::UMR,
+        qpn: c.get32(CtrlSeg::QPN),
+        fm_ce_se: c.get(CtrlSeg::FM_CE_SE) as u8,
+        imm: c.get32(CtrlSeg::IMM).to_be_bytes(),
+        raddr: None,
+        atomic: None,
+        av: None,
+        pieces: Vec::new(),
+    };
+    if w.qpn != info.qpn || too_big {
+        flush::enter_error(hw, info.qpn, Some((cc, wop::UMR, syn::LOCAL_QP_OP_ERR, 0)));
+        return;
+    }
+    hw.fw.engine.counters.wqes_executed += 1;
+    match super::umr::execute(hw, bytes) {
+        Ok(()) => {
+            qp_rt(&mut hw.fw.engine, info)
+                .outstanding
+                .push_back(request(cc, &w, 0));
+            complete_ready(hw, info);
+        }
+        Err(e) => {
+            let (s, vendor) = local_syndrome(e);
+            flush::enter_error(hw, info.qpn, Some((cc, wop::UMR, s, vendor)));
         }
     }
 }

@@ -1,0 +1,229 @@
+//! UMR (user-mode memory registration) send WQEs: a QP of type REG_UMR (or RC) changes a
+//! memory key from its send queue — enables it with its translations, revokes it (free), or
+//! changes its PD and access — without a command. Linux's mlx5_ib registers user memory this
+//! way on the keys of its MR cache (created free, `umr_en`, by CREATE_MKEY).
+//!
+//! The WQE (opcode 0x25): the control segment's `imm` holds the target key (found by its index,
+//! `imm >> 8`: a fast registration names the key's *new* variant); a UMR control segment (48
+//! bytes: `flags`, `xlt_octowords`, `xlt_offset`, `mkey_mask`, `xlt_offset_47_16`); an mkey
+//! segment (the 64-byte `mkc` layout); then the translation entries — inline (`flags` bit 7)
+//! right after the mkey segment, or behind a data segment (a gather through its lkey; the UMR
+//! QP has no PD, so the lkey's own PD is taken).
+//!
+//! The device checks, each failure an error CQE and the QP in ERR (later WQEs flush):
+//! * the target mkey exists and was created with `umr_en` (LOCAL_PROT_ERR);
+//! * `flags` bits 6:5 — 1: the key must be free (`CHECK_NOT_FREE`, what an enable sends),
+//!   2: it must not be (`CHECK_FREE`) (LOCAL_PROT_ERR: the syndrome firmware gives is not
+//!   documented in any source this project has; Linux handles every non-flush syndrome alike);
+//! * translations only into an MTT key, entries of 8 bytes at byte offset `xlt_offset × 16`
+//!   (with `flags` bit 4; else 0), within the key's table rounded up to 64 bytes — Linux writes
+//!   whole 64-byte chunks, past a `translations_octword_size` that is not a multiple of 4
+//!   (LOCAL_LENGTH_ERR);
+//! * a new `log_page_size` 12..=30, a new PD that exists (LOCAL_PROT_ERR).
+//!
+//! `mkey_mask` selects the fields the mkey segment changes: LEN (with `length64`), PAGE_SIZE,
+//! START_ADDR, PD, EN_RINVAL, KEY (`mkey_7_0`), QPN, LR, LW, RR, RW, A and FREE; the others
+//! (fence, relaxed ordering, BSF) change nothing this model keeps. The key's context image
+//! follows, so QUERY_MKEY shows the result. Entry low 12 bits (read/write present flags) are
+//! masked off, as CREATE_MKEY does.
+
+use mlx5_ifc::prm::mr::Mkc;
+use mlx5_ifc::wqe::{CtrlSeg, DataSeg};
+use mlx5_ifc::{Layout, View, ViewMut};
+
+use super::wqe::{LocalError, Piece};
+use super::{dma, Hw, Sge};
+use crate::fw::mkey::access;
+use crate::fw::objects::ObjectKind;
+
+/// Bytes of the UMR control segment and of the mkey segment.
+const UMR_CTRL_BYTES: usize = 48;
+const MKEY_SEG_BYTES: usize = 64;
+/// `flags` bits.
+const TRANSLATION_OFFSET_EN: u8 = 0x10;
+const CHECK_MASK: u8 = 0x60;
+const CHECK_NOT_FREE: u8 = 0x20;
+const CHECK_FREE: u8 = 0x40;
+const INLINE: u8 = 0x80;
+/// `mkey_mask` bits.
+mod mask {
+    pub(super) const LEN: u64 = 1 << 0;
+    pub(super) const PAGE_SIZE: u64 = 1 << 1;
+    pub(super) const START_ADDR: u64 = 1 << 6;
+    pub(super) const PD: u64 = 1 << 7;
+    pub(super) const EN_RINVAL: u64 = 1 << 8;
+    pub(super) const KEY: u64 = 1 << 13;
+    pub(super) const QPN: u64 = 1 << 14;
+    pub(super) const LR: u64 = 1 << 17;
+    pub(super) const LW: u64 = 1 << 18;
+    pub(super) const RR: u64 = 1 << 19;
+    pub(super) const RW: u64 = 1 << 20;
+    pub(super) const A: u64 = 1 << 21;
+    pub(super) const FREE: u64 = 1 << 29;
+}
+/// MTT entries carry flags in their low 12 bits.
+const MTT_FLAGS: u64 = 0xfff;
+
+fn be16(b: &[u8], at: usize) -> u64 {
+    u64::from(u16::from_be_bytes([b[at], b[at + 1]]))
+}
+
+/// Executes the UMR WQE `w` (its `DS × 16` bytes).
+pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
+    let c = View::<CtrlSeg>::new(w).map_err(|_| LocalError::Length)?;
+    let index = c.get32(CtrlSeg::IMM) >> 8;
+    let u = w
+        .get(CtrlSeg::BYTES..CtrlSeg::BYTES + UMR_CTRL_BYTES)
+        .ok_or(LocalError::Length)?;
+    let flags = u[0];
+    let octowords = be16(u, 4) as usize;
+    let offset = if flags & TRANSLATION_OFFSET_EN != 0 {
+        (be16(u, 6) | u64::from(u32::from_be_bytes([u[16], u[17], u[18], u[19]])) << 16) * 16
+    } else {
+        0
+    };
+    let mkey_mask = u64::from_be_bytes(u[8..16].try_into().map_err(|_| LocalError::Length)?);
+    let seg_at = CtrlSeg::BYTES + UMR_CTRL_BYTES;
+    let seg = w
+        .get(seg_at..seg_at + MKEY_SEG_BYTES)
+        .ok_or(LocalError::Length)?;
+    let s = View::<Mkc>::new(seg).map_err(|_| LocalError::Length)?;
+
+    // The target and its state checks.
+    let m = hw.fw.objects.mkey(index).ok_or(LocalError::Protection)?;
+    let umr_en = View::<Mkc>::new(&m.ctx).is_ok_and(|v| v.get(Mkc::UMR_EN) == 1);
+    let check = flags & CHECK_MASK;
+    if !umr_en || (check == CHECK_NOT_FREE && !m.free) || (check == CHECK_FREE && m.free) {
+        log::info!(
+            "mlx5-sim: UMR on mkey {index:#x}: umr_en {umr_en}, free {}, check {check:#x}",
+            m.free
+        );
+        return Err(LocalError::Protection);
+    }
+
+    // The translation entries.
+    let entries = if octowords == 0 {
+        Vec::new()
+    } else {
+        let bytes = octowords * 16;
+        let xlt = if flags & INLINE != 0 {
+            let at = seg_at + MKEY_SEG_BYTES;
+            w.get(at..at + bytes).ok_or(LocalError::Length)?.to_vec()
+        } else {
+            let at = seg_at + MKEY_SEG_BYTES;
+            let d = View::<DataSeg>::new(w.get(at..at + DataSeg::BYTES).ok_or(LocalError::Length)?)
+                .map_err(|_| LocalError::Length)?;
+            let sge = Sge {
+                len: d.get32(DataSeg::BYTE_COUNT).min(bytes as u32),
+                lkey: d.get32(DataSeg::LKEY),
+                addr: d.get(DataSeg::ADDR),
+            };
+            // The UMR QP has no PD: the lkey is taken in its own.
+            let pd = hw.fw.objects.mkey(sge.lkey >> 8).map_or(0, |k| k.pd);
+            dma::gather(hw, pd, &[Piece::Data(sge)], bytes as u64)?
+        };
+        xlt.chunks_exact(8)
+            .map(|e| u64::from_be_bytes(e.try_into().unwrap_or([0; 8])) & !MTT_FLAGS)
+            .collect()
+    };
+
+    // The new PD must exist.
+    let new_pd = s.get32(Mkc::PD);
+    if mkey_mask & mask::PD != 0 && !hw.fw.objects.contains(ObjectKind::Pd, new_pd) {
+        return Err(LocalError::Protection);
+    }
+    let new_shift = s.get(Mkc::LOG_PAGE_SIZE);
+    if mkey_mask & mask::PAGE_SIZE != 0 && !(12..=30).contains(&new_shift) {
+        return Err(LocalError::Protection);
+    }
+
+    let m = hw
+        .fw
+        .objects
+        .mkey_mut(index)
+        .ok_or(LocalError::Protection)?;
+    let octo_size = View::<Mkc>::new(&m.ctx).map_or(0, |v| v.get(Mkc::TRANSLATIONS_OCTWORD_SIZE));
+    if !entries.is_empty() {
+        let Some((_, pages)) = m.mtt.as_mut() else {
+            return Err(LocalError::Protection);
+        };
+        // Whole 64-byte chunks of the table (8 entries each).
+        let cap = (octo_size as usize * 2).next_multiple_of(8);
+        let first = (offset / 8) as usize;
+        if first + entries.len() > cap {
+            return Err(LocalError::Length);
+        }
+        if pages.len() < first + entries.len() {
+            pages.resize(first + entries.len(), 0);
+        }
+        pages[first..first + entries.len()].copy_from_slice(&entries);
+    }
+    let old_pd = m.pd;
+    let bit = |f| s.get(f) == 1;
+    let grant = [
+        (mask::LR, Mkc::LR, access::LOCAL_READ),
+        (mask::LW, Mkc::LW, access::LOCAL_WRITE),
+        (mask::RR, Mkc::RR, access::REMOTE_READ),
+        (mask::RW, Mkc::RW, access::REMOTE_WRITE),
+        (mask::A, Mkc::A, access::ATOMIC),
+    ];
+    for (mb, f, a) in grant {
+        if mkey_mask & mb != 0 {
+            m.access = if bit(f) { m.access | a } else { m.access & !a };
+        }
+    }
+    if mkey_mask & mask::LEN != 0 {
+        m.len = s.get(Mkc::LEN);
+        m.whole = bit(Mkc::LENGTH64);
+    }
+    if mkey_mask & mask::START_ADDR != 0 {
+        m.start = s.get(Mkc::START_ADDR);
+    }
+    if mkey_mask & mask::PAGE_SIZE != 0 {
+        if let Some((shift, _)) = m.mtt.as_mut() {
+            *shift = new_shift as u32;
+        }
+    }
+    if mkey_mask & mask::PD != 0 {
+        m.pd = new_pd;
+    }
+    if mkey_mask & mask::EN_RINVAL != 0 {
+        m.rinval = bit(Mkc::EN_RINVAL);
+    }
+    if mkey_mask & mask::KEY != 0 {
+        m.variant = s.get(Mkc::MKEY_7_0) as u8;
+    }
+    if mkey_mask & mask::FREE != 0 {
+        m.free = bit(Mkc::FREE);
+    }
+    // The context image follows every field the mask names.
+    let fields = [
+        (mask::LEN, &[Mkc::LEN, Mkc::LENGTH64][..]),
+        (mask::PAGE_SIZE, &[Mkc::LOG_PAGE_SIZE]),
+        (mask::START_ADDR, &[Mkc::START_ADDR]),
+        (mask::PD, &[Mkc::PD]),
+        (mask::EN_RINVAL, &[Mkc::EN_RINVAL]),
+        (mask::KEY, &[Mkc::MKEY_7_0]),
+        (mask::QPN, &[Mkc::QPN]),
+        (mask::LR, &[Mkc::LR]),
+        (mask::LW, &[Mkc::LW]),
+        (mask::RR, &[Mkc::RR]),
+        (mask::RW, &[Mkc::RW]),
+        (mask::A, &[Mkc::A]),
+        (mask::FREE, &[Mkc::FREE]),
+    ];
+    if let Ok(mut v) = ViewMut::<Mkc>::new(&mut m.ctx) {
+        for (mb, fs) in fields {
+            if mkey_mask & mb != 0 {
+                for &f in fs {
+                    let _ = v.set(f, s.get(f));
+                }
+            }
+        }
+    }
+    if mkey_mask & mask::PD != 0 && new_pd != old_pd {
+        hw.fw.objects.release(&[(ObjectKind::Pd, old_pd)]);
+        hw.fw.objects.hold(&[(ObjectKind::Pd, new_pd)]);
+    }
+    Ok(())
+}

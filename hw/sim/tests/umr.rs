@@ -1,0 +1,201 @@
+//! UMR WQEs at the byte level, as Linux's mlx5_ib sends them from its REG_UMR QP: enabling a
+//! free MR-cache key (CHECK_NOT_FREE, translations behind a data segment, the ENABLE mask),
+//! using it from the wire, revoking it (INLINE, PD|FREE), and a refused check — an error CQE,
+//! the QP in ERR and the next WQE flushed, which Linux's UMR recovery relies on.
+
+mod common;
+
+use common::cmd;
+use common::datapath::{connected, fill, pair, read, Mr, Node, Qp, Seg};
+use common::queues::Step;
+use mlx5_ifc::consts::qp_st;
+use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, Mkc};
+use mlx5_ifc::{Be64, Layout, Opcode, View};
+use mlx5_sim::Mode;
+
+const UMR: u8 = 0x25;
+const WRITE: u8 = 0x08;
+/// Linux's ENABLE mask with atomics: KEY|FREE, LR..A, PD, LEN|PAGE_SIZE|START_ADDR.
+const ENABLE_MASK: u64 = 0x203e_20c3;
+/// Revoke: PD|FREE.
+const REVOKE_MASK: u64 = 0x2000_0080;
+const CHECK_NOT_FREE: u8 = 0x20;
+const INLINE: u8 = 0x80;
+const VA: u64 = 0x5500_0000_0000;
+
+/// A key as mlx5_ib's MR cache makes them: free, `umr_en`, MTT with room for 4 pages, no range.
+fn cache_key(n: &mut Node, variant: u8) -> u32 {
+    let pd = n.fx.pd;
+    let input = cmd::<CreateMkeyIn>(Opcode::CreateMkey, 0, |v| {
+        let mut c = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
+        c.set(Mkc::FREE, 1).unwrap();
+        c.set(Mkc::UMR_EN, 1).unwrap();
+        c.set(Mkc::LR, 1).unwrap();
+        c.set(Mkc::ACCESS_MODE_1_0, 1).unwrap();
+        c.set(Mkc::QPN, 0xff_ffff).unwrap();
+        c.set(Mkc::MKEY_7_0, variant.into()).unwrap();
+        c.set(Mkc::PD, pd.into()).unwrap();
+        c.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, 2).unwrap();
+        c.set(Mkc::LOG_PAGE_SIZE, 12).unwrap();
+    });
+    let out = n.fx.p.ok(&input, CreateMkeyOut::BYTES);
+    View::<CreateMkeyOut>::new(&out)
+        .unwrap()
+        .get32(CreateMkeyOut::MKEY_INDEX)
+        << 8
+        | u32::from(variant)
+}
+
+/// The UMR control segment and mkey segment (`free`, access, PD, range, page size).
+fn umr_body(n: &Node, flags: u8, octowords: u16, mask: u64, free: bool, key: u32) -> Vec<u8> {
+    let mut w = vec![0u8; 48 + 64];
+    w[0] = flags;
+    w[4..6].copy_from_slice(&octowords.to_be_bytes());
+    w[8..16].copy_from_slice(&mask.to_be_bytes());
+    let s = &mut w[48..];
+    s[0] = if free { 0x40 } else { 0 };
+    s[2] = 0x80 | 0x40 | 0x20 | 0x10 | 0x08 | 0x04 | 0x01; // umr_en, a, rw, rr, lw, lr, MTT
+    s[4..8].copy_from_slice(&(0xffff_ff00 | (key & 0xff)).to_be_bytes());
+    s[12..16].copy_from_slice(&n.fx.pd.to_be_bytes());
+    s[16..24].copy_from_slice(&VA.to_be_bytes());
+    s[24..32].copy_from_slice(&16384u64.to_be_bytes());
+    s[52..56].copy_from_slice(&2u32.to_be_bytes());
+    s[59] = 12;
+    w
+}
+
+/// Posts a UMR WQE for `key` (`body` after the control segment) on the UMR QP and rings.
+fn post_umr(n: &Node, qp: &mut Qp, key: u32, body: &[u8]) -> u16 {
+    let mut w = vec![0u8; 16];
+    w.extend_from_slice(body);
+    let ds = (w.len() / 16) as u32;
+    let idx = qp.sq_pi;
+    w[0..4].copy_from_slice(&((u32::from(idx) << 8) | u32::from(UMR)).to_be_bytes());
+    w[4..8].copy_from_slice(&((qp.qpn << 8) | ds).to_be_bytes());
+    w[11] = 0x28; // CQ_UPDATE, small initiator fence
+    w[12..16].copy_from_slice(&key.to_be_bytes());
+    w.resize(w.len().next_multiple_of(64), 0);
+    let dev = n.dev();
+    let sq = qp.buf.iova + u64::from(qp.rq_wqes) * qp.rq_stride;
+    for (k, bb) in w.chunks(64).enumerate() {
+        let slot = (u64::from(idx) + k as u64) & u64::from(qp.sq_bbs - 1);
+        dev.dma_write(sq + slot * 64, bb).unwrap();
+    }
+    qp.sq_pi = qp.sq_pi.wrapping_add((w.len() / 64) as u16);
+    dev.dma_write(qp.dbr.iova + 4, &u32::from(qp.sq_pi).to_be_bytes())
+        .unwrap();
+    let first = u64::from_be_bytes(w[..8].try_into().unwrap());
+    dev.bar_write64(u64::from(n.fx.uar) * 4096 + 0x800, Be64::new(first));
+    idx
+}
+
+/// The UMR QP, in RTS.
+fn umr_qp(n: &mut Node) -> Qp {
+    let qp = n.create_qp(qp_st::REG_UMR);
+    // Programmed as a UD QP is (Linux's mlx5r_umr_qp_rst2rts: port 1, no path).
+    for step in [Step::Rst2Init, Step::Init2Rtr, Step::Rtr2Rts] {
+        assert_eq!(
+            n.fx.step(step, qp.qpn, qp_st::UD, 0, |_| {}),
+            (0, 0),
+            "{step:?}"
+        );
+    }
+    qp
+}
+
+/// Enables `key` over 4 pages of `buf` with translations in `xlt` (a registered region).
+fn enable(n: &Node, qp: &mut Qp, key: u32, pages: u64, xlt: &Mr) -> u16 {
+    let dev = n.dev();
+    let mut list = Vec::new();
+    for k in 0..8u64 {
+        let e = if k < 4 { (pages + k * 4096) | 3 } else { 0 };
+        list.extend_from_slice(&e.to_be_bytes());
+    }
+    dev.dma_write(xlt.buf.iova, &list).unwrap();
+    let mut body = umr_body(n, CHECK_NOT_FREE, 4, ENABLE_MASK, false, key);
+    body.extend_from_slice(&64u32.to_be_bytes());
+    body.extend_from_slice(&xlt.key.to_be_bytes());
+    body.extend_from_slice(&xlt.va.to_be_bytes());
+    post_umr(n, qp, key, &body)
+}
+
+#[test]
+fn a_cache_key_is_enabled_used_and_revoked_by_umr() {
+    let (_fabric, mut a, mut b) = pair(Mode::Sync);
+    let (mut qa, _qb) = connected(&mut a, &mut b, qp_st::RC, |_| {});
+    let la = a.reg_mr(16384, false, false, false);
+    let xlt = b.reg_mr(4096, false, false, false);
+    let key = cache_key(&mut b, 0x5a);
+    let mut umr = umr_qp(&mut b);
+    let buf = b.dev().dma_alloc(16384, 4096).unwrap();
+
+    let idx = enable(&b, &mut umr, key, buf.iova, &xlt);
+    let c = b.poll().expect("the UMR's completion");
+    assert_eq!(
+        (c.opcode, c.wqe_opcode, c.qpn, c.wqe_counter),
+        (0, UMR, umr.qpn, idx)
+    );
+
+    // The enabled key takes an RDMA WRITE across its four pages.
+    let data = fill(&a.dev(), &la, 3);
+    a.post_send(
+        &mut qa,
+        WRITE,
+        0x08,
+        [0; 4],
+        &[
+            Seg::Raddr(VA + 100, key),
+            Seg::Data(12000, la.key, la.va(0)),
+        ],
+    );
+    let c = a.poll().expect("the WRITE's completion");
+    assert_eq!(c.opcode, 0, "a success CQE");
+    let region = Mr { key, buf, va: VA };
+    assert_eq!(read(&b.dev(), &region, 100, 12000), &data[..12000]);
+
+    // Revoked (free again): the next WRITE is refused by the responder.
+    post_umr(
+        &b,
+        &mut umr,
+        key,
+        &umr_body(&b, INLINE, 0, REVOKE_MASK, true, key),
+    );
+    assert_eq!(b.poll().map(|c| c.opcode), Some(0));
+    a.post_send(
+        &mut qa,
+        WRITE,
+        0x08,
+        [0; 4],
+        &[Seg::Raddr(VA, key), Seg::Data(64, la.key, la.va(0))],
+    );
+    let c = a.poll().expect("the refused WRITE");
+    assert_eq!(c.opcode, 0xd, "requester error CQE");
+}
+
+#[test]
+fn a_refused_check_stops_the_umr_qp_and_flushes_the_next_wqe() {
+    let (_fabric, _a, mut b) = pair(Mode::Sync);
+    let xlt = b.reg_mr(4096, false, false, false);
+    let key = cache_key(&mut b, 1);
+    let mut umr = umr_qp(&mut b);
+    let buf = b.dev().dma_alloc(16384, 4096).unwrap();
+    enable(&b, &mut umr, key, buf.iova, &xlt);
+    assert_eq!(b.poll().map(|c| c.opcode), Some(0));
+    // Enabling it again: CHECK_NOT_FREE on a key in use.
+    enable(&b, &mut umr, key, buf.iova, &xlt);
+    let c = b.poll().expect("an error CQE");
+    assert_eq!(
+        (c.opcode, c.syndrome),
+        (0xd, 0x04),
+        "REQ_ERR, LOCAL_PROT_ERR"
+    );
+    // Linux's recovery posts again while the QP is in ERR and waits for the flush.
+    post_umr(
+        &b,
+        &mut umr,
+        key,
+        &umr_body(&b, INLINE, 0, REVOKE_MASK, true, key),
+    );
+    let c = b.poll().expect("a flush CQE");
+    assert_eq!((c.opcode, c.syndrome), (0xd, 0x05), "WR_FLUSH_ERR");
+}
