@@ -15,7 +15,13 @@
 //!   complete as usual. MANAGE_PAGES op_mod 0 (the driver cannot give) fails every held command
 //!   with NO_RESOURCES / PAGES_ALLOC_FAIL and forgets the outstanding request.
 //! * **a destroy gives pages back.** With `spare_pages` = s, after a DESTROY the firmware offers
-//!   back (PAGE_REQUEST with `num_pages` < 0) the free pages above s that it has not offered yet.
+//!   back (PAGE_REQUEST with `num_pages` < 0) the free pages above s — one offer outstanding at
+//!   a time: while the driver has not taken the last, destroys offer nothing more (the next
+//!   destroy after the take offers what has piled up). A burst of destroys (Linux's MR cache,
+//!   some 6 000 keys, at unload) thus makes a handful of offers, not thousands: thousands of
+//!   queued page works kept Linux 6.1 reclaiming while it destroyed its command EQ, where the
+//!   command interface refuses MANAGE_PAGES and Linux then frees the pages from its own tree
+//!   while the device still holds them (docs/simulator.md, *The unload finding*).
 //! * **at random moments** ([`RandomPages`], seeded, so a run is reproducible): after a
 //!   command executes (not QUERY_PAGES / MANAGE_PAGES), with probability `per_mille`/1000, the
 //!   firmware asks for 1..=`max_pages` more pages or offers back up to that many free ones —
@@ -281,7 +287,8 @@ pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
         Opcode::DestroyMkey,
     ];
     if let Some(keep) = hw.fw.pages.req.policy.spare_pages {
-        if destroys.iter().any(|&o| o as u16 == opcode) {
+        // One offer outstanding at a time: the next only once the driver has taken the last.
+        if destroys.iter().any(|&o| o as u16 == opcode) && hw.fw.pages.req.offered == 0 {
             let above = returnable(hw.fw, profile)
                 .saturating_sub(hw.fw.pages.req.offered)
                 .saturating_sub(u64::from(keep));
