@@ -251,6 +251,7 @@ perf = int(sys.argv[3] or 0)
 tags = sys.argv[4].split()
 blocks, cur = [], None
 for r in rows:
+    if r['name'] == 'TEARDOWN_HCA': break  # Linux's life ends; mlx5ctl's (VFIO=1) follow
     if r['name'] == 'ALLOC_PD': cur = [r]
     elif cur is not None:
         cur.append(r)
