@@ -10,7 +10,7 @@ use common::datapath::{connected, fill, pair, read, Mr, Node, Qp, Seg};
 use common::queues::Step;
 use mlx5_ifc::consts::qp_st;
 use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, Mkc};
-use mlx5_ifc::{Be64, Layout, Opcode, View};
+use mlx5_ifc::{Layout, Opcode, View};
 use mlx5_sim::Mode;
 
 const UMR: u8 = 0x25;
@@ -64,29 +64,10 @@ fn umr_body(n: &Node, flags: u8, octowords: u16, mask: u64, free: bool, key: u32
     w
 }
 
-/// Posts a UMR WQE for `key` (`body` after the control segment) on the UMR QP and rings.
+/// Posts a UMR WQE for `key` (`body` after the control segment) on the UMR QP and rings; Linux's
+/// `fm_ce_se` (CQ update, small initiator fence).
 fn post_umr(n: &Node, qp: &mut Qp, key: u32, body: &[u8]) -> u16 {
-    let mut w = vec![0u8; 16];
-    w.extend_from_slice(body);
-    let ds = (w.len() / 16) as u32;
-    let idx = qp.sq_pi;
-    w[0..4].copy_from_slice(&((u32::from(idx) << 8) | u32::from(UMR)).to_be_bytes());
-    w[4..8].copy_from_slice(&((qp.qpn << 8) | ds).to_be_bytes());
-    w[11] = 0x28; // CQ_UPDATE, small initiator fence
-    w[12..16].copy_from_slice(&key.to_be_bytes());
-    w.resize(w.len().next_multiple_of(64), 0);
-    let dev = n.dev();
-    let sq = qp.buf.iova + u64::from(qp.rq_wqes) * qp.rq_stride;
-    for (k, bb) in w.chunks(64).enumerate() {
-        let slot = (u64::from(idx) + k as u64) & u64::from(qp.sq_bbs - 1);
-        dev.dma_write(sq + slot * 64, bb).unwrap();
-    }
-    qp.sq_pi = qp.sq_pi.wrapping_add((w.len() / 64) as u16);
-    dev.dma_write(qp.dbr.iova + 4, &u32::from(qp.sq_pi).to_be_bytes())
-        .unwrap();
-    let first = u64::from_be_bytes(w[..8].try_into().unwrap());
-    dev.bar_write64(u64::from(n.fx.uar) * 4096 + 0x800, Be64::new(first));
-    idx
+    n.post_send(qp, UMR, 0x28, key.to_be_bytes(), &[Seg::Raw(body.to_vec())])
 }
 
 /// The UMR QP, in RTS.

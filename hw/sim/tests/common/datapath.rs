@@ -89,6 +89,8 @@ pub enum Seg {
     Inline(Vec<u8>),
     /// UD address vector: remote QPN, Q_Key, remote MAC, remote IPv4 (last byte), UDP sport.
     Av(u32, u32, [u8; 6], u8, u16),
+    /// Bytes as they are (e.g. a UMR control and mkey segment), whole 16-byte units.
+    Raw(Vec<u8>),
 }
 
 /// A device with an EQ (every async event), a CQ, and its GID 0 = 10.0.0.`ip`.
@@ -437,6 +439,7 @@ impl Node {
                     w.extend_from_slice(b);
                     w.resize(w.len().next_multiple_of(16), 0);
                 }
+                Seg::Raw(b) => w.extend_from_slice(b),
                 Seg::Av(dqpn, qkey, rmac, ip, sport) => {
                     let mut av = [0u8; 48];
                     av[..4].copy_from_slice(&qkey.to_be_bytes());
