@@ -261,4 +261,7 @@ impl Station for Shared {
     fn deadline(&self) -> Option<u64> {
         Shared::deadline(self)
     }
+    fn gids(&self) -> Vec<[u8; 16]> {
+        self.lock().fw.vport.gid_addresses()
+    }
 }

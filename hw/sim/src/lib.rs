@@ -66,7 +66,10 @@ pub use bar::{UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, 
 pub use device::{InterruptSink, RELAX_NS};
 pub use engine::DatapathCounters;
 pub use error::SimError;
-pub use fabric::{Fabric, FabricCounters, WireFault, CAPTURE_FRAMES, PCAP_MAGIC_NS};
+pub use fabric::{
+    ExternalCounters, ExternalPort, Fabric, FabricCounters, WireFault, CAPTURE_FRAMES,
+    PCAP_MAGIC_NS,
+};
 pub use fault::{
     CqeField, DmaFault, DmaFaultKind, EqeField, Fault, FaultEvent, Replay, EQE_DATA_WORDS,
     SPURIOUS_STATUS,
@@ -170,6 +173,7 @@ impl SimDevice {
             Arc::downgrade(&station),
             profile_mac(&shared),
             shared.kick(),
+            false,
         );
         shared.set_link(fabric, port);
         SimDevice {

@@ -26,6 +26,7 @@
 //! a device, so the wire lock and a device's state lock are never held together, and no code
 //! holds two devices' state locks: no lock order can deadlock.
 
+pub(crate) mod external;
 pub(crate) mod frame;
 pub(crate) mod icrc;
 pub(crate) mod packet;
@@ -41,6 +42,7 @@ use std::time::Instant;
 use crate::work::Work;
 use crate::{Mode, SimDevice, SimError};
 
+pub use external::{ExternalCounters, ExternalPort};
 pub use pcap::PCAP_MAGIC_NS;
 
 /// How many frames a fabric keeps for [`Fabric::write_pcap`].
@@ -118,12 +120,20 @@ pub(crate) trait Station: Send + Sync {
     fn service_timers(&self);
     /// The earliest data path timer (device time).
     fn deadline(&self) -> Option<u64>;
+    /// The addresses of the device's RoCE GID table (an external port's ARP/ND responder
+    /// answers for them).
+    fn gids(&self) -> Vec<[u8; 16]> {
+        Vec::new()
+    }
 }
 
 struct Port {
     /// The device; `None` once it is detached.
     dev: Option<Weak<dyn Station>>,
     mac: [u8; 6],
+    /// A real link ([`ExternalPort`]): unicast frames no port claims go there too, as a switch
+    /// floods an unknown destination.
+    external: bool,
     inbox: VecDeque<(u64, Vec<u8>)>,
     kick: Option<Sender<Work>>,
 }
@@ -245,11 +255,13 @@ impl Fabric {
         dev: Weak<dyn Station>,
         mac: [u8; 6],
         kick: Option<Sender<Work>>,
+        external: bool,
     ) -> usize {
         let mut w = self.wire();
         w.ports.push(Port {
             dev: Some(dev),
             mac,
+            external,
             inbox: VecDeque::new(),
             kick,
         });
@@ -289,7 +301,7 @@ impl Fabric {
             return Err(SimError::DuplicateMac { mac });
         }
         let station: Arc<dyn Station> = shared.clone();
-        let port = self.add_port(Arc::downgrade(&station), mac, shared.kick());
+        let port = self.add_port(Arc::downgrade(&station), mac, shared.kick(), false);
         old.detach(old_port);
         shared.set_link(self.clone(), port);
         Ok(())
@@ -526,23 +538,27 @@ impl Wire {
             return Vec::new();
         };
         let at = now.saturating_add(self.faults.delay);
-        if dmac[0] & 1 != 0 {
-            // Broadcast and multicast: every other port, as a switch floods them.
+        let known = self
+            .ports
+            .iter()
+            .position(|p| p.mac == dmac && p.dev.as_ref().is_some_and(|d| d.strong_count() > 0));
+        let group = dmac[0] & 1 != 0;
+        if group || known.is_none() {
+            // Broadcast and multicast to every other port, as a switch floods them; an unknown
+            // unicast to the real links (the switch has not learned it), else it is lost.
             let mut kicks = Vec::new();
             for (i, p) in self.ports.iter_mut().enumerate() {
-                if i != from && p.station().is_some() {
+                if i != from && (group || p.external) && p.station().is_some() {
                     p.inbox.push_back((at, f.clone()));
                     kicks.extend(p.kick.clone());
                 }
             }
+            if kicks.is_empty() && !group && !self.ports.iter().any(|p| p.external) {
+                self.counters.unroutable += 1;
+            }
             return kicks;
         }
-        let Some(dst) = self
-            .ports
-            .iter()
-            .position(|p| p.mac == dmac && p.dev.as_ref().is_some_and(|d| d.strong_count() > 0))
-        else {
-            self.counters.unroutable += 1;
+        let Some(dst) = known else {
             return Vec::new();
         };
         if self.faults.reorder > 0 && self.held.is_none() {

@@ -74,6 +74,18 @@ impl Vport {
         self.gids.get(index)
     }
 
+    /// The source addresses of the GID entries that are set.
+    pub(crate) fn gid_addresses(&self) -> Vec<[u8; 16]> {
+        self.gids
+            .iter()
+            .filter(|g| g.iter().any(|&b| b != 0))
+            .filter_map(|g| {
+                let v = mlx5_ifc::View::<RoceAddrLayout>::new(g).ok()?;
+                v.bytes(RoceAddrLayout::SOURCE_L3_ADDRESS).try_into().ok()
+            })
+            .collect()
+    }
+
     /// The port's MAC address.
     pub(crate) fn mac(&self) -> [u8; 6] {
         self.mac

@@ -1,0 +1,332 @@
+//! A port of the fabric on a real Ethernet link (issue #12): QEMU's `-netdev dgram` over unix
+//! sockets — one datagram per frame, no preamble, no FCS — so a guest's NIC (an e1000 under
+//! Linux's soft-RoCE, say) shares the wire with simulated ConnectX-5s.
+//!
+//! QEMU binds its own socket (`local.path`) and sends to ours (`remote.path`); the port binds
+//! ours and sends to QEMU's. Frames from the link enter the fabric from this port (its MAC
+//! learned from their source address, so unicast frames to the guest come back here);
+//! frames the fabric routes to the port, and every broadcast and multicast, go out on the link.
+//! A frame QEMU is not there to take (its socket not bound yet, or gone) is dropped and
+//! counted, as on an unplugged cable; a full queue blocks the sender (the kernel's backpressure
+//! on datagram sockets), never drops.
+//!
+//! **The address responder.** A simulated NIC has no network stack of its own when this
+//! project's driver runs it, yet a peer resolves the MAC of a RoCE v2 GID by ARP (IPv4-mapped
+//! GIDs) or neighbour discovery (IPv6 GIDs) before its first packet — in `modify_qp` to RTR,
+//! on its own schedule. With the responder on, the port answers, at any time, ARP requests and
+//! neighbour solicitations for an address that some simulated NIC on the fabric holds as a GID,
+//! with that NIC's MAC (a reply padded to 60 bytes; the advertisement solicited, overriding,
+//! with the target link-layer address option). Requests for other addresses go on to the
+//! fabric like any frame (a Linux driving a simulated NIC answers for its own addresses).
+
+use std::io;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::packet::{self, L3};
+use super::{Fabric, Station};
+use crate::work::Work;
+use crate::Mode;
+
+const ETHERTYPE_ARP: u16 = 0x0806;
+const ICMPV6: u8 = 58;
+const ND_SOLICIT: u8 = 135;
+const ND_ADVERT: u8 = 136;
+/// The largest frame taken from the link (a jumbo frame and then some).
+const MAX_FRAME: usize = 65536;
+/// How often the threads look at their stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// What an external port has seen.
+#[derive(Debug, Default)]
+pub struct ExternalCounters {
+    /// Frames taken from the link into the fabric.
+    pub rx_frames: AtomicU64,
+    /// Frames put on the link.
+    pub tx_frames: AtomicU64,
+    /// Frames the link's other end was not there to take.
+    pub tx_dropped: AtomicU64,
+    /// ARP replies and neighbour advertisements the responder sent.
+    pub answered: AtomicU64,
+}
+
+/// The link side of the port: the socket and where its frames go.
+struct Link {
+    sock: UnixDatagram,
+    theirs: PathBuf,
+    counters: Arc<ExternalCounters>,
+}
+
+impl Link {
+    fn send(&self, frame: &[u8]) {
+        match self.sock.send_to(frame, &self.theirs) {
+            Ok(_) => {
+                self.counters.tx_frames.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => {
+                log::debug!("mlx5-sim: external port: frame dropped: {e}");
+                self.counters.tx_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Station for Link {
+    fn deliver(&self, frame: &[u8]) {
+        self.send(frame);
+    }
+    fn timers_due(&self) -> bool {
+        false
+    }
+    fn service_timers(&self) {}
+    fn deadline(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A fabric port on a unix datagram link ([`Fabric::attach_unix_dgram`]); detached when dropped.
+pub struct ExternalPort {
+    fabric: Fabric,
+    port: usize,
+    counters: Arc<ExternalCounters>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    // The fabric holds the link weakly: the port owns it.
+    _link: Arc<dyn Station>,
+}
+
+impl std::fmt::Debug for ExternalPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExternalPort")
+            .field("port", &self.port)
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExternalPort {
+    /// Its counters.
+    pub fn counters(&self) -> &ExternalCounters {
+        &self.counters
+    }
+}
+
+impl Drop for ExternalPort {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        self.fabric.detach(self.port);
+    }
+}
+
+impl Fabric {
+    /// Attaches a real link: binds `ours` (QEMU's `remote.path`; an old socket file there is
+    /// replaced) and sends to `theirs` (QEMU's `local.path`). `responder`: answer ARP and
+    /// neighbour solicitations for the simulated NICs' GID addresses (see the module
+    /// documentation).
+    pub fn attach_unix_dgram(
+        &self,
+        ours: &Path,
+        theirs: &Path,
+        responder: bool,
+    ) -> io::Result<ExternalPort> {
+        let _ = std::fs::remove_file(ours);
+        let sock = UnixDatagram::bind(ours)?;
+        let rx = sock.try_clone()?;
+        rx.set_read_timeout(Some(POLL))?;
+        let counters = Arc::new(ExternalCounters::default());
+        let link = Arc::new(Link {
+            sock,
+            theirs: theirs.to_path_buf(),
+            counters: counters.clone(),
+        });
+        let station: Arc<dyn Station> = link.clone();
+        let (kick, kicked) = mpsc::channel();
+        let mode = *self.inner.mode.get_or_init(|| Mode::Threaded);
+        let port = self.add_port(
+            Arc::downgrade(&station),
+            [0; 6],
+            (mode == Mode::Threaded).then_some(kick),
+            true,
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        // Frames the fabric queued for the port (threaded mode; in sync mode whoever runs the
+        // fabric delivers them).
+        let out = {
+            let (fabric, stop, link) = (self.clone(), stop.clone(), Arc::downgrade(&station));
+            std::thread::Builder::new()
+                .name("mlx5-sim external tx".into())
+                .spawn(move || writer(&fabric, port, &link, &kicked, &stop))?
+        };
+        let inp = {
+            let (fabric, stop, link) = (self.clone(), stop.clone(), link.clone());
+            std::thread::Builder::new()
+                .name("mlx5-sim external rx".into())
+                .spawn(move || reader(&fabric, port, &rx, &link, responder, &stop))?
+        };
+        Ok(ExternalPort {
+            fabric: self.clone(),
+            port,
+            counters,
+            stop,
+            threads: vec![out, inp],
+            _link: station,
+        })
+    }
+
+    /// The MAC of the simulated NIC holding `addr` as a GID.
+    fn owner_of(&self, addr: &[u8; 16]) -> Option<[u8; 6]> {
+        let ports: Vec<_> = self
+            .wire()
+            .ports
+            .iter()
+            .filter_map(|p| p.station().map(|s| (s, p.mac)))
+            .collect();
+        ports
+            .into_iter()
+            .find(|(s, _)| s.gids().contains(addr))
+            .map(|(_, mac)| mac)
+    }
+}
+
+fn writer(
+    fabric: &Fabric,
+    port: usize,
+    link: &Weak<dyn Station>,
+    kicked: &mpsc::Receiver<Work>,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Acquire) {
+        match kicked.recv_timeout(POLL) {
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        let Some(l) = link.upgrade() else { return };
+        fabric.service(port, &*l);
+    }
+}
+
+fn reader(
+    fabric: &Fabric,
+    port: usize,
+    rx: &UnixDatagram,
+    link: &Link,
+    responder: bool,
+    stop: &AtomicBool,
+) {
+    let mut buf = vec![0u8; MAX_FRAME];
+    while !stop.load(Ordering::Acquire) {
+        let n = match rx.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => {
+                log::warn!("mlx5-sim: external port: {e}");
+                return;
+            }
+        };
+        let frame = &buf[..n];
+        if frame.len() < 14 {
+            continue;
+        }
+        link.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
+        if responder {
+            if let Some(reply) = answer(fabric, frame) {
+                link.send(&reply);
+                link.counters.answered.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+        }
+        let mut smac = [0u8; 6];
+        smac.copy_from_slice(&frame[6..12]);
+        fabric.transmit(port, smac, vec![frame.to_vec()]);
+        if fabric.mode() == Mode::Sync {
+            fabric.run_until_idle();
+        }
+    }
+}
+
+/// The reply to an ARP request or neighbour solicitation for a simulated NIC's address.
+fn answer(fabric: &Fabric, f: &[u8]) -> Option<Vec<u8>> {
+    let et = u16::from_be_bytes([f[12], f[13]]);
+    if et == ETHERTYPE_ARP {
+        return arp_reply(fabric, f);
+    }
+    let h = packet::parse(f)?;
+    if h.l3 != L3::V6 || h.proto != ICMPV6 {
+        return None;
+    }
+    let icmp = f.get(h.l3_at + h.l3_len..h.ip_end)?;
+    // Not duplicate address detection (from the unspecified address): no one to answer to.
+    if icmp.len() < 24 || icmp[0] != ND_SOLICIT || h.src == [0; 16] {
+        return None;
+    }
+    let mut target = [0u8; 16];
+    target.copy_from_slice(&icmp[8..24]);
+    let mac = fabric.owner_of(&target)?;
+    Some(neighbour_advert(f, &h, &target, mac))
+}
+
+fn arp_reply(fabric: &Fabric, f: &[u8]) -> Option<Vec<u8>> {
+    let a = f.get(14..42)?;
+    // Ethernet/IPv4 request.
+    if a[0..2] != [0, 1] || a[2..4] != [8, 0] || a[4] != 6 || a[5] != 4 || a[6..8] != [0, 1] {
+        return None;
+    }
+    let mut gid = [0u8; 16];
+    gid[10..12].fill(0xff);
+    gid[12..].copy_from_slice(&a[24..28]);
+    let mac = fabric.owner_of(&gid)?;
+    let mut r = Vec::with_capacity(60);
+    r.extend_from_slice(&a[8..14]); // to the sender
+    r.extend_from_slice(&mac);
+    r.extend_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+    r.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 2]);
+    r.extend_from_slice(&mac);
+    r.extend_from_slice(&a[24..28]);
+    r.extend_from_slice(&a[8..18]); // sender MAC and IP become the target
+    r.resize(60, 0);
+    Some(r)
+}
+
+fn neighbour_advert(f: &[u8], h: &packet::Headers, target: &[u8; 16], mac: [u8; 6]) -> Vec<u8> {
+    let ip = &f[h.l3_at..];
+    let mut r = Vec::with_capacity(86);
+    r.extend_from_slice(&f[6..12]); // to the soliciting MAC
+    r.extend_from_slice(&mac);
+    r.extend_from_slice(&[0x86, 0xdd]);
+    // IPv6: from the target to the solicitor, hop limit 255 (RFC 4861 §7.1.2).
+    let mut v6 = [0u8; 40];
+    v6[0] = 0x60;
+    v6[4..6].copy_from_slice(&32u16.to_be_bytes());
+    v6[6] = ICMPV6;
+    v6[7] = 255;
+    v6[8..24].copy_from_slice(target);
+    v6[24..40].copy_from_slice(&ip[8..24]);
+    r.extend_from_slice(&v6);
+    let mut icmp = [0u8; 32];
+    icmp[0] = ND_ADVERT;
+    icmp[4] = 0x60; // solicited, override
+    icmp[8..24].copy_from_slice(target);
+    icmp[24] = 2; // target link-layer address, 8 bytes
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac);
+    let pseudo = packet::sum(&v6[8..40], u64::from(ICMPV6) + icmp.len() as u64);
+    let c = !packet::fold(packet::sum(&icmp, pseudo));
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    r.extend_from_slice(&icmp);
+    r
+}

@@ -1,0 +1,203 @@
+//! External ports (issue #12): a fabric port on a unix datagram link, as QEMU's `-netdev dgram`
+//! makes one. The address responder answers ARP and neighbour solicitations for a simulated
+//! NIC's GIDs (and only for them); two fabrics joined by a pair of such links carry an RC
+//! connection — RDMA WRITE and SEND — through real sockets.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::time::Duration;
+
+use common::cmd;
+use common::datapath::{connected, fill, read, Node, Seg};
+use mlx5_ifc::consts::{qp_st, roce};
+use mlx5_ifc::prm::vport::{RoceAddrLayout, SetRoceAddressIn};
+use mlx5_ifc::Opcode;
+use mlx5_sim::{Fabric, Mode};
+
+const PEER_MAC: [u8; 6] = [0x52, 0x54, 0, 0, 0, 2];
+const PEER_IP: [u8; 4] = [10, 0, 0, 9];
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("mlx5-sim-ext-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn arp_request(target: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&PEER_MAC);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&PEER_MAC);
+    f.extend_from_slice(&PEER_IP);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f.resize(60, 0);
+    f
+}
+
+/// RFC 1071 sum, folded, not inverted.
+fn ones(b: &[u8], mut s: u64) -> u16 {
+    for c in b.chunks(2) {
+        s += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+fn solicitation(src: [u8; 16], target: [u8; 16]) -> Vec<u8> {
+    let mut f = vec![0x33, 0x33, 0xff, target[13], target[14], target[15]];
+    f.extend_from_slice(&PEER_MAC);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 24, 58, 255]);
+    f.extend_from_slice(&src);
+    let mut dst = [0u8; 16];
+    dst[..2].copy_from_slice(&[0xff, 0x02]);
+    dst[11..13].copy_from_slice(&[1, 0xff]);
+    dst[13..].copy_from_slice(&target[13..]);
+    f.extend_from_slice(&dst);
+    let mut icmp = vec![135, 0, 0, 0, 0, 0, 0, 0];
+    icmp.extend_from_slice(&target);
+    let pseudo = ones(&f[22..54], 58 + icmp.len() as u64);
+    let c = !ones(&icmp, u64::from(pseudo));
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&icmp);
+    f
+}
+
+#[test]
+fn the_responder_answers_arp_and_nd_for_the_nics_gids_only() {
+    let dir = scratch("responder");
+    let (ours, theirs) = (dir.join("ours"), dir.join("theirs"));
+    let mut a = Node::new(Mode::Sync, 1);
+    // GID 1: an IPv6 RoCE v2 address.
+    let v6 = [
+        0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0xc5, 0x5a, 0xff, 0xfe, 0, 0, 1,
+    ];
+    a.fx.p.ok(
+        &cmd::<SetRoceAddressIn>(Opcode::SetRoceAddress, 0, |v| {
+            v.set(SetRoceAddressIn::ROCE_ADDRESS_INDEX, 1).unwrap();
+            v.set(SetRoceAddressIn::VHCA_PORT_NUM, 1).unwrap();
+            let mut r = v.nested_mut(SetRoceAddressIn::ROCE_ADDRESS);
+            r.set(RoceAddrLayout::ROCE_VERSION, roce::VERSION_2)
+                .unwrap();
+            r.set(RoceAddrLayout::ROCE_L3_TYPE, roce::L3_IPV6).unwrap();
+            r.bytes_mut(RoceAddrLayout::SOURCE_L3_ADDRESS)
+                .copy_from_slice(&v6);
+        }),
+        0x10,
+    );
+    let fabric = Fabric::new();
+    fabric.attach(&a.dev()).unwrap();
+    let peer = UnixDatagram::bind(&theirs).unwrap();
+    peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let port = fabric.attach_unix_dgram(&ours, &theirs, true).unwrap();
+    let mut buf = [0u8; 2048];
+
+    // ARP for 10.0.0.1 (GID 0, IPv4-mapped): answered with the NIC's MAC.
+    peer.send_to(&arp_request([10, 0, 0, 1]), &ours).unwrap();
+    let n = peer.recv(&mut buf).unwrap();
+    let r = &buf[..n];
+    assert_eq!(n, 60);
+    assert_eq!((&r[..6], &r[6..12]), (&PEER_MAC[..], &a.mac()[..]));
+    assert_eq!(&r[12..22], &[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 2]);
+    assert_eq!(&r[22..28], &a.mac(), "sender hardware address");
+    assert_eq!(&r[28..32], &[10, 0, 0, 1]);
+    assert_eq!((&r[32..38], &r[38..42]), (&PEER_MAC[..], &PEER_IP[..]));
+
+    // Neighbour solicitation for the IPv6 GID: a solicited, overriding advertisement.
+    let src = [
+        0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x50, 0x54, 0, 0xff, 0xfe, 0, 0, 2,
+    ];
+    peer.send_to(&solicitation(src, v6), &ours).unwrap();
+    let n = peer.recv(&mut buf).unwrap();
+    let r = &buf[..n];
+    assert_eq!(
+        (&r[..6], &r[6..12], &r[12..14]),
+        (&PEER_MAC[..], &a.mac()[..], &[0x86, 0xdd][..])
+    );
+    let (ip, icmp) = (&r[14..54], &r[54..]);
+    assert_eq!((ip[6], ip[7]), (58, 255), "ICMPv6, hop limit 255");
+    assert_eq!((&ip[8..24], &ip[24..40]), (&v6[..], &src[..]));
+    assert_eq!(
+        (icmp[0], icmp[4] & 0x60),
+        (136, 0x60),
+        "advertisement, solicited + override"
+    );
+    assert_eq!(&icmp[8..24], &v6);
+    assert_eq!((icmp[24], icmp[25], &icmp[26..32]), (2, 1, &a.mac()[..]));
+    let pseudo = ones(&ip[8..40], 58 + icmp.len() as u64);
+    assert_eq!(ones(icmp, u64::from(pseudo)), 0xffff, "ICMPv6 checksum");
+
+    // Another address: no answer from the port (the request goes on to the fabric).
+    peer.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    peer.send_to(&arp_request([10, 0, 0, 77]), &ours).unwrap();
+    assert!(
+        peer.recv(&mut buf).is_err(),
+        "no reply for an address no NIC holds"
+    );
+    let c = port.counters();
+    assert_eq!(c.answered.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(c.rx_frames.load(std::sync::atomic::Ordering::Relaxed), 3);
+    drop(port);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_fabrics_joined_by_datagram_links_carry_rc() {
+    let dir = scratch("rc");
+    let (s1, s2) = (dir.join("one"), dir.join("two"));
+    let (mut a, mut b) = (Node::new(Mode::Threaded, 1), Node::new(Mode::Threaded, 2));
+    let (f1, f2) = (Fabric::new(), Fabric::new());
+    f1.attach(&a.dev()).unwrap();
+    f2.attach(&b.dev()).unwrap();
+    let p1 = f1.attach_unix_dgram(&s1, &s2, false).unwrap();
+    let p2 = f2.attach_unix_dgram(&s2, &s1, false).unwrap();
+    let (mut qa, mut qb) = connected(&mut a, &mut b, qp_st::RC, |_| {});
+    let la = a.reg_mr(8192, false, false, false);
+    let rb = b.reg_mr(8192, true, true, false);
+    let data = fill(&a.dev(), &la, 5);
+
+    // An RDMA WRITE of three packets and a SEND, across both links.
+    a.post_send(
+        &mut qa,
+        0x08,
+        0x08,
+        [0; 4],
+        &[
+            Seg::Raddr(rb.va(64), rb.key),
+            Seg::Data(3000, la.key, la.va(0)),
+        ],
+    );
+    let c = a.wait(5_000_000_000).expect("the WRITE's completion");
+    assert_eq!(c.opcode, 0, "success");
+    assert_eq!(read(&b.dev(), &rb, 64, 3000), &data[..3000]);
+    b.post_recv(&mut qb, &[(4096, rb.key, rb.va(4096))]);
+    a.post_send(
+        &mut qa,
+        0x0a,
+        0x08,
+        [0; 4],
+        &[Seg::Data(100, la.key, la.va(10))],
+    );
+    assert_eq!(a.wait(5_000_000_000).map(|c| c.opcode), Some(0));
+    let c = b
+        .wait(5_000_000_000)
+        .expect("the SEND's receive completion");
+    assert_eq!((c.opcode, c.byte_cnt), (2, 100));
+    assert_eq!(read(&b.dev(), &rb, 4096, 100), &data[10..110]);
+    use std::sync::atomic::Ordering::Relaxed;
+    assert!(
+        p1.counters().tx_frames.load(Relaxed) >= 4,
+        "requests went out on link one"
+    );
+    assert!(
+        p2.counters().tx_frames.load(Relaxed) >= 2,
+        "acknowledgements came back"
+    );
+    drop((p1, p2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
