@@ -51,7 +51,7 @@ fn ones(b: &[u8], mut s: u64) -> u16 {
 fn solicitation(src: [u8; 16], target: [u8; 16]) -> Vec<u8> {
     let mut f = vec![0x33, 0x33, 0xff, target[13], target[14], target[15]];
     f.extend_from_slice(&PEER_MAC);
-    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 24, 58, 255]);
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 32, 58, 255]);
     f.extend_from_slice(&src);
     let mut dst = [0u8; 16];
     dst[..2].copy_from_slice(&[0xff, 0x02]);
@@ -60,6 +60,8 @@ fn solicitation(src: [u8; 16], target: [u8; 16]) -> Vec<u8> {
     f.extend_from_slice(&dst);
     let mut icmp = vec![135, 0, 0, 0, 0, 0, 0, 0];
     icmp.extend_from_slice(&target);
+    icmp.extend_from_slice(&[1, 1]); // source link-layer address option
+    icmp.extend_from_slice(&PEER_MAC);
     let pseudo = ones(&f[22..54], 58 + icmp.len() as u64);
     let c = !ones(&icmp, u64::from(pseudo));
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
@@ -138,6 +140,36 @@ fn the_responder_answers_arp_and_nd_for_the_nics_gids_only() {
     assert!(
         peer.recv(&mut buf).is_err(),
         "no reply for an address no NIC holds"
+    );
+    // The port learned the peer from its requests; it asks the link for others.
+    let mapped = |ip: [u8; 4]| {
+        let mut g = [0u8; 16];
+        g[10..12].fill(0xff);
+        g[12..].copy_from_slice(&ip);
+        g
+    };
+    assert_eq!(port.neighbour(&mapped(PEER_IP)), Some(PEER_MAC));
+    assert_eq!(
+        port.neighbour(&src),
+        Some(PEER_MAC),
+        "from the solicitation's option"
+    );
+    let asked = port.resolve(
+        &mapped([10, 0, 0, 50]),
+        a.mac(),
+        &mapped([10, 0, 0, 1]),
+        Duration::from_millis(100),
+    );
+    assert_eq!(asked, None, "nobody answers for 10.0.0.50");
+    let n = peer.recv(&mut buf).unwrap();
+    let r = &buf[..n];
+    assert_eq!(
+        (&r[..6], &r[6..12], &r[12..14]),
+        (&[0xff; 6][..], &a.mac()[..], &[8, 6][..])
+    );
+    assert_eq!(
+        (&r[20..22], &r[28..32], &r[38..42]),
+        (&[0, 1][..], &[10, 0, 0, 1][..], &[10, 0, 0, 50][..])
     );
     let c = port.counters();
     assert_eq!(c.answered.load(std::sync::atomic::Ordering::Relaxed), 2);

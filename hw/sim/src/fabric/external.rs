@@ -19,12 +19,13 @@
 //! with the target link-layer address option). Requests for other addresses go on to the
 //! fabric like any frame (a Linux driving a simulated NIC answers for its own addresses).
 
+use std::collections::HashMap;
 use std::io;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -55,11 +56,15 @@ pub struct ExternalCounters {
     pub answered: AtomicU64,
 }
 
-/// The link side of the port: the socket and where its frames go.
+/// The link side of the port: the socket, where its frames go, and the neighbours it has
+/// heard of.
 struct Link {
     sock: UnixDatagram,
     theirs: PathBuf,
     counters: Arc<ExternalCounters>,
+    /// Addresses (IPv4 as IPv4-mapped) → MAC, learned from every ARP and neighbour discovery
+    /// frame that came in from the link.
+    neighbours: Mutex<HashMap<[u8; 16], [u8; 6]>>,
 }
 
 impl Link {
@@ -96,8 +101,9 @@ pub struct ExternalPort {
     counters: Arc<ExternalCounters>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    link: Arc<Link>,
     // The fabric holds the link weakly: the port owns it.
-    _link: Arc<dyn Station>,
+    _station: Arc<dyn Station>,
 }
 
 impl std::fmt::Debug for ExternalPort {
@@ -113,6 +119,136 @@ impl ExternalPort {
     /// Its counters.
     pub fn counters(&self) -> &ExternalCounters {
         &self.counters
+    }
+
+    /// The MAC of the host on the link that holds `addr` (an IPv6 address, or IPv4-mapped):
+    /// learned from its ARP or neighbour discovery traffic, else asked for — an ARP request
+    /// (or a neighbour solicitation) from `mac`/`own` (the asking NIC's MAC and address of the
+    /// same family), again every 200 ms — until `timeout`. `None` if no answer came.
+    pub fn resolve(
+        &self,
+        addr: &[u8; 16],
+        mac: [u8; 6],
+        own: &[u8; 16],
+        timeout: Duration,
+    ) -> Option<[u8; 6]> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut next_ask = std::time::Instant::now();
+        loop {
+            if let Some(m) = self.neighbour(addr) {
+                return Some(m);
+            }
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            if now >= next_ask {
+                let ask = if is_v4(addr) {
+                    arp_request(mac, own, addr)
+                } else {
+                    solicitation(mac, own, addr)
+                };
+                self.link.send(&ask);
+                next_ask = now + Duration::from_millis(200);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// A neighbour learned from the link.
+    pub fn neighbour(&self, addr: &[u8; 16]) -> Option<[u8; 6]> {
+        self.link
+            .neighbours
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(addr)
+            .copied()
+    }
+}
+
+/// An IPv4-mapped address (`::ffff:a.b.c.d`).
+fn is_v4(a: &[u8; 16]) -> bool {
+    a[..10] == [0; 10] && a[10..12] == [0xff, 0xff]
+}
+
+/// An ARP request from `mac`/`own` for `target` (both IPv4-mapped).
+fn arp_request(mac: [u8; 6], own: &[u8; 16], target: &[u8; 16]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&ETHERTYPE_ARP.to_be_bytes());
+    f.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&own[12..]);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target[12..]);
+    f.resize(60, 0);
+    f
+}
+
+/// A neighbour solicitation from `mac`/`own` for `target`, to its solicited-node group.
+fn solicitation(mac: [u8; 6], own: &[u8; 16], target: &[u8; 16]) -> Vec<u8> {
+    let mut group = [0u8; 16];
+    group[..2].copy_from_slice(&[0xff, 0x02]);
+    group[11..13].copy_from_slice(&[1, 0xff]);
+    group[13..].copy_from_slice(&target[13..]);
+    let mut f = vec![0x33, 0x33, 0xff, target[13], target[14], target[15]];
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[0x86, 0xdd]);
+    let mut v6 = [0u8; 40];
+    v6[0] = 0x60;
+    v6[4..6].copy_from_slice(&32u16.to_be_bytes());
+    v6[6] = ICMPV6;
+    v6[7] = 255;
+    v6[8..24].copy_from_slice(own);
+    v6[24..40].copy_from_slice(&group);
+    f.extend_from_slice(&v6);
+    let mut icmp = [0u8; 32];
+    icmp[0] = ND_SOLICIT;
+    icmp[8..24].copy_from_slice(target);
+    icmp[24] = 1; // source link-layer address, 8 bytes
+    icmp[25] = 1;
+    icmp[26..32].copy_from_slice(&mac);
+    let pseudo = packet::sum(&v6[8..40], u64::from(ICMPV6) + icmp.len() as u64);
+    let c = !packet::fold(packet::sum(&icmp, pseudo));
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&icmp);
+    f
+}
+
+/// Learns the sender of an ARP frame, or the source (or target) of a neighbour discovery frame
+/// with a link-layer address option.
+fn learn(link: &Link, f: &[u8]) {
+    let mut learned = Vec::new();
+    if u16::from_be_bytes([f[12], f[13]]) == ETHERTYPE_ARP {
+        if let Some(a) = f.get(14..42) {
+            if a[0..8] == [0, 1, 8, 0, 6, 4, 0, 1] || a[0..8] == [0, 1, 8, 0, 6, 4, 0, 2] {
+                let mut ip = [0u8; 16];
+                ip[10..12].fill(0xff);
+                ip[12..].copy_from_slice(&a[14..18]);
+                let mut mac = [0u8; 6];
+                mac.copy_from_slice(&a[8..14]);
+                learned.push((ip, mac));
+            }
+        }
+    } else if let Some(h) = packet::parse(f).filter(|h| h.l3 == L3::V6 && h.proto == ICMPV6) {
+        let icmp = f.get(h.l3_at + h.l3_len..h.ip_end).unwrap_or(&[]);
+        if icmp.len() >= 32 && matches!(icmp[0], ND_SOLICIT | ND_ADVERT) && icmp[25] == 1 {
+            let mut mac = [0u8; 6];
+            mac.copy_from_slice(&icmp[26..32]);
+            // A solicitation names its sender (the IPv6 source); an advertisement its target.
+            let who = if icmp[0] == ND_SOLICIT {
+                h.src
+            } else {
+                icmp[8..24].try_into().unwrap_or([0; 16])
+            };
+            if who != [0; 16] {
+                learned.push((who, mac));
+            }
+        }
+    }
+    if !learned.is_empty() {
+        let mut n = link.neighbours.lock().unwrap_or_else(|e| e.into_inner());
+        n.extend(learned);
     }
 }
 
@@ -146,6 +282,7 @@ impl Fabric {
             sock,
             theirs: theirs.to_path_buf(),
             counters: counters.clone(),
+            neighbours: Mutex::new(HashMap::new()),
         });
         let station: Arc<dyn Station> = link.clone();
         let (kick, kicked) = mpsc::channel();
@@ -177,7 +314,8 @@ impl Fabric {
             counters,
             stop,
             threads: vec![out, inp],
-            _link: station,
+            link,
+            _station: station,
         })
     }
 
@@ -243,6 +381,7 @@ fn reader(
             continue;
         }
         link.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
+        learn(link, frame);
         if responder {
             if let Some(reply) = answer(fabric, frame) {
                 link.send(&reply);
