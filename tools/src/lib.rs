@@ -8,6 +8,7 @@ pub mod demo;
 pub mod devinfo;
 pub mod iommucheck;
 pub mod list;
+pub mod pingpong;
 pub mod simserve;
 pub mod size;
 pub mod target;

@@ -3,7 +3,7 @@
 //! `mlx5ctl devinfo` brings a device up and prints what `ibv_devinfo -v` prints for it, plus the
 //! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
 
-use mlx5_tools::{createqp, demo, devinfo, iommucheck, list, simserve, size};
+use mlx5_tools::{createqp, demo, devinfo, iommucheck, list, pingpong, simserve, size};
 
 use std::process::ExitCode;
 
@@ -33,6 +33,9 @@ enum Cmd {
     /// Check that the IOMMU confines a function bound to vfio-pci: point its command queue at an
     /// IOVA nothing maps and ring; the device cannot fetch it, and the IOMMU logs the read.
     IommuCheck(iommucheck::Args),
+    /// ibv_rc_pingpong / ibv_ud_pingpong on this driver, wire-compatible with rdma-core's: a
+    /// real NIC (--vfio) or a simulated one on a real link (--link), as server or client.
+    Pingpong(pingpong::Args),
     /// Serve simulated ConnectX-5s to a QEMU guest over vfio-user (one socket per NIC, all on
     /// one simulated fabric), until the guest disconnects.
     Sim(simserve::Args),
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Cmd::List(a) => list::run(&a),
         Cmd::IommuCheck(a) => iommucheck::run(&a),
         Cmd::Sim(a) => simserve::run(&a),
+        Cmd::Pingpong(a) => pingpong::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,529 @@
+//! `mlx5ctl pingpong`: rdma-core's `ibv_rc_pingpong` and `ibv_ud_pingpong` on this driver,
+//! wire-compatible with them (issue #12 item 2): either side of either tool can be the real one.
+//!
+//! The out-of-band exchange is theirs byte for byte (rdma-core `libibverbs/examples`): over TCP
+//! (port 18515), the client writes 52 bytes — `"%04x:%06x:%06x:%s"` of LID, QPN, PSN and the
+//! GID as 32 hex digits in wire order, and a NUL — the server, having moved its QP to RTR and
+//! RTS, answers with its own 52 bytes, and the client writes `"done"` and its NUL. Then the
+//! client posts the first SEND and each side sends again once its last SEND and the peer's
+//! SEND have both completed, `--iters` times; `--rx-depth` receives are kept posted. RC: access
+//! 0, MTU 1024, timeout 14, 7 retries, 7 RNR retries, `min_rnr_timer` 12, one outstanding
+//! READ/atomic. UD: Q_Key 0x11111111, receives of `--size` + 40 (the GRH). `-c` checks the
+//! received bytes as `-c` does there (byte `i` of page `k` is `k`).
+//!
+//! The peer's MAC: `--peer-mac`; else from a link-local GID (its interface ID); else, on the
+//! simulator's `--link`, resolved by ARP or neighbour discovery through the link.
+//!
+//! Where it runs: `--vfio BDF` on a real ConnectX; or the simulator (`--sim PROFILE`, its own
+//! thread) with its port on a real link, `--link OURS:THEIRS` (QEMU's `-netdev dgram` unix
+//! sockets: a guest with Linux's soft-RoCE, or another `mlx5ctl pingpong`), whose address
+//! responder answers ARP and neighbour solicitations for the GIDs.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args as ClapArgs;
+use mlx5::mr::MrAccess;
+use mlx5::qp::{
+    Access, AhAttr, Mtu, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType, RecvWr,
+    SendWr, Sge,
+};
+use mlx5::sim::{ExternalPort, Fabric, Mode, SimDevice};
+use mlx5::wqe::UdAddr;
+use mlx5::{Device, DeviceConfig, GidEntry, SimPlatform, Wc, WcStatus};
+use mlx5_vfio::AnyPlatform;
+
+use crate::target::{profile, Target};
+
+/// `mlx5ctl pingpong` arguments (the pingpongs' own, where they have one).
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The server to connect to; without it, wait for a client (as the pingpongs do).
+    server: Option<String>,
+    /// rc (ibv_rc_pingpong) or ud (ibv_ud_pingpong).
+    #[arg(long = "type", value_name = "rc|ud", default_value = "rc")]
+    kind: String,
+    /// TCP port of the exchange.
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
+    /// Bytes per message.
+    #[arg(short = 's', long, default_value_t = 4096)]
+    size: u32,
+    /// Exchanges.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    iters: u32,
+    /// Receives kept posted.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500)]
+    rx_depth: u32,
+    /// Path MTU (256, 512, 1024, 2048, 4096).
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    mtu: u32,
+    /// The local GID index (default 0, the link-local GID; 1 with --ip).
+    #[arg(short = 'g', long = "gid-idx")]
+    gid_index: Option<u8>,
+    /// Set GID index 1 to this IPv4 address (an IPv4-mapped RoCE v2 GID), as a Linux host's
+    /// table has it.
+    #[arg(long)]
+    ip: Option<Ipv4Addr>,
+    /// The peer's MAC (aa:bb:cc:dd:ee:ff).
+    #[arg(long = "peer-mac")]
+    peer_mac: Option<String>,
+    /// Check the received bytes (the pingpongs' -c).
+    #[arg(short = 'c', long)]
+    chk: bool,
+    /// The simulated NIC's port on a real link: our and their unix datagram sockets.
+    #[arg(long, value_name = "OURS:THEIRS")]
+    link: Option<String>,
+    /// The simulated NIC's MAC.
+    #[arg(long, default_value = "02:c5:5a:00:00:01")]
+    mac: String,
+    #[command(flatten)]
+    target: Target,
+}
+
+/// The pingpongs' `struct pingpong_dest`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Dest {
+    lid: u16,
+    qpn: u32,
+    psn: u32,
+    gid: [u8; 16],
+}
+
+/// Bytes of the exchange message, its NUL included.
+const MSG: usize = 52;
+/// The GRH in front of a UD receive.
+const GRH: u32 = 40;
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+
+impl Dest {
+    fn to_wire(self) -> [u8; MSG] {
+        let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
+        let s = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn, self.psn);
+        let mut m = [0u8; MSG];
+        m[..s.len().min(MSG - 1)].copy_from_slice(&s.as_bytes()[..s.len().min(MSG - 1)]);
+        m
+    }
+
+    fn from_wire(m: &[u8]) -> Result<Dest, String> {
+        let s = std::str::from_utf8(m.split(|&b| b == 0).next().unwrap_or(&[]))
+            .map_err(|_| "the peer's address is not text".to_string())?;
+        let f: Vec<&str> = s.split(':').collect();
+        let bad = || format!("the peer's address {s:?} is not LID:QPN:PSN:GID");
+        if f.len() != 4 || f[3].len() != 32 {
+            return Err(bad());
+        }
+        let hex = |x: &str| u32::from_str_radix(x, 16).map_err(|_| bad());
+        let mut gid = [0u8; 16];
+        for (i, g) in gid.iter_mut().enumerate() {
+            *g = u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(Dest {
+            lid: hex(f[0])? as u16,
+            qpn: hex(f[1])? & 0xff_ffff,
+            psn: hex(f[2])? & 0xff_ffff,
+            gid,
+        })
+    }
+}
+
+fn e(x: impl std::fmt::Display) -> String {
+    x.to_string()
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let p: Vec<&str> = s.split(':').collect();
+    let mut m = [0u8; 6];
+    if p.len() != 6 {
+        return Err(format!("{s}: not a MAC"));
+    }
+    for (i, x) in p.iter().enumerate() {
+        m[i] = u8::from_str_radix(x, 16).map_err(|_| format!("{s}: not a MAC"))?;
+    }
+    Ok(m)
+}
+
+fn mtu(n: u32) -> Result<Mtu, String> {
+    Ok(match n {
+        256 => Mtu::Mtu256,
+        512 => Mtu::Mtu512,
+        1024 => Mtu::Mtu1024,
+        2048 => Mtu::Mtu2048,
+        4096 => Mtu::Mtu4096,
+        _ => return Err(format!("--mtu {n}: 256, 512, 1024, 2048 or 4096")),
+    })
+}
+
+/// The MAC of a link-local GID's interface (modified EUI-64 with ff:fe), if it is one.
+fn mac_of_link_local(g: &[u8; 16]) -> Option<[u8; 6]> {
+    (g[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && g[11] == 0xff && g[12] == 0xfe)
+        .then(|| [g[8] ^ 0x02, g[9], g[10], g[13], g[14], g[15]])
+}
+
+/// Runs `mlx5ctl pingpong`.
+pub fn run(a: &Args) -> Result<(), String> {
+    let qp_type = match a.kind.as_str() {
+        "rc" => QpType::Rc,
+        "ud" => QpType::Ud,
+        k => return Err(format!("--type {k}: rc or ud")),
+    };
+    mtu(a.mtu)?;
+    if let Some(bdf) = &a.target.vfio {
+        let o = Target::open_vfio(bdf).map_err(e)?;
+        let r = session(a, qp_type, &o.device, None);
+        drop(o.device.close());
+        return r;
+    }
+    let Some(link) = &a.link else {
+        return Err("the simulated NIC needs a peer: --link OURS:THEIRS (or --vfio BDF)".into());
+    };
+    let (ours, theirs) = link
+        .split_once(':')
+        .ok_or("--link OURS:THEIRS (two socket paths)")?;
+    let mac = parse_mac(&a.mac)?;
+    let sim = SimDevice::new(profile(&a.target.sim)?.with_mac(mac), Mode::Threaded);
+    let fabric = Fabric::new();
+    fabric.attach(&sim).map_err(e)?;
+    let port = fabric
+        .attach_unix_dgram(&PathBuf::from(ours), &PathBuf::from(theirs), true)
+        .map_err(|x| format!("--link {link}: {x}"))?;
+    let dev = Device::open(
+        AnyPlatform::Sim(SimPlatform::new(sim.clone())),
+        DeviceConfig::default(),
+    )
+    .map_err(e)?;
+    let r = session(a, qp_type, &dev, Some(&port));
+    drop(dev.close());
+    r
+}
+
+/// One pingpong on `dev`.
+fn session(
+    a: &Args,
+    qp_type: QpType,
+    dev: &Device<AnyPlatform>,
+    link: Option<&ExternalPort>,
+) -> Result<(), String> {
+    let mac = dev.vport().mac;
+    if let Some(ip) = a.ip {
+        dev.set_gid(1, Some(GidEntry::ipv4(ip.octets(), mac)))
+            .map_err(e)?;
+    }
+    let gid_index = a.gid_index.unwrap_or(if a.ip.is_some() { 1 } else { 0 });
+    let gid = dev
+        .gid(u16::from(gid_index))
+        .ok_or(format!("GID index {gid_index} is not set"))?
+        .gid;
+    let ud = qp_type == QpType::Ud;
+    let pd = dev.pd().ok_or("no PD")?;
+    let buf_len = (a.size + if ud { GRH } else { 0 }) as usize;
+    let mr = dev
+        .alloc_mr(
+            pd,
+            buf_len.max(1),
+            MrAccess {
+                local_write: true,
+                ..MrAccess::default()
+            },
+        )
+        .map_err(e)?;
+    let cq = dev.create_cq(a.rx_depth + 1).map_err(e)?;
+    let cap = QpCap {
+        max_send_wr: 1,
+        max_recv_wr: a.rx_depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let mut qp = dev
+        .create_qp(pd, &QpInitAttr::new(qp_type, &cq, &cq, cap))
+        .map_err(e)?;
+    let init = QpAttr {
+        qp_state: Some(QpState::Init),
+        pkey_index: 0,
+        port_num: 1,
+        qkey: 0x1111_1111,
+        access: Access::default(),
+        ..QpAttr::default()
+    };
+    let m = if ud { M::QKEY } else { M::ACCESS_FLAGS };
+    qp.modify(&init, M::STATE | M::PKEY_INDEX | M::PORT | m)
+        .map_err(e)?;
+    let recv_sge = [Sge {
+        addr: mr.addr(),
+        length: buf_len as u32,
+        lkey: mr.lkey(),
+    }];
+    let post_recvs = |qp: &mut mlx5::qp::Qp<'_, AnyPlatform>, n: u32| -> Result<u32, String> {
+        for _ in 0..n {
+            qp.post_recv(&[RecvWr {
+                wr_id: RECV_WRID,
+                sg_list: &recv_sge,
+            }])
+            .map_err(e)?;
+        }
+        Ok(n)
+    };
+    let mut routs = post_recvs(&mut qp, a.rx_depth)?;
+    // A random first PSN, as the pingpongs draw one (lrand48 seeded by pid and time).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let psn = (now ^ std::process::id().rotate_left(12)) & 0xff_ffff;
+    let me = Dest {
+        lid: 0,
+        qpn: qp.qpn(),
+        psn,
+        gid,
+    };
+    println!("  local address:  {}", show(&me));
+    // The exchange; the server connects before it answers.
+    let peer_mac = |rem: &Dest| -> Result<[u8; 6], String> {
+        if let Some(m) = &a.peer_mac {
+            return parse_mac(m);
+        }
+        if let Some(m) = mac_of_link_local(&rem.gid) {
+            return Ok(m);
+        }
+        let l = link.ok_or("the peer's MAC: give --peer-mac")?;
+        l.resolve(&rem.gid, mac, &gid, Duration::from_secs(10))
+            .ok_or_else(|| format!("no ARP/ND answer for the peer's GID {}", show(rem)))
+    };
+    let connect = |qp: &mut mlx5::qp::Qp<'_, AnyPlatform>, rem: &Dest, dmac: [u8; 6]| {
+        let rtr = QpAttr {
+            qp_state: Some(QpState::Rtr),
+            path_mtu: mtu(a.mtu)?,
+            dest_qp_num: rem.qpn,
+            rq_psn: rem.psn,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 12,
+            ah_attr: AhAttr {
+                sgid_index: gid_index,
+                dgid: rem.gid,
+                dmac,
+                hop_limit: 64,
+                ..AhAttr::default()
+            },
+            ..QpAttr::default()
+        };
+        let rtr_mask = if ud {
+            M::STATE
+        } else {
+            M::STATE
+                | M::AV
+                | M::PATH_MTU
+                | M::DEST_QPN
+                | M::RQ_PSN
+                | M::MAX_DEST_RD_ATOMIC
+                | M::MIN_RNR_TIMER
+        };
+        qp.modify(&rtr, rtr_mask).map_err(e)?;
+        let rts = QpAttr {
+            qp_state: Some(QpState::Rts),
+            sq_psn: psn,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            max_rd_atomic: 1,
+            ..QpAttr::default()
+        };
+        let rts_mask = if ud {
+            M::STATE | M::SQ_PSN
+        } else {
+            M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC
+        };
+        qp.modify(&rts, rts_mask).map_err(e)
+    };
+    let (rem, dmac) = match &a.server {
+        Some(host) => {
+            let mut s = connect_retry(host, a.port)?;
+            s.write_all(&me.to_wire()).map_err(e)?;
+            let mut m = [0u8; MSG];
+            s.read_exact(&mut m)
+                .map_err(|x| format!("reading the server's address: {x}"))?;
+            let rem = Dest::from_wire(&m)?;
+            s.write_all(b"done\0").map_err(e)?;
+            let dmac = peer_mac(&rem)?;
+            connect(&mut qp, &rem, dmac)?;
+            (rem, dmac)
+        }
+        None => {
+            let l = TcpListener::bind(("0.0.0.0", a.port))
+                .map_err(|x| format!("port {}: {x}", a.port))?;
+            let (mut s, _) = l.accept().map_err(e)?;
+            let mut m = [0u8; MSG];
+            s.read_exact(&mut m)
+                .map_err(|x| format!("reading the client's address: {x}"))?;
+            let rem = Dest::from_wire(&m)?;
+            let dmac = peer_mac(&rem)?;
+            connect(&mut qp, &rem, dmac)?;
+            s.write_all(&me.to_wire()).map_err(e)?;
+            let mut done = [0u8; 5];
+            s.read_exact(&mut done)
+                .map_err(|x| format!("reading done: {x}"))?;
+            (rem, dmac)
+        }
+    };
+    println!("  remote address: {}", show(&rem));
+    let ud_to = UdAddr {
+        remote_qpn: rem.qpn,
+        qkey: 0x1111_1111,
+        dgid: rem.gid,
+        dmac,
+        sgid_index: gid_index,
+        hop_limit: 64,
+        ..UdAddr::default()
+    };
+    let send_sge = [Sge {
+        addr: mr.addr() + if ud { u64::from(GRH) } else { 0 },
+        length: a.size,
+        lkey: mr.lkey(),
+    }];
+    let post_send = |qp: &mut mlx5::qp::Qp<'_, AnyPlatform>| {
+        qp.post_send(&[SendWr {
+            ud: ud.then_some(ud_to),
+            ..SendWr::send(SEND_WRID, &send_sge)
+        }])
+        .map_err(e)
+    };
+    let page = 4096usize;
+    if a.server.is_some() && a.chk {
+        let mut b = vec![0u8; a.size as usize];
+        for i in (0..b.len()).step_by(page) {
+            b[i] = (i / page) as u8;
+        }
+        mr.write(if ud { GRH as usize } else { 0 }, &b).map_err(e)?;
+    }
+    let mut pending = RECV_WRID;
+    if a.server.is_some() {
+        post_send(&mut qp)?;
+        pending |= SEND_WRID;
+    }
+    let (mut scnt, mut rcnt) = (0u32, 0u32);
+    let start = Instant::now();
+    let mut quiet = Instant::now();
+    let mut wc = [Wc::default(); 2];
+    while rcnt < a.iters || scnt < a.iters {
+        let n = cq.poll(&mut wc).map_err(e)?;
+        if n == 0 {
+            if quiet.elapsed() > Duration::from_secs(30) {
+                return Err(format!(
+                    "no completion for 30 s ({scnt} sent, {rcnt} received)"
+                ));
+            }
+            mlx5::Platform::relax(dev.platform());
+            continue;
+        }
+        quiet = Instant::now();
+        for w in &wc[..n] {
+            if w.status != WcStatus::Success {
+                return Err(format!(
+                    "Failed status {:?} for wr_id {}",
+                    w.status, w.wr_id
+                ));
+            }
+            match w.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    routs -= 1;
+                    if routs <= 1 {
+                        routs += post_recvs(&mut qp, a.rx_depth - routs)?;
+                    }
+                    rcnt += 1;
+                }
+                other => return Err(format!("Completion for unknown wr_id {other}")),
+            }
+            pending &= !w.wr_id;
+            if scnt < a.iters && pending == 0 {
+                post_send(&mut qp)?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let bytes = u64::from(a.size) * u64::from(a.iters) * 2;
+    println!(
+        "{bytes} bytes in {secs:.2} seconds = {:.2} Mbit/sec",
+        bytes as f64 * 8.0 / secs / 1e6
+    );
+    println!(
+        "{} iters in {secs:.2} seconds = {:.2} usec/iter",
+        a.iters,
+        secs * 1e6 / f64::from(a.iters)
+    );
+    if a.server.is_none() && a.chk {
+        let mut b = vec![0u8; a.size as usize];
+        mr.read(if ud { GRH as usize } else { 0 }, &mut b)
+            .map_err(e)?;
+        for i in (0..b.len()).step_by(page) {
+            if b[i] != (i / page) as u8 {
+                return Err(format!("invalid data in page {}", i / page));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `LID 0x0000, QPN 0x000011, PSN 0x4fc73b, GID ::ffff:…` as the pingpongs print it.
+fn show(d: &Dest) -> String {
+    let g = std::net::Ipv6Addr::from(d.gid);
+    format!(
+        "LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {g}",
+        d.lid, d.qpn, d.psn
+    )
+}
+
+/// Connects to the server, retrying while it is not listening yet (up to 30 s).
+fn connect_retry(host: &str, port: u16) -> Result<TcpStream, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match TcpStream::connect((host, port)) {
+            Ok(s) => return Ok(s),
+            Err(x) if Instant::now() > deadline => {
+                return Err(format!("Couldn't connect to {host}:{port}: {x}"))
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exchange_message_is_rdma_cores() {
+        // The example of the rxe interop memo: ::ffff:198.18.0.11, QPN 0x11, PSN 0xff76d6.
+        let mut gid = [0u8; 16];
+        gid[10..].copy_from_slice(&[0xff, 0xff, 0xc6, 0x12, 0x00, 0x0b]);
+        let d = Dest {
+            lid: 0,
+            qpn: 0x11,
+            psn: 0xff76d6,
+            gid,
+        };
+        let w = d.to_wire();
+        assert_eq!(
+            &w[..MSG - 1],
+            b"0000:000011:ff76d6:00000000000000000000ffffc612000b"
+        );
+        assert_eq!(w[MSG - 1], 0);
+        assert_eq!(Dest::from_wire(&w), Ok(d));
+        assert!(Dest::from_wire(b"0000:11:22\0").is_err());
+    }
+
+    #[test]
+    fn a_link_local_gid_names_its_mac() {
+        let g = GidEntry::link_local([0x52, 0x54, 0, 0x12, 0x34, 0x56]).gid;
+        assert_eq!(
+            mac_of_link_local(&g),
+            Some([0x52, 0x54, 0, 0x12, 0x34, 0x56])
+        );
+        let mut v4 = [0u8; 16];
+        v4[10..12].fill(0xff);
+        assert_eq!(mac_of_link_local(&v4), None);
+    }
+}
