@@ -121,9 +121,9 @@ for i in $(seq 0 $((NICS - 1))); do
   s=$WORK/nic$i.sock; rm -f "$s"; SOCKS+=("$s"); ARGS+=(--vfio-user "$s")
   DEVS+=(-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"type\":\"unix\",\"path\":\"$s\"}}")
 done
-# The traffic run's profile: a ConnectX-5 with `umr_modify_entity_size_disabled` = 1, so that
-# mlx5_ib registers user memory with CREATE_MKEY instead of UMR WQEs, which the simulator does
-# not execute yet (../shared/reference/linux-mlx5-probe.md §8.4; docs/simulator.md).
+# UMR=0: a ConnectX-5 with `umr_modify_entity_size_disabled` = 1, so that mlx5_ib registers user
+# memory with CREATE_MKEY and its page list instead of UMR WQEs on its MR cache (how the
+# differential's fixture is captured: a UMR is not a command; docs/simulator.md).
 if [ "${UMR:-1}" = 0 ] && [ -z "${SIM:-}" ]; then
   echo '{"name": "cx5-no-umr", "umr_modify_entity_size_disabled": 1}' > "$WORK/cx5-no-umr.json"
   SIM=$WORK/cx5-no-umr.json

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# A real RoCE peer on the simulated wire (issue #12): a QEMU guest runs Linux's soft-RoCE
+# (rdma_rxe, Debian's generic kernel) on an e1000 whose other end is a simulated ConnectX-5's
+# port (QEMU `-netdev dgram` unix sockets ↔ `mlx5ctl pingpong --link`), and unmodified
+# rdma-core tools in the guest talk to `mlx5ctl pingpong` on the host — this driver on the
+# simulated NIC — over RoCE v2, their out-of-band TCP exchange through QEMU's slirp
+# (hostfwd). Prints each tool's lines from both ends and `N passed, N failed`.
+#
+#   usage: tests/rxe-qemu/run.sh
+#
+# The guest is the server of each exchange (it listens on 10.0.2.15:18515, the host connects
+# through hostfwd once the tool printed "local address:"). The runs: ibv_rc_pingpong with 64 B
+# and 4096 B messages (1000 iterations each), ibv_ud_pingpong (512 B). The simulated NIC holds
+# 198.18.0.1 (GID 1, IPv4-mapped, RoCE v2), the guest 198.18.0.2; the guest resolves the NIC's
+# MAC by ARP, answered by the link's address responder, and the host the guest's by ARP.
+#
+# Caches under target/rxe-qemu (the kernel, its PVH vmlinux, the user space), QEMU with
+# tests/linux-on-sim. Exit status 0 when every check passed, 1 otherwise, 2 if it cannot run
+# here (the reason is printed). Knobs: TIMEOUT (default 300 s), SHARED (default ../shared),
+# ITERS (default 1000).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SHARED=${SHARED:-$ROOT/../shared}
+WORK=$ROOT/target/rxe-qemu
+TIMEOUT=${TIMEOUT:-300}
+ITERS=${ITERS:-1000}
+mkdir -p "$WORK"
+cannot() { echo "rxe-qemu: CANNOT RUN here: $*" >&2; exit 2; }
+say() { echo "rxe-qemu: $*"; }
+
+# --- QEMU with -netdev dgram (10.2 from ../shared/qemu, shared with linux-on-sim) ----------
+[ -f "$SHARED/qemu/get-qemu.sh" ] || cannot "no $SHARED/qemu/get-qemu.sh"
+QEMU=$(bash "$SHARED/qemu/get-qemu.sh" "$ROOT/target/linux-on-sim/qemu" | tail -1) || cannot "get-qemu.sh failed"
+say "$("$QEMU" --version | head -1)"
+
+# --- the generic kernel (the cloud one has no rdma_rxe), booted as a PVH vmlinux -------------
+command -v apt-get >/dev/null || cannot "needs apt-get to download the kernel and rdma-core"
+KDEB=$(cat "$WORK/resolved-kernel" 2>/dev/null || true)
+if [ -z "$KDEB" ] || [ ! -f "$WORK/$KDEB/vmlinux" ]; then
+  KDEB=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2 }' | sort -V | tail -1)
+  [ -n "$KDEB" ] || cannot "apt cannot resolve linux-image-amd64 (no package lists?)"
+  say "downloading $KDEB"
+  rm -rf "$WORK/dl" "$WORK/$KDEB" && mkdir -p "$WORK/dl" "$WORK/$KDEB"
+  (cd "$WORK/dl" && apt-get download -qq -o APT::Sandbox::User=root "$KDEB") || cannot "could not download $KDEB"
+  # Only /boot and the modules the guest loads (the whole package unpacks to 400 MB).
+  dpkg-deb --fsys-tarfile "$WORK"/dl/*.deb | tar -x -C "$WORK/$KDEB" --wildcards \
+    './boot/vmlinuz-*' './lib/modules/*/kernel/drivers/net/ethernet/intel/e1000/*' \
+    './lib/modules/*/kernel/net/ipv4/udp_tunnel.ko*' './lib/modules/*/kernel/net/ipv6/ip6_udp_tunnel.ko*' \
+    './lib/modules/*/kernel/drivers/infiniband/core/*' './lib/modules/*/kernel/drivers/infiniband/sw/rxe/*' \
+    './lib/modules/*/kernel/crypto/crc32_generic.ko*'
+  # The bzImage's XZ payload, decompressed: a PVH-bootable ELF (seconds faster under TCG).
+  vz=$(ls "$WORK/$KDEB"/boot/vmlinuz-*)
+  off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$vz" | head -1 | cut -d: -f1 || true)
+  [ -n "$off" ] || cannot "no XZ payload in $vz"
+  tail -c +$((off + 1)) "$vz" | xz -dc 2>/dev/null > "$WORK/$KDEB/vmlinux" || true
+  [ "$(head -c 4 "$WORK/$KDEB/vmlinux" | od -An -tx1 | tr -d ' ')" = 7f454c46 ] || cannot "vmlinux extraction failed"
+  echo "$KDEB" > "$WORK/resolved-kernel"
+  rm -rf "$WORK/dl"
+fi
+KROOT=$WORK/$KDEB
+KVER=$(ls "$KROOT/lib/modules" | head -1)
+
+# --- busybox and rdma-core's user space (Debian's packages, unmodified) ----------------------
+BB=$ROOT/target/vfio-qemu/busybox/bin/busybox
+if [ ! -x "$BB" ]; then
+  mkdir -p "$WORK/bb" && (cd "$WORK/bb" && apt-get download -qq -o APT::Sandbox::User=root busybox-static) ||
+    cannot "could not download busybox-static"
+  dpkg-deb -x "$WORK"/bb/busybox-static*.deb "$WORK/bb/root"
+  BB=$WORK/bb/root/bin/busybox
+fi
+USR=$WORK/userland
+if [ ! -x "$USR/root/usr/bin/ibv_rc_pingpong" ] || [ ! -x "$USR/root/usr/bin/rdma" ]; then
+  rm -rf "$USR" && mkdir -p "$USR/root"
+  (cd "$USR" && apt-get download -qq -o APT::Sandbox::User=root \
+      ibverbs-utils libibverbs1 ibverbs-providers libnl-3-200 libnl-route-3-200 \
+      iproute2 libmnl0 libbsd0 libmd0 libcap2 libelf1 libbpf1 libdb5.3 libselinux1 libpcre2-8-0 zlib1g) ||
+    cannot "could not download rdma-core's packages"
+  for d in "$USR"/*.deb; do dpkg-deb -x "$d" "$USR/root"; done
+fi
+STAGE=$(mktemp -d); trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE"/{bin,dev,proc,sys,tmp,lib/modules,lib/x86_64-linux-gnu,lib64}
+cp "$BB" "$STAGE/bin/busybox"
+cp "$HERE/guest-init.sh" "$STAGE/init"; chmod 755 "$STAGE/init"
+for m in e1000 udp_tunnel ip6_udp_tunnel ib_core ib_uverbs crc32_generic rdma_rxe; do
+  f=$(find "$KROOT/lib/modules/$KVER/kernel" \( -name "$m.ko" -o -name "$m.ko.xz" \) | head -1)
+  [ -n "$f" ] || cannot "module $m not in $KDEB"
+  case $f in *.xz) xz -dc "$f" > "$STAGE/lib/modules/$m.ko" ;; *) cp "$f" "$STAGE/lib/modules/$m.ko" ;; esac
+  echo "$m" >> "$STAGE/lib/modules/order"
+done
+cp -a "$USR/root/." "$STAGE/"
+for l in $(LD_LIBRARY_PATH="$USR/root/usr/lib/x86_64-linux-gnu:$USR/root/lib/x86_64-linux-gnu" ldd \
+             "$USR/root/usr/bin/ibv_rc_pingpong" "$USR/root/usr/bin/rdma" |
+           awk '$3 ~ /^\// && $3 !~ /userland/ { print $3 }' | sort -u); do
+  cp -L "$l" "$STAGE/lib/x86_64-linux-gnu/"
+done
+cp -L /lib64/ld-linux-x86-64.so.2 "$STAGE/lib64/"
+(cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
+
+# --- the host side: this driver on a simulated ConnectX-5 whose port is the guest's wire -----
+cargo build --release --locked -q -p mlx5-tools --bin mlx5ctl
+CTL=${CARGO_TARGET_DIR:-$ROOT/target}/release/mlx5ctl
+G=$WORK/guest.sock; H=$WORK/host.sock
+rm -f "$G" "$H"
+HP=$((20000 + $$ % 10000))
+# name:guest args (',' between runs, '+' for spaces) and the host's arguments for each.
+RUNS=("ibv_rc_pingpong:-g+1+-n+$ITERS+-s+64+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c")
+HOST=("--type rc -n $ITERS -s 64 -c" "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c")
+TOOLS=$(IFS=,; echo "${RUNS[*]}")
+
+say "booting $KVER (PVH vmlinux) with rdma_rxe; runs: ${RUNS[*]}"
+: > "$WORK/guest.log"
+timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabios \
+  -machine q35,accel=tcg -cpu max -smp 1 -m 512M \
+  -netdev "dgram,id=roce,local.type=unix,local.path=$G,remote.type=unix,remote.path=$H" \
+  -device e1000,netdev=roce,mac=52:54:00:00:00:02,romfile= \
+  -netdev "user,id=ctl,restrict=on,hostfwd=tcp:127.0.0.1:$HP-10.0.2.15:18515" \
+  -device e1000,netdev=ctl,mac=52:54:00:00:01:02,romfile= \
+  -kernel "$KROOT/vmlinux" -initrd "$WORK/initramfs.gz" \
+  -append "console=ttyS0 loglevel=4 panic=-1 rxe.tools=$TOOLS" \
+  -nographic -nodefaults -serial "file:$WORK/guest.log" -monitor none -no-reboot \
+  </dev/null > "$WORK/qemu.log" 2>&1 &
+QPID=$!
+
+# Each run: wait for the guest tool's "local address:", then our side as the client.
+PASS=0; FAIL=0
+check() { if eval "$2"; then echo "PASS $1"; PASS=$((PASS + 1)); else echo "FAIL $1"; FAIL=$((FAIL + 1)); fi; }
+for i in "${!RUNS[@]}"; do
+  n=$((i + 1))
+  for _ in $(seq $((TIMEOUT * 10))); do
+    [ "$(grep -ac 'local address:' "$WORK/guest.log")" -ge "$n" ] && break
+    kill -0 $QPID 2>/dev/null || break
+    sleep 0.1
+  done
+  # shellcheck disable=SC2086
+  RUST_LOG=${RUST_LOG:-warn} "$CTL" pingpong 127.0.0.1 -p "$HP" ${HOST[$i]} --ip 198.18.0.1 \
+    --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
+  echo "host-$n exit $?" >> "$WORK/host-$n.log"
+  for _ in $(seq 600); do grep -aq "^RXE-EXIT $n " "$WORK/guest.log" && break; sleep 0.1; done
+done
+wait $QPID || true
+grep -aE '^RXE|local address|remote address|bytes in|iters in|Failed|Couldn|error' "$WORK/guest.log" | sed 's/^/guest: /'
+for i in "${!RUNS[@]}"; do
+  n=$((i + 1)); name=${RUNS[$i]%%:*}; args=$(echo "${RUNS[$i]#*:}" | tr '+' ' ')
+  sed "s/^/host-$n: /" "$WORK/host-$n.log"
+  check "$name $args (rxe in the guest, server) with mlx5ctl pingpong ${HOST[$i]} (this driver, simulated ConnectX-5, client)" \
+    "grep -aq '^RXE-EXIT $n $name 0' '$WORK/guest.log' && grep -aq '^host-$n exit 0' '$WORK/host-$n.log'"
+done
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" = 0 ]
