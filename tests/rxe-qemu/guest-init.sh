@@ -1,7 +1,8 @@
 #!/bin/busybox sh
 # /init of the rxe-qemu guest: Linux's soft-RoCE (rdma_rxe) on an e1000 whose wire is the
 # simulated fabric (QEMU -netdev dgram), a second e1000 on slirp for the tools' out-of-band TCP
-# exchange, then rdma-core's tools one after the other as servers, as the kernel command line
+# exchange, then rdma-core's tools one after the other (servers, or clients of 10.0.2.100: the
+# host through guestfwd), as the kernel command line
 # lists them (rxe.tools=name:args,name:args; '+' stands for a space). Each tool writes to the
 # console (a tty: line-buffered), so the host sees "local address:" when it listens; the host
 # then runs its side. Prints "RXE-RUN n name", the tool's lines, "RXE-EXIT n name code".
@@ -38,6 +39,8 @@ for t in $(echo "$tools" | tr ',' ' '); do
   n=$((n + 1))
   name=${t%%:*}; args=$(echo "${t#*:}" | tr '+' ' ')
   echo "RXE-RUN $n $name $args"
+  # As a client (to the host through guestfwd's 10.0.2.100): give the host's server a moment.
+  case "$args" in *10.0.2.100*) sleep 3 ;; esac
   timeout 120 "$name" $args </dev/null >/dev/console 2>&1
   echo "RXE-EXIT $n $name $?"
 done

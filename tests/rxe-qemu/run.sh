@@ -8,9 +8,11 @@
 #
 #   usage: tests/rxe-qemu/run.sh
 #
-# The guest is the server of each exchange (it listens on 10.0.2.15:18515, the host connects
-# through hostfwd once the tool printed "local address:"). The runs: ibv_rc_pingpong with 64 B
-# and 4096 B messages (1000 iterations each), ibv_ud_pingpong (512 B). The simulated NIC holds
+# Both directions: the guest as server (it listens on 10.0.2.15:18515, the host connects through
+# hostfwd once the tool printed "local address:") — ibv_rc_pingpong with 64 B and 4096 B messages
+# (1000 iterations each), ibv_ud_pingpong (512 B) — then as client (it connects to
+# 10.0.2.100:18515, which guestfwd relays to the host's mlx5ctl pingpong server) — RC 4096 B and
+# UD 512 B. The simulated NIC holds
 # 198.18.0.1 (GID 1, IPv4-mapped, RoCE v2), the guest 198.18.0.2; the guest resolves the NIC's
 # MAC by ARP, answered by the link's address responder, and the host the guest's by ARP.
 #
@@ -104,8 +106,13 @@ G=$WORK/guest.sock; H=$WORK/host.sock
 rm -f "$G" "$H"
 HP=$((20000 + $$ % 10000))
 # name:guest args (',' between runs, '+' for spaces) and the host's arguments for each.
-RUNS=("ibv_rc_pingpong:-g+1+-n+$ITERS+-s+64+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c")
-HOST=("--type rc -n $ITERS -s 64 -c" "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c")
+# Guest as server (the host connects through hostfwd), then as client (it connects to
+# 10.0.2.100:18515, guestfwd's relay to the host's server).
+HP2=$((HP + 1))
+RUNS=("ibv_rc_pingpong:-g+1+-n+$ITERS+-s+64+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c"
+      "ibv_rc_pingpong:-g+1+-n+$ITERS+-c+10.0.2.100" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c+10.0.2.100")
+HOST=("--type rc -n $ITERS -s 64 -c" "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c"
+      "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c")
 TOOLS=$(IFS=,; echo "${RUNS[*]}")
 
 say "booting $KVER (PVH vmlinux) with rdma_rxe; runs: ${RUNS[*]}"
@@ -114,7 +121,7 @@ timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabi
   -machine q35,accel=tcg -cpu max -smp 1 -m 512M \
   -netdev "dgram,id=roce,local.type=unix,local.path=$G,remote.type=unix,remote.path=$H" \
   -device e1000,netdev=roce,mac=52:54:00:00:00:02,romfile= \
-  -netdev "user,id=ctl,restrict=on,hostfwd=tcp:127.0.0.1:$HP-10.0.2.15:18515" \
+  -netdev "user,id=ctl,restrict=on,hostfwd=tcp:127.0.0.1:$HP-10.0.2.15:18515,guestfwd=tcp:10.0.2.100:18515-cmd:bash -c 'exec 3<>/dev/tcp/127.0.0.1/$HP2; cat <&3 & cat >&3'" \
   -device e1000,netdev=ctl,mac=52:54:00:00:01:02,romfile= \
   -kernel "$KROOT/vmlinux" -initrd "$WORK/initramfs.gz" \
   -append "console=ttyS0 loglevel=4 panic=-1 rxe.tools=$TOOLS" \
@@ -125,17 +132,33 @@ QPID=$!
 # Each run: wait for the guest tool's "local address:", then our side as the client.
 PASS=0; FAIL=0
 check() { if eval "$2"; then echo "PASS $1"; PASS=$((PASS + 1)); else echo "FAIL $1"; FAIL=$((FAIL + 1)); fi; }
+side() { case ${RUNS[$1]} in *10.0.2.100) echo client ;; *) echo server ;; esac; }
 for i in "${!RUNS[@]}"; do
   n=$((i + 1))
-  for _ in $(seq $((TIMEOUT * 10))); do
-    [ "$(grep -ac 'local address:' "$WORK/guest.log")" -ge "$n" ] && break
-    kill -0 $QPID 2>/dev/null || break
-    sleep 0.1
-  done
-  # shellcheck disable=SC2086
-  RUST_LOG=${RUST_LOG:-warn} "$CTL" pingpong 127.0.0.1 -p "$HP" ${HOST[$i]} --ip 198.18.0.1 \
-    --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
-  echo "host-$n exit $?" >> "$WORK/host-$n.log"
+  if [ "$(side "$i")" = server ]; then
+    # The guest listens once it printed its address; then our side connects.
+    for _ in $(seq $((TIMEOUT * 10))); do
+      [ "$(grep -ac 'local address:' "$WORK/guest.log")" -ge "$(grep -ac '^RXE-RUN' "$WORK/guest.log")" ] &&
+        grep -aq "^RXE-RUN $n " "$WORK/guest.log" && break
+      kill -0 $QPID 2>/dev/null || break
+      sleep 0.1
+    done
+    # shellcheck disable=SC2086
+    RUST_LOG=${RUST_LOG:-warn} "$CTL" pingpong 127.0.0.1 -p "$HP" ${HOST[$i]} --ip 198.18.0.1 \
+      --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
+    echo "host-$n exit $?" >> "$WORK/host-$n.log"
+  else
+    # Our side listens before the guest's client starts (it waits 3 s after RXE-RUN).
+    for _ in $(seq $((TIMEOUT * 10))); do
+      grep -aq "^RXE-RUN $n " "$WORK/guest.log" && break
+      kill -0 $QPID 2>/dev/null || break
+      sleep 0.1
+    done
+    # shellcheck disable=SC2086
+    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" pingpong -p "$HP2" ${HOST[$i]} --ip 198.18.0.1 \
+      --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
+    echo "host-$n exit $?" >> "$WORK/host-$n.log"
+  fi
   for _ in $(seq 600); do grep -aq "^RXE-EXIT $n " "$WORK/guest.log" && break; sleep 0.1; done
 done
 wait $QPID || true
@@ -143,7 +166,8 @@ grep -aE '^RXE|local address|remote address|bytes in|iters in|Failed|Couldn|erro
 for i in "${!RUNS[@]}"; do
   n=$((i + 1)); name=${RUNS[$i]%%:*}; args=$(echo "${RUNS[$i]#*:}" | tr '+' ' ')
   sed "s/^/host-$n: /" "$WORK/host-$n.log"
-  check "$name $args (rxe in the guest, server) with mlx5ctl pingpong ${HOST[$i]} (this driver, simulated ConnectX-5, client)" \
+  if [ "$(side "$i")" = server ]; then us=client; else us=server; fi
+  check "$name $args (rxe in the guest, $(side "$i")) with mlx5ctl pingpong ${HOST[$i]} (this driver, simulated ConnectX-5, $us)" \
     "grep -aq '^RXE-EXIT $n $name 0' '$WORK/guest.log' && grep -aq '^host-$n exit 0' '$WORK/host-$n.log'"
 done
 echo "$PASS passed, $FAIL failed"
