@@ -37,17 +37,6 @@ const HASH_2_TUPLE: u32 = 0x323e_8fc2;
 /// Receive buffers per WQE.
 const BUF: u64 = 2048;
 
-/// RFC 1071 sum of `b`, folded, not inverted.
-fn ones(b: &[u8], mut s: u64) -> u16 {
-    for c in b.chunks(2) {
-        s += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
 /// An Ethernet/IPv4 frame from A to `dmac` of protocol `proto` (17 UDP, 6 TCP) carrying
 /// `payload`, checksums zero (the SQ computes them).
 fn frame(dmac: [u8; 6], smac: [u8; 6], proto: u8, payload: &[u8]) -> Vec<u8> {

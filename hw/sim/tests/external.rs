@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::cmd;
 use common::datapath::{connected, fill, read, Node, Seg};
+use common::ethernet::ones;
 use mlx5_ifc::consts::{qp_st, roce};
 use mlx5_ifc::prm::vport::{RoceAddrLayout, SetRoceAddressIn};
 use mlx5_ifc::Opcode;
@@ -35,17 +36,6 @@ fn arp_request(target: [u8; 4]) -> Vec<u8> {
     f.extend_from_slice(&target);
     f.resize(60, 0);
     f
-}
-
-/// RFC 1071 sum, folded, not inverted.
-fn ones(b: &[u8], mut s: u64) -> u16 {
-    for c in b.chunks(2) {
-        s += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
 }
 
 fn solicitation(src: [u8; 16], target: [u8; 16]) -> Vec<u8> {

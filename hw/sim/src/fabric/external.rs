@@ -185,13 +185,22 @@ fn arp_request(mac: [u8; 6], own: &[u8; 16], target: &[u8; 16]) -> Vec<u8> {
     f
 }
 
-/// A neighbour solicitation from `mac`/`own` for `target`, to its solicited-node group.
-fn solicitation(mac: [u8; 6], own: &[u8; 16], target: &[u8; 16]) -> Vec<u8> {
-    let mut group = [0u8; 16];
-    group[..2].copy_from_slice(&[0xff, 0x02]);
-    group[11..13].copy_from_slice(&[1, 0xff]);
-    group[13..].copy_from_slice(&target[13..]);
-    let mut f = vec![0x33, 0x33, 0xff, target[13], target[14], target[15]];
+/// A neighbour discovery message (`kind`, `flags`) about `target` with a link-layer address
+/// option (`option` 1 source, 2 target) of `mac`, from `src` to `dst`: Ethernet, IPv6 with hop
+/// limit 255 (RFC 4861 §7.1.2), ICMPv6 with its checksum.
+#[allow(clippy::too_many_arguments)]
+fn nd_frame(
+    dmac: [u8; 6],
+    mac: [u8; 6],
+    src: &[u8; 16],
+    dst: &[u8; 16],
+    kind: u8,
+    flags: u8,
+    target: &[u8; 16],
+    option: u8,
+) -> Vec<u8> {
+    let mut f = Vec::with_capacity(86);
+    f.extend_from_slice(&dmac);
     f.extend_from_slice(&mac);
     f.extend_from_slice(&[0x86, 0xdd]);
     let mut v6 = [0u8; 40];
@@ -199,13 +208,14 @@ fn solicitation(mac: [u8; 6], own: &[u8; 16], target: &[u8; 16]) -> Vec<u8> {
     v6[4..6].copy_from_slice(&32u16.to_be_bytes());
     v6[6] = ICMPV6;
     v6[7] = 255;
-    v6[8..24].copy_from_slice(own);
-    v6[24..40].copy_from_slice(&group);
+    v6[8..24].copy_from_slice(src);
+    v6[24..40].copy_from_slice(dst);
     f.extend_from_slice(&v6);
     let mut icmp = [0u8; 32];
-    icmp[0] = ND_SOLICIT;
+    icmp[0] = kind;
+    icmp[4] = flags;
     icmp[8..24].copy_from_slice(target);
-    icmp[24] = 1; // source link-layer address, 8 bytes
+    icmp[24] = option; // 8 bytes
     icmp[25] = 1;
     icmp[26..32].copy_from_slice(&mac);
     let pseudo = packet::sum(&v6[8..40], u64::from(ICMPV6) + icmp.len() as u64);
@@ -213,6 +223,16 @@ fn solicitation(mac: [u8; 6], own: &[u8; 16], target: &[u8; 16]) -> Vec<u8> {
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&icmp);
     f
+}
+
+/// A neighbour solicitation from `mac`/`own` for `target`, to its solicited-node group.
+fn solicitation(mac: [u8; 6], own: &[u8; 16], target: &[u8; 16]) -> Vec<u8> {
+    let mut group = [0u8; 16];
+    group[..2].copy_from_slice(&[0xff, 0x02]);
+    group[11..13].copy_from_slice(&[1, 0xff]);
+    group[13..].copy_from_slice(&target[13..]);
+    let dmac = [0x33, 0x33, 0xff, target[13], target[14], target[15]];
+    nd_frame(dmac, mac, own, &group, ND_SOLICIT, 0, target, 1)
 }
 
 /// Learns the sender of an ARP frame, or the source (or target) of a neighbour discovery frame
@@ -442,30 +462,8 @@ fn arp_reply(fabric: &Fabric, f: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn neighbour_advert(f: &[u8], h: &packet::Headers, target: &[u8; 16], mac: [u8; 6]) -> Vec<u8> {
-    let ip = &f[h.l3_at..];
-    let mut r = Vec::with_capacity(86);
-    r.extend_from_slice(&f[6..12]); // to the soliciting MAC
-    r.extend_from_slice(&mac);
-    r.extend_from_slice(&[0x86, 0xdd]);
-    // IPv6: from the target to the solicitor, hop limit 255 (RFC 4861 §7.1.2).
-    let mut v6 = [0u8; 40];
-    v6[0] = 0x60;
-    v6[4..6].copy_from_slice(&32u16.to_be_bytes());
-    v6[6] = ICMPV6;
-    v6[7] = 255;
-    v6[8..24].copy_from_slice(target);
-    v6[24..40].copy_from_slice(&ip[8..24]);
-    r.extend_from_slice(&v6);
-    let mut icmp = [0u8; 32];
-    icmp[0] = ND_ADVERT;
-    icmp[4] = 0x60; // solicited, override
-    icmp[8..24].copy_from_slice(target);
-    icmp[24] = 2; // target link-layer address, 8 bytes
-    icmp[25] = 1;
-    icmp[26..32].copy_from_slice(&mac);
-    let pseudo = packet::sum(&v6[8..40], u64::from(ICMPV6) + icmp.len() as u64);
-    let c = !packet::fold(packet::sum(&icmp, pseudo));
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    r.extend_from_slice(&icmp);
-    r
+    let mut to = [0u8; 6];
+    to.copy_from_slice(&f[6..12]);
+    // From the target to the solicitor: solicited, override, the target link-layer address.
+    nd_frame(to, mac, target, &h.src, ND_ADVERT, 0x60, target, 2)
 }

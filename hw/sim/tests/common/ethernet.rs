@@ -164,3 +164,15 @@ pub fn dmac_fte_in(
         .unwrap();
     input
 }
+
+/// The RFC 1071 one's complement sum of `b` added to `s`, folded to 16 bits, not inverted: a
+/// correct header or segment with its checksum sums to 0xffff.
+pub fn ones(b: &[u8], mut s: u64) -> u16 {
+    for c in b.chunks(2) {
+        s += u64::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+    }
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
