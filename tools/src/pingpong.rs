@@ -30,7 +30,7 @@ use mlx5::qp::{
     Access, AhAttr, Mtu, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType, RecvWr,
     SendWr, Sge,
 };
-use mlx5::sim::{ExternalPort, Fabric, Mode, SimDevice};
+use mlx5::sim::{ExternalPort, Fabric, Mode, SimDevice, WireFault};
 use mlx5::wqe::UdAddr;
 use mlx5::{Device, DeviceConfig, GidEntry, SimPlatform, Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
@@ -79,6 +79,10 @@ pub struct Args {
     /// The simulated NIC's MAC.
     #[arg(long, default_value = "02:c5:5a:00:00:01")]
     mac: String,
+    /// Lose this many frames per million on the simulated wire (both ways, seeded), to see the
+    /// transport recover.
+    #[arg(long = "drop-ppm", default_value_t = 0)]
+    drop_ppm: u32,
     #[command(flatten)]
     target: Target,
 }
@@ -195,7 +199,16 @@ pub fn run(a: &Args) -> Result<(), String> {
         DeviceConfig::default(),
     )
     .map_err(e)?;
+    if a.drop_ppm > 0 {
+        fabric.inject(WireFault::DropRandom {
+            per_million: a.drop_ppm,
+            seed: u64::from(std::process::id()),
+        });
+    }
     let r = session(a, qp_type, &dev, Some(&port));
+    if a.drop_ppm > 0 {
+        println!("wire: {} frames lost on purpose", fabric.counters().dropped);
+    }
     drop(dev.close());
     r
 }
