@@ -22,12 +22,11 @@
 //! error CQE and the SQ goes to ERR.
 
 use mlx5_ifc::prm::sq_rq::Sqc;
-use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::wqe::{fm_ce_se, opcode, CtrlSeg, DataSeg, EthSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::cqe::{self, op, syndrome, Cqe};
-use super::wqe::{dma_fault, queue_start, read_queue, LocalError, Piece};
+use super::wqe::{dma_fault, LocalError, Piece, WqRing};
 use super::{dma, Hw, Sge};
 use crate::fabric::packet;
 use crate::fault::{DmaFault, DmaFaultKind};
@@ -54,26 +53,19 @@ const MIN_FRAME: usize = 60;
 struct SqInfo {
     state: u64,
     cqn: u32,
-    pd: u32,
-    pas: Vec<u64>,
-    page: u64,
-    start: u64,
-    wqebbs: u32,
+    /// Its ring, in WQEBBs.
+    ring: WqRing,
 }
 
 fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
     let q = hw.fw.objects.queue(ObjectKind::Sq, sqn)?;
     let c = View::<Sqc>::new(&q.ctx).ok()?;
-    let w = c.nested(Sqc::WQ);
-    let page = 4096u64 << w.get(Wq::LOG_WQ_PG_SZ).min(20);
+    let mut ring = WqRing::of(&c.nested(Sqc::WQ), &q.pas);
+    ring.stride = WQEBB;
     Some(SqInfo {
         state: c.get(Sqc::STATE),
         cqn: c.get32(Sqc::CQN),
-        pd: w.get32(Wq::PD),
-        pas: q.pas.clone(),
-        page,
-        start: queue_start(page, w.get(Wq::PAGE_OFFSET)),
-        wqebbs: 1 << w.get(Wq::LOG_WQ_SZ).min(16),
+        ring,
     })
 }
 
@@ -91,16 +83,10 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         return;
     }
     let mut cc = hw.fw.engine.eth_sqs.get(&sqn).copied().unwrap_or(0);
-    for _ in 0..sq.wqebbs {
-        let slot = u64::from(u32::from(cc) & (sq.wqebbs - 1));
+    for _ in 0..sq.ring.entries {
+        let slot = u64::from(u32::from(cc) & (sq.ring.entries - 1));
         let mut ctrl = [0u8; CtrlSeg::BYTES];
-        if let Err(iova) = read_queue(
-            hw.iommu,
-            &sq.pas,
-            sq.page,
-            sq.start + slot * WQEBB,
-            &mut ctrl,
-        ) {
+        if let Err(iova) = sq.ring.read(hw.iommu, u64::from(cc), &mut ctrl) {
             dma_fault(
                 hw.faults,
                 iova,
@@ -122,7 +108,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         );
         if named != sqn || index != cc || ds == 0 {
             hw.faults.push(DmaFault {
-                iova: sq.pas.first().copied().unwrap_or(0) + sq.start + slot * WQEBB,
+                iova: sq.ring.pas.first().copied().unwrap_or(0) + sq.ring.start + slot * WQEBB,
                 len: WQEBB as usize,
                 kind: DmaFaultKind::BadWqe,
                 what: format!(
@@ -137,7 +123,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
             opcode::SEND | opcode::TSO => {
                 let sent = read_wqe(hw, &sq, cc, ds as usize)
                     .ok_or(LocalError::Dma)
-                    .and_then(|w| frames(hw, sq.pd, &w, op_code == opcode::TSO));
+                    .and_then(|w| frames(hw, sq.ring.pd, &w, op_code == opcode::TSO));
                 match sent {
                     Ok(frames) => {
                         for f in frames {
@@ -213,8 +199,7 @@ fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8, syn: u8) {
 fn read_wqe(hw: &mut Hw<'_>, sq: &SqInfo, cc: u16, ds: usize) -> Option<Vec<u8>> {
     let mut w = vec![0u8; ds * 16];
     for (i, bb) in w.chunks_mut(WQEBB as usize).enumerate() {
-        let slot = (u64::from(cc) + i as u64) & u64::from(sq.wqebbs - 1);
-        if let Err(iova) = read_queue(hw.iommu, &sq.pas, sq.page, sq.start + slot * WQEBB, bb) {
+        if let Err(iova) = sq.ring.read(hw.iommu, u64::from(cc) + i as u64, bb) {
             dma_fault(hw.faults, iova, bb.len(), false, format!("send WQE {cc}"));
             return None;
         }

@@ -21,11 +21,10 @@
 
 use mlx5_ifc::cqe::{l3_hdr_type, l4_hdr_type};
 use mlx5_ifc::prm::sq_rq::Rqc;
-use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::View;
 
 use super::cqe::{self, op, syndrome, Cqe, EthRx};
-use super::wqe::{dma_fault, queue_start, read_be32, read_queue, recv_sges, LocalError};
+use super::wqe::{dma_fault, read_be32, recv_sges, LocalError, WqRing};
 use super::{dma, steering, Hw};
 use crate::fabric::packet::{self, Headers, L3, TPID_CVLAN};
 use crate::fw::objects::ObjectKind;
@@ -39,34 +38,20 @@ const L4_OK: u8 = 0x4;
 struct RqInfo {
     state: u64,
     cqn: u32,
-    pd: u32,
     user_index: u32,
     strip: bool,
-    dbr: u64,
-    pas: Vec<u64>,
-    page: u64,
-    start: u64,
-    stride: u64,
-    wqes: u32,
+    ring: WqRing,
 }
 
 fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
     let q = hw.fw.objects.queue(ObjectKind::Rq, rqn)?;
     let c = View::<Rqc>::new(&q.ctx).ok()?;
-    let w = c.nested(Rqc::WQ);
-    let page = 4096u64 << w.get(Wq::LOG_WQ_PG_SZ).min(20);
     Some(RqInfo {
         state: c.get(Rqc::STATE),
         cqn: c.get32(Rqc::CQN),
-        pd: w.get32(Wq::PD),
         user_index: c.get32(Rqc::USER_INDEX),
         strip: c.get(Rqc::VSD) == 0,
-        dbr: w.get(Wq::DBR_ADDR),
-        pas: q.pas.clone(),
-        page,
-        start: queue_start(page, w.get(Wq::PAGE_OFFSET)),
-        stride: 1 << w.get(Wq::LOG_WQ_STRIDE).min(16),
-        wqes: 1 << w.get(Wq::LOG_WQ_SZ).min(16),
+        ring: WqRing::of(&c.nested(Rqc::WQ), &q.pas),
     })
 }
 
@@ -112,10 +97,10 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         }
         _ => (f.to_vec(), None, *h),
     };
-    let Some(pi) = read_be32(hw.iommu, rq.dbr) else {
+    let Some(pi) = read_be32(hw.iommu, rq.ring.dbr) else {
         dma_fault(
             hw.faults,
-            rq.dbr,
+            rq.ring.dbr,
             4,
             false,
             format!("RQ {rqn:#x} doorbell record"),
@@ -127,15 +112,8 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         hw.fw.engine.counters.eth_rx_out_of_buffer += 1;
         return;
     }
-    let slot = u64::from(cc) & u64::from(rq.wqes - 1);
-    let mut wqe = vec![0u8; rq.stride as usize];
-    if let Err(iova) = read_queue(
-        hw.iommu,
-        &rq.pas,
-        rq.page,
-        rq.start + slot * rq.stride,
-        &mut wqe,
-    ) {
+    let mut wqe = vec![0u8; rq.ring.stride as usize];
+    if let Err(iova) = rq.ring.read(hw.iommu, u64::from(cc), &mut wqe) {
         dma_fault(
             hw.faults,
             iova,
@@ -148,7 +126,7 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
     hw.fw.engine.eth_rqs.insert(rqn, cc.wrapping_add(1));
     let sges = recv_sges(&wqe);
     let srqn_uidx = cqe::srqn_uidx(hw, rq.user_index, None);
-    let wrote = dma::scatter(hw, rq.pd, &sges, 0, &frame);
+    let wrote = dma::scatter(hw, rq.ring.pd, &sges, 0, &frame);
     let c = match wrote {
         Ok(()) => {
             hw.fw.engine.counters.eth_rx_delivered += 1;

@@ -188,16 +188,7 @@ fn umr(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8], too_big: bool) {
     let Ok(c) = View::<CtrlSeg>::new(bytes) else {
         return;
     };
-    let w = SendWqe {
-        opcode: wop::UMR,
-        qpn: c.get32(CtrlSeg::QPN),
-        fm_ce_se: c.get(CtrlSeg::FM_CE_SE) as u8,
-        imm: c.get32(CtrlSeg::IMM).to_be_bytes(),
-        raddr: None,
-        atomic: None,
-        av: None,
-        pieces: Vec::new(),
-    };
+    let w = SendWqe::of_ctrl(&c);
     if w.qpn != info.qpn || too_big {
         flush::enter_error(hw, info.qpn, Some((cc, wop::UMR, syn::LOCAL_QP_OP_ERR, 0)));
         return;

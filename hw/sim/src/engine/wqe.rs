@@ -92,6 +92,48 @@ pub(crate) fn queue_start(page: u64, page_offset: u64) -> u64 {
     page_offset * (page / 64)
 }
 
+/// The memory of a cyclic work queue (the `wq` layout of an SQ or RQ context) with the queue's
+/// pages: where entry `k` is and how to read it.
+pub(crate) struct WqRing {
+    pub(crate) pas: Vec<u64>,
+    pub(crate) page: u64,
+    /// Where the queue starts in its first page.
+    pub(crate) start: u64,
+    /// Entries (a power of two) and bytes per entry.
+    pub(crate) entries: u32,
+    pub(crate) stride: u64,
+    pub(crate) pd: u32,
+    pub(crate) dbr: u64,
+}
+
+impl WqRing {
+    pub(crate) fn of(w: &View<'_, Wq>, pas: &[u64]) -> WqRing {
+        let page = 4096u64 << w.get(Wq::LOG_WQ_PG_SZ).min(20);
+        WqRing {
+            pas: pas.to_vec(),
+            page,
+            start: queue_start(page, w.get(Wq::PAGE_OFFSET)),
+            entries: 1 << w.get(Wq::LOG_WQ_SZ).min(16),
+            stride: 1 << w.get(Wq::LOG_WQ_STRIDE).min(16),
+            pd: w.get32(Wq::PD),
+            dbr: w.get(Wq::DBR_ADDR),
+        }
+    }
+
+    /// Reads entry `counter` (wrapped to the ring) and what follows it, `buf.len()` bytes; the
+    /// IOVA of the first unmapped byte on failure.
+    pub(crate) fn read(&self, iommu: &Iommu, counter: u64, buf: &mut [u8]) -> Result<(), u64> {
+        let slot = counter & u64::from(self.entries - 1);
+        read_queue(
+            iommu,
+            &self.pas,
+            self.page,
+            self.start + slot * self.stride,
+            buf,
+        )
+    }
+}
+
 /// Reads `buf.len()` bytes at offset `off` of a queue buffer (`pas`, pages of `page` bytes);
 /// `Err(iova)` on an unmapped address.
 pub(crate) fn read_queue(
@@ -187,6 +229,20 @@ pub(crate) struct SendWqe {
 }
 
 impl SendWqe {
+    /// The control segment's part: opcode, QPN, `fm_ce_se`, immediate; no other segment.
+    pub(crate) fn of_ctrl(c: &View<'_, CtrlSeg>) -> SendWqe {
+        SendWqe {
+            opcode: c.get(CtrlSeg::OPCODE) as u8,
+            qpn: c.get32(CtrlSeg::QPN),
+            fm_ce_se: c.get(CtrlSeg::FM_CE_SE) as u8,
+            imm: c.get32(CtrlSeg::IMM).to_be_bytes(),
+            raddr: None,
+            atomic: None,
+            av: None,
+            pieces: Vec::new(),
+        }
+    }
+
     /// The data segments (READ / atomic destinations).
     pub(crate) fn sges(&self) -> Vec<Sge> {
         self.pieces
@@ -230,16 +286,7 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe, &'static str> {
     if !valid_for(op, st) {
         return Err("opcode not valid for the QP's service type");
     }
-    let mut w = SendWqe {
-        opcode: op,
-        qpn: c.get32(CtrlSeg::QPN),
-        fm_ce_se: c.get(CtrlSeg::FM_CE_SE) as u8,
-        imm: c.get32(CtrlSeg::IMM).to_be_bytes(),
-        raddr: None,
-        atomic: None,
-        av: None,
-        pieces: Vec::new(),
-    };
+    let mut w = SendWqe::of_ctrl(&c);
     let mut at = CtrlSeg::BYTES;
     if st == qp_st::UD && op != opcode::NOP {
         let d = seg::<DatagramSeg>(b, &mut at)?;
