@@ -27,8 +27,7 @@ use std::time::{Duration, Instant};
 use clap::Args as ClapArgs;
 use mlx5::mr::MrAccess;
 use mlx5::qp::{
-    Access, AhAttr, Mtu, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType, RecvWr,
-    SendWr, Sge,
+    Access, ConnectOpts, Mtu, QpCap, QpEndpoint, QpInitAttr, QpType, RecvWr, SendWr, Sge,
 };
 use mlx5::sim::{ExternalPort, Fabric, Mode, SimDevice, WireFault};
 use mlx5::wqe::UdAddr;
@@ -100,6 +99,8 @@ struct Dest {
 const MSG: usize = 52;
 /// The GRH in front of a UD receive.
 const GRH: u32 = 40;
+/// The pingpongs' UD Q_Key.
+const QKEY: u32 = 0x1111_1111;
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
 
@@ -254,17 +255,6 @@ fn session(
     let mut qp = dev
         .create_qp(pd, &QpInitAttr::new(qp_type, &cq, &cq, cap))
         .map_err(e)?;
-    let init = QpAttr {
-        qp_state: Some(QpState::Init),
-        pkey_index: 0,
-        port_num: 1,
-        qkey: 0x1111_1111,
-        access: Access::default(),
-        ..QpAttr::default()
-    };
-    let m = if ud { M::QKEY } else { M::ACCESS_FLAGS };
-    qp.modify(&init, M::STATE | M::PKEY_INDEX | M::PORT | m)
-        .map_err(e)?;
     let recv_sge = [Sge {
         addr: mr.addr(),
         length: buf_len as u32,
@@ -280,7 +270,6 @@ fn session(
         }
         Ok(n)
     };
-    let mut routs = post_recvs(&mut qp, a.rx_depth)?;
     // A random first PSN, as the pingpongs draw one (lrand48 seeded by pid and time).
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -305,51 +294,34 @@ fn session(
         l.resolve(&rem.gid, mac, &gid, Duration::from_secs(10))
             .ok_or_else(|| format!("no ARP/ND answer for the peer's GID {}", show(rem)))
     };
-    let connect = |qp: &mut mlx5::qp::Qp<'_, AnyPlatform>, rem: &Dest, dmac: [u8; 6]| {
-        let rtr = QpAttr {
-            qp_state: Some(QpState::Rtr),
-            path_mtu: mtu(a.mtu)?,
-            dest_qp_num: rem.qpn,
-            rq_psn: rem.psn,
-            max_dest_rd_atomic: 1,
-            min_rnr_timer: 12,
-            ah_attr: AhAttr {
-                sgid_index: gid_index,
-                dgid: rem.gid,
-                dmac,
-                hop_limit: 64,
-                ..AhAttr::default()
-            },
-            ..QpAttr::default()
-        };
-        let rtr_mask = if ud {
-            M::STATE
-        } else {
-            M::STATE
-                | M::AV
-                | M::PATH_MTU
-                | M::DEST_QPN
-                | M::RQ_PSN
-                | M::MAX_DEST_RD_ATOMIC
-                | M::MIN_RNR_TIMER
-        };
-        qp.modify(&rtr, rtr_mask).map_err(e)?;
-        let rts = QpAttr {
-            qp_state: Some(QpState::Rts),
-            sq_psn: psn,
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            max_rd_atomic: 1,
-            ..QpAttr::default()
-        };
-        let rts_mask = if ud {
-            M::STATE | M::SQ_PSN
-        } else {
-            M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC
-        };
-        qp.modify(&rts, rts_mask).map_err(e)
+    // The pingpongs' attributes (RC: access 0, one READ/atomic each way; UD: Q_Key
+    // 0x11111111); the hop limit a route gives, as Linux's ib_core substitutes it on RoCE v2.
+    let opts = ConnectOpts {
+        mtu: mtu(a.mtu)?,
+        gid_index,
+        access: Access::default(),
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        min_rnr_timer: 12,
+        max_rd_atomic: 1,
+        qkey: QKEY,
+        hop_limit: 64,
+        traffic_class: 0,
+        sq_psn: psn,
     };
+    let connect = |qp: &mut mlx5::qp::Qp<'_, AnyPlatform>, rem: &Dest, dmac: [u8; 6]| {
+        let to = QpEndpoint {
+            qpn: rem.qpn,
+            gid: rem.gid,
+            mac: dmac,
+            psn: rem.psn,
+        };
+        qp.connect(&to, &opts).map_err(e)
+    };
+    // `rx_depth` receives, posted once connect moved the QP out of RESET: on the server before
+    // it answers, on the client before its first SEND.
+    let mut routs;
     let (rem, dmac) = match &a.server {
         Some(host) => {
             let mut s = connect_retry(host, a.port)?;
@@ -361,6 +333,7 @@ fn session(
             s.write_all(b"done\0").map_err(e)?;
             let dmac = peer_mac(&rem)?;
             connect(&mut qp, &rem, dmac)?;
+            routs = post_recvs(&mut qp, a.rx_depth)?;
             (rem, dmac)
         }
         None => {
@@ -373,6 +346,7 @@ fn session(
             let rem = Dest::from_wire(&m)?;
             let dmac = peer_mac(&rem)?;
             connect(&mut qp, &rem, dmac)?;
+            routs = post_recvs(&mut qp, a.rx_depth)?;
             s.write_all(&me.to_wire()).map_err(e)?;
             let mut done = [0u8; 5];
             s.read_exact(&mut done)
@@ -383,7 +357,7 @@ fn session(
     println!("  remote address: {}", show(&rem));
     let ud_to = UdAddr {
         remote_qpn: rem.qpn,
-        qkey: 0x1111_1111,
+        qkey: QKEY,
         dgid: rem.gid,
         dmac,
         sgid_index: gid_index,

@@ -46,6 +46,10 @@ pub struct ConnectOpts {
     pub hop_limit: u8,
     /// IP traffic class.
     pub traffic_class: u8,
+    /// The first PSN this QP sends: the `psn` of the endpoint the peer was given (0, as
+    /// [`Qp::endpoint`] says, unless the application drew its own, as rdma-core's tools do);
+    /// above 24 bits it is refused as `modify` refuses it.
+    pub sq_psn: u32,
 }
 
 impl Default for ConnectOpts {
@@ -66,6 +70,7 @@ impl Default for ConnectOpts {
             qkey: 0x1111_1111,
             hop_limit: 64,
             traffic_class: 0,
+            sq_psn: 0,
         }
     }
 }
@@ -140,7 +145,7 @@ impl<P: Platform> Qp<'_, P> {
         self.modify(&rtr, M::STATE | m)?;
         let rts = QpAttr {
             qp_state: Some(QpState::Rts),
-            sq_psn: self.endpoint().psn,
+            sq_psn: o.sq_psn,
             timeout: o.timeout,
             retry_cnt: o.retry_cnt,
             rnr_retry: o.rnr_retry,
