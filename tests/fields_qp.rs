@@ -224,6 +224,7 @@ fn udp_sports(fabric: &Fabric) -> Vec<u16> {
 #[test]
 fn udp_source_ports_in_the_dynamic_range() {
     let fabric = Fabric::new();
+    fabric.keep_frames(1 << 10);
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());

@@ -28,8 +28,8 @@ pub struct Args {
     /// several NICs, FILE gets `.N` appended for NIC N > 0.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// When every client has gone, write the frames of the simulated wire (the last 65,536)
-    /// to FILE as pcap (Wireshark decodes RoCE v1 and v2).
+    /// Write every frame of the simulated wire to FILE as pcap, as it goes (Wireshark
+    /// decodes RoCE v1 and v2).
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
 }
@@ -38,6 +38,12 @@ pub struct Args {
 pub fn run(a: &Args) -> Result<(), String> {
     let profile = target::profile(&a.sim)?;
     let fabric = Fabric::new();
+    if let Some(p) = &a.pcap {
+        let f = std::fs::File::create(p).map_err(|e| format!("pcap {}: {e}", p.display()))?;
+        fabric
+            .pcap_to(Box::new(f))
+            .map_err(|e| format!("pcap {}: {e}", p.display()))?;
+    }
     let mut threads = Vec::new();
     for (i, socket) in a.sockets.iter().enumerate() {
         // Locally administered MACs 02:c5:5a:00:01:<i>, distinct on the fabric.
@@ -112,9 +118,9 @@ pub fn run(a: &Args) -> Result<(), String> {
         }
     }
     if let Some(p) = &a.pcap {
-        let written = std::fs::File::create(p).and_then(|mut f| fabric.write_pcap(&mut f));
-        if let Err(e) = written {
-            errors.push(format!("pcap {}: {e}", p.display()));
+        match fabric.pcap_finish() {
+            Ok(n) => eprintln!("mlx5ctl sim: {n} frames written to {}", p.display()),
+            Err(e) => errors.push(format!("pcap {}: {e}", p.display())),
         }
         let c = fabric.counters();
         eprintln!("mlx5ctl sim: the wire: {c:?}");

@@ -467,12 +467,28 @@ fn receives_from_an_rmp_follow_its_linked_list() {
     assert_eq!(b.dev().datapath_counters().rnr_naks_sent, 1);
 }
 
+/// A `Write` into a buffer the test keeps.
+struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[test]
 fn pcap_capture_holds_roce_v2_frames() {
     let (fabric, mut a, mut b) = pair(Mode::Sync);
+    fabric.keep_frames(16);
     let (mut qa, mut qb) = connected(&mut a, &mut b, RC, |_| {});
     let dst = b.reg_mr(4096, false, false, false);
     b.post_recv(&mut qb, &[(64, dst.key, dst.va(0))]);
+    let streamed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    fabric.pcap_to(Box::new(Shared(streamed.clone()))).unwrap();
     a.post_send(
         &mut qa,
         SEND,
@@ -480,8 +496,18 @@ fn pcap_capture_holds_roce_v2_frames() {
         [0; 4],
         &[Seg::Inline(b"pcap".to_vec())],
     );
+    assert_eq!(
+        fabric.pcap_finish().unwrap(),
+        2,
+        "the SEND and its ACK streamed"
+    );
     let mut out = Vec::new();
     fabric.write_pcap(&mut out).unwrap();
+    assert_eq!(
+        *streamed.lock().unwrap(),
+        out,
+        "the stream holds what was kept"
+    );
     assert_eq!(&out[..4], &PCAP_MAGIC_NS.to_le_bytes());
     assert_eq!(
         u32::from_le_bytes(out[20..24].try_into().unwrap()),

@@ -198,6 +198,12 @@ pub fn run(a: &Args) -> Result<(), String> {
     let sb = SimDevice::new(prof.with_mac([0x02, 0xc5, 0x5a, 0, 0, 0x0b]), mode);
     fabric.attach(&sa).map_err(e)?;
     fabric.attach(&sb).map_err(e)?;
+    if let Some(path) = &a.pcap {
+        let f = std::fs::File::create(path).map_err(|x| format!("{}: {x}", path.display()))?;
+        fabric
+            .pcap_to(Box::new(f))
+            .map_err(|x| format!("{}: {x}", path.display()))?;
+    }
     let t0 = Instant::now();
     let open = |s: &SimDevice| {
         Device::open(
@@ -235,13 +241,12 @@ pub fn run(a: &Args) -> Result<(), String> {
         println!("firmware command trace of NIC A: {}", path.display());
     }
     if let Some(path) = &a.pcap {
-        let mut f = std::fs::File::create(path).map_err(|x| format!("{}: {x}", path.display()))?;
-        fabric.write_pcap(&mut f).map_err(e)?;
-        let kept = stats.frames.min(mlx5::sim::CAPTURE_FRAMES as u64);
+        let n = fabric
+            .pcap_finish()
+            .map_err(|x| format!("{}: {x}", path.display()))?;
         println!(
-            "{kept} frames of the wire written to {} (pcap, RoCE v2; the last {} are kept)",
-            path.display(),
-            mlx5::sim::CAPTURE_FRAMES
+            "{n} frames of the wire written to {} (pcap, RoCE v2), every one of the run",
+            path.display()
         );
     }
     r.and(fw)

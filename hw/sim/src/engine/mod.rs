@@ -39,6 +39,7 @@ pub(crate) mod umr;
 pub(crate) mod wqe;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use mlx5_ifc::consts::{qp_st, rq_type};
 use mlx5_ifc::prm::qp::{Ads, Qpc};
@@ -216,9 +217,17 @@ pub(crate) struct Engine {
     pub(crate) irqs: Vec<u16>,
     pub(crate) counters: DatapathCounters,
     ip_id: u16,
+    /// Decoded QP contexts ([`QpInfo::load`]).
+    qp_cache: BTreeMap<u32, Arc<QpInfo>>,
 }
 
 impl Engine {
+    /// A firmware command ran (or the function was reset): what the data path decoded from
+    /// contexts may be stale.
+    pub(crate) fn commanded(&mut self) {
+        self.qp_cache.clear();
+    }
+
     /// Forgets the runtime state of a destroyed object (or of a QP moved to RST).
     pub(crate) fn forget(&mut self, kind: ObjectKind, id: u32) {
         match kind {
@@ -368,8 +377,21 @@ pub(crate) fn wire_sport(fw: &Firmware, given: u16, qpn: u32) -> u16 {
 }
 
 impl QpInfo {
-    /// The QP `qpn` as the data path sees it, if it is live.
-    pub(crate) fn load(fw: &Firmware, qpn: u32) -> Option<QpInfo> {
+    /// The QP `qpn` as the data path sees it, if it is live. Decoded from the context (and
+    /// the vport: MAC, GIDs) once, then kept in the engine until something could change it:
+    /// every firmware command drops the whole cache ([`Engine::commanded`]), and a state
+    /// change the data path makes itself ([`set_qp_state`]) drops the QP's entry.
+    pub(crate) fn load(fw: &mut Firmware, qpn: u32) -> Option<Arc<QpInfo>> {
+        if let Some(i) = fw.engine.qp_cache.get(&qpn) {
+            return Some(i.clone());
+        }
+        let i = Arc::new(Self::decode(fw, qpn)?);
+        fw.engine.qp_cache.insert(qpn, i.clone());
+        Some(i)
+    }
+
+    /// The QP `qpn` decoded from its context.
+    fn decode(fw: &Firmware, qpn: u32) -> Option<QpInfo> {
         let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
         let c = View::<Qpc>::new(&q.ctx).ok()?;
         let a = c.nested(Qpc::PRIMARY_ADDRESS_PATH);
@@ -466,6 +488,7 @@ impl QpInfo {
 
 /// Sets the state of QP `qpn` in its context.
 pub(crate) fn set_qp_state(fw: &mut Firmware, qpn: u32, state: u64) {
+    fw.engine.qp_cache.remove(&qpn);
     if let Some(q) = fw.objects.queue_mut(ObjectKind::Qp, qpn) {
         if let Ok(mut v) = ViewMut::<Qpc>::new(&mut q.ctx) {
             if let Err(e) = v.set(Qpc::STATE, state) {

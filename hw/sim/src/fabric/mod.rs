@@ -17,8 +17,11 @@
 //!
 //! Faults ([`WireFault`]) apply to frames as they are sent: drops, corruption (one byte flipped,
 //! so the receiver's ICRC check fails), a delay, reordering (a frame overtaken by the next one),
-//! a link down. Every frame that makes it onto the wire is kept (the last [`CAPTURE_FRAMES`]) for
-//! [`Fabric::write_pcap`].
+//! a link down.
+//!
+//! Capture is off unless asked for: [`Fabric::pcap_to`] streams every frame that makes it onto
+//! the wire to a pcap file as it is sent (the whole run, in bounded memory), and
+//! [`Fabric::keep_frames`] keeps the last frames in memory for [`Fabric::captured`] (tests).
 //!
 //! Locks. A device has its state lock and its link lock (which fabric, which port: a leaf); a
 //! fabric has its wire lock (a leaf too). A device hands its frames to the fabric only after
@@ -45,8 +48,6 @@ use crate::{Mode, SimDevice, SimError};
 pub use external::{ExternalCounters, ExternalPort};
 pub use pcap::PCAP_MAGIC_NS;
 
-/// How many frames a fabric keeps for [`Fabric::write_pcap`].
-pub const CAPTURE_FRAMES: usize = 1 << 16;
 /// How many deliveries [`Fabric::run_until_idle`] makes at most before it gives up (a
 /// livelock guard).
 const IDLE_LIMIT: usize = 1 << 20;
@@ -160,7 +161,11 @@ struct Wire {
     faults: Faults,
     held: Option<(usize, u64, Vec<u8>)>,
     counters: FabricCounters,
+    /// The last `keep` frames ([`Fabric::keep_frames`]).
     capture: VecDeque<(u64, Vec<u8>)>,
+    keep: usize,
+    /// The pcap file being written ([`Fabric::pcap_to`]).
+    pcap: Option<pcap::Stream>,
 }
 
 struct Inner {
@@ -208,6 +213,8 @@ impl Fabric {
                     held: None,
                     counters: FabricCounters::default(),
                     capture: VecDeque::new(),
+                    keep: 0,
+                    pcap: None,
                 }),
                 clock: AtomicU64::new(0),
                 created: Instant::now(),
@@ -343,16 +350,47 @@ impl Fabric {
         self.wire().counters
     }
 
-    /// The frames the wire carried (the last [`CAPTURE_FRAMES`]), with their fabric time.
+    /// Keeps the last `n` frames the wire carries in memory, with their fabric time, for
+    /// [`Fabric::captured`] and [`Fabric::write_pcap`] (0, the default, keeps none; a smaller
+    /// `n` forgets the oldest at once).
+    pub fn keep_frames(&self, n: usize) {
+        let mut w = self.wire();
+        w.keep = n;
+        while w.capture.len() > n {
+            w.capture.pop_front();
+        }
+    }
+
+    /// The frames kept ([`Fabric::keep_frames`]), oldest first, with their fabric time.
     pub fn captured(&self) -> Vec<(u64, Vec<u8>)> {
         self.wire().capture.iter().cloned().collect()
     }
 
-    /// Writes every captured frame as a pcap file (nanosecond timestamps from fabric time, link
-    /// type Ethernet), for Wireshark's RoCE v2 dissector.
+    /// Writes the kept frames ([`Fabric::keep_frames`]) as a pcap file (nanosecond timestamps
+    /// from fabric time, link type Ethernet), for Wireshark's RoCE v2 dissector.
     pub fn write_pcap(&self, w: &mut dyn Write) -> io::Result<()> {
         let frames = self.captured();
         pcap::write(w, frames.iter())
+    }
+
+    /// From now on, writes every frame that makes it onto the wire to `w` as a pcap file, as it
+    /// is sent (buffered: [`Fabric::pcap_finish`] flushes it). A stream already going is
+    /// finished first (its error, if any, is logged).
+    pub fn pcap_to(&self, w: Box<dyn Write + Send>) -> io::Result<()> {
+        let stream = pcap::Stream::start(w)?;
+        if let Some(old) = self.wire().pcap.replace(stream) {
+            if let Err(e) = old.finish() {
+                log::error!("mlx5-sim: the earlier pcap stream: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the pcap stream of [`Fabric::pcap_to`]: flushes it and returns how many frames it
+    /// holds, or the first write error (the file then ends before it). `Ok(0)` without one.
+    pub fn pcap_finish(&self) -> io::Result<u64> {
+        let stream = self.wire().pcap.take();
+        stream.map_or(Ok(0), pcap::Stream::finish)
     }
 
     /// Puts frames from `port` (whose MAC is now `mac`) on the wire.
@@ -530,10 +568,15 @@ impl Wire {
             f[at] ^= 0x5a;
             self.counters.corrupted += 1;
         }
-        if self.capture.len() == CAPTURE_FRAMES {
-            self.capture.pop_front();
+        if let Some(p) = self.pcap.as_mut() {
+            p.frame(now, &f);
         }
-        self.capture.push_back((now, f.clone()));
+        if self.keep > 0 {
+            if self.capture.len() >= self.keep {
+                self.capture.pop_front();
+            }
+            self.capture.push_back((now, f.clone()));
+        }
         let Some(dmac) = f.get(..6) else {
             return Vec::new();
         };

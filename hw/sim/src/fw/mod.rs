@@ -508,6 +508,7 @@ impl Firmware {
     /// DISABLE_HCA: the function's settings go back to their reset values. Pages and objects
     /// stay (a driver that leaks them is caught by `pages_held` / `live_objects`).
     pub(crate) fn reset_function(&mut self, profile: &Profile) {
+        self.engine.commanded();
         self.state = HcaState::Disabled;
         self.issi = 0;
         self.cur_general = *profile.hca_cap_max();
@@ -541,6 +542,7 @@ impl Firmware {
         out: &mut [u8],
     ) -> (u8, u32) {
         out.fill(0);
+        self.engine.commanded();
         let (status, syndrome) = match self.dispatch(env, req, out) {
             Ok(()) => (0, 0),
             Err(f) => {
@@ -548,6 +550,8 @@ impl Firmware {
                 (f.status.raw(), f.syndrome)
             }
         };
+        // Before and after: a handler may have decoded a QP before it changed it.
+        self.engine.commanded();
         write_header(out, status, syndrome);
         (status, syndrome)
     }
