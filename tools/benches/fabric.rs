@@ -1,0 +1,339 @@
+//! The simulated fabric's speed (issue #12, item 5): work requests through two simulated
+//! ConnectX-5s and the driver on both ends, against the physical floor of a software NIC
+//! measured in the same run.
+//!
+//! **The floor**: each frame of the same traffic copied once and its CRC-32 taken once
+//! (`crc32fast`, the engine of the simulator's ICRC) — what moving those bytes through any
+//! software wire costs at the least. The frames are the run's own: one window of the traffic is
+//! captured ([`Fabric::keep_frames`]) before anything is timed, then capture is switched off.
+//!
+//! Groups (synchronous mode, pcap off, unless named):
+//! - `write_4k`: windows of 128 RDMA WRITEs of 4096 bytes (path MTU 1024: four frames each, and
+//!   the ACKs), one signaled per 32, as `mlx5ctl demo` runs them;
+//! - `send_64`: windows of 128 SENDs of 64 bytes inline, their 128 receives posted first;
+//! - `pingpong_64`: one 64-byte SEND round trip, synchronous and threaded.
+//!
+//! After criterion, a paired summary (`MLX5_FABRIC_PAIRED` rounds, 101 by default; 0 skips
+//! it): each round times one floor window and then one simulator window, and the median of the
+//! per-round ratios is printed with messages/s and round-trip times — both sides of a round see
+//! the same machine, which a 2-core VM's neighbours otherwise move by up to 2×.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use mlx5::mr::MrAccess;
+use mlx5::qp::{ConnectOpts, Payload, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
+use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
+use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcStatus};
+
+type Dev = Device<SimPlatform>;
+type Cq = mlx5::cq::Cq<'static, SimPlatform>;
+type Mr = mlx5::MemoryRegion<'static, SimPlatform>;
+type Qp = mlx5::qp::Qp<'static, SimPlatform>;
+
+/// Work requests per window.
+const WINDOW: usize = 128;
+/// One signaled per this many (the rest complete silently).
+const SIGNAL_EVERY: usize = 32;
+const MR_LEN: usize = 1 << 20;
+/// Where the SENDs land in the receiver's MR.
+const RECV_AT: u64 = 512 * 1024;
+
+/// One end: a device, its CQ (send and receive), an MR and an RC QP.
+struct End {
+    dev: &'static Dev,
+    cq: &'static Cq,
+    mr: &'static Mr,
+    qp: Qp,
+}
+
+impl End {
+    fn sge(&self, off: u64, len: u32) -> Sge {
+        Sge {
+            addr: self.mr.addr() + off,
+            length: len,
+            lkey: self.mr.lkey(),
+        }
+    }
+
+    /// Waits for `n` successful completions (a 10 s deadline).
+    fn wait(&self, n: usize) {
+        let mut wc = [Wc::default(); 64];
+        let (mut got, deadline) = (0, Instant::now() + Duration::from_secs(10));
+        while got < n {
+            let k = self.cq.poll(&mut wc[..(n - got).min(64)]).expect("poll_cq");
+            for w in &wc[..k] {
+                assert_eq!(w.status, WcStatus::Success, "work request {}", w.wr_id);
+            }
+            got += k;
+            if k == 0 {
+                assert!(Instant::now() < deadline, "{got} of {n} completions");
+                mlx5::Platform::relax(self.dev.platform());
+            }
+        }
+    }
+
+    fn recv(&mut self, n: usize, len: u32) {
+        let sge = [self.sge(RECV_AT, len)];
+        let wrs: Vec<RecvWr<'_>> = (0..n as u64)
+            .map(|wr_id| RecvWr {
+                wr_id,
+                sg_list: &sge,
+            })
+            .collect();
+        self.qp.post_recv(&wrs).expect("post_recv");
+    }
+}
+
+/// Two simulated NICs of `mode` on one fabric, an RC QP on each, connected (path MTU 1024).
+fn pair(mode: Mode) -> (Fabric, End, End) {
+    let fabric = Fabric::new();
+    let end = |last: u8| {
+        let sim = SimDevice::new(
+            Profile::connectx5().with_mac([0x02, 0xc5, 0x5a, 0, 0, last]),
+            mode,
+        );
+        fabric.attach(&sim).expect("attach");
+        let dev: &'static Dev = Box::leak(Box::new(
+            Device::open(SimPlatform::new(sim), DeviceConfig::default()).expect("open"),
+        ));
+        let cq: &'static Cq = Box::leak(Box::new(dev.create_cq(1024).expect("create_cq")));
+        let pd = dev.pd().expect("pd");
+        let mr: &'static Mr = Box::leak(Box::new(
+            dev.alloc_mr(pd, MR_LEN, MrAccess::ALL).expect("alloc_mr"),
+        ));
+        let cap = QpCap {
+            max_send_wr: 256,
+            max_recv_wr: 256,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 64,
+        };
+        let qp = dev
+            .create_qp(pd, &QpInitAttr::new(QpType::Rc, cq, cq, cap))
+            .expect("create_qp");
+        End { dev, cq, mr, qp }
+    };
+    let (mut a, mut b) = (end(0x0a), end(0x0b));
+    let (ea, eb) = (a.qp.endpoint(), b.qp.endpoint());
+    let opts = ConnectOpts::default();
+    a.qp.connect(&eb, &opts).expect("connect");
+    b.qp.connect(&ea, &opts).expect("connect");
+    (fabric, a, b)
+}
+
+/// One window of 4 KiB RDMA WRITEs from `a` to `b`.
+fn write_window(a: &mut End, b: &End) {
+    let sge = [a.sge(0, 4096)];
+    let (remote_addr, rkey) = (b.mr.addr(), b.mr.rkey());
+    let batch: [SendWr<'_>; SIGNAL_EVERY] = std::array::from_fn(|i| SendWr {
+        op: SendOp::Write { remote_addr, rkey },
+        signaled: i == SIGNAL_EVERY - 1,
+        ..SendWr::send(i as u64, &sge)
+    });
+    for _ in 0..WINDOW / SIGNAL_EVERY {
+        a.qp.post_send(&batch).expect("post_send");
+    }
+    a.wait(WINDOW / SIGNAL_EVERY);
+}
+
+/// One window of 64-byte inline SENDs from `a` to `b`, receives posted first.
+fn send_window(a: &mut End, b: &mut End) {
+    b.recv(WINDOW, 64);
+    let msg = [0x5au8; 64];
+    let batch: [SendWr<'_>; SIGNAL_EVERY] = std::array::from_fn(|i| SendWr {
+        payload: Payload::Inline(&msg),
+        signaled: i == SIGNAL_EVERY - 1,
+        ..SendWr::send(i as u64, &[])
+    });
+    for _ in 0..WINDOW / SIGNAL_EVERY {
+        a.qp.post_send(&batch).expect("post_send");
+    }
+    a.wait(WINDOW / SIGNAL_EVERY);
+    b.wait(WINDOW);
+}
+
+/// One 64-byte SEND round trip: `a` to `b` and back, every WR signaled (as ibv_rc_pingpong).
+fn round_trip(a: &mut End, b: &mut End) {
+    b.recv(1, 64);
+    a.recv(1, 64);
+    let msg = [0xa5u8; 64];
+    let wr = |id| SendWr {
+        payload: Payload::Inline(&msg),
+        ..SendWr::send(id, &[])
+    };
+    a.qp.post_send(&[wr(1)]).expect("post_send");
+    b.wait(1);
+    b.qp.post_send(&[wr(2)]).expect("post_send");
+    a.wait(2);
+    b.wait(1);
+}
+
+/// The frames `traffic` puts on `fabric`'s wire.
+fn frames_of(fabric: &Fabric, traffic: impl FnOnce()) -> Vec<Vec<u8>> {
+    fabric.keep_frames(1 << 16);
+    traffic();
+    let frames = fabric.captured().into_iter().map(|(_, f)| f).collect();
+    fabric.keep_frames(0);
+    frames
+}
+
+/// The floor: every frame copied once and CRC-ed once.
+fn floor(frames: &[Vec<u8>], buf: &mut [u8]) -> u32 {
+    let mut acc = 0u32;
+    for f in frames {
+        let b = &mut buf[..f.len()];
+        b.copy_from_slice(f);
+        acc ^= crc32fast::hash(black_box(b));
+    }
+    acc
+}
+
+/// Times `f` (seconds).
+fn time(f: impl FnOnce()) -> f64 {
+    let t = Instant::now();
+    f();
+    t.elapsed().as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+struct Setup {
+    fabric: Fabric,
+    a: End,
+    b: End,
+    write_frames: Vec<Vec<u8>>,
+    send_frames: Vec<Vec<u8>>,
+    ping_frames: Vec<Vec<u8>>,
+    threaded: (Fabric, End, End),
+}
+
+fn setup() -> Setup {
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    // Warm up, then capture one window of each kind of traffic.
+    write_window(&mut a, &b);
+    let write_frames = frames_of(&fabric, || write_window(&mut a, &b));
+    let send_frames = frames_of(&fabric, || send_window(&mut a, &mut b));
+    let ping_frames = frames_of(&fabric, || round_trip(&mut a, &mut b));
+    let threaded = pair(Mode::Threaded);
+    Setup {
+        fabric,
+        a,
+        b,
+        write_frames,
+        send_frames,
+        ping_frames,
+        threaded,
+    }
+}
+
+fn bytes(frames: &[Vec<u8>]) -> usize {
+    frames.iter().map(Vec::len).sum()
+}
+
+fn fabric_benches(c: &mut Criterion) {
+    let mut s = setup();
+    let mut buf = vec![0u8; 1 << 16];
+    eprintln!(
+        "frames per window: write_4k {} ({} bytes), send_64 {} ({} bytes), round trip {} ({} bytes)",
+        s.write_frames.len(),
+        bytes(&s.write_frames),
+        s.send_frames.len(),
+        bytes(&s.send_frames),
+        s.ping_frames.len(),
+        bytes(&s.ping_frames)
+    );
+
+    let mut g = c.benchmark_group("write_4k");
+    g.throughput(Throughput::Elements(WINDOW as u64));
+    g.measurement_time(Duration::from_secs(3));
+    g.bench_function("floor: copy + CRC-32 of the window's frames", |bn| {
+        bn.iter(|| floor(&s.write_frames, &mut buf))
+    });
+    g.bench_function("128 RDMA WRITEs of 4 KiB, two simulated NICs", |bn| {
+        bn.iter(|| write_window(&mut s.a, &s.b))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("send_64");
+    g.throughput(Throughput::Elements(WINDOW as u64));
+    g.measurement_time(Duration::from_secs(3));
+    g.bench_function("floor: copy + CRC-32 of the window's frames", |bn| {
+        bn.iter(|| floor(&s.send_frames, &mut buf))
+    });
+    g.bench_function("128 SENDs of 64 bytes, two simulated NICs", |bn| {
+        bn.iter(|| send_window(&mut s.a, &mut s.b))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("pingpong_64");
+    g.measurement_time(Duration::from_secs(3));
+    g.bench_function("floor: copy + CRC-32 of the round trip's frames", |bn| {
+        bn.iter(|| floor(&s.ping_frames, &mut buf))
+    });
+    g.bench_function("round trip, synchronous", |bn| {
+        bn.iter(|| round_trip(&mut s.a, &mut s.b))
+    });
+    let (_, ta, tb) = &mut s.threaded;
+    g.bench_function("round trip, threaded", |bn| bn.iter(|| round_trip(ta, tb)));
+    g.finish();
+
+    paired(&mut s, &mut buf);
+    drop(s.fabric);
+}
+
+/// The paired summary (see the module documentation).
+fn paired(s: &mut Setup, buf: &mut [u8]) {
+    let rounds: usize = std::env::var("MLX5_FABRIC_PAIRED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(101);
+    if rounds == 0 {
+        return;
+    }
+    let (mut w, mut sd, mut ws, mut ss, mut sync_rtt, mut thr_rtt) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        let f = time(|| {
+            black_box(floor(&s.write_frames, buf));
+        });
+        let t = time(|| write_window(&mut s.a, &s.b));
+        w.push(t / f);
+        ws.push(t);
+        let f = time(|| {
+            black_box(floor(&s.send_frames, buf));
+        });
+        let t = time(|| send_window(&mut s.a, &mut s.b));
+        sd.push(t / f);
+        ss.push(t);
+        sync_rtt.push(time(|| round_trip(&mut s.a, &mut s.b)));
+        let (_, ta, tb) = &mut s.threaded;
+        thr_rtt.push(time(|| round_trip(ta, tb)));
+    }
+    let per = WINDOW as f64;
+    let (wt, st) = (median(ws), median(ss));
+    println!("paired, {rounds} rounds (median):");
+    println!(
+        "  write_4k: {:.2}x the floor; {:.0} WRITEs/s, {:.0} MB/s",
+        median(w),
+        per / wt,
+        per * 4096.0 / wt / 1e6
+    );
+    println!(
+        "  send_64:  {:.2}x the floor; {:.0} SENDs/s",
+        median(sd),
+        per / st
+    );
+    println!(
+        "  64-byte round trip: {:.2} us synchronous, {:.2} us threaded",
+        median(sync_rtt) * 1e6,
+        median(thr_rtt) * 1e6
+    );
+}
+
+criterion_group!(benches, fabric_benches);
+criterion_main!(benches);
