@@ -149,7 +149,8 @@ impl Shared {
     /// (after releasing the lock) and, in Sync mode, runs the fabric until it is idle when
     /// `settle`.
     pub(crate) fn datapath<R>(&self, settle: bool, f: impl FnOnce(&mut Hw<'_>) -> R) -> R {
-        let now = self.now_ns();
+        let (fabric, port) = self.link();
+        let now = self.now_on(&fabric);
         let (r, frames, mac) = {
             let mut st = self.lock();
             let mut hw = st.hw(now);
@@ -159,7 +160,6 @@ impl Shared {
             self.deadline.store(deadline, Ordering::Release);
             (r, frames, hw.fw.vport.mac())
         };
-        let (fabric, port) = self.link();
         fabric.transmit(port, mac, frames);
         if settle && self.mode == Mode::Sync {
             fabric.run_until_idle();
@@ -200,6 +200,14 @@ impl Shared {
     pub(crate) fn now_ns(&self) -> u64 {
         match self.mode {
             Mode::Sync => self.link().0.now_ns(),
+            Mode::Threaded => u64::try_from(self.created.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// Device time, the device being on `fabric` (its link, which the caller has at hand).
+    fn now_on(&self, fabric: &Fabric) -> u64 {
+        match self.mode {
+            Mode::Sync => fabric.now_ns(),
             Mode::Threaded => u64::try_from(self.created.elapsed().as_nanos()).unwrap_or(u64::MAX),
         }
     }

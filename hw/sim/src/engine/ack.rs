@@ -82,7 +82,7 @@ fn retransmit_from(hw: &mut Hw<'_>, qpn: u32, psn: u32) {
         }
         for (p, f) in &r.frames {
             if r.needs_response || psn_diff(*p, psn) >= 0 {
-                frames.push(f.clone());
+                frames.push(crate::fabric::pool::copy(f));
             }
         }
     }
@@ -203,10 +203,14 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
     let r = &rt.outstanding[idx];
     let (first, local, got, total) = (r.first_psn, r.local.clone(), r.got_bytes, r.byte_count);
     let (wqe_counter, opcode) = (r.wqe_counter, r.opcode);
-    let data = match (o, p.atomic_ack) {
-        (op::ATOMIC_ACK, Some(v)) if p.psn == first => atomic_result(hw.fw, v).to_vec(),
+    let atomic;
+    let data: &[u8] = match (o, p.atomic_ack) {
+        (op::ATOMIC_ACK, Some(v)) if p.psn == first => {
+            atomic = atomic_result(hw.fw, v);
+            &atomic
+        }
         (op::READ_RESP_FIRST..=op::READ_RESP_ONLY, _) if p.psn == psn_add(first, r.got_pkts) => {
-            p.payload.clone()
+            p.payload
         }
         _ => {
             hw.fw.engine.counters.rx_dropped += 1;
@@ -221,7 +225,7 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         );
         return;
     }
-    if let Err(e) = dma::scatter(hw, info.pd, &local, u64::from(got), &data) {
+    if let Err(e) = dma::scatter(hw, info.pd, &local, u64::from(got), data) {
         let (s, vendor) = local_syndrome(e);
         enter_error(hw, info.qpn, Some((wqe_counter, opcode, s, vendor)));
         return;

@@ -21,7 +21,8 @@ fn local(
     })
 }
 
-/// Reads the payload `pieces` name (data segments through their lkeys with local read access).
+/// Reads the payload `pieces` name (data segments through their lkeys with local read access)
+/// into a pooled buffer (give it back with [`crate::fabric::pool::give`] when done).
 pub(crate) fn gather(
     hw: &mut Hw<'_>,
     pd: u32,
@@ -38,7 +39,8 @@ pub(crate) fn gather(
     if total > max {
         return Err(LocalError::Length);
     }
-    let mut out = Vec::with_capacity(total as usize);
+    let mut out = crate::fabric::pool::take();
+    out.reserve(total as usize);
     for p in pieces {
         match p {
             Piece::Inline(b) => out.extend_from_slice(b),

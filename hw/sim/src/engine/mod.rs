@@ -47,6 +47,7 @@ use mlx5_ifc::prm::vport::RoceAddrLayout;
 use mlx5_ifc::{View, ViewMut};
 
 use crate::fabric::frame::{self, Packet, Route};
+use crate::fabric::pool;
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::fw::doorbell::UarAction;
 use crate::fw::objects::ObjectKind;
@@ -144,6 +145,15 @@ pub(crate) struct SendReq {
     pub(crate) got_bytes: u32,
     /// Acknowledged (or fully answered): ready to complete.
     pub(crate) done: bool,
+}
+
+impl Drop for SendReq {
+    /// The kept frames go back to the pool.
+    fn drop(&mut self) {
+        for (_, f) in self.frames.drain(..) {
+            pool::give(f);
+        }
+    }
 }
 
 /// A receive WQE being filled by a multi-packet SEND.
@@ -270,18 +280,24 @@ impl Engine {
         self.tx.push(f);
     }
 
-    /// Queues a frame of `p` on `route`; returns its bytes.
-    pub(crate) fn send(&mut self, route: &Route, p: &Packet) -> Vec<u8> {
+    /// Queues a frame of `p` on `route`.
+    pub(crate) fn send(&mut self, route: &Route, p: &Packet<'_>) {
         self.ip_id = self.ip_id.wrapping_add(1);
         let r = Route {
             ip_id: self.ip_id,
             ..*route
         };
-        let f = frame::encode(&r, p);
+        let mut f = pool::take();
+        frame::encode_into(&mut f, &r, p);
         self.counters.tx_frames += 1;
         self.counters.tx_bytes += f.len() as u64;
-        self.tx.push(f.clone());
-        f
+        self.tx.push(f);
+    }
+
+    /// Queues a frame of `p` on `route`; returns a copy of its bytes (kept for retransmission).
+    pub(crate) fn send_kept(&mut self, route: &Route, p: &Packet<'_>) -> Vec<u8> {
+        self.send(route, p);
+        self.tx.last().map_or_else(Vec::new, |f| pool::copy(f))
     }
 }
 

@@ -35,6 +35,7 @@ use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use super::wqe::{self, opcode as wop, LocalError, SendWqe};
 use super::{ack, dma, flush, psn_add, qp_rt, Hw, QpInfo, SendReq};
 use crate::fabric::frame::{op, AtomicEth, Packet, Reth, Route};
+use crate::fabric::pool;
 use crate::fault::{DmaFault, DmaFaultKind};
 
 /// The largest UD payload for a port MTU: the largest IB MTU that fits with the headers.
@@ -270,6 +271,13 @@ fn send_or_write(
         info.max_msg()
     };
     let data = dma::gather(hw, info.pd, &w.pieces, max)?;
+    let req = message(hw, info, cc, w, &data);
+    pool::give(data);
+    Ok(req)
+}
+
+/// The frames of the SEND or WRITE `w` whose payload is `data`.
+fn message(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, w: &SendWqe, data: &[u8]) -> SendReq {
     let mut req = request(cc, w, data.len() as u32);
     let (route, dqpn) = route_of(hw, info, w);
     let write = matches!(w.opcode, wop::RDMA_WRITE | wop::RDMA_WRITE_IMM);
@@ -297,7 +305,7 @@ fn send_or_write(
             ..Packet::default()
         };
         hw.fw.engine.send(&route, &p);
-        return Ok(req);
+        return req;
     }
     let svc = if info.st == qp_st::RC { op::RC } else { op::UC };
     let mtu = info.mtu as usize;
@@ -305,7 +313,7 @@ fn send_or_write(
     let first_psn = take_psns(hw, info, n as u32);
     for i in 0..n {
         let (first, last) = (i == 0, i + 1 == n);
-        let chunk = data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())].to_vec();
+        let chunk = &data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())];
         let o = match (write, first, last) {
             (false, true, true) if imm => op::SEND_ONLY_IMM,
             (false, true, true) if inv => op::SEND_ONLY_INV,
@@ -339,9 +347,11 @@ fn send_or_write(
             payload: chunk,
             ..Packet::default()
         };
-        let f = hw.fw.engine.send(&route, &p);
         if svc == op::RC {
+            let f = hw.fw.engine.send_kept(&route, &p);
             req.frames.push((p.psn, f));
+        } else {
+            hw.fw.engine.send(&route, &p);
         }
     }
     if svc == op::RC {
@@ -349,7 +359,7 @@ fn send_or_write(
         req.last_psn = psn_add(first_psn, n as u32 - 1);
         req.done = false;
     }
-    Ok(req)
+    req
 }
 
 /// RDMA_READ and the atomics (RC only).
@@ -400,7 +410,7 @@ fn remote_read(
             len: len as u32,
         });
     }
-    let f = hw.fw.engine.send(&info.route, &p);
+    let f = hw.fw.engine.send_kept(&info.route, &p);
     let mut req = request(cc, w, len as u32);
     req.first_psn = psn;
     req.last_psn = psn_add(psn, npkts - 1);

@@ -292,7 +292,7 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
         qp_rt(&mut hw.fw.engine, info).recv = Some(ctx);
         return invalid(reliable);
     }
-    if let Err(e) = dma::scatter(hw, info.pd, &ctx.sges, ctx.offset, &p.payload) {
+    if let Err(e) = dma::scatter(hw, info.pd, &ctx.sges, ctx.offset, p.payload) {
         return recv_error(hw, info, ctx.wqe_counter, e);
     }
     ctx.offset += len;
@@ -405,7 +405,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             Err(()) => return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
         }
     }
-    if let Err(e) = dma::write_pieces(hw, &mut ctx.pieces, &p.payload) {
+    if let Err(e) = dma::write_pieces(hw, &mut ctx.pieces, p.payload) {
         qp_rt(&mut hw.fw.engine, info).recv = recv;
         return match e {
             LocalError::Length => invalid(reliable),
@@ -496,7 +496,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
             dqpn: info.remote_qpn,
             psn: psn_add(p.psn, i as u32),
             aeth: (o != op::READ_RESP_MIDDLE).then_some((aeth::ACK | aeth::NO_CREDITS, msn)),
-            payload: data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())].to_vec(),
+            payload: &data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())],
             ..Packet::default()
         };
         hw.fw.engine.send(&info.route, &resp);
@@ -617,7 +617,7 @@ fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
     } else {
         data.copy_from_slice(&h[..IPV6_BYTES.min(h.len())]);
     }
-    data.extend_from_slice(&p.payload);
+    data.extend_from_slice(p.payload);
     if let Err(e) = dma::scatter(hw, info.pd, &sges, 0, &data) {
         recv_error(hw, info, wqe_counter, e);
         return;

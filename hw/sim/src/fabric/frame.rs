@@ -185,9 +185,10 @@ pub(crate) struct AtomicEth {
     pub(crate) compare: u64,
 }
 
-/// The transport part of a packet: BTH fields, extension headers, payload.
+/// The transport part of a packet: BTH fields, extension headers, payload (borrowed: from the
+/// sender's gathered message, or from the received frame).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Packet {
+pub(crate) struct Packet<'a> {
     pub(crate) opcode: u8,
     /// Solicited event.
     pub(crate) se: bool,
@@ -208,7 +209,7 @@ pub(crate) struct Packet {
     pub(crate) imm: Option<[u8; 4]>,
     /// IETH: the rkey to invalidate.
     pub(crate) ieth: Option<u32>,
-    pub(crate) payload: Vec<u8>,
+    pub(crate) payload: &'a [u8],
 }
 
 /// Layer 2 and 3 addressing of a frame. GIDs are 16 bytes; an IPv4 address is the IPv4-mapped
@@ -235,13 +236,14 @@ pub(crate) fn is_ipv4_mapped(gid: &[u8; 16]) -> bool {
     gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff
 }
 
-/// A received frame: its addressing, the raw IP header (for the UD GRH) and the packet.
+/// A received frame: its addressing, the raw IP header (for the UD GRH) and the packet, the
+/// last two borrowed from the frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Received {
+pub(crate) struct Received<'a> {
     pub(crate) route: Route,
     pub(crate) ipv4: bool,
-    pub(crate) ip_header: Vec<u8>,
-    pub(crate) packet: Packet,
+    pub(crate) ip_header: &'a [u8],
+    pub(crate) packet: Packet<'a>,
 }
 
 /// Why a received frame was dropped.
@@ -269,10 +271,25 @@ fn be64(b: &[u8], off: usize) -> u64 {
     (u64::from(be32(b, off)) << 32) | u64::from(be32(b, off + 4))
 }
 
-/// The transport bytes of `p` (BTH, extension headers, payload, pad), not the ICRC.
-fn transport(p: &Packet) -> Vec<u8> {
+/// The transport bytes of `p` (BTH, extension headers, payload, pad), not the ICRC, as long
+/// as [`put_transport`] makes them.
+fn transport_len(p: &Packet<'_>) -> usize {
+    let s = shape(p.opcode).unwrap_or_default();
     let pad = (4 - p.payload.len() % 4) % 4;
-    let mut t = Vec::with_capacity(BTH_BYTES + 40 + p.payload.len() + pad);
+    BTH_BYTES
+        + 8 * usize::from(s.deth)
+        + 16 * usize::from(s.reth)
+        + 28 * usize::from(s.atomic)
+        + 4 * usize::from(s.aeth)
+        + 8 * usize::from(s.atomic_ack)
+        + 4 * usize::from(s.imm)
+        + 4 * usize::from(s.ieth)
+        + if s.payload { p.payload.len() + pad } else { 0 }
+}
+
+/// Appends the transport bytes of `p` (BTH, extension headers, payload, pad), not the ICRC.
+fn put_transport(t: &mut Vec<u8>, p: &Packet<'_>) {
+    let pad = (4 - p.payload.len() % 4) % 4;
     t.push(p.opcode);
     t.push((u8::from(p.se) << 7) | ((pad as u8) << 4));
     t.extend_from_slice(&0xffffu16.to_be_bytes());
@@ -324,21 +341,30 @@ fn transport(p: &Packet) -> Vec<u8> {
         t.extend_from_slice(&p.ieth.unwrap_or(0).to_be_bytes());
     }
     if s.payload {
-        t.extend_from_slice(&p.payload);
+        t.extend_from_slice(p.payload);
         t.resize(t.len() + pad, 0);
     }
-    t
 }
 
 /// The whole frame of packet `p` on route `r` (IPv4 when both GIDs are IPv4-mapped).
-pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
+#[cfg(test)]
+pub(crate) fn encode(r: &Route, p: &Packet<'_>) -> Vec<u8> {
+    let mut f = Vec::new();
+    encode_into(&mut f, r, p);
+    f
+}
+
+/// The whole frame of packet `p` on route `r` into `f` (cleared first; its allocation is
+/// reused).
+pub(crate) fn encode_into(f: &mut Vec<u8>, r: &Route, p: &Packet<'_>) {
+    f.clear();
     if r.v1 {
-        return encode_v1(r, p);
+        return encode_v1(f, r, p);
     }
     let ipv4 = is_ipv4_mapped(&r.sgid) && is_ipv4_mapped(&r.dgid);
-    let t = transport(p);
-    let udp_len = UDP_BYTES + t.len() + ICRC_BYTES;
-    let mut f = Vec::with_capacity(ETH_BYTES + IPV6_BYTES + udp_len);
+    let t_len = transport_len(p);
+    let udp_len = UDP_BYTES + t_len + ICRC_BYTES;
+    f.reserve(ETH_BYTES + IPV6_BYTES + udp_len);
     f.extend_from_slice(&r.dmac);
     f.extend_from_slice(&r.smac);
     let hop = if r.hop_limit == 0 { 64 } else { r.hop_limit };
@@ -360,30 +386,28 @@ pub(crate) fn encode(r: &Route, p: &Packet) -> Vec<u8> {
         f.extend_from_slice(&h);
     } else {
         f.extend_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
-        put_ipv6(&mut f, r, udp_len, 17);
+        put_ipv6(f, r, udp_len, 17);
     }
     f.extend_from_slice(&r.sport.to_be_bytes());
     f.extend_from_slice(&ROCE_PORT.to_be_bytes());
     f.extend_from_slice(&(udp_len as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&t);
+    put_transport(f, p);
     let crc = icrc::icrc(&f[ETH_BYTES..], ipv4);
     f.extend_from_slice(&crc.to_le_bytes());
-    f
 }
 
-/// The RoCE (v1) frame of packet `p` on route `r`: Ethernet, GRH, transport, ICRC.
-fn encode_v1(r: &Route, p: &Packet) -> Vec<u8> {
-    let t = transport(p);
-    let mut f = Vec::with_capacity(ETH_BYTES + IPV6_BYTES + t.len() + ICRC_BYTES);
+/// The RoCE (v1) frame of packet `p` on route `r` into `f`: Ethernet, GRH, transport, ICRC.
+fn encode_v1(f: &mut Vec<u8>, r: &Route, p: &Packet<'_>) {
+    let t_len = transport_len(p);
+    f.reserve(ETH_BYTES + IPV6_BYTES + t_len + ICRC_BYTES);
     f.extend_from_slice(&r.dmac);
     f.extend_from_slice(&r.smac);
     f.extend_from_slice(&ETHERTYPE_ROCE_V1.to_be_bytes());
-    put_ipv6(&mut f, r, t.len() + ICRC_BYTES, GRH_NEXT_BTH);
-    f.extend_from_slice(&t);
+    put_ipv6(f, r, t_len + ICRC_BYTES, GRH_NEXT_BTH);
+    put_transport(f, p);
     let crc = icrc::icrc_v1(&f[ETH_BYTES..]);
     f.extend_from_slice(&crc.to_le_bytes());
-    f
 }
 
 /// An IPv6 header, or the InfiniBand GRH of the same layout, of `r` (hop limit 64 when `r` has
@@ -477,7 +501,7 @@ fn l3(f: &[u8]) -> Result<(bool, usize, Route, &[u8]), Refused> {
 }
 
 /// Takes a frame from the wire apart (see the module documentation for what is refused).
-pub(crate) fn decode(f: &[u8]) -> Result<Received, Refused> {
+pub(crate) fn decode(f: &[u8]) -> Result<Received<'_>, Refused> {
     if f.len() >= ETH_BYTES && be16(f, 12) == ETHERTYPE_ROCE_V1 {
         let (route, g) = grh(f)?;
         let body = g.len() - ICRC_BYTES;
@@ -490,7 +514,7 @@ pub(crate) fn decode(f: &[u8]) -> Result<Received, Refused> {
         return Ok(Received {
             route,
             ipv4: false,
-            ip_header: g[..IPV6_BYTES].to_vec(),
+            ip_header: &g[..IPV6_BYTES],
             packet,
         });
     }
@@ -506,13 +530,13 @@ pub(crate) fn decode(f: &[u8]) -> Result<Received, Refused> {
     Ok(Received {
         route,
         ipv4,
-        ip_header: ip[..hlen].to_vec(),
+        ip_header: &ip[..hlen],
         packet,
     })
 }
 
 /// BTH, extension headers and payload (pad removed), or `None` if malformed.
-fn parse_transport(t: &[u8]) -> Option<Packet> {
+fn parse_transport(t: &[u8]) -> Option<Packet<'_>> {
     if t.len() < BTH_BYTES || t[1] & 0x0f != 0 {
         return None;
     }
@@ -574,7 +598,7 @@ fn parse_transport(t: &[u8]) -> Option<Packet> {
         return (rest.is_empty() && pad == 0).then_some(p);
     }
     let len = rest.len().checked_sub(pad)?;
-    p.payload = rest[..len].to_vec();
+    p.payload = &rest[..len];
     Some(p)
 }
 
@@ -607,7 +631,7 @@ mod tests {
                 len: 5,
             }),
             imm: Some([1, 2, 3, 4]),
-            payload: vec![9, 8, 7, 6, 5],
+            payload: &[9, 8, 7, 6, 5],
             ..Packet::default()
         };
         let f = encode(&route, &p);
@@ -653,7 +677,7 @@ mod tests {
             dqpn: 0x103,
             ack_req: true,
             psn: 0x7b_a09e,
-            payload: vec![1; 37],
+            payload: &[1; 37],
             ..Packet::default()
         };
         let f = encode(&route, &p);

@@ -119,7 +119,7 @@ mod tests {
             opcode: op::UC | op::SEND_ONLY,
             dqpn: 211,
             psn: 13_571_856,
-            payload,
+            payload: &payload,
             ..Packet::default()
         };
         let mut f = encode(&route, &p);

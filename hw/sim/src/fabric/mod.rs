@@ -34,6 +34,7 @@ pub(crate) mod frame;
 pub(crate) mod icrc;
 pub(crate) mod packet;
 pub(crate) mod pcap;
+pub(crate) mod pool;
 
 use std::collections::VecDeque;
 use std::io::{self, Write};
@@ -438,7 +439,7 @@ impl Fabric {
                     w.counters.delivered += 1;
                     return Some((dev, f));
                 }
-                None => continue,
+                None => pool::give(f),
             }
         }
     }
@@ -471,6 +472,7 @@ impl Fabric {
         for _ in 0..IDLE_LIMIT {
             if let Some((dev, f)) = self.next_delivery(None) {
                 dev.deliver(&f);
+                pool::give(f);
                 continue;
             }
             let mut any = false;
@@ -498,7 +500,10 @@ impl Fabric {
     pub(crate) fn service(&self, port: usize, dev: &dyn Station) {
         for _ in 0..IDLE_LIMIT {
             match self.next_delivery(Some(port)) {
-                Some((d, f)) => d.deliver(&f),
+                Some((d, f)) => {
+                    d.deliver(&f);
+                    pool::give(f);
+                }
                 None => break,
             }
         }
@@ -560,6 +565,7 @@ impl Wire {
         };
         if lost {
             self.counters.dropped += 1;
+            pool::give(f);
             return Vec::new();
         }
         if faults.corrupt > 0 && f.len() > 5 {
@@ -592,10 +598,11 @@ impl Wire {
             let mut kicks = Vec::new();
             for (i, p) in self.ports.iter_mut().enumerate() {
                 if i != from && (group || p.external) && p.station().is_some() {
-                    p.inbox.push_back((at, f.clone()));
+                    p.inbox.push_back((at, pool::copy(&f)));
                     kicks.extend(p.kick.clone());
                 }
             }
+            pool::give(f);
             if kicks.is_empty() && !group && !self.ports.iter().any(|p| p.external) {
                 self.counters.unroutable += 1;
             }
