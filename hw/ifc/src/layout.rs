@@ -6,7 +6,10 @@
 //! Fields are typed by the layout they belong to, so a field of one structure cannot be applied to
 //! another. A field's bytes (at most nine) are read as one big-endian `u128` window, and the bit
 //! access within it is the `bitfield` crate's bit range over that integer (shifts and masks, not
-//! a loop over bits: every command and every simulated BAR read goes through here).
+//! a loop over bits: every command and every simulated BAR read goes through here). A field
+//! inside one aligned dword — nearly every PRM field — and a dword-aligned 64-bit field take a
+//! shorter path to the same result: one big-endian `u32` (or `u64`), a shift and a mask (a test
+//! checks the two agree at every offset and width).
 //!
 //! [`View`] and [`ViewMut`] check the buffer length once, at construction; every accessor is then
 //! in bounds by construction (the conformance tests prove that every field lies inside its
@@ -300,10 +303,46 @@ fn check_len<L: Layout>(len: usize) -> Result<(), LayoutError> {
     }
 }
 
+/// The big-endian dword or qword at byte `at`, if the image holds it.
+fn word<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
+    buf.get(at..at + N)?.try_into().ok()
+}
+
+/// Where a field lies within one aligned dword (as every PRM field narrower than 32 bits does):
+/// `(byte offset of the dword, right shift, mask)`.
+fn in_dword(info: &FieldInfo) -> Option<(usize, u32, u32)> {
+    let (bit, width) = (info.bit, info.width);
+    (width > 0 && bit % 32 + width <= 32).then(|| {
+        let shift = 32 - bit % 32 - width;
+        let mask = if width == 32 {
+            u32::MAX
+        } else {
+            (1 << width) - 1
+        };
+        ((bit / 32 * 4) as usize, shift, mask)
+    })
+}
+
 fn read_bits(buf: &[u8], info: &FieldInfo) -> u64 {
     if info.width == 0 {
         return 0;
     }
+    // Fast paths, the same result as the general one: a field within one dword, a dword-aligned
+    // 64-bit field.
+    if let Some((at, shift, mask)) = in_dword(info) {
+        if let Some(d) = word::<4>(buf, at) {
+            return u64::from((u32::from_be_bytes(d) >> shift) & mask);
+        }
+    } else if info.width == 64 && info.bit % 32 == 0 {
+        if let Some(q) = word::<8>(buf, info.byte_offset()) {
+            return u64::from_be_bytes(q);
+        }
+    }
+    read_general(buf, info)
+}
+
+/// [`read_bits`] through the general window (any offset, any width up to 64).
+fn read_general(buf: &[u8], info: &FieldInfo) -> u64 {
     let (range, msb, lsb) = window(info.bit as usize, info.width as usize);
     // In bounds by construction (views check the length); a short image reads as 0.
     buf.get(range)
@@ -487,14 +526,28 @@ fn set_bits(
             value,
         });
     }
-    let (range, msb, lsb) = window(info.bit as usize, width as usize);
+    // Fast path, the same result as the general one: a field within one dword.
+    if let Some((at, shift, mask)) = in_dword(info) {
+        if let Some(b) = buf.get_mut(at..at + 4) {
+            let old = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            let new = (old & !(mask << shift)) | ((value as u32) << shift);
+            b.copy_from_slice(&new.to_be_bytes());
+            return Ok(());
+        }
+    }
+    set_general(buf, info, value);
+    Ok(())
+}
+
+/// [`set_bits`] through the general window (any offset, any width up to 64).
+fn set_general(buf: &mut [u8], info: &FieldInfo, value: u64) {
+    let (range, msb, lsb) = window(info.bit as usize, info.width as usize);
     // In bounds by construction (views check the length); a short image is left alone.
     if let Some(b) = buf.get_mut(range) {
         let mut w = load_be(b);
         BitRangeMut::<u64>::set_bit_range(&mut w, msb, lsb, value);
         store_be(b, w);
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -511,6 +564,38 @@ mod tests {
         const NAME: &'static str = "t";
         const BYTES: usize = 12;
         const FIELDS: &'static [FieldInfo] = &[T::A.info, T::B.info, T::C.info];
+    }
+
+    /// The fast paths give what the general window gives: every offset within three dwords,
+    /// every width, over a patterned image and at its short end.
+    #[test]
+    fn fast_paths_agree_with_the_general_window() {
+        let img: [u8; 20] = core::array::from_fn(|i| (i as u8).wrapping_mul(0x9d) ^ 0x5a);
+        for bit in 0..96u32 {
+            for width in 1..=64u32 {
+                let info = FieldInfo {
+                    name: "f",
+                    bit,
+                    width,
+                    kind: FieldKind::Value,
+                };
+                for len in [20usize, 12, (bit as usize + width as usize).div_ceil(8)] {
+                    let buf = &img[..len.min(20)];
+                    assert_eq!(
+                        read_bits(buf, &info),
+                        read_general(buf, &info),
+                        "read bit {bit} width {width} len {len}"
+                    );
+                    let value = 0x0123_4567_89ab_cdefu64 & (u64::MAX >> (64 - width));
+                    let (mut fast, mut slow) = ([0u8; 20], [0u8; 20]);
+                    fast.copy_from_slice(&img);
+                    slow.copy_from_slice(&img);
+                    set_bits(&mut fast[..len.min(20)], "t", &info, value).unwrap();
+                    set_general(&mut slow[..len.min(20)], &info, value);
+                    assert_eq!(fast, slow, "set bit {bit} width {width} len {len}");
+                }
+            }
+        }
     }
 
     #[test]
