@@ -333,7 +333,7 @@ fn read_bits(buf: &[u8], info: &FieldInfo) -> u64 {
         if let Some(d) = word::<4>(buf, at) {
             return u64::from((u32::from_be_bytes(d) >> shift) & mask);
         }
-    } else if info.width == 64 && info.bit % 32 == 0 {
+    } else if info.width == 64 && info.bit.is_multiple_of(32) {
         if let Some(q) = word::<8>(buf, info.byte_offset()) {
             return u64::from_be_bytes(q);
         }
