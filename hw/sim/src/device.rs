@@ -8,7 +8,7 @@
 //! path's timers (ack timeout, RNR wait) are serviced when they are due: by `relax()` and
 //! [`crate::Fabric::run_until_idle`] in Sync mode, by the device thread in Threaded mode.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     link: Mutex<(Fabric, usize)>,
     /// The earliest data path timer (device time; `u64::MAX`: none).
     deadline: AtomicU64,
+    /// The data path owes coalesced ACKs ([`Station::idle`] sends them).
+    owes: AtomicBool,
     /// The device thread's work queue ([`Mode::Threaded`]).
     kick: Mutex<Option<Sender<Work>>>,
     /// Where raised MSI-X vectors go ([`crate::SimDevice::set_interrupt_sink`]; a leaf lock).
@@ -102,6 +104,7 @@ impl Shared {
             state,
             link: Mutex::new((Fabric::private(mode), usize::MAX)),
             deadline: AtomicU64::new(u64::MAX),
+            owes: AtomicBool::new(false),
             kick: Mutex::new(None),
             irq_sink: Mutex::new(None),
         }
@@ -156,6 +159,8 @@ impl Shared {
             let mut hw = st.hw(now);
             let r = f(&mut hw);
             let frames = std::mem::take(&mut hw.fw.engine.tx);
+            self.owes
+                .store(!hw.fw.engine.acks_owed.is_empty(), Ordering::Release);
             let deadline = hw.fw.engine.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
             (r, frames, hw.fw.vport.mac())
@@ -170,6 +175,15 @@ impl Shared {
     /// Delivers a frame from the wire (the caller settles the fabric).
     pub(crate) fn deliver(&self, frame: &[u8]) {
         self.datapath(false, |hw| engine::receive(hw, frame));
+    }
+
+    /// Every frame due for the device is in: the coalesced ACKs leave. Whether there were any.
+    pub(crate) fn idle(&self) -> bool {
+        if !self.owes.load(Ordering::Acquire) {
+            return false;
+        }
+        self.datapath(false, engine::responder::owed_acks);
+        true
     }
 
     /// Services the due data path timers.
@@ -262,6 +276,9 @@ impl Station for Shared {
     }
     fn timers_due(&self) -> bool {
         Shared::timers_due(self)
+    }
+    fn idle(&self) -> bool {
+        Shared::idle(self)
     }
     fn service_timers(&self) {
         Shared::service_timers(self);

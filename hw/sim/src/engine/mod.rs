@@ -195,6 +195,8 @@ pub(crate) struct QpRt {
     pub(crate) write: Option<WriteCtx>,
     /// The last atomic executed: `(PSN, original value)`, for duplicates.
     pub(crate) last_atomic: Option<(u32, u64)>,
+    /// Responder: the ACK owed, `(PSN, MSN)` (coalesced: sent when the device goes idle).
+    pub(crate) ack_owed: Option<(u32, u32)>,
 }
 
 /// CQ state: producer counter, error, CQEs written.
@@ -229,6 +231,8 @@ pub(crate) struct Engine {
     ip_id: u16,
     /// Decoded QP contexts ([`QpInfo::load`]).
     qp_cache: BTreeMap<u32, Arc<QpInfo>>,
+    /// The QPs that owe an ACK ([`QpRt::ack_owed`]).
+    pub(crate) acks_owed: Vec<u32>,
 }
 
 impl Engine {

@@ -109,9 +109,16 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
     }
 }
 
-/// Sends an ACK / NAK / RNR NAK for `psn` with AETH `syndrome`.
+/// Sends an ACK / NAK / RNR NAK for `psn` with AETH `syndrome` — after the ACK the QP owes,
+/// so that acknowledgements leave in PSN order.
 fn send_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
+    flush_ack(hw, info);
     let msn = qp_rt(&mut hw.fw.engine, info).msn;
+    put_aeth(hw, info, psn, syndrome, msn);
+}
+
+/// Puts an AETH packet on the wire now.
+fn put_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8, msn: u32) {
     let p = Packet {
         opcode: op::RC | op::ACK,
         dqpn: info.remote_qpn,
@@ -126,6 +133,46 @@ fn send_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
         _ => c.naks_sent += 1,
     }
     hw.fw.engine.send(&info.route, &p);
+}
+
+/// Owes an ACK of `psn` (and of everything before it): it leaves when the device has taken in
+/// every frame the wire holds for it ([`owed_acks`]) or before any other response of the QP,
+/// so a burst of requests gets one coalesced ACK — as a ConnectX responder coalesces them.
+fn owe_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
+    let rt = qp_rt(&mut hw.fw.engine, info);
+    let first = rt.ack_owed.is_none();
+    rt.ack_owed = Some((psn, rt.msn));
+    if first {
+        hw.fw.engine.acks_owed.push(info.qpn);
+    }
+}
+
+/// Sends the ACK QP `info` owes, if any.
+pub(crate) fn flush_ack(hw: &mut Hw<'_>, info: &QpInfo) {
+    if let Some((psn, msn)) = hw
+        .fw
+        .engine
+        .qps
+        .get_mut(&info.qpn)
+        .and_then(|rt| rt.ack_owed.take())
+    {
+        put_aeth(hw, info, psn, aeth::ACK | aeth::NO_CREDITS, msn);
+    }
+}
+
+/// The device has taken in every frame due for it: every ACK owed leaves (a QP that left the
+/// receiving states since sends none).
+pub(crate) fn owed_acks(hw: &mut Hw<'_>) {
+    for qpn in std::mem::take(&mut hw.fw.engine.acks_owed) {
+        let Some(info) = QpInfo::load(hw.fw, qpn) else {
+            continue;
+        };
+        if matches!(info.state, qp_state::RTR | qp_state::RTS | qp_state::SQD) {
+            flush_ack(hw, &info);
+        } else if let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) {
+            rt.ack_owed = None;
+        }
+    }
 }
 
 fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
@@ -150,7 +197,7 @@ fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
             let rt = qp_rt(&mut hw.fw.engine, info);
             rt.epsn = Some(psn_add(epsn, psns));
             if ack {
-                send_aeth(hw, info, p.psn, aeth::ACK | aeth::NO_CREDITS);
+                owe_ack(hw, info, p.psn);
             }
         }
         Verdict::Rnr => send_aeth(hw, info, p.psn, aeth::RNR | (info.min_rnr_nak & 0x1f)),
@@ -481,6 +528,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     }
     let mtu = info.mtu as usize;
     let n = data.len().div_ceil(mtu).max(1);
+    flush_ack(hw, info);
     let rt = qp_rt(&mut hw.fw.engine, info);
     rt.msn = psn_add(rt.msn, 1);
     let msn = rt.msn;
@@ -508,6 +556,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
 }
 
 fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
+    flush_ack(hw, info);
     let msn = qp_rt(&mut hw.fw.engine, info).msn;
     let p = Packet {
         opcode: op::RC | op::ATOMIC_ACK,

@@ -116,6 +116,11 @@ pub struct FabricCounters {
 pub(crate) trait Station: Send + Sync {
     /// Takes a frame from the wire.
     fn deliver(&self, frame: &[u8]);
+    /// Every frame due for the device has been delivered: it sends what it held back for that
+    /// moment (coalesced ACKs). Whether it sent anything.
+    fn idle(&self) -> bool {
+        false
+    }
     /// Whether a data path timer is due.
     fn timers_due(&self) -> bool;
     /// Services the due timers.
@@ -477,6 +482,12 @@ impl Fabric {
             }
             let mut any = false;
             for d in self.devices() {
+                any |= d.idle();
+            }
+            if any {
+                continue;
+            }
+            for d in self.devices() {
                 if d.timers_due() {
                     d.service_timers();
                     any = true;
@@ -507,6 +518,7 @@ impl Fabric {
                 None => break,
             }
         }
+        dev.idle();
         if dev.timers_due() {
             dev.service_timers();
         }
