@@ -16,7 +16,8 @@
 //! After criterion, a paired summary (`MLX5_FABRIC_PAIRED` rounds, 101 by default; 0 skips
 //! it): each round times one floor window and then one simulator window, and the median of the
 //! per-round ratios is printed with messages/s and round-trip times — both sides of a round see
-//! the same machine, which a 2-core VM's neighbours otherwise move by up to 2×.
+//! the same machine, which a 2-core VM's neighbours otherwise move by up to 2×. The threaded
+//! round trip is the median of 20 per round, back to back, as a ping-pong runs them.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -311,7 +312,11 @@ fn paired(s: &mut Setup, buf: &mut [u8]) {
         sd.push(t / f);
         ss.push(t);
         sync_rtt.push(time(|| round_trip(&mut s.a, &mut s.b)));
-        let (_, ta, tb) = &mut s.threaded;
+    }
+    // Threaded round trips back to back, as a ping-pong runs (a device thread polls for work
+    // for a while after its last item, then sleeps: an isolated round trip wakes four threads).
+    let (_, ta, tb) = &mut s.threaded;
+    for _ in 0..20 * rounds {
         thr_rtt.push(time(|| round_trip(ta, tb)));
     }
     let per = WINDOW as f64;

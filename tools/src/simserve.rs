@@ -32,6 +32,11 @@ pub struct Args {
     /// decodes RoCE v1 and v2).
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<PathBuf>,
+    /// How long (µs) each NIC's thread keeps polling for work after its last item before it
+    /// sleeps. 0, the default, never polls: a QEMU guest under TCG needs the host's CPUs more
+    /// than the NIC needs the wake-ups saved.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub busy_poll_us: u64,
 }
 
 /// Serves the NICs until every client has gone.
@@ -49,6 +54,7 @@ pub fn run(a: &Args) -> Result<(), String> {
         // Locally administered MACs 02:c5:5a:00:01:<i>, distinct on the fabric.
         let mac = [0x02, 0xc5, 0x5a, 0x00, 0x01, i as u8];
         let dev = SimDevice::new(profile.clone().with_mac(mac), Mode::Threaded);
+        dev.set_busy_poll(std::time::Duration::from_micros(a.busy_poll_us));
         fabric
             .attach(&dev)
             .map_err(|e| format!("NIC {i}: fabric: {e}"))?;

@@ -34,6 +34,9 @@ pub(crate) struct Shared {
     link: Mutex<(Fabric, usize)>,
     /// The earliest data path timer (device time; `u64::MAX`: none).
     deadline: AtomicU64,
+    /// [`Mode::Threaded`]: how long (ns) the device thread polls for work after its last item
+    /// before it sleeps ([`crate::SimDevice::set_busy_poll`]).
+    pub(crate) busy_poll_ns: AtomicU64,
     /// The data path owes coalesced ACKs ([`Station::idle`] sends them).
     owes: AtomicBool,
     /// The device thread's work queue ([`Mode::Threaded`]).
@@ -104,6 +107,7 @@ impl Shared {
             state,
             link: Mutex::new((Fabric::private(mode), usize::MAX)),
             deadline: AtomicU64::new(u64::MAX),
+            busy_poll_ns: AtomicU64::new(crate::BUSY_POLL_DEFAULT.as_nanos() as u64),
             owes: AtomicBool::new(false),
             kick: Mutex::new(None),
             irq_sink: Mutex::new(None),
