@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use mlx5::mr::MrAccess;
-use mlx5::qp::{ConnectOpts, Payload, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
+use mlx5::qp::{ConnectOpts, Mtu, Payload, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcStatus};
 
@@ -87,8 +87,9 @@ impl End {
     }
 }
 
-/// Two simulated NICs of `mode` on one fabric, an RC QP on each, connected (path MTU 1024).
-fn pair(mode: Mode) -> (Fabric, End, End) {
+/// Two simulated NICs of `mode` on one fabric, an RC QP on each, connected with path MTU
+/// `mtu`.
+fn pair(mode: Mode, mtu: Mtu) -> (Fabric, End, End) {
     let fabric = Fabric::new();
     let end = |last: u8| {
         let sim = SimDevice::new(
@@ -118,7 +119,10 @@ fn pair(mode: Mode) -> (Fabric, End, End) {
     };
     let (mut a, mut b) = (end(0x0a), end(0x0b));
     let (ea, eb) = (a.qp.endpoint(), b.qp.endpoint());
-    let opts = ConnectOpts::default();
+    let opts = ConnectOpts {
+        mtu,
+        ..ConnectOpts::default()
+    };
     a.qp.connect(&eb, &opts).expect("connect");
     b.qp.connect(&ea, &opts).expect("connect");
     (fabric, a, b)
@@ -208,24 +212,32 @@ struct Setup {
     a: End,
     b: End,
     write_frames: Vec<Vec<u8>>,
+    /// The same WRITEs at path MTU 4096 (one frame each, as with jumbo frames).
+    jumbo: (Fabric, End, End),
+    jumbo_frames: Vec<Vec<u8>>,
     send_frames: Vec<Vec<u8>>,
     ping_frames: Vec<Vec<u8>>,
     threaded: (Fabric, End, End),
 }
 
 fn setup() -> Setup {
-    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let (fabric, mut a, mut b) = pair(Mode::Sync, Mtu::Mtu1024);
     // Warm up, then capture one window of each kind of traffic.
     write_window(&mut a, &b);
     let write_frames = frames_of(&fabric, || write_window(&mut a, &b));
+    let mut jumbo = pair(Mode::Sync, Mtu::Mtu4096);
+    write_window(&mut jumbo.1, &jumbo.2);
+    let jumbo_frames = frames_of(&jumbo.0, || write_window(&mut jumbo.1, &jumbo.2));
     let send_frames = frames_of(&fabric, || send_window(&mut a, &mut b));
     let ping_frames = frames_of(&fabric, || round_trip(&mut a, &mut b));
-    let threaded = pair(Mode::Threaded);
+    let threaded = pair(Mode::Threaded, Mtu::Mtu1024);
     Setup {
         fabric,
         a,
         b,
         write_frames,
+        jumbo,
+        jumbo_frames,
         send_frames,
         ping_frames,
         threaded,
@@ -240,9 +252,11 @@ fn fabric_benches(c: &mut Criterion) {
     let mut s = setup();
     let mut buf = vec![0u8; 1 << 16];
     eprintln!(
-        "frames per window: write_4k {} ({} bytes), send_64 {} ({} bytes), round trip {} ({} bytes)",
+        "frames per window: write_4k {} ({} bytes; MTU 4096: {}, {} bytes), send_64 {} ({} bytes), round trip {} ({} bytes)",
         s.write_frames.len(),
         bytes(&s.write_frames),
+        s.jumbo_frames.len(),
+        bytes(&s.jumbo_frames),
         s.send_frames.len(),
         bytes(&s.send_frames),
         s.ping_frames.len(),
@@ -257,6 +271,12 @@ fn fabric_benches(c: &mut Criterion) {
     });
     g.bench_function("128 RDMA WRITEs of 4 KiB, two simulated NICs", |bn| {
         bn.iter(|| write_window(&mut s.a, &s.b))
+    });
+    g.bench_function("floor at MTU 4096", |bn| {
+        bn.iter(|| floor(&s.jumbo_frames, &mut buf))
+    });
+    g.bench_function("128 RDMA WRITEs of 4 KiB at MTU 4096", |bn| {
+        bn.iter(|| write_window(&mut s.jumbo.1, &s.jumbo.2))
     });
     g.finish();
 
@@ -298,7 +318,14 @@ fn paired(s: &mut Setup, buf: &mut [u8]) {
     }
     let (mut w, mut sd, mut ws, mut ss, mut sync_rtt, mut thr_rtt) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
+    let (mut j, mut js) = (vec![], vec![]);
     for _ in 0..rounds {
+        let f = time(|| {
+            black_box(floor(&s.jumbo_frames, buf));
+        });
+        let t = time(|| write_window(&mut s.jumbo.1, &s.jumbo.2));
+        j.push(t / f);
+        js.push(t);
         let f = time(|| {
             black_box(floor(&s.write_frames, buf));
         });
@@ -320,13 +347,19 @@ fn paired(s: &mut Setup, buf: &mut [u8]) {
         thr_rtt.push(time(|| round_trip(ta, tb)));
     }
     let per = WINDOW as f64;
-    let (wt, st) = (median(ws), median(ss));
+    let (wt, st, jt) = (median(ws), median(ss), median(js));
     println!("paired, {rounds} rounds (median):");
     println!(
         "  write_4k: {:.2}x the floor; {:.0} WRITEs/s, {:.0} MB/s",
         median(w),
         per / wt,
         per * 4096.0 / wt / 1e6
+    );
+    println!(
+        "  write_4k at MTU 4096: {:.2}x the floor; {:.0} WRITEs/s, {:.0} MB/s",
+        median(j),
+        per / jt,
+        per * 4096.0 / jt / 1e6
     );
     println!(
         "  send_64:  {:.2}x the floor; {:.0} SENDs/s",

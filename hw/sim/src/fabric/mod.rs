@@ -480,14 +480,12 @@ impl Fabric {
                 pool::give(f);
                 continue;
             }
-            let mut any = false;
-            for d in self.devices() {
-                any |= d.idle();
-            }
-            if any {
+            let devices = self.devices();
+            if devices.iter().fold(false, |any, d| d.idle() | any) {
                 continue;
             }
-            for d in self.devices() {
+            let mut any = false;
+            for d in devices {
                 if d.timers_due() {
                     d.service_timers();
                     any = true;
