@@ -12,7 +12,8 @@
 # hostfwd once the tool printed "local address:") — ibv_rc_pingpong with 64 B and 4096 B messages
 # (1000 iterations each), ibv_ud_pingpong (512 B) — then as client (it connects to
 # 10.0.2.100:18515, which guestfwd relays to the host's mlx5ctl pingpong server) — RC 4096 B and
-# UD 512 B; then RC 4096 B again with 0.5 % of the frames lost on the simulated wire. The simulated NIC holds
+# UD 512 B; then RC 4096 B again with 0.5 % of the frames lost on the simulated wire, and once more
+# (guest as client) with 1 % of the frames duplicated and 1 % reordered. The simulated NIC holds
 # 198.18.0.1 (GID 1, IPv4-mapped, RoCE v2), the guest 198.18.0.2; the guest resolves the NIC's
 # MAC by ARP, answered by the link's address responder, and the host the guest's by ARP.
 #
@@ -109,12 +110,14 @@ HP=$((20000 + $$ % 10000))
 # Guest as server (the host connects through hostfwd), then as client (it connects to
 # 10.0.2.100:18515, guestfwd's relay to the host's server).
 HP2=$((HP + 1))
-# The last run loses 0.5 % of the frames on the simulated wire (both ways): RC recovers.
+# The sixth run loses 0.5 % of the frames on the simulated wire (both ways), the seventh
+# delivers 1 % twice and lets 1 % be overtaken (both ways): RC recovers on both stacks.
 RUNS=("ibv_rc_pingpong:-g+1+-n+$ITERS+-s+64+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c"
       "ibv_rc_pingpong:-g+1+-n+$ITERS+-c+10.0.2.100" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c+10.0.2.100"
-      "ibv_rc_pingpong:-g+1+-n+$ITERS+-c")
+      "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c+10.0.2.100")
 HOST=("--type rc -n $ITERS -s 64 -c" "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c"
-      "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c" "--type rc -n $ITERS -c --drop-ppm 5000")
+      "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c" "--type rc -n $ITERS -c --drop-ppm 5000"
+      "--type rc -n $ITERS -c --dup-ppm 10000 --reorder-ppm 10000")
 TOOLS=$(IFS=,; echo "${RUNS[*]}")
 
 say "booting $KVER (PVH vmlinux) with rdma_rxe; runs: ${RUNS[*]}"

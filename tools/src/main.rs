@@ -3,7 +3,7 @@
 //! `mlx5ctl devinfo` brings a device up and prints what `ibv_devinfo -v` prints for it, plus the
 //! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
 
-use mlx5_tools::{createqp, demo, devinfo, iommucheck, list, pingpong, simserve, size};
+use mlx5_tools::{createqp, demo, devinfo, iommucheck, list, perftest, pingpong, simserve, size};
 
 use std::process::ExitCode;
 
@@ -36,6 +36,10 @@ enum Cmd {
     /// ibv_rc_pingpong / ibv_ud_pingpong on this driver, wire-compatible with rdma-core's: a
     /// real NIC (--vfio) or a simulated one on a real link (--link), as server or client.
     Pingpong(pingpong::Args),
+    /// perftest's ib_{write,read,send}_{bw,lat} and ib_atomic_{bw,lat} on this driver (RC),
+    /// wire-compatible with perftest 6.06: a real NIC (--vfio) or a simulated one on a real
+    /// link (--link), as server or client.
+    Perftest(perftest::Args),
     /// Serve simulated ConnectX-5s to a QEMU guest over vfio-user (one socket per NIC, all on
     /// one simulated fabric), until the guest disconnects.
     Sim(simserve::Args),
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Cmd::IommuCheck(a) => iommucheck::run(&a),
         Cmd::Sim(a) => simserve::run(&a),
         Cmd::Pingpong(a) => pingpong::run(&a),
+        Cmd::Perftest(a) => perftest::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -20,8 +20,7 @@
 //! responder answers ARP and neighbour solicitations for the GIDs.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
@@ -29,12 +28,11 @@ use mlx5::mr::MrAccess;
 use mlx5::qp::{
     Access, ConnectOpts, Mtu, QpCap, QpEndpoint, QpInitAttr, QpType, RecvWr, SendWr, Sge,
 };
-use mlx5::sim::{ExternalPort, Fabric, Mode, SimDevice, WireFault};
 use mlx5::wqe::UdAddr;
-use mlx5::{Device, DeviceConfig, GidEntry, SimPlatform, Wc, WcStatus};
+use mlx5::{Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
 
-use crate::target::{profile, Target};
+use crate::link::{connect_retry, e, with_host, Host, LinkArgs};
 
 /// `mlx5ctl pingpong` arguments (the pingpongs' own, where they have one).
 #[derive(ClapArgs, Debug)]
@@ -62,28 +60,11 @@ pub struct Args {
     /// The local GID index (default 0, the link-local GID; 1 with --ip).
     #[arg(short = 'g', long = "gid-idx")]
     gid_index: Option<u8>,
-    /// Set GID index 1 to this IPv4 address (an IPv4-mapped RoCE v2 GID), as a Linux host's
-    /// table has it.
-    #[arg(long)]
-    ip: Option<Ipv4Addr>,
-    /// The peer's MAC (aa:bb:cc:dd:ee:ff).
-    #[arg(long = "peer-mac")]
-    peer_mac: Option<String>,
     /// Check the received bytes (the pingpongs' -c).
     #[arg(short = 'c', long)]
     chk: bool,
-    /// The simulated NIC's port on a real link: our and their unix datagram sockets.
-    #[arg(long, value_name = "OURS:THEIRS")]
-    link: Option<String>,
-    /// The simulated NIC's MAC.
-    #[arg(long, default_value = "02:c5:5a:00:00:01")]
-    mac: String,
-    /// Lose this many frames per million on the simulated wire (both ways, seeded), to see the
-    /// transport recover.
-    #[arg(long = "drop-ppm", default_value_t = 0)]
-    drop_ppm: u32,
     #[command(flatten)]
-    target: Target,
+    host: LinkArgs,
 }
 
 /// The pingpongs' `struct pingpong_dest`.
@@ -135,22 +116,6 @@ impl Dest {
     }
 }
 
-fn e(x: impl std::fmt::Display) -> String {
-    x.to_string()
-}
-
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let p: Vec<&str> = s.split(':').collect();
-    let mut m = [0u8; 6];
-    if p.len() != 6 {
-        return Err(format!("{s}: not a MAC"));
-    }
-    for (i, x) in p.iter().enumerate() {
-        m[i] = u8::from_str_radix(x, 16).map_err(|_| format!("{s}: not a MAC"))?;
-    }
-    Ok(m)
-}
-
 fn mtu(n: u32) -> Result<Mtu, String> {
     Ok(match n {
         256 => Mtu::Mtu256,
@@ -162,12 +127,6 @@ fn mtu(n: u32) -> Result<Mtu, String> {
     })
 }
 
-/// The MAC of a link-local GID's interface (modified EUI-64 with ff:fe), if it is one.
-fn mac_of_link_local(g: &[u8; 16]) -> Option<[u8; 6]> {
-    (g[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && g[11] == 0xff && g[12] == 0xfe)
-        .then(|| [g[8] ^ 0x02, g[9], g[10], g[13], g[14], g[15]])
-}
-
 /// Runs `mlx5ctl pingpong`.
 pub fn run(a: &Args) -> Result<(), String> {
     let qp_type = match a.kind.as_str() {
@@ -176,61 +135,13 @@ pub fn run(a: &Args) -> Result<(), String> {
         k => return Err(format!("--type {k}: rc or ud")),
     };
     mtu(a.mtu)?;
-    if let Some(bdf) = &a.target.vfio {
-        let o = Target::open_vfio(bdf).map_err(e)?;
-        let r = session(a, qp_type, &o.device, None);
-        drop(o.device.close());
-        return r;
-    }
-    let Some(link) = &a.link else {
-        return Err("the simulated NIC needs a peer: --link OURS:THEIRS (or --vfio BDF)".into());
-    };
-    let (ours, theirs) = link
-        .split_once(':')
-        .ok_or("--link OURS:THEIRS (two socket paths)")?;
-    let mac = parse_mac(&a.mac)?;
-    let sim = SimDevice::new(profile(&a.target.sim)?.with_mac(mac), Mode::Threaded);
-    let fabric = Fabric::new();
-    fabric.attach(&sim).map_err(e)?;
-    let port = fabric
-        .attach_unix_dgram(&PathBuf::from(ours), &PathBuf::from(theirs), true)
-        .map_err(|x| format!("--link {link}: {x}"))?;
-    let dev = Device::open(
-        AnyPlatform::Sim(SimPlatform::new(sim.clone())),
-        DeviceConfig::default(),
-    )
-    .map_err(e)?;
-    if a.drop_ppm > 0 {
-        fabric.inject(WireFault::DropRandom {
-            per_million: a.drop_ppm,
-            seed: u64::from(std::process::id()),
-        });
-    }
-    let r = session(a, qp_type, &dev, Some(&port));
-    if a.drop_ppm > 0 {
-        println!("wire: {} frames lost on purpose", fabric.counters().dropped);
-    }
-    drop(dev.close());
-    r
+    with_host(&a.host, |h| session(a, qp_type, h))
 }
 
 /// One pingpong on `dev`.
-fn session(
-    a: &Args,
-    qp_type: QpType,
-    dev: &Device<AnyPlatform>,
-    link: Option<&ExternalPort>,
-) -> Result<(), String> {
-    let mac = dev.vport().mac;
-    if let Some(ip) = a.ip {
-        dev.set_gid(1, Some(GidEntry::ipv4(ip.octets(), mac)))
-            .map_err(e)?;
-    }
-    let gid_index = a.gid_index.unwrap_or(if a.ip.is_some() { 1 } else { 0 });
-    let gid = dev
-        .gid(u16::from(gid_index))
-        .ok_or(format!("GID index {gid_index} is not set"))?
-        .gid;
+fn session(a: &Args, qp_type: QpType, h: &Host<'_>) -> Result<(), String> {
+    let dev = h.dev;
+    let (gid_index, gid) = h.gid(a.gid_index)?;
     let ud = qp_type == QpType::Ud;
     let pd = dev.pd().ok_or("no PD")?;
     let buf_len = (a.size + if ud { GRH } else { 0 }) as usize;
@@ -283,17 +194,7 @@ fn session(
     };
     println!("  local address:  {}", show(&me));
     // The exchange; the server connects before it answers.
-    let peer_mac = |rem: &Dest| -> Result<[u8; 6], String> {
-        if let Some(m) = &a.peer_mac {
-            return parse_mac(m);
-        }
-        if let Some(m) = mac_of_link_local(&rem.gid) {
-            return Ok(m);
-        }
-        let l = link.ok_or("the peer's MAC: give --peer-mac")?;
-        l.resolve(&rem.gid, mac, &gid, Duration::from_secs(10))
-            .ok_or_else(|| format!("no ARP/ND answer for the peer's GID {}", show(rem)))
-    };
+    let peer_mac = |rem: &Dest| h.peer_mac(&rem.gid, &gid);
     // The pingpongs' attributes (RC: access 0, one READ/atomic each way; UD: Q_Key
     // 0x11111111); the hop limit a route gives, as Linux's ib_core substitutes it on RoCE v2.
     let opts = ConnectOpts {
@@ -463,20 +364,6 @@ fn show(d: &Dest) -> String {
     )
 }
 
-/// Connects to the server, retrying while it is not listening yet (up to 30 s).
-fn connect_retry(host: &str, port: u16) -> Result<TcpStream, String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match TcpStream::connect((host, port)) {
-            Ok(s) => return Ok(s),
-            Err(x) if Instant::now() > deadline => {
-                return Err(format!("Couldn't connect to {host}:{port}: {x}"))
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,17 +387,5 @@ mod tests {
         assert_eq!(w[MSG - 1], 0);
         assert_eq!(Dest::from_wire(&w), Ok(d));
         assert!(Dest::from_wire(b"0000:11:22\0").is_err());
-    }
-
-    #[test]
-    fn a_link_local_gid_names_its_mac() {
-        let g = GidEntry::link_local([0x52, 0x54, 0, 0x12, 0x34, 0x56]).gid;
-        assert_eq!(
-            mac_of_link_local(&g),
-            Some([0x52, 0x54, 0, 0x12, 0x34, 0x56])
-        );
-        let mut v4 = [0u8; 16];
-        v4[10..12].fill(0xff);
-        assert_eq!(mac_of_link_local(&v4), None);
     }
 }

@@ -17,7 +17,8 @@
 //!
 //! Faults ([`WireFault`]) apply to frames as they are sent: drops, corruption (one byte flipped,
 //! so the receiver's ICRC check fails), a delay, reordering (a frame overtaken by the next one),
-//! a link down.
+//! duplication (a frame arriving twice), a link down; drops, reordering and duplication also at
+//! random, seeded.
 //!
 //! Capture is off unless asked for: [`Fabric::pcap_to`] streams every frame that makes it onto
 //! the wire to a pcap file as it is sent (the whole run, in bounded memory), and
@@ -85,6 +86,27 @@ pub enum WireFault {
         /// How many frames.
         count: u32,
     },
+    /// Every frame is overtaken by the next with probability `per_million` / 1 000 000 (a
+    /// deterministic generator seeded with `seed`), until [`Fabric::clear_faults`].
+    ReorderRandom {
+        /// Reordering probability in millionths.
+        per_million: u32,
+        /// Seed of the generator.
+        seed: u64,
+    },
+    /// The next `count` frames arrive twice.
+    Duplicate {
+        /// How many frames.
+        count: u32,
+    },
+    /// Every frame arrives twice with probability `per_million` / 1 000 000 (a deterministic
+    /// generator seeded with `seed`), until [`Fabric::clear_faults`].
+    DuplicateRandom {
+        /// Duplication probability in millionths.
+        per_million: u32,
+        /// Seed of the generator.
+        seed: u64,
+    },
     /// Every frame is lost until [`WireFault::LinkUp`] or `clear_faults`.
     LinkDown,
     /// Ends a [`WireFault::LinkDown`].
@@ -105,6 +127,8 @@ pub struct FabricCounters {
     pub corrupted: u64,
     /// Frames reordered by a fault.
     pub reordered: u64,
+    /// Frames duplicated by a fault (each counted once, however many ports it went to).
+    pub duplicated: u64,
     /// Frames whose destination MAC no port has.
     pub unroutable: u64,
     /// Frames handed to a port.
@@ -159,7 +183,21 @@ struct Faults {
     corrupt: u32,
     delay: u64,
     reorder: u32,
+    reorder_random: Option<(u32, u64)>,
+    dup: u32,
+    dup_random: Option<(u32, u64)>,
     down: bool,
+}
+
+/// One draw of a seeded fault: whether it strikes (xorshift64 over `state`).
+fn strikes(random: &mut Option<(u32, u64)>) -> bool {
+    let Some((per_million, state)) = random.as_mut() else {
+        return false;
+    };
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state % 1_000_000 < u64::from(*per_million)
 }
 
 struct Wire {
@@ -341,6 +379,13 @@ impl Fabric {
             WireFault::Corrupt { count } => faults.corrupt = faults.corrupt.saturating_add(count),
             WireFault::Delay { ns } => faults.delay = ns,
             WireFault::Reorder { count } => faults.reorder = faults.reorder.saturating_add(count),
+            WireFault::ReorderRandom { per_million, seed } => {
+                faults.reorder_random = Some((per_million, seed | 1));
+            }
+            WireFault::Duplicate { count } => faults.dup = faults.dup.saturating_add(count),
+            WireFault::DuplicateRandom { per_million, seed } => {
+                faults.dup_random = Some((per_million, seed | 1));
+            }
             WireFault::LinkDown => faults.down = true,
             WireFault::LinkUp => faults.down = false,
         }
@@ -564,14 +609,8 @@ impl Wire {
         } else if faults.drop > 0 {
             faults.drop -= 1;
             true
-        } else if let Some((per_million, state)) = faults.random.as_mut() {
-            // xorshift64
-            *state ^= *state << 13;
-            *state ^= *state >> 7;
-            *state ^= *state << 17;
-            *state % 1_000_000 < u64::from(*per_million)
         } else {
-            false
+            strikes(&mut faults.random)
         };
         if lost {
             self.counters.dropped += 1;
@@ -596,6 +635,15 @@ impl Wire {
         let Some(dmac) = f.get(..6) else {
             return Vec::new();
         };
+        let twice = if self.faults.dup > 0 {
+            self.faults.dup -= 1;
+            true
+        } else {
+            strikes(&mut self.faults.dup_random)
+        };
+        if twice {
+            self.counters.duplicated += 1;
+        }
         let at = now.saturating_add(self.faults.delay);
         let known = self
             .ports
@@ -609,6 +657,9 @@ impl Wire {
             for (i, p) in self.ports.iter_mut().enumerate() {
                 if i != from && (group || p.external) && p.station().is_some() {
                     p.inbox.push_back((at, pool::copy(&f)));
+                    if twice {
+                        p.inbox.push_back((at, pool::copy(&f)));
+                    }
                     kicks.extend(p.kick.clone());
                 }
             }
@@ -621,11 +672,21 @@ impl Wire {
         let Some(dst) = known else {
             return Vec::new();
         };
-        if self.faults.reorder > 0 && self.held.is_none() {
-            self.faults.reorder -= 1;
-            self.counters.reordered += 1;
-            self.held = Some((dst, at, f));
-            return Vec::new();
+        if twice {
+            self.ports[dst].inbox.push_back((at, pool::copy(&f)));
+        }
+        if self.held.is_none() {
+            let hold = if self.faults.reorder > 0 {
+                self.faults.reorder -= 1;
+                true
+            } else {
+                strikes(&mut self.faults.reorder_random)
+            };
+            if hold {
+                self.counters.reordered += 1;
+                self.held = Some((dst, at, f));
+                return Vec::new();
+            }
         }
         self.ports[dst].inbox.push_back((at, f));
         if let Some((port, t, held)) = self.held.take() {

@@ -1,0 +1,293 @@
+//! `mlx5ctl perftest`: perftest's `ib_write_bw`, `ib_write_lat`, `ib_read_bw`, `ib_read_lat`,
+//! `ib_send_bw`, `ib_send_lat`, `ib_atomic_bw` and `ib_atomic_lat` on this driver, RC,
+//! wire-compatible with perftest 6.06 (Debian's 4.5-0.17) as client or server (issue #12 item
+//! 2): either side can be the real tool.
+//!
+//! What it mirrors of perftest (the facts: docs/fields.md "perftest"): the TCP exchange on port
+//! 18515 ([`oob`]) with each test's script of key exchanges; the buffer (two halves of
+//! `max(size, cycle buffer)` rounded to the cache line, the second half advertised, which the
+//! peer targets); the addresses (bandwidth tests step by the size rounded to the cache line
+//! within the cycle buffer when the size is at most half of it; latency tests use one place);
+//! the defaults (64 KiB and 5000 / 1000 iterations for bandwidth, 2 bytes and 1000 for latency,
+//! 8-byte FETCH_ADD of 1 for atomics; 128 outstanding, one signaled per 100 up to 8 KiB
+//! messages); the QP attributes (timeout 14, 7 retries, 7 RNR retries, `min_rnr_timer` 12, our
+//! OUT as responder depth and the peer's as initiator depth) and who does what: in the
+//! bandwidth and read/atomic latency tests the client works and the server waits; in
+//! `send_bw` the server counts receives; `write_lat` and `send_lat` are ping-pongs.
+
+mod oob;
+mod run;
+
+use std::net::TcpListener;
+
+use clap::Args as ClapArgs;
+
+use crate::link::{connect_retry, e, with_host, Host, LinkArgs};
+
+/// The operation of a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verb {
+    Write,
+    Read,
+    Send,
+    Atomic,
+}
+
+/// One of perftest's tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Test {
+    verb: Verb,
+    lat: bool,
+}
+
+/// Our OUT in read and atomic tests: the reads and atomics we let the peer have outstanding
+/// (our responder depth) and the most we issue.
+const OUR_OUT: u16 = 16;
+
+impl Test {
+    fn parse(s: &str) -> Result<Test, String> {
+        let (v, kind) = s.split_once('-').ok_or_else(|| {
+            format!(
+                "{s}: write-bw|write-lat|read-bw|read-lat|send-bw|send-lat|atomic-bw|atomic-lat"
+            )
+        })?;
+        let verb = match v {
+            "write" => Verb::Write,
+            "read" => Verb::Read,
+            "send" => Verb::Send,
+            "atomic" => Verb::Atomic,
+            _ => return Err(format!("{s}: the operation is write, read, send or atomic")),
+        };
+        let lat = match kind {
+            "bw" => false,
+            "lat" => true,
+            _ => return Err(format!("{s}: bw or lat")),
+        };
+        Ok(Test { verb, lat })
+    }
+
+    /// perftest's title line.
+    fn title(self) -> &'static str {
+        match (self.verb, self.lat) {
+            (Verb::Write, false) => "RDMA_Write BW Test",
+            (Verb::Write, true) => "RDMA_Write Latency Test",
+            (Verb::Read, false) => "RDMA_Read BW Test",
+            (Verb::Read, true) => "RDMA_Read Latency Test",
+            (Verb::Send, false) => "Send BW Test",
+            (Verb::Send, true) => "Send Latency Test",
+            (Verb::Atomic, false) => "Atomic FETCH_AND_ADD BW Test",
+            (Verb::Atomic, true) => "Atomic FETCH_AND_ADD Latency Test",
+        }
+    }
+
+    fn default_size(self) -> u32 {
+        match (self.verb, self.lat) {
+            (Verb::Atomic, _) => 8,
+            (_, true) => 2,
+            (_, false) => 65536,
+        }
+    }
+
+    fn default_iters(self) -> u32 {
+        if self
+            == (Test {
+                verb: Verb::Write,
+                lat: false,
+            })
+        {
+            5000
+        } else {
+            1000
+        }
+    }
+
+    /// Our OUT: what the key messages carry.
+    fn out(self) -> u16 {
+        match self.verb {
+            Verb::Read | Verb::Atomic => OUR_OUT,
+            Verb::Write | Verb::Send => 1,
+        }
+    }
+
+    /// Key exchanges before the test runs.
+    fn exchanges_before(self) -> u32 {
+        if !self.lat && self.verb != Verb::Send {
+            3
+        } else {
+            4
+        }
+    }
+
+    /// The key exchange after which both sides connect their QPs (1 or 2).
+    fn connect_after(self) -> u32 {
+        if self.lat && self.verb != Verb::Send {
+            2
+        } else {
+            1
+        }
+    }
+}
+
+/// `mlx5ctl perftest` arguments (perftest's own, where it has one).
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// write-bw, write-lat, read-bw, read-lat, send-bw, send-lat, atomic-bw or atomic-lat.
+    test: String,
+    /// The server to connect to; without it, wait for a client (as perftest does).
+    server: Option<String>,
+    /// TCP port of the exchange.
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
+    /// Bytes per message (perftest's default: 65536 for bandwidth, 2 for latency, 8 for
+    /// atomics, which take no other).
+    #[arg(short = 's', long)]
+    size: Option<u32>,
+    /// Iterations (5000 for write-bw, 1000 for the others).
+    #[arg(short = 'n', long)]
+    iters: Option<u32>,
+    /// The local GID index (default 0; 1 with --ip).
+    #[arg(short = 'x', long = "gid-index")]
+    gid_index: Option<u8>,
+    /// The largest path MTU to offer (256 … 4096); the smaller of ours and the peer's is used.
+    #[arg(short = 'm', long, default_value_t = 1024)]
+    mtu: u32,
+    #[command(flatten)]
+    host: LinkArgs,
+}
+
+/// The `ibv_mtu` enum of `n` bytes.
+fn mtu_enum(n: u32) -> Result<u8, String> {
+    Ok(match n {
+        256 => 1,
+        512 => 2,
+        1024 => 3,
+        2048 => 4,
+        4096 => 5,
+        _ => return Err(format!("--mtu {n}: 256, 512, 1024, 2048 or 4096")),
+    })
+}
+
+/// The parameters of a run, settled.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Params {
+    test: Test,
+    client: bool,
+    size: u32,
+    iters: u32,
+    tx_depth: u32,
+    rx_depth: u32,
+    cq_mod: u32,
+}
+
+/// Runs `mlx5ctl perftest`.
+pub fn run(a: &Args) -> Result<(), String> {
+    let test = Test::parse(&a.test)?;
+    let size = a.size.unwrap_or(test.default_size());
+    if test.verb == Verb::Atomic && size != 8 {
+        return Err("Message size cannot be changed for Atomic tests".into());
+    }
+    if size == 0 {
+        return Err("--size 0".into());
+    }
+    let iters = a.iters.unwrap_or(test.default_iters());
+    if !(5..=100_000_000).contains(&iters) {
+        return Err(format!("--iters {iters}: 5 to 100000000"));
+    }
+    let tx_depth = if test.lat { 1 } else { 128u32.min(iters) };
+    let rx_depth = if test.verb == Verb::Send {
+        let d = 512u32.min(iters);
+        d + d % 2
+    } else {
+        1
+    };
+    let cq_mod = if test.lat {
+        1
+    } else {
+        let m = if size > 8192 { 1 } else { 100 };
+        m.min(tx_depth)
+    };
+    let p = Params {
+        test,
+        client: a.server.is_some(),
+        size,
+        iters,
+        tx_depth,
+        rx_depth,
+        cq_mod,
+    };
+    let mtu = mtu_enum(a.mtu)?;
+    with_host(&a.host, |h| session(a, p, mtu, h))
+}
+
+/// One run on the device: the exchange's script around the test.
+fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
+    let stream = match &a.server {
+        Some(host) => connect_retry(host, a.port)?,
+        None => {
+            let l = TcpListener::bind(("0.0.0.0", a.port))
+                .map_err(|x| format!("port {}: {x}", a.port))?;
+            println!("************************************");
+            println!("* Waiting for client to connect... *");
+            println!("************************************");
+            l.accept().map_err(e)?.0
+        }
+    };
+    let mut chan = oob::Chan::new(stream, p.client)?;
+    let settled = chan.prelude(4096, 64, mtu)?;
+    let bufs = run::alloc(h.dev, p, settled)?;
+    let mut r = run::Resources::new(h, &bufs, a.gid_index, p, settled)?;
+    let me = r.keys();
+    let mut peer = oob::Keys::default();
+    for n in 1..=p.test.exchanges_before() {
+        peer = chan.keys(&me)?;
+        if n == p.test.connect_after() {
+            // Connected before our next message: the peer may start its traffic as soon as it
+            // has it.
+            r.connect(h, &peer)?;
+            r.show(&peer);
+        }
+        if n + 1 == p.test.exchanges_before() && p.test.verb == Verb::Send {
+            // The receives are posted before the last exchange (the peer sends after it).
+            r.post_initial_receives()?;
+        }
+    }
+    let test = p.test;
+    match (test.verb, test.lat, p.client) {
+        // The bandwidth tests: the client works, then the post-test exchange and the report.
+        (Verb::Write | Verb::Read | Verb::Atomic, false, true) => {
+            let rep = r.bw_client(&peer)?;
+            chan.keys(&me)?;
+            chan.report(
+                u64::from(p.size),
+                u64::from(p.iters),
+                rep.peak,
+                rep.avg,
+                rep.rate,
+            )?;
+            run::print_bw(p, rep);
+        }
+        (Verb::Write | Verb::Read | Verb::Atomic, false, false) => {
+            // The server waits out the client's test, then prints what the client reports.
+            chan.keys(&me)?;
+            let (_, _, peak, avg, rate) = chan.report(0, 0, 0.0, 0.0, 0.0)?;
+            run::print_bw(p, run::BwReport { peak, avg, rate });
+        }
+        (Verb::Send, false, true) => run::print_bw(p, r.bw_client(&peer)?),
+        (Verb::Send, false, false) => run::print_bw(p, r.send_bw_server()?),
+        (Verb::Read | Verb::Atomic, true, true) => run::print_lat(p, &r.lat_client(&peer)?),
+        (Verb::Read | Verb::Atomic, true, false) => {}
+        (Verb::Write, true, _) => {
+            let lat = r.write_lat(&peer)?;
+            run::print_lat(p, &lat);
+            // No closing exchange: the peer just exits.
+            chan.linger();
+            r.close();
+            return Ok(());
+        }
+        (Verb::Send, true, _) => run::print_lat(p, &r.send_lat(&peer)?),
+    }
+    chan.keys(&me)?;
+    chan.done();
+    r.close();
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! perftest's out-of-band exchange over TCP (perftest 6.06, Debian's 4.5-0.17;
+//! `src/perftest_communication.c`). Every step is one message each way of the same size: the
+//! client writes first and reads the answer, the server reads and then answers. Each message
+//! is written in one call and read whole (perftest reads each with one `read` of its size).
+//!
+//! The prelude: the version (16 bytes, `"6.06"` NUL-padded; a peer below 5.70 is refused, as
+//! perftest refuses one), the cycle buffer and the cache line size (4 bytes each, big-endian;
+//! both sides use the larger), the MTU (2 bytes: the `ibv_mtu` enum as a decimal digit and a
+//! NUL; both use the smaller). Then the 108-byte key messages ([`Keys`]), the bandwidth
+//! reports (five 8-byte big-endian values), and the closing `"done"` with its NUL, which
+//! nobody reads.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use crate::link::e;
+
+/// Our version string.
+const VERSION: &[u8] = b"6.06";
+/// The oldest version perftest talks to.
+const OLDEST: f64 = 5.70;
+/// Bytes of a key message, its NUL included.
+pub(super) const KEYS: usize = 108;
+/// The longest wait for the peer's next message (the peer may be running its test meanwhile).
+const PATIENCE: Duration = Duration::from_secs(300);
+
+/// One side's connection data (perftest's `struct pingpong_dest` as the key message carries
+/// it: `"%04x:%04x:%06x:%06x:%08x:%016llx:"` LID, OUT, QPN, PSN, rkey, VADDR, then the 16 GID
+/// bytes each as `"%02x:"`, then the SRQN as `"%08x:"`, and a NUL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Keys {
+    pub(super) lid: u16,
+    /// The sender's outstanding reads and atomics: its responder depth, the peer's initiator
+    /// depth.
+    pub(super) out: u16,
+    pub(super) qpn: u32,
+    pub(super) psn: u32,
+    pub(super) rkey: u32,
+    pub(super) vaddr: u64,
+    pub(super) gid: [u8; 16],
+    pub(super) srqn: u32,
+}
+
+impl Keys {
+    pub(super) fn to_wire(self) -> [u8; KEYS] {
+        let mut s = format!(
+            "{:04x}:{:04x}:{:06x}:{:06x}:{:08x}:{:016x}:",
+            self.lid,
+            self.out,
+            self.qpn & 0xff_ffff,
+            self.psn & 0xff_ffff,
+            self.rkey,
+            self.vaddr
+        );
+        for b in self.gid {
+            s.push_str(&format!("{b:02x}:"));
+        }
+        s.push_str(&format!("{:08x}:", self.srqn));
+        let mut m = [0u8; KEYS];
+        let n = s.len().min(KEYS - 1);
+        m[..n].copy_from_slice(&s.as_bytes()[..n]);
+        m
+    }
+
+    pub(super) fn from_wire(m: &[u8]) -> Result<Keys, String> {
+        let text = m.split(|&b| b == 0).next().unwrap_or(&[]);
+        let s =
+            std::str::from_utf8(text).map_err(|_| "the peer's keys are not text".to_string())?;
+        let bad = || format!("the peer's keys {s:?} are not LID:OUT:QPN:PSN:RKEY:VADDR:GID:SRQN");
+        let f: Vec<&str> = s.split(':').collect();
+        // 6 fields, 16 GID bytes, the SRQN, and the empty tail after the last ':'.
+        if f.len() != 24 || !f[23].is_empty() {
+            return Err(bad());
+        }
+        let hex = |x: &str| u64::from_str_radix(x, 16).map_err(|_| bad());
+        let mut gid = [0u8; 16];
+        for (i, g) in gid.iter_mut().enumerate() {
+            *g = u8::from_str_radix(f[6 + i], 16).map_err(|_| bad())?;
+        }
+        Ok(Keys {
+            lid: hex(f[0])? as u16,
+            out: hex(f[1])? as u16,
+            qpn: hex(f[2])? as u32 & 0xff_ffff,
+            psn: hex(f[3])? as u32 & 0xff_ffff,
+            rkey: hex(f[4])? as u32,
+            vaddr: hex(f[5])?,
+            gid,
+            srqn: hex(f[22])? as u32,
+        })
+    }
+}
+
+/// What the prelude settled: the cycle buffer, the cache line size and the MTU enum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Settled {
+    pub(super) cycle_buffer: u32,
+    pub(super) cache_line: u32,
+    pub(super) mtu: u8,
+}
+
+/// The exchange's connection, on the client or the server side.
+pub(super) struct Chan {
+    s: TcpStream,
+    client: bool,
+}
+
+impl Chan {
+    pub(super) fn new(s: TcpStream, client: bool) -> Result<Chan, String> {
+        s.set_read_timeout(Some(PATIENCE)).map_err(e)?;
+        s.set_write_timeout(Some(PATIENCE)).map_err(e)?;
+        s.set_nodelay(true).map_err(e)?;
+        Ok(Chan { s, client })
+    }
+
+    /// One step: our message out and the peer's (of the same size) in, in the order of our
+    /// side. `what` names the step in errors.
+    pub(super) fn step(&mut self, mine: &[u8], what: &str) -> Result<Vec<u8>, String> {
+        let mut theirs = vec![0u8; mine.len()];
+        if self.client {
+            self.s
+                .write_all(mine)
+                .map_err(|x| format!("sending {what}: {x}"))?;
+        }
+        self.s
+            .read_exact(&mut theirs)
+            .map_err(|x| format!("reading the peer's {what}: {x}"))?;
+        if !self.client {
+            self.s
+                .write_all(mine)
+                .map_err(|x| format!("sending {what}: {x}"))?;
+        }
+        Ok(theirs)
+    }
+
+    /// The version, cycle buffer, cache line and MTU steps.
+    pub(super) fn prelude(
+        &mut self,
+        cycle_buffer: u32,
+        cache_line: u32,
+        mtu: u8,
+    ) -> Result<Settled, String> {
+        let mut v = [0u8; 16];
+        v[..VERSION.len()].copy_from_slice(VERSION);
+        let theirs = self.step(&v, "version")?;
+        let text =
+            String::from_utf8_lossy(theirs.split(|&b| b == 0).next().unwrap_or(&[])).to_string();
+        let version: f64 = text.trim().parse().unwrap_or(0.0);
+        if version < OLDEST {
+            return Err(format!(
+                "the peer's perftest version {text:?} is older than 5.70"
+            ));
+        }
+        let word = |x: &[u8]| u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
+        let cb = word(&self.step(&cycle_buffer.to_be_bytes(), "cycle buffer size")?);
+        let cl = word(&self.step(&cache_line.to_be_bytes(), "cache line size")?);
+        let m = self.step(&[b'0' + mtu.min(9), 0], "MTU")?;
+        let peer_mtu = m[0].wrapping_sub(b'0');
+        Ok(Settled {
+            cycle_buffer: cycle_buffer.max(cb),
+            cache_line: cache_line.max(cl),
+            // The smaller, as perftest takes it (an invalid value of the peer's is ignored).
+            mtu: if (1..=5).contains(&peer_mtu) {
+                mtu.min(peer_mtu)
+            } else {
+                mtu
+            },
+        })
+    }
+
+    /// One key exchange: ours out, the peer's in.
+    pub(super) fn keys(&mut self, me: &Keys) -> Result<Keys, String> {
+        let m = self.step(&me.to_wire(), "keys")?;
+        Keys::from_wire(&m)
+    }
+
+    /// The bandwidth report: size, iterations, peak and average MB/s (MB = 2^20), million
+    /// messages per second — five steps of 8 big-endian bytes. The peer's values.
+    pub(super) fn report(
+        &mut self,
+        size: u64,
+        iters: u64,
+        peak: f64,
+        avg: f64,
+        rate: f64,
+    ) -> Result<(u64, u64, f64, f64, f64), String> {
+        let mut q = |x: [u8; 8], what: &str| -> Result<[u8; 8], String> {
+            let m = self.step(&x, what)?;
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&m);
+            Ok(b)
+        };
+        let s = u64::from_be_bytes(q(size.to_be_bytes(), "report size")?);
+        let n = u64::from_be_bytes(q(iters.to_be_bytes(), "report iterations")?);
+        let p = f64::from_be_bytes(q(peak.to_be_bytes(), "report peak")?);
+        let a = f64::from_be_bytes(q(avg.to_be_bytes(), "report average")?);
+        let r = f64::from_be_bytes(q(rate.to_be_bytes(), "report message rate")?);
+        Ok((s, n, p, a, r))
+    }
+
+    /// The closing `"done"` (nobody reads it): ours out, then whatever the peer sends until it
+    /// closes (at most a few seconds), so that our close never resets a connection the peer
+    /// still writes to.
+    pub(super) fn done(mut self) {
+        if self.s.write_all(b"done\0").is_err() {
+            return;
+        }
+        let _ = self.s.set_read_timeout(Some(Duration::from_secs(3)));
+        let mut sink = [0u8; 64];
+        while matches!(self.s.read(&mut sink), Ok(n) if n > 0) {}
+    }
+
+    /// The peer closes without a `"done"` (ib_write_lat): wait for its close, briefly.
+    pub(super) fn linger(self) {
+        let _ = self.s.set_read_timeout(Some(Duration::from_secs(3)));
+        let mut s = self.s;
+        let mut sink = [0u8; 64];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_message_is_perftests() {
+        // The example of the rxe interop memo.
+        let mut gid = [0u8; 16];
+        gid[10..].copy_from_slice(&[0xff, 0xff, 0xc6, 0x12, 0x00, 0x0a]);
+        let k = Keys {
+            lid: 0,
+            out: 0x80,
+            qpn: 0x11,
+            psn: 0x042abe,
+            rkey: 0x20f,
+            vaddr: 0x0000_555c_b3f5_1000,
+            gid,
+            srqn: 0,
+        };
+        let w = k.to_wire();
+        let text = "0000:0080:000011:042abe:0000020f:0000555cb3f51000:00:00:00:00:00:00:00:00:00:00:ff:ff:c6:12:00:0a:00000000:";
+        assert_eq!(text.len(), KEYS - 1);
+        assert_eq!(&w[..KEYS - 1], text.as_bytes());
+        assert_eq!(w[KEYS - 1], 0);
+        assert_eq!(Keys::from_wire(&w).unwrap(), k);
+        assert!(Keys::from_wire(b"0000:0080:11\0").is_err());
+    }
+
+    #[test]
+    fn the_exchange_is_step_by_step_and_settles_the_larger_buffers_and_smaller_mtu() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut c = Chan::new(s, false).unwrap();
+            let p = c.prelude(4096, 128, 3).unwrap();
+            let k = c
+                .keys(&Keys {
+                    qpn: 2,
+                    ..Keys::default()
+                })
+                .unwrap();
+            let r = c.report(1, 2, 3.0, 4.0, 5.0).unwrap();
+            c.done();
+            (p, k, r)
+        });
+        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut c = Chan::new(s, true).unwrap();
+        let p = c.prelude(8192, 64, 5).unwrap();
+        let k = c
+            .keys(&Keys {
+                qpn: 1,
+                ..Keys::default()
+            })
+            .unwrap();
+        let r = c.report(10, 20, 30.0, 40.0, 50.0).unwrap();
+        c.done();
+        let (sp, sk, sr) = server.join().unwrap();
+        let settled = Settled {
+            cycle_buffer: 8192,
+            cache_line: 128,
+            mtu: 3,
+        };
+        assert_eq!((p, sp), (settled, settled));
+        assert_eq!((k.qpn, sk.qpn), (2, 1));
+        assert_eq!(r, (1, 2, 3.0, 4.0, 5.0));
+        assert_eq!(sr, (10, 20, 30.0, 40.0, 50.0));
+    }
+}
