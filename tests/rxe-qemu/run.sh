@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A real RoCE peer on the simulated wire (issue #12): a QEMU guest runs Linux's soft-RoCE
 # (rdma_rxe, Debian's generic kernel) on an e1000 whose other end is a simulated ConnectX-5's
-# port (QEMU `-netdev dgram` unix sockets ↔ `mlx5ctl pingpong --link`), and unmodified
-# rdma-core tools in the guest talk to `mlx5ctl pingpong` on the host — this driver on the
-# simulated NIC — over RoCE v2, their out-of-band TCP exchange through QEMU's slirp
-# (hostfwd). Prints each tool's lines from both ends and `N passed, N failed`.
+# port (QEMU `-netdev dgram` unix sockets ↔ `mlx5ctl pingpong|perftest --link`), and
+# unmodified rdma-core tools and perftest in the guest talk to `mlx5ctl pingpong` and
+# `mlx5ctl perftest` on the host — this driver on the simulated NIC — over RoCE v2, their
+# out-of-band TCP exchange through QEMU's slirp (hostfwd, guestfwd). Prints each tool's lines
+# from both ends and `N passed, N failed`.
 #
 #   usage: tests/rxe-qemu/run.sh
 #
@@ -13,7 +14,11 @@
 # (1000 iterations each), ibv_ud_pingpong (512 B) — then as client (it connects to
 # 10.0.2.100:18515, which guestfwd relays to the host's mlx5ctl pingpong server) — RC 4096 B and
 # UD 512 B; then RC 4096 B again with 0.5 % of the frames lost on the simulated wire, and once more
-# (guest as client) with 1 % of the frames duplicated and 1 % reordered. The simulated NIC holds
+# (guest as client) with 1 % of the frames duplicated and 1 % reordered. Then Debian's perftest
+# against mlx5ctl perftest (its exchange, byte for byte): ib_write_bw (4 KiB), ib_read_lat,
+# ib_atomic_bw, ib_send_bw (1 KiB), 200 iterations, the guest as server (the host connects once
+# perftest printed its "Waiting for client" banner) and as client (with frame loss, duplication
+# and reordering on the wire); a run passes on both exit statuses and a result line. The simulated NIC holds
 # 198.18.0.1 (GID 1, IPv4-mapped, RoCE v2), the guest 198.18.0.2; the guest resolves the NIC's
 # MAC by ARP, answered by the link's address responder, and the host the guest's by ARP.
 #
@@ -73,11 +78,13 @@ if [ ! -x "$BB" ]; then
   BB=$WORK/bb/root/bin/busybox
 fi
 USR=$WORK/userland
-if [ ! -x "$USR/root/usr/bin/ibv_rc_pingpong" ] || [ ! -x "$USR/root/usr/bin/rdma" ]; then
+if [ ! -x "$USR/root/usr/bin/ibv_rc_pingpong" ] || [ ! -x "$USR/root/usr/bin/rdma" ] ||
+   [ ! -x "$USR/root/usr/bin/ib_write_bw" ]; then
   rm -rf "$USR" && mkdir -p "$USR/root"
   (cd "$USR" && apt-get download -qq -o APT::Sandbox::User=root \
       ibverbs-utils libibverbs1 ibverbs-providers libnl-3-200 libnl-route-3-200 \
-      iproute2 libmnl0 libbsd0 libmd0 libcap2 libelf1 libbpf1 libdb5.3 libselinux1 libpcre2-8-0 zlib1g) ||
+      iproute2 libmnl0 libbsd0 libmd0 libcap2 libelf1 libbpf1 libdb5.3 libselinux1 libpcre2-8-0 zlib1g \
+      perftest librdmacm1 libpci3 libudev1 libibumad3) ||
     cannot "could not download rdma-core's packages"
   for d in "$USR"/*.deb; do dpkg-deb -x "$d" "$USR/root"; done
 fi
@@ -93,7 +100,7 @@ for m in e1000 udp_tunnel ip6_udp_tunnel ib_core ib_uverbs crc32_generic rdma_rx
 done
 cp -a "$USR/root/." "$STAGE/"
 for l in $(LD_LIBRARY_PATH="$USR/root/usr/lib/x86_64-linux-gnu:$USR/root/lib/x86_64-linux-gnu" ldd \
-             "$USR/root/usr/bin/ibv_rc_pingpong" "$USR/root/usr/bin/rdma" |
+             "$USR/root/usr/bin/ibv_rc_pingpong" "$USR/root/usr/bin/rdma" "$USR/root/usr/bin/ib_write_bw" |
            awk '$3 ~ /^\// && $3 !~ /userland/ { print $3 }' | sort -u); do
   cp -L "$l" "$STAGE/lib/x86_64-linux-gnu/"
 done
@@ -111,13 +118,27 @@ HP=$((20000 + $$ % 10000))
 # 10.0.2.100:18515, guestfwd's relay to the host's server).
 HP2=$((HP + 1))
 # The sixth run loses 0.5 % of the frames on the simulated wire (both ways), the seventh
-# delivers 1 % twice and lets 1 % be overtaken (both ways): RC recovers on both stacks.
+# delivers 1 % twice and lets 1 % be overtaken (both ways): RC recovers on both stacks. Then
+# perftest (Debian's, unmodified) against mlx5ctl perftest, the guest as server and as client
+# of each: ib_write_bw, ib_read_lat, ib_atomic_bw, ib_send_bw (with frame loss, duplication
+# and reordering on the wire when the guest is the client).
 RUNS=("ibv_rc_pingpong:-g+1+-n+$ITERS+-s+64+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c"
       "ibv_rc_pingpong:-g+1+-n+$ITERS+-c+10.0.2.100" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c+10.0.2.100"
       "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c+10.0.2.100")
-HOST=("--type rc -n $ITERS -s 64 -c" "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c"
-      "--type rc -n $ITERS -c" "--type ud -n $ITERS -s 512 -c" "--type rc -n $ITERS -c --drop-ppm 5000"
-      "--type rc -n $ITERS -c --dup-ppm 10000 --reorder-ppm 10000")
+HOST=("pingpong --type rc -n $ITERS -s 64 -c" "pingpong --type rc -n $ITERS -c" "pingpong --type ud -n $ITERS -s 512 -c"
+      "pingpong --type rc -n $ITERS -c" "pingpong --type ud -n $ITERS -s 512 -c" "pingpong --type rc -n $ITERS -c --drop-ppm 5000"
+      "pingpong --type rc -n $ITERS -c --dup-ppm 10000 --reorder-ppm 10000")
+PT=${PT_ITERS:-200}
+for t in "ib_write_bw:write-bw:-s 4096" "ib_read_lat:read-lat:" "ib_atomic_bw:atomic-bw:" "ib_send_bw:send-bw:-s 1024"; do
+  IFS=: read -r tool test size <<< "$t"
+  for guest in server client; do
+    g="$tool:-x+1+-n+$PT$(echo " $size" | tr ' ' '+' | sed 's/^+$//')"
+    h="perftest $test -n $PT${size:+ $size}"
+    # With the guest as client, the wire loses 0.2 %, duplicates 0.5 % and reorders 0.5 %.
+    [ "$guest" = client ] && { g="$g+10.0.2.100"; h="$h --drop-ppm 2000 --dup-ppm 5000 --reorder-ppm 5000"; }
+    RUNS+=("$g"); HOST+=("$h")
+  done
+done
 TOOLS=$(IFS=,; echo "${RUNS[*]}")
 
 say "booting $KVER (PVH vmlinux) with rdma_rxe; runs: ${RUNS[*]}"
@@ -138,18 +159,26 @@ QPID=$!
 PASS=0; FAIL=0
 check() { if eval "$2"; then echo "PASS $1"; PASS=$((PASS + 1)); else echo "FAIL $1"; FAIL=$((FAIL + 1)); fi; }
 side() { case ${RUNS[$1]} in *10.0.2.100) echo client ;; *) echo server ;; esac; }
+# Whether run $1 printed a result line (" <bytes> <iterations> ...") on our side or the guest's.
+result_line() {
+  grep -aqE '^ [0-9]+ +[0-9]+ ' "$WORK/host-$1.log" ||
+    awk -v n="$1" '$0 ~ "^RXE-RUN " n " " { f = 1 } $0 ~ "^RXE-EXIT " n " " { f = 0 }
+                   f && /^ [0-9]+ +[0-9]+ / { ok = 1 } END { exit !ok }' "$WORK/guest.log"
+}
 for i in "${!RUNS[@]}"; do
   n=$((i + 1))
   if [ "$(side "$i")" = server ]; then
     # The guest listens once it printed its address; then our side connects.
+    # (pingpong prints "local address:" once it listens; perftest its "Waiting for client"
+    # banner — its "local address:" comes only after a client connected.)
     for _ in $(seq $((TIMEOUT * 10))); do
-      [ "$(grep -ac 'local address:' "$WORK/guest.log")" -ge "$(grep -ac '^RXE-RUN' "$WORK/guest.log")" ] &&
-        grep -aq "^RXE-RUN $n " "$WORK/guest.log" && break
+      awk -v n="$n" '$0 ~ "^RXE-RUN " n " " { f = 1 } f && /local address:|Waiting for client to connect/ { ok = 1 }
+                     END { exit !ok }' "$WORK/guest.log" && break
       kill -0 $QPID 2>/dev/null || break
       sleep 0.1
     done
     # shellcheck disable=SC2086
-    RUST_LOG=${RUST_LOG:-warn} "$CTL" pingpong 127.0.0.1 -p "$HP" ${HOST[$i]} --ip 198.18.0.1 \
+    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} 127.0.0.1 -p "$HP" --ip 198.18.0.1 \
       --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
     echo "host-$n exit $?" >> "$WORK/host-$n.log"
   else
@@ -160,20 +189,23 @@ for i in "${!RUNS[@]}"; do
       sleep 0.1
     done
     # shellcheck disable=SC2086
-    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" pingpong -p "$HP2" ${HOST[$i]} --ip 198.18.0.1 \
+    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} -p "$HP2" --ip 198.18.0.1 \
       --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
     echo "host-$n exit $?" >> "$WORK/host-$n.log"
   fi
   for _ in $(seq 600); do grep -aq "^RXE-EXIT $n " "$WORK/guest.log" && break; sleep 0.1; done
 done
 wait $QPID || true
-grep -aE '^RXE|local address|remote address|bytes in|iters in|Failed|Couldn|error' "$WORK/guest.log" | sed 's/^/guest: /'
+grep -aE '^RXE|local address|remote address|bytes in|iters in|Failed|Couldn|error|#bytes|^ [0-9]+ +[0-9]+ ' "$WORK/guest.log" | sed 's/^/guest: /'
 for i in "${!RUNS[@]}"; do
   n=$((i + 1)); name=${RUNS[$i]%%:*}; args=$(echo "${RUNS[$i]#*:}" | tr '+' ' ')
   sed "s/^/host-$n: /" "$WORK/host-$n.log"
   if [ "$(side "$i")" = server ]; then us=client; else us=server; fi
-  check "$name $args (rxe in the guest, $(side "$i")) with mlx5ctl pingpong ${HOST[$i]} (this driver, simulated ConnectX-5, $us)" \
-    "grep -aq '^RXE-EXIT $n $name 0' '$WORK/guest.log' && grep -aq '^host-$n exit 0' '$WORK/host-$n.log'"
+  # perftest: a result line too, from either side (a read_lat server prints none).
+  summary=true
+  case $name in ib_*) summary="result_line $n" ;; esac
+  check "$name $args (rxe in the guest, $(side "$i")) with mlx5ctl ${HOST[$i]} (this driver, simulated ConnectX-5, $us)" \
+    "grep -aq '^RXE-EXIT $n $name 0' '$WORK/guest.log' && grep -aq '^host-$n exit 0' '$WORK/host-$n.log' && $summary"
 done
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" = 0 ]
