@@ -152,6 +152,8 @@ impl<'a> Resources<'a> {
             _ => Mtu::Mtu4096,
         };
         let ours = self.p.test.out();
+        // perftest's timeout 14, 7 retries, 7 RNR retries and min_rnr_timer 12 are the
+        // defaults; the hop limit is the route's (64), as ib_core puts it on RoCE v2.
         let opts = ConnectOpts {
             mtu,
             gid_index: self.gid_index,
@@ -160,14 +162,8 @@ impl<'a> Resources<'a> {
                 remote_read: true,
                 remote_atomic: true,
             },
-            timeout: 14,
-            retry_cnt: 7,
-            rnr_retry: 7,
-            min_rnr_timer: 12,
             // One value for both depths in ConnectOpts: ours, which the peer's OUT must allow.
             max_rd_atomic: ours.min(peer.out.max(1)).max(1) as u8,
-            hop_limit: 64,
-            traffic_class: 0,
             sq_psn: self.psn,
             ..ConnectOpts::default()
         };

@@ -189,6 +189,16 @@ struct Faults {
     down: bool,
 }
 
+/// Whether a fault strikes this frame: while `count` lasts (it counts down), else by one draw
+/// of the seeded generator, if there is one.
+fn strikes_next(count: &mut u32, random: &mut Option<(u32, u64)>) -> bool {
+    if *count > 0 {
+        *count -= 1;
+        return true;
+    }
+    strikes(random)
+}
+
 /// One draw of a seeded fault: whether it strikes (xorshift64 over `state`).
 fn strikes(random: &mut Option<(u32, u64)>) -> bool {
     let Some((per_million, state)) = random.as_mut() else {
@@ -606,11 +616,8 @@ impl Wire {
         let faults = &mut self.faults;
         let lost = if faults.down {
             true
-        } else if faults.drop > 0 {
-            faults.drop -= 1;
-            true
         } else {
-            strikes(&mut faults.random)
+            strikes_next(&mut faults.drop, &mut faults.random)
         };
         if lost {
             self.counters.dropped += 1;
@@ -635,12 +642,7 @@ impl Wire {
         let Some(dmac) = f.get(..6) else {
             return Vec::new();
         };
-        let twice = if self.faults.dup > 0 {
-            self.faults.dup -= 1;
-            true
-        } else {
-            strikes(&mut self.faults.dup_random)
-        };
+        let twice = strikes_next(&mut self.faults.dup, &mut self.faults.dup_random);
         if twice {
             self.counters.duplicated += 1;
         }
@@ -675,18 +677,13 @@ impl Wire {
         if twice {
             self.ports[dst].inbox.push_back((at, pool::copy(&f)));
         }
-        if self.held.is_none() {
-            let hold = if self.faults.reorder > 0 {
-                self.faults.reorder -= 1;
-                true
-            } else {
-                strikes(&mut self.faults.reorder_random)
-            };
-            if hold {
-                self.counters.reordered += 1;
-                self.held = Some((dst, at, f));
-                return Vec::new();
-            }
+        // One frame held back at a time: the next one overtakes it.
+        if self.held.is_none()
+            && strikes_next(&mut self.faults.reorder, &mut self.faults.reorder_random)
+        {
+            self.counters.reordered += 1;
+            self.held = Some((dst, at, f));
+            return Vec::new();
         }
         self.ports[dst].inbox.push_back((at, f));
         if let Some((port, t, held)) = self.held.take() {
