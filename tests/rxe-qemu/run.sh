@@ -120,8 +120,10 @@ HP2=$((HP + 1))
 # The sixth run loses 0.5 % of the frames on the simulated wire (both ways), the seventh
 # delivers 1 % twice and lets 1 % be overtaken (both ways): RC recovers on both stacks. Then
 # perftest (Debian's, unmodified) against mlx5ctl perftest, the guest as server and as client
-# of each: ib_write_bw, ib_read_lat, ib_atomic_bw, ib_send_bw (with frame loss, duplication
-# and reordering on the wire when the guest is the client).
+# of each: ib_write_bw, ib_read_lat, ib_atomic_bw, ib_send_bw — the four the issue names —
+# and the other four mlx5ctl perftest speaks, ib_read_bw, ib_write_lat, ib_send_lat,
+# ib_atomic_lat (with frame loss, duplication and reordering on the wire when the guest is the
+# client).
 RUNS=("ibv_rc_pingpong:-g+1+-n+$ITERS+-s+64+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c"
       "ibv_rc_pingpong:-g+1+-n+$ITERS+-c+10.0.2.100" "ibv_ud_pingpong:-g+1+-n+$ITERS+-s+512+-c+10.0.2.100"
       "ibv_rc_pingpong:-g+1+-n+$ITERS+-c" "ibv_rc_pingpong:-g+1+-n+$ITERS+-c+10.0.2.100")
@@ -129,7 +131,8 @@ HOST=("pingpong --type rc -n $ITERS -s 64 -c" "pingpong --type rc -n $ITERS -c" 
       "pingpong --type rc -n $ITERS -c" "pingpong --type ud -n $ITERS -s 512 -c" "pingpong --type rc -n $ITERS -c --drop-ppm 5000"
       "pingpong --type rc -n $ITERS -c --dup-ppm 10000 --reorder-ppm 10000")
 PT=${PT_ITERS:-200}
-for t in "ib_write_bw:write-bw:-s 4096" "ib_read_lat:read-lat:" "ib_atomic_bw:atomic-bw:" "ib_send_bw:send-bw:-s 1024"; do
+for t in "ib_write_bw:write-bw:-s 4096" "ib_read_lat:read-lat:" "ib_atomic_bw:atomic-bw:" "ib_send_bw:send-bw:-s 1024" \
+         "ib_read_bw:read-bw:-s 4096" "ib_write_lat:write-lat:" "ib_send_lat:send-lat:" "ib_atomic_lat:atomic-lat:"; do
   IFS=: read -r tool test size <<< "$t"
   for guest in server client; do
     g="$tool:-x+1+-n+$PT$(echo " $size" | tr ' ' '+' | sed 's/^+$//')"
