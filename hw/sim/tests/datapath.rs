@@ -5,9 +5,10 @@
 mod common;
 
 use common::datapath::*;
-use mlx5_ifc::consts::qp_st::{RC, UC, UD};
+use mlx5_ifc::consts::qp_st::{QP1, RC, UC, UD};
+use mlx5_ifc::prm::qp::Qpc;
 use mlx5_ifc::prm::srq::{CreateRmpIn, CreateRmpOut, QueryRmpIn, QueryRmpOut, Rmpc, Wq};
-use mlx5_ifc::{Be64, Layout, Opcode, View};
+use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
 use mlx5_sim::{DmaFaultKind, Mode, WireFault, PCAP_MAGIC_NS};
 
 const SIGNALED: u8 = 0x08;
@@ -291,6 +292,47 @@ fn ud_send_carries_the_grh_and_the_source_qpn() {
         &[av(0x8000_0000), Seg::Inline(vec![1; 4])],
     );
     assert_eq!(b.poll().map(|c| c.byte_cnt), Some(44));
+}
+
+/// QP1, the GSI QP: whatever number CREATE_QP gave it, it is QP 1 on the wire both ways — a
+/// MAD to destination QP 1 reaches the peer's QP1, the DETH carries source QP 1 and the GSI
+/// Q_Key, and the receive completion names source QP 1.
+#[test]
+fn qp1_is_qp_number_one_on_the_wire() {
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    fabric.keep_frames(4);
+    let (mut qa, mut qb) = (a.create_qp(QP1), b.create_qp(QP1));
+    assert!(
+        qa.qpn != 1 && qb.qpn != 1,
+        "CREATE_QP numbers QP1 like any QP"
+    );
+    let gsi_qkey = |c: &mut ViewMut<'_, Qpc>| {
+        c.set(Qpc::Q_KEY, 0x8001_0000).unwrap();
+    };
+    a.connect(&qa, 2, 0, gsi_qkey);
+    b.connect(&qb, 1, 0, gsi_qkey);
+    let dst = b.reg_mr(4096, false, false, false);
+    b.post_recv(&mut qb, &[(40 + 256, dst.key, dst.va(0))]);
+    let mad: Vec<u8> = (0..=255u8).collect();
+    let av = Seg::Av(1, 0x8001_0000, [2, 0xc5, 0x5a, 0, 0, 2], 2, 0xc001);
+    a.post_send(
+        &mut qa,
+        SEND,
+        SIGNALED,
+        [0; 4],
+        &[av, Seg::Inline(mad.clone())],
+    );
+    let r = b.poll().expect("the MAD at the peer's QP1");
+    assert_eq!(r.byte_cnt, 40 + 256);
+    assert_eq!(r.flags_rqpn & 0xff_ffff, 1, "source QP 1");
+    assert_eq!(read(&b.dev(), &dst, 40, 256), mad);
+    assert_eq!(a.poll().map(|c| c.opcode), Some(REQ));
+    let frames = fabric.captured();
+    let f = &frames.last().expect("the MAD on the wire").1;
+    // IPv4 (14 + 20), UDP 8: the BTH at 42, the DETH at 54.
+    assert_eq!(&f[42 + 5..42 + 8], &[0, 0, 1], "BTH destination QP 1");
+    assert_eq!(&f[54..58], &0x8001_0000u32.to_be_bytes(), "DETH Q_Key");
+    assert_eq!(&f[58 + 1..58 + 4], &[0, 0, 1], "DETH source QP 1");
 }
 
 #[test]

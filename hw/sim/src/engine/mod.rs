@@ -327,6 +327,8 @@ pub(crate) struct QpInfo {
     pub(crate) st: u64,
     /// A REG_UMR QP (its `st` is UD's: [`qp_st::transport`]).
     pub(crate) umr: bool,
+    /// QP1, the GSI QP (its `st` is UD's): number 1 on the wire, whatever CREATE_QP named it.
+    pub(crate) gsi: bool,
     pub(crate) state: u64,
     pub(crate) pd: u32,
     pub(crate) cqn_snd: u32,
@@ -449,6 +451,7 @@ impl QpInfo {
             qpn,
             st: mlx5_ifc::consts::qp_st::transport(c.get(Qpc::ST)),
             umr: c.get(Qpc::ST) == qp_st::REG_UMR,
+            gsi: c.get(Qpc::ST) == qp_st::QP1,
             state: c.get(Qpc::STATE),
             pd: c.get32(Qpc::PD),
             cqn_snd: c.get32(Qpc::CQN_SND),

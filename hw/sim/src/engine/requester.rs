@@ -285,9 +285,11 @@ fn message(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, w: &SendWqe, data: &[u8]) ->
     let inv = w.opcode == wop::SEND_INVAL;
     let se = w.fm_ce_se & wqe::SOLICITED != 0;
     if info.ud() {
+        // QP1 is number 1 on the wire: the DETH's source QP of the GSI QP's MADs.
+        let sqpn = if info.gsi { 1 } else { info.qpn };
         let (qkey, sqpn) = match w.av {
-            Some(av) if av.qkey & 0x8000_0000 == 0 => (av.qkey, info.qpn),
-            _ => (info.q_key, info.qpn),
+            Some(av) if av.qkey & 0x8000_0000 == 0 => (av.qkey, sqpn),
+            _ => (info.q_key, sqpn),
         };
         let p = Packet {
             opcode: op::UD

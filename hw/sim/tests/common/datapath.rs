@@ -304,7 +304,7 @@ impl Node {
         let st = qp.st;
         for step in [Step::Rst2Init, Step::Init2Rtr, Step::Rtr2Rts] {
             let r = self.fx.step(step, qp.qpn, st, 0, |c| {
-                if step == Step::Init2Rtr && st != qp_st::UD {
+                if step == Step::Init2Rtr && st != qp_st::UD && st != qp_st::QP1 {
                     c.set(Qpc::REMOTE_QPN, remote.into()).unwrap();
                     c.set(Qpc::NEXT_RCV_PSN, 0x10).unwrap();
                     let mut a = c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH);

@@ -439,8 +439,8 @@ pub fn force_in(qpn: u32, to_err: bool) -> Vec<u8> {
 
 /// A complete, valid set of attributes for `step` of a QP of type `st`.
 pub fn good(step: Step, st: u64, c: &mut ViewMut<'_, Qpc>) {
-    if st == qp_st::UD {
-        // Every UD transition carries the MTU and message limit (Linux: 4096, 2^12).
+    if st == qp_st::UD || st == qp_st::QP1 {
+        // Every UD (and GSI) transition carries the MTU and message limit (Linux: 4096, 2^12).
         c.set(Qpc::MTU, 5).unwrap();
         c.set(Qpc::LOG_MSG_MAX, 12).unwrap();
     }
