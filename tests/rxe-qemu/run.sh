@@ -24,14 +24,14 @@
 #
 # Caches under target/rxe-qemu (the kernel, its PVH vmlinux, the user space), QEMU with
 # tests/linux-on-sim. Exit status 0 when every check passed, 1 otherwise, 2 if it cannot run
-# here (the reason is printed). Knobs: TIMEOUT (default 300 s), SHARED (default ../shared),
+# here (the reason is printed). Knobs: TIMEOUT (default 600 s), SHARED (default ../shared),
 # ITERS (default 1000).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 SHARED=${SHARED:-$ROOT/../shared}
 WORK=$ROOT/target/rxe-qemu
-TIMEOUT=${TIMEOUT:-300}
+TIMEOUT=${TIMEOUT:-600}
 ITERS=${ITERS:-1000}
 mkdir -p "$WORK"
 cannot() { echo "rxe-qemu: CANNOT RUN here: $*" >&2; exit 2; }

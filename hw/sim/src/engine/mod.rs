@@ -193,8 +193,10 @@ pub(crate) struct QpRt {
     pub(crate) nak_sent: bool,
     pub(crate) recv: Option<RecvCtx>,
     pub(crate) write: Option<WriteCtx>,
-    /// The last atomic executed: `(PSN, original value)`, for duplicates.
-    pub(crate) last_atomic: Option<(u32, u64)>,
+    /// The atomics executed last, `(PSN, original value)`, oldest first: as many as the QP's
+    /// responder resources (`2^log_rra_max`), so that a duplicate of any atomic the requester
+    /// may still retransmit gets its original value again instead of being executed twice.
+    pub(crate) atomics: VecDeque<(u32, u64)>,
     /// Responder: the ACK owed, `(PSN, MSN)` (coalesced: sent when the device goes idle).
     pub(crate) ack_owed: Option<(u32, u32)>,
 }
@@ -329,6 +331,9 @@ pub(crate) struct QpInfo {
     pub(crate) umr: bool,
     /// QP1, the GSI QP (its `st` is UD's): number 1 on the wire, whatever CREATE_QP named it.
     pub(crate) gsi: bool,
+    /// Responder resources: the READs and atomics a requester may have outstanding
+    /// (`2^log_rra_max`).
+    pub(crate) rra: usize,
     pub(crate) state: u64,
     pub(crate) pd: u32,
     pub(crate) cqn_snd: u32,
@@ -452,6 +457,7 @@ impl QpInfo {
             st: mlx5_ifc::consts::qp_st::transport(c.get(Qpc::ST)),
             umr: c.get(Qpc::ST) == qp_st::REG_UMR,
             gsi: c.get(Qpc::ST) == qp_st::QP1,
+            rra: 1 << c.get(Qpc::LOG_RRA_MAX).min(8),
             state: c.get(Qpc::STATE),
             pd: c.get32(Qpc::PD),
             cqn_snd: c.get32(Qpc::CQN_SND),

@@ -615,7 +615,10 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     };
     let rt = qp_rt(&mut hw.fw.engine, info);
     rt.msn = psn_add(rt.msn, 1);
-    rt.last_atomic = Some((p.psn, orig));
+    while rt.atomics.len() >= info.rra.max(1) {
+        rt.atomics.pop_front();
+    }
+    rt.atomics.push_back((p.psn, orig));
     atomic_ack(hw, info, p.psn, orig);
     Verdict::Done {
         psns: 1,
@@ -630,10 +633,16 @@ fn duplicate(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
             read(hw, info, p);
         }
         op::CMP_SWAP | op::FETCH_ADD => {
-            if let Some((psn, value)) = qp_rt(&mut hw.fw.engine, info).last_atomic {
-                if psn == p.psn {
-                    atomic_ack(hw, info, psn, value);
-                }
+            // Answered again from the responder resources; one older than they hold is
+            // dropped (the requester had more outstanding than it was allowed).
+            let saved = qp_rt(&mut hw.fw.engine, info)
+                .atomics
+                .iter()
+                .find(|(psn, _)| *psn == p.psn)
+                .copied();
+            match saved {
+                Some((psn, value)) => atomic_ack(hw, info, psn, value),
+                None => drop_frame(hw, "duplicate atomic older than the responder resources"),
             }
         }
         _ => {
