@@ -19,7 +19,9 @@
 //! the same machine, which a 2-core VM's neighbours otherwise move by up to 2×. The threaded
 //! round trip is the median of 20 per round, back to back, as a ping-pong runs them.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -27,6 +29,39 @@ use mlx5::mr::MrAccess;
 use mlx5::qp::{ConnectOpts, Mtu, Payload, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcStatus};
+
+/// The system allocator, counting allocations (the paired summary reports them per frame).
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call forwards to the system allocator unchanged; the counter is a side effect.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller upholds `alloc`'s contract, which `System.alloc` shares.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from `System.alloc` with layout `l` (through `alloc` above).
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as `dealloc` and `alloc`: `p` is `System`'s with layout `l`.
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Allocations made while `f` runs.
+fn allocations(f: impl FnOnce()) -> u64 {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    f();
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
 
 type Dev = Device<SimPlatform>;
 type Cq = mlx5::cq::Cq<'static, SimPlatform>;
@@ -347,6 +382,9 @@ fn paired(s: &mut Setup, buf: &mut [u8]) {
         thr_rtt.push(time(|| round_trip(ta, tb)));
     }
     let per = WINDOW as f64;
+    // Allocations per frame in the steady state (one more window of each, after the rounds).
+    let wa = allocations(|| write_window(&mut s.a, &s.b)) as f64 / s.write_frames.len() as f64;
+    let sa = allocations(|| send_window(&mut s.a, &mut s.b)) as f64 / s.send_frames.len() as f64;
     let (wt, st, jt) = (median(ws), median(ss), median(js));
     println!("paired, {rounds} rounds (median):");
     println!(
@@ -365,6 +403,9 @@ fn paired(s: &mut Setup, buf: &mut [u8]) {
         "  send_64:  {:.2}x the floor; {:.0} SENDs/s",
         median(sd),
         per / st
+    );
+    println!(
+        "  allocations per frame (driver and simulator, steady state): write_4k {wa:.2}, send_64 {sa:.2}"
     );
     println!(
         "  64-byte round trip: {:.2} us synchronous, {:.2} us threaded",
