@@ -26,7 +26,7 @@ use mlx5_ifc::wqe::{fm_ce_se, opcode, CtrlSeg, DataSeg, EthSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::cqe::{self, op, syndrome, Cqe};
-use super::wqe::{dma_fault, LocalError, Piece, WqRing};
+use super::wqe::{dma_fault, LocalError, Piece, Pieces, WqRing};
 use super::{dma, Hw, Sge};
 use crate::fabric::packet;
 use crate::fault::{DmaFault, DmaFaultKind};
@@ -230,7 +230,10 @@ fn frames(hw: &mut Hw<'_>, pd: u32, w: &[u8], tso: bool) -> Result<Vec<Vec<u8>>,
         .ok_or(LocalError::Length)?;
     // Data segments start at the 16-byte unit after the inline header.
     let mut at = eseg + 16 + 16 * inline_len.saturating_sub(2).div_ceil(16);
-    let mut pieces = vec![Piece::Inline(inline.to_vec())];
+    let mut pieces = Pieces::new();
+    pieces
+        .push(Piece::Inline(inline))
+        .map_err(|_| LocalError::Length)?;
     while at + DataSeg::BYTES <= w.len() {
         let d =
             View::<DataSeg>::new(&w[at..at + DataSeg::BYTES]).map_err(|_| LocalError::Length)?;
@@ -238,16 +241,20 @@ fn frames(hw: &mut Hw<'_>, pd: u32, w: &[u8], tso: bool) -> Result<Vec<Vec<u8>>,
         if bc & INLINE_SEG != 0 {
             let n = (bc & !INLINE_SEG) as usize;
             let b = w.get(at + 4..at + 4 + n).ok_or(LocalError::Length)?;
-            pieces.push(Piece::Inline(b.to_vec()));
+            pieces
+                .push(Piece::Inline(b))
+                .map_err(|_| LocalError::Length)?;
             at += (4 + n).div_ceil(16) * 16;
             continue;
         }
         if bc != 0 {
-            pieces.push(Piece::Data(Sge {
-                len: bc,
-                lkey: d.get32(DataSeg::LKEY),
-                addr: d.get(DataSeg::ADDR),
-            }));
+            pieces
+                .push(Piece::Data(Sge {
+                    len: bc,
+                    lkey: d.get32(DataSeg::LKEY),
+                    addr: d.get(DataSeg::ADDR),
+                }))
+                .map_err(|_| LocalError::Length)?;
         }
         at += DataSeg::BYTES;
     }

@@ -339,7 +339,7 @@ pub(crate) struct QpInfo {
     pub(crate) cqn_snd: u32,
     pub(crate) cqn_rcv: u32,
     pub(crate) dbr: u64,
-    pub(crate) pas: Vec<u64>,
+    pub(crate) pas: Arc<[u64]>,
     pub(crate) page: u64,
     /// Where the queue starts in its first page (`page_offset`).
     pub(crate) start: u64,

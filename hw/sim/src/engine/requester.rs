@@ -97,6 +97,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
         } else {
             execute(hw, &info, cc, &bytes);
         }
+        pool::give(bytes);
     }
 }
 
@@ -120,7 +121,8 @@ fn fetch(hw: &mut Hw<'_>, info: &QpInfo, cc: u16) -> Option<(Vec<u8>, u16)> {
     read(0, &mut first).ok()?;
     let ds = View::<CtrlSeg>::new(&first).map_or(0, |c| c.get(CtrlSeg::DS) as usize);
     let bbs = (ds * 16).div_ceil(64).max(1) as u16;
-    let mut bytes = first.to_vec();
+    // A pooled buffer: the doorbell loop gives it back once the WQE is executed.
+    let mut bytes = pool::copy(&first);
     for k in 1..bbs.min(info.sq_wqebbs as u16) {
         let mut bb = [0u8; 64];
         read(k, &mut bb).ok()?;

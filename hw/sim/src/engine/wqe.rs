@@ -95,7 +95,7 @@ pub(crate) fn queue_start(page: u64, page_offset: u64) -> u64 {
 /// The memory of a cyclic work queue (the `wq` layout of an SQ or RQ context) with the queue's
 /// pages: where entry `k` is and how to read it.
 pub(crate) struct WqRing {
-    pub(crate) pas: Vec<u64>,
+    pub(crate) pas: std::sync::Arc<[u64]>,
     pub(crate) page: u64,
     /// Where the queue starts in its first page.
     pub(crate) start: u64,
@@ -107,10 +107,10 @@ pub(crate) struct WqRing {
 }
 
 impl WqRing {
-    pub(crate) fn of(w: &View<'_, Wq>, pas: &[u64]) -> WqRing {
+    pub(crate) fn of(w: &View<'_, Wq>, pas: &std::sync::Arc<[u64]>) -> WqRing {
         let page = 4096u64 << w.get(Wq::LOG_WQ_PG_SZ).min(20);
         WqRing {
-            pas: pas.to_vec(),
+            pas: pas.clone(),
             page,
             start: queue_start(page, w.get(Wq::PAGE_OFFSET)),
             entries: 1 << w.get(Wq::LOG_WQ_SZ).min(16),
@@ -206,16 +206,22 @@ pub(crate) struct Av {
     pub(crate) rgid: [u8; 16],
 }
 
-/// A part of the payload: inline bytes or a data segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Piece {
-    Inline(Vec<u8>),
+/// A part of the payload: inline bytes (borrowed from the WQE's bytes) or a data segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Piece<'a> {
+    Inline(&'a [u8]),
     Data(Sge),
 }
 
-/// A parsed send WQE.
+/// The most pieces a WQE has: its DS count is 6 bits of 16-byte units, each piece at least one.
+pub(crate) const MAX_PIECES: usize = 64;
+
+/// A WQE's pieces, without an allocation.
+pub(crate) type Pieces<'a> = heapless::Vec<Piece<'a>, MAX_PIECES>;
+
+/// A parsed send WQE (its inline data borrowed from the WQE's bytes).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SendWqe {
+pub(crate) struct SendWqe<'a> {
     pub(crate) opcode: u8,
     pub(crate) qpn: u32,
     pub(crate) fm_ce_se: u8,
@@ -225,12 +231,12 @@ pub(crate) struct SendWqe {
     /// Atomic segment: `(swap_add, compare)`.
     pub(crate) atomic: Option<(u64, u64)>,
     pub(crate) av: Option<Av>,
-    pub(crate) pieces: Vec<Piece>,
+    pub(crate) pieces: Pieces<'a>,
 }
 
-impl SendWqe {
+impl SendWqe<'_> {
     /// The control segment's part: opcode, QPN, `fm_ce_se`, immediate; no other segment.
-    pub(crate) fn of_ctrl(c: &View<'_, CtrlSeg>) -> SendWqe {
+    pub(crate) fn of_ctrl<'a>(c: &View<'_, CtrlSeg>) -> SendWqe<'a> {
         SendWqe {
             opcode: c.get(CtrlSeg::OPCODE) as u8,
             qpn: c.get32(CtrlSeg::QPN),
@@ -239,7 +245,7 @@ impl SendWqe {
             raddr: None,
             atomic: None,
             av: None,
-            pieces: Vec::new(),
+            pieces: Pieces::new(),
         }
     }
 
@@ -278,7 +284,7 @@ fn valid_for(op: u8, st: u64) -> bool {
 
 /// Parses the `DS × 16` bytes of a send WQE of a QP of type `st`. `Err` names what is wrong
 /// (the WQE completes with LOCAL_QP_OP_ERR).
-pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe, &'static str> {
+pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe<'_>, &'static str> {
     let Ok(c) = View::<CtrlSeg>::new(b) else {
         return Err("shorter than a control segment");
     };
@@ -336,11 +342,15 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe, &'static str> {
             if end > b.len() {
                 return Err("inline data runs past DS");
             }
-            w.pieces.push(Piece::Inline(b[start..end].to_vec()));
+            w.pieces
+                .push(Piece::Inline(&b[start..end]))
+                .map_err(|_| "more pieces than a WQE holds")?;
             at = (end + 15) & !15;
         } else {
             if d.get(DataSeg::BYTE_COUNT) != 0 {
-                w.pieces.push(Piece::Data(sge(d)));
+                w.pieces
+                    .push(Piece::Data(sge(d)))
+                    .map_err(|_| "more pieces than a WQE holds")?;
             }
             at += DataSeg::BYTES;
         }
@@ -414,7 +424,7 @@ pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, V
 
 /// SRQ / RMP geometry: `(log size, stride, page, doorbell record, pages, start in the first
 /// page)`.
-type SrqGeometry = (u32, u64, u64, u64, Vec<u64>, u64);
+type SrqGeometry = (u32, u64, u64, u64, std::sync::Arc<[u64]>, u64);
 
 fn srq_geometry(hw: &Hw<'_>, kind: ObjectKind, n: u32) -> Option<SrqGeometry> {
     let q = hw.fw.objects.queue(kind, n)?;
@@ -519,7 +529,7 @@ mod tests {
         assert_eq!(
             w.pieces,
             vec![
-                Piece::Inline(b"hello".to_vec()),
+                Piece::Inline(b"hello"),
                 Piece::Data(Sge {
                     len: 8,
                     lkey: 0x77,

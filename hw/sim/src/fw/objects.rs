@@ -64,8 +64,9 @@ pub enum ObjectKind {
 pub(crate) struct Queue {
     /// The context image as the firmware holds it (eqc, cqc, srqc, rmpc without its PAS, qpc).
     pub(crate) ctx: Vec<u8>,
-    /// The buffer pages (IOVAs), in queue order.
-    pub(crate) pas: Vec<u64>,
+    /// The buffer pages (IOVAs), in queue order (shared: the data path takes it per operation
+    /// without copying it).
+    pub(crate) pas: std::sync::Arc<[u64]>,
     /// The UAR page the object's doorbells must target, if it has one.
     pub(crate) uar: Option<u32>,
     /// Armed for an event (EQ) or a completion event (CQ).

@@ -147,7 +147,7 @@ pub(crate) fn new_queue(ctx: Vec<u8>, pas: Vec<u64>, uar: Option<u32>) -> Queue 
     }
     Queue {
         ctx,
-        pas,
+        pas: pas.into(),
         uar,
         armed: false,
         event_bitmask: [0; 32],
