@@ -1,10 +1,8 @@
 //! Gather and scatter through memory keys: the local side of every transfer.
 
-use std::collections::VecDeque;
-
 use super::wqe::{dma_fault, LocalError, Piece};
-use super::{Hw, Sge};
-use crate::fw::mkey::{self, access};
+use super::{Hw, Sge, WriteCtx};
+use crate::fw::mkey::{self, access, IovaPieces};
 
 /// Translates `len` bytes at `addr` through `lkey`, reporting a local error.
 fn local(
@@ -14,7 +12,7 @@ fn local(
     addr: u64,
     len: u64,
     need: u8,
-) -> Result<Vec<(u64, usize)>, LocalError> {
+) -> Result<IovaPieces, LocalError> {
     mkey::translate(hw.fw, lkey, addr, len, need, pd).map_err(|e| {
         log::info!("mlx5-sim: lkey {lkey:#x} at {addr:#x}+{len}: {e:?}");
         LocalError::Protection
@@ -46,7 +44,7 @@ pub(crate) fn gather(
             Piece::Inline(b) => out.extend_from_slice(b),
             Piece::Data(s) => {
                 let parts = local(hw, pd, s.lkey, s.addr, u64::from(s.len), access::LOCAL_READ)?;
-                for (iova, n) in parts {
+                for &(iova, n) in parts.iter() {
                     let start = out.len();
                     out.resize(start + n, 0);
                     if hw.iommu.read(iova, &mut out[start..]).is_err() {
@@ -109,7 +107,7 @@ pub(crate) fn scatter(
         }
         let n = ((len - skip) as usize).min(data.len() - done);
         let parts = local(hw, pd, s.lkey, s.addr + skip, n as u64, access::LOCAL_WRITE)?;
-        for (iova, m) in parts {
+        for &(iova, m) in parts.iter() {
             if hw.iommu.write(iova, &data[done..done + m]).is_err() {
                 dma_fault(
                     hw.faults,
@@ -127,17 +125,19 @@ pub(crate) fn scatter(
     Ok(())
 }
 
-/// Writes `data` into IOVA pieces (already translated); `Err` on a DMA fault.
+/// Writes `data` into the next bytes of a WRITE's IOVA pieces (already translated); `Err` on a
+/// DMA fault or past their end.
 pub(crate) fn write_pieces(
     hw: &mut Hw<'_>,
-    pieces: &mut VecDeque<(u64, usize)>,
+    w: &mut WriteCtx,
     data: &[u8],
 ) -> Result<(), LocalError> {
     let mut done = 0;
     while done < data.len() {
-        let Some((iova, n)) = pieces.pop_front() else {
+        let Some(&(base, len)) = w.pieces.get(w.at) else {
             return Err(LocalError::Length);
         };
+        let (iova, n) = (base + w.used as u64, len - w.used);
         let m = n.min(data.len() - done);
         if hw.iommu.write(iova, &data[done..done + m]).is_err() {
             dma_fault(
@@ -150,7 +150,9 @@ pub(crate) fn write_pieces(
             return Err(LocalError::Dma);
         }
         if m < n {
-            pieces.push_front((iova + m as u64, n - m));
+            w.used += m;
+        } else {
+            (w.at, w.used) = (w.at + 1, 0);
         }
         done += m;
     }

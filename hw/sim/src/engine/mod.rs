@@ -164,11 +164,26 @@ pub(crate) struct RecvCtx {
     pub(crate) offset: u64,
 }
 
-/// A multi-packet RDMA WRITE in progress: the IOVA pieces still to fill.
+/// A multi-packet RDMA WRITE in progress: its IOVA pieces and how far they are filled.
 #[derive(Debug, Clone)]
 pub(crate) struct WriteCtx {
-    pub(crate) pieces: VecDeque<(u64, usize)>,
+    pub(crate) pieces: crate::fw::mkey::IovaPieces,
+    /// The piece being filled, and the bytes of it already written.
+    pub(crate) at: usize,
+    pub(crate) used: usize,
     pub(crate) total: u32,
+}
+
+impl WriteCtx {
+    /// Bytes still to fill.
+    pub(crate) fn remaining(&self) -> u64 {
+        self.pieces
+            .iter()
+            .skip(self.at)
+            .map(|&(_, n)| n as u64)
+            .sum::<u64>()
+            .saturating_sub(self.used as u64)
+    }
 }
 
 /// The transport state of one QP (beyond its context).

@@ -424,7 +424,9 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
         ) {
             Ok(pieces) => {
                 qp_rt(&mut hw.fw.engine, info).write = Some(WriteCtx {
-                    pieces: pieces.into(),
+                    pieces,
+                    at: 0,
+                    used: 0,
                     total: r.len,
                 });
             }
@@ -452,7 +454,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             Err(()) => return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
         }
     }
-    if let Err(e) = dma::write_pieces(hw, &mut ctx.pieces, p.payload) {
+    if let Err(e) = dma::write_pieces(hw, &mut ctx, p.payload) {
         qp_rt(&mut hw.fw.engine, info).recv = recv;
         return match e {
             LocalError::Length => invalid(reliable),
@@ -466,7 +468,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             ack: p.ack_req,
         };
     }
-    if ctx.pieces.iter().any(|&(_, n)| n > 0) {
+    if ctx.remaining() > 0 {
         qp_rt(&mut hw.fw.engine, info).recv = recv;
         return invalid(reliable);
     }
@@ -512,7 +514,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
         }
     };
     let mut data = Vec::with_capacity(len as usize);
-    for (iova, n) in pieces {
+    for &(iova, n) in pieces.iter() {
         let at = data.len();
         data.resize(at + n, 0);
         if hw.iommu.read(iova, &mut data[at..]).is_err() {

@@ -107,6 +107,43 @@ pub(crate) enum KeyError {
     Bounds,
 }
 
+/// The IOVA pieces of a translated range, in order: a few (a message within a few pages)
+/// without an allocation, more on the heap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IovaPieces {
+    Few(heapless::Vec<(u64, usize), 4>),
+    Many(Vec<(u64, usize)>),
+}
+
+impl IovaPieces {
+    fn new() -> IovaPieces {
+        IovaPieces::Few(heapless::Vec::new())
+    }
+
+    fn push(&mut self, piece: (u64, usize)) {
+        match self {
+            IovaPieces::Few(v) => {
+                if let Err(piece) = v.push(piece) {
+                    let mut m: Vec<(u64, usize)> = v.to_vec();
+                    m.push(piece);
+                    *self = IovaPieces::Many(m);
+                }
+            }
+            IovaPieces::Many(m) => m.push(piece),
+        }
+    }
+}
+
+impl std::ops::Deref for IovaPieces {
+    type Target = [(u64, usize)];
+    fn deref(&self) -> &[(u64, usize)] {
+        match self {
+            IovaPieces::Few(v) => v,
+            IovaPieces::Many(m) => m,
+        }
+    }
+}
+
 /// Translates `[va, va + len)` through `key` for `need` (bits of [`access`]) on behalf of a QP
 /// of PD `pd`: the IOVA pieces, in order.
 pub(crate) fn translate(
@@ -116,7 +153,7 @@ pub(crate) fn translate(
     len: u64,
     need: u8,
     pd: u32,
-) -> Result<Vec<(u64, usize)>, KeyError> {
+) -> Result<IovaPieces, KeyError> {
     if key == RESD_LKEY {
         if need & !(access::LOCAL_READ | access::LOCAL_WRITE) != 0 {
             return Err(KeyError::Access);
@@ -144,7 +181,7 @@ pub(crate) fn translate(
         Some((shift, pages)) => {
             let page = 1u64 << shift;
             let base = m.start & !(page - 1);
-            let mut out = Vec::new();
+            let mut out = IovaPieces::new();
             let mut at = va;
             while at < end {
                 let k = usize::try_from((at - base) >> shift).map_err(|_| KeyError::Bounds)?;
@@ -181,9 +218,9 @@ pub(crate) fn invalidate_remote(fw: &mut Firmware, key: u32, pd: u32) -> Result<
 }
 
 /// `[va, va + len)` as pieces of at most `max` bytes that fit `usize`.
-fn split(va: u64, len: u64, max: u64) -> Vec<(u64, usize)> {
+fn split(va: u64, len: u64, max: u64) -> IovaPieces {
     let chunk = max.min(usize::MAX as u64).min(1 << 30);
-    let mut out = Vec::new();
+    let mut out = IovaPieces::new();
     let mut at = 0;
     while at < len {
         let n = chunk.min(len - at);
