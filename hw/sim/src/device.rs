@@ -73,6 +73,12 @@ impl std::ops::DerefMut for StateGuard<'_> {
     }
 }
 
+thread_local! {
+    /// The data path's spare list of outgoing frames: the engine's and this one trade places
+    /// at every turn, so neither is allocated again.
+    static SPARE_TX: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         let Some(mut g) = self.guard.take() else {
@@ -162,14 +168,18 @@ impl Shared {
             let mut st = self.lock();
             let mut hw = st.hw(now);
             let r = f(&mut hw);
-            let frames = std::mem::take(&mut hw.fw.engine.tx);
+            // The queued frames out, a spare (emptied earlier, its capacity kept) in.
+            let spare = SPARE_TX.with(|s| std::mem::take(&mut *s.borrow_mut()));
+            let frames = std::mem::replace(&mut hw.fw.engine.tx, spare);
             self.owes
                 .store(!hw.fw.engine.acks_owed.is_empty(), Ordering::Release);
             let deadline = hw.fw.engine.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
             (r, frames, hw.fw.vport.mac())
         };
-        fabric.transmit(port, mac, frames);
+        let mut frames = frames;
+        fabric.transmit(port, mac, &mut frames);
+        SPARE_TX.with(|s| *s.borrow_mut() = frames);
         if settle && self.mode == Mode::Sync {
             fabric.run_until_idle();
         }

@@ -50,6 +50,7 @@ mod fw;
 mod iommu;
 mod profile;
 mod scribble;
+mod small;
 mod state;
 pub mod syndrome;
 mod trace;

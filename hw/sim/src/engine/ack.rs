@@ -80,7 +80,7 @@ fn retransmit_from(hw: &mut Hw<'_>, qpn: u32, psn: u32) {
             r.got_pkts = 0;
             r.got_bytes = 0;
         }
-        for (p, f) in &r.frames {
+        for (p, f) in r.frames.iter() {
             if r.needs_response || psn_diff(*p, psn) >= 0 {
                 frames.push(crate::fabric::pool::copy(f));
             }

@@ -133,8 +133,9 @@ pub(crate) struct SendReq {
     pub(crate) signaled: bool,
     pub(crate) first_psn: u32,
     pub(crate) last_psn: u32,
-    /// The frames, each with its PSN (kept for retransmission).
-    pub(crate) frames: Vec<(u32, Vec<u8>)>,
+    /// The frames, each with its PSN (kept for retransmission; a message of a few frames
+    /// without an allocation).
+    pub(crate) frames: crate::small::SmallList<(u32, Vec<u8>), 4>,
     pub(crate) byte_count: u32,
     /// READ / atomic: where the response data goes.
     pub(crate) local: Vec<Sge>,
@@ -150,7 +151,7 @@ pub(crate) struct SendReq {
 impl Drop for SendReq {
     /// The kept frames go back to the pool.
     fn drop(&mut self) {
-        for (_, f) in self.frames.drain(..) {
+        for (_, f) in std::mem::take(&mut self.frames) {
             pool::give(f);
         }
     }
@@ -160,7 +161,7 @@ impl Drop for SendReq {
 #[derive(Debug, Clone)]
 pub(crate) struct RecvCtx {
     pub(crate) wqe_counter: u16,
-    pub(crate) sges: Vec<Sge>,
+    pub(crate) sges: wqe::RecvSges,
     pub(crate) offset: u64,
 }
 

@@ -219,7 +219,7 @@ fn request(cc: u16, w: &SendWqe, byte_count: u32) -> SendReq {
         signaled: w.fm_ce_se & wqe::CE_ALWAYS != 0,
         first_psn: 0,
         last_psn: 0,
-        frames: Vec::new(),
+        frames: Default::default(),
         byte_count,
         local: Vec::new(),
         needs_response: false,

@@ -358,9 +358,12 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe<'_>, &'static str>
     Ok(w)
 }
 
+/// A receive's scatter list (nearly always a few entries: inline, no allocation).
+pub(crate) type RecvSges = crate::small::SmallList<Sge, 4>;
+
 /// The data segments of a receive WQE (`b` from its first data segment), up to the terminator.
-pub(crate) fn recv_sges(b: &[u8]) -> Vec<Sge> {
-    let mut out = Vec::new();
+pub(crate) fn recv_sges(b: &[u8]) -> RecvSges {
+    let mut out = RecvSges::new();
     for d in b.chunks_exact(DataSeg::BYTES) {
         let Ok(d) = View::<DataSeg>::new(d) else {
             break;
@@ -378,7 +381,7 @@ pub(crate) fn recv_sges(b: &[u8]) -> Vec<Sge> {
 
 /// Takes the next posted receive WQE of `info` (its RQ, or its SRQ / RMP): `(WQE counter or
 /// SRQ index, data segments)`; `Ok(None)` when none is posted.
-pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, Vec<Sge>)>, ()> {
+pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, RecvSges)>, ()> {
     if let Some((kind, n)) = info.srq {
         return take_srq(hw, kind, n);
     }
@@ -401,7 +404,8 @@ pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, V
         return Ok(None);
     }
     let slot = u64::from(cc) & u64::from(info.rq_wqes - 1);
-    let mut buf = vec![0u8; info.rq_stride as usize];
+    let mut buf = crate::fabric::pool::take();
+    buf.resize(info.rq_stride as usize, 0);
     if let Err(iova) = read_queue(
         hw.iommu,
         &info.pas,
@@ -419,7 +423,9 @@ pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, V
         return Err(());
     }
     rt.rq_cc = cc.wrapping_add(1);
-    Ok(Some((cc, recv_sges(&buf))))
+    let sges = recv_sges(&buf);
+    crate::fabric::pool::give(buf);
+    Ok(Some((cc, sges)))
 }
 
 /// SRQ / RMP geometry: `(log size, stride, page, doorbell record, pages, start in the first
@@ -454,7 +460,7 @@ fn srq_geometry(hw: &Hw<'_>, kind: ObjectKind, n: u32) -> Option<SrqGeometry> {
     }
 }
 
-fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Vec<Sge>)>, ()> {
+fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, RecvSges)>, ()> {
     let Some((log_size, stride, page, dbr, pas, start)) = srq_geometry(hw, kind, n) else {
         return Ok(None);
     };
@@ -473,7 +479,8 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Ve
         return Ok(None);
     }
     let index = head & ((1u32 << log_size) - 1) as u16;
-    let mut buf = vec![0u8; stride as usize];
+    let mut buf = crate::fabric::pool::take();
+    buf.resize(stride as usize, 0);
     if let Err(iova) = read_queue(
         hw.iommu,
         &pas,
@@ -502,8 +509,9 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Ve
             super::cqe::srq_event(hw, mlx5_ifc::event::SRQ_RQ_LIMIT, n);
         }
     }
-    let data = buf.get(SrqNextSeg::BYTES..).unwrap_or(&[]);
-    Ok(Some((index, recv_sges(data))))
+    let sges = recv_sges(buf.get(SrqNextSeg::BYTES..).unwrap_or(&[]));
+    crate::fabric::pool::give(buf);
+    Ok(Some((index, sges)))
 }
 
 #[cfg(test)]
@@ -527,8 +535,8 @@ mod tests {
         assert_eq!(w.qpn, 0x123);
         assert_eq!(w.raddr, Some((0x1000, 0x55)));
         assert_eq!(
-            w.pieces,
-            vec![
+            &w.pieces[..],
+            &[
                 Piece::Inline(b"hello"),
                 Piece::Data(Sge {
                     len: 8,
@@ -546,9 +554,11 @@ mod tests {
         let mut b = vec![0u8; 16];
         b[3] = opcode::SEND;
         b[4..8].copy_from_slice(&((0x123u32 << 8) | 1).to_be_bytes());
-        let w = parse_send(&b, qp_st::RC).unwrap();
-        assert_eq!((w.opcode, w.qpn), (opcode::SEND, 0x123));
-        assert!(w.pieces.is_empty());
+        {
+            let w = parse_send(&b, qp_st::RC).unwrap();
+            assert_eq!((w.opcode, w.qpn), (opcode::SEND, 0x123));
+            assert!(w.pieces.is_empty());
+        }
         b[3] = opcode::SEND_INVAL;
         b[12..16].copy_from_slice(&0x4242u32.to_be_bytes());
         let w = parse_send(&b, qp_st::RC).unwrap();

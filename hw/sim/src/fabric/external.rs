@@ -30,6 +30,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::packet::{self, L3};
+use super::pool;
 use super::{Fabric, Station};
 use crate::work::Work;
 use crate::Mode;
@@ -411,7 +412,7 @@ fn reader(
         }
         let mut smac = [0u8; 6];
         smac.copy_from_slice(&frame[6..12]);
-        fabric.transmit(port, smac, vec![frame.to_vec()]);
+        fabric.transmit(port, smac, &mut vec![pool::copy(frame)]);
         if fabric.mode() == Mode::Sync {
             fabric.run_until_idle();
         }

@@ -454,8 +454,9 @@ impl Fabric {
         stream.map_or(Ok(0), pcap::Stream::finish)
     }
 
-    /// Puts frames from `port` (whose MAC is now `mac`) on the wire.
-    pub(crate) fn transmit(&self, port: usize, mac: [u8; 6], frames: Vec<Vec<u8>>) {
+    /// Puts frames from `port` (whose MAC is now `mac`) on the wire (`frames` is left empty,
+    /// its capacity kept).
+    pub(crate) fn transmit(&self, port: usize, mac: [u8; 6], frames: &mut Vec<Vec<u8>>) {
         if frames.is_empty() {
             return;
         }
@@ -466,7 +467,7 @@ impl Fabric {
             if let Some(p) = w.ports.get_mut(port) {
                 p.mac = mac;
             }
-            for f in frames {
+            for f in frames.drain(..) {
                 kicks.extend(w.send_one(now, port, f));
             }
         }

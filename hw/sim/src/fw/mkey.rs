@@ -109,40 +109,7 @@ pub(crate) enum KeyError {
 
 /// The IOVA pieces of a translated range, in order: a few (a message within a few pages)
 /// without an allocation, more on the heap.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum IovaPieces {
-    Few(heapless::Vec<(u64, usize), 4>),
-    Many(Vec<(u64, usize)>),
-}
-
-impl IovaPieces {
-    fn new() -> IovaPieces {
-        IovaPieces::Few(heapless::Vec::new())
-    }
-
-    fn push(&mut self, piece: (u64, usize)) {
-        match self {
-            IovaPieces::Few(v) => {
-                if let Err(piece) = v.push(piece) {
-                    let mut m: Vec<(u64, usize)> = v.to_vec();
-                    m.push(piece);
-                    *self = IovaPieces::Many(m);
-                }
-            }
-            IovaPieces::Many(m) => m.push(piece),
-        }
-    }
-}
-
-impl std::ops::Deref for IovaPieces {
-    type Target = [(u64, usize)];
-    fn deref(&self) -> &[(u64, usize)] {
-        match self {
-            IovaPieces::Few(v) => v,
-            IovaPieces::Many(m) => m,
-        }
-    }
-}
+pub(crate) type IovaPieces = crate::small::SmallList<(u64, usize), 4>;
 
 /// Translates `[va, va + len)` through `key` for `need` (bits of [`access`]) on behalf of a QP
 /// of PD `pd`: the IOVA pieces, in order.
