@@ -163,7 +163,8 @@ pub(crate) fn flush_ack(hw: &mut Hw<'_>, info: &QpInfo) {
 /// The device has taken in every frame due for it: every ACK owed leaves (a QP that left the
 /// receiving states since sends none).
 pub(crate) fn owed_acks(hw: &mut Hw<'_>) {
-    for qpn in std::mem::take(&mut hw.fw.engine.acks_owed) {
+    let mut owed = std::mem::take(&mut hw.fw.engine.acks_owed);
+    for &qpn in &owed {
         let Some(info) = QpInfo::load(hw.fw, qpn) else {
             continue;
         };
@@ -172,6 +173,12 @@ pub(crate) fn owed_acks(hw: &mut Hw<'_>) {
         } else if let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) {
             rt.ack_owed = None;
         }
+    }
+    // The list goes back empty, its capacity kept (nothing owed an ACK meanwhile: sending one
+    // owes none).
+    owed.clear();
+    if hw.fw.engine.acks_owed.is_empty() {
+        hw.fw.engine.acks_owed = owed;
     }
 }
 

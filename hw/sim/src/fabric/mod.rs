@@ -506,8 +506,13 @@ impl Fabric {
     }
 
     /// The attached devices.
-    fn devices(&self) -> Vec<Arc<dyn Station>> {
-        self.wire().ports.iter().filter_map(Port::station).collect()
+    /// (A few ports inline: asked at every idle phase, it allocates nothing then.)
+    fn devices(&self) -> crate::small::SmallList<Arc<dyn Station>, 8> {
+        let mut out = crate::small::SmallList::new();
+        for d in self.wire().ports.iter().filter_map(Port::station) {
+            out.push(d);
+        }
+        out
     }
 
     /// Whether a frame is due or held, or a device's timer has expired.
@@ -541,7 +546,7 @@ impl Fabric {
                 continue;
             }
             let mut any = false;
-            for d in devices {
+            for d in devices.iter() {
                 if d.timers_due() {
                     d.service_timers();
                     any = true;
