@@ -202,20 +202,17 @@ impl Chan {
     /// closes (at most a few seconds), so that our close never resets a connection the peer
     /// still writes to.
     pub(super) fn done(mut self) {
-        if self.s.write_all(b"done\0").is_err() {
-            return;
+        if self.s.write_all(b"done\0").is_ok() {
+            self.linger();
         }
+    }
+
+    /// Reads whatever the peer still sends until it closes (3 s at most); ib_write_lat closes
+    /// without a `"done"`.
+    pub(super) fn linger(mut self) {
         let _ = self.s.set_read_timeout(Some(Duration::from_secs(3)));
         let mut sink = [0u8; 64];
         while matches!(self.s.read(&mut sink), Ok(n) if n > 0) {}
-    }
-
-    /// The peer closes without a `"done"` (ib_write_lat): wait for its close, briefly.
-    pub(super) fn linger(self) {
-        let _ = self.s.set_read_timeout(Some(Duration::from_secs(3)));
-        let mut s = self.s;
-        let mut sink = [0u8; 64];
-        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
     }
 }
 

@@ -31,6 +31,33 @@ fn inc(x: u64, line: u64) -> u64 {
     }
 }
 
+/// Where work request `n` lands in either half: bandwidth tests step by the size rounded up to
+/// the cache line, over as many slots as the cycle buffer holds, when the size is at most half
+/// of it; latency tests (and larger sizes) use one place.
+#[derive(Debug, Clone, Copy)]
+struct Stepping {
+    inc: u64,
+    slots: u64,
+}
+
+impl Stepping {
+    fn of(p: Params, s: Settled) -> Stepping {
+        let (size, cb) = (u64::from(p.size), u64::from(s.cycle_buffer));
+        if p.test.lat || size > cb / 2 {
+            return Stepping { inc: 0, slots: 1 };
+        }
+        let inc = inc(size, u64::from(s.cache_line));
+        Stepping {
+            inc,
+            slots: (cb / inc).max(1),
+        }
+    }
+
+    fn offset(self, n: u64) -> u64 {
+        self.inc * (n % self.slots)
+    }
+}
+
 /// The buffer's objects, which the QP borrows.
 pub(super) struct Bufs<'a> {
     mr: Mr<'a>,
@@ -196,15 +223,9 @@ impl<'a> Resources<'a> {
         line("remote", peer);
     }
 
-    /// The offset of work request `n` in either half: bandwidth tests step by the size
-    /// rounded to the cache line within the cycle buffer, when the size is at most half of it.
+    /// The offset of work request `n` in either half ([`Stepping`]).
     fn step(&self, n: u64) -> u64 {
-        let (size, cb) = (u64::from(self.p.size), u64::from(self.s.cycle_buffer));
-        if self.p.test.lat || size > cb / 2 {
-            return 0;
-        }
-        let i = inc(size, u64::from(self.s.cache_line));
-        i * (n % (cb / i).max(1))
+        Stepping::of(self.p, self.s).offset(n)
     }
 
     fn sge(&self, off: u64, len: u32) -> Sge {
@@ -274,12 +295,9 @@ impl<'a> Resources<'a> {
     /// The work request `n` of the test's operation to the peer.
     fn op(&self, peer: &Keys) -> impl Fn(u64) -> SendOp {
         let (verb, rkey, base) = (self.p.test.verb, peer.rkey, peer.vaddr);
-        let steps: Vec<u64> = (0..64).map(|n| self.step(n)).collect();
-        let period = (0..64u64)
-            .find(|&n| n > 0 && self.step(n) == 0)
-            .unwrap_or(64);
+        let stepping = Stepping::of(self.p, self.s);
         move |n| {
-            let remote_addr = base + steps[(n % period) as usize];
+            let remote_addr = base + stepping.offset(n);
             match verb {
                 Verb::Write => SendOp::Write { remote_addr, rkey },
                 Verb::Read => SendOp::Read { remote_addr, rkey },
@@ -532,4 +550,43 @@ pub(super) fn print_lat(p: Params, lat: &[f64]) {
         p.size, p.iters, at(0.0), at(1.0), at(0.5), avg, sd, at(0.99), at(0.999)
     );
     println!("{DASHES}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Params, Test, Verb};
+    use super::{Settled, Stepping};
+
+    fn params(verb: Verb, lat: bool, size: u32) -> Params {
+        Params {
+            test: Test { verb, lat },
+            client: true,
+            size,
+            iters: 1000,
+            tx_depth: 128,
+            rx_depth: 1,
+            cq_mod: 100,
+        }
+    }
+
+    #[test]
+    fn stepping_covers_the_settled_cycle_buffer() {
+        let s = |cb, cl| Settled {
+            cycle_buffer: cb,
+            cache_line: cl,
+            mtu: 3,
+        };
+        // Atomics: 64 slots of one cache line in 4 KiB; 128 when a peer's pages are 8 KiB.
+        let a = Stepping::of(params(Verb::Atomic, false, 8), s(4096, 64));
+        assert_eq!((a.offset(1), a.offset(63), a.offset(64)), (64, 63 * 64, 0));
+        let a = Stepping::of(params(Verb::Atomic, false, 8), s(8192, 64));
+        assert_eq!((a.offset(64), a.offset(128)), (64 * 64, 0));
+        // 1 KiB writes: four places; above half the cycle buffer, and latency tests: one.
+        let w = Stepping::of(params(Verb::Write, false, 1024), s(4096, 64));
+        assert_eq!((w.offset(3), w.offset(4)), (3072, 0));
+        let big = Stepping::of(params(Verb::Write, false, 4096), s(4096, 64));
+        assert_eq!(big.offset(5), 0);
+        let lat = Stepping::of(params(Verb::Write, true, 2), s(4096, 64));
+        assert_eq!(lat.offset(7), 0);
+    }
 }
