@@ -329,9 +329,23 @@ fn cq_arming_and_overflow_events() {
 /// `atomic_mode` 0 names no responder atomic mode (defined: 1 IB-spec .. 8 up to 256 bytes): a
 /// QP whose context has RAE but mode 0 refuses every atomic as an invalid request, and the
 /// responder raises WQ_INVAL_REQ_ERROR. The same request against mode 1 succeeds.
+/// Posts a signaled FETCH_ADD of 1 on the first word of `rb`, the original into `la` at `at`.
+fn fetch_add_one(a: &mut Node, qa: &mut Qp, rb: &Mr, la: &Mr, at: u64) {
+    a.post_send(
+        qa,
+        FETCH_ADD,
+        SIGNALED,
+        [0; 4],
+        &[
+            Seg::Raddr(rb.va(0), rb.key),
+            Seg::Atomic(1, 0),
+            Seg::Data(8, la.key, la.va(at)),
+        ],
+    );
+}
+
 #[test]
 fn atomics_need_a_responder_atomic_mode() {
-    const FETCH_ADD: u8 = 0x12;
     let (_fabric, mut a, mut b) = pair(Mode::Sync);
     let la = a.reg_mr(4096, false, false, false);
     let rb = b.reg_mr(4096, true, true, true);
@@ -339,17 +353,7 @@ fn atomics_need_a_responder_atomic_mode() {
         let (mut qa, qb) = connected(&mut a, &mut b, RC, move |c| {
             drop(c.set(Qpc::ATOMIC_MODE, mode))
         });
-        a.post_send(
-            &mut qa,
-            FETCH_ADD,
-            SIGNALED,
-            [0; 4],
-            &[
-                Seg::Raddr(rb.va(0), rb.key),
-                Seg::Atomic(1, 0),
-                Seg::Data(8, la.key, la.va(0)),
-            ],
-        );
+        fetch_add_one(&mut a, &mut qa, &rb, &la, 0);
         let c = a.poll().expect("a completion");
         let got = (c.opcode, if c.opcode == REQ { 0 } else { c.syndrome });
         assert_eq!(got, want, "atomic_mode {mode}");
@@ -449,17 +453,7 @@ fn retransmitted_atomics_are_answered_again_not_executed_again() {
     }
     for round in 0..8u64 {
         for i in 0..8u64 {
-            a.post_send(
-                &mut qa,
-                FETCH_ADD,
-                SIGNALED,
-                [0; 4],
-                &[
-                    Seg::Raddr(rb.va(0), rb.key),
-                    Seg::Atomic(1, 0),
-                    Seg::Data(8, la.key, la.va((round * 8 + i) * 8)),
-                ],
-            );
+            fetch_add_one(&mut a, &mut qa, &rb, &la, (round * 8 + i) * 8);
         }
         fabric.advance(10_000_000);
         let done: Vec<_> = std::iter::from_fn(|| a.poll()).collect();
