@@ -141,7 +141,7 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
         srq.modify_limit(4).unwrap();
         srq.query().unwrap();
         let opts = ConnectOpts::default();
-        for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+        for t in [QpType::Rc, QpType::Uc, QpType::Ud, QpType::Gsi] {
             let mut qp = qp(&dev, &cq, t, cap(16, 16, 1));
             let me = qp.endpoint();
             // RST2INIT, INIT2RTR, RTR2RTS.
@@ -165,7 +165,7 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
                     },
                     M::STATE | M::ACCESS_FLAGS,
                 ),
-                QpType::Ud => (
+                QpType::Ud | QpType::Gsi => (
                     QpAttr {
                         qkey: 0x2222_2222,
                         ..attr(QpState::Rts)
@@ -187,7 +187,7 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
                 },
                 ..attr(QpState::Init)
             };
-            let m = if t == QpType::Ud {
+            let m = if t.is_datagram() {
                 M::QKEY
             } else {
                 M::ACCESS_FLAGS

@@ -71,7 +71,7 @@ fn to_rtr(t: QpType, dest: u32, gid0: [u8; 16]) -> (QpAttr, M) {
                 | M::MIN_RNR_TIMER
         }
         QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
-        QpType::Ud => M::STATE,
+        QpType::Ud | QpType::Gsi => M::STATE,
     };
     (a, m)
 }

@@ -106,7 +106,7 @@ impl<P: Platform> Qp<'_, P> {
             qkey: o.qkey,
             ..QpAttr::default()
         };
-        let m = if t == QpType::Ud {
+        let m = if t.is_datagram() {
             M::QKEY
         } else {
             M::ACCESS_FLAGS
@@ -140,7 +140,7 @@ impl<P: Platform> Qp<'_, P> {
                     | M::MIN_RNR_TIMER
             }
             QpType::Uc => M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
-            QpType::Ud => M::EMPTY,
+            QpType::Ud | QpType::Gsi => M::EMPTY,
         };
         self.modify(&rtr, M::STATE | m)?;
         let rts = QpAttr {
@@ -156,7 +156,7 @@ impl<P: Platform> Qp<'_, P> {
             QpType::Rc => {
                 M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC
             }
-            QpType::Uc | QpType::Ud => M::SQ_PSN,
+            QpType::Uc | QpType::Ud | QpType::Gsi => M::SQ_PSN,
         };
         self.modify(&rts, M::STATE | m)
     }

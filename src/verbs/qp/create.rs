@@ -123,6 +123,7 @@ pub(super) fn st_of(t: QpType) -> u64 {
         QpType::Rc => qp_st::RC,
         QpType::Uc => qp_st::UC,
         QpType::Ud => qp_st::UD,
+        QpType::Gsi => qp_st::QP1,
     }
 }
 
@@ -148,7 +149,7 @@ impl<P: Platform> Device<P> {
         let supported = match attr.qp_type {
             QpType::Rc => caps.rc(),
             QpType::Uc => caps.uc(),
-            QpType::Ud => caps.ud(),
+            QpType::Ud | QpType::Gsi => caps.ud(),
         };
         if supported == 0 {
             return Err(Error::Unsupported {

@@ -23,6 +23,8 @@ use crate::platform::Platform;
 
 /// `log_msg_max` of every UD transition: a datagram is at most one 4 KiB MTU.
 const UD_LOG_MSG_MAX: u64 = 12;
+/// QP1's largest message, 2^8: a MAD (Linux writes `log_msg_max` 8 for the GSI QP).
+const GSI_LOG_MSG_MAX: u64 = 8;
 /// `qpc.log_ack_req_freq` of every transition: Linux's `MLX5_IB_ACK_REQ_FREQ`.
 const LOG_ACK_REQ_FREQ: u64 = 8;
 
@@ -190,11 +192,11 @@ fn table(t: QpType, from: QpState, to: QpState) -> Option<(M, M)> {
     let none = QpAttrMask::EMPTY;
     Some(match (from, to, t) {
         (_, Reset, _) | (_, QpState::Err, _) => (st, none),
-        (Reset, Init, QpType::Ud) => (st | M::PKEY_INDEX | M::PORT | M::QKEY, none),
+        (Reset, Init, QpType::Ud | QpType::Gsi) => (st | M::PKEY_INDEX | M::PORT | M::QKEY, none),
         (Reset, Init, _) => (st | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS, none),
-        (Init, Init, QpType::Ud) => (st, M::PKEY_INDEX | M::PORT | M::QKEY),
+        (Init, Init, QpType::Ud | QpType::Gsi) => (st, M::PKEY_INDEX | M::PORT | M::QKEY),
         (Init, Init, _) => (st, M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS),
-        (Init, Rtr, QpType::Ud) => (st, M::PKEY_INDEX | M::QKEY),
+        (Init, Rtr, QpType::Ud | QpType::Gsi) => (st, M::PKEY_INDEX | M::QKEY),
         (Init, Rtr, QpType::Uc) => (
             st | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
             M::ACCESS_FLAGS | M::PKEY_INDEX,
@@ -208,13 +210,13 @@ fn table(t: QpType, from: QpState, to: QpState) -> Option<(M, M)> {
                 | M::MIN_RNR_TIMER,
             M::ACCESS_FLAGS | M::PKEY_INDEX,
         ),
-        (Rtr, Rts, QpType::Ud) => (st | M::SQ_PSN, M::QKEY),
+        (Rtr, Rts, QpType::Ud | QpType::Gsi) => (st | M::SQ_PSN, M::QKEY),
         (Rtr, Rts, QpType::Uc) => (st | M::SQ_PSN, M::ACCESS_FLAGS),
         (Rtr, Rts, QpType::Rc) => (
             st | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
             M::ACCESS_FLAGS | M::MIN_RNR_TIMER,
         ),
-        (Rts, Rts, QpType::Ud) => (st, M::QKEY),
+        (Rts, Rts, QpType::Ud | QpType::Gsi) => (st, M::QKEY),
         (Rts, Rts, QpType::Uc) => (st, M::ACCESS_FLAGS),
         (Rts, Rts, QpType::Rc) => (st, M::ACCESS_FLAGS | M::MIN_RNR_TIMER),
         _ => return None,
@@ -518,6 +520,11 @@ impl<P: Platform> Qp<'_, P> {
                 // transition; the port's MTU still bounds what goes on the wire.
                 c.set(Qpc::MTU, Mtu::Mtu4096 as u64)?
                     .set(Qpc::LOG_MSG_MAX, UD_LOG_MSG_MAX)?;
+            } else if t == QpType::Gsi {
+                // QP1 carries 256-byte MADs: Linux's modify writes MTU 256 and 2^8 for it
+                // (docs/rdma-cm-facts.md §1.2).
+                c.set(Qpc::MTU, Mtu::Mtu256 as u64)?
+                    .set(Qpc::LOG_MSG_MAX, GSI_LOG_MSG_MAX)?;
             }
             if mask.contains(M::ACCESS_FLAGS) {
                 let rw = a.access.remote_write;

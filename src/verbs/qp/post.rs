@@ -8,7 +8,7 @@
 use mlx5_ifc::{regs, Be32, Be64};
 
 use super::create::Qp;
-use super::sizing::{QpType, SendOps};
+use super::sizing::SendOps;
 use super::write::{
     misplaced, nbb_of, pack, recv_place, recv_queue, send_queue, sq_place, write_recv, write_wqe,
     WqeHead,
@@ -94,7 +94,7 @@ impl<P: Platform> Qp<'_, P> {
     fn fits(&self, wr: &SendWr<'_>) -> Option<u128> {
         // The common shape — no atomic, at most one SGE, not UD — in a straight line: the same
         // checks as `fits_any`, with what this shape makes constant folded.
-        if let (Payload::Sges(sg @ ([] | [_])), false) = (wr.payload, self.qp_type == QpType::Ud) {
+        if let (Payload::Sges(sg @ ([] | [_])), false) = (wr.payload, self.qp_type.is_datagram()) {
             let Some((op, op_set, ds, imm)) = plain_op(&wr.op) else {
                 return self.fits_any(wr);
             };
@@ -107,7 +107,7 @@ impl<P: Platform> Qp<'_, P> {
             return ok.then(|| pack((ds as u8, 1, bytes as u32), op, imm));
         }
         // A SEND or WRITE of inline data on a QP that is not UD, likewise.
-        if let (Payload::Inline(data), false) = (wr.payload, self.qp_type == QpType::Ud) {
+        if let (Payload::Inline(data), false) = (wr.payload, self.qp_type.is_datagram()) {
             let plain = plain_op(&wr.op).filter(|_| !matches!(wr.op, SendOp::Read { .. }));
             let Some((op, op_set, ds, imm)) = plain else {
                 return self.fits_any(wr);
@@ -136,7 +136,7 @@ impl<P: Platform> Qp<'_, P> {
             SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
             _ => {}
         }
-        if self.qp_type == QpType::Ud {
+        if self.qp_type.is_datagram() {
             wr.ud.as_ref()?;
             ds += 3;
         }
@@ -198,7 +198,7 @@ impl<P: Platform> Qp<'_, P> {
             SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
             _ => {}
         }
-        if self.qp_type == QpType::Ud {
+        if self.qp_type.is_datagram() {
             if wr.ud.is_none() {
                 return Err(refuse(
                     "post_send",
@@ -334,7 +334,7 @@ impl<P: Platform> Qp<'_, P> {
         let head = WqeHead {
             qpn: self.qpn,
             sig_all: self.sq_sig_all,
-            ud: self.qp_type == QpType::Ud,
+            ud: self.qp_type.is_datagram(),
         };
         // BlueFlame for a small inline WQE of more than its control segment (rdma-core's
         // `post_send_db` copies only when DS > 1, and a zero-length inline send is DS 1).
@@ -360,7 +360,7 @@ impl<P: Platform> Qp<'_, P> {
         let head = WqeHead {
             qpn: self.qpn,
             sig_all: self.sq_sig_all,
-            ud: self.qp_type == QpType::Ud,
+            ud: self.qp_type.is_datagram(),
         };
         let start = self.cur_post;
         let mut cur = start;

@@ -27,6 +27,10 @@ pub enum QpType {
     Uc,
     /// Unreliable datagram.
     Ud,
+    /// The general services interface QP (QP1, PRM `st` QP1): a UD QP that is number 1 on the
+    /// wire and carries management datagrams (the connection manager's). One per port; not
+    /// among the types `ibv_create_qp` offers users ([`QpType::from_name`] does not parse it).
+    Gsi,
 }
 
 impl QpType {
@@ -36,7 +40,13 @@ impl QpType {
             QpType::Rc => "rc",
             QpType::Uc => "uc",
             QpType::Ud => "ud",
+            QpType::Gsi => "gsi",
         }
+    }
+
+    /// UD or GSI: each send names its destination; messages are one MTU at most.
+    pub const fn is_datagram(self) -> bool {
+        matches!(self, QpType::Ud | QpType::Gsi)
     }
 
     /// Parses `rc`, `uc` or `ud` (any case).
@@ -52,6 +62,7 @@ impl QpType {
             QpType::Rc => "RC",
             QpType::Uc => "UC",
             QpType::Ud => "UD",
+            QpType::Gsi => "GSI",
         }
     }
 }
@@ -105,7 +116,7 @@ impl SendOps {
     pub const fn default_for(t: QpType) -> Self {
         match t {
             QpType::Rc | QpType::Uc => Self(0x3ff),
-            QpType::Ud => Self(Self::SEND.0 | Self::SEND_IMM.0),
+            QpType::Ud | QpType::Gsi => Self(Self::SEND.0 | Self::SEND_IMM.0),
         }
     }
 
@@ -116,7 +127,7 @@ impl SendOps {
             // UC has no READ and no atomics in the transport, but the verbs default still sizes
             // for them; declaring them explicitly is refused.
             QpType::Uc => Self(0x3ff & !(Self::READ.0 | Self::ATOMIC_CS.0 | Self::ATOMIC_FA.0)),
-            QpType::Ud => Self(Self::SEND.0 | Self::SEND_IMM.0),
+            QpType::Ud | QpType::Gsi => Self(Self::SEND.0 | Self::SEND_IMM.0),
         }
     }
 
@@ -407,7 +418,7 @@ pub const fn sq_overhead(t: QpType, ops: SendOps) -> u32 {
         ov = 192;
     }
     match t {
-        QpType::Ud => ov + 48,
+        QpType::Ud | QpType::Gsi => ov + 48,
         QpType::Rc | QpType::Uc => ov,
     }
 }

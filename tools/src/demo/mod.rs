@@ -295,7 +295,7 @@ fn body(a: &Args, na: &Dev, nb: &Dev) -> Result<(), String> {
     match a.qp_type {
         QpType::Rc => rc::run(a, &mut x, &mut y),
         QpType::Uc => uc::run(a, &mut x, &mut y),
-        QpType::Ud => ud::run(a, &mut x, &mut y),
+        QpType::Ud | QpType::Gsi => ud::run(a, &mut x, &mut y),
     }
 }
 
