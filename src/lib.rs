@@ -49,6 +49,7 @@
 pub mod io;
 pub use io::platform;
 
+pub mod cm;
 pub mod device;
 pub mod error;
 mod fw;

@@ -1,0 +1,14 @@
+//! Connection management over QP1 (IBTA vol. 1 ch. 12), `no_std`: the GSI QP as a device
+//! service ([`gsi`]), the CM's MADs ([`mad`]) and a connection manager that sets RC
+//! connections up and tears them down the way rdma_cm peers do ([`conn`]) — so that Linux's
+//! `rping`, perftest's `-R` and any librdmacm application connect to us, and we to them.
+//!
+//! The facts it is written from, with their sources: docs/rdma-cm-facts.md.
+
+pub mod conn;
+pub mod gsi;
+pub mod mad;
+mod receive;
+
+pub use conn::{ack_timeout, mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Route};
+pub use gsi::{Gsi, GsiBufs, MadAddr, Received, QP1_QKEY};

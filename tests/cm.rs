@@ -1,0 +1,243 @@
+//! The connection manager between two simulated ConnectX-5s: QP1 on each, an RC connection set
+//! up by REQ/REP/RTU and torn down by DREQ/DREP, data across it, a refused port, and the
+//! handshake surviving lost MADs (retransmission on short timers).
+
+mod common;
+
+use common::*;
+use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, ConnParam, Gsi, GsiBufs, Route};
+use mlx5::mr::MrAccess;
+use mlx5::qp::{QpState, QpType, RecvWr, SendWr, Sge};
+use mlx5::sim::{Fabric, Mode, WireFault};
+use mlx5::{GidEntry, WcOpcode, WcStatus};
+
+const IP_A: [u8; 4] = [10, 0, 0, 1];
+const IP_B: [u8; 4] = [10, 0, 0, 2];
+
+fn with_ip(dev: &Dev, ip: [u8; 4]) {
+    let mac = dev.vport().mac;
+    dev.set_gid(
+        1,
+        Some(GidEntry {
+            gid: mapped(ip),
+            mac,
+            vlan: None,
+        }),
+    )
+    .unwrap();
+}
+
+/// Short timers so that a retransmission test takes milliseconds: REQ every 2·1 + 16 ms.
+fn fast(dev: &Dev) -> CmConfig {
+    CmConfig {
+        cm_response_timeout: 12,
+        packet_life_time: 8,
+        max_cm_retries: 5,
+        ca_guid: 0x0200_00ff_fe00_0000 | u64::from(dev.vport().mac[5]),
+        ..CmConfig::default()
+    }
+}
+
+/// Polls both CMs until `want` says an event is the one awaited (others are returned too).
+fn next(
+    cm: &mut Cm<'_, mlx5::SimPlatform>,
+    other: &mut Cm<'_, mlx5::SimPlatform>,
+    dev: &Dev,
+) -> CmEvent {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Some(e) = cm.poll().unwrap() {
+            return e;
+        }
+        // The other side must run too: its MADs and timers.
+        if let Some(e) = other.poll().unwrap() {
+            panic!("unexpected event on the other side: {e:?}");
+        }
+        assert!(std::time::Instant::now() < deadline, "no CM event");
+        // Device time moves on (virtual in Sync mode): the retransmission timers run.
+        mlx5::Platform::relax(dev.platform());
+    }
+}
+
+fn handshake_and_data(fabric: &Fabric, lossy: bool) {
+    let (_sa, a) = nic(fabric, Mode::Sync);
+    let (_sb, b) = nic(fabric, Mode::Sync);
+    with_ip(&a, IP_A);
+    with_ip(&b, IP_B);
+    let (ba, bb) = (GsiBufs::new(&a).unwrap(), GsiBufs::new(&b).unwrap());
+    let mut ca = Cm::new(Gsi::open(&a, &ba, 1).unwrap(), fast(&a));
+    let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
+    cb.listen(7174).unwrap();
+    let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
+    let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 4, 1));
+    if lossy {
+        // The first REQ and (after it) the first REP are lost.
+        fabric.inject(WireFault::Drop { count: 1 });
+    }
+    let route = Route {
+        src_ip: IP_A,
+        src_port: 40_000,
+        dst_ip: IP_B,
+        dst_port: 7174,
+        dmac: b.vport().mac,
+    };
+    let p = ConnParam {
+        private_data: b"hello",
+        ..ConnParam::default()
+    };
+    let id_a = ca.connect(&mut qa, &route, &p).unwrap();
+    assert_eq!(qa.state(), QpState::Init);
+    let CmEvent::ConnectRequest(r) = next(&mut cb, &mut ca, &b) else {
+        panic!("no REQ")
+    };
+    assert_eq!((r.port, r.remote_qpn), (7174, qa.qpn()));
+    assert_eq!(r.remote_gid, mapped(IP_A));
+    let h = r.cma.expect("rdma_cm header");
+    assert_eq!((h.src_ip, h.dst_ip, h.src_port), (IP_A, IP_B, 40_000));
+    assert_eq!(&r.private_data[..5], b"hello");
+    assert_eq!((r.responder_resources, r.initiator_depth), (1, 1));
+    if lossy {
+        fabric.inject(WireFault::Drop { count: 1 });
+    }
+    cb.accept(r.id, &mut qb, a.vport().mac, &ConnParam::default())
+        .unwrap();
+    assert_eq!(qb.state(), QpState::Rts);
+    let CmEvent::ConnectResponse { id, .. } = next(&mut ca, &mut cb, &a) else {
+        panic!("no REP")
+    };
+    assert_eq!(id, id_a);
+    ca.establish(id, &mut qa).unwrap();
+    assert_eq!(qa.state(), QpState::Rts);
+    let CmEvent::Established { id: id_b } = next(&mut cb, &mut ca, &b) else {
+        panic!("no RTU")
+    };
+    assert_eq!(id_b, r.id);
+
+    // Data over the connection the CM made.
+    let (mra, mrb) = (
+        a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap(),
+    );
+    qb.post_recv(&[RecvWr {
+        wr_id: 7,
+        sg_list: &[Sge {
+            addr: mrb.addr(),
+            length: 4096,
+            lkey: mrb.lkey(),
+        }],
+    }])
+    .unwrap();
+    mra.write(0, b"over the CM's connection").unwrap();
+    let sge = [Sge {
+        addr: mra.addr(),
+        length: 24,
+        lkey: mra.lkey(),
+    }];
+    let mut wr = SendWr::send(1, &sge);
+    wr.signaled = true;
+    qa.post_send(&[wr]).unwrap();
+    let wc = wait(&cqb, &b, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].opcode, wc[0].byte_len),
+        (WcStatus::Success, WcOpcode::Recv, 24)
+    );
+    let mut got = [0u8; 24];
+    mrb.read(0, &mut got).unwrap();
+    assert_eq!(&got, b"over the CM's connection");
+    assert_eq!(wait(&cqa, &a, 1)[0].status, WcStatus::Success);
+
+    // A disconnects; B hears it, answers, and both end.
+    ca.disconnect(id_a, &mut qa).unwrap();
+    assert_eq!(qa.state(), QpState::Err);
+    let CmEvent::Disconnected { id } = next(&mut cb, &mut ca, &b) else {
+        panic!("no DREQ")
+    };
+    assert_eq!(id, r.id);
+    cb.disconnect(id, &mut qb).unwrap();
+    let CmEvent::Disconnected { id } = next(&mut ca, &mut cb, &a) else {
+        panic!("no DREP")
+    };
+    assert_eq!(id, id_a);
+    assert_eq!((ca.dropped, cb.dropped), (0, 0));
+    drop(wait(&cqb, &b, 0));
+    drop((qa.destroy(), qb.destroy()));
+    ca.into_gsi().close().unwrap();
+    cb.into_gsi().close().unwrap();
+    ba.destroy().unwrap();
+    bb.destroy().unwrap();
+    drop((mra, mrb, cqa, cqb));
+}
+
+#[test]
+fn connect_send_disconnect() {
+    handshake_and_data(&Fabric::new(), false);
+}
+
+#[test]
+fn lost_req_and_rep_are_retransmitted() {
+    handshake_and_data(&Fabric::new(), true);
+}
+
+#[test]
+fn a_port_nobody_listens_on_is_rejected() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    with_ip(&a, IP_A);
+    with_ip(&b, IP_B);
+    let (ba, bb) = (GsiBufs::new(&a).unwrap(), GsiBufs::new(&b).unwrap());
+    let mut ca = Cm::new(Gsi::open(&a, &ba, 1).unwrap(), fast(&a));
+    let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
+    cb.listen(7174).unwrap();
+    cb.learn(mapped(IP_A), a.vport().mac);
+    let cqa = a.create_cq(16).unwrap();
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
+    let route = Route {
+        src_ip: IP_A,
+        src_port: 40_001,
+        dst_ip: IP_B,
+        dst_port: 9999,
+        dmac: b.vport().mac,
+    };
+    let id = ca.connect(&mut qa, &route, &ConnParam::default()).unwrap();
+    assert_eq!(
+        next(&mut ca, &mut cb, &a),
+        CmEvent::Rejected { id, reason: 8 },
+        "REJ reason 8: invalid ServiceID"
+    );
+}
+
+#[test]
+fn an_unanswered_req_ends_unreachable() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    with_ip(&a, IP_A);
+    let ba = GsiBufs::new(&a).unwrap();
+    let mut ca = Cm::new(Gsi::open(&a, &ba, 1).unwrap(), fast(&a));
+    let cqa = a.create_cq(16).unwrap();
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
+    let route = Route {
+        src_ip: IP_A,
+        src_port: 40_002,
+        dst_ip: IP_B,
+        dst_port: 7174,
+        dmac: [2, 0, 0, 0, 0, 0x99],
+    };
+    let id = ca.connect(&mut qa, &route, &ConnParam::default()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let e = loop {
+        if let Some(e) = ca.poll().unwrap() {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        mlx5::Platform::relax(a.platform());
+    };
+    assert_eq!(
+        e,
+        CmEvent::Unreachable {
+            id,
+            waiting_for: "a REP to our REQ"
+        }
+    );
+}
