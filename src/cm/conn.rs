@@ -707,9 +707,11 @@ pub fn mapped(ip: [u8; 4]) -> [u8; 16] {
     g
 }
 
-/// RESET → INIT with the rights rdma_cm grants: remote write, and remote read and atomics
-/// when we take in READs (responder resources ≠ 0).
-fn init_qp<P: Platform>(qp: &mut Qp<'_, P>, responder_resources: u8) -> Result<()> {
+/// To INIT with the rights rdma_cm grants: remote write, and remote read and atomics when we
+/// take in READs (responder resources ≠ 0). From RESET (RESET → INIT) or from INIT (INIT →
+/// INIT, as librdmacm re-programs the QP `rdma_create_qp` left in INIT); receives may be posted
+/// from INIT on, before the connection exists.
+pub fn init_qp<P: Platform>(qp: &mut Qp<'_, P>, responder_resources: u8) -> Result<()> {
     let rd = responder_resources != 0;
     let a = QpAttr {
         qp_state: Some(QpState::Init),
@@ -722,7 +724,15 @@ fn init_qp<P: Platform>(qp: &mut Qp<'_, P>, responder_resources: u8) -> Result<(
         },
         ..QpAttr::default()
     };
-    qp.modify(&a, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS)
+    match qp.state() {
+        QpState::Reset => qp.modify(&a, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS),
+        QpState::Init => qp.modify(&a, M::STATE | M::ACCESS_FLAGS),
+        state => Err(Error::QpState {
+            qpn: qp.qpn(),
+            state,
+            op: "cm connect/accept (the QP must be in RESET or INIT)",
+        }),
+    }
 }
 
 /// INIT → RTR → RTS with the connection's path and the two sides' numbers.

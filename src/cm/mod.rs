@@ -10,5 +10,7 @@ pub mod gsi;
 pub mod mad;
 mod receive;
 
-pub use conn::{ack_timeout, mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Route};
+pub use conn::{
+    ack_timeout, init_qp, mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Route,
+};
 pub use gsi::{Gsi, GsiBufs, MadAddr, Received, QP1_QKEY};

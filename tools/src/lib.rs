@@ -11,6 +11,7 @@ pub mod link;
 pub mod list;
 pub mod perftest;
 pub mod pingpong;
+pub mod rping;
 pub mod simserve;
 pub mod size;
 pub mod target;

@@ -3,7 +3,9 @@
 //! `mlx5ctl devinfo` brings a device up and prints what `ibv_devinfo -v` prints for it, plus the
 //! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
 
-use mlx5_tools::{createqp, demo, devinfo, iommucheck, list, perftest, pingpong, simserve, size};
+use mlx5_tools::{
+    createqp, demo, devinfo, iommucheck, list, perftest, pingpong, rping, simserve, size,
+};
 
 use std::process::ExitCode;
 
@@ -40,6 +42,10 @@ enum Cmd {
     /// wire-compatible with perftest 6.06: a real NIC (--vfio) or a simulated one on a real
     /// link (--link), as server or client.
     Perftest(perftest::Args),
+    /// rdma-core's rping on this driver and its connection manager (RDMA CM over QP1),
+    /// wire-compatible with rping: as server (-s) or client (-c), on a real NIC (--vfio) or a
+    /// simulated one on a real link (--link).
+    Rping(rping::Args),
     /// Serve simulated ConnectX-5s to a QEMU guest over vfio-user (one socket per NIC, all on
     /// one simulated fabric), until the guest disconnects.
     Sim(simserve::Args),
@@ -58,6 +64,7 @@ fn main() -> ExitCode {
         Cmd::Sim(a) => simserve::run(&a),
         Cmd::Pingpong(a) => pingpong::run(&a),
         Cmd::Perftest(a) => perftest::run(&a),
+        Cmd::Rping(a) => rping::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
