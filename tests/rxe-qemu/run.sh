@@ -151,6 +151,10 @@ done
 # our simulated NIC, with frame loss, duplication and reordering on the wire).
 RUNS+=("rping:-s+-a+198.18.0.2+-C+100+-V" "rping:-c+-a+198.18.0.1+-C+100+-V")
 HOST+=("rping -c -a 198.18.0.2 -C 100 -V" "rping -s -C 100 -V --drop-ppm 2000 --dup-ppm 5000 --reorder-ppm 5000")
+# perftest -R: ib_write_bw with its exchange over an RC QP and its test QP both connected by
+# rdma_cm, the guest as server (we connect to 198.18.0.2:18515) and as client (of us).
+RUNS+=("ib_write_bw:-R+-n+$PT+-s+4096" "ib_write_bw:-R+-n+$PT+-s+4096+198.18.0.1")
+HOST+=("perftest write-bw -R -n $PT -s 4096 198.18.0.2" "perftest write-bw -R -n $PT -s 4096 --drop-ppm 2000 --dup-ppm 5000 --reorder-ppm 5000")
 # ONLY=REGEX keeps the runs whose guest tool and arguments match (a quicker check while working).
 if [ -n "${ONLY:-}" ]; then
   R=(); H=()
@@ -179,8 +183,8 @@ QPID=$!
 PASS=0; FAIL=0
 check() { if eval "$2"; then echo "PASS $1"; PASS=$((PASS + 1)); else echo "FAIL $1"; FAIL=$((FAIL + 1)); fi; }
 side() { case ${RUNS[$1]} in *10.0.2.100|*198.18.0.1*) echo client ;; *) echo server ;; esac; }
-# Where our side finds the guest's exchange (rping has none: rdma_cm over QP1).
-oob() { case ${HOST[$1]} in rping*) ;; *) echo "$2" ;; esac; }
+# Where our side finds the guest's exchange (rping and perftest -R have none over TCP: rdma_cm).
+oob() { case ${HOST[$1]} in rping*|*" -R "*) ;; *) echo "$2" ;; esac; }
 # Whether run $1 printed a result line (" <bytes> <iterations> ...") on our side or the guest's.
 result_line() {
   grep -aqE '^ [0-9]+ +[0-9]+ ' "$WORK/host-$1.log" ||

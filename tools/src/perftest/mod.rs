@@ -15,6 +15,7 @@
 //! bandwidth and read/atomic latency tests the client works and the server waits; in
 //! `send_bw` the server counts receives; `write_lat` and `send_lat` are ping-pongs.
 
+mod cmlink;
 mod oob;
 mod run;
 
@@ -151,6 +152,11 @@ pub struct Args {
     /// The largest path MTU to offer (256 … 4096); the smaller of ours and the peer's is used.
     #[arg(short = 'm', long, default_value_t = 1024)]
     mtu: u32,
+    /// perftest's -R: connect the test QP with rdma_cm (CM MADs over QP1), and run the
+    /// exchange over an RC QP rdma_cm connected to the server's port instead of TCP (the
+    /// server is then given by its IPv4 address).
+    #[arg(short = 'R', long = "rdma_cm")]
+    rdma_cm: bool,
     #[command(flatten)]
     host: LinkArgs,
 }
@@ -221,29 +227,64 @@ pub fn run(a: &Args) -> Result<(), String> {
 
 /// One run on the device: the exchange's script around the test.
 fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
-    let stream = match &a.server {
-        Some(host) => connect_retry(host, a.port)?,
+    let banner = || {
+        println!("************************************");
+        println!("* Waiting for client to connect... *");
+        println!("************************************");
+    };
+    let ctrl = if a.rdma_cm {
+        Some(cmlink::CtrlBufs::new(h.dev)?)
+    } else {
+        None
+    };
+    let mut chan = match &ctrl {
+        Some(b) => {
+            if !p.client {
+                banner();
+            }
+            oob::Chan::cm(
+                cmlink::CmLink::open(h, b, a.server.as_deref(), a.port)?,
+                p.client,
+            )
+        }
         None => {
-            let l = TcpListener::bind(("0.0.0.0", a.port))
-                .map_err(|x| format!("port {}: {x}", a.port))?;
-            println!("************************************");
-            println!("* Waiting for client to connect... *");
-            println!("************************************");
-            l.accept().map_err(e)?.0
+            let stream = match &a.server {
+                Some(host) => connect_retry(host, a.port)?,
+                None => {
+                    let l = TcpListener::bind(("0.0.0.0", a.port))
+                        .map_err(|x| format!("port {}: {x}", a.port))?;
+                    banner();
+                    l.accept().map_err(e)?.0
+                }
+            };
+            oob::Chan::new(stream, p.client)?
         }
     };
-    let mut chan = oob::Chan::new(stream, p.client)?;
     let settled = chan.prelude(4096, 64, mtu)?;
     let bufs = run::alloc(h.dev, p, settled)?;
     let mut r = run::Resources::new(h, &bufs, a.gid_index, p, settled)?;
     let me = r.keys();
     let mut peer = oob::Keys::default();
+    if a.rdma_cm {
+        // -R: the test QP is connected by rdma_cm between two exchanges (of zeroed keys).
+        chan.keys(&oob::Keys::default())?;
+        let out = match p.test.verb {
+            Verb::Read | Verb::Atomic => p.test.out().min(255) as u8,
+            Verb::Write | Verb::Send => 0,
+        };
+        chan.link()
+            .ok_or("no rdma_cm link")?
+            .connect_test(r.qp_mut(), out)?;
+        chan.keys(&oob::Keys::default())?;
+    }
     for n in 1..=p.test.exchanges_before() {
         peer = chan.keys(&me)?;
         if n == p.test.connect_after() {
             // Connected before our next message: the peer may start its traffic as soon as it
-            // has it.
-            r.connect(h, &peer)?;
+            // has it (with -R, rdma_cm connected it already).
+            if !a.rdma_cm {
+                r.connect(h, &peer)?;
+            }
             r.show(&peer);
         }
         if n + 1 == p.test.exchanges_before() && p.test.verb == Verb::Send {
@@ -280,14 +321,14 @@ fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
             let lat = r.write_lat(&peer)?;
             run::print_lat(p, &lat);
             // No closing exchange: the peer just exits.
-            chan.linger();
+            chan.linger(Some(r.qp_mut()));
             r.close();
             return Ok(());
         }
         (Verb::Send, true, _) => run::print_lat(p, &r.send_lat(&peer)?),
     }
     chan.keys(&me)?;
-    chan.done();
+    chan.done(Some(r.qp_mut()));
     r.close();
     Ok(())
 }

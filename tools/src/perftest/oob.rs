@@ -14,7 +14,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use super::cmlink::CmLink;
 use crate::link::e;
+
+type Qp<'a> = mlx5::qp::Qp<'a, mlx5_vfio::AnyPlatform>;
 
 /// Our version string.
 const VERSION: &[u8] = b"6.06";
@@ -99,35 +102,61 @@ pub(super) struct Settled {
     pub(super) mtu: u8,
 }
 
+/// What the exchange runs over: perftest's TCP socket, or (`-R`) an RC QP rdma_cm connected.
+enum Wire<'a> {
+    Tcp(TcpStream),
+    Cm(Box<CmLink<'a>>),
+}
+
 /// The exchange's connection, on the client or the server side.
-pub(super) struct Chan {
-    s: TcpStream,
+pub(super) struct Chan<'a> {
+    w: Wire<'a>,
     client: bool,
 }
 
-impl Chan {
-    pub(super) fn new(s: TcpStream, client: bool) -> Result<Chan, String> {
+impl<'a> Chan<'a> {
+    pub(super) fn new(s: TcpStream, client: bool) -> Result<Chan<'a>, String> {
         s.set_read_timeout(Some(PATIENCE)).map_err(e)?;
         s.set_write_timeout(Some(PATIENCE)).map_err(e)?;
         s.set_nodelay(true).map_err(e)?;
-        Ok(Chan { s, client })
+        Ok(Chan {
+            w: Wire::Tcp(s),
+            client,
+        })
+    }
+
+    /// The exchange over a control connection rdma_cm made (`-R`).
+    pub(super) fn cm(link: CmLink<'a>, client: bool) -> Chan<'a> {
+        Chan {
+            w: Wire::Cm(Box::new(link)),
+            client,
+        }
+    }
+
+    /// The connection manager, with `-R`.
+    pub(super) fn link(&mut self) -> Option<&mut CmLink<'a>> {
+        match &mut self.w {
+            Wire::Cm(l) => Some(l),
+            Wire::Tcp(_) => None,
+        }
     }
 
     /// One step: our message out and the peer's (of the same size) in, in the order of our
     /// side. `what` names the step in errors.
     pub(super) fn step(&mut self, mine: &[u8], what: &str) -> Result<Vec<u8>, String> {
+        let s = match &mut self.w {
+            Wire::Cm(l) => return l.step(mine, what),
+            Wire::Tcp(s) => s,
+        };
         let mut theirs = vec![0u8; mine.len()];
         if self.client {
-            self.s
-                .write_all(mine)
+            s.write_all(mine)
                 .map_err(|x| format!("sending {what}: {x}"))?;
         }
-        self.s
-            .read_exact(&mut theirs)
+        s.read_exact(&mut theirs)
             .map_err(|x| format!("reading the peer's {what}: {x}"))?;
         if !self.client {
-            self.s
-                .write_all(mine)
+            s.write_all(mine)
                 .map_err(|x| format!("sending {what}: {x}"))?;
         }
         Ok(theirs)
@@ -168,8 +197,13 @@ impl Chan {
         })
     }
 
-    /// One key exchange: ours out, the peer's in.
+    /// One key exchange: ours out, the peer's in (text over TCP, perftest's binary struct
+    /// over rdma_cm).
     pub(super) fn keys(&mut self, me: &Keys) -> Result<Keys, String> {
+        if matches!(self.w, Wire::Cm(_)) {
+            let m = self.step(&me.to_binary(1), "keys")?;
+            return Keys::from_binary(&m);
+        }
         let m = self.step(&me.to_wire(), "keys")?;
         Keys::from_wire(&m)
     }
@@ -198,22 +232,35 @@ impl Chan {
         Ok((s, n, p, a, r))
     }
 
-    /// The closing `"done"` (nobody reads it): ours out, then whatever the peer sends until it
-    /// closes (at most a few seconds), so that our close never resets a connection the peer
-    /// still writes to.
-    pub(super) fn done(mut self) {
-        if self.s.write_all(b"done\0").is_ok() {
-            self.linger();
+    /// The end of the exchange. TCP: the closing `"done"` (nobody reads it), then whatever
+    /// the peer sends until it closes (at most a few seconds), so that our close never resets
+    /// a connection the peer still writes to. rdma_cm: no "done"; the test connection and
+    /// the control connection are disconnected.
+    pub(super) fn done(self, test_qp: Option<&mut Qp<'_>>) {
+        match self.w {
+            Wire::Tcp(mut s) => {
+                if s.write_all(b"done\0").is_ok() {
+                    linger(s);
+                }
+            }
+            Wire::Cm(l) => l.close(test_qp),
         }
     }
 
-    /// Reads whatever the peer still sends until it closes (3 s at most); ib_write_lat closes
-    /// without a `"done"`.
-    pub(super) fn linger(mut self) {
-        let _ = self.s.set_read_timeout(Some(Duration::from_secs(3)));
-        let mut sink = [0u8; 64];
-        while matches!(self.s.read(&mut sink), Ok(n) if n > 0) {}
+    /// Ends without a closing message (ib_write_lat closes without a `"done"`): TCP reads
+    /// whatever the peer still sends until it closes (3 s at most).
+    pub(super) fn linger(self, test_qp: Option<&mut Qp<'_>>) {
+        match self.w {
+            Wire::Tcp(s) => linger(s),
+            Wire::Cm(l) => l.close(test_qp),
+        }
     }
+}
+
+fn linger(mut s: TcpStream) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    let mut sink = [0u8; 64];
+    while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
 }
 
 #[cfg(test)]
@@ -259,7 +306,7 @@ mod tests {
                 })
                 .unwrap();
             let r = c.report(1, 2, 3.0, 4.0, 5.0).unwrap();
-            c.done();
+            c.done(None);
             (p, k, r)
         });
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -272,7 +319,7 @@ mod tests {
             })
             .unwrap();
         let r = c.report(10, 20, 30.0, 40.0, 50.0).unwrap();
-        c.done();
+        c.done(None);
         let (sp, sk, sr) = server.join().unwrap();
         let settled = Settled {
             cycle_buffer: 8192,

@@ -152,6 +152,11 @@ impl<'a> Resources<'a> {
         })
     }
 
+    /// The test QP (rdma_cm connects it with `-R`).
+    pub(super) fn qp_mut(&mut self) -> &mut Qp<'a> {
+        &mut self.qp
+    }
+
     /// Our key message: the second half of the buffer is what the peer targets.
     pub(super) fn keys(&self) -> Keys {
         Keys {

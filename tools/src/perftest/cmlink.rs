@@ -1,0 +1,493 @@
+//! perftest's `-R` (`--rdma_cm`, perftest 4.5-0.17 `src/perftest_communication.c`): the
+//! exchange runs over an RC QP that rdma_cm connected to the server's port instead of a TCP
+//! socket, and the test's own QP is connected with rdma_cm too, on the same port.
+//!
+//! The control connection: the client posts one receive (56 bytes) and connects (no READs
+//! either way, 7 retries, 7 RNR retries); the server, listening, posts its receive and accepts.
+//! Each step of the exchange is then one signaled SEND of exactly the item's size into the
+//! peer's posted receive, the client first — the same items as over TCP, except that keys
+//! travel as perftest's binary `struct pingpong_dest` (56 bytes, big-endian: LID, OUT, QPN,
+//! PSN, rkey at 0, 4, 8, 12, 16; the address at 24; the GID at 32; SRQN and GID index at 48 and
+//! 52) and there is no closing "done". Around the test QP's connection (REQ with the test's
+//! READ depth, 0 unless READ or atomic; the server lowers nothing but sets `min_rnr_timer` 12)
+//! both sides exchange keys once before and once after. At the end the client disconnects the
+//! test connection (DREQ) and the server answers; the control connection is torn down too.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, Gsi, GsiBufs, Route};
+use mlx5::mr::MrAccess;
+use mlx5::qp::{QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge};
+use mlx5::{Wc, WcOpcode, WcStatus};
+use mlx5_vfio::AnyPlatform;
+
+use super::oob::Keys;
+use crate::link::{e, Host};
+
+type Dev = mlx5::Device<AnyPlatform>;
+type Cq<'a> = mlx5::cq::Cq<'a, AnyPlatform>;
+type Mr<'a> = mlx5::MemoryRegion<'a, AnyPlatform>;
+type Qp<'a> = mlx5::qp::Qp<'a, AnyPlatform>;
+
+/// Bytes of perftest 4.5-0.17's `struct pingpong_dest` (and of its control receive).
+pub(super) const DEST: usize = 56;
+/// The longest wait for the peer's next message or connection event.
+const PATIENCE: Duration = Duration::from_secs(300);
+
+impl Keys {
+    /// perftest's binary `struct pingpong_dest` (as `rdma_write_keys` sends it).
+    pub(super) fn to_binary(self, gid_index: u32) -> [u8; DEST] {
+        let mut m = [0u8; DEST];
+        m[0..4].copy_from_slice(&u32::from(self.lid).to_be_bytes());
+        m[4..8].copy_from_slice(&u32::from(self.out).to_be_bytes());
+        m[8..12].copy_from_slice(&self.qpn.to_be_bytes());
+        m[12..16].copy_from_slice(&self.psn.to_be_bytes());
+        m[16..20].copy_from_slice(&self.rkey.to_be_bytes());
+        m[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        m[32..48].copy_from_slice(&self.gid);
+        m[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        m[52..56].copy_from_slice(&gid_index.to_be_bytes());
+        m
+    }
+
+    /// The fields `rdma_read_keys` takes from a binary `struct pingpong_dest`.
+    pub(super) fn from_binary(m: &[u8]) -> Result<Keys, String> {
+        if m.len() < DEST {
+            return Err(format!("the peer's keys are {} bytes, not {DEST}", m.len()));
+        }
+        let w = |at: usize| u32::from_be_bytes([m[at], m[at + 1], m[at + 2], m[at + 3]]);
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&m[32..48]);
+        let mut va = [0u8; 8];
+        va.copy_from_slice(&m[24..32]);
+        Ok(Keys {
+            lid: w(0) as u16,
+            out: w(4) as u16,
+            qpn: w(8) & 0xff_ffff,
+            psn: w(12) & 0xff_ffff,
+            rkey: w(16),
+            vaddr: u64::from_be_bytes(va),
+            gid,
+            srqn: w(48),
+        })
+    }
+}
+
+/// The objects the control connection borrows (created first).
+pub(super) struct CtrlBufs<'d> {
+    gsi: GsiBufs<'d, AnyPlatform>,
+    cq: Cq<'d>,
+    mr: Mr<'d>,
+}
+
+impl<'d> CtrlBufs<'d> {
+    pub(super) fn new(dev: &'d Dev) -> Result<Self, String> {
+        let pd = dev.pd().ok_or("no PD")?;
+        let local = MrAccess {
+            local_write: true,
+            ..MrAccess::default()
+        };
+        Ok(CtrlBufs {
+            gsi: GsiBufs::new(dev).map_err(e)?,
+            cq: dev.create_cq(8).map_err(e)?,
+            // The receive (56 bytes) and the send, apart.
+            mr: dev.alloc_mr(pd, 2 * DEST, local).map_err(e)?,
+        })
+    }
+}
+
+/// The control connection and the connection manager (which the test QP's connection uses
+/// too).
+pub(super) struct CmLink<'a> {
+    dev: &'a Dev,
+    pub(super) cm: Cm<'a, AnyPlatform>,
+    qp: Qp<'a>,
+    b: &'a CtrlBufs<'a>,
+    id: CmId,
+    client: bool,
+    /// Connection events met while waiting for something else.
+    pending: VecDeque<CmEvent>,
+    /// The test connection, once made.
+    test: Option<CmId>,
+    /// The peer's GID and next hop (for the test connection).
+    peer: ([u8; 16], [u8; 6]),
+    route: Option<Route>,
+}
+
+/// perftest's rdma_cm connection parameters: READ depth `out` (0 unless the test reads),
+/// 7 retries, 7 RNR retries, `min_rnr_timer` 12 (the server sets it after accepting).
+fn param(out: u8) -> ConnParam<'static> {
+    ConnParam {
+        responder_resources: out,
+        initiator_depth: out,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        min_rnr_timer: 12,
+        private_data: &[],
+    }
+}
+
+impl<'a> CmLink<'a> {
+    /// The control connection: the client connects to `server:port`, the server accepts the
+    /// first REQ for `port`.
+    pub(super) fn open(
+        h: &'a Host<'a>,
+        b: &'a CtrlBufs<'a>,
+        server: Option<&str>,
+        port: u16,
+    ) -> Result<CmLink<'a>, String> {
+        let dev = h.dev;
+        let (_, own_gid) = h.gid(Some(1))?;
+        let own_ip: [u8; 4] = own_gid[12..].try_into().unwrap_or_default();
+        let gsi = Gsi::open(dev, &b.gsi, 1).map_err(e)?;
+        let mac = dev.vport().mac;
+        let cfg = CmConfig {
+            ca_guid: u64::from_be_bytes([
+                mac[0] ^ 2,
+                mac[1],
+                mac[2],
+                0xff,
+                0xfe,
+                mac[3],
+                mac[4],
+                mac[5],
+            ]),
+            ca_ack_delay: dev.caps().get("local_ca_ack_delay").map_or(16, |v| v as u8),
+            ..CmConfig::default()
+        };
+        let cm = Cm::new(gsi, cfg);
+        let pd = dev.pd().ok_or("no PD")?;
+        let cap = QpCap {
+            max_send_wr: 1,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let mut qp = dev
+            .create_qp(pd, &QpInitAttr::new(QpType::Rc, &b.cq, &b.cq, cap))
+            .map_err(e)?;
+        mlx5::cm::init_qp(&mut qp, 0).map_err(e)?;
+        let mut link = CmLink {
+            dev,
+            cm,
+            qp,
+            b,
+            id: mlx5::cm::CmId(0),
+            client: server.is_some(),
+            pending: VecDeque::new(),
+            test: None,
+            peer: ([0; 16], [0; 6]),
+            route: None,
+        };
+        link.post_recv()?;
+        match server {
+            Some(s) => {
+                let ip: std::net::Ipv4Addr = s
+                    .parse()
+                    .map_err(|_| format!("-R needs the server's IPv4 address, not {s:?}"))?;
+                let gid = mapped(ip.octets());
+                let mac = h.peer_mac(&gid, &own_gid)?;
+                // An ephemeral port, as rdma_cm binds one.
+                let src_port = 32768 + (std::process::id() % 28232) as u16;
+                let route = Route {
+                    src_ip: own_ip,
+                    src_port,
+                    dst_ip: ip.octets(),
+                    dst_port: port,
+                    dmac: mac,
+                };
+                link.peer = (gid, mac);
+                link.route = Some(route);
+                link.id = connect_qp(&mut link.cm, &mut link.pending, dev, &mut link.qp, route, 0)?;
+            }
+            None => {
+                link.cm.listen(port).map_err(e)?;
+                let r = link.request()?;
+                let mac = h.peer_mac(&r.remote_gid, &own_gid)?;
+                link.peer = (r.remote_gid, mac);
+                link.cm
+                    .accept(r.id, &mut link.qp, mac, &param(0))
+                    .map_err(e)?;
+                link.id = r.id;
+            }
+        }
+        Ok(link)
+    }
+
+    fn relax(&self) {
+        mlx5::Platform::relax(self.dev.platform());
+    }
+
+    /// The next connection event.
+    fn event(&mut self) -> Result<CmEvent, String> {
+        next_event(&mut self.cm, &mut self.pending, self.dev)
+    }
+
+    /// The next REQ (other events before it are set aside).
+    fn request(&mut self) -> Result<mlx5::cm::ConnRequest, String> {
+        let mut aside = VecDeque::new();
+        let r = loop {
+            match self.event()? {
+                CmEvent::ConnectRequest(r) => break r,
+                other => aside.push_back(other),
+            }
+        };
+        self.pending.extend(aside);
+        Ok(r)
+    }
+
+    /// The test QP's connection (between the two handshakes around it).
+    pub(super) fn connect_test(&mut self, qp: &mut Qp<'_>, out: u8) -> Result<(), String> {
+        mlx5::cm::init_qp(qp, out).map_err(e)?;
+        if self.client {
+            let route = self.route.ok_or("no route")?;
+            self.test = Some(connect_qp(
+                &mut self.cm,
+                &mut self.pending,
+                self.dev,
+                qp,
+                route,
+                out,
+            )?);
+        } else {
+            let r = self.request()?;
+            let mac = self.peer.1;
+            self.cm.accept(r.id, qp, mac, &param(out)).map_err(e)?;
+            self.test = Some(r.id);
+        }
+        Ok(())
+    }
+
+    fn post_recv(&mut self) -> Result<(), String> {
+        let sge = [Sge {
+            addr: self.b.mr.addr(),
+            length: DEST as u32,
+            lkey: self.b.mr.lkey(),
+        }];
+        self.qp
+            .post_recv(&[RecvWr {
+                wr_id: 1,
+                sg_list: &sge,
+            }])
+            .map_err(e)
+    }
+
+    /// The next control completion of `op`, the CM running meanwhile.
+    fn completion(&mut self, op: WcOpcode, what: &str) -> Result<Wc, String> {
+        let deadline = Instant::now() + PATIENCE;
+        let mut wc = [Wc::default()];
+        loop {
+            if self.b.cq.poll(&mut wc).map_err(e)? == 1 {
+                let w = wc[0];
+                if w.status != WcStatus::Success {
+                    return Err(format!("{what}: control completion {:?}", w.status));
+                }
+                if w.opcode == op {
+                    return Ok(w);
+                }
+                continue;
+            }
+            if let Some(ev) = self.cm.poll().map_err(e)? {
+                match ev {
+                    CmEvent::Established { .. } => {}
+                    CmEvent::Disconnected { id } if id == self.id => {
+                        return Err(format!("{what}: the peer disconnected"))
+                    }
+                    other => self.pending.push_back(other),
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(format!("{what}: nothing from the peer within 300 s"));
+            }
+            self.relax();
+        }
+    }
+
+    fn send(&mut self, mine: &[u8], what: &str) -> Result<(), String> {
+        self.b.mr.write(DEST, mine).map_err(e)?;
+        let sge = [Sge {
+            addr: self.b.mr.addr() + DEST as u64,
+            length: mine.len() as u32,
+            lkey: self.b.mr.lkey(),
+        }];
+        self.qp.post_send(&[SendWr::send(2, &sge)]).map_err(e)?;
+        self.completion(WcOpcode::Send, what).map(drop)
+    }
+
+    fn recv(&mut self, len: usize, what: &str) -> Result<Vec<u8>, String> {
+        let w = self.completion(WcOpcode::Recv, what)?;
+        if w.byte_len as usize != len {
+            return Err(format!(
+                "{what}: the peer sent {} bytes, not {len}",
+                w.byte_len
+            ));
+        }
+        let mut m = vec![0u8; len];
+        self.b.mr.read(0, &mut m).map_err(e)?;
+        self.post_recv()?;
+        Ok(m)
+    }
+
+    /// One step of the exchange: the client sends then receives, the server the other way.
+    pub(super) fn step(&mut self, mine: &[u8], what: &str) -> Result<Vec<u8>, String> {
+        if self.client {
+            self.send(mine, what)?;
+            self.recv(mine.len(), what)
+        } else {
+            let theirs = self.recv(mine.len(), what)?;
+            self.send(mine, what)?;
+            Ok(theirs)
+        }
+    }
+
+    /// The end: the test connection and the control connection disconnected (the client
+    /// sends the DREQs; the server answers them, or after a while sends its own), each
+    /// waited for at most a few seconds.
+    pub(super) fn close(mut self, mut test_qp: Option<&mut Qp<'_>>) {
+        let ids: Vec<CmId> = self.test.into_iter().collect();
+        for id in ids {
+            if !self.client {
+                // The client disconnects first; its DREQ is answered by our disconnect.
+                let until = Instant::now() + Duration::from_secs(3);
+                while Instant::now() < until {
+                    if let Some(ev) = self
+                        .pending
+                        .iter()
+                        .position(|ev| matches!(ev, CmEvent::Disconnected { id: i } if *i == id))
+                    {
+                        self.pending.remove(ev);
+                        break;
+                    }
+                    match self.cm.poll() {
+                        Ok(Some(CmEvent::Disconnected { id: i })) if i == id => break,
+                        Ok(Some(other)) => self.pending.push_back(other),
+                        Ok(None) => self.relax(),
+                        Err(x) => {
+                            log::warn!("perftest -R: {x}");
+                            break;
+                        }
+                    }
+                }
+            }
+            self.end(id, test_qp.as_deref_mut());
+        }
+        let id = self.id;
+        self.end(id, None);
+        let CmLink { cm, qp, .. } = self;
+        drop(qp.destroy());
+        drop(cm.into_gsi().close());
+    }
+
+    /// Disconnects one connection and waits (3 s at most) for it to end.
+    fn end(&mut self, id: CmId, qp: Option<&mut Qp<'_>>) {
+        let r = match qp {
+            Some(q) => self.cm.disconnect(id, q),
+            None => self.cm.disconnect(id, &mut self.qp),
+        };
+        if let Err(x) = r {
+            log::warn!("perftest -R: disconnect: {x}");
+            return;
+        }
+        let until = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < until {
+            match self.cm.poll() {
+                Ok(Some(CmEvent::Disconnected { id: i })) if i == id => return,
+                Ok(Some(_)) => {}
+                Ok(None) => self.relax(),
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// The next connection event (one set aside first).
+fn next_event(
+    cm: &mut Cm<'_, AnyPlatform>,
+    pending: &mut VecDeque<CmEvent>,
+    dev: &Dev,
+) -> Result<CmEvent, String> {
+    if let Some(ev) = pending.pop_front() {
+        return Ok(ev);
+    }
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Some(ev) = cm.poll().map_err(e)? {
+            return Ok(ev);
+        }
+        if Instant::now() > deadline {
+            return Err("no connection event within 300 s".into());
+        }
+        mlx5::Platform::relax(dev.platform());
+    }
+}
+
+/// Connects `qp` as the client, retrying a rejected REQ up to 10 times 100 ms apart
+/// (perftest's client does: the server may not listen yet).
+fn connect_qp(
+    cm: &mut Cm<'_, AnyPlatform>,
+    pending: &mut VecDeque<CmEvent>,
+    dev: &Dev,
+    qp: &mut Qp<'_>,
+    route: Route,
+    out: u8,
+) -> Result<CmId, String> {
+    for _ in 0..10 {
+        let id = cm.connect(qp, &route, &param(out)).map_err(e)?;
+        let mut aside = VecDeque::new();
+        let outcome = loop {
+            match next_event(cm, pending, dev)? {
+                CmEvent::ConnectResponse { id: i, .. } if i == id => break Ok(()),
+                CmEvent::Rejected { id: i, reason } if i == id => break Err(reason),
+                CmEvent::Unreachable { id: i, .. } if i == id => {
+                    return Err("RDMA_CM_EVENT_UNREACHABLE: no answer to our REQ".into())
+                }
+                other => aside.push_back(other),
+            }
+        };
+        pending.extend(aside);
+        match outcome {
+            Ok(()) => {
+                cm.establish(id, qp).map_err(e)?;
+                return Ok(id);
+            }
+            Err(reason) => {
+                log::info!("perftest -R: REQ rejected (reason {reason}); retrying");
+                // The QP stayed in INIT: connect again from there.
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    Err("Failed to connect RDMA CM client, tried 10 times.".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binary_keys_are_perftests_struct() {
+        let mut gid = [0u8; 16];
+        gid[10..].copy_from_slice(&[0xff, 0xff, 198, 18, 0, 2]);
+        let k = Keys {
+            lid: 0,
+            out: 16,
+            qpn: 0x11,
+            psn: 0xabcdef,
+            rkey: 0x1234,
+            vaddr: 0x5555_0000_1000,
+            gid,
+            srqn: 0,
+        };
+        let b = k.to_binary(1);
+        assert_eq!(&b[4..8], &[0, 0, 0, 16]);
+        assert_eq!(&b[8..12], &[0, 0, 0, 0x11]);
+        assert_eq!(&b[16..24], &[0, 0, 0x12, 0x34, 0, 0, 0, 0]);
+        assert_eq!(&b[24..32], &[0, 0, 0x55, 0x55, 0, 0, 0x10, 0]);
+        assert_eq!(&b[42..48], &[0xff, 0xff, 198, 18, 0, 2]);
+        assert_eq!(&b[52..56], &[0, 0, 0, 1]);
+        assert_eq!(Keys::from_binary(&b).unwrap(), k);
+        assert!(Keys::from_binary(&b[..40]).is_err());
+    }
+}
