@@ -36,8 +36,14 @@ fn pair(test: &str, extra: &[&str], port: u16) -> (String, String) {
     let server = side("02:c5:5a:00:00:01", "10.0.0.1", &a, &b)
         .spawn()
         .unwrap();
+    // With -R the server is named by its simulated NIC's address (rdma_cm), else by TCP's.
+    let server_addr = if extra.contains(&"-R") {
+        "10.0.0.1"
+    } else {
+        "127.0.0.1"
+    };
     let client = side("02:c5:5a:00:00:02", "10.0.0.2", &b, &a)
-        .arg("127.0.0.1")
+        .arg(server_addr)
         .output()
         .unwrap();
     let server = server.wait_with_output().unwrap();
@@ -116,6 +122,30 @@ fn latency_tests_ping_pong_or_serve() {
         assert!(c.contains("t_typical"), "{test}: {c}");
         if matches!(test, "write-lat" | "send-lat") {
             assert!(s.contains("t_typical"), "{test}: {s}");
+        }
+    }
+}
+
+#[test]
+fn rdma_cm_mode_connects_both_qps_with_the_connection_manager() {
+    // perftest -R: the exchange over an rdma_cm-connected control QP, the test QP connected by
+    // rdma_cm too (over QP1 of each simulated NIC), a read test taking READ depth 16 through
+    // the REQ/REP.
+    for (k, (test, title)) in [
+        ("write-bw", "RDMA_Write BW Test"),
+        ("read-bw", "RDMA_Read BW Test"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (c, s) = pair(
+            test,
+            &["-R", "-s", "4096", "-n", "200"],
+            port(40 + k as u16),
+        );
+        for out in [&c, &s] {
+            assert!(out.contains(title), "{out}");
+            assert!(out.contains(" 4096       200"), "{out}");
         }
     }
 }
