@@ -241,3 +241,78 @@ fn an_unanswered_req_ends_unreachable() {
         }
     );
 }
+
+#[test]
+fn random_cm_messages_never_upset_the_connection_manager() {
+    // A raw QP1 on A sends B 400 MADs with a CM header and random bodies (attribute IDs REQ to
+    // DREP); B's CM answers what deserves an answer (REJ, DREP, MRA), never panics, and the
+    // REQs it took and nobody answered are forgotten in time (the table never stays full).
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    with_ip(&a, IP_A);
+    with_ip(&b, IP_B);
+    let (ba, bb) = (GsiBufs::new(&a).unwrap(), GsiBufs::new(&b).unwrap());
+    let mut ga = Gsi::open(&a, &ba, 1).unwrap();
+    let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
+    cb.listen(7174).unwrap();
+    cb.learn(mapped(IP_A), a.vport().mac);
+    let to = mlx5::cm::MadAddr {
+        gid: mapped(IP_B),
+        mac: b.vport().mac,
+        sgid_index: 1,
+        hop_limit: 64,
+        traffic_class: 0,
+    };
+    let mut seed = 0x1234_5678_9abc_def1u64;
+    let mut rnd = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut requests = 0;
+    for i in 0..400u32 {
+        let attr = 0x10 + (rnd() % 7) as u16;
+        let mut m = mlx5::cm::mad::Mad::cm(attr, rnd());
+        for byte in m.0[24..].iter_mut() {
+            *byte = rnd() as u8;
+        }
+        if i % 3 == 0 {
+            // Aim at a port B listens on, so that some REQs are taken.
+            m.set(mlx5::cm::mad::req::SERVICE_ID, 0x0106_0000 | 7174);
+            m.set(mlx5::cm::mad::req::PATH_MTU, 3);
+            m.set(mlx5::cm::mad::req::TRANSPORT, 0);
+        }
+        ga.send(&to, &m).unwrap();
+        // Drain A's QP1 (B's answers, and A's send completions).
+        while ga.recv().unwrap().is_some() {}
+        mlx5::Platform::relax(b.platform());
+        while let Some(e) = cb.poll().unwrap() {
+            if let CmEvent::ConnectRequest(r) = e {
+                requests += 1;
+                // Refuse half, leave half to time out.
+                if requests % 2 == 0 {
+                    cb.reject(r.id, 28).unwrap();
+                }
+            }
+        }
+    }
+    assert!(requests > 0, "no random REQ was taken");
+    assert!(cb.dropped > 0, "every random MAD was taken");
+    // The unanswered REQs expire (the fast config: 2 × 16 ms × up to 16 tries each).
+    let mut expired = 0;
+    for _ in 0..2_000_000 {
+        mlx5::Platform::relax(b.platform());
+        match cb.poll().unwrap() {
+            Some(CmEvent::Unreachable { waiting_for, .. }) => {
+                assert_eq!(waiting_for, "our accept or reject of its REQ");
+                expired += 1;
+            }
+            Some(_) => {}
+            None if expired > 0 => break,
+            None => {}
+        }
+    }
+    assert!(expired > 0, "no unanswered REQ was forgotten");
+}

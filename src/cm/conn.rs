@@ -254,7 +254,7 @@ fn xorshift(s: &mut u64) -> u64 {
 
 /// `cm_ack_timeout`: the ACK timeout of a path from a CA's ACK delay and the packet life time.
 pub fn ack_timeout(ca_ack_delay: u8, packet_life_time: u8) -> u8 {
-    let mut t = packet_life_time + 1;
+    let mut t = packet_life_time.min(30) + 1;
     if t >= ca_ack_delay {
         t += u8::from(ca_ack_delay >= t - 1);
     } else {

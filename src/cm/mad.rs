@@ -273,10 +273,14 @@ impl Mad {
         m
     }
 
-    /// A field's value.
+    /// A field's value (0 for a field that does not fit in a MAD: at most 64 bits, inside the
+    /// 256 bytes).
     pub fn get(&self, f: F) -> u64 {
         let F(byte, bit, width) = f;
         let n = (bit + width).div_ceil(8) as usize;
+        if !valid(f) {
+            return 0;
+        }
         let mut v: u128 = 0;
         for b in &self.0[byte..byte + n] {
             v = v << 8 | u128::from(*b);
@@ -285,10 +289,14 @@ impl Mad {
         ((v >> shift) & mask(width)) as u64
     }
 
-    /// Sets a field (bits of `v` above its width are dropped).
+    /// Sets a field (bits of `v` above its width are dropped; a field that does not fit in a
+    /// MAD is ignored).
     pub fn set(&mut self, f: F, v: u64) {
         let F(byte, bit, width) = f;
         let n = (bit + width).div_ceil(8) as usize;
+        if !valid(f) {
+            return;
+        }
         let shift = n as u32 * 8 - bit - width;
         let m = mask(width) << shift;
         let mut cur: u128 = 0;
@@ -326,6 +334,11 @@ impl Mad {
     pub fn tid(&self) -> u64 {
         self.get(hdr::TID)
     }
+}
+
+/// Whether a field fits: 1..=64 bits starting in its byte's 8 bits, inside the MAD.
+fn valid(F(byte, bit, width): F) -> bool {
+    (1..=64).contains(&width) && bit < 8 && byte + (bit + width).div_ceil(8) as usize <= MAD_LEN
 }
 
 fn mask(width: u32) -> u128 {
@@ -381,7 +394,8 @@ pub const fn service_id(port: u16) -> u64 {
 
 /// `4.096 µs × 2^t` in milliseconds as Linux's CM rounds it (`1 << max(t − 8, 0)`).
 pub const fn timeout_ms(t: u8) -> u64 {
-    1u64 << t.saturating_sub(8)
+    // The fields are 5 bits: at most 2^23 ms.
+    1u64 << (if t > 31 { 31 } else { t }).saturating_sub(8)
 }
 
 #[cfg(test)]
@@ -485,5 +499,11 @@ mod tests {
         assert_eq!(CmaHdr::parse(&v6), None);
         assert_eq!(timeout_ms(20), 4096);
         assert_eq!(timeout_ms(3), 1);
+        assert_eq!(timeout_ms(255), 1 << 23);
+        // A field outside the MAD reads 0 and is not written.
+        let mut m = Mad::default();
+        m.set(F(250, 0, 64), u64::MAX);
+        assert_eq!(m.get(F(250, 0, 64)), 0);
+        assert_eq!(m, Mad::default());
     }
 }

@@ -43,6 +43,15 @@ impl<P: Platform> Cm<'_, P> {
                 self.conns.swap_remove(i);
                 continue;
             }
+            if c.state == State::ReqRcvd {
+                log::warn!("CM {:#x}: a REQ left unanswered, forgotten", c.local_id);
+                self.conns.swap_remove(i);
+                self.event(CmEvent::Unreachable {
+                    id,
+                    waiting_for: c.waiting_for,
+                });
+                continue;
+            }
             if c.retries_left == 0 {
                 log::warn!(
                     "CM {:#x}: no answer waiting for {}",
@@ -345,10 +354,16 @@ impl<P: Platform> Cm<'_, P> {
             min_rnr_timer: 12,
             ack_timeout: (m.get(req::LOCAL_ACK_TIMEOUT) as u8).max(1),
             last: Mad::default(),
-            deadline_ns: 0,
+            // A REQ nobody answers is forgotten once the active side has surely given up on
+            // it (twice its response timeout over every retry), so the table cannot fill.
+            deadline_ns: self.gsi.now_ns().saturating_add(
+                2 * mad::timeout_ms(m.get(req::REMOTE_CM_RESPONSE_TIMEOUT) as u8)
+                    * (m.get(req::MAX_CM_RETRIES) + 1)
+                    * 1_000_000,
+            ),
             retries_left: m.get(req::MAX_CM_RETRIES) as u8,
             timeout_ms: mad::timeout_ms(m.get(req::LOCAL_CM_RESPONSE_TIMEOUT) as u8),
-            waiting_for: "",
+            waiting_for: "our accept or reject of its REQ",
         };
         let _ = self.conns.push(c);
         self.event(CmEvent::ConnectRequest(ConnRequest {
