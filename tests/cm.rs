@@ -27,6 +27,15 @@ fn with_ip(dev: &Dev, ip: [u8; 4]) {
     .unwrap();
 }
 
+/// Two NICs on `fabric`, A at 10.0.0.1 and B at 10.0.0.2 (GID index 1).
+fn two(fabric: &Fabric) -> ((mlx5::sim::SimDevice, Dev), (mlx5::sim::SimDevice, Dev)) {
+    let (sa, a) = nic(fabric, Mode::Sync);
+    let (sb, b) = nic(fabric, Mode::Sync);
+    with_ip(&a, IP_A);
+    with_ip(&b, IP_B);
+    ((sa, a), (sb, b))
+}
+
 /// Short timers so that a retransmission test takes milliseconds: REQ every 2·1 + 16 ms.
 fn fast(dev: &Dev) -> CmConfig {
     CmConfig {
@@ -60,10 +69,7 @@ fn next(
 }
 
 fn handshake_and_data(fabric: &Fabric, lossy: bool) {
-    let (_sa, a) = nic(fabric, Mode::Sync);
-    let (_sb, b) = nic(fabric, Mode::Sync);
-    with_ip(&a, IP_A);
-    with_ip(&b, IP_B);
+    let ((_sa, a), (_sb, b)) = two(fabric);
     let (ba, bb) = (GsiBufs::new(&a).unwrap(), GsiBufs::new(&b).unwrap());
     let mut ca = Cm::new(Gsi::open(&a, &ba, 1).unwrap(), fast(&a));
     let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
@@ -182,10 +188,7 @@ fn lost_req_and_rep_are_retransmitted() {
 #[test]
 fn a_port_nobody_listens_on_is_rejected() {
     let fabric = Fabric::new();
-    let (_sa, a) = nic(&fabric, Mode::Sync);
-    let (_sb, b) = nic(&fabric, Mode::Sync);
-    with_ip(&a, IP_A);
-    with_ip(&b, IP_B);
+    let ((_sa, a), (_sb, b)) = two(&fabric);
     let (ba, bb) = (GsiBufs::new(&a).unwrap(), GsiBufs::new(&b).unwrap());
     let mut ca = Cm::new(Gsi::open(&a, &ba, 1).unwrap(), fast(&a));
     let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
@@ -248,10 +251,7 @@ fn random_cm_messages_never_upset_the_connection_manager() {
     // DREP); B's CM answers what deserves an answer (REJ, DREP, MRA), never panics, and the
     // REQs it took and nobody answered are forgotten in time (the table never stays full).
     let fabric = Fabric::new();
-    let (_sa, a) = nic(&fabric, Mode::Sync);
-    let (_sb, b) = nic(&fabric, Mode::Sync);
-    with_ip(&a, IP_A);
-    with_ip(&b, IP_B);
+    let ((_sa, a), (_sb, b)) = two(&fabric);
     let (ba, bb) = (GsiBufs::new(&a).unwrap(), GsiBufs::new(&b).unwrap());
     let mut ga = Gsi::open(&a, &ba, 1).unwrap();
     let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));

@@ -17,7 +17,9 @@ use super::gsi::{Gsi, MadAddr};
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
 use crate::error::{Error, Result};
 use crate::platform::Platform;
+// An argument refused before anything was sent: the verbs' error.
 use crate::qp::{Access, AhAttr, Mtu, Qp, QpAttr, QpAttrMask as M, QpState, QpType};
+use crate::verbs::qp::post::refuse as wrong;
 
 /// Connections (live or in time-wait) at once.
 pub const MAX_CONNS: usize = 16;
@@ -51,6 +53,36 @@ pub struct CmConfig {
     pub hop_limit: u8,
     /// Path MTU we offer (the REQ's; a passive takes the smaller of the REQ's and this).
     pub mtu: Mtu,
+}
+
+/// The EUI-64 node GUID of a port MAC (the universal/local bit flipped, FF:FE in the middle),
+/// as Linux derives one for a RoCE device without a burnt-in GUID.
+pub fn guid_of_mac(mac: [u8; 6]) -> u64 {
+    u64::from_be_bytes([
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ])
+}
+
+impl CmConfig {
+    /// The defaults, with `dev`'s identity: its CA GUID (the EUI-64 of its port MAC) and its
+    /// `local_ca_ack_delay`.
+    pub fn for_device<P: Platform>(dev: &crate::Device<P>) -> Self {
+        CmConfig {
+            ca_guid: guid_of_mac(dev.vport().mac),
+            ca_ack_delay: dev
+                .caps()
+                .get("local_ca_ack_delay")
+                .map_or(16, |v| v.min(31) as u8),
+            ..CmConfig::default()
+        }
+    }
 }
 
 impl Default for CmConfig {
@@ -272,22 +304,6 @@ pub(super) fn mtu_of(v: u64) -> Option<Mtu> {
         5 => Mtu::Mtu4096,
         _ => return None,
     })
-}
-
-fn wrong(
-    op: &'static str,
-    field: &'static str,
-    requested: u64,
-    max: u64,
-    limit: &'static str,
-) -> Error {
-    Error::InvalidArgument {
-        op,
-        field,
-        requested,
-        max,
-        limit,
-    }
 }
 
 impl<'a, P: Platform> Cm<'a, P> {

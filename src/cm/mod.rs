@@ -11,6 +11,7 @@ pub mod mad;
 mod receive;
 
 pub use conn::{
-    ack_timeout, init_qp, mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Route,
+    ack_timeout, guid_of_mac, init_qp, mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest,
+    Route,
 };
 pub use gsi::{Gsi, GsiBufs, MadAddr, Received, QP1_QKEY};

@@ -71,16 +71,7 @@ fn report(o: &Opened) -> Value {
     let a = d.device_attr();
     let v = d.vport();
     let mac = v.mac;
-    let guid = [
-        mac[0] ^ 2,
-        mac[1],
-        mac[2],
-        0xff,
-        0xfe,
-        mac[3],
-        mac[4],
-        mac[5],
-    ];
+    let guid = mlx5::cm::guid_of_mac(mac).to_be_bytes();
     let guid_text = guid
         .chunks(2)
         .map(|c| format!("{:02x}{:02x}", c[0], c[1]))

@@ -107,20 +107,6 @@ fn bufs(dev: &Dev, size: usize) -> Result<Bufs<'_>, String> {
     })
 }
 
-/// Our CA GUID: the EUI-64 of the port's MAC (as soft-RoCE derives its node GUID).
-fn guid_of(mac: [u8; 6]) -> u64 {
-    u64::from_be_bytes([
-        mac[0] ^ 2,
-        mac[1],
-        mac[2],
-        0xff,
-        0xfe,
-        mac[3],
-        mac[4],
-        mac[5],
-    ])
-}
-
 /// The moving parts of one connection: CM, QP, CQ, buffers.
 struct Conn<'a, 'd> {
     h: &'a Host<'d>,
@@ -265,11 +251,7 @@ fn session(a: &Args, h: &Host<'_>) -> Result<(), String> {
     let own_ip: [u8; 4] = own_gid[12..].try_into().unwrap_or_default();
     let gbufs = GsiBufs::new(dev).map_err(e)?;
     let gsi = Gsi::open(dev, &gbufs, 1).map_err(e)?;
-    let cfg = CmConfig {
-        ca_guid: guid_of(dev.vport().mac),
-        ca_ack_delay: dev.caps().get("local_ca_ack_delay").map_or(16, |v| v as u8),
-        ..CmConfig::default()
-    };
+    let cfg = CmConfig::for_device(dev);
     let mut cm = Cm::new(gsi, cfg);
     let cq = dev.create_cq(32).map_err(e)?;
     let cap = QpCap {

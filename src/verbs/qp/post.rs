@@ -62,7 +62,7 @@ fn plain_op(op: &SendOp) -> Option<(u8, SendOps, usize, u32)> {
 /// common case in registers).
 #[cold]
 #[inline(never)]
-pub(super) fn refuse(
+pub(crate) fn refuse(
     op: &'static str,
     field: &'static str,
     requested: u64,

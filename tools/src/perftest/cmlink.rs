@@ -141,21 +141,7 @@ impl<'a> CmLink<'a> {
         let (_, own_gid) = h.gid(Some(1))?;
         let own_ip: [u8; 4] = own_gid[12..].try_into().unwrap_or_default();
         let gsi = Gsi::open(dev, &b.gsi, 1).map_err(e)?;
-        let mac = dev.vport().mac;
-        let cfg = CmConfig {
-            ca_guid: u64::from_be_bytes([
-                mac[0] ^ 2,
-                mac[1],
-                mac[2],
-                0xff,
-                0xfe,
-                mac[3],
-                mac[4],
-                mac[5],
-            ]),
-            ca_ack_delay: dev.caps().get("local_ca_ack_delay").map_or(16, |v| v as u8),
-            ..CmConfig::default()
-        };
+        let cfg = CmConfig::for_device(dev);
         let cm = Cm::new(gsi, cfg);
         let pd = dev.pd().ok_or("no PD")?;
         let cap = QpCap {
