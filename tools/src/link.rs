@@ -27,6 +27,11 @@ pub struct LinkArgs {
     /// The simulated NIC's port on a real link: our and their unix datagram sockets.
     #[arg(long, value_name = "OURS:THEIRS")]
     pub link: Option<String>,
+    /// The simulated NIC's port on a Linux TAP device (created if absent; a persistent one,
+    /// `ip tuntap add dev NAME mode tap`, is taken over): the host's stack, or a bridge, at
+    /// the other end.
+    #[arg(long, value_name = "NAME", conflicts_with = "link")]
+    pub tap: Option<String>,
     /// The simulated NIC's MAC.
     #[arg(long, default_value = "02:c5:5a:00:00:01")]
     pub mac: String,
@@ -153,19 +158,27 @@ pub fn with_host(
         drop(o.device.close());
         return r;
     }
-    let Some(link) = &a.link else {
-        return Err("the simulated NIC needs a peer: --link OURS:THEIRS (or --vfio BDF)".into());
-    };
-    let (ours, theirs) = link
-        .split_once(':')
-        .ok_or("--link OURS:THEIRS (two socket paths)")?;
     let mac = parse_mac(&a.mac)?;
     let sim = SimDevice::new(profile(&a.target.sim)?.with_mac(mac), Mode::Threaded);
     let fabric = Fabric::new();
     fabric.attach(&sim).map_err(e)?;
-    let port = fabric
-        .attach_unix_dgram(&PathBuf::from(ours), &PathBuf::from(theirs), true)
-        .map_err(|x| format!("--link {link}: {x}"))?;
+    let port = if let Some(link) = &a.link {
+        let (ours, theirs) = link
+            .split_once(':')
+            .ok_or("--link OURS:THEIRS (two socket paths)")?;
+        fabric
+            .attach_unix_dgram(&PathBuf::from(ours), &PathBuf::from(theirs), true)
+            .map_err(|x| format!("--link {link}: {x}"))?
+    } else if let Some(tap) = &a.tap {
+        fabric
+            .attach_tap(tap, true)
+            .map_err(|x| format!("--tap {tap}: {x}"))?
+    } else {
+        return Err(
+            "the simulated NIC needs a peer: --link OURS:THEIRS or --tap NAME (or --vfio BDF)"
+                .into(),
+        );
+    };
     let dev = Device::open(
         AnyPlatform::Sim(SimPlatform::new(sim.clone())),
         DeviceConfig::default(),

@@ -1,6 +1,9 @@
 //! A port of the fabric on a real Ethernet link (issue #12): QEMU's `-netdev dgram` over unix
 //! sockets — one datagram per frame, no preamble, no FCS — so a guest's NIC (an e1000 under
-//! Linux's soft-RoCE, say) shares the wire with simulated ConnectX-5s.
+//! Linux's soft-RoCE, say) shares the wire with simulated ConnectX-5s; or a Linux TAP device
+//! (one `read`/`write` per frame, no packet information), which the host's own network stack,
+//! a bridge, or a QEMU `-netdev tap` on the same bridge can be at the other end of
+//! ([`Fabric::attach_tap`]).
 //!
 //! QEMU binds its own socket (`local.path`) and sends to ours (`remote.path`); the port binds
 //! ours and sends to QEMU's. Frames from the link enter the fabric from this port (its MAC
@@ -57,11 +60,17 @@ pub struct ExternalCounters {
     pub answered: AtomicU64,
 }
 
-/// The link side of the port: the socket, where its frames go, and the neighbours it has
-/// heard of.
+/// What frames travel over.
+enum Wire {
+    /// A unix datagram socket and the peer's socket path.
+    Dgram { sock: UnixDatagram, theirs: PathBuf },
+    /// A TAP device (non-blocking).
+    Tap(tun_tap::Iface),
+}
+
+/// The link side of the port: the wire, and the neighbours it has heard of.
 struct Link {
-    sock: UnixDatagram,
-    theirs: PathBuf,
+    wire: Wire,
     counters: Arc<ExternalCounters>,
     /// Addresses (IPv4 as IPv4-mapped) → MAC, learned from every ARP and neighbour discovery
     /// frame that came in from the link.
@@ -70,13 +79,42 @@ struct Link {
 
 impl Link {
     fn send(&self, frame: &[u8]) {
-        match self.sock.send_to(frame, &self.theirs) {
+        let sent = match &self.wire {
+            Wire::Dgram { sock, theirs } => sock.send_to(frame, theirs),
+            Wire::Tap(t) => t.send(frame),
+        };
+        match sent {
             Ok(_) => {
                 self.counters.tx_frames.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
                 log::debug!("mlx5-sim: external port: frame dropped: {e}");
                 self.counters.tx_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+impl Link {
+    /// The next frame from the wire into `buf`; `WouldBlock`/`TimedOut` when none came for a
+    /// while (the reader then looks at its stop flag).
+    fn recv(&self, buf: &mut [u8], idle: &mut u32) -> io::Result<usize> {
+        match &self.wire {
+            Wire::Dgram { sock, .. } => sock.recv(buf),
+            Wire::Tap(t) => {
+                let r = t.recv(buf);
+                if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+                    // Nothing there: spin a little (a frame often follows), then nap.
+                    *idle = idle.saturating_add(1);
+                    if *idle < 200 {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
+                } else {
+                    *idle = 0;
+                }
+                r
             }
         }
     }
@@ -95,7 +133,8 @@ impl Station for Link {
     }
 }
 
-/// A fabric port on a unix datagram link ([`Fabric::attach_unix_dgram`]); detached when dropped.
+/// A fabric port on a unix datagram link ([`Fabric::attach_unix_dgram`]) or a TAP device
+/// ([`Fabric::attach_tap`]); detached when dropped.
 pub struct ExternalPort {
     fabric: Fabric,
     port: usize,
@@ -296,12 +335,29 @@ impl Fabric {
     ) -> io::Result<ExternalPort> {
         let _ = std::fs::remove_file(ours);
         let sock = UnixDatagram::bind(ours)?;
-        let rx = sock.try_clone()?;
-        rx.set_read_timeout(Some(POLL))?;
-        let counters = Arc::new(ExternalCounters::default());
-        let link = Arc::new(Link {
+        sock.set_read_timeout(Some(POLL))?;
+        let wire = Wire::Dgram {
             sock,
             theirs: theirs.to_path_buf(),
+        };
+        self.attach_link(wire, responder)
+    }
+
+    /// Attaches the TAP device `name` (created if absent; an existing persistent one, made by
+    /// `ip tuntap add dev NAME mode tap`, is taken over — which needs the right to, root or
+    /// its owner). Frames are whole Ethernet frames without packet information. `responder`
+    /// as for [`Fabric::attach_unix_dgram`].
+    pub fn attach_tap(&self, name: &str, responder: bool) -> io::Result<ExternalPort> {
+        let tap = tun_tap::Iface::without_packet_info(name, tun_tap::Mode::Tap)?;
+        tap.set_non_blocking()?;
+        self.attach_link(Wire::Tap(tap), responder)
+    }
+
+    /// The port of an external link: its threads, in and out.
+    fn attach_link(&self, wire: Wire, responder: bool) -> io::Result<ExternalPort> {
+        let counters = Arc::new(ExternalCounters::default());
+        let link = Arc::new(Link {
+            wire,
             counters: counters.clone(),
             neighbours: Mutex::new(HashMap::new()),
         });
@@ -327,7 +383,7 @@ impl Fabric {
             let (fabric, stop, link) = (self.clone(), stop.clone(), link.clone());
             std::thread::Builder::new()
                 .name("mlx5-sim external rx".into())
-                .spawn(move || reader(&fabric, port, &rx, &link, responder, &stop))?
+                .spawn(move || reader(&fabric, port, &link, responder, &stop))?
         };
         Ok(ExternalPort {
             fabric: self.clone(),
@@ -372,17 +428,11 @@ fn writer(
     }
 }
 
-fn reader(
-    fabric: &Fabric,
-    port: usize,
-    rx: &UnixDatagram,
-    link: &Link,
-    responder: bool,
-    stop: &AtomicBool,
-) {
+fn reader(fabric: &Fabric, port: usize, link: &Link, responder: bool, stop: &AtomicBool) {
     let mut buf = vec![0u8; MAX_FRAME];
+    let mut idle = 0;
     while !stop.load(Ordering::Acquire) {
-        let n = match rx.recv(&mut buf) {
+        let n = match link.recv(&mut buf, &mut idle) {
             Ok(n) => n,
             Err(e)
                 if matches!(
