@@ -25,7 +25,8 @@
 # Caches under target/rxe-qemu (the kernel, its PVH vmlinux, the user space), QEMU with
 # tests/linux-on-sim. Exit status 0 when every check passed, 1 otherwise, 2 if it cannot run
 # here (the reason is printed). Knobs: TIMEOUT (default 600 s), SHARED (default ../shared),
-# ITERS (default 1000), ONLY (a regex: only the runs whose guest command matches).
+# ITERS (default 1000), ONLY (a regex: only the runs whose guest command matches), LINK (dgram,
+# the default, or tap: the wire through two TAP devices and a Linux bridge; needs root).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -90,7 +91,13 @@ if [ ! -x "$USR/root/usr/bin/ibv_rc_pingpong" ] || [ ! -x "$USR/root/usr/bin/rdm
     cannot "could not download rdma-core's packages"
   for d in "$USR"/*.deb; do dpkg-deb -x "$d" "$USR/root"; done
 fi
-STAGE=$(mktemp -d); trap 'rm -rf "$STAGE"' EXIT
+STAGE=$(mktemp -d)
+TAPS=""
+cleanup() {
+  rm -rf "$STAGE"
+  for d in $TAPS; do ip link del "$d" 2>/dev/null || true; done
+}
+trap cleanup EXIT
 mkdir -p "$STAGE"/{bin,dev,proc,sys,tmp,lib/modules,lib/x86_64-linux-gnu,lib64}
 cp "$BB" "$STAGE/bin/busybox"
 cp "$HERE/guest-init.sh" "$STAGE/init"; chmod 755 "$STAGE/init"
@@ -116,6 +123,30 @@ cargo build --release --locked -q -p mlx5-tools --bin mlx5ctl
 CTL=${CARGO_TARGET_DIR:-$ROOT/target}/release/mlx5ctl
 G=$WORK/guest.sock; H=$WORK/host.sock
 rm -f "$G" "$H"
+# The wire: QEMU's -netdev dgram unix sockets (LINK=dgram, the default), or (LINK=tap) two TAP
+# devices on a Linux bridge — the guest's e1000 on one (QEMU -netdev tap), the simulated NIC's
+# port on the other (mlx5ctl --tap) — so the host kernel forwards every frame.
+if [ "${LINK:-dgram}" = tap ]; then
+  command -v ip >/dev/null || cannot "LINK=tap needs iproute2"
+  k=$(( $$ % 100000 )); TAPH=m5h$k; TAPG=m5g$k; BR=m5r$k
+  ip tuntap add dev "$TAPH" mode tap || cannot "cannot make a TAP device (needs CAP_NET_ADMIN)"
+  TAPS="$TAPH"
+  ip tuntap add dev "$TAPG" mode tap || cannot "cannot make a TAP device"
+  TAPS="$TAPS $TAPG"
+  ip link add "$BR" type bridge || cannot "cannot make a bridge"
+  TAPS="$BR $TAPS"
+  for d in "$TAPH" "$TAPG"; do ip link set "$d" master "$BR"; done
+  for d in "$BR" "$TAPH" "$TAPG"; do
+    echo 1 > "/proc/sys/net/ipv6/conf/$d/disable_ipv6" 2>/dev/null || true
+    ip link set "$d" up
+  done
+  NETDEV="tap,id=roce,ifname=$TAPG,script=no,downscript=no"
+  WIRE=(--tap "$TAPH")
+  say "wire: TAP $TAPH (ours) and $TAPG (the guest's) on bridge $BR"
+else
+  NETDEV="dgram,id=roce,local.type=unix,local.path=$G,remote.type=unix,remote.path=$H"
+  WIRE=(--link "$H:$G")
+fi
 HP=$((20000 + $$ % 10000))
 # name:guest args (',' between runs, '+' for spaces) and the host's arguments for each.
 # Guest as server (the host connects through hostfwd), then as client (it connects to
@@ -169,7 +200,7 @@ say "booting $KVER (PVH vmlinux) with rdma_rxe; runs: ${RUNS[*]}"
 : > "$WORK/guest.log"
 timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabios \
   -machine q35,accel=tcg -cpu max -smp 1 -m 512M \
-  -netdev "dgram,id=roce,local.type=unix,local.path=$G,remote.type=unix,remote.path=$H" \
+  -netdev "$NETDEV" \
   -device e1000,netdev=roce,mac=52:54:00:00:00:02,romfile= \
   -netdev "user,id=ctl,restrict=on,hostfwd=tcp:127.0.0.1:$HP-10.0.2.15:18515,guestfwd=tcp:10.0.2.100:18515-cmd:bash -c 'exec 3<>/dev/tcp/127.0.0.1/$HP2; cat <&3 & cat >&3'" \
   -device e1000,netdev=ctl,mac=52:54:00:00:01:02,romfile= \
@@ -207,7 +238,7 @@ for i in "${!RUNS[@]}"; do
     case ${HOST[$i]} in rping*) sleep 5 ;; esac
     # shellcheck disable=SC2086
     RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "127.0.0.1 -p $HP") --ip 198.18.0.1 \
-      --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
+      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1
     echo "host-$n exit $?" >> "$WORK/host-$n.log"
   else
     # Our side listens before the guest's client starts (it waits 3 s after RXE-RUN).
@@ -218,7 +249,7 @@ for i in "${!RUNS[@]}"; do
     done
     # shellcheck disable=SC2086
     RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "-p $HP2") --ip 198.18.0.1 \
-      --mac 02:c5:5a:00:00:01 --link "$H:$G" > "$WORK/host-$n.log" 2>&1
+      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1
     echo "host-$n exit $?" >> "$WORK/host-$n.log"
   fi
   for _ in $(seq 600); do grep -aq "^RXE-EXIT $n " "$WORK/guest.log" && break; sleep 0.1; done
