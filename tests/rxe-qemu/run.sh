@@ -216,6 +216,9 @@ check() { if eval "$2"; then echo "PASS $1"; PASS=$((PASS + 1)); else echo "FAIL
 side() { case ${RUNS[$1]} in *10.0.2.100|*198.18.0.1*) echo client ;; *) echo server ;; esac; }
 # Where our side finds the guest's exchange (rping and perftest -R have none over TCP: rdma_cm).
 oob() { case ${HOST[$1]} in rping*|*" -R "*) ;; *) echo "$2" ;; esac; }
+# rping's runs keep the simulated wire as pcap (target/rxe-qemu/host-N.pcap): Linux's CM MADs
+# as Linux sent them.
+cap() { case ${HOST[$1]} in rping*) echo "--pcap $WORK/host-$(( $1 + 1 )).pcap" ;; esac; }
 # Whether run $1 printed a result line (" <bytes> <iterations> ...") on our side or the guest's.
 result_line() {
   grep -aqE '^ [0-9]+ +[0-9]+ ' "$WORK/host-$1.log" ||
@@ -237,7 +240,7 @@ for i in "${!RUNS[@]}"; do
     done
     case ${HOST[$i]} in rping*) sleep 5 ;; esac
     # shellcheck disable=SC2086
-    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "127.0.0.1 -p $HP") --ip 198.18.0.1 \
+    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "127.0.0.1 -p $HP") $(cap "$i") --ip 198.18.0.1 \
       --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1
     echo "host-$n exit $?" >> "$WORK/host-$n.log"
   else
@@ -248,7 +251,7 @@ for i in "${!RUNS[@]}"; do
       sleep 0.1
     done
     # shellcheck disable=SC2086
-    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "-p $HP2") --ip 198.18.0.1 \
+    RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "-p $HP2") $(cap "$i") --ip 198.18.0.1 \
       --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1
     echo "host-$n exit $?" >> "$WORK/host-$n.log"
   fi

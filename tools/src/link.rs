@@ -32,6 +32,10 @@ pub struct LinkArgs {
     /// the other end.
     #[arg(long, value_name = "NAME", conflicts_with = "link")]
     pub tap: Option<String>,
+    /// Write every frame of the simulated NIC's wire to FILE as pcap, as it goes (Wireshark
+    /// decodes RoCE v2 and the CM's MADs).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
     /// The simulated NIC's MAC.
     #[arg(long, default_value = "02:c5:5a:00:00:01")]
     pub mac: String,
@@ -184,6 +188,12 @@ pub fn with_host(
         DeviceConfig::default(),
     )
     .map_err(e)?;
+    if let Some(p) = &a.pcap {
+        let f = std::fs::File::create(p).map_err(|x| format!("--pcap {}: {x}", p.display()))?;
+        fabric
+            .pcap_to(Box::new(std::io::BufWriter::new(f)))
+            .map_err(|x| format!("--pcap {}: {x}", p.display()))?;
+    }
     let seed = u64::from(std::process::id());
     for (ppm, fault) in [
         (
@@ -225,6 +235,12 @@ pub fn with_host(
         );
     }
     drop(dev.close());
+    if let Some(p) = &a.pcap {
+        match fabric.pcap_finish() {
+            Ok(n) => println!("pcap: {n} frames in {}", p.display()),
+            Err(x) => eprintln!("mlx5ctl: --pcap {}: {x}", p.display()),
+        }
+    }
     r
 }
 

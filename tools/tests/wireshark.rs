@@ -1,0 +1,153 @@
+//! Wireshark (tshark), an implementation nobody here wrote, decodes what the simulated wire
+//! carried during an `mlx5ctl rping` between two simulated NICs (`--pcap`): every frame RoCE v2
+//! with no malformed packet, the connection manager's REQ/REP/RTU/DREQ/DREP as such, and the
+//! REQ's fields — ServiceID (rdma_cm's TCP port space, port 7174), QPN, CM timeouts and
+//! retries, P_Key, MTU, the IPv4-mapped GIDs and rdma_cm's private-data header — as we meant
+//! them.
+//!
+//! Without `tshark` on the machine the test says so and passes, unless
+//! `MLX5_REQUIRE_TSHARK=1` (CI installs it and sets that).
+
+use std::process::{Command, Stdio};
+
+fn tshark(args: &[&str]) -> String {
+    let o = Command::new("tshark").args(args).output().unwrap();
+    assert!(
+        o.status.success(),
+        "tshark {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+#[test]
+fn wireshark_decodes_the_connection_manager_and_rping() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        assert!(
+            std::env::var("MLX5_REQUIRE_TSHARK").as_deref() != Ok("1"),
+            "tshark is required here (MLX5_REQUIRE_TSHARK=1)"
+        );
+        eprintln!("skipped: no tshark on this machine");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mlx5ctl-ws-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b, pcap) = (dir.join("a"), dir.join("b"), dir.join("wire.pcap"));
+    let exe = env!("CARGO_BIN_EXE_mlx5ctl");
+    let link =
+        |x: &std::path::Path, y: &std::path::Path| format!("{}:{}", x.display(), y.display());
+    let server = Command::new(exe)
+        .args(["rping", "-s", "-C", "3", "-V"])
+        .args([
+            "--mac",
+            "02:c5:5a:00:00:01",
+            "--ip",
+            "10.0.0.1",
+            "--link",
+            &link(&a, &b),
+        ])
+        .arg("--pcap")
+        .arg(&pcap)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = Command::new(exe)
+        .args(["rping", "-c", "-a", "10.0.0.1", "-C", "3", "-V"])
+        .args([
+            "--mac",
+            "02:c5:5a:00:00:02",
+            "--ip",
+            "10.0.0.2",
+            "--link",
+            &link(&b, &a),
+        ])
+        .output()
+        .unwrap();
+    let server = server.wait_with_output().unwrap();
+    assert!(client.status.success() && server.status.success());
+    let p = pcap.to_str().unwrap();
+
+    // Every frame is RoCE v2 (UDP 4791), none malformed.
+    let summary = tshark(&["-r", p]);
+    let frames: Vec<&str> = summary.lines().collect();
+    assert!(frames.len() > 30, "{summary}");
+    for f in &frames {
+        assert!(f.contains("RRoCE"), "not RoCE v2: {f}");
+        assert!(!f.contains("Malformed"), "{f}");
+    }
+    // The connection manager's messages, in order.
+    let cm: Vec<&str> = frames
+        .iter()
+        .filter_map(|f| f.split("CM: ").nth(1))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        cm,
+        [
+            "ConnectRequest",
+            "ConnectReply",
+            "ReadyToUse",
+            "DisconnectRequest",
+            "DisconnectReply"
+        ],
+        "{summary}"
+    );
+    // rping's traffic: per ping a SEND, a READ, a SEND, a WRITE, a SEND each way as it goes.
+    assert_eq!(
+        frames
+            .iter()
+            .filter(|f| f.contains("RDMA Read Request"))
+            .count(),
+        3
+    );
+    assert_eq!(
+        frames
+            .iter()
+            .filter(|f| f.contains("RDMA Write Only"))
+            .count(),
+        3
+    );
+    // The REQ, field by field as Wireshark reads it.
+    let fields = [
+        "infiniband.mad.classversion",
+        "infiniband.cm.req.serviceid.protocol",
+        "infiniband.cm.req.serviceid.dport",
+        "infiniband.cm.req.remoteresptout",
+        "infiniband.cm.req.transpsvctype",
+        "infiniband.cm.req.localresptout",
+        "infiniband.cm.req.retrcount",
+        "infiniband.cm.req.pkey",
+        "infiniband.cm.req.pppmtu",
+        "infiniband.cm.req.rnrretrcount",
+        "infiniband.cm.req.maxcmretr",
+        "infiniband.cm.req.prim_locallid",
+        "infiniband.cm.req.prim_localgid_ipv4",
+        "infiniband.cm.req.prim_remotegid_ipv4",
+        "infiniband.cm.req.prim_hoplim",
+        "infiniband.cm.req.prim_localacktout",
+    ];
+    let mut args = vec![
+        "-r",
+        p,
+        "-Y",
+        "infiniband.mad.attributeid == 0x0010",
+        "-T",
+        "fields",
+    ];
+    for f in &fields {
+        args.extend(["-e", f]);
+    }
+    let req = tshark(&args);
+    let got: Vec<&str> = req.lines().next().unwrap_or("").split('\t').collect();
+    assert_eq!(
+        got,
+        [
+            "0x02", "0x06", "0x1c06", "0x14", "0x00", "0x14", "0x07", "0xffff", "0x03", "0x07",
+            "0x0f", "65535", "10.0.0.2", "10.0.0.1", "0x40", "0x12"
+        ],
+        "{req}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
