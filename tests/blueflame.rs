@@ -1,7 +1,7 @@
 //! Issue #10, row 9: BlueFlame only through write-combining UARs. rdma-core's mlx5 provider
 //! gives a non-cached UAR no BlueFlame (`bf->buf_size = 0` in `nc_mode`); the driver asks
 //! `Platform::uar_write_combining` and rings the 8-byte doorbell otherwise. The simulator logs
-//! every UAR store (`SimDevice::uar_writes`), which is what these tests read.
+//! every UAR store (`SimDevice::uar_writes_since`), which is what these tests read.
 
 mod common;
 
@@ -48,12 +48,12 @@ fn sends(write_combining: bool) -> (Vec<UarWrite>, Vec<UarWrite>, Vec<UarWrite>,
     }];
     let mut per_post = Vec::new();
     for wr in [inline, inline, SendWr::send(2, &sge)] {
-        let before = sim.uar_writes().len();
+        let before = sim.uar_write_count();
         q.post_send(&[wr]).unwrap();
         let wc = wait(&cq, &dev, 2);
         assert!(wc.iter().all(|w| w.status == WcStatus::Success), "{wc:?}");
         per_post.push(
-            sim.uar_writes()[before..]
+            sim.uar_writes_since(before)
                 .iter()
                 .filter(|w| (page..page + 4096).contains(&w.offset))
                 .copied()
@@ -133,14 +133,14 @@ fn blueflame_inline_sends_of_every_length_arrive_intact() {
             sg_list: &recv,
         }])
         .unwrap();
-        let before = sim.uar_writes().len();
+        let before = sim.uar_write_count();
         q.post_send(&[SendWr {
             payload: Payload::Inline(&data),
             ..SendWr::send(len as u64, &[])
         }])
         .unwrap();
         assert!(
-            sim.uar_writes().len() - before >= 8,
+            sim.uar_write_count() - before >= 8,
             "{len} bytes: a BlueFlame copy of whole WQEBBs"
         );
         let wc = wait(&cq, &dev, 2);

@@ -12,8 +12,8 @@ use mlx5::sim::{Fabric, Mode, SimDevice};
 use mlx5::{WcFlags, WcOpcode, WcStatus};
 
 /// The send doorbells and BlueFlame words rung since `since` UAR writes: their 64-bit values.
-fn uar_words_since(sim: &SimDevice, since: usize) -> Vec<u64> {
-    sim.uar_writes()[since..]
+fn uar_words_since(sim: &SimDevice, since: u64) -> Vec<u64> {
+    sim.uar_writes_since(since)
         .iter()
         .filter(|w| w.width == 64)
         .map(|w| w.value)
@@ -44,7 +44,7 @@ fn a_zero_length_inline_send_is_one_ds_rung_with_a_plain_doorbell() {
     // No bytes inline: the WQE is the control segment alone, rung with the 8-byte doorbell,
     // which holds the control segment's first 8 bytes (opcode, WQE index, QPN, DS).
     qb.post_recv(&[recv(1)]).unwrap();
-    let before = sa.uar_writes().len();
+    let before = sa.uar_write_count();
     qa.post_send(&[SendWr {
         payload: Payload::Inline(&[]),
         ..SendWr::send(10, &[])
@@ -74,7 +74,7 @@ fn a_zero_length_inline_send_is_one_ds_rung_with_a_plain_doorbell() {
     // One byte inline: control and inline segments (DS 2), through BlueFlame (one WQEBB as
     // eight 64-bit words, the first the same control segment bytes).
     qb.post_recv(&[recv(2)]).unwrap();
-    let before = sa.uar_writes().len();
+    let before = sa.uar_write_count();
     qa.post_send(&[SendWr {
         payload: Payload::Inline(&[0x42]),
         ..SendWr::send(11, &[])
@@ -91,7 +91,7 @@ fn a_zero_length_inline_send_is_one_ds_rung_with_a_plain_doorbell() {
 
     // An empty gather list is DS 1 as well (zero-length SGEs are skipped).
     qb.post_recv(&[recv(3)]).unwrap();
-    let before = sa.uar_writes().len();
+    let before = sa.uar_write_count();
     let empty = [Sge {
         addr: 0,
         length: 0,

@@ -74,14 +74,18 @@ fn send_with_invalidate_invalidates_the_peer_key() {
         sg_list: &rsge,
     }])
     .unwrap();
-    let before = sa.uar_writes().len();
+    let before = sa.uar_write_count();
     qa.post_send(&[SendWr {
         op: SendOp::SendInv(rkey),
         payload: Payload::Inline(b"done with it"),
         ..SendWr::send(2, &[])
     }])
     .unwrap();
-    let words: Vec<u64> = sa.uar_writes()[before..].iter().map(|w| w.value).collect();
+    let words: Vec<u64> = sa
+        .uar_writes_since(before)
+        .iter()
+        .map(|w| w.value)
+        .collect();
     assert_eq!(words.len(), 8, "one WQEBB through BlueFlame");
     assert_eq!((words[0] >> 32) & 0xff, 0x01, "opcode SEND_INVAL");
     assert_eq!(words[0] & 0x3f, 2, "DS: control + inline");

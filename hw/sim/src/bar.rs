@@ -54,12 +54,18 @@ pub struct UarWrite {
     pub width: u8,
 }
 
+/// UAR writes the BAR keeps for inspection ([`Bar::uar_writes_since`]).
+pub const UAR_LOG: usize = 4096;
+
 /// The BAR0 state of one device.
 pub(crate) struct Bar {
     image: Vec<u8>,
     cmdq_programmed: bool,
     frozen_counter: Option<u32>,
-    uar_writes: Vec<UarWrite>,
+    /// The last [`UAR_LOG`] UAR writes (older ones are forgotten: a long run's doorbells must
+    /// not grow the simulator's memory), and how many there were in all.
+    uar_writes: std::collections::VecDeque<UarWrite>,
+    uar_total: u64,
     /// `Fault::InitSegWord` with `sticky`: offset → value.
     sticky: BTreeMap<u64, u32>,
     /// `Fault::InitSegWord` without `sticky`: offset → (value, the true word when injected).
@@ -97,7 +103,8 @@ impl Bar {
             image: vec![0; InitialSeg::BYTES],
             cmdq_programmed: false,
             frozen_counter: None,
-            uar_writes: Vec::new(),
+            uar_writes: std::collections::VecDeque::new(),
+            uar_total: 0,
             sticky: BTreeMap::new(),
             once: BTreeMap::new(),
             off_bus: false,
@@ -249,7 +256,7 @@ impl Bar {
             return None;
         }
         if off >= INIT_SEG_PAGES * regs::UAR_PAGE_SIZE {
-            self.uar_writes.push(UarWrite {
+            self.log_uar(UarWrite {
                 offset: off,
                 value: v.into(),
                 width: 32,
@@ -278,7 +285,7 @@ impl Bar {
         } else if off < INIT_SEG_PAGES * regs::UAR_PAGE_SIZE {
             log::warn!("mlx5-sim: 64-bit write to init segment offset {off:#x} ignored");
         } else {
-            self.uar_writes.push(UarWrite {
+            self.log_uar(UarWrite {
                 offset: off,
                 value: v,
                 width: 64,
@@ -318,9 +325,25 @@ impl Bar {
         }
     }
 
-    /// Every UAR write so far.
-    pub(crate) fn uar_writes(&self) -> &[UarWrite] {
-        &self.uar_writes
+    fn log_uar(&mut self, w: UarWrite) {
+        if self.uar_writes.len() == UAR_LOG {
+            self.uar_writes.pop_front();
+        }
+        self.uar_writes.push_back(w);
+        self.uar_total += 1;
+    }
+
+    /// UAR writes so far, in all.
+    pub(crate) fn uar_write_count(&self) -> u64 {
+        self.uar_total
+    }
+
+    /// The UAR writes from number `since` on (counting from 0), as far as they are kept (the
+    /// last [`UAR_LOG`]).
+    pub(crate) fn uar_writes_since(&self, since: u64) -> Vec<UarWrite> {
+        let first = self.uar_total - self.uar_writes.len() as u64;
+        let skip = since.saturating_sub(first) as usize;
+        self.uar_writes.iter().skip(skip).copied().collect()
     }
 }
 

@@ -63,7 +63,9 @@ use std::time::{Duration, Instant};
 
 use mlx5_ifc::{Be32, Be64};
 
-pub use bar::{UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE};
+pub use bar::{
+    UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE, UAR_LOG,
+};
 pub use device::{InterruptSink, RELAX_NS};
 pub use engine::DatapathCounters;
 pub use error::SimError;
@@ -262,7 +264,7 @@ impl SimDevice {
         }
     }
 
-    /// A 64-bit write of BAR0 (8-aligned; UAR doorbells, recorded in [`SimDevice::uar_writes`]).
+    /// A 64-bit write of BAR0 (8-aligned; UAR doorbells, recorded: [`SimDevice::uar_writes_since`]).
     /// EQ and CQ doorbells update the queue (see [`SimDevice::eq_armed`]); a doorbell naming
     /// no queue on that UAR page is recorded as a [`DmaFaultKind::BadDoorbell`]. A send
     /// doorbell (offset 0x800 + k·2^`log_bf_reg_size` of the QP's UAR page, either half)
@@ -298,7 +300,7 @@ impl SimDevice {
 
     /// A BlueFlame copy: `words` stored from `off` on, in order, as one burst (what a
     /// write-combining mapping hands the device). Each word is recorded in
-    /// [`SimDevice::uar_writes`] and handled as by [`SimDevice::bar_write64`], under one lock;
+    /// [`SimDevice::uar_writes_since`] and handled as by [`SimDevice::bar_write64`], under one lock;
     /// a send doorbell among them (the copy's first word) executes the send queue once the
     /// whole copy is in.
     pub fn bar_write_bf(&self, off: u64, words: &[Be64]) {
@@ -337,9 +339,16 @@ impl SimDevice {
         BAR_SIZE
     }
 
-    /// Every write to a UAR page so far, in order.
-    pub fn uar_writes(&self) -> Vec<UarWrite> {
-        self.shared().lock().bar.uar_writes().to_vec()
+    /// How many writes to UAR pages there have been.
+    pub fn uar_write_count(&self) -> u64 {
+        self.shared().lock().bar.uar_write_count()
+    }
+
+    /// The writes to UAR pages from number `since` on (see [`SimDevice::uar_write_count`]), in
+    /// order — as far as kept: the last [`UAR_LOG`] (a long run's doorbells do not grow
+    /// the simulator's memory).
+    pub fn uar_writes_since(&self, since: u64) -> Vec<UarWrite> {
+        self.shared().lock().bar.uar_writes_since(since)
     }
 
     /// Allocates `len` zeroed bytes of DMA memory, mapped at an IOVA aligned to

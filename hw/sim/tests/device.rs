@@ -70,7 +70,7 @@ fn the_init_segment() {
     assert_eq!(read(&dev, 0x2000), 0, "MSI-X table");
     assert_eq!(read(&dev, 9 * 4096), 0, "UAR page");
     assert!(
-        dev.uar_writes().is_empty() && dev.dma_faults().is_empty() && dev.commands_executed() == 0
+        dev.uar_write_count() == 0 && dev.dma_faults().is_empty() && dev.commands_executed() == 0
     );
 }
 
@@ -185,7 +185,7 @@ fn uar_writes_are_recorded() {
     dev.bar_write32(9 * 4096 + 0x40, Be32::new(0x0500_0010));
     dev.bar_write64(8 * 4096 + 0x804, Be64::new(1));
     assert_eq!(
-        dev.uar_writes(),
+        dev.uar_writes_since(0),
         vec![
             UarWrite {
                 offset: 8 * 4096 + 0x800,
@@ -383,4 +383,21 @@ fn profiles_from_json() {
         Profile::from_json_file(&path),
         Err(SimError::ProfileFile { .. })
     ));
+}
+
+#[test]
+fn the_uar_log_keeps_the_last_writes_only() {
+    // A long run's doorbells must not grow the simulator's memory: the log keeps the last
+    // UAR_LOG writes, and the count goes on.
+    let dev = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let uar = 0x1000 * 16;
+    let n = mlx5_sim::UAR_LOG as u64 + 10;
+    for k in 0..n {
+        dev.bar_write64(uar + 0x20, Be64::new(k));
+    }
+    assert_eq!(dev.uar_write_count(), n);
+    assert_eq!(dev.uar_writes_since(0).len(), mlx5_sim::UAR_LOG);
+    let last = dev.uar_writes_since(n - 2);
+    assert_eq!(last.len(), 2);
+    assert_eq!(last[1].value, n - 1);
 }

@@ -122,7 +122,7 @@ fn eq_and_cq_create_query_doorbells_destroy() {
     assert_eq!(faults_of(&dev, DmaFaultKind::BadDoorbell), 5);
     assert_eq!((dev.cq_armed(99), dev.eq_armed(99)), (None, None));
     assert_eq!(
-        dev.uar_writes().len(),
+        dev.uar_write_count(),
         9,
         "every UAR write is still recorded"
     );
