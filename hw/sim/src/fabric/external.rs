@@ -65,6 +65,7 @@ enum Wire {
     /// A unix datagram socket and the peer's socket path.
     Dgram { sock: UnixDatagram, theirs: PathBuf },
     /// A TAP device (non-blocking).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     Tap(tun_tap::Iface),
 }
 
@@ -81,6 +82,7 @@ impl Link {
     fn send(&self, frame: &[u8]) {
         let sent = match &self.wire {
             Wire::Dgram { sock, theirs } => sock.send_to(frame, theirs),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
             Wire::Tap(t) => t.send(frame),
         };
         match sent {
@@ -98,9 +100,14 @@ impl Link {
 impl Link {
     /// The next frame from the wire into `buf`; `WouldBlock`/`TimedOut` when none came for a
     /// while (the reader then looks at its stop flag).
+    #[cfg_attr(
+        not(all(target_os = "linux", target_env = "gnu")),
+        allow(unused_variables)
+    )]
     fn recv(&self, buf: &mut [u8], idle: &mut u32) -> io::Result<usize> {
         match &self.wire {
             Wire::Dgram { sock, .. } => sock.recv(buf),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
             Wire::Tap(t) => {
                 let r = t.recv(buf);
                 if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
@@ -347,10 +354,21 @@ impl Fabric {
     /// `ip tuntap add dev NAME mode tap`, is taken over — which needs the right to, root or
     /// its owner). Frames are whole Ethernet frames without packet information. `responder`
     /// as for [`Fabric::attach_unix_dgram`].
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     pub fn attach_tap(&self, name: &str, responder: bool) -> io::Result<ExternalPort> {
         let tap = tun_tap::Iface::without_packet_info(name, tun_tap::Mode::Tap)?;
         tap.set_non_blocking()?;
         self.attach_link(Wire::Tap(tap), responder)
+    }
+
+    /// [`Fabric::attach_tap`] where it is not built (only glibc Linux has it): always
+    /// `Unsupported`.
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    pub fn attach_tap(&self, name: &str, _responder: bool) -> io::Result<ExternalPort> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("TAP device {name}: this build has no TAP support (glibc Linux only)"),
+        ))
     }
 
     /// The port of an external link: its threads, in and out.
