@@ -16,7 +16,7 @@ use mlx5_ifc::prm::flow::{
 };
 use mlx5_ifc::prm::sq_rq::{
     AllocQCounterOut, CreateRqOut, CreateSqOut, DeallocQCounterIn, DestroyRqIn, DestroySqIn,
-    ModifyRqIn, ModifySqIn, Rqc, Sqc,
+    ModifyRqIn, ModifySqIn, QueryRqIn, QueryRqOut, Rqc, Sqc,
 };
 use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::prm::tir::{
@@ -98,6 +98,40 @@ fn mlx5e_objects_and_steering_with_their_refusals() {
         (CmdStatus::BadResState.raw(), syn::WQ_WRONG_STATE),
     );
     fx.p.ok(&modify_rq(0, 1), 0x10);
+    // RDY -> RDY with Linux's modify_bitmask: bit 1 VLAN stripping (vsd), bit 3 the counter
+    // set (checked only when named).
+    let modify_bits = |bits: u64, vsd: u64, counter: u32| {
+        cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
+            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
+            v.set(ModifyRqIn::RQ_STATE, 1).unwrap();
+            v.set(ModifyRqIn::MODIFY_BITMASK, bits).unwrap();
+            let mut c = v.nested_mut(ModifyRqIn::CTX);
+            c.set(Rqc::STATE, 1).unwrap();
+            c.set(Rqc::VSD, vsd).unwrap();
+            c.set(Rqc::COUNTER_SET_ID, counter.into()).unwrap();
+        })
+    };
+    let query_rq = |fx: &mut Fx| {
+        let out = fx.p.ok(
+            &cmd::<QueryRqIn>(Opcode::QueryRq, 0, |v| {
+                v.set(QueryRqIn::RQN, rqn.into()).unwrap();
+            }),
+            0x10 + 0x100,
+        );
+        let o = View::<QueryRqOut>::new(&out).unwrap();
+        let c = o.nested(QueryRqOut::RQ_CONTEXT);
+        (c.get(Rqc::VSD), c.get32(Rqc::COUNTER_SET_ID))
+    };
+    fx.expect(
+        &modify_bits(1 << 3, 0, counter + 99),
+        0x10,
+        (BAD_RES, syn::UNKNOWN_Q_COUNTER),
+    );
+    // Bit 1 alone: vsd taken, the (bogus) counter in the context ignored.
+    fx.p.ok(&modify_bits(1 << 1, 1, counter + 99), 0x10);
+    assert_eq!(query_rq(&mut fx), (1, counter));
+    fx.p.ok(&modify_bits(1 << 1 | 1 << 3, 0, 0), 0x10);
+    assert_eq!(query_rq(&mut fx), (0, 0));
 
     // SQ: its TIS must exist; an internal SQ (no TIS) is fine too.
     fx.expect(

@@ -16,7 +16,9 @@
 //!   multi-packet WQEs (BAD_PARAM WQ_TYPE).
 //! * MODIFY_RQ/SQ: `rq_state` / `sq_state` is the current state, and the context `state` one it
 //!   can move to: RST → RDY, RDY → RDY / ERR / RST, ERR → RST (BAD_RES_STATE WQ_WRONG_STATE).
-//!   RQ `modify_bitmask` bit 1 sets `counter_set_id`.
+//!   RQ `modify_bitmask` (Linux's `MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_*`): bit 1 sets `vsd`
+//!   (VLAN stripping off), bit 2 `scatter_fcs`, bit 3 `counter_set_id` (an allocated Q counter
+//!   or 0); bit 1 meant the counter set here until session 8 (the Ethernet fact sheet found it).
 //! * Q counters: ids 1..=`max_qp_cnt` (none when it is 0: EXCEED_LIM NET_EXHAUSTED); QUERY
 //!   answers zeros (the data path keeps no per-queue counters yet), QUERY_VPORT_COUNTER too.
 
@@ -90,6 +92,12 @@ fn insert(
     let log_max = fw.cur(log_max);
     queue::insert_limited(fw, kind, log_max, q, syn::NET_EXHAUSTED)
 }
+
+/// MODIFY_RQ `modify_bitmask` bits (Linux's `MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_*`): VLAN
+/// stripping disable, FCS scatter, the counter set.
+const MODIFY_RQ_VSD: u64 = 1 << 1;
+const MODIFY_RQ_SCATTER_FCS: u64 = 1 << 2;
+const MODIFY_RQ_COUNTER_SET_ID: u64 = 1 << 3;
 
 pub(crate) fn create_rq(
     fw: &mut Firmware,
@@ -208,18 +216,29 @@ pub(crate) fn modify_rq(
     let c = i.nested(ModifyRqIn::CTX);
     let mask = i.get(ModifyRqIn::MODIFY_BITMASK);
     let counter = c.get32(Rqc::COUNTER_SET_ID);
-    if mask & 0x2 != 0 && counter != 0 {
+    if mask & MODIFY_RQ_COUNTER_SET_ID != 0 && counter != 0 {
         queue::require(fw, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
     }
     let rqn = i.get32(ModifyRqIn::RQN);
     let states = (i.get(ModifyRqIn::RQ_STATE), c.get(Rqc::STATE));
     let q = transition(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ, Rqc::STATE, states)?;
-    if mask & 0x2 != 0 {
-        encoded(
-            ViewMut::<Rqc>::new(&mut q.ctx)
-                .and_then(|mut v| v.set(Rqc::COUNTER_SET_ID, counter.into()).map(drop)),
-        )?;
+    // The fields the bitmask names, from the command's context into the RQ's.
+    let mut fields = heapless::Vec::<(Field<Rqc>, u64), 3>::new();
+    for (bit, f) in [
+        (MODIFY_RQ_VSD, Rqc::VSD),
+        (MODIFY_RQ_SCATTER_FCS, Rqc::SCATTER_FCS),
+        (MODIFY_RQ_COUNTER_SET_ID, Rqc::COUNTER_SET_ID),
+    ] {
+        if mask & bit != 0 {
+            let _ = fields.push((f, c.get(f)));
+        }
     }
+    encoded(ViewMut::<Rqc>::new(&mut q.ctx).and_then(|mut v| {
+        for (f, x) in fields {
+            v.set(f, x)?;
+        }
+        Ok(())
+    }))?;
     Ok(())
 }
 
