@@ -52,6 +52,7 @@ pub use io::platform;
 pub mod cm;
 pub mod device;
 pub mod error;
+pub mod eth;
 mod fw;
 mod verbs;
 

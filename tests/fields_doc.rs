@@ -213,6 +213,13 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
         srq.destroy().unwrap();
         mine.dereg().unwrap();
         mr.dereg().unwrap();
+        // Raw Ethernet: the transport domain, a TIS, an SQ (created, moved to RDY, destroyed).
+        let td = mlx5::eth::TransportDomain::alloc(&dev).unwrap();
+        let tis = mlx5::eth::Tis::create(&dev, &td).unwrap();
+        let sq = mlx5::eth::EthSq::create(&dev, &cq, &tis, 4).unwrap();
+        sq.destroy().unwrap();
+        tis.destroy().unwrap();
+        td.dealloc().unwrap();
         cq.destroy().unwrap();
     }
     dev.close().unwrap();

@@ -50,7 +50,20 @@ impl<'d, P: Platform> Cq<'d, P> {
     pub(crate) fn attach(&self, a: Attached) -> Result<()> {
         let mut s = self.lock_state()?;
         if let Some(e) = s.queues.iter_mut().find(|e| e.qpn == a.qpn) {
-            // Same CQ for both queues: merge.
+            // Same CQ for both queues of one QP: merge. Two queues of one kind under one
+            // number (an Ethernet SQ numbered like a QP on this CQ) would make their CQEs
+            // ambiguous: refused.
+            if (a.sq.is_some() && e.sq.is_some()) || (a.rq.is_some() && e.rq.is_some()) {
+                let n = u64::from(a.qpn);
+                a.release(self.dev.platform());
+                return Err(Error::InvalidArgument {
+                    op: "attach a queue to a CQ",
+                    field: "queue number",
+                    requested: n,
+                    max: 0,
+                    limit: "a queue of that kind and number already completes on this CQ",
+                });
+            }
             if a.sq.is_some() {
                 e.sq = a.sq;
             }

@@ -1,0 +1,473 @@
+//! Ethernet send queues (PRM "SQ", CREATE_SQ): a cyclic ring of 64-byte WQEBBs whose WQEs are
+//! a control segment, an Ethernet segment with the frame's first bytes inline, and data
+//! segments for the rest (docs/ethernet-facts.md §1.3, §2).
+//!
+//! What is programmed, as mlx5e programs its TX queues: `tis_lst_sz` 1 and the TIS, the CQ,
+//! `flush_in_error_en`, state RST (`min_wqe_inline_mode` left 0: Linux sets it only when the
+//! Ethernet caps' `wqe_inline_mode` says the vport context decides; every WQE here inlines the
+//! Ethernet header and a VLAN tag's room, 18 bytes, as Linux and rdma-core do in L2 mode);
+//! the work queue cyclic, the PD, the SQ's own UAR page, the doorbell record (send counter at
+//! byte 4), a stride of 64 bytes and 2^`log_wq_sz` WQEBBs; then MODIFY_SQ RST → RDY.
+//!
+//! A send ([`EthWr`]): opcode SEND (0x0a), `cs_flags` L3 and L4 (bits 6, 7) when the device is
+//! to fill the IPv4 header and TCP/UDP checksums, `inline_hdr_sz` and the inline bytes from the
+//! Ethernet segment's byte 14 on, then one data segment per SGE. Completions come on the CQ as
+//! a QP's send completions do (a requester CQE naming the SQN), with the work request's id.
+//! The data path allocates nothing and takes no lock but the CQ's.
+
+use mlx5_ifc::consts::wq_type;
+use mlx5_ifc::prm::sq_rq::{
+    CreateSqIn, CreateSqOut, DestroySqIn, DestroySqOut, ModifySqIn, ModifySqOut, Sqc,
+};
+use mlx5_ifc::prm::srq::Wq;
+use mlx5_ifc::wqe::{fm_ce_se, opcode, DS, WQEBB};
+use mlx5_ifc::{regs, Be32, Be64, Opcode};
+
+use super::tis::Tis;
+use crate::error::{Error, Result};
+use crate::fw::cmd::{run, run_create};
+use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::fw::uar::Uar;
+use crate::io::{barrier, DmaBuf, SharedTable};
+use crate::platform::Platform;
+use crate::qp::Sge;
+use crate::verbs::cq::state::Attached;
+use crate::verbs::cq::Cq;
+use crate::verbs::wr_table::{sq_desc, sq_table};
+use crate::Device;
+
+/// Bytes every Ethernet WQE carries inline: the Ethernet header and room for a VLAN tag
+/// (`min_wqe_inline_mode` L2, Linux's `MLX5E_MIN_INLINE`).
+pub const L2_INLINE: usize = 18;
+/// Data segments a WQE may carry (a WQE is then at most two WQEBBs).
+pub const MAX_SGE: usize = 4;
+/// WQEBBs of the largest WQE.
+const MAX_WQEBBS: u32 = 2;
+/// `cs_flags`: the IPv4 header checksum, the TCP/UDP checksum.
+const CS_L3: u8 = 0x40;
+const CS_L4: u8 = 0x80;
+/// SQ states.
+const RST: u64 = 0;
+const RDY: u64 = 1;
+
+/// One frame to send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EthWr<'a> {
+    /// Comes back in the completion.
+    pub wr_id: u64,
+    /// The frame's first bytes, at least [`L2_INLINE`] (the device takes them from the WQE).
+    pub headers: &'a [u8],
+    /// The rest of the frame, through registered memory (at most [`MAX_SGE`] pieces).
+    pub payload: &'a [Sge],
+    /// Let the device fill the IPv4 header checksum and the TCP/UDP checksum.
+    pub checksum: bool,
+    /// A completion for this frame (else only for signaled ones and errors).
+    pub signaled: bool,
+}
+
+/// An Ethernet send queue in the RDY state.
+pub struct EthSq<'a, P: Platform> {
+    dev: &'a Device<P>,
+    cq: &'a Cq<'a, P>,
+    sqn: u32,
+    uar: Option<Uar>,
+    buf: Option<QueueBuf>,
+    dbr: Option<DmaBuf>,
+    table: Option<SharedTable>,
+    /// WQEBBs in the ring.
+    bbs: u32,
+    /// WQEBBs posted (running).
+    pi: u64,
+}
+
+impl<P: Platform> core::fmt::Debug for EthSq<'_, P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("EthSq")
+            .field("sqn", &self.sqn)
+            .field("wqebbs", &self.bbs)
+            .field("posted", &self.pi)
+            .finish()
+    }
+}
+
+fn refuse(field: &'static str, requested: u64, max: u64, limit: &'static str) -> Error {
+    Error::InvalidArgument {
+        op: "create_eth_sq",
+        field,
+        requested,
+        max,
+        limit,
+    }
+}
+
+impl<'a, P: Platform> EthSq<'a, P> {
+    /// An SQ of room for at least `depth` frames (each up to [`MAX_SGE`] pieces) on `cq`,
+    /// transmitting through `tis`, moved to RDY.
+    pub fn create(
+        dev: &'a Device<P>,
+        cq: &'a Cq<'a, P>,
+        tis: &Tis<'a, P>,
+        depth: u32,
+    ) -> Result<Self> {
+        if !core::ptr::eq(cq.device(), dev) {
+            return Err(refuse("cq", 0, 0, "the CQ must belong to the SQ's device"));
+        }
+        let caps = dev.caps();
+        let log_max_wq = caps.get("log_max_wq_sz").unwrap_or(0).min(24);
+        let max_wqe = caps.get("max_wqe_sz_sq").unwrap_or(0);
+        if max_wqe < u64::from(MAX_WQEBBS) * WQEBB as u64 {
+            return Err(Error::Unsupported {
+                what: "Ethernet WQEs of two WQEBBs (max_wqe_sz_sq)",
+                found: max_wqe,
+            });
+        }
+        let want = u64::from(depth.max(1)) * u64::from(MAX_WQEBBS);
+        let log = u64::from(ceil_log2(want));
+        if log > log_max_wq {
+            return Err(refuse(
+                "depth",
+                u64::from(depth),
+                (1u64 << log_max_wq) / u64::from(MAX_WQEBBS),
+                "log_max_wq_sz (two WQEBBs per frame)",
+            ));
+        }
+        let bbs = 1u32 << log;
+        let pd = dev.pd().ok_or(Error::Unsupported {
+            what: "a protection domain (the device opened without one)",
+            found: 0,
+        })?;
+        let p = dev.platform();
+        let table = SharedTable::alloc(p, sq_table::words(bbs as usize)).map_err(|source| {
+            Error::Platform {
+                op: "allocate an Ethernet SQ's work-request table",
+                source,
+            }
+        })?;
+        let buf = match QueueBuf::alloc(p, bbs as usize * WQEBB, "allocate an Ethernet SQ") {
+            Ok(b) => b,
+            Err(e) => {
+                table.release(p);
+                return Err(e);
+            }
+        };
+        let dbr = match alloc_dbr(p, "allocate an Ethernet SQ doorbell record") {
+            Ok(d) => d,
+            Err(e) => {
+                buf.free(p);
+                table.release(p);
+                return Err(e);
+            }
+        };
+        let uar = match dev.with_cmd(|cmd, p| Uar::alloc(cmd, p, dev.bar_size())) {
+            Ok(u) => u,
+            Err(e) => {
+                buf.free(p);
+                let _ = dbr.free(p);
+                table.release(p);
+                return Err(e);
+            }
+        };
+        let mut sq = EthSq {
+            dev,
+            cq,
+            sqn: 0,
+            uar: Some(uar),
+            buf: Some(buf),
+            dbr: Some(dbr),
+            table: Some(table),
+            bbs,
+            pi: 0,
+        };
+        let uar_index = sq.uar.as_ref().map_or(0, Uar::index);
+        let (tisn, cqn, pdn) = (tis.tisn(), cq.cqn(), pd.pdn());
+        let (dbr_iova, log_pg) = match (&sq.dbr, &sq.buf) {
+            (Some(d), Some(b)) => (d.iova(), b.log_page_size()),
+            _ => return Err(refuse("memory", 0, 0, "allocated above")),
+        };
+        let made = dev.with_cmd(|cmd, p| {
+            run_create::<CreateSqIn, CreateSqOut, _, _, _>(
+                cmd,
+                p,
+                Opcode::CreateSq,
+                sq.buf.as_ref(),
+                |v| {
+                    let mut c = v.nested_mut(CreateSqIn::CTX);
+                    c.set(Sqc::TIS_LST_SZ, 1)?
+                        .set(Sqc::TIS_NUM_0, u64::from(tisn))?
+                        .set(Sqc::CQN, u64::from(cqn))?
+                        .set(Sqc::FLUSH_IN_ERROR_EN, 1)?
+                        .set(Sqc::STATE, RST)?;
+                    let mut w = c.nested_mut(Sqc::WQ);
+                    w.set(Wq::WQ_TYPE, wq_type::CYCLIC)?
+                        .set(Wq::PD, u64::from(pdn))?
+                        .set(Wq::UAR_PAGE, u64::from(uar_index))?
+                        .set(Wq::DBR_ADDR, dbr_iova)?
+                        .set(Wq::LOG_WQ_STRIDE, 6)?
+                        .set(Wq::LOG_WQ_PG_SZ, u64::from(log_pg))?
+                        .set(Wq::LOG_WQ_SZ, log)?;
+                    Ok(())
+                },
+            )
+        });
+        match made {
+            Ok(o) => sq.sqn = o.get(CreateSqOut::SQN) as u32,
+            Err(e) => {
+                // The device may hold the memory if the outcome is unknown.
+                sq.retire(!e.device_may_hold_memory());
+                return Err(e);
+            }
+        }
+        let sqn = sq.sqn;
+        let moved = dev.with_cmd(|cmd, p| {
+            run::<ModifySqIn, ModifySqOut, _, _>(cmd, p, Opcode::ModifySq, 0, |v| {
+                v.set(ModifySqIn::SQN, u64::from(sqn))?
+                    .set(ModifySqIn::SQ_STATE, RST)?;
+                v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, RDY)?;
+                Ok(())
+            })
+        });
+        if let Err(e) = moved {
+            let _ = sq.destroy_sq();
+            sq.retire(false);
+            return Err(e);
+        }
+        if let Some(t) = &sq.table {
+            if let Err(e) = cq.attach(Attached {
+                qpn: sqn,
+                sq: Some((t.share(), bbs)),
+                rq: None,
+            }) {
+                let done = sq.destroy_sq().is_ok();
+                sq.retire(done);
+                return Err(e);
+            }
+        }
+        log::debug!("Ethernet SQ {sqn:#x}: {bbs} WQEBBs, TIS {tisn:#x}, CQ {cqn:#x}");
+        Ok(sq)
+    }
+
+    /// The SQ number (what its completions name).
+    pub fn sqn(&self) -> u32 {
+        self.sqn
+    }
+
+    /// Frames that can be posted now (each counted at its largest, two WQEBBs).
+    pub fn room(&self) -> u32 {
+        let tail = self.table.as_ref().map_or(0, |t| t.load(sq_table::TAIL));
+        let used = self.pi.wrapping_sub(tail);
+        (u64::from(self.bbs).saturating_sub(used) / u64::from(MAX_WQEBBS)) as u32
+    }
+
+    /// Posts `wrs` and rings the doorbell once. Refused as a whole (nothing posted) if a
+    /// request is malformed or the ring lacks room.
+    pub fn post_send(&mut self, wrs: &[EthWr<'_>]) -> Result<()> {
+        let Some((buf, dbr, table)) = self.parts() else {
+            return Err(Error::QpState {
+                qpn: self.sqn,
+                state: crate::qp::QpState::Err,
+                op: "eth post_send (the SQ's memory is gone)",
+            });
+        };
+        let mut need = 0u64;
+        for wr in wrs {
+            need += u64::from(check(wr)?);
+        }
+        let used = self.pi.wrapping_sub(table.load(sq_table::TAIL));
+        if used + need > u64::from(self.bbs) {
+            return Err(Error::QueueFull {
+                qpn: self.sqn,
+                queue: "Ethernet send queue",
+                outstanding: used,
+                limit: u64::from(self.bbs),
+            });
+        }
+        let mask = u64::from(self.bbs) - 1;
+        let mut first = [0u8; 8];
+        let mut pi = self.pi;
+        for wr in wrs {
+            let nbb = wqe(buf.buf(), self.sqn, pi, mask, wr, &mut first)?;
+            let bytes: u64 = wr.headers.len() as u64
+                + wr.payload.iter().map(|s| u64::from(s.length)).sum::<u64>();
+            table.store_pair_relaxed(
+                sq_table::wrid((pi & mask) as usize),
+                wr.wr_id,
+                sq_desc(
+                    nbb as u8,
+                    opcode::SEND,
+                    bytes.min(u64::from(u32::MAX)) as u32,
+                ),
+            );
+            pi += u64::from(nbb);
+        }
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        // The table first (the CQ may see a completion as soon as the device runs), then the
+        // doorbell record, then the doorbell.
+        table.store(sq_table::HEAD, pi);
+        barrier::dma_wmb();
+        dbr.write_be32(4, Be32::new(pi as u32 & 0xffff))?;
+        barrier::uar_wc_start();
+        let reg = self.uar.as_ref().map_or(0, Uar::bar_offset) + u64::from(regs::uar::BF_OFFSET);
+        self.dev
+            .platform()
+            .bar_write64(reg, Be64::from_ne_raw(u64::from_ne_bytes(first)));
+        barrier::uar_wc_flush();
+        self.pi = pi;
+        Ok(())
+    }
+
+    fn parts(&self) -> Option<(&QueueBuf, &DmaBuf, &SharedTable)> {
+        Some((self.buf.as_ref()?, self.dbr.as_ref()?, self.table.as_ref()?))
+    }
+
+    fn destroy_sq(&self) -> Result<()> {
+        let sqn = self.sqn;
+        self.dev
+            .with_cmd(|cmd, p| {
+                run::<DestroySqIn, DestroySqOut, _, _>(cmd, p, Opcode::DestroySq, 0, |v| {
+                    v.set(DestroySqIn::SQN, u64::from(sqn))?;
+                    Ok(())
+                })
+            })
+            .map(drop)
+    }
+
+    /// Gives the memory back: freed when the device is done with it (`done`), else
+    /// quarantined; the UAR page too.
+    fn retire(&mut self, done: bool) {
+        let (p, q) = (self.dev.platform(), self.dev.quarantine());
+        let why = "an Ethernet SQ the device may still use";
+        if let Some(b) = self.buf.take() {
+            b.retire(q, p, done, why);
+        }
+        if let Some(d) = self.dbr.take() {
+            q.retire(p, d, done, why);
+        }
+        if let Some(t) = self.table.take() {
+            t.release(p);
+        }
+        if let Some(uar) = self.uar.take() {
+            let _ = self.dev.free_uar(uar);
+        }
+    }
+
+    /// DESTROY_SQ, then the memory freed (quarantined if the device may still hold it).
+    pub fn destroy(mut self) -> Result<()> {
+        let r = self.destroy_sq();
+        if let Ok(Some(a)) = self.cq.detach(self.sqn) {
+            a.release(self.dev.platform());
+        }
+        self.retire(r.is_ok());
+        r
+    }
+}
+
+impl<P: Platform> Drop for EthSq<'_, P> {
+    fn drop(&mut self) {
+        if self.buf.is_some() {
+            let r = self.destroy_sq();
+            if let Ok(Some(a)) = self.cq.detach(self.sqn) {
+                a.release(self.dev.platform());
+            }
+            if let Err(e) = &r {
+                log::warn!("DESTROY_SQ {:#x} at drop: {e}", self.sqn);
+            }
+            self.retire(r.is_ok());
+        }
+    }
+}
+
+/// The WQEBBs `wr` takes, or why it is refused.
+fn check(wr: &EthWr<'_>) -> Result<u32> {
+    let bad = |field, requested: u64, max: u64, limit| Error::InvalidArgument {
+        op: "eth post_send",
+        field,
+        requested,
+        max,
+        limit,
+    };
+    if wr.headers.len() < L2_INLINE {
+        return Err(bad(
+            "headers",
+            wr.headers.len() as u64,
+            L2_INLINE as u64,
+            "at least the L2 inline bytes (min_wqe_inline_mode L2)",
+        ));
+    }
+    if wr.payload.len() > MAX_SGE {
+        return Err(bad(
+            "num_sge",
+            wr.payload.len() as u64,
+            MAX_SGE as u64,
+            "data segments of an Ethernet WQE",
+        ));
+    }
+    let bytes = ds_count(wr.headers.len(), wr.payload.len()) * DS;
+    let nbb = bytes.div_ceil(WQEBB) as u32;
+    if nbb > MAX_WQEBBS {
+        return Err(bad(
+            "headers",
+            wr.headers.len() as u64,
+            (MAX_WQEBBS as usize * WQEBB - 2 * DS - wr.payload.len() * DS + 2) as u64,
+            "inline bytes that fit two WQEBBs with the data segments",
+        ));
+    }
+    Ok(nbb)
+}
+
+/// DS units: control, the Ethernet segment (its last 2 bytes the first inline ones), the rest
+/// of the inline bytes in 16-byte units, the data segments.
+fn ds_count(inline: usize, sges: usize) -> usize {
+    2 + inline.saturating_sub(2).div_ceil(DS) + sges
+}
+
+/// Writes `wr` as the WQE at WQEBB `pi`; its first 8 bytes into `first` (the doorbell's).
+/// Returns its WQEBBs.
+fn wqe(
+    buf: &DmaBuf,
+    sqn: u32,
+    pi: u64,
+    mask: u64,
+    wr: &EthWr<'_>,
+    first: &mut [u8; 8],
+) -> Result<u32> {
+    let ds = ds_count(wr.headers.len(), wr.payload.len());
+    let nbb = (ds * DS).div_ceil(WQEBB) as u32;
+    // The WQE as 16-byte segments, then written WQEBB by WQEBB (the second may wrap).
+    let mut segs = [[0u8; 16]; (MAX_WQEBBS as usize * WQEBB) / DS];
+    let idx = (pi & 0xffff) as u32;
+    segs[0][0..4].copy_from_slice(&(idx << 8 | u32::from(opcode::SEND)).to_be_bytes());
+    segs[0][4..8].copy_from_slice(&(sqn << 8 | ds as u32).to_be_bytes());
+    segs[0][11] = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
+    // Ethernet segment: cs_flags at 4, inline_hdr_sz at 12, the inline bytes from 14 on.
+    if wr.checksum {
+        segs[1][4] = CS_L3 | CS_L4;
+    }
+    let ihs = wr.headers.len();
+    segs[1][12..14].copy_from_slice(&(ihs as u16).to_be_bytes());
+    segs[1][14..16].copy_from_slice(&wr.headers[..2]);
+    for (k, chunk) in wr.headers[2..].chunks(DS).enumerate() {
+        segs[2 + k][..chunk.len()].copy_from_slice(chunk);
+    }
+    let data_at = 2 + (ihs - 2).div_ceil(DS);
+    for (k, s) in wr.payload.iter().enumerate() {
+        let d = &mut segs[data_at + k];
+        d[0..4].copy_from_slice(&s.length.to_be_bytes());
+        d[4..8].copy_from_slice(&s.lkey.to_be_bytes());
+        d[8..16].copy_from_slice(&s.addr.to_be_bytes());
+    }
+    first.copy_from_slice(&segs[0][..8]);
+    let per_bb = WQEBB / DS;
+    for b in 0..nbb as usize {
+        let slot = ((pi + b as u64) & mask) as usize;
+        for k in 0..per_bb {
+            let i = b * per_bb + k;
+            if i >= ds.next_multiple_of(per_bb) {
+                break;
+            }
+            buf.write_seg16(slot * WQEBB + k * DS, &segs[i])?;
+        }
+    }
+    Ok(nbb)
+}
