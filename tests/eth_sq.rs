@@ -235,3 +235,153 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
     cq.destroy().unwrap();
     assert_eq!(a.quarantined().buffers, 0);
 }
+
+#[test]
+fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
+    use mlx5::eth::{EthRq, MacSteering, Tir};
+    use mlx5::qp::RecvWr;
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (ma, mb) = (a.vport().mac, b.vport().mac);
+    // A: the sender.
+    let td_a = TransportDomain::alloc(&a).unwrap();
+    let tis = Tis::create(&a, &td_a).unwrap();
+    let cq_a = a.create_cq(16).unwrap();
+    let mut sq = EthSq::create(&a, &cq_a, &tis, 8).unwrap();
+    let mr_a = a
+        .alloc_mr(a.pd().unwrap(), 1 << 14, MrAccess::default())
+        .unwrap();
+    // B: an RQ of 8 buffers behind a direct TIR, its MAC steered to it.
+    let td_b = TransportDomain::alloc(&b).unwrap();
+    let cq_b = b.create_cq(16).unwrap();
+    let mut rq = EthRq::create(&b, &cq_b, 8).unwrap();
+    let tir = Tir::direct(&b, &td_b, &rq).unwrap();
+    let steer = MacSteering::create(&b, mb, &tir).unwrap();
+    let mr_b = b
+        .alloc_mr(
+            b.pd().unwrap(),
+            8 * 2048,
+            MrAccess {
+                local_write: true,
+                ..MrAccess::default()
+            },
+        )
+        .unwrap();
+    let sges: Vec<[Sge; 1]> = (0..8)
+        .map(|k| {
+            [Sge {
+                addr: mr_b.addr() + k * 2048,
+                length: 2048,
+                lkey: mr_b.lkey(),
+            }]
+        })
+        .collect();
+    let recvs: Vec<RecvWr<'_>> = sges
+        .iter()
+        .enumerate()
+        .map(|(k, s)| RecvWr {
+            wr_id: 500 + k as u64,
+            sg_list: s,
+        })
+        .collect();
+    rq.post_recv(&recvs).unwrap();
+
+    // Three frames to B, one to a MAC nobody steers: three receives, in order, intact.
+    let other = [0x02, 0, 0, 0, 0, 0x77];
+    let frames = [
+        frame(mb, ma, 100, 1),
+        frame(other, ma, 100, 2),
+        frame(mb, ma, 900, 3),
+        frame(mb, ma, 1400, 4),
+    ];
+    for (k, f) in frames.iter().enumerate() {
+        mr_a.write(k * 2048, &f[L2_INLINE..]).unwrap();
+    }
+    let s: Vec<[Sge; 1]> = frames
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            [Sge {
+                addr: mr_a.addr() + (k * 2048) as u64,
+                length: (f.len() - L2_INLINE) as u32,
+                lkey: mr_a.lkey(),
+            }]
+        })
+        .collect();
+    let wrs: Vec<EthWr<'_>> = frames
+        .iter()
+        .zip(&s)
+        .enumerate()
+        .map(|(k, (f, s))| EthWr {
+            wr_id: k as u64,
+            headers: &f[..L2_INLINE],
+            payload: s,
+            checksum: true,
+            signaled: k == 3,
+        })
+        .collect();
+    sq.post_send(&wrs).unwrap();
+    assert_eq!(wait(&cq_a, &a, 1)[0].wr_id, 3);
+    let wc = wait(&cq_b, &b, 3);
+    for (w, (k, f)) in wc
+        .iter()
+        .zip([(0u64, &frames[0]), (1, &frames[2]), (2, &frames[3])])
+    {
+        assert_eq!(
+            (w.status, w.opcode, w.wr_id, w.byte_len, w.qp_num),
+            (
+                WcStatus::Success,
+                WcOpcode::Recv,
+                500 + k,
+                f.len() as u32,
+                rq.rqn()
+            )
+        );
+        let mut got = vec![0u8; f.len()];
+        mr_b.read((k * 2048) as usize, &mut got).unwrap();
+        assert!(checksums_ok(&got));
+        assert_eq!(&got[..24], &f[..24]);
+        assert_eq!(&got[42..], &f[42..]);
+    }
+    let mut none = [mlx5::Wc::default()];
+    assert_eq!(
+        cq_b.poll(&mut none).unwrap(),
+        0,
+        "the frame to another MAC was dropped"
+    );
+
+    // Refusals: two SGEs in one receive; more receives than the ring holds.
+    let two = [sges[0][0], sges[1][0]];
+    let e = rq
+        .post_recv(&[RecvWr {
+            wr_id: 1,
+            sg_list: &two,
+        }])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidArgument {
+                field: "num_sge",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let nine: Vec<RecvWr<'_>> = (0..9).map(|_| recvs[0]).collect();
+    assert!(matches!(rq.post_recv(&nine), Err(Error::QueueFull { .. })));
+
+    // Teardown, in order, nothing quarantined.
+    steer.destroy().unwrap();
+    tir.destroy().unwrap();
+    rq.destroy().unwrap();
+    td_b.dealloc().unwrap();
+    sq.destroy().unwrap();
+    tis.destroy().unwrap();
+    td_a.dealloc().unwrap();
+    drop((mr_a, mr_b));
+    cq_a.destroy().unwrap();
+    cq_b.destroy().unwrap();
+    assert_eq!((a.quarantined().buffers, b.quarantined().buffers), (0, 0));
+}

@@ -218,6 +218,14 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
         let tis = mlx5::eth::Tis::create(&dev, &td).unwrap();
         let sq = mlx5::eth::EthSq::create(&dev, &cq, &tis, 4).unwrap();
         sq.destroy().unwrap();
+        let rx_cq = dev.create_cq(8).unwrap();
+        let rq = mlx5::eth::EthRq::create(&dev, &rx_cq, 4).unwrap();
+        let tir = mlx5::eth::Tir::direct(&dev, &td, &rq).unwrap();
+        let steer = mlx5::eth::MacSteering::create(&dev, mac, &tir).unwrap();
+        steer.destroy().unwrap();
+        tir.destroy().unwrap();
+        rq.destroy().unwrap();
+        rx_cq.destroy().unwrap();
         tis.destroy().unwrap();
         td.dealloc().unwrap();
         cq.destroy().unwrap();

@@ -1,11 +1,18 @@
 //! Raw Ethernet queues (issue #13), `no_std`: what a unikernel or dataplane needs to send plain
 //! Ethernet frames through the NIC — the transport domain and TIS ([`tis`]) and Ethernet send
 //! queues ([`sq`]: CREATE_SQ objects whose WQEs carry an Ethernet segment, completions on our
-//! CQs). Receive queues, steering and RSS come next (docs/ethernet-facts.md is the fact sheet
-//! they are written from).
+//! CQs), receive queues ([`rq`]), a direct TIR in front of an RQ ([`tir`]) and the NIC receive
+//! flow table steering a destination MAC to it ([`flow`]). RSS, VLAN and TSO come next
+//! (docs/ethernet-facts.md is the fact sheet all of it is written from).
 
+pub mod flow;
+pub mod rq;
 pub mod sq;
+pub mod tir;
 pub mod tis;
 
+pub use flow::MacSteering;
+pub use rq::EthRq;
 pub use sq::{EthSq, EthWr, L2_INLINE};
+pub use tir::Tir;
 pub use tis::{Tis, TransportDomain};

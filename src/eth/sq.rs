@@ -236,6 +236,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
                 qpn: sqn,
                 sq: Some((t.share(), bbs)),
                 rq: None,
+                flow_tag_rq: false,
             }) {
                 let done = sq.destroy_sq().is_ok();
                 sq.retire(done);

@@ -344,8 +344,19 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
     let wqe_counter = u16::from_be_bytes([c.u8(60), c.u8(61)]);
     let byte_cnt = c.be32(44);
     let imm = c.be32(36);
-    let q = find(s, qpn, hint)
-        .ok_or_else(|| bad("CQE QPN (no such queue on this CQ)", u64::from(qpn), 0))?;
+    // A receive CQE on the CQ of an Ethernet RQ names the flow tag, not the queue.
+    let flow_tag_rq = if !s.flow_tag_rq || opcode == 0x0 || opcode == 0xd {
+        None
+    } else {
+        s.queues.iter().find(|e| e.flow_tag_rq)
+    };
+    let q = match flow_tag_rq {
+        Some(q) => q,
+        None => find(s, qpn, hint)
+            .ok_or_else(|| bad("CQE QPN (no such queue on this CQ)", u64::from(qpn), 0))?,
+    };
+    // Completions name the queue (for an Ethernet RQ, the RQ rather than the flow tag).
+    let qpn = q.qpn;
     let (status, vendor_err) = match opcode {
         0xd | 0xe => (WcStatus::from_syndrome(c.u8(55)), c.u8(54)),
         0x0..=0x4 => (WcStatus::Success, 0),

@@ -49,6 +49,25 @@ impl<'d, P: Platform> Cq<'d, P> {
     /// Attaches a QP's queues (done by `create_qp`).
     pub(crate) fn attach(&self, a: Attached) -> Result<()> {
         let mut s = self.lock_state()?;
+        // An Ethernet RQ's receive CQEs do not name it: it must be the CQ's only receive queue.
+        let rq_here = s.queues.iter().any(|e| e.rq.is_some());
+        let flow_tag_rq_here = s.flow_tag_rq;
+        let same_number = s.queues.iter().any(|e| e.qpn == a.qpn);
+        let onto_flow_tag_rq = s.queues.iter().any(|e| e.qpn == a.qpn && e.flow_tag_rq);
+        if (a.flow_tag_rq && (rq_here || same_number))
+            || (a.rq.is_some() && flow_tag_rq_here)
+            || onto_flow_tag_rq
+        {
+            let n = u64::from(a.qpn);
+            a.release(self.dev.platform());
+            return Err(Error::InvalidArgument {
+                op: "attach a queue to a CQ",
+                field: "receive queue",
+                requested: n,
+                max: 0,
+                limit: "an Ethernet RQ's CQ serves no other receive queue, nor a queue of its number (its CQEs carry the flow tag)",
+            });
+        }
         if let Some(e) = s.queues.iter_mut().find(|e| e.qpn == a.qpn) {
             // Same CQ for both queues of one QP: merge. Two queues of one kind under one
             // number (an Ethernet SQ numbered like a QP on this CQ) would make their CQEs
@@ -72,6 +91,7 @@ impl<'d, P: Platform> Cq<'d, P> {
             }
             return Ok(());
         }
+        s.flow_tag_rq |= a.flow_tag_rq;
         s.queues.push(a).map_err(|_| Error::Capacity {
             what: "queues attached to one CQ",
             limit: MAX_QUEUES_PER_CQ,
@@ -81,10 +101,13 @@ impl<'d, P: Platform> Cq<'d, P> {
     /// Detaches a QP, returning its table handles.
     pub(crate) fn detach(&self, qpn: u32) -> Result<Option<Attached>> {
         let mut s = self.lock_state()?;
-        Ok(s.queues
+        let out = s
+            .queues
             .iter()
             .position(|e| e.qpn == qpn)
-            .map(|i| s.queues.swap_remove(i)))
+            .map(|i| s.queues.swap_remove(i));
+        s.flow_tag_rq = s.queues.iter().any(|e| e.flow_tag_rq);
+        Ok(out)
     }
 
     /// Polls up to `wc.len()` completions (`ibv_poll_cq`); returns how many were filled.

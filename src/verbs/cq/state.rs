@@ -37,6 +37,9 @@ pub struct Attached {
     pub sq: Option<(SharedTable, u32)>,
     /// Receive table, when this CQ is the QP's receive CQ.
     pub rq: Option<RecvTable>,
+    /// An Ethernet RQ: its receive CQEs carry the flow tag where a QP's carry the QPN, so the
+    /// CQ serves no other receive queue and its receive CQEs are this queue's.
+    pub flow_tag_rq: bool,
 }
 
 impl Attached {
@@ -58,5 +61,7 @@ pub struct CqShared {
     pub(crate) arm_sn: u32,
     /// Index in `queues` of the queue the last CQE named (a hint; checked before use).
     pub(crate) hint: usize,
+    /// Whether an Ethernet RQ (whose receive CQEs do not name it) is attached.
+    pub(crate) flow_tag_rq: bool,
     pub(crate) queues: Vec<Attached, MAX_QUEUES_PER_CQ>,
 }

@@ -296,8 +296,18 @@ impl<P: Platform> Device<P> {
                 }),
                 (None, None) => None,
             };
-            attr.send_cq.attach(Attached { qpn, sq, rq: None })?;
-            attr.recv_cq.attach(Attached { qpn, sq: None, rq })?;
+            attr.send_cq.attach(Attached {
+                qpn,
+                sq,
+                rq: None,
+                flow_tag_rq: false,
+            })?;
+            attr.recv_cq.attach(Attached {
+                qpn,
+                sq: None,
+                rq,
+                flow_tag_rq: false,
+            })?;
         }
         Ok(qp)
     }

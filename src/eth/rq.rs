@@ -1,0 +1,285 @@
+//! Ethernet receive queues (PRM "RQ", CREATE_RQ): a cyclic ring of 16-byte receive WQEs, one
+//! data segment each (docs/ethernet-facts.md §1.5, §3): `cqn`, `flush_in_error_en`, state RST,
+//! `mem_rq_type` 0 (the WQEs in the RQ's own buffer), VLAN stripping as the device defaults
+//! (`vsd` 0); the work queue cyclic, the PD, the doorbell record (receive counter at byte 0),
+//! a stride of 16 bytes and 2^`log_wq_sz` WQEs; then MODIFY_RQ RST → RDY. Completions come on
+//! the CQ as a QP's receives do (a responder CQE; `byte_len` the frame's length), with the
+//! work request's id.
+
+use mlx5_ifc::consts::wq_type;
+use mlx5_ifc::prm::sq_rq::{
+    CreateRqIn, CreateRqOut, DestroyRqIn, DestroyRqOut, ModifyRqIn, ModifyRqOut, Rqc,
+};
+use mlx5_ifc::prm::srq::Wq;
+use mlx5_ifc::wqe::DS;
+use mlx5_ifc::{Be32, Opcode};
+
+use crate::error::{Error, Result};
+use crate::fw::cmd::{run, run_create};
+use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::io::{barrier, DmaBuf, SharedTable};
+use crate::platform::Platform;
+use crate::qp::RecvWr;
+use crate::verbs::cq::state::{Attached, RecvTable};
+use crate::verbs::cq::Cq;
+use crate::verbs::wr_table::rq_table;
+use crate::Device;
+
+const RST: u64 = 0;
+const RDY: u64 = 1;
+
+/// An Ethernet receive queue in the RDY state.
+pub struct EthRq<'a, P: Platform> {
+    dev: &'a Device<P>,
+    cq: &'a Cq<'a, P>,
+    rqn: u32,
+    buf: Option<QueueBuf>,
+    dbr: Option<DmaBuf>,
+    table: Option<SharedTable>,
+    /// WQEs in the ring.
+    cnt: u32,
+}
+
+impl<P: Platform> core::fmt::Debug for EthRq<'_, P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("EthRq")
+            .field("rqn", &self.rqn)
+            .field("wqes", &self.cnt)
+            .finish()
+    }
+}
+
+impl<'a, P: Platform> EthRq<'a, P> {
+    /// An RQ of at least `depth` receive buffers on `cq`, moved to RDY. The CQ's receive side
+    /// must be the RQ's alone (its CQEs name the flow tag, not the RQ, as in mlx5e where each
+    /// RQ has its own CQ); send queues may share it.
+    pub fn create(dev: &'a Device<P>, cq: &'a Cq<'a, P>, depth: u32) -> Result<Self> {
+        if !core::ptr::eq(cq.device(), dev) {
+            return Err(refuse("cq", 0, 0, "the CQ must belong to the RQ's device"));
+        }
+        let log_max = dev.caps().get("log_max_wq_sz").unwrap_or(0).min(24);
+        let log = u64::from(ceil_log2(u64::from(depth.max(1))));
+        if log > log_max {
+            return Err(refuse(
+                "depth",
+                u64::from(depth),
+                1 << log_max,
+                "log_max_wq_sz",
+            ));
+        }
+        let cnt = 1u32 << log;
+        let pd = dev.pd().ok_or(Error::Unsupported {
+            what: "a protection domain (the device opened without one)",
+            found: 0,
+        })?;
+        let p = dev.platform();
+        let table = SharedTable::alloc(p, rq_table::words(cnt as usize)).map_err(|source| {
+            Error::Platform {
+                op: "allocate an Ethernet RQ's work-request table",
+                source,
+            }
+        })?;
+        let buf = match QueueBuf::alloc(p, (cnt as usize * DS).max(4096), "allocate an Ethernet RQ")
+        {
+            Ok(b) => b,
+            Err(e) => {
+                table.release(p);
+                return Err(e);
+            }
+        };
+        let dbr = match alloc_dbr(p, "allocate an Ethernet RQ doorbell record") {
+            Ok(d) => d,
+            Err(e) => {
+                buf.free(p);
+                table.release(p);
+                return Err(e);
+            }
+        };
+        let (dbr_iova, log_pg) = (dbr.iova(), buf.log_page_size());
+        let mut rq = EthRq {
+            dev,
+            cq,
+            rqn: 0,
+            buf: Some(buf),
+            dbr: Some(dbr),
+            table: Some(table),
+            cnt,
+        };
+        let (cqn, pdn) = (cq.cqn(), pd.pdn());
+        let made = dev.with_cmd(|cmd, p| {
+            run_create::<CreateRqIn, CreateRqOut, _, _, _>(
+                cmd,
+                p,
+                Opcode::CreateRq,
+                rq.buf.as_ref(),
+                |v| {
+                    let mut c = v.nested_mut(CreateRqIn::CTX);
+                    c.set(Rqc::CQN, u64::from(cqn))?
+                        .set(Rqc::FLUSH_IN_ERROR_EN, 1)?
+                        .set(Rqc::STATE, RST)?;
+                    let mut w = c.nested_mut(Rqc::WQ);
+                    w.set(Wq::WQ_TYPE, wq_type::CYCLIC)?
+                        .set(Wq::PD, u64::from(pdn))?
+                        .set(Wq::DBR_ADDR, dbr_iova)?
+                        .set(Wq::LOG_WQ_STRIDE, 4)?
+                        .set(Wq::LOG_WQ_PG_SZ, u64::from(log_pg))?
+                        .set(Wq::LOG_WQ_SZ, log)?;
+                    Ok(())
+                },
+            )
+        });
+        match made {
+            Ok(o) => rq.rqn = o.get(CreateRqOut::RQN) as u32,
+            Err(e) => {
+                rq.retire(!e.device_may_hold_memory());
+                return Err(e);
+            }
+        }
+        let rqn = rq.rqn;
+        let moved = dev.with_cmd(|cmd, p| {
+            run::<ModifyRqIn, ModifyRqOut, _, _>(cmd, p, Opcode::ModifyRq, 0, |v| {
+                v.set(ModifyRqIn::RQN, u64::from(rqn))?
+                    .set(ModifyRqIn::RQ_STATE, RST)?;
+                v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, RDY)?;
+                Ok(())
+            })
+        });
+        if let Err(e) = moved {
+            let done = rq.destroy_rq().is_ok();
+            rq.retire(done);
+            return Err(e);
+        }
+        if let Some(t) = &rq.table {
+            if let Err(e) = cq.attach(Attached {
+                qpn: rqn,
+                sq: None,
+                rq: Some(RecvTable::Rq {
+                    table: t.share(),
+                    cnt,
+                }),
+                flow_tag_rq: true,
+            }) {
+                let done = rq.destroy_rq().is_ok();
+                rq.retire(done);
+                return Err(e);
+            }
+        }
+        log::debug!("Ethernet RQ {rqn:#x}: {cnt} WQEs, CQ {cqn:#x}");
+        Ok(rq)
+    }
+
+    /// The RQ number.
+    pub fn rqn(&self) -> u32 {
+        self.rqn
+    }
+
+    /// Posts receive buffers (one SGE each), then the doorbell record. Refused as a whole
+    /// (nothing posted) if one is malformed or the ring lacks room.
+    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
+        let (Some(buf), Some(dbr), Some(table)) = (&self.buf, &self.dbr, &self.table) else {
+            return Err(refuse(
+                "rq",
+                u64::from(self.rqn),
+                0,
+                "the RQ's memory is gone",
+            ));
+        };
+        if let Some(wr) = wrs.iter().find(|w| w.sg_list.len() != 1) {
+            return Err(Error::InvalidArgument {
+                op: "eth post_recv",
+                field: "num_sge",
+                requested: wr.sg_list.len() as u64,
+                max: 1,
+                limit: "one data segment per Ethernet receive WQE",
+            });
+        }
+        let head = table.load_relaxed(rq_table::HEAD);
+        let used = head.wrapping_sub(table.load(rq_table::TAIL));
+        if used + wrs.len() as u64 > u64::from(self.cnt) {
+            return Err(Error::QueueFull {
+                qpn: self.rqn,
+                queue: "Ethernet receive queue",
+                outstanding: used,
+                limit: u64::from(self.cnt),
+            });
+        }
+        let mask = u64::from(self.cnt) - 1;
+        for (k, wr) in wrs.iter().enumerate() {
+            let slot = ((head + k as u64) & mask) as usize;
+            let s = &wr.sg_list[0];
+            let mut seg = [0u8; 16];
+            seg[0..4].copy_from_slice(&s.length.to_be_bytes());
+            seg[4..8].copy_from_slice(&s.lkey.to_be_bytes());
+            seg[8..16].copy_from_slice(&s.addr.to_be_bytes());
+            buf.buf().write_seg16(slot * DS, &seg)?;
+            table.store_pair_relaxed(rq_table::wrid(slot), wr.wr_id, u64::from(s.length));
+        }
+        let head = head + wrs.len() as u64;
+        table.store(rq_table::HEAD, head);
+        barrier::dma_wmb();
+        dbr.write_be32(0, Be32::new(head as u32 & 0xffff))?;
+        Ok(())
+    }
+
+    fn destroy_rq(&self) -> Result<()> {
+        let rqn = self.rqn;
+        self.dev
+            .with_cmd(|cmd, p| {
+                run::<DestroyRqIn, DestroyRqOut, _, _>(cmd, p, Opcode::DestroyRq, 0, |v| {
+                    v.set(DestroyRqIn::RQN, u64::from(rqn))?;
+                    Ok(())
+                })
+            })
+            .map(drop)
+    }
+
+    fn retire(&mut self, done: bool) {
+        let (p, q) = (self.dev.platform(), self.dev.quarantine());
+        let why = "an Ethernet RQ the device may still use";
+        if let Some(b) = self.buf.take() {
+            b.retire(q, p, done, why);
+        }
+        if let Some(d) = self.dbr.take() {
+            q.retire(p, d, done, why);
+        }
+        if let Some(t) = self.table.take() {
+            t.release(p);
+        }
+    }
+
+    /// DESTROY_RQ (its TIR must be gone), then the memory freed (quarantined if the device may
+    /// still hold it).
+    pub fn destroy(mut self) -> Result<()> {
+        let r = self.destroy_rq();
+        if let Ok(Some(a)) = self.cq.detach(self.rqn) {
+            a.release(self.dev.platform());
+        }
+        self.retire(r.is_ok());
+        r
+    }
+}
+
+impl<P: Platform> Drop for EthRq<'_, P> {
+    fn drop(&mut self) {
+        if self.buf.is_some() {
+            let r = self.destroy_rq();
+            if let Ok(Some(a)) = self.cq.detach(self.rqn) {
+                a.release(self.dev.platform());
+            }
+            if let Err(e) = &r {
+                log::warn!("DESTROY_RQ {:#x} at drop: {e}", self.rqn);
+            }
+            self.retire(r.is_ok());
+        }
+    }
+}
+
+fn refuse(field: &'static str, requested: u64, max: u64, limit: &'static str) -> Error {
+    Error::InvalidArgument {
+        op: "create_eth_rq",
+        field,
+        requested,
+        max,
+        limit,
+    }
+}
