@@ -463,6 +463,18 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
     if wc.grh && status == WcStatus::Success {
         wc.wc_flags = wc.wc_flags.union(WcFlags::GRH);
     }
+    if q.flow_tag_rq {
+        // An Ethernet frame carries no GRH and no source QP (the bytes there are the packet's
+        // own). IP_CSUM_OK as rdma-core's `get_csum_ok` sets it for raw-packet receives: the
+        // L3 and L4 checksums good (`hds_ip_ext` 0x2 | 0x4) and the frame IPv4
+        // (`l4_l3_hdr_type` bits 3:2 = 2).
+        wc.grh = false;
+        wc.src_qp = 0;
+        wc.wc_flags = WcFlags::empty();
+        if status == WcStatus::Success && c.u8(28) & 0x6 == 0x6 && (c.u8(29) >> 2) & 3 == 2 {
+            wc.wc_flags = WcFlags::IP_CSUM_OK;
+        }
+    }
     match q.rq.as_ref().ok_or_else(|| {
         bad(
             "responder CQE for a QP whose receive CQ is another",

@@ -89,6 +89,9 @@ impl WcFlags {
     /// send completion of SEND_IMM or RDMA_WRITE_IMM only the flag is set (a requester CQE
     /// carries no immediate), as rdma-core's `ibv_poll_cq` sets it.
     pub const WITH_IMM: Self = Self(1 << 1);
+    /// An Ethernet frame received with its IPv4 header and TCP/UDP checksums verified good by
+    /// the device (`IBV_WC_IP_CSUM_OK`; Ethernet receive queues).
+    pub const IP_CSUM_OK: Self = Self(1 << 2);
     /// The message was a SEND with invalidate: the key the peer named was invalidated, and it is
     /// in [`Wc::invalidated_rkey`] (receives).
     pub const WITH_INV: Self = Self(1 << 3);
@@ -120,7 +123,7 @@ impl WcFlags {
 
     /// The flags of `bits` this type knows (others dropped).
     pub const fn from_bits_truncate(bits: u8) -> Self {
-        Self(bits & (Self::GRH.0 | Self::WITH_IMM.0 | Self::WITH_INV.0))
+        Self(bits & (Self::GRH.0 | Self::WITH_IMM.0 | Self::IP_CSUM_OK.0 | Self::WITH_INV.0))
     }
 }
 
