@@ -7,12 +7,14 @@
 
 pub mod flow;
 pub mod rq;
+pub mod rss;
 pub mod sq;
 pub mod tir;
 pub mod tis;
 
 pub use flow::MacSteering;
 pub use rq::EthRq;
+pub use rss::{toeplitz, MS_RSS_KEY};
 pub use sq::{EthSq, EthWr, L2_INLINE};
 pub use tir::Tir;
 pub use tis::{Tis, TransportDomain};
