@@ -394,3 +394,153 @@ fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
     cq_b.destroy().unwrap();
     assert_eq!((a.quarantined().buffers, b.quarantined().buffers), (0, 0));
 }
+
+#[test]
+fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
+    use mlx5::eth::rss::{ipv4_input, MAX_INPUT};
+    use mlx5::eth::{toeplitz, EthRq, MacSteering, Rqt, RssFields, Tir, MS_RSS_KEY};
+    use mlx5::qp::RecvWr;
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (ma, mb) = (a.vport().mac, b.vport().mac);
+    let td_a = TransportDomain::alloc(&a).unwrap();
+    let tis = Tis::create(&a, &td_a).unwrap();
+    let cq_a = a.create_cq(64).unwrap();
+    let mut sq = EthSq::create(&a, &cq_a, &tis, 32).unwrap();
+    let mr_a = a
+        .alloc_mr(a.pd().unwrap(), 1 << 16, MrAccess::default())
+        .unwrap();
+    // B: four RQs, each on its own CQ, behind an RQT and a Toeplitz TIR over UDP 4-tuples.
+    let td_b = TransportDomain::alloc(&b).unwrap();
+    let cqs: Vec<_> = (0..4).map(|_| b.create_cq(32).unwrap()).collect();
+    let mut rqs: Vec<_> = cqs
+        .iter()
+        .map(|c| EthRq::create(&b, c, 16).unwrap())
+        .collect();
+    let rq_refs: Vec<&EthRq<'_, _>> = rqs.iter().collect();
+    assert!(matches!(
+        Rqt::create(&b, &rq_refs[..3]),
+        Err(Error::InvalidArgument {
+            field: "rqs",
+            requested: 3,
+            ..
+        })
+    ));
+    let rqt = Rqt::create(&b, &rq_refs).unwrap();
+    let tir = Tir::rss(&b, &td_b, &rqt, &MS_RSS_KEY, RssFields::Ipv4Udp).unwrap();
+    let steer = MacSteering::create(&b, mb, &tir).unwrap();
+    let mr_b = b
+        .alloc_mr(
+            b.pd().unwrap(),
+            4 * 16 * 2048,
+            MrAccess {
+                local_write: true,
+                ..MrAccess::default()
+            },
+        )
+        .unwrap();
+    for (q, rq) in rqs.iter_mut().enumerate() {
+        let sges: Vec<[Sge; 1]> = (0..16)
+            .map(|k| {
+                [Sge {
+                    addr: mr_b.addr() + ((q * 16 + k) * 2048) as u64,
+                    length: 2048,
+                    lkey: mr_b.lkey(),
+                }]
+            })
+            .collect();
+        let wrs: Vec<RecvWr<'_>> = sges
+            .iter()
+            .enumerate()
+            .map(|(k, s)| RecvWr {
+                wr_id: (q * 100 + k) as u64,
+                sg_list: s,
+            })
+            .collect();
+        rq.post_recv(&wrs).unwrap();
+    }
+    // 24 UDP flows (source ports 4000..4024): each frame lands in RQ `hash mod 4`.
+    let mut expect = [0usize; 4];
+    let mut frames = Vec::new();
+    for k in 0..24u16 {
+        let mut f = frame(mb, ma, 64, k as u8);
+        f[34..36].copy_from_slice(&(4000 + k).to_be_bytes());
+        let mut buf = [0u8; MAX_INPUT];
+        let input = ipv4_input(
+            &mut buf,
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            Some((4000 + k, 0x35)),
+        );
+        let q = (toeplitz(&MS_RSS_KEY, input).unwrap() % 4) as usize;
+        expect[q] += 1;
+        frames.push((f, q));
+    }
+    assert!(expect.iter().filter(|&&n| n > 0).count() >= 3, "{expect:?}");
+    for (k, (f, _)) in frames.iter().enumerate() {
+        mr_a.write(k * 1024, &f[L2_INLINE..]).unwrap();
+    }
+    let sg: Vec<[Sge; 1]> = frames
+        .iter()
+        .enumerate()
+        .map(|(k, (f, _))| {
+            [Sge {
+                addr: mr_a.addr() + (k * 1024) as u64,
+                length: (f.len() - L2_INLINE) as u32,
+                lkey: mr_a.lkey(),
+            }]
+        })
+        .collect();
+    let wrs: Vec<EthWr<'_>> = frames
+        .iter()
+        .zip(&sg)
+        .enumerate()
+        .map(|(k, ((f, _), s))| EthWr {
+            wr_id: k as u64,
+            headers: &f[..L2_INLINE],
+            payload: s,
+            checksum: true,
+            signaled: k == 23,
+        })
+        .collect();
+    sq.post_send(&wrs).unwrap();
+    assert_eq!(wait(&cq_a, &a, 1)[0].wr_id, 23);
+    for (q, cq) in cqs.iter().enumerate() {
+        let wc = wait(cq, &b, expect[q]);
+        let mut none = [mlx5::Wc::default()];
+        assert_eq!(
+            cq.poll(&mut none).unwrap(),
+            0,
+            "RQ {q} got more than predicted"
+        );
+        // The frames of this RQ, in order, each intact.
+        let mine: Vec<&Vec<u8>> = frames
+            .iter()
+            .filter(|(_, fq)| *fq == q)
+            .map(|(f, _)| f)
+            .collect();
+        for (n, (w, f)) in wc.iter().zip(&mine).enumerate() {
+            assert_eq!(
+                (w.status, w.wr_id, w.qp_num),
+                (WcStatus::Success, (q * 100 + n) as u64, rqs[q].rqn())
+            );
+            let mut got = vec![0u8; f.len()];
+            mr_b.read((q * 16 + n) * 2048, &mut got).unwrap();
+            assert_eq!(&got[34..36], &f[34..36], "RQ {q}: the flow the hash picked");
+            assert_eq!(&got[42..], &f[42..]);
+        }
+    }
+    steer.destroy().unwrap();
+    tir.destroy().unwrap();
+    rqt.destroy().unwrap();
+    for rq in rqs {
+        rq.destroy().unwrap();
+    }
+    td_b.dealloc().unwrap();
+    sq.destroy().unwrap();
+    tis.destroy().unwrap();
+    td_a.dealloc().unwrap();
+    drop((mr_a, mr_b));
+    assert_eq!((a.quarantined().buffers, b.quarantined().buffers), (0, 0));
+}

@@ -224,6 +224,22 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
         let steer = mlx5::eth::MacSteering::create(&dev, mac, &tir).unwrap();
         steer.destroy().unwrap();
         tir.destroy().unwrap();
+        // RSS: a second RQ, an RQT of the two, a Toeplitz TIR over it.
+        let rx_cq2 = dev.create_cq(8).unwrap();
+        let rq2 = mlx5::eth::EthRq::create(&dev, &rx_cq2, 4).unwrap();
+        let rqt = mlx5::eth::Rqt::create(&dev, &[&rq, &rq2]).unwrap();
+        let rss = mlx5::eth::Tir::rss(
+            &dev,
+            &td,
+            &rqt,
+            &mlx5::eth::MS_RSS_KEY,
+            mlx5::eth::RssFields::Ipv4Tcp,
+        )
+        .unwrap();
+        rss.destroy().unwrap();
+        rqt.destroy().unwrap();
+        rq2.destroy().unwrap();
+        rx_cq2.destroy().unwrap();
         rq.destroy().unwrap();
         rx_cq.destroy().unwrap();
         tis.destroy().unwrap();

@@ -7,6 +7,7 @@
 
 pub mod flow;
 pub mod rq;
+pub mod rqt;
 pub mod rss;
 pub mod sq;
 pub mod tir;
@@ -14,7 +15,8 @@ pub mod tis;
 
 pub use flow::MacSteering;
 pub use rq::EthRq;
+pub use rqt::Rqt;
 pub use rss::{toeplitz, MS_RSS_KEY};
 pub use sq::{EthSq, EthWr, L2_INLINE};
-pub use tir::Tir;
+pub use tir::{RssFields, Tir};
 pub use tis::{Tis, TransportDomain};

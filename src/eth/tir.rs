@@ -1,11 +1,14 @@
-//! A transport interface receive object (CREATE_TIR) dispatching directly to one RQ
-//! (`disp_type` DIRECT, `inline_rqn`; docs/ethernet-facts.md §1.8): what a flow table entry
-//! forwards to. RSS (an indirect TIR over an RQT with a Toeplitz hash) comes next.
+//! A transport interface receive object (CREATE_TIR), what a flow table entry forwards to
+//! (docs/ethernet-facts.md §1.8): direct to one RQ (`disp_type` DIRECT, `inline_rqn`), or
+//! spreading frames over an RQT by the Toeplitz hash of their addresses and ports (RSS).
 
-use mlx5_ifc::prm::tir::{CreateTirIn, CreateTirOut, DestroyTirIn, DestroyTirOut, Tirc};
+use mlx5_ifc::prm::tir::{
+    CreateTirIn, CreateTirOut, DestroyTirIn, DestroyTirOut, RxHashFieldSelect as Sel, Tirc,
+};
 use mlx5_ifc::Opcode;
 
 use super::rq::EthRq;
+use super::rqt::Rqt;
 use super::tis::TransportDomain;
 use crate::error::Result;
 use crate::fw::cmd::run;
@@ -14,8 +17,22 @@ use crate::fw::queue::QueueBuf;
 use crate::platform::Platform;
 use crate::Device;
 
-/// `disp_type` DIRECT.
+/// `disp_type` DIRECT, INDIRECT.
 const DIRECT: u64 = 0;
+const INDIRECT: u64 = 1;
+/// `rx_hash_fn` Toeplitz.
+const TOEPLITZ: u64 = 2;
+
+/// The fields an RSS TIR hashes (`rx_hash_field_selector_outer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RssFields {
+    /// IPv4 source and destination addresses.
+    Ipv4,
+    /// IPv4 addresses and TCP ports.
+    Ipv4Tcp,
+    /// IPv4 addresses and UDP ports.
+    Ipv4Udp,
+}
 
 /// A direct TIR.
 #[derive(Debug)]
@@ -44,6 +61,53 @@ impl<'d, P: Platform> Tir<'d, P> {
                         .set(Tirc::DISP_TYPE, DIRECT)?
                         .set(Tirc::INLINE_RQN, u64::from(rqn))?
                         .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?;
+                    Ok(())
+                },
+            )
+        })?;
+        Ok(Tir {
+            dev,
+            tirn: out.get(CreateTirOut::TIRN) as u32,
+            alive: true,
+        })
+    }
+
+    /// CREATE_TIR in `td`, spreading frames over `rqt` by the Toeplitz hash of `fields` under
+    /// `key` (`disp_type` INDIRECT, `rx_hash_fn` Toeplitz, `rx_hash_symmetric` 0).
+    pub fn rss(
+        dev: &'d Device<P>,
+        td: &TransportDomain<'d, P>,
+        rqt: &Rqt<'_, P>,
+        key: &[u8; 40],
+        fields: RssFields,
+    ) -> Result<Self> {
+        let (tdn, rqtn) = (td.tdn(), rqt.rqtn());
+        // l4_prot_type 0 TCP, 1 UDP; selected_fields: source IP, destination IP, L4 source
+        // port, L4 destination port (bits 0-3).
+        let (l4, sel) = match fields {
+            RssFields::Ipv4 => (0, 0x3),
+            RssFields::Ipv4Tcp => (0, 0xf),
+            RssFields::Ipv4Udp => (1, 0xf),
+        };
+        let out = dev.with_cmd(|cmd, p| {
+            run_create::<CreateTirIn, CreateTirOut, _, _, QueueBuf>(
+                cmd,
+                p,
+                Opcode::CreateTir,
+                None,
+                |v| {
+                    let mut c = v.nested_mut(CreateTirIn::CTX);
+                    c.set(Tirc::DISP_TYPE, INDIRECT)?
+                        .set(Tirc::INDIRECT_TABLE, u64::from(rqtn))?
+                        .set(Tirc::RX_HASH_FN, TOEPLITZ)?
+                        .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?;
+                    let k = c.bytes_mut(Tirc::RX_HASH_TOEPLITZ_KEY);
+                    let n = k.len().min(key.len());
+                    k[..n].copy_from_slice(&key[..n]);
+                    c.nested_mut(Tirc::RX_HASH_FIELD_SELECTOR_OUTER)
+                        .set(Sel::L3_PROT_TYPE, 0)?
+                        .set(Sel::L4_PROT_TYPE, l4)?
+                        .set(Sel::SELECTED_FIELDS, sel)?;
                     Ok(())
                 },
             )
