@@ -15,10 +15,11 @@ use heapless::{Deque, Vec};
 
 use super::gsi::{Gsi, MadAddr};
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
+use super::qp::{ack_timeout, init_qp, mapped, to_rts};
 use crate::error::{Error, Result};
 use crate::platform::Platform;
 // An argument refused before anything was sent: the verbs' error.
-use crate::qp::{Access, AhAttr, Mtu, Qp, QpAttr, QpAttrMask as M, QpState, QpType};
+use crate::qp::{Mtu, Qp, QpAttr, QpAttrMask as M, QpState, QpType};
 use crate::verbs::qp::post::refuse as wrong;
 
 /// Connections (live or in time-wait) at once.
@@ -282,28 +283,6 @@ fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s >> 7;
     *s ^= *s << 17;
     *s
-}
-
-/// `cm_ack_timeout`: the ACK timeout of a path from a CA's ACK delay and the packet life time.
-pub fn ack_timeout(ca_ack_delay: u8, packet_life_time: u8) -> u8 {
-    let mut t = packet_life_time.min(30) + 1;
-    if t >= ca_ack_delay {
-        t += u8::from(ca_ack_delay >= t - 1);
-    } else {
-        t = ca_ack_delay + u8::from(t >= ca_ack_delay.saturating_sub(1));
-    }
-    t.min(31)
-}
-
-pub(super) fn mtu_of(v: u64) -> Option<Mtu> {
-    Some(match v {
-        1 => Mtu::Mtu256,
-        2 => Mtu::Mtu512,
-        3 => Mtu::Mtu1024,
-        4 => Mtu::Mtu2048,
-        5 => Mtu::Mtu4096,
-        _ => return None,
-    })
 }
 
 impl<'a, P: Platform> Cm<'a, P> {
@@ -713,98 +692,3 @@ impl<'a, P: Platform> Cm<'a, P> {
 
 /// The high half of our transaction IDs (Linux puts its MAD agent's number there).
 const TID_HI: u64 = 0x4d4c_3578 << 32;
-
-/// `::ffff:a.b.c.d`.
-pub fn mapped(ip: [u8; 4]) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[10] = 0xff;
-    g[11] = 0xff;
-    g[12..].copy_from_slice(&ip);
-    g
-}
-
-/// To INIT with the rights rdma_cm grants: remote write, and remote read and atomics when we
-/// take in READs (responder resources ≠ 0). From RESET (RESET → INIT) or from INIT (INIT →
-/// INIT, as librdmacm re-programs the QP `rdma_create_qp` left in INIT); receives may be posted
-/// from INIT on, before the connection exists.
-pub fn init_qp<P: Platform>(qp: &mut Qp<'_, P>, responder_resources: u8) -> Result<()> {
-    let rd = responder_resources != 0;
-    let a = QpAttr {
-        qp_state: Some(QpState::Init),
-        port_num: 1,
-        pkey_index: 0,
-        access: Access {
-            remote_write: true,
-            remote_read: rd,
-            remote_atomic: rd,
-        },
-        ..QpAttr::default()
-    };
-    match qp.state() {
-        QpState::Reset => qp.modify(&a, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS),
-        QpState::Init => qp.modify(&a, M::STATE | M::ACCESS_FLAGS),
-        state => Err(Error::QpState {
-            qpn: qp.qpn(),
-            state,
-            op: "cm connect/accept (the QP must be in RESET or INIT)",
-        }),
-    }
-}
-
-/// INIT → RTR → RTS with the connection's path and the two sides' numbers.
-fn to_rts<P: Platform>(qp: &mut Qp<'_, P>, c: &Conn) -> Result<()> {
-    let rtr = QpAttr {
-        qp_state: Some(QpState::Rtr),
-        ah_attr: AhAttr {
-            sgid_index: c.to.sgid_index,
-            dgid: c.to.gid,
-            dmac: c.to.mac,
-            hop_limit: c.to.hop_limit,
-            traffic_class: c.to.traffic_class,
-            ..AhAttr::default()
-        },
-        path_mtu: c.mtu,
-        dest_qp_num: c.remote_qpn,
-        rq_psn: c.rq_psn,
-        max_dest_rd_atomic: c.responder_resources,
-        min_rnr_timer: c.min_rnr_timer,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &rtr,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )?;
-    let rts = QpAttr {
-        qp_state: Some(QpState::Rts),
-        sq_psn: c.sq_psn,
-        timeout: c.ack_timeout,
-        retry_cnt: c.retry_count,
-        rnr_retry: c.rnr_retry,
-        max_rd_atomic: c.initiator_depth,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &rts,
-        M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ack_timeouts_as_linux_computes_them() {
-        // docs/rdma-cm-facts.md §3.5: plt 16 with delay 16 -> 18, delay 15 -> 17; plt 13 -> 16.
-        assert_eq!(ack_timeout(16, 16), 18);
-        assert_eq!(ack_timeout(15, 16), 17);
-        assert_eq!(ack_timeout(16, 13), 16);
-        assert_eq!(ack_timeout(15, 13), 16);
-    }
-}

@@ -8,10 +8,9 @@
 pub mod conn;
 pub mod gsi;
 pub mod mad;
+mod qp;
 mod receive;
 
-pub use conn::{
-    ack_timeout, guid_of_mac, init_qp, mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest,
-    Route,
-};
+pub use conn::{guid_of_mac, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Route};
 pub use gsi::{Gsi, GsiBufs, MadAddr, Received, QP1_QKEY};
+pub use qp::{ack_timeout, init_qp, mapped};

@@ -2,11 +2,10 @@
 //! connection by communication IDs as Linux's CM matches them (docs/rdma-cm-facts.md §3.2) and
 //! moves it along; unanswered REQs, REPs and DREQs are retransmitted on their timers.
 
-use super::conn::{
-    ack_timeout, mtu_of, Cm, CmEvent, CmId, Conn, ConnRequest, State, REP_DATA, REQ_USER_DATA,
-};
+use super::conn::{Cm, CmEvent, CmId, Conn, ConnRequest, State, REP_DATA, REQ_USER_DATA};
 use super::gsi::{MadAddr, Received};
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
+use super::qp::{ack_timeout, mtu_of};
 use crate::error::Result;
 use crate::platform::Platform;
 
