@@ -45,7 +45,6 @@
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
-#[allow(unsafe_code)]
 pub mod io;
 pub use io::platform;
 
