@@ -12,6 +12,7 @@ pub mod rss;
 pub mod sq;
 pub mod tir;
 pub mod tis;
+mod wq;
 
 pub use flow::MacSteering;
 pub use rq::EthRq;

@@ -14,10 +14,11 @@ use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::wqe::DS;
 use mlx5_ifc::{Be32, Opcode};
 
+use super::wq::{end, WqMem};
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
-use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
-use crate::io::{barrier, DmaBuf, SharedTable};
+use crate::fw::queue::ceil_log2;
+use crate::io::barrier;
 use crate::platform::Platform;
 use crate::qp::RecvWr;
 use crate::verbs::cq::state::{Attached, RecvTable};
@@ -33,9 +34,7 @@ pub struct EthRq<'a, P: Platform> {
     dev: &'a Device<P>,
     cq: &'a Cq<'a, P>,
     rqn: u32,
-    buf: Option<QueueBuf>,
-    dbr: Option<DmaBuf>,
-    table: Option<SharedTable>,
+    mem: Option<WqMem>,
     /// WQEs in the ring.
     cnt: u32,
 }
@@ -72,37 +71,17 @@ impl<'a, P: Platform> EthRq<'a, P> {
             what: "a protection domain (the device opened without one)",
             found: 0,
         })?;
-        let p = dev.platform();
-        let table = SharedTable::alloc(p, rq_table::words(cnt as usize)).map_err(|source| {
-            Error::Platform {
-                op: "allocate an Ethernet RQ's work-request table",
-                source,
-            }
-        })?;
-        let buf = match QueueBuf::alloc(p, (cnt as usize * DS).max(4096), "allocate an Ethernet RQ")
-        {
-            Ok(b) => b,
-            Err(e) => {
-                table.release(p);
-                return Err(e);
-            }
-        };
-        let dbr = match alloc_dbr(p, "allocate an Ethernet RQ doorbell record") {
-            Ok(d) => d,
-            Err(e) => {
-                buf.free(p);
-                table.release(p);
-                return Err(e);
-            }
-        };
-        let (dbr_iova, log_pg) = (dbr.iova(), buf.log_page_size());
+        let mem = WqMem::alloc(
+            dev.platform(),
+            rq_table::words(cnt as usize),
+            (cnt as usize * DS).max(4096),
+        )?;
+        let (dbr_iova, log_pg) = (mem.dbr.iova(), mem.buf.log_page_size());
         let mut rq = EthRq {
             dev,
             cq,
             rqn: 0,
-            buf: Some(buf),
-            dbr: Some(dbr),
-            table: Some(table),
+            mem: Some(mem),
             cnt,
         };
         let (cqn, pdn) = (cq.cqn(), pd.pdn());
@@ -111,7 +90,7 @@ impl<'a, P: Platform> EthRq<'a, P> {
                 cmd,
                 p,
                 Opcode::CreateRq,
-                rq.buf.as_ref(),
+                rq.mem.as_ref().map(|m| &m.buf),
                 |v| {
                     let mut c = v.nested_mut(CreateRqIn::CTX);
                     c.set(Rqc::CQN, u64::from(cqn))?
@@ -149,7 +128,7 @@ impl<'a, P: Platform> EthRq<'a, P> {
             rq.retire(done);
             return Err(e);
         }
-        if let Some(t) = &rq.table {
+        if let Some(t) = rq.mem.as_ref().map(|m| &m.table) {
             if let Err(e) = cq.attach(Attached {
                 qpn: rqn,
                 sq: None,
@@ -176,7 +155,7 @@ impl<'a, P: Platform> EthRq<'a, P> {
     /// Posts receive buffers (one SGE each), then the doorbell record. Refused as a whole
     /// (nothing posted) if one is malformed or the ring lacks room.
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
-        let (Some(buf), Some(dbr), Some(table)) = (&self.buf, &self.dbr, &self.table) else {
+        let Some(WqMem { buf, dbr, table }) = &self.mem else {
             return Err(refuse(
                 "rq",
                 u64::from(self.rqn),
@@ -234,16 +213,8 @@ impl<'a, P: Platform> EthRq<'a, P> {
     }
 
     fn retire(&mut self, done: bool) {
-        let (p, q) = (self.dev.platform(), self.dev.quarantine());
-        let why = "an Ethernet RQ the device may still use";
-        if let Some(b) = self.buf.take() {
-            b.retire(q, p, done, why);
-        }
-        if let Some(d) = self.dbr.take() {
-            q.retire(p, d, done, why);
-        }
-        if let Some(t) = self.table.take() {
-            t.release(p);
+        if let Some(m) = self.mem.take() {
+            m.retire(self.dev, done, WHY);
         }
     }
 
@@ -251,25 +222,22 @@ impl<'a, P: Platform> EthRq<'a, P> {
     /// still hold it).
     pub fn destroy(mut self) -> Result<()> {
         let r = self.destroy_rq();
-        if let Ok(Some(a)) = self.cq.detach(self.rqn) {
-            a.release(self.dev.platform());
-        }
-        self.retire(r.is_ok());
+        end(self.dev, self.cq, self.rqn, &r, self.mem.take(), WHY);
         r
     }
 }
 
+/// Why an RQ's memory is quarantined.
+const WHY: &str = "an Ethernet RQ the device may still use";
+
 impl<P: Platform> Drop for EthRq<'_, P> {
     fn drop(&mut self) {
-        if self.buf.is_some() {
+        if self.mem.is_some() {
             let r = self.destroy_rq();
-            if let Ok(Some(a)) = self.cq.detach(self.rqn) {
-                a.release(self.dev.platform());
-            }
             if let Err(e) = &r {
                 log::warn!("DESTROY_RQ {:#x} at drop: {e}", self.rqn);
             }
-            self.retire(r.is_ok());
+            end(self.dev, self.cq, self.rqn, &r, self.mem.take(), WHY);
         }
     }
 }

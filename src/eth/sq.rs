@@ -24,9 +24,10 @@ use mlx5_ifc::wqe::{fm_ce_se, opcode, DS, WQEBB};
 use mlx5_ifc::{regs, Be32, Be64, Opcode};
 
 use super::tis::Tis;
+use super::wq::{end, WqMem};
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
-use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::fw::queue::{ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
 use crate::io::{barrier, DmaBuf, SharedTable};
 use crate::platform::Platform;
@@ -71,9 +72,7 @@ pub struct EthSq<'a, P: Platform> {
     cq: &'a Cq<'a, P>,
     sqn: u32,
     uar: Option<Uar>,
-    buf: Option<QueueBuf>,
-    dbr: Option<DmaBuf>,
-    table: Option<SharedTable>,
+    mem: Option<WqMem>,
     /// WQEBBs in the ring.
     bbs: u32,
     /// WQEBBs posted (running).
@@ -137,33 +136,11 @@ impl<'a, P: Platform> EthSq<'a, P> {
             found: 0,
         })?;
         let p = dev.platform();
-        let table = SharedTable::alloc(p, sq_table::words(bbs as usize)).map_err(|source| {
-            Error::Platform {
-                op: "allocate an Ethernet SQ's work-request table",
-                source,
-            }
-        })?;
-        let buf = match QueueBuf::alloc(p, bbs as usize * WQEBB, "allocate an Ethernet SQ") {
-            Ok(b) => b,
-            Err(e) => {
-                table.release(p);
-                return Err(e);
-            }
-        };
-        let dbr = match alloc_dbr(p, "allocate an Ethernet SQ doorbell record") {
-            Ok(d) => d,
-            Err(e) => {
-                buf.free(p);
-                table.release(p);
-                return Err(e);
-            }
-        };
+        let mem = WqMem::alloc(p, sq_table::words(bbs as usize), bbs as usize * WQEBB)?;
         let uar = match dev.with_cmd(|cmd, p| Uar::alloc(cmd, p, dev.bar_size())) {
             Ok(u) => u,
             Err(e) => {
-                buf.free(p);
-                let _ = dbr.free(p);
-                table.release(p);
+                mem.retire(dev, true, "never given to the device");
                 return Err(e);
             }
         };
@@ -172,24 +149,22 @@ impl<'a, P: Platform> EthSq<'a, P> {
             cq,
             sqn: 0,
             uar: Some(uar),
-            buf: Some(buf),
-            dbr: Some(dbr),
-            table: Some(table),
+            mem: Some(mem),
             bbs,
             pi: 0,
         };
         let uar_index = sq.uar.as_ref().map_or(0, Uar::index);
         let (tisn, cqn, pdn) = (tis.tisn(), cq.cqn(), pd.pdn());
-        let (dbr_iova, log_pg) = match (&sq.dbr, &sq.buf) {
-            (Some(d), Some(b)) => (d.iova(), b.log_page_size()),
-            _ => return Err(refuse("memory", 0, 0, "allocated above")),
+        let (dbr_iova, log_pg) = match &sq.mem {
+            Some(m) => (m.dbr.iova(), m.buf.log_page_size()),
+            None => return Err(refuse("memory", 0, 0, "allocated above")),
         };
         let made = dev.with_cmd(|cmd, p| {
             run_create::<CreateSqIn, CreateSqOut, _, _, _>(
                 cmd,
                 p,
                 Opcode::CreateSq,
-                sq.buf.as_ref(),
+                sq.mem.as_ref().map(|m| &m.buf),
                 |v| {
                     let mut c = v.nested_mut(CreateSqIn::CTX);
                     c.set(Sqc::TIS_LST_SZ, 1)?
@@ -231,7 +206,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
             sq.retire(false);
             return Err(e);
         }
-        if let Some(t) = &sq.table {
+        if let Some(t) = sq.mem.as_ref().map(|m| &m.table) {
             if let Err(e) = cq.attach(Attached {
                 qpn: sqn,
                 sq: Some((t.share(), bbs)),
@@ -254,7 +229,10 @@ impl<'a, P: Platform> EthSq<'a, P> {
 
     /// Frames that can be posted now (each counted at its largest, two WQEBBs).
     pub fn room(&self) -> u32 {
-        let tail = self.table.as_ref().map_or(0, |t| t.load(sq_table::TAIL));
+        let tail = self
+            .mem
+            .as_ref()
+            .map_or(0, |m| m.table.load(sq_table::TAIL));
         let used = self.pi.wrapping_sub(tail);
         (u64::from(self.bbs).saturating_sub(used) / u64::from(MAX_WQEBBS)) as u32
     }
@@ -319,7 +297,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
     }
 
     fn parts(&self) -> Option<(&QueueBuf, &DmaBuf, &SharedTable)> {
-        Some((self.buf.as_ref()?, self.dbr.as_ref()?, self.table.as_ref()?))
+        self.mem.as_ref().map(|m| (&m.buf, &m.dbr, &m.table))
     }
 
     fn destroy_sq(&self) -> Result<()> {
@@ -337,16 +315,8 @@ impl<'a, P: Platform> EthSq<'a, P> {
     /// Gives the memory back: freed when the device is done with it (`done`), else
     /// quarantined; the UAR page too.
     fn retire(&mut self, done: bool) {
-        let (p, q) = (self.dev.platform(), self.dev.quarantine());
-        let why = "an Ethernet SQ the device may still use";
-        if let Some(b) = self.buf.take() {
-            b.retire(q, p, done, why);
-        }
-        if let Some(d) = self.dbr.take() {
-            q.retire(p, d, done, why);
-        }
-        if let Some(t) = self.table.take() {
-            t.release(p);
+        if let Some(m) = self.mem.take() {
+            m.retire(self.dev, done, WHY);
         }
         if let Some(uar) = self.uar.take() {
             let _ = self.dev.free_uar(uar);
@@ -356,24 +326,23 @@ impl<'a, P: Platform> EthSq<'a, P> {
     /// DESTROY_SQ, then the memory freed (quarantined if the device may still hold it).
     pub fn destroy(mut self) -> Result<()> {
         let r = self.destroy_sq();
-        if let Ok(Some(a)) = self.cq.detach(self.sqn) {
-            a.release(self.dev.platform());
-        }
+        end(self.dev, self.cq, self.sqn, &r, self.mem.take(), WHY);
         self.retire(r.is_ok());
         r
     }
 }
 
+/// Why an SQ's memory is quarantined.
+const WHY: &str = "an Ethernet SQ the device may still use";
+
 impl<P: Platform> Drop for EthSq<'_, P> {
     fn drop(&mut self) {
-        if self.buf.is_some() {
+        if self.mem.is_some() {
             let r = self.destroy_sq();
-            if let Ok(Some(a)) = self.cq.detach(self.sqn) {
-                a.release(self.dev.platform());
-            }
             if let Err(e) = &r {
                 log::warn!("DESTROY_SQ {:#x} at drop: {e}", self.sqn);
             }
+            end(self.dev, self.cq, self.sqn, &r, self.mem.take(), WHY);
             self.retire(r.is_ok());
         }
     }
