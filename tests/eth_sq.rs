@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use mlx5::eth::{EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
+use mlx5::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
 use mlx5::mr::MrAccess;
 use mlx5::qp::Sge;
 use mlx5::sim::{Fabric, Mode};
@@ -91,7 +91,8 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
         wr_id: 7,
         headers: &f[..L2_INLINE],
         payload: &sges,
-        checksum: true,
+        checksum: Checksum::ALL,
+        vlan: None,
         signaled: true,
     }])
     .unwrap();
@@ -144,7 +145,8 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
                 wr_id: 100 + u64::from(batch) * 4 + k as u64,
                 headers: &fr[..42],
                 payload: s,
-                checksum: false,
+                checksum: Checksum::NONE,
+                vlan: None,
                 signaled: k == 3,
             })
             .collect();
@@ -170,7 +172,8 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
             wr_id: 1,
             headers: &short,
             payload: &[],
-            checksum: false,
+            checksum: Checksum::NONE,
+            vlan: None,
             signaled: true,
         }])
         .unwrap_err();
@@ -192,7 +195,8 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
             wr_id: 1,
             headers: &f[..L2_INLINE],
             payload: &five,
-            checksum: false,
+            checksum: Checksum::NONE,
+            vlan: None,
             signaled: true,
         }])
         .unwrap_err();
@@ -214,7 +218,8 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
             wr_id: 1,
             headers: &f[..L2_INLINE],
             payload: &sges[..1],
-            checksum: false,
+            checksum: Checksum::NONE,
+            vlan: None,
             signaled: false,
         };
         40
@@ -318,7 +323,12 @@ fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
             headers: &f[..L2_INLINE],
             payload: s,
             // The last frame goes without offload: its zero IPv4 checksum is wrong.
-            checksum: k != 3,
+            checksum: if k != 3 {
+                Checksum::ALL
+            } else {
+                Checksum::NONE
+            },
+            vlan: None,
             signaled: k == 3,
         })
         .collect();
@@ -500,7 +510,8 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
             wr_id: k as u64,
             headers: &f[..L2_INLINE],
             payload: s,
-            checksum: true,
+            checksum: Checksum::ALL,
+            vlan: None,
             signaled: k == 23,
         })
         .collect();

@@ -6,18 +6,22 @@
 //! (docs/ethernet-facts.md is the fact sheet all of it is written from).
 
 pub mod flow;
+pub mod port;
 pub mod rq;
 pub mod rqt;
 pub mod rss;
+#[cfg(feature = "smoltcp")]
+pub mod smol;
 pub mod sq;
 pub mod tir;
 pub mod tis;
 mod wq;
 
-pub use flow::MacSteering;
+pub use flow::{MacSteering, RxFilter, BROADCAST, MAX_MACS};
+pub use port::{EthPort, EthPortConfig, EthStats, MAX_MTU};
 pub use rq::EthRq;
 pub use rqt::Rqt;
 pub use rss::{toeplitz, MS_RSS_KEY};
-pub use sq::{EthSq, EthWr, L2_INLINE};
+pub use sq::{Checksum, EthSq, EthWr, L2_INLINE};
 pub use tir::{RssFields, Tir};
 pub use tis::{Tis, TransportDomain};

@@ -60,10 +60,32 @@ pub struct EthWr<'a> {
     pub headers: &'a [u8],
     /// The rest of the frame, through registered memory (at most [`MAX_SGE`] pieces).
     pub payload: &'a [Sge],
-    /// Let the device fill the IPv4 header checksum and the TCP/UDP checksum.
-    pub checksum: bool,
+    /// The checksums the device fills in.
+    pub checksum: Checksum,
+    /// An 802.1Q tag (the TCI: priority, DEI, VLAN ID) to insert after the source MAC.
+    pub vlan: Option<u16>,
     /// A completion for this frame (else only for signaled ones and errors).
     pub signaled: bool,
+}
+
+/// Checksum offloads of one frame (the Ethernet segment's `cs_flags`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Checksum {
+    /// The IPv4 header checksum (bit 6, `MLX5_ETH_WQE_L3_CSUM`).
+    pub l3: bool,
+    /// The TCP or UDP checksum, pseudo-header included, whatever the field held (bit 7,
+    /// `MLX5_ETH_WQE_L4_CSUM`). Ask it only of TCP and UDP, as Linux does.
+    pub l4: bool,
+}
+
+impl Checksum {
+    /// No offload: the frame goes out as posted.
+    pub const NONE: Checksum = Checksum {
+        l3: false,
+        l4: false,
+    };
+    /// The IPv4 header checksum and the TCP/UDP checksum.
+    pub const ALL: Checksum = Checksum { l3: true, l4: true };
 }
 
 /// An Ethernet send queue in the RDY state.
@@ -265,8 +287,8 @@ impl<'a, P: Platform> EthSq<'a, P> {
         let mut pi = self.pi;
         for wr in wrs {
             let nbb = wqe(buf.buf(), self.sqn, pi, mask, wr, &mut first)?;
-            let bytes: u64 = wr.headers.len() as u64
-                + wr.payload.iter().map(|s| u64::from(s.length)).sum::<u64>();
+            let bytes: u64 =
+                inline_len(wr) as u64 + wr.payload.iter().map(|s| u64::from(s.length)).sum::<u64>();
             table.store_pair_relaxed(
                 sq_table::wrid((pi & mask) as usize),
                 wr.wr_id,
@@ -357,12 +379,12 @@ fn check(wr: &EthWr<'_>) -> Result<u32> {
         max,
         limit,
     };
-    if wr.headers.len() < L2_INLINE {
+    if inline_len(wr) < L2_INLINE {
         return Err(bad(
             "headers",
             wr.headers.len() as u64,
-            L2_INLINE as u64,
-            "at least the L2 inline bytes (min_wqe_inline_mode L2)",
+            (L2_INLINE - (inline_len(wr) - wr.headers.len())) as u64,
+            "at least the L2 inline bytes (min_wqe_inline_mode L2; a VLAN tag counts)",
         ));
     }
     if wr.payload.len() > MAX_SGE {
@@ -373,17 +395,23 @@ fn check(wr: &EthWr<'_>) -> Result<u32> {
             "data segments of an Ethernet WQE",
         ));
     }
-    let bytes = ds_count(wr.headers.len(), wr.payload.len()) * DS;
+    let bytes = ds_count(inline_len(wr), wr.payload.len()) * DS;
     let nbb = bytes.div_ceil(WQEBB) as u32;
     if nbb > MAX_WQEBBS {
         return Err(bad(
             "headers",
             wr.headers.len() as u64,
-            (MAX_WQEBBS as usize * WQEBB - 2 * DS - wr.payload.len() * DS + 2) as u64,
+            (MAX_WQEBBS as usize * WQEBB - 2 * DS - wr.payload.len() * DS + 2
+                - (inline_len(wr) - wr.headers.len())) as u64,
             "inline bytes that fit two WQEBBs with the data segments",
         ));
     }
     Ok(nbb)
+}
+
+/// Bytes inline in the WQE: the headers, and the VLAN tag inserted among them.
+fn inline_len(wr: &EthWr<'_>) -> usize {
+    wr.headers.len() + if wr.vlan.is_some() { 4 } else { 0 }
 }
 
 /// DS units: control, the Ethernet segment (its last 2 bytes the first inline ones), the rest
@@ -402,7 +430,7 @@ fn wqe(
     wr: &EthWr<'_>,
     first: &mut [u8; 8],
 ) -> Result<u32> {
-    let ds = ds_count(wr.headers.len(), wr.payload.len());
+    let ds = ds_count(inline_len(wr), wr.payload.len());
     let nbb = (ds * DS).div_ceil(WQEBB) as u32;
     // The WQE as 16-byte segments, then written WQEBB by WQEBB (the second may wrap).
     let mut segs = [[0u8; 16]; (MAX_WQEBBS as usize * WQEBB) / DS];
@@ -411,14 +439,25 @@ fn wqe(
     segs[0][4..8].copy_from_slice(&(sqn << 8 | ds as u32).to_be_bytes());
     segs[0][11] = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
     // Ethernet segment: cs_flags at 4, inline_hdr_sz at 12, the inline bytes from 14 on.
-    if wr.checksum {
-        segs[1][4] = CS_L3 | CS_L4;
-    }
-    let ihs = wr.headers.len();
+    segs[1][4] = if wr.checksum.l3 { CS_L3 } else { 0 } | if wr.checksum.l4 { CS_L4 } else { 0 };
+    let ihs = inline_len(wr);
     segs[1][12..14].copy_from_slice(&(ihs as u16).to_be_bytes());
-    segs[1][14..16].copy_from_slice(&wr.headers[..2]);
-    for (k, chunk) in wr.headers[2..].chunks(DS).enumerate() {
-        segs[2 + k][..chunk.len()].copy_from_slice(chunk);
+    // The inline bytes from the segment's byte 14 on: the headers, a VLAN tag after the MACs.
+    let mut at = DS + 14;
+    let mut put = |bytes: &[u8]| {
+        for &b in bytes {
+            segs[at / DS][at % DS] = b;
+            at += 1;
+        }
+    };
+    match wr.vlan {
+        Some(tci) => {
+            put(&wr.headers[..12]);
+            put(&[0x81, 0x00]);
+            put(&tci.to_be_bytes());
+            put(&wr.headers[12..]);
+        }
+        None => put(wr.headers),
     }
     let data_at = 2 + (ihs - 2).div_ceil(DS);
     for (k, s) in wr.payload.iter().enumerate() {

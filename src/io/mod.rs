@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 pub mod barrier;
+mod bytes;
 mod dma;
 #[cfg(feature = "std")]
 pub mod host;
@@ -20,6 +21,7 @@ pub mod sim;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
+pub use bytes::HostBytes;
 pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds, RingGeometry};
 pub use mmio::MmioRegion;
 pub use shared::{PairGeometry, PairRing, SharedTable};

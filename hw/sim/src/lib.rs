@@ -202,7 +202,6 @@ impl SimDevice {
             Arc::downgrade(&station),
             profile_mac(&shared),
             shared.kick(),
-            false,
         );
         shared.set_link(fabric, port);
         SimDevice {

@@ -103,6 +103,8 @@ pub struct DatapathCounters {
     pub rx_icrc_errors: u64,
     /// Received frames dropped as malformed (not RoCE v2, bad IP header, unknown opcode).
     pub rx_malformed: u64,
+    /// RoCE frames to another device's unicast MAC (flooded by the switch), dropped.
+    pub rx_not_ours: u64,
     /// Well-formed frames dropped: no such QP, wrong service or state, Q_Key mismatch, UD or UC
     /// without a receive WQE, UC out of sequence, stray responses.
     pub rx_dropped: u64,
@@ -660,6 +662,12 @@ pub(crate) fn receive(hw: &mut Hw<'_>, bytes: &[u8]) {
     hw.fw.engine.counters.rx_frames += 1;
     if !crate::fabric::packet::is_roce(bytes) {
         eth_rx::receive(hw, bytes);
+        return;
+    }
+    // RoCE is received on the port's own MAC (or a group address): a switch floods unicast it
+    // has not learned to every port, and the others' frames are not ours.
+    if bytes.len() >= 6 && bytes[0] & 1 == 0 && bytes[..6] != hw.fw.vport.mac() {
+        hw.fw.engine.counters.rx_not_ours += 1;
         return;
     }
     match frame::decode(bytes) {

@@ -386,7 +386,6 @@ impl Fabric {
             Arc::downgrade(&station),
             [0; 6],
             (mode == Mode::Threaded).then_some(kick),
-            true,
         );
         let stop = Arc::new(AtomicBool::new(false));
         // Frames the fabric queued for the port (threaded mode; in sync mode whoever runs the

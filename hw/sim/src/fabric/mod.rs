@@ -4,7 +4,10 @@
 //! to its own MAC come back to it — loopback — and others are lost as unroutable).
 //! [`Fabric::attach`] moves a device's port 1 onto a shared fabric; frames go to the port whose
 //! MAC (the device's vport MAC) is the frame's destination MAC, and broadcast or multicast
-//! frames (the group bit of the destination MAC) to every other port, as a switch floods them.
+//! frames (the group bit of the destination MAC), and unicast frames to a MAC no port has, to
+//! every other port, as a switch floods them (each device's receive steering then decides:
+//! a RoCE frame not to the device's MAC is dropped, an Ethernet frame goes through the flow
+//! tables, where a promiscuous entry can take it).
 //!
 //! Time. A fabric has one clock. In [`Mode::Sync`] it is virtual: every attached device runs on
 //! it (attaching raises it to the device's time if that is later), `relax()` on any of them
@@ -129,7 +132,8 @@ pub struct FabricCounters {
     pub reordered: u64,
     /// Frames duplicated by a fault (each counted once, however many ports it went to).
     pub duplicated: u64,
-    /// Frames whose destination MAC no port has.
+    /// Frames that reached no port: to a MAC no port has (or to a group), with no other port
+    /// on the wire to flood them to.
     pub unroutable: u64,
     /// Frames handed to a port.
     pub delivered: u64,
@@ -162,9 +166,6 @@ struct Port {
     /// The device; `None` once it is detached.
     dev: Option<Weak<dyn Station>>,
     mac: [u8; 6],
-    /// A real link ([`ExternalPort`]): unicast frames no port claims go there too, as a switch
-    /// floods an unknown destination.
-    external: bool,
     inbox: VecDeque<(u64, Vec<u8>)>,
     kick: Option<Sender<Work>>,
 }
@@ -316,13 +317,11 @@ impl Fabric {
         dev: Weak<dyn Station>,
         mac: [u8; 6],
         kick: Option<Sender<Work>>,
-        external: bool,
     ) -> usize {
         let mut w = self.wire();
         w.ports.push(Port {
             dev: Some(dev),
             mac,
-            external,
             inbox: VecDeque::new(),
             kick,
         });
@@ -362,7 +361,7 @@ impl Fabric {
             return Err(SimError::DuplicateMac { mac });
         }
         let station: Arc<dyn Station> = shared.clone();
-        let port = self.add_port(Arc::downgrade(&station), mac, shared.kick(), false);
+        let port = self.add_port(Arc::downgrade(&station), mac, shared.kick());
         old.detach(old_port);
         shared.set_link(self.clone(), port);
         Ok(())
@@ -659,20 +658,23 @@ impl Wire {
             .position(|p| p.mac == dmac && p.dev.as_ref().is_some_and(|d| d.strong_count() > 0));
         let group = dmac[0] & 1 != 0;
         if group || known.is_none() {
-            // Broadcast and multicast to every other port, as a switch floods them; an unknown
-            // unicast to the real links (the switch has not learned it), else it is lost.
+            // Broadcast, multicast and unicast to an address no port has (the switch has not
+            // learned it) go to every other port, as a switch floods them; with no other port,
+            // the frame is lost.
             let mut kicks = Vec::new();
+            let mut reached = false;
             for (i, p) in self.ports.iter_mut().enumerate() {
-                if i != from && (group || p.external) && p.station().is_some() {
+                if i != from && p.station().is_some() {
                     p.inbox.push_back((at, pool::copy(&f)));
                     if twice {
                         p.inbox.push_back((at, pool::copy(&f)));
                     }
                     kicks.extend(p.kick.clone());
+                    reached = true;
                 }
             }
             pool::give(f);
-            if kicks.is_empty() && !group && !self.ports.iter().any(|p| p.external) {
+            if !reached {
                 self.counters.unroutable += 1;
             }
             return kicks;

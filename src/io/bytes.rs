@@ -1,0 +1,68 @@
+//! [`HostBytes`]: a byte buffer of the driver's own in host memory the device cannot reach
+//! ([`Platform::host_alloc`]), owned by one object — a staging buffer that ordinary Rust code
+//! (a network stack) may borrow as a slice, which device-visible memory never may be.
+
+use core::ptr::NonNull;
+
+use crate::platform::{Platform, PlatformError};
+
+const ALIGN: usize = 64;
+
+/// An exclusively owned, zeroed byte buffer in host memory. [`HostBytes::release`] frees it;
+/// dropped without it, the memory leaks (never freed while borrowed: borrows end first).
+#[derive(Debug)]
+pub struct HostBytes {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer is owned by this value alone; moving it to another thread moves the only
+// access with it.
+unsafe impl Send for HostBytes {}
+// SAFETY: shared access is `&[u8]` only (reads); writes need `&mut self`.
+unsafe impl Sync for HostBytes {}
+
+impl HostBytes {
+    /// Allocates `len` zeroed bytes (at least one).
+    pub fn alloc<P: Platform + ?Sized>(p: &P, len: usize) -> Result<Self, PlatformError> {
+        let len = len.max(1);
+        if len > isize::MAX as usize {
+            return Err(PlatformError::OutOfHostMemory { len, align: ALIGN });
+        }
+        let base = p.host_alloc(len, ALIGN)?;
+        // SAFETY: `host_alloc` returned `len` writable bytes at `base`, owned by nobody else;
+        // zeroing them initialises the buffer before any slice of it exists.
+        unsafe { core::ptr::write_bytes(base.as_ptr(), 0, len) };
+        Ok(Self { base, len })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `base` is valid for `len` bytes until `release` (which takes `self`), host
+        // memory the device cannot write, initialised at allocation; `&self` excludes writers.
+        unsafe { core::slice::from_raw_parts(self.base.as_ptr(), self.len) }
+    }
+
+    /// The bytes, to write.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`; `&mut self` makes this the only access.
+        unsafe { core::slice::from_raw_parts_mut(self.base.as_ptr(), self.len) }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never: at least one byte is allocated).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Frees the buffer.
+    pub fn release<P: Platform + ?Sized>(self, p: &P) {
+        // SAFETY: `base`/`len`/`ALIGN` are those of `host_alloc` in `alloc`; `self` is the only
+        // owner and is consumed, so nothing uses the memory any more.
+        unsafe { p.host_free(self.base, self.len, ALIGN) };
+    }
+}

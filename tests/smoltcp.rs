@@ -1,0 +1,482 @@
+//! smoltcp over the driver (issue #13 item 3): two simulated ConnectX-5s on one wire, each an
+//! [`EthPort`] under a smoltcp `Interface` — ARP resolves, ICMP echo comes back with its
+//! payload, a TCP stream of 2 MiB arrives byte for byte in both directions, UDP datagrams are
+//! answered; checksums are the device's (the frames on the wire carry good ones smoltcp never
+//! computed), a frame with a bad TCP checksum never reaches the stack, and every object is
+//! gone after teardown.
+
+mod common;
+
+use common::*;
+use mlx5::eth::{EthPort, EthPortConfig};
+use mlx5::sim::{Fabric, Mode};
+use mlx5::SimPlatform;
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
+use smoltcp::socket::{icmp, tcp, udp};
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{
+    EthernetAddress, HardwareAddress, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, Ipv4Address,
+};
+
+/// One side: its port, interface and sockets.
+struct Side<'a> {
+    port: EthPort<'a, SimPlatform>,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+}
+
+impl<'a> Side<'a> {
+    fn new(port: EthPort<'a, SimPlatform>, ip: [u8; 4]) -> Self {
+        let mut port = port;
+        let cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(port.mac())));
+        let mut iface = Interface::new(cfg, &mut port, Instant::ZERO);
+        iface.update_ip_addrs(|a| {
+            a.push(IpCidr::new(IpAddress::Ipv4(Ipv4Address::from(ip)), 24))
+                .unwrap();
+        });
+        Side {
+            port,
+            iface,
+            sockets: SocketSet::new(vec![]),
+        }
+    }
+
+    fn poll(&mut self, now: Instant) {
+        self.iface.poll(now, &mut self.port, &mut self.sockets);
+    }
+}
+
+/// Both sides polled, the clock advanced by a millisecond, until `done` or 20 000 rounds.
+fn run(
+    a: &mut Side<'_>,
+    b: &mut Side<'_>,
+    now: &mut Instant,
+    mut done: impl FnMut(&mut Side<'_>, &mut Side<'_>) -> bool,
+) {
+    for _ in 0..20_000 {
+        a.poll(*now);
+        b.poll(*now);
+        if done(a, b) {
+            return;
+        }
+        *now += Duration::from_millis(1);
+    }
+    panic!(
+        "not done after 20 000 rounds: a {:?}, b {:?}",
+        a.port.stats(),
+        b.port.stats()
+    );
+}
+
+fn tcp_socket() -> tcp::Socket<'static> {
+    tcp::Socket::new(
+        tcp::SocketBuffer::new(vec![0; 64 * 1024]),
+        tcp::SocketBuffer::new(vec![0; 64 * 1024]),
+    )
+}
+
+fn pattern(i: usize) -> u8 {
+    (i as u8).wrapping_mul(31) ^ (i >> 9) as u8
+}
+
+/// Sends `total` bytes of [`pattern`] from `tx` (connected) and checks them as `rx` reads.
+fn stream(
+    a: &mut Side<'_>,
+    b: &mut Side<'_>,
+    now: &mut Instant,
+    ha: SocketHandle,
+    hb: SocketHandle,
+    a_sends: bool,
+    total: usize,
+) {
+    let (mut sent, mut got) = (0usize, 0usize);
+    run(a, b, now, |a, b| {
+        let (tx, rx) = if a_sends {
+            (
+                a.sockets.get_mut::<tcp::Socket>(ha),
+                b.sockets.get_mut::<tcp::Socket>(hb),
+            )
+        } else {
+            (
+                b.sockets.get_mut::<tcp::Socket>(hb),
+                a.sockets.get_mut::<tcp::Socket>(ha),
+            )
+        };
+        while sent < total && tx.can_send() {
+            let n = tx
+                .send(|buf| {
+                    let n = buf.len().min(total - sent);
+                    for (k, x) in buf[..n].iter_mut().enumerate() {
+                        *x = pattern(sent + k);
+                    }
+                    (n, n)
+                })
+                .unwrap();
+            sent += n;
+            if n == 0 {
+                break;
+            }
+        }
+        while rx.can_recv() {
+            rx.recv(|buf| {
+                for (k, &x) in buf.iter().enumerate() {
+                    assert_eq!(x, pattern(got + k), "byte {} of the stream", got + k);
+                }
+                got += buf.len();
+                (buf.len(), ())
+            })
+            .unwrap();
+        }
+        got == total
+    });
+}
+
+/// Runs `f` on a thread with an 8 MiB stack: smoltcp's interface and sockets are large values,
+/// and a debug build's frames keep every temporary.
+fn big_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn arp_ping_tcp_and_udp_between_two_nics() {
+    big_stack(arp_ping_tcp_and_udp);
+}
+
+fn arp_ping_tcp_and_udp() {
+    let fabric = Fabric::new();
+    fabric.keep_frames(16);
+    let (sa, da) = nic(&fabric, Mode::Sync);
+    let (sb, db) = nic(&fabric, Mode::Sync);
+    let (txa, rxa) = (da.create_cq(256).unwrap(), da.create_cq(256).unwrap());
+    let (txb, rxb) = (db.create_cq(256).unwrap(), db.create_cq(256).unwrap());
+    let cfg = EthPortConfig::default();
+    {
+        let mut a = Side::new(EthPort::open(&da, &txa, &rxa, &cfg).unwrap(), [10, 0, 0, 1]);
+        let mut b = Side::new(EthPort::open(&db, &txb, &rxb, &cfg).unwrap(), [10, 0, 0, 2]);
+        let mut now = Instant::ZERO;
+        let ip_b = IpAddress::v4(10, 0, 0, 2);
+
+        // ICMP echo (ARP first): b's interface answers; the reply carries our payload.
+        let icmp_h = a.sockets.add(icmp::Socket::new(
+            icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; 4], vec![0; 2048]),
+            icmp::PacketBuffer::new(vec![icmp::PacketMetadata::EMPTY; 4], vec![0; 2048]),
+        ));
+        a.sockets
+            .get_mut::<icmp::Socket>(icmp_h)
+            .bind(icmp::Endpoint::Ident(0x4d58))
+            .unwrap();
+        let payload: Vec<u8> = (0..56u8).collect();
+        let mut sent = false;
+        let mut reply = None;
+        run(&mut a, &mut b, &mut now, |a, _| {
+            let s = a.sockets.get_mut::<icmp::Socket>(icmp_h);
+            if !sent && s.can_send() {
+                let req = Icmpv4Repr::EchoRequest {
+                    ident: 0x4d58,
+                    seq_no: 1,
+                    data: &payload,
+                };
+                let buf = s.send(req.buffer_len(), ip_b).unwrap();
+                req.emit(&mut Icmpv4Packet::new_unchecked(buf), &Default::default());
+                sent = true;
+            }
+            if s.can_recv() {
+                let (data, from) = s.recv().unwrap();
+                let p = Icmpv4Packet::new_checked(data).unwrap();
+                let r = Icmpv4Repr::parse(&p, &Default::default()).unwrap();
+                if let Icmpv4Repr::EchoReply {
+                    ident,
+                    seq_no,
+                    data,
+                } = r
+                {
+                    reply = Some((from, ident, seq_no, data.to_vec()));
+                }
+            }
+            reply.is_some()
+        });
+        assert_eq!(reply, Some((ip_b, 0x4d58, 1, payload.clone())));
+
+        // The frames on the wire carry good IPv4 checksums the stack did not compute (the
+        // interface was told the device does): the device filled them.
+        let wire = fabric.captured();
+        let ipv4: Vec<&Vec<u8>> = wire
+            .iter()
+            .map(|(_, f)| f)
+            .filter(|f| f[12..14] == [8, 0])
+            .collect();
+        assert!(ipv4.len() >= 2, "echo request and reply");
+        for f in &ipv4 {
+            let mut s: u32 = f[14..34]
+                .chunks(2)
+                .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+                .sum();
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            assert_eq!(s, 0xffff, "IPv4 header checksum of {f:02x?}");
+        }
+
+        // TCP: b listens, a connects; 2 MiB each way, every byte checked.
+        let hb = b.sockets.add(tcp_socket());
+        b.sockets.get_mut::<tcp::Socket>(hb).listen(5000).unwrap();
+        let ha = a.sockets.add(tcp_socket());
+        a.sockets
+            .get_mut::<tcp::Socket>(ha)
+            .connect(a.iface.context(), (ip_b, 5000), 49152)
+            .unwrap();
+        run(&mut a, &mut b, &mut now, |a, b| {
+            a.sockets.get::<tcp::Socket>(ha).may_send()
+                && b.sockets.get::<tcp::Socket>(hb).may_recv()
+        });
+        let before = a.port.stats();
+        stream(&mut a, &mut b, &mut now, ha, hb, true, 2 << 20);
+        stream(&mut a, &mut b, &mut now, ha, hb, false, 2 << 20);
+        let after = a.port.stats();
+        assert!(after.tx_bytes - before.tx_bytes > 2 << 20);
+        assert!(after.rx_bytes - before.rx_bytes > 2 << 20);
+        a.sockets.get_mut::<tcp::Socket>(ha).close();
+        run(&mut a, &mut b, &mut now, |a, b| {
+            let sb = b.sockets.get_mut::<tcp::Socket>(hb);
+            if !sb.may_recv() && sb.is_open() {
+                sb.close();
+            }
+            a.sockets.get::<tcp::Socket>(ha).state() == tcp::State::TimeWait
+                || !a.sockets.get::<tcp::Socket>(ha).is_open()
+        });
+
+        // UDP: a datagram to b's port 7, b echoes it.
+        let udp_sock = || {
+            udp::Socket::new(
+                udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 8], vec![0; 8192]),
+                udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 8], vec![0; 8192]),
+            )
+        };
+        let ub = b.sockets.add(udp_sock());
+        b.sockets.get_mut::<udp::Socket>(ub).bind(7).unwrap();
+        let ua = a.sockets.add(udp_sock());
+        a.sockets.get_mut::<udp::Socket>(ua).bind(40000).unwrap();
+        let msg: Vec<u8> = (0..1400).map(|i| (i * 7) as u8).collect();
+        a.sockets
+            .get_mut::<udp::Socket>(ua)
+            .send_slice(&msg, (ip_b, 7))
+            .unwrap();
+        let mut echoed = None;
+        run(&mut a, &mut b, &mut now, |a, b| {
+            let s = b.sockets.get_mut::<udp::Socket>(ub);
+            if let Ok((data, meta)) = s.recv() {
+                let (data, ep) = (data.to_vec(), meta.endpoint);
+                s.send_slice(&data, ep).unwrap();
+            }
+            if let Ok((data, _)) = a.sockets.get_mut::<udp::Socket>(ua).recv() {
+                echoed = Some(data.to_vec());
+            }
+            echoed.is_some()
+        });
+        assert_eq!(echoed.as_deref(), Some(&msg[..]));
+        assert_eq!(a.port.stats().rx_checksum_drops, 0);
+        assert_eq!(a.port.stats().tx_errors + a.port.stats().rx_errors, 0);
+
+        // Teardown: every object of both ports gone, nothing quarantined.
+        let Side { port: pa, .. } = a;
+        let Side { port: pb, .. } = b;
+        pa.close().unwrap();
+        pb.close().unwrap();
+    }
+    for cq in [txa, rxa] {
+        cq.destroy().unwrap();
+    }
+    for cq in [txb, rxb] {
+        cq.destroy().unwrap();
+    }
+    assert_eq!(da.quarantined().buffers, 0);
+    assert_eq!(db.quarantined().buffers, 0);
+    for (s, d) in [(&sa, da), (&sb, db)] {
+        d.close().unwrap();
+        assert!(s.live_objects().is_empty(), "{:?}", s.live_objects());
+    }
+}
+
+/// Sends `frames` raw (no offload: the bytes as given) from `dev` through an SQ of its own.
+fn send_raw(dev: &Dev, frames: &[Vec<u8>]) {
+    use mlx5::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
+    use mlx5::mr::MrAccess;
+    use mlx5::qp::Sge;
+    let td = TransportDomain::alloc(dev).unwrap();
+    let tis = Tis::create(dev, &td).unwrap();
+    let cq = dev.create_cq(64).unwrap();
+    let mut sq = EthSq::create(dev, &cq, &tis, 16).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 16 * 2048, MrAccess::default())
+        .unwrap();
+    for (k, f) in frames.iter().enumerate() {
+        mr.write(k * 2048, &f[L2_INLINE..]).unwrap();
+        let sge = [Sge {
+            addr: mr.addr() + (k * 2048) as u64,
+            length: (f.len() - L2_INLINE) as u32,
+            lkey: mr.lkey(),
+        }];
+        sq.post_send(&[EthWr {
+            wr_id: k as u64,
+            headers: &f[..L2_INLINE],
+            payload: &sge,
+            checksum: Checksum::NONE,
+            vlan: None,
+            signaled: true,
+        }])
+        .unwrap();
+        wait(&cq, dev, 1);
+    }
+    sq.destroy().unwrap();
+    tis.destroy().unwrap();
+    td.dealloc().unwrap();
+    mr.dereg().unwrap();
+    cq.destroy().unwrap();
+}
+
+/// An IPv4 frame from 10.0.0.9 to 10.0.0.1 of protocol `proto` with `l4` after the header,
+/// its header checksum right.
+fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[8, 0]);
+    let total = (20 + l4.len()) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 9, 10, 0, 0, 1]);
+    let mut s: u32 = f[14..34]
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(s as u16)).to_be_bytes());
+    f.extend_from_slice(l4);
+    f
+}
+
+#[test]
+fn bad_checksums_never_reach_the_stack_and_filters_steer_as_asked() {
+    let fabric = Fabric::new();
+    let (_sa, da) = nic(&fabric, Mode::Sync);
+    let (_sb, db) = nic(&fabric, Mode::Sync);
+    let (tx, rx) = (da.create_cq(64).unwrap(), da.create_cq(64).unwrap());
+    let (ma, mb) = (da.vport().mac, db.vport().mac);
+    {
+        let mut port = EthPort::open(&da, &tx, &rx, &EthPortConfig::default()).unwrap();
+        // A TCP segment whose checksum is wrong, an ICMP packet whose IPv4 header checksum is
+        // wrong, then a good ICMP packet (its header checksum right; ICMP's own is smoltcp's
+        // to check) and a frame to a MAC the port does not accept.
+        let mut tcp = vec![0u8; 20];
+        tcp[12] = 0x50;
+        tcp[16] = 0x12; // a checksum nobody computed
+        let bad_tcp = ipv4_frame(ma, mb, 6, &tcp);
+        let mut bad_ip = ipv4_frame(ma, mb, 1, &[8, 0, 0, 0, 0, 1, 0, 1]);
+        bad_ip[24] ^= 0xff;
+        let good_icmp = ipv4_frame(ma, mb, 1, &[8, 0, 0xf7, 0xfd, 0, 1, 0, 1]);
+        let other = ipv4_frame(
+            [2, 0, 0, 0, 0, 0x99],
+            mb,
+            1,
+            &[8, 0, 0xf7, 0xfd, 0, 1, 0, 1],
+        );
+        send_raw(&db, &[bad_tcp, bad_ip, good_icmp.clone(), other]);
+        let n = port.recv().unwrap().expect("the good frame");
+        assert!(n >= good_icmp.len(), "{n}");
+        assert_eq!(&port.received(n)[..good_icmp.len()], &good_icmp[..]);
+        assert_eq!(
+            port.recv().unwrap(),
+            None,
+            "the other MAC's frame was not steered"
+        );
+        let st = port.stats();
+        assert_eq!((st.rx_checksum_drops, st.rx_frames), (2, 1), "{st:?}");
+        port.close().unwrap();
+    }
+    {
+        // Promiscuous: the frame to another MAC arrives too; checksums left to the stack.
+        let cfg = EthPortConfig {
+            promiscuous: true,
+            checksum_offload: false,
+            ..EthPortConfig::default()
+        };
+        let mut port = EthPort::open(&da, &tx, &rx, &cfg).unwrap();
+        let other = ipv4_frame(
+            [2, 0, 0, 0, 0, 0x99],
+            mb,
+            1,
+            &[8, 0, 0xf7, 0xfd, 0, 1, 0, 1],
+        );
+        let mcast = ipv4_frame(
+            [1, 0, 0x5e, 0, 0, 1],
+            mb,
+            1,
+            &[8, 0, 0xf7, 0xfd, 0, 1, 0, 1],
+        );
+        send_raw(&db, &[other.clone(), mcast.clone()]);
+        for want in [&other, &mcast] {
+            let n = port.recv().unwrap().expect("promiscuous");
+            assert_eq!(&port.received(n)[..want.len()], &want[..]);
+        }
+        port.close().unwrap();
+        // All-multicast without promiscuous: the multicast frame only.
+        let cfg = EthPortConfig {
+            all_multicast: true,
+            broadcast: false,
+            ..EthPortConfig::default()
+        };
+        let mut port = EthPort::open(&da, &tx, &rx, &cfg).unwrap();
+        send_raw(&db, &[other, mcast.clone()]);
+        let n = port.recv().unwrap().expect("multicast");
+        assert_eq!(&port.received(n)[..mcast.len()], &mcast[..]);
+        assert_eq!(port.recv().unwrap(), None);
+        port.close().unwrap();
+    }
+    // Refusals, by name.
+    let refused =
+        |cfg: EthPortConfig<'_>, rx_cq: &mlx5::cq::Cq<'_, SimPlatform>| match EthPort::open(
+            &da, &tx, rx_cq, &cfg,
+        ) {
+            Err(mlx5::Error::InvalidArgument { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+    let d = EthPortConfig::default;
+    assert_eq!(refused(EthPortConfig { mtu: 9217, ..d() }, &rx), "mtu");
+    assert_eq!(refused(EthPortConfig { mtu: 67, ..d() }, &rx), "mtu");
+    assert_eq!(
+        refused(EthPortConfig { tx_depth: 0, ..d() }, &rx),
+        "tx_depth"
+    );
+    assert_eq!(
+        refused(
+            EthPortConfig {
+                rx_depth: 5000,
+                ..d()
+            },
+            &rx
+        ),
+        "rx_depth"
+    );
+    assert_eq!(refused(d(), &tx), "rx_cq");
+    let many = [[2, 0, 0, 0, 0, 1]; 13];
+    assert_eq!(
+        refused(
+            EthPortConfig {
+                extra_macs: &many,
+                ..d()
+            },
+            &rx
+        ),
+        "extra_macs"
+    );
+    tx.destroy().unwrap();
+    rx.destroy().unwrap();
+    assert_eq!(da.quarantined().buffers, 0);
+}
