@@ -9,6 +9,7 @@ pub mod devinfo;
 pub mod iommucheck;
 pub mod link;
 pub mod list;
+pub mod net;
 pub mod perftest;
 pub mod pingpong;
 pub mod rping;

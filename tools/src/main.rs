@@ -4,7 +4,7 @@
 //! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
 
 use mlx5_tools::{
-    createqp, demo, devinfo, iommucheck, list, perftest, pingpong, rping, simserve, size,
+    createqp, demo, devinfo, iommucheck, list, net, perftest, pingpong, rping, simserve, size,
 };
 
 use std::process::ExitCode;
@@ -46,6 +46,10 @@ enum Cmd {
     /// wire-compatible with rping: as server (-s) or client (-c), on a real NIC (--vfio) or a
     /// simulated one on a real link (--link).
     Rping(rping::Args),
+    /// TCP/IP through the driver's Ethernet queues and smoltcp: two simulated NICs (ARP, ping,
+    /// a TCP stream each way and UDP, every byte checked), or one on a real link (--link,
+    /// --tap, --vfio) pinging and serving a peer.
+    Net(net::Args),
     /// Serve simulated ConnectX-5s to a QEMU guest over vfio-user (one socket per NIC, all on
     /// one simulated fabric), until the guest disconnects.
     Sim(simserve::Args),
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         Cmd::Pingpong(a) => pingpong::run(&a),
         Cmd::Perftest(a) => perftest::run(&a),
         Cmd::Rping(a) => rping::run(&a),
+        Cmd::Net(a) => net::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
