@@ -21,6 +21,10 @@
 # and reordering on the wire); a run passes on both exit statuses and a result line. The simulated NIC holds
 # 198.18.0.1 (GID 1, IPv4-mapped, RoCE v2), the guest 198.18.0.2; the guest resolves the NIC's
 # MAC by ARP, answered by the link's address responder, and the host the guest's by ARP.
+# Last, plain Ethernet (issue #13): the guest kernel's own IPv4 stack on the same e1000 pings
+# `mlx5ctl net` (this driver's Ethernet queues and smoltcp; it pings the guest first) and sends
+# it 1 MiB over TCP with busybox nc, which its echo service returns; the guest compares every
+# byte (net-check.sh).
 #
 # Caches under target/rxe-qemu (the kernel, its PVH vmlinux, the user space), QEMU with
 # tests/linux-on-sim. Exit status 0 when every check passed, 1 otherwise, 2 if it cannot run
@@ -101,6 +105,7 @@ trap cleanup EXIT
 mkdir -p "$STAGE"/{bin,dev,proc,sys,tmp,lib/modules,lib/x86_64-linux-gnu,lib64}
 cp "$BB" "$STAGE/bin/busybox"
 cp "$HERE/guest-init.sh" "$STAGE/init"; chmod 755 "$STAGE/init"
+cp "$HERE/net-check.sh" "$STAGE/bin/net-check"; chmod 755 "$STAGE/bin/net-check"
 for m in e1000 udp_tunnel ip6_udp_tunnel ib_core ib_uverbs crc32_generic rdma_rxe \
          configfs ib_cm iw_cm rdma_cm rdma_ucm; do
   f=$(find "$KROOT/lib/modules/$KVER/kernel" \( -name "$m.ko" -o -name "$m.ko.xz" \) | head -1)
@@ -186,6 +191,11 @@ HOST+=("rping -c -a 198.18.0.2 -C 100 -V" "rping -s -C 100 -V --drop-ppm 2000 --
 # rdma_cm, the guest as server (we connect to 198.18.0.2:18515) and as client (of us).
 RUNS+=("ib_write_bw:-R+-n+$PT+-s+4096" "ib_write_bw:-R+-n+$PT+-s+4096+198.18.0.1")
 HOST+=("perftest write-bw -R -n $PT -s 4096 198.18.0.2" "perftest write-bw -R -n $PT -s 4096 --drop-ppm 2000 --dup-ppm 5000 --reorder-ppm 5000")
+# Plain Ethernet (issue #13): the guest kernel's own stack pings mlx5ctl net (this driver's
+# Ethernet queues and smoltcp) and sends it 1 MiB over TCP, which its echo service returns; the
+# guest checks every byte (net-check.sh). mlx5ctl net pings the guest first.
+RUNS+=("net-check:198.18.0.1+1048576")
+HOST+=("net --peer 198.18.0.2 --pings 3 --echo 5000 --echo-bytes 1048576 --wait-secs 90")
 # ONLY=REGEX keeps the runs whose guest tool and arguments match (a quicker check while working).
 if [ -n "${ONLY:-}" ]; then
   R=(); H=()
@@ -215,10 +225,10 @@ PASS=0; FAIL=0
 check() { if eval "$2"; then echo "PASS $1"; PASS=$((PASS + 1)); else echo "FAIL $1"; FAIL=$((FAIL + 1)); fi; }
 side() { case ${RUNS[$1]} in *10.0.2.100|*198.18.0.1*) echo client ;; *) echo server ;; esac; }
 # Where our side finds the guest's exchange (rping and perftest -R have none over TCP: rdma_cm).
-oob() { case ${HOST[$1]} in rping*|*" -R "*) ;; *) echo "$2" ;; esac; }
+oob() { case ${HOST[$1]} in rping*|net*|*" -R "*) ;; *) echo "$2" ;; esac; }
 # rping's runs keep the simulated wire as pcap (target/rxe-qemu/host-N.pcap): Linux's CM MADs
 # as Linux sent them.
-cap() { case ${HOST[$1]} in rping*) echo "--pcap $WORK/host-$(( $1 + 1 )).pcap" ;; esac; }
+cap() { case ${HOST[$1]} in rping*|net*) echo "--pcap $WORK/host-$(( $1 + 1 )).pcap" ;; esac; }
 # Whether run $1 printed a result line (" <bytes> <iterations> ...") on our side or the guest's.
 result_line() {
   grep -aqE '^ [0-9]+ +[0-9]+ ' "$WORK/host-$1.log" ||
@@ -258,7 +268,7 @@ for i in "${!RUNS[@]}"; do
   for _ in $(seq 600); do grep -aq "^RXE-EXIT $n " "$WORK/guest.log" && break; sleep 0.1; done
 done
 wait $QPID || true
-grep -aE '^RXE|local address|remote address|bytes in|iters in|Failed|Couldn|error|#bytes|^ [0-9]+ +[0-9]+ ' "$WORK/guest.log" | sed 's/^/guest: /'
+grep -aE '^RXE|local address|remote address|bytes in|iters in|Failed|Couldn|error|#bytes|^ [0-9]+ +[0-9]+ |^net-check|packets transmitted|round-trip' "$WORK/guest.log" | sed 's/^/guest: /'
 for i in "${!RUNS[@]}"; do
   n=$((i + 1)); name=${RUNS[$i]%%:*}; args=$(echo "${RUNS[$i]#*:}" | tr '+' ' ')
   sed "s/^/host-$n: /" "$WORK/host-$n.log"

@@ -1,0 +1,15 @@
+#!/bin/busybox sh
+# net-check ADDR BYTES, in the rxe-qemu guest: the guest kernel's own IPv4 stack (its e1000 on
+# the simulated wire) against `mlx5ctl net` on the host — this driver's Ethernet queues and
+# smoltcp on a simulated ConnectX-5. Pings ADDR, then sends BYTES random bytes over TCP to
+# ADDR:5000 (mlx5ctl net's echo service) with busybox nc and checks that every byte came back.
+addr=$1; bytes=$2
+ping -c 3 -W 2 "$addr" || { echo "net-check: no echo replies from $addr"; exit 1; }
+dd if=/dev/urandom of=/tmp/blob bs=1024 count=$((bytes / 1024)) 2>/dev/null
+nc "$addr" 5000 < /tmp/blob > /tmp/back || echo "net-check: nc exited $?"
+if cmp /tmp/blob /tmp/back; then
+  echo "net-check: $bytes bytes over TCP came back intact"
+else
+  echo "net-check: $(wc -c < /tmp/back) of $bytes bytes came back, or not intact"
+  exit 1
+fi
