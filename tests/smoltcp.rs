@@ -480,3 +480,97 @@ fn bad_checksums_never_reach_the_stack_and_filters_steer_as_asked() {
     rx.destroy().unwrap();
     assert_eq!(da.quarantined().buffers, 0);
 }
+
+#[test]
+fn rss_spreads_udp_flows_over_four_queues_through_the_traffic_type_table() {
+    big_stack(rss_udp);
+}
+
+fn rss_udp() {
+    use mlx5::eth::rss::{ipv4_input, MAX_INPUT};
+    use mlx5::eth::{toeplitz, MS_RSS_KEY};
+    let fabric = Fabric::new();
+    let (_sa, da) = nic(&fabric, Mode::Sync);
+    let (sb, db) = nic(&fabric, Mode::Sync);
+    let (txa, rxa) = (da.create_cq(256).unwrap(), da.create_cq(256).unwrap());
+    let txb = db.create_cq(256).unwrap();
+    let rxb: Vec<_> = (0..4).map(|_| db.create_cq(256).unwrap()).collect();
+    let cfg = EthPortConfig::default();
+    {
+        let mut a = Side::new(EthPort::open(&da, &txa, &rxa, &cfg).unwrap(), [10, 0, 0, 1]);
+        let pb = EthPort::open_rss(&db, &txb, &rxb, &cfg).unwrap();
+        let mut b = Side::new(pb, [10, 0, 0, 2]);
+        let mut now = Instant::ZERO;
+        let sock = || {
+            udp::Socket::new(
+                udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 256], vec![0; 65536]),
+                udp::PacketBuffer::new(vec![udp::PacketMetadata::EMPTY; 256], vec![0; 65536]),
+            )
+        };
+        let hb = b.sockets.add(sock());
+        b.sockets.get_mut::<udp::Socket>(hb).bind(9).unwrap();
+        // 32 flows (source ports 40000..40032), 4 datagrams each.
+        let flows: Vec<u16> = (40000..40032).collect();
+        let hs: Vec<_> = flows
+            .iter()
+            .map(|&p| {
+                let h = a.sockets.add(sock());
+                a.sockets.get_mut::<udp::Socket>(h).bind(p).unwrap();
+                h
+            })
+            .collect();
+        let to = (IpAddress::v4(10, 0, 0, 2), 9);
+        for h in &hs {
+            for k in 0..4u8 {
+                a.sockets
+                    .get_mut::<udp::Socket>(*h)
+                    .send_slice(&[k; 100], to)
+                    .unwrap();
+            }
+        }
+        let mut got = 0;
+        run(&mut a, &mut b, &mut now, |_, b| {
+            while let Ok((d, meta)) = b.sockets.get_mut::<udp::Socket>(hb).recv() {
+                assert_eq!(d.len(), 100);
+                assert!(flows.contains(&meta.endpoint.port));
+                got += 1;
+            }
+            got == flows.len() * 4
+        });
+        // Each flow's four datagrams on the queue its Toeplitz hash names; ARP (b's request for
+        // a's MAC, a's reply... whatever arrived at b that is not IPv4) on queue 0.
+        let mut want = [0u64; 4];
+        for &p in &flows {
+            let mut buf = [0u8; MAX_INPUT];
+            let input = ipv4_input(&mut buf, [10, 0, 0, 1], [10, 0, 0, 2], Some((p, 9)));
+            want[(toeplitz(&MS_RSS_KEY, input).unwrap() % 4) as usize] += 4;
+        }
+        let st = b.port.stats();
+        let non_ip = st.rx_frames - flows.len() as u64 * 4;
+        want[0] += non_ip;
+        assert_eq!(b.port.queue_frames(), &want, "per queue (ARP: {non_ip})");
+        assert!(want.iter().all(|&n| n > 0), "every queue used: {want:?}");
+        let Side { port: pa, .. } = a;
+        let Side { port: pb, .. } = b;
+        pa.close().unwrap();
+        pb.close().unwrap();
+    }
+    for cq in rxb.into_iter().chain([txb]) {
+        cq.destroy().unwrap();
+    }
+    db.close().unwrap();
+    assert!(sb.live_objects().is_empty(), "{:?}", sb.live_objects());
+    // Refused: three queues, one CQ twice.
+    let refused =
+        |cqs: &[mlx5::cq::Cq<'_, SimPlatform>]| match EthPort::open_rss(&da, &txa, cqs, &cfg) {
+            Err(mlx5::Error::InvalidArgument { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+    let three: Vec<_> = (0..3).map(|_| da.create_cq(16).unwrap()).collect();
+    assert_eq!(refused(&three), "rx_cqs");
+    for c in three {
+        c.destroy().unwrap();
+    }
+    txa.destroy().unwrap();
+    rxa.destroy().unwrap();
+}

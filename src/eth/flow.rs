@@ -20,6 +20,7 @@ use mlx5_ifc::prm::flow::{
 };
 use mlx5_ifc::{Opcode, ViewMut};
 
+use super::rules::FlowTable;
 use super::tir::Tir;
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
@@ -31,7 +32,8 @@ use crate::Device;
 const NIC_RX: u64 = 0;
 /// `action` FWD_DEST.
 const FWD_DEST: u64 = 0x4;
-/// `destination_type` TIR.
+/// `destination_type`: a flow table, a TIR.
+const DEST_TABLE: u64 = 0x1;
 const DEST_TIR: u64 = 0x2;
 /// `match_criteria_enable` bit 0: outer headers.
 const OUTER: u64 = 1;
@@ -136,6 +138,20 @@ impl<'d, P: Platform> MacSteering<'d, P> {
         filter: &RxFilter<'_>,
         tir: &Tir<'_, P>,
     ) -> Result<Self> {
+        Self::build(dev, filter, DEST_TIR, tir.tirn())
+    }
+
+    /// Frames `filter` accepts go on to `table` (a flow table of a higher level: a port's
+    /// traffic-type table in front of its RSS TIRs); this table becomes NIC receive's root.
+    pub fn with_filter_to_table(
+        dev: &'d Device<P>,
+        filter: &RxFilter<'_>,
+        table: &FlowTable<'_, P>,
+    ) -> Result<Self> {
+        Self::build(dev, filter, DEST_TABLE, table.id())
+    }
+
+    fn build(dev: &'d Device<P>, filter: &RxFilter<'_>, dest_type: u64, dest: u32) -> Result<Self> {
         if filter.macs.len() > MAX_MACS {
             return Err(refuse(
                 "macs",
@@ -183,8 +199,8 @@ impl<'d, P: Platform> MacSteering<'d, P> {
         };
         let mut d = [0u8; 8];
         ViewMut::<Dest>::new(&mut d)?
-            .set(Dest::DESTINATION_TYPE, DEST_TIR)?
-            .set(Dest::DESTINATION_ID, u64::from(tir.tirn()))?;
+            .set(Dest::DESTINATION_TYPE, dest_type)?
+            .set(Dest::DESTINATION_ID, u64::from(dest))?;
         let dests = Dests(d);
         // The exact addresses (broadcast among them), then the group bit, then everything.
         let mut exact: heapless::Vec<[u8; 6], 16> = heapless::Vec::new();

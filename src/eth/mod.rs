@@ -5,11 +5,13 @@
 //! flow table steering a destination MAC to it ([`flow`]). RSS, VLAN and TSO come next
 //! (docs/ethernet-facts.md is the fact sheet all of it is written from).
 
+mod csum;
 pub mod flow;
 pub mod port;
 pub mod rq;
 pub mod rqt;
 pub mod rss;
+pub mod rules;
 #[cfg(feature = "smoltcp")]
 pub mod smol;
 pub mod sq;
@@ -22,6 +24,7 @@ pub use port::{EthPort, EthPortConfig, EthStats, MAX_MTU};
 pub use rq::EthRq;
 pub use rqt::Rqt;
 pub use rss::{toeplitz, MS_RSS_KEY};
+pub use rules::{FlowAction, FlowMatch, FlowRule, FlowTable};
 pub use sq::{Checksum, EthSq, EthWr, L2_INLINE};
 pub use tir::{RssFields, Tir};
 pub use tis::{Tis, TransportDomain};

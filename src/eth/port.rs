@@ -18,10 +18,14 @@
 //! its header checksum is good (checked here: the device's L4 flag does not cover ICMP). Frames
 //! refused count in [`EthStats::rx_checksum_drops`].
 
+use super::csum::{checksum_ok, offloads};
 use super::flow::{MacSteering, RxFilter};
 use super::rq::EthRq;
+use super::rqt::Rqt;
+use super::rss::MS_RSS_KEY;
+use super::rules::{FlowAction, FlowMatch, FlowTable};
 use super::sq::{Checksum, EthSq, EthWr, L2_INLINE};
-use super::tir::Tir;
+use super::tir::{RssFields, Tir};
 use super::tis::{Tis, TransportDomain};
 use crate::error::{Error, Result};
 use crate::io::HostBytes;
@@ -29,7 +33,7 @@ use crate::mr::{MemoryRegion, MrAccess};
 use crate::platform::Platform;
 use crate::qp::{RecvWr, Sge};
 use crate::verbs::cq::Cq;
-use crate::{Device, Wc, WcFlags, WcOpcode, WcStatus};
+use crate::{Device, Wc, WcOpcode, WcStatus};
 
 /// Ethernet header bytes (no VLAN tag).
 const ETH_HLEN: usize = 14;
@@ -60,6 +64,8 @@ pub struct EthPortConfig<'m> {
     pub promiscuous: bool,
     /// Let the device fill and check IPv4, TCP and UDP checksums.
     pub checksum_offload: bool,
+    /// The Toeplitz key of RSS (several receive queues; `None`: Microsoft's published key).
+    pub rss_key: Option<&'m [u8; 40]>,
 }
 
 impl Default for EthPortConfig<'_> {
@@ -74,6 +80,7 @@ impl Default for EthPortConfig<'_> {
             all_multicast: false,
             promiscuous: false,
             checksum_offload: true,
+            rss_key: None,
         }
     }
 }
@@ -109,7 +116,11 @@ pub(crate) struct TxSide<'a, P: Platform> {
     pub(crate) stats: EthStats,
 }
 
-/// An Ethernet port for a network stack: one SQ, one RQ, steering, buffers.
+/// Receive queues of a port at most.
+pub const MAX_QUEUES: usize = 16;
+
+/// An Ethernet port for a network stack: one SQ, one RQ or several behind RSS, steering,
+/// buffers.
 pub struct EthPort<'a, P: Platform> {
     dev: &'a Device<P>,
     mac: [u8; 6],
@@ -120,14 +131,21 @@ pub struct EthPort<'a, P: Platform> {
     slot: usize,
     // Torn down in this order (fields drop in declaration order, too).
     steering: Option<MacSteering<'a, P>>,
-    tir: Option<Tir<'a, P>>,
-    rq: Option<EthRq<'a, P>>,
+    /// RSS: the traffic-type table between the MAC table and the TIRs.
+    ttc: Option<FlowTable<'a, P>>,
+    tirs: heapless::Vec<Tir<'a, P>, 4>,
+    rqt: Option<Rqt<'a, P>>,
+    rqs: heapless::Vec<EthRq<'a, P>, MAX_QUEUES>,
     pub(crate) tx: TxSide<'a, P>,
     tis: Option<Tis<'a, P>>,
     td: Option<TransportDomain<'a, P>>,
     pub(crate) mr: Option<MemoryRegion<'a, P>>,
-    rx_cq: &'a Cq<'a, P>,
+    rx_cqs: &'a [Cq<'a, P>],
     rx_slots: u32,
+    /// The queue polled first next time (round robin).
+    next_q: usize,
+    /// Frames passed up, per receive queue.
+    per_queue: [u64; MAX_QUEUES],
     pub(crate) rx_stage: Option<HostBytes>,
     pub(crate) tx_stage: Option<HostBytes>,
 }
@@ -162,6 +180,21 @@ impl<'a, P: Platform> EthPort<'a, P> {
         rx_cq: &'a Cq<'a, P>,
         cfg: &EthPortConfig<'_>,
     ) -> Result<Self> {
+        Self::open_rss(dev, tx_cq, core::slice::from_ref(rx_cq), cfg)
+    }
+
+    /// Opens a port with one receive queue per CQ of `rx_cqs` (a power of two up to
+    /// [`MAX_QUEUES`]). With more than one, received frames are spread by RSS as mlx5e spreads
+    /// them: the MAC table forwards to a traffic-type table (level 1) whose rules send IPv4 UDP
+    /// to a TIR hashing addresses and UDP ports, IPv4 TCP to one hashing addresses and TCP
+    /// ports, other IPv4 to one hashing the addresses (each over an RQT of every queue, the
+    /// Toeplitz hash under `cfg.rss_key`), and everything else to the first queue.
+    pub fn open_rss(
+        dev: &'a Device<P>,
+        tx_cq: &'a Cq<'a, P>,
+        rx_cqs: &'a [Cq<'a, P>],
+        cfg: &EthPortConfig<'_>,
+    ) -> Result<Self> {
         if !(68..=MAX_MTU).contains(&cfg.mtu) {
             return Err(refuse(
                 "mtu",
@@ -170,13 +203,24 @@ impl<'a, P: Platform> EthPort<'a, P> {
                 "IP MTU 68..=9216",
             ));
         }
-        if core::ptr::eq(tx_cq, rx_cq) {
+        let n = rx_cqs.len();
+        if n == 0 || n > MAX_QUEUES || !n.is_power_of_two() {
             return Err(refuse(
-                "rx_cq",
-                0,
-                0,
-                "a CQ of its own (its CQEs name the flow tag, not the RQ)",
+                "rx_cqs",
+                n as u64,
+                MAX_QUEUES as u64,
+                "receive queues: a power of two, 1..=16",
             ));
+        }
+        for (k, c) in rx_cqs.iter().enumerate() {
+            if core::ptr::eq(tx_cq, c) || rx_cqs[..k].iter().any(|o| core::ptr::eq(o, c)) {
+                return Err(refuse(
+                    "rx_cq",
+                    k as u64,
+                    0,
+                    "a CQ of its own per receive queue (its CQEs name the flow tag, not the RQ)",
+                ));
+            }
         }
         for (field, d) in [("tx_depth", cfg.tx_depth), ("rx_depth", cfg.rx_depth)] {
             if !(1..=4096).contains(&d) {
@@ -203,8 +247,10 @@ impl<'a, P: Platform> EthPort<'a, P> {
             frame_max,
             slot,
             steering: None,
-            tir: None,
-            rq: None,
+            ttc: None,
+            tirs: heapless::Vec::new(),
+            rqt: None,
+            rqs: heapless::Vec::new(),
             tx: TxSide {
                 sq: None,
                 cq: tx_cq,
@@ -217,8 +263,10 @@ impl<'a, P: Platform> EthPort<'a, P> {
             tis: None,
             td: None,
             mr: None,
-            rx_cq,
+            rx_cqs,
             rx_slots,
+            next_q: 0,
+            per_queue: [0; MAX_QUEUES],
             rx_stage: None,
             tx_stage: None,
         };
@@ -230,7 +278,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
         };
         port.rx_stage = Some(stage()?);
         port.tx_stage = Some(stage()?);
-        let bytes = slot * (tx_slots + rx_slots) as usize;
+        let bytes = slot * (tx_slots as usize + n * rx_slots as usize);
         let access = MrAccess {
             local_write: true,
             ..MrAccess::default()
@@ -242,14 +290,13 @@ impl<'a, P: Platform> EthPort<'a, P> {
         if let Some(tis) = &port.tis {
             port.tx.sq = Some(EthSq::create(dev, tx_cq, tis, tx_slots)?);
         }
-        let mut rq = EthRq::create(dev, rx_cq, rx_slots)?;
-        for i in 0..rx_slots {
-            port.post_rx(&mut rq, i)?;
+        for (q, cq) in rx_cqs.iter().enumerate() {
+            let mut rq = EthRq::create(dev, cq, rx_slots)?;
+            for i in 0..rx_slots {
+                port.post_rx(&mut rq, q, i)?;
+            }
+            let _ = port.rqs.push(rq);
         }
-        if let Some(td) = &port.td {
-            port.tir = Some(Tir::direct(dev, td, &rq)?);
-        }
-        port.rq = Some(rq);
         let mut macs: heapless::Vec<[u8; 6], { super::flow::MAX_MACS }> = heapless::Vec::new();
         for m in core::iter::once(&mac).chain(cfg.extra_macs) {
             macs.push(*m).map_err(|_| {
@@ -267,9 +314,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
             all_multicast: cfg.all_multicast,
             promiscuous: cfg.promiscuous,
         };
-        if let Some(tir) = &port.tir {
-            port.steering = Some(MacSteering::with_filter(dev, &filter, tir)?);
-        }
+        port.steer(cfg, &filter)?;
         log::debug!(
             "eth port {mac:02x?}: mtu {}, {tx_slots} tx / {rx_slots} rx buffers of {slot} bytes",
             cfg.mtu
@@ -293,6 +338,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
     }
 
     /// Bytes per frame buffer in the region.
+    #[cfg(feature = "smoltcp")]
     pub(crate) fn slot_bytes(&self) -> usize {
         self.slot
     }
@@ -307,18 +353,68 @@ impl<'a, P: Platform> EthPort<'a, P> {
         self.tx.stats
     }
 
-    /// The SQ and RQ numbers.
+    /// The SQ and (first) RQ numbers.
     pub fn queues(&self) -> (u32, u32) {
         (
             self.tx.sq.as_ref().map_or(0, EthSq::sqn),
-            self.rq.as_ref().map_or(0, EthRq::rqn),
+            self.rqs.first().map_or(0, EthRq::rqn),
         )
     }
 
-    /// Posts receive buffer `i` (of the region's receive part).
-    fn post_rx(&self, rq: &mut EthRq<'a, P>, i: u32) -> Result<()> {
+    /// Where receive buffer `i` of queue `q` lies in the region.
+    fn rx_offset(&self, q: usize, i: u32) -> usize {
+        self.slot * (self.tx.slots as usize + q * self.rx_slots as usize + i as usize)
+    }
+
+    /// The TIRs and the steering: one direct TIR, or (several queues) the RQT, the RSS TIRs
+    /// and the traffic-type table; then the MAC table as NIC receive's root.
+    fn steer(&mut self, cfg: &EthPortConfig<'_>, filter: &RxFilter<'_>) -> Result<()> {
+        let dev = self.dev;
+        let (td, rq0) = (self.td.as_ref().ok_or(GONE)?, self.rqs.first().ok_or(GONE)?);
+        let direct = Tir::direct(dev, td, rq0)?;
+        if self.rqs.len() == 1 {
+            self.steering = Some(MacSteering::with_filter(dev, filter, &direct)?);
+            let _ = self.tirs.push(direct);
+            return Ok(());
+        }
+        let _ = self.tirs.push(direct);
+        let refs: heapless::Vec<&EthRq<'a, P>, MAX_QUEUES> = self.rqs.iter().collect();
+        let rqt = Rqt::create(dev, &refs)?;
+        let key = cfg.rss_key.unwrap_or(&MS_RSS_KEY);
+        let mut ttc = FlowTable::create(dev, 1, 6)?;
+        for (proto, fields) in [
+            (Some(17), RssFields::Ipv4Udp),
+            (Some(6), RssFields::Ipv4Tcp),
+            (None, RssFields::Ipv4),
+        ] {
+            let tir = Tir::rss(dev, td, &rqt, key, fields)?;
+            let m = FlowMatch {
+                ethertype: Some(0x0800),
+                ip_protocol: proto,
+                ..FlowMatch::default()
+            };
+            let r = ttc.add(&m, FlowAction::Tir(tir.tirn()));
+            let _ = self.tirs.push(tir);
+            r?;
+        }
+        let first = self.tirs.first().map_or(0, Tir::tirn);
+        ttc.add(&FlowMatch::default(), FlowAction::Tir(first))?;
+        self.rqt = Some(rqt);
+        let steering = MacSteering::with_filter_to_table(dev, filter, &ttc);
+        self.ttc = Some(ttc);
+        self.steering = Some(steering?);
+        Ok(())
+    }
+
+    /// Frames each receive queue passed up.
+    pub fn queue_frames(&self) -> &[u64] {
+        &self.per_queue[..self.rqs.len()]
+    }
+
+    /// Posts receive buffer `i` of queue `q` (of the region's receive part).
+    fn post_rx(&self, rq: &mut EthRq<'a, P>, q: usize, i: u32) -> Result<()> {
         let mr = self.mr.as_ref().ok_or(GONE)?;
-        let off = self.slot * (self.tx.slots + i) as usize;
+        let off = self.rx_offset(q, i);
         rq.post_recv(&[RecvWr {
             wr_id: u64::from(i),
             sg_list: &[Sge {
@@ -359,11 +455,21 @@ impl<'a, P: Platform> EthPort<'a, P> {
     /// is waiting. Refused frames (bad checksums) are reposted and skipped, up to a budget
     /// per call.
     pub fn recv(&mut self) -> Result<Option<usize>> {
+        let n = self.rqs.len();
         for _ in 0..RECV_BUDGET {
             let mut wc = [Wc::default()];
-            if self.rx_cq.poll(&mut wc)? == 0 {
-                return Ok(None);
+            let mut from = None;
+            for k in 0..n {
+                let q = (self.next_q + k) % n;
+                if self.rx_cqs.get(q).ok_or(GONE)?.poll(&mut wc)? == 1 {
+                    from = Some(q);
+                    break;
+                }
             }
+            let Some(q) = from else {
+                return Ok(None);
+            };
+            self.next_q = (q + 1) % n;
             let wc = wc[0];
             let i = wc.wr_id as u32;
             if wc.status != WcStatus::Success || wc.opcode != WcOpcode::Recv || i >= self.rx_slots {
@@ -385,15 +491,18 @@ impl<'a, P: Platform> EthPort<'a, P> {
             }
             // The driver's CQ path already bounds byte_len by the posted buffer.
             let len = (wc.byte_len as usize).min(self.frame_max);
-            let off = self.slot * (self.tx.slots + i) as usize;
+            let off = self.rx_offset(q, i);
             let (Some(mr), Some(stage)) = (self.mr.as_ref(), self.rx_stage.as_mut()) else {
                 return Err(GONE);
             };
             let copied = mr.read(off, &mut stage.as_mut_slice()[..len]);
             // The buffer goes back whatever the frame holds.
-            let mut rq = self.rq.take().ok_or(GONE)?;
-            let reposted = self.post_rx(&mut rq, i);
-            self.rq = Some(rq);
+            let mut rqs = core::mem::take(&mut self.rqs);
+            let reposted = match rqs.get_mut(q) {
+                Some(rq) => self.post_rx(rq, q, i),
+                None => Err(GONE),
+            };
+            self.rqs = rqs;
             copied?;
             reposted?;
             let frame = &self.rx_stage.as_ref().ok_or(GONE)?.as_slice()[..len];
@@ -403,6 +512,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
             }
             self.tx.stats.rx_frames += 1;
             self.tx.stats.rx_bytes += len as u64;
+            self.per_queue[q] += 1;
             return Ok(Some(len));
         }
         Ok(None)
@@ -431,10 +541,16 @@ impl<'a, P: Platform> EthPort<'a, P> {
         if let Some(s) = self.steering.take() {
             keep(s.destroy());
         }
-        if let Some(t) = self.tir.take() {
+        if let Some(t) = self.ttc.take() {
             keep(t.destroy());
         }
-        if let Some(q) = self.rq.take() {
+        while let Some(t) = self.tirs.pop() {
+            keep(t.destroy());
+        }
+        if let Some(t) = self.rqt.take() {
+            keep(t.destroy());
+        }
+        while let Some(q) = self.rqs.pop() {
             keep(q.destroy());
         }
         if let Some(q) = self.tx.sq.take() {
@@ -537,81 +653,4 @@ impl<'a, P: Platform> TxSide<'a, P> {
         self.stats.tx_bytes += frame.len() as u64;
         Ok(())
     }
-}
-
-/// The checksums the device is to fill for `frame`: IPv4's header checksum, and the TCP/UDP
-/// checksum of an unfragmented TCP or UDP datagram.
-fn offloads(frame: &[u8]) -> Checksum {
-    let Some(ip) = ipv4(frame) else {
-        return Checksum::NONE;
-    };
-    let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
-    Checksum {
-        l3: true,
-        l4: !frag && matches!(ip[9], 6 | 17),
-    }
-}
-
-/// The IPv4 header of `frame`, if it is an untagged IPv4 frame with a whole header.
-fn ipv4(frame: &[u8]) -> Option<&[u8]> {
-    if frame.get(12..14)? != [0x08, 0x00] {
-        return None;
-    }
-    let ip = frame.get(ETH_HLEN..)?;
-    let ihl = usize::from(ip.first()? & 0x0f) * 4;
-    (ip[0] >> 4 == 4 && ihl >= 20).then_some(())?;
-    ip.get(..ihl)
-}
-
-/// Whether a received `frame` may go up: an IPv4 TCP/UDP frame needs the device's
-/// [`WcFlags::IP_CSUM_OK`]; another IPv4 frame a good header checksum; the rest pass.
-/// An IPv6 TCP/UDP frame (next header 6 or 17 straight after the IPv6 header) its checksum,
-/// verified here; the rest pass.
-fn checksum_ok(frame: &[u8], flags: WcFlags) -> bool {
-    match frame.get(12..14) {
-        Some([0x08, 0x00]) => {}
-        Some([0x86, 0xdd]) => return ipv6_l4_ok(frame),
-        _ => return true,
-    }
-    let Some(ip) = ipv4(frame) else {
-        return false;
-    };
-    let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0;
-    if !frag && matches!(ip[9], 6 | 17) {
-        return flags.contains(WcFlags::IP_CSUM_OK);
-    }
-    fold(sum(ip, 0)) == 0xffff
-}
-
-/// The TCP or UDP checksum of an IPv6 frame (the device's flag covers IPv4 only).
-fn ipv6_l4_ok(frame: &[u8]) -> bool {
-    let Some(ip) = frame.get(ETH_HLEN..ETH_HLEN + 40) else {
-        return false;
-    };
-    let next = ip[6];
-    if !matches!(next, 6 | 17) {
-        return true;
-    }
-    let len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-    let Some(seg) = frame.get(ETH_HLEN + 40..ETH_HLEN + 40 + len) else {
-        return false;
-    };
-    let pseudo = sum(&ip[8..40], len as u32 + u32::from(next));
-    fold(sum(seg, pseudo)) == 0xffff
-}
-
-/// The ones'-complement sum of `b` (big-endian 16-bit words, an odd byte padded) onto `s`.
-fn sum(b: &[u8], s: u32) -> u32 {
-    b.chunks(2).fold(s, |s, c| {
-        let w = u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)]));
-        let t = s + w;
-        (t & 0xffff) + (t >> 16)
-    })
-}
-
-fn fold(mut s: u32) -> u16 {
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
 }

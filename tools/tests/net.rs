@@ -35,6 +35,18 @@ fn two_simulated_nics_move_tcp_and_udp_with_every_byte_checked() {
     ] {
         assert!(text.contains(want), "{want:?} not in:\n{text}");
     }
+    // The UDP flows (16 source ports) spread over the receiver's four RSS queues.
+    let queues: Vec<u64> = text
+        .lines()
+        .find_map(|l| l.split("per receive queue [").nth(1))
+        .unwrap()
+        .trim_end_matches(']')
+        .split(", ")
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(queues.len(), 4, "{text}");
+    assert_eq!(queues.iter().sum::<u64>(), 512);
+    assert!(queues.iter().all(|&n| n > 0), "{queues:?}");
     // Every frame the ports sent is in the capture: 24-byte header, 16 + length per frame.
     let sent: u64 = text
         .lines()
