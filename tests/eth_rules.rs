@@ -201,6 +201,12 @@ fn rules_steer_by_port_vlan_ethertype_and_source_or_drop() {
     let w1 = got(1, 1);
     assert_eq!(&read(w1[0].wr_id, w1[0].byte_len)[14..], &frames[0].0[14..]);
     let w2 = got(2, 1);
+    assert_eq!(
+        w2[0].vlan_tci,
+        Some(100),
+        "the stripped tag, in the completion"
+    );
+    assert_eq!(w1[0].vlan_tci, None);
     // The RQ strips the tag (vsd 0): the frame as it was before the sender inserted it.
     let f2 = read(w2[0].wr_id, w2[0].byte_len);
     assert_eq!(f2.len(), frames[1].0.len());

@@ -473,6 +473,7 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
     // 24 UDP flows (source ports 4000..4024): each frame lands in RQ `hash mod 4`.
     let mut expect = [0usize; 4];
     let mut frames = Vec::new();
+    let mut hashes = Vec::new();
     for k in 0..24u16 {
         let mut f = frame(mb, ma, 64, k as u8);
         f[34..36].copy_from_slice(&(4000 + k).to_be_bytes());
@@ -483,8 +484,10 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
             [10, 0, 0, 2],
             Some((4000 + k, 0x35)),
         );
-        let q = (toeplitz(&MS_RSS_KEY, input).unwrap() % 4) as usize;
+        let h = toeplitz(&MS_RSS_KEY, input).unwrap();
+        let q = (h % 4) as usize;
         expect[q] += 1;
+        hashes.push(h);
         frames.push((f, q));
     }
     assert!(expect.iter().filter(|&&n| n > 0).count() >= 3, "{expect:?}");
@@ -526,16 +529,19 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
             "RQ {q} got more than predicted"
         );
         // The frames of this RQ, in order, each intact.
-        let mine: Vec<&Vec<u8>> = frames
+        let mine: Vec<(&Vec<u8>, u32)> = frames
             .iter()
-            .filter(|(_, fq)| *fq == q)
-            .map(|(f, _)| f)
+            .zip(&hashes)
+            .filter(|((_, fq), _)| *fq == q)
+            .map(|((f, _), h)| (f, *h))
             .collect();
-        for (n, (w, f)) in wc.iter().zip(&mine).enumerate() {
+        for (n, (w, (f, h))) in wc.iter().zip(&mine).enumerate() {
             assert_eq!(
                 (w.status, w.wr_id, w.qp_num),
                 (WcStatus::Success, (q * 100 + n) as u64, rqs[q].rqn())
             );
+            // The completion carries the hash the device computed: the Toeplitz hash.
+            assert_eq!((w.rss_hash, w.vlan_tci), (Some(*h), None));
             let mut got = vec![0u8; f.len()];
             mr_b.read((q * 16 + n) * 2048, &mut got).unwrap();
             assert_eq!(&got[34..36], &f[34..36], "RQ {q}: the flow the hash picked");

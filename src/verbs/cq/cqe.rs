@@ -33,6 +33,8 @@ fn bad(what: &'static str, value: u64, limit: u64) -> Error {
 
 /// First CQE byte polling reads (`flags_rqpn`; the bytes before it are not used).
 const CQE_LO: usize = Cqe64::FLAGS_RQPN.info.byte_offset();
+/// `rss_hash_result` in a CQE (then `rss_hash_type`): read for Ethernet receives only.
+const CQE_RSS: usize = Cqe64::RSS_HASH_RESULT.info.byte_offset();
 /// `byte_cnt` in a CQE.
 const CQE_BYTE_CNT: usize = Cqe64::BYTE_CNT.info.byte_offset();
 /// The CQE's last 8-byte word (`sop_drop_qpn`, `wqe_counter`, `signature`, `op_own`).
@@ -43,6 +45,9 @@ const _: () = assert!(CQE_OP_OWN == CQE_HI + 7);
 
 /// The CQE bytes polling uses: `CQE_LO..CQE_HI` and `CQE_HI..64`.
 struct Cqe {
+    /// `rss_hash_result` and `rss_hash_type` (bytes 12..20), read only on the CQ of an
+    /// Ethernet RQ; zeros otherwise.
+    rss: [u8; 8],
     lo: [u8; CQE_HI - CQE_LO],
     hi: [u8; CQE_BYTES - CQE_HI],
 }
@@ -51,9 +56,13 @@ impl Cqe {
     /// The byte at CQE offset `at` (`CQE_LO..64`; 0 outside).
     #[inline]
     fn u8(&self, at: usize) -> u8 {
-        match at.checked_sub(CQE_HI) {
-            Some(i) => self.hi.get(i).copied().unwrap_or(0),
-            None => self.lo.get(at.wrapping_sub(CQE_LO)).copied().unwrap_or(0),
+        if let Some(i) = at.checked_sub(CQE_HI) {
+            self.hi.get(i).copied().unwrap_or(0)
+        } else if let Some(i) = at.checked_sub(CQE_LO) {
+            self.lo.get(i).copied().unwrap_or(0)
+        } else {
+            let i = at.wrapping_sub(CQE_RSS);
+            self.rss.get(i).copied().unwrap_or(0)
         }
     }
 
@@ -134,8 +143,22 @@ pub(crate) fn poll_ring(
             }
         }
         c = c.wrapping_add(1);
-        let cqe = match buf.read_words::<{ CQE_HI - CQE_LO }>(at + CQE_LO) {
-            Ok(lo) => Cqe {
+        // (Words are read 8-aligned: bytes 8..24, of which 12..20 are kept.)
+        let rss = if s.flow_tag_rq {
+            buf.read_words::<16>(at + CQE_RSS - 4).map(|w| {
+                let mut r = [0u8; 8];
+                r.copy_from_slice(&w[4..12]);
+                r
+            })
+        } else {
+            Ok([0; 8])
+        };
+        let cqe = match rss.and_then(|rss| {
+            buf.read_words::<{ CQE_HI - CQE_LO }>(at + CQE_LO)
+                .map(|lo| (rss, lo))
+        }) {
+            Ok((rss, lo)) => Cqe {
+                rss,
                 lo,
                 hi: hi.to_be_bytes(),
             },
@@ -288,6 +311,8 @@ impl<'s> SqRun<'s> {
                     src_qp: 0,
                     imm_data: None,
                     invalidated_rkey: None,
+                    vlan_tci: None,
+                    rss_hash: None,
                 };
                 tail = at + (desc & 0xff).max(1);
                 j += 1;
@@ -369,6 +394,8 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         byte_len: byte_cnt,
         imm_data: None,
         invalidated_rkey: None,
+        vlan_tci: None,
+        rss_hash: None,
         wc_flags: WcFlags::empty(),
         qp_num: qpn,
         src_qp: c.be32(24) & 0xff_ffff,
@@ -474,6 +501,16 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
         if status == WcStatus::Success && c.u8(28) & 0x6 == 0x6 && (c.u8(29) >> 2) & 3 == 2 {
             wc.wc_flags = WcFlags::IP_CSUM_OK;
         }
+        // The stripped VLAN tag (`cv`, `vlan_info`) and the RSS hash (`rss_hash_result` when
+        // `rss_hash_type` says what it covered), as mlx5e's `mlx5e_build_rx_skb` reads them.
+        if status == WcStatus::Success {
+            if c.u8(29) & 1 != 0 {
+                wc.vlan_tci = Some(u16::from_be_bytes([c.u8(30), c.u8(31)]));
+            }
+            if c.u8(16) != 0 {
+                wc.rss_hash = Some(c.be32(12));
+            }
+        }
     }
     match q.rq.as_ref().ok_or_else(|| {
         bad(
@@ -520,4 +557,4 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
 }
 
 // The offsets polling reads at are the layout's (checked against `mlx5dv.h` in mlx5-ifc).
-const _: () = assert!(CQE_LO == 24 && CQE_BYTE_CNT == 44 && CQE_HI == 56);
+const _: () = assert!(CQE_RSS == 12 && CQE_LO == 24 && CQE_BYTE_CNT == 44 && CQE_HI == 56);

@@ -158,6 +158,12 @@ pub struct Wc {
     /// The rkey a received SEND with invalidate invalidated (`ibv_wc`'s `invalidated_rkey`,
     /// which shares a union with `imm_data`), with [`WcFlags::WITH_INV`]; `None` otherwise.
     pub invalidated_rkey: Option<u32>,
+    /// The VLAN tag (TCI) the RQ stripped from a received Ethernet frame (`cv` and
+    /// `vlan_info` of the CQE; rdma-core's `ibv_wc_read_cvlan`); `None` otherwise.
+    pub vlan_tci: Option<u16>,
+    /// The RSS hash of a received Ethernet frame that went through an RSS TIR
+    /// (`rss_hash_result`, with a nonzero `rss_hash_type`); `None` otherwise.
+    pub rss_hash: Option<u32>,
 }
 
 impl Default for Wc {
@@ -175,6 +181,8 @@ impl Default for Wc {
             src_qp: 0,
             imm_data: None,
             invalidated_rkey: None,
+            vlan_tci: None,
+            rss_hash: None,
         }
     }
 }
