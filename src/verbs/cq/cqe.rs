@@ -111,6 +111,7 @@ pub(crate) fn poll_ring(
     // The ring seen with masked indices, for the short path (the general path checks each
     // access itself).
     let ring = buf.ring::<CQE_BYTES>(size as usize);
+    let eth_q = super::eth_rx::queue(s);
     loop {
         if let (Some(ring), Some(wr)) = (ring, run.wr) {
             n += run.retire_many(&ring, wr, log, &mut c, wc.get_mut(n..).unwrap_or_default());
@@ -141,6 +142,13 @@ pub(crate) fn poll_ring(
                 run.start(qpn, t, *bbs);
                 continue;
             }
+        }
+        // An Ethernet RQ's receive: its own short path.
+        if let Some(w) = eth_q.and_then(|q| super::eth_rx::complete(buf, at, hi, q)) {
+            c = c.wrapping_add(1);
+            *slot = w;
+            n += 1;
+            continue;
         }
         c = c.wrapping_add(1);
         // (Words are read 8-aligned: bytes 8..24, of which 12..20 are kept.)

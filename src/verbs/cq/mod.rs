@@ -7,6 +7,7 @@
 
 mod clean;
 pub(crate) mod cqe;
+mod eth_rx;
 mod poll;
 pub(crate) mod state;
 mod wc;
