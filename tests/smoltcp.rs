@@ -574,3 +574,60 @@ fn rss_udp() {
     txa.destroy().unwrap();
     rxa.destroy().unwrap();
 }
+
+#[test]
+fn ipv6_udp_flows_spread_by_rss_as_toeplitz_predicts() {
+    use mlx5::eth::rss::{ipv6_input, MAX_INPUT};
+    use mlx5::eth::{toeplitz, MS_RSS_KEY};
+    let fabric = Fabric::new();
+    let (_sa, da) = nic(&fabric, Mode::Sync);
+    let (_sb, db) = nic(&fabric, Mode::Sync);
+    let (ma, mb) = (da.vport().mac, db.vport().mac);
+    let tx = db.create_cq(64).unwrap();
+    let rx: Vec<_> = (0..4).map(|_| db.create_cq(64).unwrap()).collect();
+    let cfg = EthPortConfig {
+        checksum_offload: false,
+        ..EthPortConfig::default()
+    };
+    let mut port = EthPort::open_rss(&db, &tx, &rx, &cfg).unwrap();
+    let (src, dst) = (
+        [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+    );
+    let mut want = [0u64; 4];
+    let frames: Vec<Vec<u8>> = (0..16u16)
+        .map(|k| {
+            let sport = 50000 + k;
+            let mut buf = [0u8; MAX_INPUT];
+            let h = toeplitz(
+                &MS_RSS_KEY,
+                ipv6_input(&mut buf, src, dst, Some((sport, 9))),
+            )
+            .unwrap();
+            want[(h % 4) as usize] += 1;
+            let mut f = Vec::new();
+            f.extend_from_slice(&mb);
+            f.extend_from_slice(&ma);
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 16, 17, 64]);
+            f.extend_from_slice(&src);
+            f.extend_from_slice(&dst);
+            f.extend_from_slice(&sport.to_be_bytes());
+            f.extend_from_slice(&[0, 9, 0, 16, 0, 0]);
+            f.extend_from_slice(&[k as u8; 8]);
+            f
+        })
+        .collect();
+    send_raw(&da, &frames);
+    let mut got = 0;
+    while let Some(n) = port.recv().unwrap() {
+        assert_eq!(n, frames[0].len().max(60));
+        got += 1;
+    }
+    assert_eq!(got, 16);
+    assert_eq!(port.queue_frames(), &want);
+    assert!(want.iter().filter(|&&n| n > 0).count() >= 3, "{want:?}");
+    port.close().unwrap();
+    for c in rx.into_iter().chain([tx]) {
+        c.destroy().unwrap();
+    }
+}

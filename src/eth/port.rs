@@ -133,7 +133,7 @@ pub struct EthPort<'a, P: Platform> {
     steering: Option<MacSteering<'a, P>>,
     /// RSS: the traffic-type table between the MAC table and the TIRs.
     ttc: Option<FlowTable<'a, P>>,
-    tirs: heapless::Vec<Tir<'a, P>, 4>,
+    tirs: heapless::Vec<Tir<'a, P>, 7>,
     rqt: Option<Rqt<'a, P>>,
     rqs: heapless::Vec<EthRq<'a, P>, MAX_QUEUES>,
     pub(crate) tx: TxSide<'a, P>,
@@ -185,9 +185,9 @@ impl<'a, P: Platform> EthPort<'a, P> {
 
     /// Opens a port with one receive queue per CQ of `rx_cqs` (a power of two up to
     /// [`MAX_QUEUES`]). With more than one, received frames are spread by RSS as mlx5e spreads
-    /// them: the MAC table forwards to a traffic-type table (level 1) whose rules send IPv4 UDP
-    /// to a TIR hashing addresses and UDP ports, IPv4 TCP to one hashing addresses and TCP
-    /// ports, other IPv4 to one hashing the addresses (each over an RQT of every queue, the
+    /// them: the MAC table forwards to a traffic-type table (level 1) whose rules send UDP (over
+    /// IPv4 or IPv6) to a TIR hashing addresses and UDP ports, TCP to one hashing addresses and
+    /// TCP ports, other IP to one hashing the addresses (each over an RQT of every queue, the
     /// Toeplitz hash under `cfg.rss_key`), and everything else to the first queue.
     pub fn open_rss(
         dev: &'a Device<P>,
@@ -382,14 +382,17 @@ impl<'a, P: Platform> EthPort<'a, P> {
         let rqt = Rqt::create(dev, &refs)?;
         let key = cfg.rss_key.unwrap_or(&MS_RSS_KEY);
         let mut ttc = FlowTable::create(dev, 1, 6)?;
-        for (proto, fields) in [
-            (Some(17), RssFields::Ipv4Udp),
-            (Some(6), RssFields::Ipv4Tcp),
-            (None, RssFields::Ipv4),
+        for (ethertype, proto, fields) in [
+            (0x0800, Some(17), RssFields::Ipv4Udp),
+            (0x0800, Some(6), RssFields::Ipv4Tcp),
+            (0x86dd, Some(17), RssFields::Ipv6Udp),
+            (0x86dd, Some(6), RssFields::Ipv6Tcp),
+            (0x0800, None, RssFields::Ipv4),
+            (0x86dd, None, RssFields::Ipv6),
         ] {
             let tir = Tir::rss(dev, td, &rqt, key, fields)?;
             let m = FlowMatch {
-                ethertype: Some(0x0800),
+                ethertype: Some(ethertype),
                 ip_protocol: proto,
                 ..FlowMatch::default()
             };

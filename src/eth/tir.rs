@@ -32,6 +32,12 @@ pub enum RssFields {
     Ipv4Tcp,
     /// IPv4 addresses and UDP ports.
     Ipv4Udp,
+    /// IPv6 source and destination addresses.
+    Ipv6,
+    /// IPv6 addresses and TCP ports.
+    Ipv6Tcp,
+    /// IPv6 addresses and UDP ports.
+    Ipv6Udp,
 }
 
 /// A direct TIR.
@@ -84,10 +90,14 @@ impl<'d, P: Platform> Tir<'d, P> {
         let (tdn, rqtn) = (td.tdn(), rqt.rqtn());
         // l4_prot_type 0 TCP, 1 UDP; selected_fields: source IP, destination IP, L4 source
         // port, L4 destination port (bits 0-3).
-        let (l4, sel) = match fields {
-            RssFields::Ipv4 => (0, 0x3),
-            RssFields::Ipv4Tcp => (0, 0xf),
-            RssFields::Ipv4Udp => (1, 0xf),
+        // l3_prot_type 0 IPv4, 1 IPv6.
+        let (l3, l4, sel) = match fields {
+            RssFields::Ipv4 => (0, 0, 0x3),
+            RssFields::Ipv4Tcp => (0, 0, 0xf),
+            RssFields::Ipv4Udp => (0, 1, 0xf),
+            RssFields::Ipv6 => (1, 0, 0x3),
+            RssFields::Ipv6Tcp => (1, 0, 0xf),
+            RssFields::Ipv6Udp => (1, 1, 0xf),
         };
         let out = dev.with_cmd(|cmd, p| {
             run_create::<CreateTirIn, CreateTirOut, _, _, QueueBuf>(
@@ -105,7 +115,7 @@ impl<'d, P: Platform> Tir<'d, P> {
                     let n = k.len().min(key.len());
                     k[..n].copy_from_slice(&key[..n]);
                     c.nested_mut(Tirc::RX_HASH_FIELD_SELECTOR_OUTER)
-                        .set(Sel::L3_PROT_TYPE, 0)?
+                        .set(Sel::L3_PROT_TYPE, l3)?
                         .set(Sel::L4_PROT_TYPE, l4)?
                         .set(Sel::SELECTED_FIELDS, sel)?;
                     Ok(())
