@@ -157,6 +157,7 @@ fn rules_steer_by_port_vlan_ethertype_and_source_or_drop() {
             payload: &sge,
             checksum: Checksum::NONE,
             vlan: *vlan,
+            tso_mss: None,
             signaled: true,
         }]);
         if vlan.is_none() {
@@ -184,6 +185,7 @@ fn rules_steer_by_port_vlan_ethertype_and_source_or_drop() {
                 payload: &sge,
                 checksum: Checksum::NONE,
                 vlan: None,
+                tso_mss: None,
                 signaled: true,
             }])
             .unwrap();
@@ -235,6 +237,7 @@ fn rules_steer_by_port_vlan_ethertype_and_source_or_drop() {
         payload: &sge,
         checksum: Checksum::NONE,
         vlan: None,
+        tso_mss: None,
         signaled: true,
     }])
     .unwrap();
@@ -346,4 +349,110 @@ fn flow_table_refusals_ours_and_the_firmwares() {
     u.destroy().unwrap();
     t.destroy().unwrap();
     d.close().unwrap();
+}
+
+#[test]
+fn tso_cuts_a_tcp_send_into_segments_with_their_checksums() {
+    use mlx5::eth::{EthPort, EthPortConfig};
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let (ma, mb) = (a.vport().mac, b.vport().mac);
+    let td = TransportDomain::alloc(&a).unwrap();
+    let tis = Tis::create(&a, &td).unwrap();
+    let cq = a.create_cq(16).unwrap();
+    let mut sq = EthSq::create(&a, &cq, &tis, 8).unwrap();
+    let mr = a
+        .alloc_mr(a.pd().unwrap(), 8192, MrAccess::default())
+        .unwrap();
+    // B: a port (its receive path passes TCP up only with the device's checksum verdict).
+    let (btx, brx) = (b.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let mut port = EthPort::open(&b, &btx, &brx, &EthPortConfig::default()).unwrap();
+    // One TCP send of 2500 bytes, MSS 1000: the 54 header bytes inline, the payload by SGE.
+    let f = frame(mb, ma, 1, 6, (4000, 80), 2500);
+    mr.write(0, &f[54..]).unwrap();
+    let sge = [Sge {
+        addr: mr.addr(),
+        length: 2500,
+        lkey: mr.lkey(),
+    }];
+    let wr = EthWr {
+        wr_id: 77,
+        headers: &f[..54],
+        payload: &sge,
+        checksum: Checksum::NONE,
+        vlan: None,
+        tso_mss: Some(1000),
+        signaled: true,
+    };
+    sq.post_send(&[wr]).unwrap();
+    let wc = wait(&cq, &a, 1);
+    assert_eq!(
+        (wc[0].status, wc[0].opcode, wc[0].wr_id),
+        (mlx5::WcStatus::Success, mlx5::WcOpcode::Tso, 77)
+    );
+    let mut got = Vec::new();
+    while let Some(n) = port.recv().unwrap() {
+        got.push(port.received(n).to_vec());
+    }
+    assert_eq!(got.len(), 3, "1000 + 1000 + 500");
+    assert_eq!(
+        port.stats().rx_checksum_drops,
+        0,
+        "every segment's checksums good"
+    );
+    let seq0 = u32::from_be_bytes(f[38..42].try_into().unwrap());
+    let mut joined = Vec::new();
+    for (k, s) in got.iter().enumerate() {
+        let len = if k < 2 { 1000 } else { 500 };
+        assert_eq!(s.len(), 54 + len);
+        assert_eq!(
+            u16::from_be_bytes([s[16], s[17]]) as usize,
+            40 + len,
+            "IPv4 total length"
+        );
+        let seq = u32::from_be_bytes(s[38..42].try_into().unwrap());
+        assert_eq!(seq, seq0 + 1000 * k as u32);
+        joined.extend_from_slice(&s[54..]);
+    }
+    assert_eq!(joined, &f[54..]);
+    // Refusals: no segment size, headers that cannot be a TCP header, too much for LSO.
+    let mut field = |w: EthWr<'_>| match sq.post_send(&[w]) {
+        Err(Error::InvalidArgument { field, .. }) => field,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        field(EthWr {
+            tso_mss: Some(0),
+            ..wr
+        }),
+        "tso_mss"
+    );
+    assert_eq!(
+        field(EthWr {
+            headers: &f[..40],
+            ..wr
+        }),
+        "headers"
+    );
+    let big = [Sge {
+        addr: mr.addr(),
+        length: 1 << 18,
+        lkey: mr.lkey(),
+    }];
+    assert_eq!(
+        field(EthWr {
+            payload: &big,
+            ..wr
+        }),
+        "tso bytes"
+    );
+    port.close().unwrap();
+    btx.destroy().unwrap();
+    brx.destroy().unwrap();
+    sq.destroy().unwrap();
+    tis.destroy().unwrap();
+    td.dealloc().unwrap();
+    mr.dereg().unwrap();
+    cq.destroy().unwrap();
 }

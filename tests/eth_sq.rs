@@ -93,6 +93,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
         payload: &sges,
         checksum: Checksum::ALL,
         vlan: None,
+        tso_mss: None,
         signaled: true,
     }])
     .unwrap();
@@ -147,6 +148,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
                 payload: s,
                 checksum: Checksum::NONE,
                 vlan: None,
+                tso_mss: None,
                 signaled: k == 3,
             })
             .collect();
@@ -174,6 +176,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
             payload: &[],
             checksum: Checksum::NONE,
             vlan: None,
+            tso_mss: None,
             signaled: true,
         }])
         .unwrap_err();
@@ -197,6 +200,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
             payload: &five,
             checksum: Checksum::NONE,
             vlan: None,
+            tso_mss: None,
             signaled: true,
         }])
         .unwrap_err();
@@ -220,6 +224,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
             payload: &sges[..1],
             checksum: Checksum::NONE,
             vlan: None,
+            tso_mss: None,
             signaled: false,
         };
         40
@@ -329,6 +334,7 @@ fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
                 Checksum::NONE
             },
             vlan: None,
+            tso_mss: None,
             signaled: k == 3,
         })
         .collect();
@@ -515,6 +521,7 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
             payload: s,
             checksum: Checksum::ALL,
             vlan: None,
+            tso_mss: None,
             signaled: k == 23,
         })
         .collect();

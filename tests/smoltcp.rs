@@ -327,6 +327,7 @@ fn send_raw(dev: &Dev, frames: &[Vec<u8>]) {
             payload: &sge,
             checksum: Checksum::NONE,
             vlan: None,
+            tso_mss: None,
             signaled: true,
         }])
         .unwrap();

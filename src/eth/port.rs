@@ -257,7 +257,8 @@ impl<'a, P: Platform> EthPort<'a, P> {
                 slots: tx_slots,
                 posted: 0,
                 done: 0,
-                offload: cfg.checksum_offload,
+                // Without `csum_cap` the stack computes and checks every checksum itself.
+                offload: cfg.checksum_offload && dev.caps().eth("csum_cap") == Some(1),
                 stats: EthStats::default(),
             },
             tis: None,
@@ -649,6 +650,7 @@ impl<'a, P: Platform> TxSide<'a, P> {
             payload: if rest.is_empty() { &[] } else { &sge },
             checksum,
             vlan: None,
+            tso_mss: None,
             signaled: true,
         }])?;
         self.posted += 1;

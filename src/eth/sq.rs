@@ -40,6 +40,8 @@ use crate::Device;
 /// Bytes every Ethernet WQE carries inline: the Ethernet header and room for a VLAN tag
 /// (`min_wqe_inline_mode` L2, Linux's `MLX5E_MIN_INLINE`).
 pub const L2_INLINE: usize = 18;
+/// Header bytes a TSO send inlines at least: Ethernet (14), IPv4 (20) and TCP (20) headers.
+const TSO_MIN_HEADERS: usize = 54;
 /// Data segments a WQE may carry (a WQE is then at most two WQEBBs).
 pub const MAX_SGE: usize = 4;
 /// WQEBBs of the largest WQE.
@@ -64,6 +66,11 @@ pub struct EthWr<'a> {
     pub checksum: Checksum,
     /// An 802.1Q tag (the TCI: priority, DEI, VLAN ID) to insert after the source MAC.
     pub vlan: Option<u16>,
+    /// TCP segmentation by the device (the TSO opcode): the payload cut into segments of this
+    /// many bytes, each sent with the headers — which `headers` must then hold whole
+    /// (Ethernet, IPv4 or IPv6, TCP) — its sequence number advanced and both checksums
+    /// filled. The whole send may be up to 2^`max_lso_cap` bytes.
+    pub tso_mss: Option<u16>,
     /// A completion for this frame (else only for signaled ones and errors).
     pub signaled: bool,
 }
@@ -99,6 +106,10 @@ pub struct EthSq<'a, P: Platform> {
     bbs: u32,
     /// WQEBBs posted (running).
     pi: u64,
+    /// Whether the device computes checksums (`csum_cap`).
+    csum: bool,
+    /// The largest TSO send in bytes (2^`max_lso_cap`; 0 without LSO).
+    lso_max: u64,
 }
 
 impl<P: Platform> core::fmt::Debug for EthSq<'_, P> {
@@ -174,6 +185,11 @@ impl<'a, P: Platform> EthSq<'a, P> {
             mem: Some(mem),
             bbs,
             pi: 0,
+            csum: caps.eth("csum_cap") == Some(1),
+            lso_max: match caps.eth("max_lso_cap") {
+                Some(l @ 1..=30) => 1 << l,
+                _ => 0,
+            },
         };
         let uar_index = sq.uar.as_ref().map_or(0, Uar::index);
         let (tisn, cqn, pdn) = (tis.tisn(), cq.cqn(), pd.pdn());
@@ -271,7 +287,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
         };
         let mut need = 0u64;
         for wr in wrs {
-            need += u64::from(check(wr)?);
+            need += u64::from(check(wr, self.csum, self.lso_max)?);
         }
         let used = self.pi.wrapping_sub(table.load(sq_table::TAIL));
         if used + need > u64::from(self.bbs) {
@@ -303,7 +319,11 @@ impl<'a, P: Platform> EthSq<'a, P> {
                 wr.wr_id,
                 sq_desc(
                     nbb as u8,
-                    opcode::SEND,
+                    if wr.tso_mss.is_some() {
+                        opcode::TSO
+                    } else {
+                        opcode::SEND
+                    },
                     bytes.min(u64::from(u32::MAX)) as u32,
                 ),
             );
@@ -380,7 +400,7 @@ impl<P: Platform> Drop for EthSq<'_, P> {
 }
 
 /// The WQEBBs `wr` takes, or why it is refused.
-fn check(wr: &EthWr<'_>) -> Result<u32> {
+fn check(wr: &EthWr<'_>, csum: bool, lso_max: u64) -> Result<u32> {
     let bad = |field, requested: u64, max: u64, limit| Error::InvalidArgument {
         op: "eth post_send",
         field,
@@ -388,6 +408,42 @@ fn check(wr: &EthWr<'_>) -> Result<u32> {
         max,
         limit,
     };
+    if !csum && (wr.checksum != Checksum::NONE || wr.tso_mss.is_some()) {
+        return Err(bad(
+            "checksum",
+            1,
+            0,
+            "csum_cap 0: the device computes no checksums",
+        ));
+    }
+    if let Some(mss) = wr.tso_mss {
+        let total =
+            wr.headers.len() as u64 + wr.payload.iter().map(|s| u64::from(s.length)).sum::<u64>();
+        if mss == 0 || lso_max == 0 {
+            return Err(bad(
+                "tso_mss",
+                u64::from(mss),
+                lso_max,
+                "a nonzero segment size, on a device with LSO (max_lso_cap)",
+            ));
+        }
+        if total > lso_max {
+            return Err(bad(
+                "tso bytes",
+                total,
+                lso_max,
+                "2^max_lso_cap bytes per TSO send",
+            ));
+        }
+        if wr.headers.len() < TSO_MIN_HEADERS {
+            return Err(bad(
+                "headers",
+                wr.headers.len() as u64,
+                TSO_MIN_HEADERS as u64,
+                "a TSO send inlines every header: Ethernet, IP and TCP (54 bytes at least)",
+            ));
+        }
+    }
     if inline_len(wr) < L2_INLINE {
         return Err(bad(
             "headers",
@@ -422,7 +478,10 @@ fn check(wr: &EthWr<'_>) -> Result<u32> {
 /// one WQEBB, built in registers by [`wqebb`].
 #[inline(always)]
 fn one_bb(wr: &EthWr<'_>) -> bool {
-    wr.headers.len() == L2_INLINE && wr.vlan.is_none() && wr.payload.len() == 1
+    wr.headers.len() == L2_INLINE
+        && wr.vlan.is_none()
+        && wr.tso_mss.is_none()
+        && wr.payload.len() == 1
 }
 
 /// The WQEBB of a [`one_bb`] request at WQEBB `pi`, as eight native words of the bytes the
@@ -486,11 +545,21 @@ fn wqe(
     // The WQE as 16-byte segments, then written WQEBB by WQEBB (the second may wrap).
     let mut segs = [[0u8; 16]; (MAX_WQEBBS as usize * WQEBB) / DS];
     let idx = (pi & 0xffff) as u32;
-    segs[0][0..4].copy_from_slice(&(idx << 8 | u32::from(opcode::SEND)).to_be_bytes());
+    let op = if wr.tso_mss.is_some() {
+        opcode::TSO
+    } else {
+        opcode::SEND
+    };
+    segs[0][0..4].copy_from_slice(&(idx << 8 | u32::from(op)).to_be_bytes());
     segs[0][4..8].copy_from_slice(&(sqn << 8 | ds as u32).to_be_bytes());
     segs[0][11] = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
     // Ethernet segment: cs_flags at 4, inline_hdr_sz at 12, the inline bytes from 14 on.
     segs[1][4] = if wr.checksum.l3 { CS_L3 } else { 0 } | if wr.checksum.l4 { CS_L4 } else { 0 };
+    // TSO: the segment size, and both checksums of every segment (as mlx5e asks for GSO).
+    if let Some(mss) = wr.tso_mss {
+        segs[1][4] = CS_L3 | CS_L4;
+        segs[1][6..8].copy_from_slice(&mss.to_be_bytes());
+    }
     let ihs = inline_len(wr);
     segs[1][12..14].copy_from_slice(&(ihs as u16).to_be_bytes());
     // The inline bytes from the segment's byte 14 on: the headers, a VLAN tag after the MACs.

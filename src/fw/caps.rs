@@ -6,7 +6,7 @@
 //! stack derives it.
 
 use mlx5_ifc::consts::{atomic_caps as ac, atomic_mode};
-use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap, RoceCap};
+use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap, PerProtocolNetworkingOffloadCaps, RoceCap};
 use mlx5_ifc::{Field, View};
 
 /// Size of a capability image (`cmd_hca_cap`, `roce_cap`, `atomic_caps`).
@@ -19,6 +19,8 @@ pub struct Caps {
     general_max: [u8; CAP_BYTES],
     roce: [u8; CAP_BYTES],
     atomic: [u8; CAP_BYTES],
+    /// `per_protocol_networking_offload_caps` (current), zeros without `eth_net_offloads`.
+    eth: [u8; CAP_BYTES],
 }
 
 impl core::fmt::Debug for Caps {
@@ -58,7 +60,22 @@ impl Caps {
             general_max,
             roce,
             atomic,
+            eth: [0; CAP_BYTES],
         }
+    }
+
+    /// The same capabilities with the Ethernet offload capabilities `eth` (current).
+    pub fn with_eth(mut self, eth: [u8; CAP_BYTES]) -> Self {
+        self.eth = eth;
+        self
+    }
+
+    /// An Ethernet offload capability (`per_protocol_networking_offload_caps`, current) by its
+    /// `mlx5_ifc` field name; zero when the device has none (`eth_net_offloads` 0).
+    pub fn eth(&self, name: &str) -> Option<u64> {
+        View::<PerProtocolNetworkingOffloadCaps>::new(&self.eth)
+            .ok()?
+            .get_by_name(name)
     }
 
     /// An atomic capability field (`atomic_caps`, current).

@@ -123,8 +123,8 @@ pub fn negotiate<P: Platform>(cmd: &mut CmdQueue, p: &P, log_max_qp: u8) -> Resu
     })
 }
 
-/// The current capabilities after INIT_HCA: general, RoCE (when `roce`) and atomic (when
-/// `atomic`).
+/// The current capabilities after INIT_HCA: general, RoCE (when `roce`), atomic (when
+/// `atomic`) and Ethernet offloads (when `eth_net_offloads`).
 pub fn current<P: Platform>(cmd: &mut CmdQueue, p: &P, general_max: Image) -> Result<Caps> {
     let general = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
     let view = View::<CmdHcaCap>::new(&general)?;
@@ -138,7 +138,14 @@ pub fn current<P: Platform>(cmd: &mut CmdQueue, p: &P, general_max: Image) -> Re
     } else {
         [0; CAP_BYTES]
     };
-    Ok(Caps::from_raw(general, general_max, roce, atomic))
+    // Ethernet offloads (checksums, LSO, inline mode, RSS table size) where the device has
+    // them, as Linux's `mlx5_query_hca_caps` reads them.
+    let eth = if view.get(CmdHcaCap::ETH_NET_OFFLOADS) == 1 {
+        hca::query_hca_cap(cmd, p, cap_type::ETHERNET_OFFLOADS, true)?
+    } else {
+        [0; CAP_BYTES]
+    };
+    Ok(Caps::from_raw(general, general_max, roce, atomic).with_eth(eth))
 }
 
 #[cfg(test)]

@@ -112,6 +112,7 @@ pub(crate) const SQ_COMPLETION: [(WcOpcode, WcFlags, bool); 256] = {
     t[opcode::RDMA_READ as usize] = (WcOpcode::RdmaRead, WcFlags::empty(), false);
     t[opcode::ATOMIC_CS as usize] = (WcOpcode::CompSwap, WcFlags::empty(), false);
     t[opcode::ATOMIC_FA as usize] = (WcOpcode::FetchAdd, WcFlags::empty(), false);
+    t[opcode::TSO as usize] = (WcOpcode::Tso, WcFlags::empty(), true);
     t
 };
 

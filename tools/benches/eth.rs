@@ -66,6 +66,7 @@ fn post(c: &mut Criterion) {
             payload: &sge,
             checksum: Checksum::ALL,
             vlan: None,
+            tso_mss: None,
             signaled: i + 1 == BATCH as u64,
         })
         .collect();

@@ -72,6 +72,8 @@ pub enum WcOpcode {
     CompSwap = 3,
     /// An atomic fetch-and-add.
     FetchAdd = 4,
+    /// A TCP segmentation offload send of an Ethernet SQ (`IBV_WC_TSO`).
+    Tso = 6,
     /// A receive.
     Recv = 128,
     /// A receive consumed by an RDMA WRITE with immediate.
