@@ -456,3 +456,50 @@ fn tso_cuts_a_tcp_send_into_segments_with_their_checksums() {
     mr.dereg().unwrap();
     cq.destroy().unwrap();
 }
+
+#[test]
+fn queue_refusals_and_a_send_the_device_cannot_gather() {
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (_sb, b) = nic(&fabric, Mode::Sync);
+    let td = TransportDomain::alloc(&a).unwrap();
+    let tis = Tis::create(&a, &td).unwrap();
+    let cq = a.create_cq(16).unwrap();
+    let other = b.create_cq(16).unwrap();
+    let field = |e: Error| match e {
+        Error::InvalidArgument { field, .. } => field,
+        other => panic!("{other:?}"),
+    };
+    // A CQ of another device; a depth over log_max_wq_sz.
+    assert_eq!(field(EthSq::create(&a, &other, &tis, 8).unwrap_err()), "cq");
+    assert_eq!(field(EthRq::create(&a, &other, 8).unwrap_err()), "cq");
+    assert_eq!(field(EthRq::create(&a, &cq, 1 << 30).unwrap_err()), "depth");
+    // A send whose data segment names a key the device does not know: an error completion
+    // (the SQ stops in ERR; tearing it down still frees everything).
+    let mut sq = EthSq::create(&a, &cq, &tis, 8).unwrap();
+    let f = frame([2, 0, 0, 0, 0, 9], a.vport().mac, 1, 17, (1, 2), 100);
+    let bad = [Sge {
+        addr: 0x1000,
+        length: (f.len() - L2_INLINE) as u32,
+        lkey: 0xdead_beef,
+    }];
+    let wr = EthWr {
+        wr_id: 5,
+        headers: &f[..L2_INLINE],
+        payload: &bad,
+        checksum: Checksum::NONE,
+        vlan: None,
+        tso_mss: None,
+        signaled: true,
+    };
+    sq.post_send(&[wr]).unwrap();
+    let wc = wait(&cq, &a, 1);
+    assert_eq!(wc[0].wr_id, 5);
+    assert_ne!(wc[0].status, mlx5::WcStatus::Success, "{:?}", wc[0]);
+    sq.destroy().unwrap();
+    tis.destroy().unwrap();
+    td.dealloc().unwrap();
+    cq.destroy().unwrap();
+    other.destroy().unwrap();
+    assert_eq!(a.quarantined().buffers, 0);
+}
