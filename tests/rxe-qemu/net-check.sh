@@ -4,7 +4,13 @@
 # smoltcp on a simulated ConnectX-5. Pings ADDR, then sends BYTES random bytes over TCP to
 # ADDR:5000 (mlx5ctl net's echo service) with busybox nc and checks that every byte came back.
 addr=$1; bytes=$2
-ping -c 3 -W 2 "$addr" || { echo "net-check: no echo replies from $addr"; exit 1; }
+ip neigh show | sed 's/^/net-check: neigh /'
+ping -c 3 -W 2 "$addr" || {
+  echo "net-check: no echo replies from $addr"
+  ip neigh show | sed 's/^/net-check: neigh /'
+  ip -s link | sed 's/^/net-check: link /'
+  exit 1
+}
 dd if=/dev/urandom of=/tmp/blob bs=1024 count=$((bytes / 1024)) 2>/dev/null
 nc "$addr" 5000 < /tmp/blob > /tmp/back || echo "net-check: nc exited $?"
 if cmp /tmp/blob /tmp/back; then

@@ -120,7 +120,22 @@ pub fn run(a: &Args) -> Result<(), String> {
     if h.link.is_some() || h.tap.is_some() || h.target.vfio.is_some() {
         let peer = a.peer.ok_or("--peer ADDR: the host to ping and serve")?;
         let ip = h.ip.ok_or("--ip ADDR: our address on the link")?;
-        return with_host(h, |host| with_peer(a, host.dev, ip, peer));
+        return with_host(h, |host| {
+            let r = with_peer(a, host.dev, ip, peer);
+            if let Some(l) = host.link {
+                let c = l.counters();
+                let n =
+                    |x: &std::sync::atomic::AtomicU64| x.load(std::sync::atomic::Ordering::Relaxed);
+                println!(
+                    "link: {} frames in, {} out ({} the other end did not take), {} ARP/ND answers",
+                    n(&c.rx_frames),
+                    n(&c.tx_frames),
+                    n(&c.tx_dropped),
+                    n(&c.answered)
+                );
+            }
+            r
+        });
     }
     two_nics(a)
 }
