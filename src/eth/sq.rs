@@ -285,47 +285,56 @@ impl<'a, P: Platform> EthSq<'a, P> {
                 op: "eth post_send (the SQ's memory is gone)",
             });
         };
-        let mut need = 0u64;
-        for wr in wrs {
-            need += u64::from(check(wr, self.csum, self.lso_max)?);
-        }
+        // One pass: each request checked and written; nothing is published (HEAD, the
+        // doorbell record, the doorbell) unless every one was, so a refusal leaves none posted
+        // — the WQEs already written lie in free slots the device does not read.
         let used = self.pi.wrapping_sub(table.load(sq_table::TAIL));
-        if used + need > u64::from(self.bbs) {
-            return Err(Error::QueueFull {
-                qpn: self.sqn,
-                queue: "Ethernet send queue",
-                outstanding: used,
-                limit: u64::from(self.bbs),
-            });
-        }
+        let room = u64::from(self.bbs).saturating_sub(used);
         let mask = u64::from(self.bbs) - 1;
         let mut first = [0u8; 8];
-        let mut pi = self.pi;
+        let (start, mut pi) = (self.pi, self.pi);
         let ring = buf.buf().ring::<64>(self.bbs as usize);
         for wr in wrs {
-            let nbb = match &ring {
-                Some(r) if one_bb(wr) => {
+            let fast = one_bb(wr) && (self.csum || wr.checksum == Checksum::NONE);
+            let nbb = if fast {
+                1
+            } else {
+                check(wr, self.csum, self.lso_max)?
+            };
+            if pi - start + u64::from(nbb) > room {
+                return Err(Error::QueueFull {
+                    qpn: self.sqn,
+                    queue: "Ethernet send queue",
+                    outstanding: used + (pi - start),
+                    limit: u64::from(self.bbs),
+                });
+            }
+            let (op, bytes) = match &ring {
+                Some(r) if fast => {
                     let bb = wqebb(self.sqn, pi, wr);
                     first = bb[0].to_ne_bytes();
                     r.write_wqebb(pi as usize, &bb);
-                    1
+                    (
+                        opcode::SEND,
+                        L2_INLINE as u64 + u64::from(wr.payload[0].length),
+                    )
                 }
-                _ => wqe(buf.buf(), self.sqn, pi, mask, wr, &mut first)?,
-            };
-            let bytes: u64 =
-                inline_len(wr) as u64 + wr.payload.iter().map(|s| u64::from(s.length)).sum::<u64>();
-            table.store_pair_relaxed(
-                sq_table::wrid((pi & mask) as usize),
-                wr.wr_id,
-                sq_desc(
-                    nbb as u8,
-                    if wr.tso_mss.is_some() {
+                _ => {
+                    wqe(buf.buf(), self.sqn, pi, mask, wr, &mut first)?;
+                    let op = if wr.tso_mss.is_some() {
                         opcode::TSO
                     } else {
                         opcode::SEND
-                    },
-                    bytes.min(u64::from(u32::MAX)) as u32,
-                ),
+                    };
+                    let b = inline_len(wr) as u64
+                        + wr.payload.iter().map(|s| u64::from(s.length)).sum::<u64>();
+                    (op, b)
+                }
+            };
+            table.store_pair_relaxed(
+                sq_table::wrid((pi & mask) as usize),
+                wr.wr_id,
+                sq_desc(nbb as u8, op, bytes.min(u64::from(u32::MAX)) as u32),
             );
             pi += u64::from(nbb);
         }
@@ -492,7 +501,9 @@ fn wqebb(sqn: u32, pi: u64, wr: &EthWr<'_>) -> [u64; 8] {
     let be = |hi: u32, lo: u32| {
         u64::from_ne_bytes(((u64::from(hi) << 32) | u64::from(lo)).to_be_bytes())
     };
-    let h = wr.headers;
+    // `one_bb` checked the lengths: 18 header bytes, one data segment.
+    let mut h = [0u8; L2_INLINE];
+    h.copy_from_slice(&wr.headers[..L2_INLINE]);
     let word = |at: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&h[at..at + 8]);
@@ -500,7 +511,7 @@ fn wqebb(sqn: u32, pi: u64, wr: &EthWr<'_>) -> [u64; 8] {
     };
     let cs = if wr.checksum.l3 { CS_L3 } else { 0 } | if wr.checksum.l4 { CS_L4 } else { 0 };
     let ce = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
-    let s = &wr.payload[0];
+    let s = wr.payload[0];
     [
         be(
             ((pi & 0xffff) as u32) << 8 | u32::from(opcode::SEND),

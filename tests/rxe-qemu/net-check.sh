@@ -8,7 +8,7 @@ ip neigh show | sed 's/^/net-check: neigh /'
 ping -c 3 -W 2 "$addr" || {
   echo "net-check: no echo replies from $addr"
   ip neigh show | sed 's/^/net-check: neigh /'
-  ip -s link | sed 's/^/net-check: link /'
+  sed 's/^/net-check: dev /' /proc/net/dev
   exit 1
 }
 dd if=/dev/urandom of=/tmp/blob bs=1024 count=$((bytes / 1024)) 2>/dev/null
