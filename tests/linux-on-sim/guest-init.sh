@@ -165,6 +165,21 @@ if [ -x /bin/mlx5ctl ] && grep -q 'linuxsim.vfio=1' /proc/cmdline; then
     sed "s/^/GUEST-VFIO-DEMO-$t: /" /tmp/demo
     echo "GUEST-VFIO: demo $t exit $rc"
   done
+  # mlx5ctl net through the guest's vfio-pci: each NIC an Ethernet port under smoltcp; A serves
+  # TCP echo, B pings A and sends 256 KiB through it, every byte checked; A pings B.
+  if [ -n "$2" ]; then
+    mlx5ctl net --vfio "$1" --ip 10.9.0.1 --peer 10.9.0.2 --pings 3 --echo 5000 \
+      --echo-bytes 262144 --linger 2 --wait-secs 60 > /tmp/netA 2>&1 &
+    pa=$!
+    mlx5ctl net --vfio "$2" --ip 10.9.0.2 --peer 10.9.0.1 --pings 3 --echo-to 5000 \
+      --echo-bytes 262144 --linger 2 --wait-secs 60 > /tmp/netB 2>&1
+    rb=$?
+    wait $pa
+    ra=$?
+    sed 's/^/GUEST-VFIO-NET-A: /' /tmp/netA
+    sed 's/^/GUEST-VFIO-NET-B: /' /tmp/netB
+    echo "GUEST-VFIO: net exit $ra $rb"
+  fi
   # A DMA outside every map the guest's IOMMU holds for the process: the command queue pointed
   # at a reserved, never-mapped IOVA.
   mlx5ctl iommu-check --vfio "$1" > /tmp/iommu 2>&1

@@ -327,6 +327,9 @@ PY"
   for t in $(echo "${DEMO:-rc,uc,ud}" | tr ',' ' '); do
     check "mlx5ctl demo --type $t --vfio A --vfio B through the guest's vfio-pci" "grep -aq '^GUEST-VFIO: demo $t exit 0' '$WORK/guest.log'"
   done
+  if [ "${NICS:-2}" -ge 2 ]; then
+    check "mlx5ctl net --vfio A / --vfio B through the guest's vfio-pci: Ethernet ports under smoltcp ping each other and 256 KiB of TCP come back byte for byte" "grep -aq '^GUEST-VFIO: net exit 0 0' '$WORK/guest.log'"
+  fi
   check "mlx5ctl's DMA went through maps the guest's IOMMU made" "lives vfio"
   check "a DMA outside the guest IOMMU's maps (mlx5ctl iommu-check: the command queue at a reserved, never-mapped IOVA) reached nothing and was recorded as a read fault at that IOVA" "grep -aq '^GUEST-VFIO: iommu-check exit 0' '$WORK/guest.log' && lives iommu"
 fi

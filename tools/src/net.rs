@@ -48,6 +48,10 @@ pub struct Args {
     /// Serve TCP echo on this port (with --peer).
     #[arg(long)]
     pub echo: Option<u16>,
+    /// Connect to the peer's TCP echo service on this port, send `--echo-bytes` bytes and
+    /// check that every one comes back (with --peer).
+    #[arg(long = "echo-to", conflicts_with = "echo")]
+    pub echo_to: Option<u16>,
     /// Bytes the echo service returns before it closes the connection and exits.
     #[arg(long = "echo-bytes", default_value_t = 1 << 20)]
     pub echo_bytes: usize,
@@ -527,6 +531,9 @@ fn with_peer(
         if let Some(p) = a.echo {
             echo(&mut s, t0, p, a.echo_bytes, deadline)?;
         }
+        if let Some(p) = a.echo_to {
+            echo_client(&mut s, t0, (peer, p), a.echo_bytes, deadline)?;
+        }
         let until = Instant::now() + Duration::from_secs(a.linger);
         while Instant::now() < until {
             s.poll(now(t0));
@@ -593,5 +600,80 @@ fn echo(
     }
     let secs = start.elapsed().as_secs_f64();
     println!("tcp echo: {back} bytes echoed and the connection closed ({secs:.2} s)");
+    Ok(())
+}
+
+/// Sends `bytes` of [`pattern`] to the echo service at `to` and checks every byte that comes
+/// back; then closes.
+fn echo_client(
+    s: &mut Side<'_>,
+    t0: Instant,
+    to: (Ipv4Addr, u16),
+    bytes: usize,
+    deadline: Instant,
+) -> Result<(), String> {
+    let h = s.sockets.add(tcp_socket());
+    let start = Instant::now();
+    let (mut sent, mut got, mut connected) = (0usize, 0usize, false);
+    while got < bytes {
+        s.poll(now(t0));
+        let sock = s.sockets.get_mut::<tcp::Socket>(h);
+        if !sock.is_open() {
+            if connected {
+                return Err(format!(
+                    "tcp echo to {}:{}: closed after {got} of {bytes} bytes",
+                    to.0, to.1
+                ));
+            }
+            // Not listening yet (or refused): try again.
+            sock.connect(s.iface.context(), (IpAddress::Ipv4(to.0), to.1), 49152)
+                .map_err(e)?;
+        }
+        connected |= sock.may_send();
+        while sent < bytes && sock.can_send() {
+            let n = sock
+                .send(|b| {
+                    let n = b.len().min(bytes - sent);
+                    for (k, v) in b[..n].iter_mut().enumerate() {
+                        *v = pattern(sent + k);
+                    }
+                    (n, n)
+                })
+                .map_err(e)?;
+            sent += n;
+            if n == 0 {
+                break;
+            }
+        }
+        while sock.can_recv() {
+            let bad = sock
+                .recv(|b| {
+                    let bad = b.iter().enumerate().find(|(k, &v)| v != pattern(got + k));
+                    let bad = bad.map(|(k, _)| got + k);
+                    got += b.len();
+                    (b.len(), bad)
+                })
+                .map_err(e)?;
+            if let Some(at) = bad {
+                return Err(format!("tcp echo: byte {at} came back wrong"));
+            }
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "tcp echo to {}:{}: {got} of {bytes} bytes back before the deadline",
+                to.0, to.1
+            ));
+        }
+    }
+    s.sockets.get_mut::<tcp::Socket>(h).close();
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until && s.sockets.get::<tcp::Socket>(h).is_open() {
+        s.poll(now(t0));
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "tcp echo to {}:{}: {bytes} bytes sent and every one back ({secs:.2} s)",
+        to.0, to.1
+    );
     Ok(())
 }

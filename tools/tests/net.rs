@@ -65,25 +65,46 @@ fn two_simulated_nics_move_tcp_and_udp_with_every_byte_checked() {
 }
 
 #[test]
-fn two_processes_ping_each_other_over_a_link() {
+fn two_processes_ping_each_other_and_echo_tcp_over_a_link() {
     let dir = std::env::temp_dir().join(format!("mlx5ctl-net-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (a, b) = (dir.join("a"), dir.join("b"));
-    let run =
-        |ours: &std::path::Path, theirs: &std::path::Path, mac: &str, ip: &str, peer: &str| {
-            Command::new(exe())
-                .args(["net", "--pings", "4", "--wait-secs", "30", "--linger", "3"])
-                .args(["--mac", mac, "--ip", ip])
-                .args(["--peer", peer, "--link"])
-                .arg(format!("{}:{}", ours.display(), theirs.display()))
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap()
-        };
-    let x = run(&a, &b, "02:c5:5a:00:00:01", "10.0.0.1", "10.0.0.2");
-    let y = run(&b, &a, "02:c5:5a:00:00:02", "10.0.0.2", "10.0.0.1");
+    let run = |ours: &std::path::Path,
+               theirs: &std::path::Path,
+               mac: &str,
+               ip: &str,
+               peer: &str,
+               tcp: [&str; 2]| {
+        Command::new(exe())
+            .args(["net", "--pings", "4", "--wait-secs", "30", "--linger", "3"])
+            .args(tcp)
+            .args(["--echo-bytes", "262144"])
+            .args(["--mac", mac, "--ip", ip])
+            .args(["--peer", peer, "--link"])
+            .arg(format!("{}:{}", ours.display(), theirs.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // x serves TCP echo, y sends 256 KiB through it and checks every byte.
+    let x = run(
+        &a,
+        &b,
+        "02:c5:5a:00:00:01",
+        "10.0.0.1",
+        "10.0.0.2",
+        ["--echo", "5000"],
+    );
+    let y = run(
+        &b,
+        &a,
+        "02:c5:5a:00:00:02",
+        "10.0.0.2",
+        "10.0.0.1",
+        ["--echo-to", "5000"],
+    );
     // Each pings, then lingers a moment answering the other's pings.
     for (p, peer) in [(x, "10.0.0.2"), (y, "10.0.0.1")] {
         let out = p.wait_with_output().unwrap();
@@ -97,6 +118,12 @@ fn two_processes_ping_each_other_over_a_link() {
             text.contains(&format!("ping {peer}: 4 echo replies, payload intact")),
             "{text}"
         );
+        let tcp = if peer == "10.0.0.2" {
+            "tcp echo: 262144 bytes echoed and the connection closed"
+        } else {
+            "tcp echo to 10.0.0.1:5000: 262144 bytes sent and every one back"
+        };
+        assert!(text.contains(tcp), "{text}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
