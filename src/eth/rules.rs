@@ -52,6 +52,9 @@ const MAX_GROUPS: usize = 64;
 pub struct FlowMatch {
     /// The destination MAC.
     pub dmac: Option<[u8; 6]>,
+    /// Multicast (and broadcast) frames alone: the group bit of the destination MAC set (bit
+    /// 40, the first byte's lowest bit), the rest of it any. Ignored with `dmac`.
+    pub multicast: bool,
     /// A C-VLAN tag with this VLAN ID.
     pub vlan_id: Option<u16>,
     /// The EtherType (after any VLAN tag).
@@ -70,9 +73,10 @@ pub struct FlowMatch {
 
 impl FlowMatch {
     /// Which fields are matched: the group a rule belongs to.
-    fn fields(&self) -> u8 {
+    fn fields(&self) -> u16 {
         [
             self.dmac.is_some(),
+            self.multicast && self.dmac.is_none(),
             self.vlan_id.is_some(),
             self.ethertype.is_some(),
             self.ip_protocol.is_some(),
@@ -83,7 +87,7 @@ impl FlowMatch {
         ]
         .iter()
         .enumerate()
-        .fold(0, |m, (i, &on)| m | (u8::from(on) << i))
+        .fold(0, |m, (i, &on)| m | (u16::from(on) << i))
     }
 
     fn check(&self) -> Result<()> {
@@ -124,6 +128,9 @@ impl FlowMatch {
                 L24::DMAC_15_0,
                 val(u64::from(u16::from_be_bytes([m[4], m[5]])), 0xffff),
             )?;
+        } else if self.multicast {
+            // The group bit: criteria and value alike (mlx5e's all-multicast rule).
+            v.set(L24::DMAC_47_16, 0x0100_0000)?;
         }
         if let Some(id) = self.vlan_id {
             v.set(L24::CVLAN_TAG, 1)?;
@@ -205,7 +212,7 @@ impl PasList for Dests {
 #[derive(Debug, Clone, Copy)]
 struct Group {
     id: u32,
-    fields: u8,
+    fields: u16,
     first: u32,
     /// Entries in use (bit i: flow index `first + i`).
     used: u16,
@@ -327,7 +334,7 @@ impl<'d, P: Platform> FlowTable<'d, P> {
     }
 
     /// CREATE_FLOW_GROUP for rules matching `fields` (those `m` matches), after the others.
-    fn group(&mut self, m: &FlowMatch, fields: u8) -> Result<usize> {
+    fn group(&mut self, m: &FlowMatch, fields: u16) -> Result<usize> {
         let first = self.groups.len() as u32 * GROUP_ENTRIES;
         if first + GROUP_ENTRIES > self.entries || self.groups.is_full() {
             return Err(Error::InvalidArgument {

@@ -118,6 +118,46 @@ fn pattern(i: usize) -> u8 {
     (i as u8).wrapping_mul(31) ^ (i >> 9) as u8
 }
 
+/// Queues as much of the [`pattern`] stream from byte `*sent` up to `total` as `sock` takes.
+fn send_pattern(sock: &mut tcp::Socket<'_>, sent: &mut usize, total: usize) -> Result<(), String> {
+    while *sent < total && sock.can_send() {
+        let at = *sent;
+        let n = sock
+            .send(|b| {
+                let n = b.len().min(total - at);
+                for (k, v) in b[..n].iter_mut().enumerate() {
+                    *v = pattern(at + k);
+                }
+                (n, n)
+            })
+            .map_err(e)?;
+        *sent += n;
+        if n == 0 {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Takes what arrived on `sock`, checked against the [`pattern`] stream from byte `*got`; the
+/// offset of the first wrong byte, if one is.
+fn recv_pattern(sock: &mut tcp::Socket<'_>, got: &mut usize) -> Result<Option<usize>, String> {
+    while sock.can_recv() {
+        let at = *got;
+        let bad = sock
+            .recv(|b| {
+                let bad = b.iter().enumerate().find(|(k, &v)| v != pattern(at + k));
+                (b.len(), (b.len(), bad.map(|(k, _)| at + k)))
+            })
+            .map_err(e)?;
+        *got += bad.0;
+        if bad.1.is_some() {
+            return Ok(bad.1);
+        }
+    }
+    Ok(None)
+}
+
 /// Runs `net`.
 pub fn run(a: &Args) -> Result<(), String> {
     let h = &a.host;
@@ -355,33 +395,9 @@ fn tcp_both_ways(
                     x.sockets.get_mut::<tcp::Socket>(hx),
                 )
             };
-            while sent < bytes && tx.can_send() {
-                let n = tx
-                    .send(|b| {
-                        let n = b.len().min(bytes - sent);
-                        for (k, v) in b[..n].iter_mut().enumerate() {
-                            *v = pattern(sent + k);
-                        }
-                        (n, n)
-                    })
-                    .map_err(e)?;
-                sent += n;
-                if n == 0 {
-                    break;
-                }
-            }
-            while rx.can_recv() {
-                let bad = rx
-                    .recv(|b| {
-                        let bad = b.iter().enumerate().find(|(k, &v)| v != pattern(got + k));
-                        let bad = bad.map(|(k, _)| got + k);
-                        got += b.len();
-                        (b.len(), bad)
-                    })
-                    .map_err(e)?;
-                if let Some(at) = bad {
-                    return Err(format!("TCP {dir}: byte {at} differs"));
-                }
+            send_pattern(tx, &mut sent, bytes)?;
+            if let Some(at) = recv_pattern(rx, &mut got)? {
+                return Err(format!("TCP {dir}: byte {at} differs"));
             }
             if start.elapsed() > Duration::from_secs(120) {
                 return Err(format!("TCP {dir}: {got} of {bytes} bytes after 120 s"));
@@ -630,33 +646,9 @@ fn echo_client(
                 .map_err(e)?;
         }
         connected |= sock.may_send();
-        while sent < bytes && sock.can_send() {
-            let n = sock
-                .send(|b| {
-                    let n = b.len().min(bytes - sent);
-                    for (k, v) in b[..n].iter_mut().enumerate() {
-                        *v = pattern(sent + k);
-                    }
-                    (n, n)
-                })
-                .map_err(e)?;
-            sent += n;
-            if n == 0 {
-                break;
-            }
-        }
-        while sock.can_recv() {
-            let bad = sock
-                .recv(|b| {
-                    let bad = b.iter().enumerate().find(|(k, &v)| v != pattern(got + k));
-                    let bad = bad.map(|(k, _)| got + k);
-                    got += b.len();
-                    (b.len(), bad)
-                })
-                .map_err(e)?;
-            if let Some(at) = bad {
-                return Err(format!("tcp echo: byte {at} came back wrong"));
-            }
+        send_pattern(sock, &mut sent, bytes)?;
+        if let Some(at) = recv_pattern(sock, &mut got)? {
+            return Err(format!("tcp echo: byte {at} came back wrong"));
         }
         if Instant::now() > deadline {
             return Err(format!(
