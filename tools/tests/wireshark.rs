@@ -151,3 +151,76 @@ fn wireshark_decodes_the_connection_manager_and_rping() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Wireshark checks the checksums the simulated NICs' offload filled in `mlx5ctl net`'s
+/// traffic (smoltcp was told not to compute them): every IPv4 header, TCP and UDP checksum
+/// good, ARP, ICMP, TCP and UDP all present, nothing malformed.
+#[test]
+fn wireshark_verifies_the_offloaded_checksums_of_mlx5ctl_net() {
+    if Command::new("tshark").arg("--version").output().is_err() {
+        assert!(
+            std::env::var("MLX5_REQUIRE_TSHARK").as_deref() != Ok("1"),
+            "tshark is required here (MLX5_REQUIRE_TSHARK=1)"
+        );
+        eprintln!("skipped: no tshark on this machine");
+        return;
+    }
+    let pcap = std::env::temp_dir().join(format!("mlx5ctl-ws-net-{}.pcap", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_mlx5ctl"))
+        .args(["net", "--pings", "2", "--mib", "1", "--udp", "64", "--pcap"])
+        .arg(&pcap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let p = pcap.to_str().unwrap();
+    let rows = tshark(&[
+        "-r",
+        p,
+        "-o",
+        "ip.check_checksum:TRUE",
+        "-o",
+        "tcp.check_checksum:TRUE",
+        "-o",
+        "udp.check_checksum:TRUE",
+        "-T",
+        "fields",
+        "-E",
+        "separator=;",
+        "-e",
+        "frame.protocols",
+        "-e",
+        "ip.checksum.status",
+        "-e",
+        "tcp.checksum.status",
+        "-e",
+        "udp.checksum.status",
+    ]);
+    let _ = std::fs::remove_file(&pcap);
+    let (mut arp, mut icmp, mut tcp, mut udp) = (0, 0, 0, 0);
+    for line in rows.lines() {
+        let f: Vec<&str> = line.split(';').collect();
+        let protos = f[0];
+        assert!(!protos.contains("malformed"), "{line}");
+        arp += usize::from(protos.contains(":arp"));
+        icmp += usize::from(protos.contains(":icmp"));
+        for (name, at, n) in [
+            ("ip", 1, None),
+            ("tcp", 2, Some(&mut tcp)),
+            ("udp", 3, Some(&mut udp)),
+        ] {
+            if protos.split(':').any(|p| p == name) {
+                // Wireshark's checksum status: 1 good (0 bad, 2 unverified).
+                assert_eq!(f.get(at).copied(), Some("1"), "{name} checksum of: {line}");
+                if let Some(n) = n {
+                    *n += 1;
+                }
+            }
+        }
+    }
+    assert!(arp >= 2 && icmp >= 4, "ARP {arp}, ICMP {icmp}");
+    assert!(tcp > 700 && udp >= 64, "TCP {tcp}, UDP {udp}");
+}
