@@ -97,6 +97,27 @@ fn post(c: &mut Criterion) {
             })
         },
     );
+    // The datapath bench's baseline primitive, for reading beside its QP figures: the same
+    // bytes through `write_bytes`, with `mmio_wmb` around the doorbell.
+    let bytes = [0x5au8; 64];
+    g.bench_function(
+        "baseline (datapath bench's): 32 × write_bytes(64) + DBR + doorbell",
+        |b| {
+            let mut i = 0usize;
+            b.iter(|| {
+                for k in 0..BATCH {
+                    ring.write_bytes(((i + k) & 1023) * 64, black_box(&bytes))
+                        .unwrap();
+                }
+                barrier::dma_wmb();
+                dbr.write_be32(4, Be32::new(i as u32)).unwrap();
+                barrier::mmio_wmb();
+                plat.bar_write64(0x8800, Be64::from_bytes([0; 8]));
+                barrier::mmio_wmb();
+                i += BATCH;
+            })
+        },
+    );
     g.bench_function(
         "post_send: 32 frames of 64 bytes behind one doorbell",
         |b| {
