@@ -458,7 +458,7 @@ fn tso_cuts_a_tcp_send_into_segments_with_their_checksums() {
 }
 
 #[test]
-fn queue_refusals_and_a_send_the_device_cannot_gather() {
+fn queue_refusals_an_error_its_flush_and_recovery() {
     let fabric = Fabric::new();
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
@@ -474,8 +474,8 @@ fn queue_refusals_and_a_send_the_device_cannot_gather() {
     assert_eq!(field(EthSq::create(&a, &other, &tis, 8).unwrap_err()), "cq");
     assert_eq!(field(EthRq::create(&a, &other, 8).unwrap_err()), "cq");
     assert_eq!(field(EthRq::create(&a, &cq, 1 << 30).unwrap_err()), "depth");
-    // A send whose data segment names a key the device does not know: an error completion
-    // (the SQ stops in ERR; tearing it down still frees everything).
+    // A send whose data segment names a key the device does not know: an error completion,
+    // the SQ stops in ERR and flushes what follows; recovered, it sends again.
     let mut sq = EthSq::create(&a, &cq, &tis, 8).unwrap();
     let f = frame([2, 0, 0, 0, 0, 9], a.vport().mac, 1, 17, (1, 2), 100);
     let bad = [Sge {
@@ -492,10 +492,39 @@ fn queue_refusals_and_a_send_the_device_cannot_gather() {
         tso_mss: None,
         signaled: true,
     };
-    sq.post_send(&[wr]).unwrap();
-    let wc = wait(&cq, &a, 1);
+    // Behind it in the same doorbell, a good frame: it completes flushed (the SQ stopped).
+    let mr = a
+        .alloc_mr(a.pd().unwrap(), 4096, MrAccess::default())
+        .unwrap();
+    mr.write(0, &f[L2_INLINE..]).unwrap();
+    let good = [Sge {
+        addr: mr.addr(),
+        length: (f.len() - L2_INLINE) as u32,
+        lkey: mr.lkey(),
+    }];
+    let ok = EthWr {
+        wr_id: 6,
+        payload: &good,
+        ..wr
+    };
+    // Not recoverable while WQEs are outstanding (nothing posted yet: it is, trivially; the
+    // firmware refuses an SQ in RDY).
+    assert!(matches!(sq.recover(), Err(Error::Cmd { .. })));
+    sq.post_send(&[wr, ok]).unwrap();
+    let wc = wait(&cq, &a, 2);
     assert_eq!(wc[0].wr_id, 5);
     assert_ne!(wc[0].status, mlx5::WcStatus::Success, "{:?}", wc[0]);
+    assert_eq!((wc[1].wr_id, wc[1].status), (6, mlx5::WcStatus::WrFlushErr));
+    // Posted while in ERR: flushed as well.
+    sq.post_send(&[EthWr { wr_id: 7, ..ok }]).unwrap();
+    let wc = wait(&cq, &a, 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (7, mlx5::WcStatus::WrFlushErr));
+    // Recovery (ERR -> RST -> RDY): the ring starts over and the good frame goes out.
+    sq.recover().unwrap();
+    sq.post_send(&[EthWr { wr_id: 8, ..ok }]).unwrap();
+    let wc = wait(&cq, &a, 1);
+    assert_eq!((wc[0].wr_id, wc[0].status), (8, mlx5::WcStatus::Success));
+    mr.dereg().unwrap();
     sq.destroy().unwrap();
     tis.destroy().unwrap();
     td.dealloc().unwrap();

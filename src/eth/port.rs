@@ -92,8 +92,11 @@ pub struct EthStats {
     pub tx_frames: u64,
     /// Their bytes.
     pub tx_bytes: u64,
-    /// Sends that failed (an error completion; the send queue stops).
+    /// Sends that failed (an error completion; the send queue stops until recovered).
     pub tx_errors: u64,
+    /// Times the send queue was brought back after an error (ERR → RST → RDY, once every
+    /// posted frame had completed, flushed).
+    pub tx_recoveries: u64,
     /// Frames passed up.
     pub rx_frames: u64,
     /// Their bytes.
@@ -113,6 +116,8 @@ pub(crate) struct TxSide<'a, P: Platform> {
     posted: u64,
     done: u64,
     offload: bool,
+    /// An error completion came: nothing is posted until the SQ is recovered.
+    broken: bool,
     pub(crate) stats: EthStats,
 }
 
@@ -259,6 +264,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
                 done: 0,
                 // Without `csum_cap` the stack computes and checks every checksum itself.
                 offload: cfg.checksum_offload && dev.caps().eth("csum_cap") == Some(1),
+                broken: false,
                 stats: EthStats::default(),
             },
             tis: None,
@@ -602,19 +608,31 @@ impl<'a, P: Platform> TxSide<'a, P> {
             for c in &wc[..n] {
                 if c.status != WcStatus::Success {
                     self.stats.tx_errors += 1;
+                    self.broken = true;
                     log::warn!("eth port tx: {:?} wr_id {}", c.status, c.wr_id);
                 }
                 self.done += 1;
             }
             if n < wc.len() {
-                return Ok(());
+                break;
             }
         }
+        // After an error, once every frame posted has completed (flushed), the SQ is brought
+        // back (mlx5e's TX recovery).
+        if self.broken && self.done == self.posted {
+            if let Some(sq) = self.sq.as_mut() {
+                sq.recover()?;
+                self.broken = false;
+                self.stats.tx_recoveries += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Whether a frame buffer and a WQE are free.
     pub(crate) fn room(&self) -> bool {
-        self.posted.wrapping_sub(self.done) < u64::from(self.slots)
+        !self.broken
+            && self.posted.wrapping_sub(self.done) < u64::from(self.slots)
             && self.sq.as_ref().is_some_and(|s| s.room() > 0)
     }
 

@@ -52,6 +52,7 @@ const CS_L4: u8 = 0x80;
 /// SQ states.
 const RST: u64 = 0;
 const RDY: u64 = 1;
+const ERR: u64 = 3;
 
 /// One frame to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,15 +232,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
             }
         }
         let sqn = sq.sqn;
-        let moved = dev.with_cmd(|cmd, p| {
-            run::<ModifySqIn, ModifySqOut, _, _>(cmd, p, Opcode::ModifySq, 0, |v| {
-                v.set(ModifySqIn::SQN, u64::from(sqn))?
-                    .set(ModifySqIn::SQ_STATE, RST)?;
-                v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, RDY)?;
-                Ok(())
-            })
-        });
-        if let Err(e) = moved {
+        if let Err(e) = sq.modify(RST, RDY) {
             let _ = sq.destroy_sq();
             sq.retire(false);
             return Err(e);
@@ -354,6 +347,54 @@ impl<'a, P: Platform> EthSq<'a, P> {
         barrier::uar_wc_flush();
         self.pi = pi;
         Ok(())
+    }
+
+    /// Brings the SQ back after an error completion, as mlx5e's TX recovery does: every WQE
+    /// posted must have completed — the device completes the rest flushed (WR_FLUSH_ERR) once
+    /// one failed; poll the CQ until they are in — then MODIFY_SQ ERR → RST and RST → RDY, and
+    /// the ring starts over at WQEBB 0. Refused by name while WQEs are outstanding; the
+    /// firmware refuses an SQ that is not in ERR.
+    pub fn recover(&mut self) -> Result<()> {
+        let Some((_, dbr, table)) = self.parts() else {
+            return Err(Error::QpState {
+                qpn: self.sqn,
+                state: crate::qp::QpState::Err,
+                op: "eth sq recover (the SQ's memory is gone)",
+            });
+        };
+        let outstanding = self.pi.wrapping_sub(table.load(sq_table::TAIL));
+        if outstanding != 0 {
+            return Err(Error::InvalidArgument {
+                op: "eth sq recover",
+                field: "outstanding WQEBBs",
+                requested: outstanding,
+                max: 0,
+                limit: "every posted WQE completed (poll the CQ until the flush is in)",
+            });
+        }
+        self.modify(ERR, RST)?;
+        self.modify(RST, RDY)?;
+        table.store(sq_table::TAIL, 0);
+        table.store(sq_table::HEAD, 0);
+        dbr.write_be32(4, Be32::new(0))?;
+        self.pi = 0;
+        log::info!("Ethernet SQ {:#x} recovered (ERR -> RST -> RDY)", self.sqn);
+        Ok(())
+    }
+
+    /// MODIFY_SQ from state `from` to `to`.
+    fn modify(&self, from: u64, to: u64) -> Result<()> {
+        let sqn = self.sqn;
+        self.dev
+            .with_cmd(|cmd, p| {
+                run::<ModifySqIn, ModifySqOut, _, _>(cmd, p, Opcode::ModifySq, 0, |v| {
+                    v.set(ModifySqIn::SQN, u64::from(sqn))?
+                        .set(ModifySqIn::SQ_STATE, from)?;
+                    v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, to)?;
+                    Ok(())
+                })
+            })
+            .map(drop)
     }
 
     fn parts(&self) -> Option<(&QueueBuf, &DmaBuf, &SharedTable)> {

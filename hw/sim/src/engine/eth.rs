@@ -75,6 +75,12 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
     let Some(sq) = info(hw, sqn) else {
         return;
     };
+    let mut cc = hw.fw.engine.eth_sqs.get(&sqn).copied().unwrap_or(0);
+    if sq.state == ERR {
+        // An SQ in error executes nothing: what is posted completes flushed.
+        flush(hw, sqn, &sq, cc, last);
+        return;
+    }
     if sq.state != RDY {
         log::debug!(
             "mlx5-sim: doorbell of SQ {sqn:#x} in state {}; ignored",
@@ -82,7 +88,6 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         );
         return;
     }
-    let mut cc = hw.fw.engine.eth_sqs.get(&sqn).copied().unwrap_or(0);
     for _ in 0..sq.ring.entries {
         let slot = u64::from(u32::from(cc) & (sq.ring.entries - 1));
         let mut ctrl = [0u8; CtrlSeg::BYTES];
@@ -94,7 +99,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                 false,
                 format!("WQE {cc} of SQ {sqn:#x}"),
             );
-            fail(hw, sqn, &sq, cc, 0, syndrome::LOCAL_QP_OP_ERR);
+            fail(hw, sqn, &sq, cc, 0, syndrome::LOCAL_QP_OP_ERR, None);
             return;
         }
         let Ok(c) = View::<CtrlSeg>::new(&ctrl) else {
@@ -115,9 +120,10 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                     "SQ {sqn:#x} WQE at counter {cc}: control segment names SQ {named:#x}, index {index}, DS {ds}"
                 ),
             });
-            fail(hw, sqn, &sq, cc, op_code, syndrome::LOCAL_QP_OP_ERR);
+            fail(hw, sqn, &sq, cc, op_code, syndrome::LOCAL_QP_OP_ERR, None);
             return;
         }
+        let rest = Some((cc.wrapping_add(ds.div_ceil(WQEBB / 16) as u16), last));
         match op_code {
             opcode::NOP => {}
             opcode::SEND | opcode::TSO => {
@@ -137,14 +143,14 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                             LocalError::Protection => syndrome::LOCAL_PROT_ERR,
                             LocalError::Dma => syndrome::LOCAL_QP_OP_ERR,
                         };
-                        fail(hw, sqn, &sq, cc, op_code, syn);
+                        fail(hw, sqn, &sq, cc, op_code, syn, rest);
                         return;
                     }
                 }
             }
             other => {
                 log::warn!("mlx5-sim: SQ {sqn:#x} WQE {cc}: opcode {other:#x} not executed");
-                fail(hw, sqn, &sq, cc, other, syndrome::LOCAL_QP_OP_ERR);
+                fail(hw, sqn, &sq, cc, other, syndrome::LOCAL_QP_OP_ERR, rest);
                 return;
             }
         }
@@ -171,9 +177,21 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
     }
 }
 
-/// The SQ stops at the WQE at counter `cc`: an error CQE (local QP operation error) and the
-/// state ERR, as a send queue that met a WQE it cannot execute.
-fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8, syn: u8) {
+/// The SQ stops at the WQE at counter `cc`: an error CQE (syndrome `syn`) and the state ERR,
+/// as a send queue that met a WQE it cannot execute; with `flush_in_error_en`, the WQEs posted
+/// after it (`rest`: the next WQE's counter and the doorbell's last) complete flushed, one
+/// WR_FLUSH_ERR CQE each, as mlx5e's recovery waits for (consumer = producer) before it moves
+/// the SQ back to RDY. (A WQE whose control segment cannot be read stops the flush: the
+/// counters after it are unknown.)
+fn fail(
+    hw: &mut Hw<'_>,
+    sqn: u32,
+    sq: &SqInfo,
+    cc: u16,
+    op_code: u8,
+    syn: u8,
+    rest: Option<(u16, u16)>,
+) {
     cqe::post(
         hw,
         sq.cqn,
@@ -190,6 +208,49 @@ fn fail(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, cc: u16, op_code: u8, syn: u8) {
         let r = ViewMut::<Sqc>::new(&mut q.ctx).and_then(|mut v| v.set(Sqc::STATE, ERR).map(drop));
         if let Err(e) = r {
             log::error!("mlx5-sim: SQ {sqn:#x} state: {e}");
+        }
+    }
+    if let Some((next, last)) = rest {
+        hw.fw.engine.eth_sqs.insert(sqn, next);
+        if cc != last {
+            flush(hw, sqn, sq, next, last);
+        }
+    }
+}
+
+/// WR_FLUSH_ERR completions for the WQEs from counter `cc` through `last` (each WQE's DS read
+/// from its control segment to find the next); the consumer counter moves past them.
+fn flush(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, mut cc: u16, last: u16) {
+    for _ in 0..sq.ring.entries {
+        let mut ctrl = [0u8; CtrlSeg::BYTES];
+        if sq.ring.read(hw.iommu, u64::from(cc), &mut ctrl).is_err() {
+            return;
+        }
+        let Ok(c) = View::<CtrlSeg>::new(&ctrl) else {
+            return;
+        };
+        let (op_code, ds) = (c.get(CtrlSeg::OPCODE) as u8, c.get(CtrlSeg::DS));
+        if ds == 0 {
+            return;
+        }
+        hw.fw.engine.counters.wqes_flushed += 1;
+        cqe::post(
+            hw,
+            sq.cqn,
+            &Cqe {
+                opcode: op::REQ_ERR,
+                wqe_opcode: op_code,
+                qpn: sqn,
+                wqe_counter: cc,
+                syndrome: syndrome::WR_FLUSH_ERR,
+                ..Cqe::default()
+            },
+        );
+        let done = cc == last;
+        cc = cc.wrapping_add(ds.div_ceil(WQEBB / 16) as u16);
+        hw.fw.engine.eth_sqs.insert(sqn, cc);
+        if done {
+            return;
         }
     }
 }
