@@ -632,3 +632,47 @@ fn ipv6_udp_flows_spread_by_rss_as_toeplitz_predicts() {
         c.destroy().unwrap();
     }
 }
+
+/// A device that reports an error completion for a send it went on running (a corrupted CQE):
+/// the port counts the error, asks the device the SQ's state (RDY: nothing to recover), and
+/// sends on.
+#[test]
+fn a_false_send_error_is_counted_and_the_port_sends_on() {
+    use mlx5::sim::{CqeField, Fault};
+    let fabric = Fabric::new();
+    let (sa, da) = nic(&fabric, Mode::Sync);
+    let (_sb, db) = nic(&fabric, Mode::Sync);
+    let (tx, rx) = (da.create_cq(64).unwrap(), da.create_cq(64).unwrap());
+    let (txb, rxb) = (db.create_cq(64).unwrap(), db.create_cq(64).unwrap());
+    let mut a = EthPort::open(&da, &tx, &rx, &EthPortConfig::default()).unwrap();
+    let mut b = EthPort::open(&db, &txb, &rxb, &EthPortConfig::default()).unwrap();
+    let f = ipv4_frame(
+        db.vport().mac,
+        da.vport().mac,
+        1,
+        &[8, 0, 0xf7, 0xfd, 0, 1, 0, 1],
+    );
+    // The send's completion arrives as REQ_ERR (opcode 0xd).
+    sa.inject(Fault::CorruptCqe {
+        field: CqeField::Opcode,
+        value: 0xd,
+    });
+    assert!(a.send(&f).unwrap());
+    assert!(a.can_send().unwrap(), "no recovery needed: the SQ runs");
+    let st = a.stats();
+    assert_eq!((st.tx_errors, st.tx_recoveries), (1, 0), "{st:?}");
+    assert!(a.send(&f).unwrap());
+    let mut got = 0;
+    while b.recv().unwrap().is_some() {
+        got += 1;
+    }
+    assert_eq!(
+        got, 2,
+        "both frames went out (the device did send the first)"
+    );
+    a.close().unwrap();
+    b.close().unwrap();
+    for c in [tx, rx, txb, rxb] {
+        c.destroy().unwrap();
+    }
+}

@@ -621,9 +621,10 @@ impl<'a, P: Platform> TxSide<'a, P> {
         // back (mlx5e's TX recovery).
         if self.broken && self.done == self.posted {
             if let Some(sq) = self.sq.as_mut() {
-                sq.recover()?;
+                if sq.recover()? {
+                    self.stats.tx_recoveries += 1;
+                }
                 self.broken = false;
-                self.stats.tx_recoveries += 1;
             }
         }
         Ok(())

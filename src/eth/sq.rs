@@ -17,7 +17,8 @@
 
 use mlx5_ifc::consts::wq_type;
 use mlx5_ifc::prm::sq_rq::{
-    CreateSqIn, CreateSqOut, DestroySqIn, DestroySqOut, ModifySqIn, ModifySqOut, Sqc,
+    CreateSqIn, CreateSqOut, DestroySqIn, DestroySqOut, ModifySqIn, ModifySqOut, QuerySqIn,
+    QuerySqOut, Sqc,
 };
 use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::wqe::{fm_ce_se, opcode, DS, WQEBB};
@@ -349,12 +350,25 @@ impl<'a, P: Platform> EthSq<'a, P> {
         Ok(())
     }
 
-    /// Brings the SQ back after an error completion, as mlx5e's TX recovery does: every WQE
+    /// The SQ's state as the device reports it (QUERY_SQ `sqc.state`: 0 RST, 1 RDY, 3 ERR).
+    pub fn query_state(&self) -> Result<u64> {
+        let sqn = self.sqn;
+        let out = self.dev.with_cmd(|cmd, p| {
+            run::<QuerySqIn, QuerySqOut, _, _>(cmd, p, Opcode::QuerySq, 0, |v| {
+                v.set(QuerySqIn::SQN, u64::from(sqn))?;
+                Ok(())
+            })
+        })?;
+        Ok(out.view()?.nested(QuerySqOut::SQ_CONTEXT).get(Sqc::STATE))
+    }
+
+    /// Brings the SQ back after an error completion, as mlx5e's TX recovery does: the state
+    /// queried first (an SQ the device still runs needs nothing: `Ok(false)`); every WQE
     /// posted must have completed — the device completes the rest flushed (WR_FLUSH_ERR) once
     /// one failed; poll the CQ until they are in — then MODIFY_SQ ERR → RST and RST → RDY, and
-    /// the ring starts over at WQEBB 0. Refused by name while WQEs are outstanding; the
-    /// firmware refuses an SQ that is not in ERR.
-    pub fn recover(&mut self) -> Result<()> {
+    /// the ring starts over at WQEBB 0 (`Ok(true)`). Refused by name while WQEs are
+    /// outstanding, or in a state other than RDY and ERR.
+    pub fn recover(&mut self) -> Result<bool> {
         let Some((_, dbr, table)) = self.parts() else {
             return Err(Error::QpState {
                 qpn: self.sqn,
@@ -362,6 +376,25 @@ impl<'a, P: Platform> EthSq<'a, P> {
                 op: "eth sq recover (the SQ's memory is gone)",
             });
         };
+        match self.query_state()? {
+            RDY => {
+                log::warn!(
+                    "Ethernet SQ {:#x}: an error completion, yet the device runs the SQ",
+                    self.sqn
+                );
+                return Ok(false);
+            }
+            ERR => {}
+            other => {
+                return Err(Error::InvalidArgument {
+                    op: "eth sq recover",
+                    field: "sq state",
+                    requested: other,
+                    max: ERR,
+                    limit: "an SQ in RDY or ERR",
+                })
+            }
+        }
         let outstanding = self.pi.wrapping_sub(table.load(sq_table::TAIL));
         if outstanding != 0 {
             return Err(Error::InvalidArgument {
@@ -379,7 +412,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
         dbr.write_be32(4, Be32::new(0))?;
         self.pi = 0;
         log::info!("Ethernet SQ {:#x} recovered (ERR -> RST -> RDY)", self.sqn);
-        Ok(())
+        Ok(true)
     }
 
     /// MODIFY_SQ from state `from` to `to`.
