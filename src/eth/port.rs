@@ -300,7 +300,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
         for (q, cq) in rx_cqs.iter().enumerate() {
             let mut rq = EthRq::create(dev, cq, rx_slots)?;
             for i in 0..rx_slots {
-                port.post_rx(&mut rq, q, i)?;
+                post_rx(&mut rq, i, port.rx_sge(q, i)?)?;
             }
             let _ = port.rqs.push(rq);
         }
@@ -421,18 +421,14 @@ impl<'a, P: Platform> EthPort<'a, P> {
         &self.per_queue[..self.rqs.len()]
     }
 
-    /// Posts receive buffer `i` of queue `q` (of the region's receive part).
-    fn post_rx(&self, rq: &mut EthRq<'a, P>, q: usize, i: u32) -> Result<()> {
+    /// Receive buffer `i` of queue `q` (of the region's receive part).
+    fn rx_sge(&self, q: usize, i: u32) -> Result<Sge> {
         let mr = self.mr.as_ref().ok_or(GONE)?;
-        let off = self.rx_offset(q, i);
-        rq.post_recv(&[RecvWr {
-            wr_id: u64::from(i),
-            sg_list: &[Sge {
-                addr: mr.addr() + off as u64,
-                length: self.frame_max as u32,
-                lkey: mr.lkey(),
-            }],
-        }])
+        Ok(Sge {
+            addr: mr.addr() + self.rx_offset(q, i) as u64,
+            length: self.frame_max as u32,
+            lkey: mr.lkey(),
+        })
     }
 
     /// Whether a frame can be sent now (completed sends reclaimed first).
@@ -507,12 +503,11 @@ impl<'a, P: Platform> EthPort<'a, P> {
             };
             let copied = mr.read(off, &mut stage.as_mut_slice()[..len]);
             // The buffer goes back whatever the frame holds.
-            let mut rqs = core::mem::take(&mut self.rqs);
-            let reposted = match rqs.get_mut(q) {
-                Some(rq) => self.post_rx(rq, q, i),
-                None => Err(GONE),
+            let reposted = match (self.rx_sge(q, i), self.rqs.get_mut(q)) {
+                (Ok(sge), Some(rq)) => post_rx(rq, i, sge),
+                (Err(e), _) => Err(e),
+                (_, None) => Err(GONE),
             };
-            self.rqs = rqs;
             copied?;
             reposted?;
             let frame = &self.rx_stage.as_ref().ok_or(GONE)?.as_slice()[..len];
@@ -591,6 +586,14 @@ impl<P: Platform> Drop for EthPort<'_, P> {
             log::warn!("eth port {:02x?} teardown at drop: {e}", self.mac);
         }
     }
+}
+
+/// Posts receive buffer `sge` as receive `i` of `rq`.
+fn post_rx<P: Platform>(rq: &mut EthRq<'_, P>, i: u32, sge: Sge) -> Result<()> {
+    rq.post_recv(&[RecvWr {
+        wr_id: u64::from(i),
+        sg_list: &[sge],
+    }])
 }
 
 /// The error of a port whose parts are gone (torn down).

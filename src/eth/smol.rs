@@ -73,21 +73,34 @@ impl<P: Platform> phy::TxToken for TxToken<'_, '_, P> {
     }
 }
 
-impl<'a, P: Platform> EthPort<'a, P> {
-    /// A transmit token if a frame can go out now.
-    fn tx_token(&mut self) -> Option<TxToken<'_, 'a, P>> {
-        self.tx.reclaim().ok()?;
-        if !self.tx.room() {
-            return None;
+impl<P: Platform> EthPort<'_, P> {
+    /// Whether a frame can go out now (completed sends reclaimed first; an error doing so is
+    /// logged and counts as no room).
+    fn tx_ready(&mut self) -> bool {
+        match self.tx.reclaim() {
+            Ok(()) => self.tx.room(),
+            Err(e) => {
+                log::warn!("eth port send completions: {e}");
+                false
+            }
         }
-        let slot = self.slot_bytes();
-        Some(TxToken {
-            tx: &mut self.tx,
-            mr: self.mr.as_ref()?,
-            stage: self.tx_stage.as_mut()?,
-            slot,
-        })
     }
+}
+
+/// A transmit token over the port's send side, region and transmit stage (fields apart, so
+/// that a receive token may borrow the receive stage beside it).
+fn tx_token<'t, 'a, P: Platform>(
+    tx: &'t mut TxSide<'a, P>,
+    mr: &'t Option<MemoryRegion<'a, P>>,
+    stage: &'t mut Option<HostBytes>,
+    slot: usize,
+) -> Option<TxToken<'t, 'a, P>> {
+    Some(TxToken {
+        tx,
+        mr: mr.as_ref()?,
+        stage: stage.as_mut()?,
+        slot,
+    })
 }
 
 impl<'a, P: Platform> phy::Device for EthPort<'a, P> {
@@ -102,8 +115,7 @@ impl<'a, P: Platform> phy::Device for EthPort<'a, P> {
 
     fn receive(&mut self, _timestamp: Instant) -> Option<(RxToken<'_>, TxToken<'_, 'a, P>)> {
         // The reply's room first: a frame taken in without it would be lost.
-        self.tx.reclaim().ok()?;
-        if !self.tx.room() {
+        if !self.tx_ready() {
             return None;
         }
         let len = match self.recv() {
@@ -116,19 +128,16 @@ impl<'a, P: Platform> phy::Device for EthPort<'a, P> {
         };
         let slot = self.slot_bytes();
         let frame = &self.rx_stage.as_ref()?.as_slice()[..len];
-        Some((
-            RxToken { frame },
-            TxToken {
-                tx: &mut self.tx,
-                mr: self.mr.as_ref()?,
-                stage: self.tx_stage.as_mut()?,
-                slot,
-            },
-        ))
+        let tx = tx_token(&mut self.tx, &self.mr, &mut self.tx_stage, slot)?;
+        Some((RxToken { frame }, tx))
     }
 
     fn transmit(&mut self, _timestamp: Instant) -> Option<TxToken<'_, 'a, P>> {
-        self.tx_token()
+        if !self.tx_ready() {
+            return None;
+        }
+        let slot = self.slot_bytes();
+        tx_token(&mut self.tx, &self.mr, &mut self.tx_stage, slot)
     }
 
     fn capabilities(&self) -> DeviceCapabilities {

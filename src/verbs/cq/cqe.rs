@@ -378,10 +378,10 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
     let byte_cnt = c.be32(44);
     let imm = c.be32(36);
     // A receive CQE on the CQ of an Ethernet RQ names the flow tag, not the queue.
-    let flow_tag_rq = if !s.flow_tag_rq || opcode == 0x0 || opcode == 0xd {
+    let flow_tag_rq = if opcode == 0x0 || opcode == 0xd {
         None
     } else {
-        s.queues.iter().find(|e| e.flow_tag_rq)
+        super::eth_rx::queue(s)
     };
     let q = match flow_tag_rq {
         Some(q) => q,
@@ -500,24 +500,14 @@ fn decode<'s>(s: &'s CqShared, c: &Cqe, hint: &mut usize, run: &mut SqRun<'s>) -
     }
     if q.flow_tag_rq {
         // An Ethernet frame carries no GRH and no source QP (the bytes there are the packet's
-        // own). IP_CSUM_OK as rdma-core's `get_csum_ok` sets it for raw-packet receives: the
-        // L3 and L4 checksums good (`hds_ip_ext` 0x2 | 0x4) and the frame IPv4
-        // (`l4_l3_hdr_type` bits 3:2 = 2).
+        // own); its checksum verdict, VLAN tag and RSS hash as the short path reads them.
         wc.grh = false;
         wc.src_qp = 0;
         wc.wc_flags = WcFlags::empty();
-        if status == WcStatus::Success && c.u8(28) & 0x6 == 0x6 && (c.u8(29) >> 2) & 3 == 2 {
-            wc.wc_flags = WcFlags::IP_CSUM_OK;
-        }
-        // The stripped VLAN tag (`cv`, `vlan_info`) and the RSS hash (`rss_hash_result` when
-        // `rss_hash_type` says what it covered), as mlx5e's `mlx5e_build_rx_skb` reads them.
         if status == WcStatus::Success {
-            if c.u8(29) & 1 != 0 {
-                wc.vlan_tci = Some(u16::from_be_bytes([c.u8(30), c.u8(31)]));
-            }
-            if c.u8(16) != 0 {
-                wc.rss_hash = Some(c.be32(12));
-            }
+            let rss = core::array::from_fn(|k| c.u8(CQE_RSS + k));
+            let b28 = core::array::from_fn(|k| c.u8(28 + k));
+            (wc.wc_flags, wc.vlan_tci, wc.rss_hash) = super::eth_rx::offloads(rss, b28);
         }
     }
     match q.rq.as_ref().ok_or_else(|| {

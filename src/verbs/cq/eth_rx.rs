@@ -47,7 +47,11 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
         return None;
     }
     table.store(rq_table::TAIL, tail.wrapping_add(1));
-    let (hds, types) = (lo[4], lo[5]);
+    let mut rss8 = [0u8; 8];
+    rss8.copy_from_slice(&rss[4..12]);
+    let mut b28 = [0u8; 4];
+    b28.copy_from_slice(&lo[4..8]);
+    let (wc_flags, vlan_tci, rss_hash) = offloads(rss8, b28);
     Some(Wc {
         wr_id,
         byte_len,
@@ -56,15 +60,29 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
         status: WcStatus::Success,
         grh: false,
         vendor_err: 0,
-        wc_flags: if hds & 0x6 == 0x6 && (types >> 2) & 3 == 2 {
-            WcFlags::IP_CSUM_OK
-        } else {
-            WcFlags::empty()
-        },
+        wc_flags,
         src_qp: 0,
         imm_data: None,
         invalidated_rkey: None,
-        vlan_tci: (types & 1 != 0).then(|| u16::from_be_bytes([lo[6], lo[7]])),
-        rss_hash: (rss[8] != 0).then(|| u32::from_be_bytes([rss[4], rss[5], rss[6], rss[7]])),
+        vlan_tci,
+        rss_hash,
     })
+}
+
+/// What a successful Ethernet receive CQE says of its frame, from its bytes 12..20 (`rss`:
+/// `rss_hash_result`, `rss_hash_type`) and 28..32 (`b28`: `hds_ip_ext`, `l4_hdr_type_etc`,
+/// `vlan_info`): `IP_CSUM_OK` as rdma-core's `get_csum_ok` sets it for raw-packet receives (L3
+/// and L4 OK, `hds_ip_ext` 0x2 | 0x4, and the frame IPv4, `l3_hdr_type` 2); the stripped VLAN
+/// tag (`cv` set); the RSS hash (when `rss_hash_type` says what it covered) — as mlx5e's
+/// `mlx5e_build_rx_skb` reads them. The general decoder and the short path both use it.
+pub(super) fn offloads(rss: [u8; 8], b28: [u8; 4]) -> (WcFlags, Option<u16>, Option<u32>) {
+    let [hds, types, v0, v1] = b28;
+    let flags = if hds & 0x6 == 0x6 && (types >> 2) & 3 == 2 {
+        WcFlags::IP_CSUM_OK
+    } else {
+        WcFlags::empty()
+    };
+    let vlan = (types & 1 != 0).then(|| u16::from_be_bytes([v0, v1]));
+    let hash = (rss[4] != 0).then(|| u32::from_be_bytes([rss[0], rss[1], rss[2], rss[3]]));
+    (flags, vlan, hash)
 }
