@@ -47,11 +47,12 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
         return None;
     }
     table.store(rq_table::TAIL, tail.wrapping_add(1));
-    let mut rss8 = [0u8; 8];
-    rss8.copy_from_slice(&rss[4..12]);
-    let mut b28 = [0u8; 4];
-    b28.copy_from_slice(&lo[4..8]);
-    let (wc_flags, vlan_tci, rss_hash) = offloads(rss8, b28);
+    let (wc_flags, vlan_tci, rss_hash) = offloads(
+        [
+            rss[4], rss[5], rss[6], rss[7], rss[8], rss[9], rss[10], rss[11],
+        ],
+        [lo[4], lo[5], lo[6], lo[7]],
+    );
     Some(Wc {
         wr_id,
         byte_len,
@@ -75,6 +76,7 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
 /// and L4 OK, `hds_ip_ext` 0x2 | 0x4, and the frame IPv4, `l3_hdr_type` 2); the stripped VLAN
 /// tag (`cv` set); the RSS hash (when `rss_hash_type` says what it covered) — as mlx5e's
 /// `mlx5e_build_rx_skb` reads them. The general decoder and the short path both use it.
+#[inline(always)]
 pub(super) fn offloads(rss: [u8; 8], b28: [u8; 4]) -> (WcFlags, Option<u16>, Option<u32>) {
     let [hds, types, v0, v1] = b28;
     let flags = if hds & 0x6 == 0x6 && (types >> 2) & 3 == 2 {
