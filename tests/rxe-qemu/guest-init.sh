@@ -46,4 +46,8 @@ for t in $(echo "$tools" | tr ',' ' '); do
 done
 echo "RXE-COUNTERS $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/duplicate_request 2>/dev/null) duplicate requests, $(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/completer_retry_err 2>/dev/null) completer retries"
 echo "RXE: done"
+# The kernel's connection manager may still owe a retransmission (a DREQ lost on the faulty
+# wire: rping's client has exited, the host's server still waits for it); give it time before
+# the machine goes.
+sleep 10
 poweroff -f

@@ -254,8 +254,8 @@ for i in "${!RUNS[@]}"; do
     case ${HOST[$i]} in rping*) sleep 5 ;; esac
     # shellcheck disable=SC2086
     RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "127.0.0.1 -p $HP") $(cap "$i") --ip 198.18.0.1 \
-      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1
-    echo "host-$n exit $?" >> "$WORK/host-$n.log"
+      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1 && rc=0 || rc=$?
+    echo "host-$n exit $rc" >> "$WORK/host-$n.log"
   else
     # Our side listens before the guest's client starts (it waits 3 s after RXE-RUN).
     for _ in $(seq $((TIMEOUT * 10))); do
@@ -265,8 +265,8 @@ for i in "${!RUNS[@]}"; do
     done
     # shellcheck disable=SC2086
     RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "-p $HP2") $(cap "$i") --ip 198.18.0.1 \
-      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1
-    echo "host-$n exit $?" >> "$WORK/host-$n.log"
+      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1 && rc=0 || rc=$?
+    echo "host-$n exit $rc" >> "$WORK/host-$n.log"
   fi
   for _ in $(seq 600); do grep -aq "^RXE-EXIT $n " "$WORK/guest.log" && break; sleep 0.1; done
 done
