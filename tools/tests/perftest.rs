@@ -149,3 +149,29 @@ fn rdma_cm_mode_connects_both_qps_with_the_connection_manager() {
         }
     }
 }
+
+#[test]
+fn rdma_cm_mode_survives_a_wire_that_loses_duplicates_and_reorders() {
+    // The exchange's messages and their acknowledgements race on such a wire: the peer's next
+    // message can arrive before the acknowledgement of ours (its ACK lost, or overtaken), so a
+    // receive completion comes while a side waits for its send's. It must be kept for the
+    // next step, not dropped (CI's rxe run once hung 120 s on a dropped one).
+    let faults = [
+        "-R",
+        "-s",
+        "4096",
+        "-n",
+        "200",
+        "--drop-ppm",
+        "10000",
+        "--dup-ppm",
+        "20000",
+        "--reorder-ppm",
+        "50000",
+    ];
+    let (c, s) = pair("write-bw", &faults, port(44));
+    for out in [&c, &s] {
+        assert!(out.contains("RDMA_Write BW Test"), "{out}");
+        assert!(out.contains(" 4096       200"), "{out}");
+    }
+}

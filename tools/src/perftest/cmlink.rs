@@ -108,6 +108,9 @@ pub(super) struct CmLink<'a> {
     client: bool,
     /// Connection events met while waiting for something else.
     pending: VecDeque<CmEvent>,
+    /// Control completions that came before the one being waited for: the peer's next
+    /// message can overtake the acknowledgement of ours on a lossy or reordering wire.
+    early: VecDeque<Wc>,
     /// The test connection, once made.
     test: Option<CmId>,
     /// The peer's GID and next hop (for the test connection).
@@ -163,6 +166,7 @@ impl<'a> CmLink<'a> {
             id: mlx5::cm::CmId(0),
             client: server.is_some(),
             pending: VecDeque::new(),
+            early: VecDeque::new(),
             test: None,
             peer: ([0; 16], [0; 6]),
             route: None,
@@ -262,6 +266,11 @@ impl<'a> CmLink<'a> {
 
     /// The next control completion of `op`, the CM running meanwhile.
     fn completion(&mut self, op: WcOpcode, what: &str) -> Result<Wc, String> {
+        if let Some(i) = self.early.iter().position(|w| w.opcode == op) {
+            if let Some(w) = self.early.remove(i) {
+                return Ok(w);
+            }
+        }
         let deadline = Instant::now() + PATIENCE;
         let mut wc = [Wc::default()];
         loop {
@@ -273,6 +282,9 @@ impl<'a> CmLink<'a> {
                 if w.opcode == op {
                     return Ok(w);
                 }
+                // The other kind, early (a receive before our send's acknowledgement, or the
+                // reverse): kept for the step that waits for it.
+                self.early.push_back(w);
                 continue;
             }
             if let Some(ev) = self.cm.poll().map_err(e)? {
