@@ -198,6 +198,40 @@ fn an_rnr_wait_ends_when_a_receive_is_posted() {
 }
 
 #[test]
+fn a_retransmission_reads_the_wqe_and_its_data_again() {
+    // Nothing of a request's frames is kept: as ConnectX does, a retransmission reads the WQE
+    // from the send queue and gathers its data again, so it carries the buffer as it is then.
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let (mut qa, _qb) = connected(&mut a, &mut b, RC, short_timers(7, 7));
+    let src = a.reg_mr(4096, false, false, false);
+    let dst = b.reg_mr(4096, false, true, false);
+    a.dev().dma_write(src.buf.iova, &[1; 2500]).unwrap();
+    fabric.inject(WireFault::LinkDown);
+    a.post_send(
+        &mut qa,
+        WRITE,
+        SIGNALED,
+        [0; 4],
+        &[
+            Seg::Raddr(dst.va(0), dst.key),
+            Seg::Data(2500, src.key, src.va(0)),
+        ],
+    );
+    assert_eq!(fabric.counters().dropped, 3, "its three frames (MTU 1024)");
+    assert_eq!(a.poll(), None);
+    a.dev().dma_write(src.buf.iova, &[2; 2500]).unwrap();
+    fabric.inject(WireFault::LinkUp);
+    fabric.advance(100_000);
+    assert_eq!(a.poll().map(|c| c.opcode), Some(REQ));
+    let got = read(&b.dev(), &dst, 0, 2500);
+    assert!(
+        got.iter().all(|&x| x == 2),
+        "every frame sent again, read again"
+    );
+    assert_eq!(a.dev().datapath_counters().retransmits, 3);
+}
+
+#[test]
 fn lost_packets_past_the_retry_count() {
     let (fabric, mut a, mut b) = pair(Mode::Sync);
     let (mut qa, mut qb) = connected(&mut a, &mut b, RC, short_timers(7, 2));

@@ -6,9 +6,10 @@ use mlx5_ifc::consts::qp_state;
 
 use super::cqe::syndrome as syn;
 use super::flush::enter_error;
-use super::requester::{complete_ready, local_syndrome};
+use super::requester::{complete_ready, local_syndrome, resend};
 use super::{dma, psn_add, psn_diff, qp_rt, Hw, QpInfo};
 use crate::fabric::frame::{op, Packet};
+use crate::small::SmallList;
 
 /// The RNR NAK timer encoding (IBTA table 45) in microseconds.
 const RNR_US: [u32; 32] = [
@@ -66,12 +67,13 @@ fn ack_through(hw: &mut Hw<'_>, qpn: u32, psn: u32) -> bool {
     progress
 }
 
-/// Sends again every unfinished request from `psn` on.
-fn retransmit_from(hw: &mut Hw<'_>, qpn: u32, psn: u32) {
-    let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) else {
+/// Sends again every unfinished request from `psn` on, in order (each read from the send queue
+/// again: [`super::requester::resend`]).
+fn retransmit_from(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
+    let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) else {
         return;
     };
-    let mut frames = Vec::new();
+    let mut again: SmallList<(u16, u32), 8> = SmallList::new();
     for r in rt.outstanding.iter_mut().filter(|r| !r.done) {
         if psn_diff(r.last_psn, psn) < 0 {
             continue;
@@ -80,17 +82,15 @@ fn retransmit_from(hw: &mut Hw<'_>, qpn: u32, psn: u32) {
             r.got_pkts = 0;
             r.got_bytes = 0;
         }
-        for (p, f) in r.frames.iter() {
-            if r.needs_response || psn_diff(*p, psn) >= 0 {
-                frames.push(crate::fabric::pool::copy(f));
-            }
+        again.push((r.wqe_counter, r.first_psn));
+    }
+    for &(cc, first) in again.iter() {
+        let n = resend(hw, info, cc, first, psn);
+        hw.fw.engine.counters.retransmits += n;
+        if super::qp_state_of(hw.fw, info.qpn) == Some(qp_state::ERR) {
+            return;
         }
     }
-    let e = &mut hw.fw.engine;
-    e.counters.retransmits += frames.len() as u64;
-    e.counters.tx_frames += frames.len() as u64;
-    e.counters.tx_bytes += frames.iter().map(|f| f.len() as u64).sum::<u64>();
-    e.tx.extend(frames);
 }
 
 /// The WQE counter and opcode of the unfinished request holding `psn` (else the oldest).
@@ -146,7 +146,7 @@ fn on_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
                         return;
                     }
                     rt.retries += 1;
-                    retransmit_from(hw, info.qpn, psn);
+                    retransmit_from(hw, info, psn);
                     arm_timer(hw, info);
                     return;
                 }
@@ -257,7 +257,7 @@ pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
     if rt.resend_at.is_some_and(|t| t <= now) {
         rt.resend_at = None;
         let psn = rt.resend_psn;
-        retransmit_from(hw, qpn, psn);
+        retransmit_from(hw, &info, psn);
         arm_timer(hw, &info);
         return;
     }
@@ -274,7 +274,7 @@ pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
         return;
     }
     rt.retries += 1;
-    retransmit_from(hw, qpn, oldest);
+    retransmit_from(hw, &info, oldest);
     arm_timer(hw, &info);
 }
 

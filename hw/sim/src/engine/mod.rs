@@ -135,9 +135,6 @@ pub(crate) struct SendReq {
     pub(crate) signaled: bool,
     pub(crate) first_psn: u32,
     pub(crate) last_psn: u32,
-    /// The frames, each with its PSN (kept for retransmission; a message of a few frames
-    /// without an allocation).
-    pub(crate) frames: crate::small::SmallList<(u32, Vec<u8>), 4>,
     pub(crate) byte_count: u32,
     /// READ / atomic: where the response data goes.
     pub(crate) local: Vec<Sge>,
@@ -148,15 +145,6 @@ pub(crate) struct SendReq {
     pub(crate) got_bytes: u32,
     /// Acknowledged (or fully answered): ready to complete.
     pub(crate) done: bool,
-}
-
-impl Drop for SendReq {
-    /// The kept frames go back to the pool.
-    fn drop(&mut self) {
-        for (_, f) in std::mem::take(&mut self.frames) {
-            pool::give(f);
-        }
-    }
 }
 
 /// A receive WQE being filled by a multi-packet SEND.
@@ -316,12 +304,6 @@ impl Engine {
         self.counters.tx_frames += 1;
         self.counters.tx_bytes += f.len() as u64;
         self.tx.push(f);
-    }
-
-    /// Queues a frame of `p` on `route`; returns a copy of its bytes (kept for retransmission).
-    pub(crate) fn send_kept(&mut self, route: &Route, p: &Packet<'_>) -> Vec<u8> {
-        self.send(route, p);
-        self.tx.last().map_or_else(Vec::new, |f| pool::copy(f))
     }
 }
 

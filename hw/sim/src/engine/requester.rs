@@ -14,8 +14,8 @@
 //! An error CQE moves the QP to ERR: the outstanding WQEs before it and every later WQE complete
 //! with WR_FLUSH_ERR, in order, and so do the posted receive WQEs of its RQ.
 //!
-//! RC: each request takes PSNs from `next_send_psn` (READ: one per response packet); its frames
-//! are kept until it is acknowledged. An ACK completes every request it covers, in order; a
+//! RC: each request takes PSNs from `next_send_psn` (READ: one per response packet); nothing of
+//! its frames is kept — a retransmission reads the WQE and its data again, as ConnectX does. An ACK completes every request it covers, in order; a
 //! READ completes with its last response, an atomic with its atomic ACK (the original value
 //! goes to the local buffer). NAK sequence error: go back to the NAK'd PSN, using up one of the
 //! `retry_count` retries as an ack timeout does (the count restarts on progress). NAK invalid request
@@ -33,7 +33,7 @@ use mlx5_ifc::View;
 
 use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use super::wqe::{self, opcode as wop, LocalError, SendWqe};
-use super::{ack, dma, flush, psn_add, qp_rt, Hw, QpInfo, SendReq};
+use super::{ack, dma, flush, psn_add, psn_diff, qp_rt, Hw, QpInfo, SendReq};
 use crate::fabric::frame::{op, AtomicEth, Packet, Reth, Route};
 use crate::fabric::pool;
 use crate::fault::{DmaFault, DmaFaultKind};
@@ -219,7 +219,6 @@ fn request(cc: u16, w: &SendWqe, byte_count: u32) -> SendReq {
         signaled: w.fm_ce_se & wqe::CE_ALWAYS != 0,
         first_psn: 0,
         last_psn: 0,
-        frames: Default::default(),
         byte_count,
         local: Vec::new(),
         needs_response: false,
@@ -273,13 +272,22 @@ fn send_or_write(
         info.max_msg()
     };
     let data = dma::gather(hw, info.pd, &w.pieces, max)?;
-    let req = message(hw, info, cc, w, &data);
+    let req = message(hw, info, cc, w, &data, None);
     pool::give(data);
     Ok(req)
 }
 
-/// The frames of the SEND or WRITE `w` whose payload is `data`.
-fn message(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, w: &SendWqe, data: &[u8]) -> SendReq {
+/// The frames of the SEND or WRITE `w` whose payload is `data`. `again`: an RC request sent
+/// once already, `(first PSN, from)` — its frames from PSN `from` on go out again, with the
+/// PSNs they had.
+fn message(
+    hw: &mut Hw<'_>,
+    info: &QpInfo,
+    cc: u16,
+    w: &SendWqe,
+    data: &[u8],
+    again: Option<(u32, u32)>,
+) -> SendReq {
     let mut req = request(cc, w, data.len() as u32);
     let (route, dqpn) = route_of(hw, info, w);
     let write = matches!(w.opcode, wop::RDMA_WRITE | wop::RDMA_WRITE_IMM);
@@ -314,8 +322,14 @@ fn message(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, w: &SendWqe, data: &[u8]) ->
     let svc = if info.st == qp_st::RC { op::RC } else { op::UC };
     let mtu = info.mtu as usize;
     let n = data.len().div_ceil(mtu).max(1);
-    let first_psn = take_psns(hw, info, n as u32);
+    let first_psn = match again {
+        Some((first, _)) => first,
+        None => take_psns(hw, info, n as u32),
+    };
     for i in 0..n {
+        if again.is_some_and(|(_, from)| psn_diff(psn_add(first_psn, i as u32), from) < 0) {
+            continue;
+        }
         let (first, last) = (i == 0, i + 1 == n);
         let chunk = &data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())];
         let o = match (write, first, last) {
@@ -351,12 +365,7 @@ fn message(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, w: &SendWqe, data: &[u8]) ->
             payload: chunk,
             ..Packet::default()
         };
-        if svc == op::RC {
-            let f = hw.fw.engine.send_kept(&route, &p);
-            req.frames.push((p.psn, f));
-        } else {
-            hw.fw.engine.send(&route, &p);
-        }
+        hw.fw.engine.send(&route, &p);
     }
     if svc == op::RC {
         req.first_psn = first_psn;
@@ -380,13 +389,26 @@ fn remote_read(
         return Err(LocalError::Length);
     }
     dma::check_writable(hw, info.pd, &local)?;
-    let (va, rkey) = w.raddr.unwrap_or_default();
     let npkts = if atomic {
         1
     } else {
         (len.div_ceil(u64::from(info.mtu)).max(1)) as u32
     };
     let psn = take_psns(hw, info, npkts);
+    read_request(hw, info, w, psn, len as u32);
+    let mut req = request(cc, w, len as u32);
+    req.first_psn = psn;
+    req.last_psn = psn_add(psn, npkts - 1);
+    req.local = local;
+    req.needs_response = true;
+    req.done = false;
+    Ok(req)
+}
+
+/// Sends the READ or atomic request of `w` (`len` bytes) with PSN `psn`.
+fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32) {
+    let atomic = w.opcode != wop::RDMA_READ;
+    let (va, rkey) = w.raddr.unwrap_or_default();
     let mut p = Packet {
         dqpn: info.remote_qpn,
         ack_req: true,
@@ -408,21 +430,49 @@ fn remote_read(
         });
     } else {
         p.opcode = op::READ_REQ;
-        p.reth = Some(Reth {
-            va,
-            rkey,
-            len: len as u32,
-        });
+        p.reth = Some(Reth { va, rkey, len });
     }
-    let f = hw.fw.engine.send_kept(&info.route, &p);
-    let mut req = request(cc, w, len as u32);
-    req.first_psn = psn;
-    req.last_psn = psn_add(psn, npkts - 1);
-    req.frames.push((psn, f));
-    req.local = local;
-    req.needs_response = true;
-    req.done = false;
-    Ok(req)
+    hw.fw.engine.send(&info.route, &p);
+}
+
+/// Sends the unfinished RC request of WQE `cc`, whose PSNs start at `first_psn`, again from PSN
+/// `from` on (a READ or atomic: its request, whole). As ConnectX retransmits, the WQE is read
+/// from the send queue again (its slot is not reused before its completion) and its data
+/// gathered again — nothing of the first transmission is kept. A WQE that cannot be read, or
+/// no longer parses or gathers, fails the QP as it would have the first time. The frames sent.
+pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, from: u32) -> u64 {
+    let Some((bytes, _)) = fetch(hw, info, cc) else {
+        if super::qp_state_of(hw.fw, info.qpn) != Some(qp_state::ERR) {
+            flush::enter_error(hw, info.qpn, None);
+            cqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, info.qpn);
+        }
+        return 0;
+    };
+    let before = hw.fw.engine.counters.tx_frames;
+    let opcode = View::<CtrlSeg>::new(&bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
+    let failed = match wqe::parse_send(&bytes, info.st) {
+        Ok(w) if w.qpn == info.qpn => match w.opcode {
+            wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA => {
+                let len = dma::capacity(&w.sges()) as u32;
+                read_request(hw, info, &w, first_psn, len);
+                None
+            }
+            _ => match dma::gather(hw, info.pd, &w.pieces, info.max_msg()) {
+                Ok(data) => {
+                    message(hw, info, cc, &w, &data, Some((first_psn, from)));
+                    pool::give(data);
+                    None
+                }
+                Err(e) => Some(local_syndrome(e)),
+            },
+        },
+        _ => Some((syn::LOCAL_QP_OP_ERR, 0)),
+    };
+    pool::give(bytes);
+    if let Some((s, vendor)) = failed {
+        flush::enter_error(hw, info.qpn, Some((cc, opcode, s, vendor)));
+    }
+    hw.fw.engine.counters.tx_frames - before
 }
 
 /// Writes the CQEs of the finished requests at the front of the queue, in order.
