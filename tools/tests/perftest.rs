@@ -17,7 +17,12 @@ fn text(o: &Output) -> String {
 
 /// Runs `test` with `extra` arguments on both sides; the outputs `(client, server)`.
 fn pair(test: &str, extra: &[&str], port: u16) -> (String, String) {
-    let dir = std::env::temp_dir().join(format!("mlx5ctl-pt-{}-{test}", std::process::id()));
+    // One directory per pair: tests run in parallel, and two pairs of the same test binding
+    // the same socket paths would take each other's frames.
+    let dir = std::env::temp_dir().join(format!(
+        "mlx5ctl-pt-{}-{test}-{port}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (a, b) = (dir.join("a"), dir.join("b"));
