@@ -19,10 +19,7 @@ fn text(o: &Output) -> String {
 fn pair(test: &str, extra: &[&str], port: u16) -> (String, String) {
     // One directory per pair: tests run in parallel, and two pairs of the same test binding
     // the same socket paths would take each other's frames.
-    let dir = std::env::temp_dir().join(format!(
-        "mlx5ctl-pt-{}-{test}-{port}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("mlx5ctl-pt-{}-{test}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (a, b) = (dir.join("a"), dir.join("b"));

@@ -20,7 +20,7 @@ fn local(
 }
 
 /// Reads the payload `pieces` name (data segments through their lkeys with local read access)
-/// into a pooled buffer (give it back with [`crate::fabric::pool::give`] when done).
+/// into a pooled buffer (give it back with [`crate::fabric::pool::give_spare`] when done).
 pub(crate) fn gather(
     hw: &mut Hw<'_>,
     pd: u32,
@@ -37,17 +37,26 @@ pub(crate) fn gather(
     if total > max {
         return Err(LocalError::Length);
     }
-    let mut out = crate::fabric::pool::take();
-    out.reserve(total as usize);
+    // Every byte of it is written below (the pieces add up to `total`): its earlier bytes
+    // need no zeroing.
+    let mut out = crate::fabric::pool::take_len(total as usize);
+    let mut at = 0;
     for p in pieces {
         match p {
-            Piece::Inline(b) => out.extend_from_slice(b),
+            Piece::Inline(b) => {
+                out[at..at + b.len()].copy_from_slice(b);
+                at += b.len();
+            }
             Piece::Data(s) => {
                 let parts = local(hw, pd, s.lkey, s.addr, u64::from(s.len), access::LOCAL_READ)?;
                 for &(iova, n) in parts.iter() {
-                    let start = out.len();
-                    out.resize(start + n, 0);
-                    if hw.iommu.read(iova, &mut out[start..]).is_err() {
+                    let start = at;
+                    at += n;
+                    let read = match out.get_mut(start..at) {
+                        Some(dst) => hw.iommu.read(iova, dst).is_ok(),
+                        None => false,
+                    };
+                    if !read {
                         dma_fault(
                             hw.faults,
                             iova,

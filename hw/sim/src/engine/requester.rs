@@ -273,7 +273,7 @@ fn send_or_write(
     };
     let data = dma::gather(hw, info.pd, &w.pieces, max)?;
     let req = message(hw, info, cc, w, &data, None);
-    pool::give(data);
+    pool::give_spare(data);
     Ok(req)
 }
 
@@ -460,7 +460,7 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
             _ => match dma::gather(hw, info.pd, &w.pieces, info.max_msg()) {
                 Ok(data) => {
                     message(hw, info, cc, &w, &data, Some((first_psn, from)));
-                    pool::give(data);
+                    pool::give_spare(data);
                     None
                 }
                 Err(e) => Some(local_syndrome(e)),

@@ -45,6 +45,44 @@ pub(crate) fn take() -> Vec<u8> {
     .unwrap_or_default()
 }
 
+thread_local! {
+    /// The thread's spare buffer for [`take_len`], with the length it last had.
+    static SPARE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of `len` bytes holding whatever they held before — for a caller that overwrites
+/// every one of them (a gather): the thread's spare when there is one, so that bytes it
+/// already had are not zeroed again. Give it back with [`give_spare`] (or [`give`]).
+pub(crate) fn take_len(len: usize) -> Vec<u8> {
+    let mut v = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    if v.capacity() == 0 {
+        v = take();
+    }
+    if v.len() >= len {
+        v.truncate(len);
+    } else {
+        v.resize(len, 0);
+    }
+    v
+}
+
+/// Gives back a buffer of [`take_len`]: it becomes the thread's spare (its bytes and length
+/// kept) if there is none, else it goes back to the pool.
+pub(crate) fn give_spare(v: Vec<u8>) {
+    let rest = SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.capacity() == 0 && v.capacity() <= KEEP_CAPACITY {
+            *s = v;
+            None
+        } else {
+            Some(v)
+        }
+    });
+    if let Some(v) = rest {
+        give(v);
+    }
+}
+
 /// A copy of `bytes` in a pooled buffer.
 pub(crate) fn copy(bytes: &[u8]) -> Vec<u8> {
     let mut f = take();
