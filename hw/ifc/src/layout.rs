@@ -310,6 +310,7 @@ fn word<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
 
 /// Where a field lies within one aligned dword (as every PRM field narrower than 32 bits does):
 /// `(byte offset of the dword, right shift, mask)`.
+#[inline]
 fn in_dword(info: &FieldInfo) -> Option<(usize, u32, u32)> {
     let (bit, width) = (info.bit, info.width);
     (width > 0 && bit % 32 + width <= 32).then(|| {
@@ -323,6 +324,7 @@ fn in_dword(info: &FieldInfo) -> Option<(usize, u32, u32)> {
     })
 }
 
+#[inline]
 fn read_bits(buf: &[u8], info: &FieldInfo) -> u64 {
     if info.width == 0 {
         return 0;
@@ -342,6 +344,7 @@ fn read_bits(buf: &[u8], info: &FieldInfo) -> u64 {
 }
 
 /// [`read_bits`] through the general window (any offset, any width up to 64).
+#[inline(never)]
 fn read_general(buf: &[u8], info: &FieldInfo) -> u64 {
     let (range, msb, lsb) = window(info.bit as usize, info.width as usize);
     // In bounds by construction (views check the length); a short image reads as 0.
@@ -391,11 +394,13 @@ impl<'a, L: Layout> View<'a, L> {
         })
     }
     /// The value of an integer field.
+    #[inline]
     pub fn get(&self, f: Field<L>) -> u64 {
         read_bits(self.buf, &f.info)
     }
     /// The value of an integer field of at most 32 bits (wider fields are truncated to their low
     /// 32 bits; use [`View::get`] for them).
+    #[inline]
     pub fn get32(&self, f: Field<L>) -> u32 {
         self.get(f) as u32
     }
@@ -453,10 +458,12 @@ impl<'a, L: Layout> ViewMut<'a, L> {
         }
     }
     /// The value of an integer field.
+    #[inline]
     pub fn get(&self, f: Field<L>) -> u64 {
         read_bits(self.buf, &f.info)
     }
     /// Sets an integer field; a value wider than the field is refused, never truncated.
+    #[inline]
     pub fn set(&mut self, f: Field<L>, value: u64) -> Result<&mut Self, LayoutError> {
         set_bits(self.buf, L::NAME, &f.info, value)?;
         Ok(self)
@@ -511,6 +518,7 @@ impl<'a, L: Layout> ViewMut<'a, L> {
     }
 }
 
+#[inline]
 fn set_bits(
     buf: &mut [u8],
     layout: &'static str,
@@ -540,6 +548,7 @@ fn set_bits(
 }
 
 /// [`set_bits`] through the general window (any offset, any width up to 64).
+#[inline(never)]
 fn set_general(buf: &mut [u8], info: &FieldInfo, value: u64) {
     let (range, msb, lsb) = window(info.bit as usize, info.width as usize);
     // In bounds by construction (views check the length); a short image is left alone.

@@ -228,8 +228,8 @@ pub(crate) struct Engine {
     pub(crate) eth_rqs: BTreeMap<u32, u16>,
     /// EQ producer counters.
     pub(crate) eqs: BTreeMap<u32, u32>,
-    /// BlueFlame halves: BAR offset of the half → `(QPN, WQE counter, DS)` of its last doorbell.
-    pub(crate) bf: BTreeMap<u64, (u32, u16, u8)>,
+    /// BlueFlame halves: BAR offset of the half → the WQE its last doorbell named.
+    pub(crate) bf: BTreeMap<u64, BfCopy>,
     /// Frames to put on the wire.
     pub(crate) tx: Vec<Vec<u8>>,
     /// MSI-X vectors raised and not yet delivered (an EQE written to an armed EQ raises its
@@ -575,7 +575,8 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
             // The control segment's DS (byte 7, low 6 bits): how much of what follows the
             // device reads as the WQE.
             let ds = value.to_be_bytes()[7] & 0x3f;
-            hw.fw.engine.bf.insert(half, (qpn, wqe, ds));
+            let copy = BfCopy::take(hw, qpn, wqe, ds);
+            hw.fw.engine.bf.insert(half, copy);
             blueflame(hw, off, half, 0, value);
             Some(qpn)
         }
@@ -594,48 +595,82 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
     }
 }
 
+/// The bytes of the WQE a send doorbell named, as the send queue held them when it rang: what
+/// the rest of that WQE's BlueFlame copy must repeat. Only the WQE's DS units are kept: a
+/// BlueFlame copy is whole 64-byte blocks, and the bytes past DS in its last block are whatever
+/// the host's buffer held (rdma-core's `mlx5_bf_copy` copies them from its ring as they lie),
+/// which the device ignores.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BfCopy {
+    qpn: u32,
+    wqe: u16,
+    /// Bytes of `bytes` to compare: the DS units, fewer if the queue could not be read.
+    len: usize,
+    bytes: [u8; BF_HALF_MAX],
+}
+
+/// The largest BlueFlame half (`log_bf_reg_size` is at most 10: two halves of 512 bytes).
+const BF_HALF_MAX: usize = 512;
+
+impl BfCopy {
+    /// Reads the WQE `wqe` of QP `qpn` from its send queue (one WQEBB at a time: the ring may
+    /// wrap), `ds` units of 16 bytes.
+    fn take(hw: &mut Hw<'_>, qpn: u32, wqe: u16, ds: u8) -> BfCopy {
+        let mut copy = BfCopy {
+            qpn,
+            wqe,
+            len: 0,
+            bytes: [0; BF_HALF_MAX],
+        };
+        let Some(info) = QpInfo::load(hw.fw, qpn) else {
+            return copy;
+        };
+        if info.sq_wqebbs == 0 {
+            return copy;
+        }
+        let want = (usize::from(ds) * 16).min(BF_HALF_MAX);
+        for (i, block) in copy.bytes[..want].chunks_mut(64).enumerate() {
+            let slot = (u64::from(wqe) + i as u64) & u64::from(info.sq_wqebbs - 1);
+            let at = info.start + info.sq_offset + slot * 64;
+            if wqe::read_queue(hw.iommu, &info.pas, info.page, at, block).is_err() {
+                break;
+            }
+            copy.len += block.len();
+        }
+        copy
+    }
+}
+
 /// Compares the doorbell or BlueFlame word `value` at byte `at` of the half at `half` with the
-/// WQE its doorbell named; a difference is a [`DmaFaultKind::BlueFlameMismatch`]. Only the
-/// WQE's DS units are compared: a BlueFlame copy is whole 64-byte blocks, and the bytes past DS
-/// in its last block are whatever the host's buffer held (rdma-core's `mlx5_bf_copy` copies them
-/// from its ring as they lie), which the device ignores.
+/// WQE its doorbell named ([`BfCopy`]); a difference is a [`DmaFaultKind::BlueFlameMismatch`].
 fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
-    let mismatch = |what: String| DmaFault {
-        iova: off,
-        len: 8,
-        kind: DmaFaultKind::BlueFlameMismatch,
-        what,
-    };
-    let Some(&(qpn, wqe, ds)) = hw.fw.engine.bf.get(&half) else {
-        hw.faults.push(mismatch(format!(
-            "BlueFlame word at {off:#x} without a doorbell"
-        )));
+    let Some(copy) = hw.fw.engine.bf.get(&half) else {
+        hw.faults.push(DmaFault {
+            iova: off,
+            len: 8,
+            kind: DmaFaultKind::BlueFlameMismatch,
+            what: format!("BlueFlame word at {off:#x} without a doorbell"),
+        });
         return;
     };
-    if at >= u64::from(ds) * 16 {
-        return;
-    }
-    let Some(info) = QpInfo::load(hw.fw, qpn) else {
+    let Some(ring) = usize::try_from(at)
+        .ok()
+        .and_then(|at| copy.bytes[..copy.len].get(at..at + 8))
+    else {
         return;
     };
-    if info.sq_wqebbs == 0 {
-        return;
-    }
-    let slot = (u64::from(wqe) + at / 64) & u64::from(info.sq_wqebbs - 1);
-    let mut ring = [0u8; 8];
-    let read = wqe::read_queue(
-        hw.iommu,
-        &info.pas,
-        info.page,
-        info.start + info.sq_offset + slot * 64 + at % 64,
-        &mut ring,
-    );
-    if read.is_ok() && ring != value.to_be_bytes() {
+    if ring != value.to_be_bytes() {
+        let (qpn, wqe) = (copy.qpn, copy.wqe);
+        let held = u64::from_be_bytes(ring.try_into().unwrap_or_default());
         log::warn!("mlx5-sim: QP {qpn:#x} WQE {wqe}: BlueFlame byte {at} differs from the ring");
-        hw.faults.push(mismatch(format!(
-            "QP {qpn:#x} WQE {wqe}: BlueFlame word at byte {at} is {value:#018x}, the send queue holds {:#018x}",
-            u64::from_be_bytes(ring)
-        )));
+        hw.faults.push(DmaFault {
+            iova: off,
+            len: 8,
+            kind: DmaFaultKind::BlueFlameMismatch,
+            what: format!(
+                "QP {qpn:#x} WQE {wqe}: BlueFlame word at byte {at} is {value:#018x}, the send queue holds {held:#018x}"
+            ),
+        });
     }
 }
 
