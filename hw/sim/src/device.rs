@@ -186,9 +186,13 @@ impl Shared {
         r
     }
 
-    /// Delivers a frame from the wire (the caller settles the fabric).
-    pub(crate) fn deliver(&self, frame: &[u8]) {
-        self.datapath(false, |hw| engine::receive(hw, frame));
+    /// Delivers frames from the wire, in order, in one pass (the caller settles the fabric).
+    pub(crate) fn deliver(&self, frames: &[Vec<u8>]) {
+        self.datapath(false, |hw| {
+            for f in frames {
+                engine::receive(hw, f);
+            }
+        });
     }
 
     /// Every frame due for the device is in: the coalesced ACKs leave. Whether there were any.
@@ -285,8 +289,8 @@ impl Shared {
 }
 
 impl Station for Shared {
-    fn deliver(&self, frame: &[u8]) {
-        Shared::deliver(self, frame);
+    fn deliver(&self, frames: &[Vec<u8>]) {
+        Shared::deliver(self, frames);
     }
     fn timers_due(&self) -> bool {
         Shared::timers_due(self)

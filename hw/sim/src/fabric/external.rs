@@ -128,8 +128,10 @@ impl Link {
 }
 
 impl Station for Link {
-    fn deliver(&self, frame: &[u8]) {
-        self.send(frame);
+    fn deliver(&self, frames: &[Vec<u8>]) {
+        for f in frames {
+            self.send(f);
+        }
     }
     fn timers_due(&self) -> bool {
         false

@@ -109,7 +109,11 @@ fn masked_crc(pkt: &[u8], l3: L3, udp: bool) -> u32 {
     let mut head = [0u8; 64];
     let n = lanes * 16;
     if let (Some(front), Some(rest)) = (pkt.get(..n), pkt.get(n..)) {
-        for ((dst, src), mask) in head.chunks_exact_mut(16).zip(front.chunks_exact(16)).zip(masks) {
+        for ((dst, src), mask) in head
+            .chunks_exact_mut(16)
+            .zip(front.chunks_exact(16))
+            .zip(masks)
+        {
             let mut w = [0u8; 16];
             w.copy_from_slice(src);
             dst.copy_from_slice(&(u128::from_le_bytes(w) | mask).to_le_bytes());
@@ -190,13 +194,21 @@ mod tests {
     /// path changes, and the CRC engine's own edges).
     #[test]
     fn every_length_and_kind_agrees_with_the_definition() {
-        let pkt: Vec<u8> = (0..4300u32).map(|i| (i.wrapping_mul(0x9e37) >> 5) as u8).collect();
+        let pkt: Vec<u8> = (0..4300u32)
+            .map(|i| (i.wrapping_mul(0x9e37) >> 5) as u8)
+            .collect();
         for (l3, udp) in [(L3::Ipv4, true), (L3::Ipv6, true), (L3::Ipv6, false)] {
             let min = l3.len() + if udp { UDP_BYTES } else { 0 } + BTH_BYTES;
-            let lens = (min..400).chain((400..pkt.len()).step_by(37)).chain([4096 + 60, 4300]);
+            let lens = (min..400)
+                .chain((400..pkt.len()).step_by(37))
+                .chain([4096 + 60, 4300]);
             for len in lens {
                 let p = &pkt[..len];
-                assert_eq!(masked_crc(p, l3, udp), reference(p, l3, udp), "length {len}");
+                assert_eq!(
+                    masked_crc(p, l3, udp),
+                    reference(p, l3, udp),
+                    "length {len}"
+                );
             }
         }
     }

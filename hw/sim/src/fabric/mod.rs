@@ -57,6 +57,15 @@ pub use pcap::PCAP_MAGIC_NS;
 /// livelock guard).
 const IDLE_LIMIT: usize = 1 << 20;
 
+/// The most frames handed to a station at once ([`Station::deliver`]).
+pub(crate) const BATCH: usize = 64;
+
+thread_local! {
+    /// A delivery batch's list, emptied after each (its capacity kept: delivering allocates
+    /// nothing).
+    static SPARE_BATCH: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A fault on the wire (see [`Fabric::inject`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -142,8 +151,9 @@ pub struct FabricCounters {
 /// What the fabric needs of the device on a port (the device core implements it): taking a
 /// frame, and its data path timers.
 pub(crate) trait Station: Send + Sync {
-    /// Takes a frame from the wire.
-    fn deliver(&self, frame: &[u8]);
+    /// Takes frames from the wire, in order: those due on its port at one moment, at most
+    /// [`BATCH`] (one pass through the device for all of them).
+    fn deliver(&self, frames: &[Vec<u8>]);
     /// Every frame due for the device has been delivered: it sends what it held back for that
     /// moment (coalesced ACKs). Whether it sent anything.
     fn idle(&self) -> bool {
@@ -476,15 +486,14 @@ impl Fabric {
         }
     }
 
-    /// The next frame due for delivery on any port, with its device.
-    fn next_delivery(&self, only: Option<usize>) -> Option<(Arc<dyn Station>, Vec<u8>)> {
+    /// The frames due on the first port that has any (`only` that port), at most [`BATCH`],
+    /// into `out` (empty), in their order; with the port's device.
+    fn next_batch(&self, only: Option<usize>, out: &mut Vec<Vec<u8>>) -> Option<Arc<dyn Station>> {
         let now = self.now_ns();
         let mut w = self.wire();
+        let due = |w: &Wire, i: usize| w.ports[i].inbox.front().is_some_and(|(t, _)| *t <= now);
         loop {
-            let idx = (0..w.ports.len()).find(|&i| {
-                only.is_none_or(|o| o == i)
-                    && w.ports[i].inbox.front().is_some_and(|(t, _)| *t <= now)
-            });
+            let idx = (0..w.ports.len()).find(|&i| only.is_none_or(|o| o == i) && due(&w, i));
             let Some(i) = idx else {
                 // Nothing else is due: a frame held back for reordering goes now.
                 let (port, at, f) = w.held.take()?;
@@ -493,15 +502,34 @@ impl Fabric {
                 }
                 continue;
             };
-            let (_, f) = w.ports[i].inbox.pop_front()?;
-            match w.ports[i].station() {
-                Some(dev) => {
-                    w.counters.delivered += 1;
-                    return Some((dev, f));
-                }
-                None => pool::give(f),
+            let Some(dev) = w.ports[i].station() else {
+                let (_, f) = w.ports[i].inbox.pop_front()?;
+                pool::give(f);
+                continue;
+            };
+            while out.len() < BATCH && due(&w, i) {
+                let Some((_, f)) = w.ports[i].inbox.pop_front() else {
+                    break;
+                };
+                out.push(f);
+                w.counters.delivered += 1;
             }
+            return Some(dev);
         }
+    }
+
+    /// Delivers the next batch ([`Fabric::next_batch`]); whether there was one.
+    fn deliver_next(&self, only: Option<usize>) -> bool {
+        let mut batch = SPARE_BATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        let dev = self.next_batch(only, &mut batch);
+        if let Some(dev) = &dev {
+            dev.deliver(&batch);
+        }
+        for f in batch.drain(..) {
+            pool::give(f);
+        }
+        SPARE_BATCH.with(|s| *s.borrow_mut() = batch);
+        dev.is_some()
     }
 
     /// The attached devices.
@@ -535,9 +563,7 @@ impl Fabric {
             return;
         }
         for _ in 0..IDLE_LIMIT {
-            if let Some((dev, f)) = self.next_delivery(None) {
-                dev.deliver(&f);
-                pool::give(f);
+            if self.deliver_next(None) {
                 continue;
             }
             let devices = self.devices();
@@ -568,12 +594,8 @@ impl Fabric {
     /// Threaded mode: delivers the due frames of `port` and services `dev`'s timers.
     pub(crate) fn service(&self, port: usize, dev: &dyn Station) {
         for _ in 0..IDLE_LIMIT {
-            match self.next_delivery(Some(port)) {
-                Some((d, f)) => {
-                    d.deliver(&f);
-                    pool::give(f);
-                }
-                None => break,
+            if !self.deliver_next(Some(port)) {
+                break;
             }
         }
         dev.idle();
