@@ -39,8 +39,11 @@ for t in $(echo "$tools" | tr ',' ' '); do
   n=$((n + 1))
   name=${t%%:*}; args=$(echo "${t#*:}" | tr '+' ' ')
   echo "RXE-RUN $n $name $args"
-  # As a client (to the host through guestfwd's 10.0.2.100): give the host's server a moment.
-  case "$args" in *10.0.2.100*|*198.18.0.1*) sleep 3 ;; esac
+  # As a client (of the host's server, through guestfwd's 10.0.2.100 or on the RoCE link):
+  # wait until the host says its server listens (10.0.2.100:18600 answers then).
+  case "$args" in *10.0.2.100*|*198.18.0.1*)
+    echo "RXE-GO $n $(nc 10.0.2.100 18600 </dev/null 2>&1)" ;;
+  esac
   timeout 120 "$name" $args </dev/null >/dev/console 2>&1
   echo "RXE-EXIT $n $name $?"
 done

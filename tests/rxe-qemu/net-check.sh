@@ -5,8 +5,8 @@
 # ADDR:5000 (mlx5ctl net's echo service) with busybox nc and checks that every byte came back.
 addr=$1; bytes=$2
 ip neigh show | sed 's/^/net-check: neigh /'
-# The host's side may come up later than the 3 s the guest waits (its previous run can take
-# that long to end): wait for a first echo reply, up to 60 s, before the checked pings.
+# The guest starts this once the host says its side listens; a first echo reply is still
+# awaited (up to 60 s) before the checked pings, as a neighbour entry may be stale.
 for _ in $(seq 60); do ping -c 1 -W 1 "$addr" > /dev/null 2>&1 && break; done
 ping -c 3 -W 2 "$addr" || {
   echo "net-check: no echo replies from $addr"

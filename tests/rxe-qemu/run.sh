@@ -196,7 +196,8 @@ HOST+=("perftest write-bw -R -n $PT -s 4096 198.18.0.2" "perftest write-bw -R -n
 # guest checks every byte (net-check.sh). mlx5ctl net pings the guest first. (It once failed
 # when run after the faulty-wire runs: a strace of QEMU showed the guest's three pings leaving
 # before mlx5ctl net was up — the previous run's host side can end more than the 3 s after the
-# guest's tool that a client waits — and net-check gave up; it now waits for a first reply.)
+# guest's tool that a client then waited. Guest clients now start when the host says its side
+# listens, through 10.0.2.100:18600; see the loop below.)
 RUNS=("net-check:198.18.0.1+1048576" "${RUNS[@]}")
 HOST=("net --peer 198.18.0.2 --pings 3 --echo 5000 --echo-bytes 1048576 --wait-secs 90" "${HOST[@]}")
 # ONLY=REGEX keeps the runs whose guest tool and arguments match (a quicker check while working).
@@ -215,7 +216,7 @@ timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabi
   -machine q35,accel=tcg -cpu max -smp 1 -m 512M \
   -netdev "$NETDEV" \
   -device e1000,netdev=roce,mac=52:54:00:00:00:02,romfile= \
-  -netdev "user,id=ctl,restrict=on,hostfwd=tcp:127.0.0.1:$HP-10.0.2.15:18515,guestfwd=tcp:10.0.2.100:18515-cmd:bash -c 'exec 3<>/dev/tcp/127.0.0.1/$HP2; cat <&3 & cat >&3'" \
+  -netdev "user,id=ctl,restrict=on,hostfwd=tcp:127.0.0.1:$HP-10.0.2.15:18515,guestfwd=tcp:10.0.2.100:18515-cmd:bash -c 'exec 3<>/dev/tcp/127.0.0.1/$HP2; cat <&3 & cat >&3',guestfwd=tcp:10.0.2.100:18600-cmd:bash -c 'for _ in \$(seq 1800); do [ -e $WORK/go ] && break; sleep 0.1; done; cat $WORK/go; rm -f $WORK/go'" \
   -device e1000,netdev=ctl,mac=52:54:00:00:01:02,romfile= \
   -kernel "$KROOT/vmlinux" -initrd "$WORK/initramfs.gz" \
   -append "console=ttyS0 loglevel=4 panic=-1 rxe.tools=$TOOLS" \
@@ -232,6 +233,20 @@ oob() { case ${HOST[$1]} in rping*|net*|*" -R "*) ;; *) echo "$2" ;; esac; }
 # rping's runs keep the simulated wire as pcap (target/rxe-qemu/host-N.pcap): Linux's CM MADs
 # as Linux sent them.
 cap() { case ${HOST[$1]} in rping*|net*) echo "--pcap $WORK/host-$(( $1 + 1 )).pcap" ;; esac; }
+# Waits (up to 30 s) until our side of run index $1 (number $2, process $3) listens: its TCP
+# port for the tools' exchange, or its own words for rdma_cm servers and net's echo service —
+# or it has exited.
+listening() {
+  for _ in $(seq 300); do
+    kill -0 "$3" 2>/dev/null || return 0
+    if [ -n "$(oob "$1" x)" ]; then
+      [ -n "$(ss -Hltn "sport = :$HP2" 2>/dev/null)" ] && return 0
+    else
+      grep -aqE 'listening|Waiting for client' "$WORK/host-$2.log" 2>/dev/null && return 0
+    fi
+    sleep 0.1
+  done
+}
 # Whether run $1 printed a result line (" <bytes> <iterations> ...") on our side or the guest's.
 result_line() {
   grep -aqE '^ [0-9]+ +[0-9]+ ' "$WORK/host-$1.log" ||
@@ -257,15 +272,23 @@ for i in "${!RUNS[@]}"; do
       --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1 && rc=0 || rc=$?
     echo "host-$n exit $rc" >> "$WORK/host-$n.log"
   else
-    # Our side listens before the guest's client starts (it waits 3 s after RXE-RUN).
+    # Our side listens before the guest's client starts: the guest asks 10.0.2.100:18600
+    # (guestfwd) before it starts its client, and the answer comes once $WORK/go exists, which
+    # is written when our side listens. (A fixed wait in the guest raced with the previous
+    # run's host side, which can end seconds after the guest's tool.)
     for _ in $(seq $((TIMEOUT * 10))); do
       grep -aq "^RXE-RUN $n " "$WORK/guest.log" && break
       kill -0 $QPID 2>/dev/null || break
       sleep 0.1
     done
+    rm -f "$WORK/go"
     # shellcheck disable=SC2086
     RUST_LOG=${RUST_LOG:-warn} timeout 150 "$CTL" ${HOST[$i]} $(oob "$i" "-p $HP2") $(cap "$i") --ip 198.18.0.1 \
-      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1 && rc=0 || rc=$?
+      --mac 02:c5:5a:00:00:01 "${WIRE[@]}" > "$WORK/host-$n.log" 2>&1 &
+    HPID=$!
+    listening "$i" "$n" $HPID
+    echo "$n" > "$WORK/go.tmp" && mv "$WORK/go.tmp" "$WORK/go"
+    wait $HPID && rc=0 || rc=$?
     echo "host-$n exit $rc" >> "$WORK/host-$n.log"
   fi
   for _ in $(seq 600); do grep -aq "^RXE-EXIT $n " "$WORK/guest.log" && break; sleep 0.1; done
