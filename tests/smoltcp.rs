@@ -676,3 +676,112 @@ fn a_false_send_error_is_counted_and_the_port_sends_on() {
         c.destroy().unwrap();
     }
 }
+
+/// A send the device cannot carry out (its data read faults): the SQ stops in ERR with an
+/// error completion; the port counts it, finds the SQ in ERR, brings it back through RST to
+/// RDY on its own (as mlx5e's TX recovery does), and the next frame goes out. The lost frame
+/// is lost (a stack above retransmits); the device records the fault.
+#[test]
+fn a_send_the_device_cannot_read_stops_the_sq_and_the_port_brings_it_back() {
+    use mlx5::sim::{DmaFaultKind, Fault};
+    let fabric = Fabric::new();
+    let (sa, da) = nic(&fabric, Mode::Sync);
+    let (_sb, db) = nic(&fabric, Mode::Sync);
+    let (tx, rx) = (da.create_cq(64).unwrap(), da.create_cq(64).unwrap());
+    let (txb, rxb) = (db.create_cq(64).unwrap(), db.create_cq(64).unwrap());
+    let mut a = EthPort::open(&da, &tx, &rx, &EthPortConfig::default()).unwrap();
+    let mut b = EthPort::open(&db, &txb, &rxb, &EthPortConfig::default()).unwrap();
+    let frame = |seq: u8| {
+        ipv4_frame(
+            db.vport().mac,
+            da.vport().mac,
+            1,
+            &[8, 0, 0xf7, 0xfd - seq, 0, 1, 0, 1 + seq],
+        )
+    };
+    sa.inject(Fault::SqReadFault);
+    assert!(a.send(&frame(0)).unwrap(), "posted: the device fails it");
+    let events = sa.fault_events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].fault, "SqReadFault");
+    assert!(
+        sa.dma_faults()
+            .iter()
+            .any(|f| f.kind == DmaFaultKind::Injected),
+        "{:?}",
+        sa.dma_faults()
+    );
+    assert!(
+        a.can_send().unwrap(),
+        "the port recovered the SQ on its own"
+    );
+    let st = a.stats();
+    assert_eq!((st.tx_errors, st.tx_recoveries), (1, 1), "{st:?}");
+    for seq in 1..=3 {
+        assert!(a.send(&frame(seq)).unwrap());
+    }
+    assert!(a.can_send().unwrap());
+    let mut got = Vec::new();
+    while let Some(n) = b.recv().unwrap() {
+        got.push(n);
+    }
+    assert_eq!(
+        got.len(),
+        3,
+        "the three frames after the recovery, not the failed one"
+    );
+    let st = a.stats();
+    assert_eq!((st.tx_errors, st.tx_recoveries), (1, 1), "{st:?}");
+    a.close().unwrap();
+    b.close().unwrap();
+    for c in [tx, rx, txb, rxb] {
+        c.destroy().unwrap();
+    }
+}
+
+/// The same device fault under TCP: a segment the device could not send is lost, the port
+/// brings its SQ back, and smoltcp's retransmission carries the stream on — every byte of
+/// 256 KiB arrives, in order.
+#[test]
+fn tcp_carries_on_across_a_send_the_device_could_not_read() {
+    big_stack(tcp_across_a_send_fault);
+}
+
+fn tcp_across_a_send_fault() {
+    use mlx5::sim::Fault;
+    let fabric = Fabric::new();
+    let (sa, da) = nic(&fabric, Mode::Sync);
+    let (_sb, db) = nic(&fabric, Mode::Sync);
+    let (txa, rxa) = (da.create_cq(256).unwrap(), da.create_cq(256).unwrap());
+    let (txb, rxb) = (db.create_cq(256).unwrap(), db.create_cq(256).unwrap());
+    let cfg = EthPortConfig::default();
+    {
+        let mut a = Side::new(EthPort::open(&da, &txa, &rxa, &cfg).unwrap(), [10, 0, 0, 1]);
+        let mut b = Side::new(EthPort::open(&db, &txb, &rxb, &cfg).unwrap(), [10, 0, 0, 2]);
+        let mut now = Instant::ZERO;
+        let hb = b.sockets.add(tcp_socket());
+        b.sockets.get_mut::<tcp::Socket>(hb).listen(5000).unwrap();
+        let ha = a.sockets.add(tcp_socket());
+        a.sockets
+            .get_mut::<tcp::Socket>(ha)
+            .connect(a.iface.context(), (IpAddress::v4(10, 0, 0, 2), 5000), 49152)
+            .unwrap();
+        run(&mut a, &mut b, &mut now, |a, b| {
+            a.sockets.get::<tcp::Socket>(ha).may_send()
+                && b.sockets.get::<tcp::Socket>(hb).may_recv()
+        });
+        assert_eq!(a.port.stats().tx_errors, 0);
+        sa.inject(Fault::SqReadFault);
+        stream(&mut a, &mut b, &mut now, ha, hb, true, 256 << 10);
+        let st = a.port.stats();
+        assert_eq!((st.tx_errors, st.tx_recoveries), (1, 1), "{st:?}");
+        assert_eq!(sa.fault_events().len(), 1);
+        let Side { port: pa, .. } = a;
+        let Side { port: pb, .. } = b;
+        pa.close().unwrap();
+        pb.close().unwrap();
+    }
+    for cq in [txa, rxa, txb, rxb] {
+        cq.destroy().unwrap();
+    }
+}

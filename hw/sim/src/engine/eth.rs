@@ -127,7 +127,10 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         match op_code {
             opcode::NOP => {}
             opcode::SEND | opcode::TSO => {
-                let sent = read_wqe(hw, &sq, cc, ds as usize)
+                let wqe_iova =
+                    sq.ring.pas.first().copied().unwrap_or(0) + sq.ring.start + slot * WQEBB;
+                let sent = injected_read_fault(hw, sqn, cc, wqe_iova)
+                    .and_then(|()| read_wqe(hw, &sq, cc, ds as usize))
                     .ok_or(LocalError::Dma)
                     .and_then(|w| frames(hw, sq.ring.pd, &w, op_code == opcode::TSO));
                 match sent {
@@ -175,6 +178,24 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
             return;
         }
     }
+}
+
+/// An injected [`crate::Fault::SqReadFault`], if one is pending, consumed and recorded: the
+/// WQE at counter `cc` of SQ `sqn` (at `iova`, the fault's recorded address) cannot read its
+/// data (`None`).
+fn injected_read_fault(hw: &mut Hw<'_>, sqn: u32, cc: u16, iova: u64) -> Option<()> {
+    if !hw.fw.injected.take_sq_read() {
+        return Some(());
+    }
+    let what = format!("SQ {sqn:#x} WQE {cc}: its data read faults");
+    hw.faults.push(DmaFault {
+        iova,
+        len: WQEBB as usize,
+        kind: DmaFaultKind::Injected,
+        what: what.clone(),
+    });
+    hw.fw.injected.log.push(hw.now, "SqReadFault", what);
+    None
 }
 
 /// The SQ stops at the WQE at counter `cc`: an error CQE (syndrome `syn`) and the state ERR,

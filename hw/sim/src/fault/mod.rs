@@ -27,6 +27,7 @@
 //! | [`Fault::DmaScribble`] | the device writes chosen bytes at an IOVA (any live allocation) | at once |
 //! | [`Fault::CompleteTwice`] | the completion of the next entry of the opcode is written again later | one-shot |
 //! | [`Fault::CompleteOutOfOrder`] | next doorbell: entries complete highest slot first; a lone entry also gets an idle slot spuriously completed | one-shot |
+//! | [`Fault::SqReadFault`] | next send WQE an Ethernet SQ executes: its data read faults; error CQE, the SQ to ERR | one-shot |
 //!
 //! `SimDevice::dma_scribble(seed, count)` is the random form of [`Fault::DmaScribble`]: random
 //! bytes at random offsets of random live allocations, reproducible from the seed.
@@ -199,6 +200,13 @@ pub enum Fault {
     /// rang — the next one above it (modulo the 32 slots) whose ownership bit is 0 — by
     /// writing its status byte with delivery status [`SPURIOUS_STATUS`] and ownership 0.
     CompleteOutOfOrder,
+    /// The next send WQE an Ethernet SQ executes cannot read its data: the read faults as if
+    /// the buffer were unmapped (a PCIe read error as the driver sees it). A [`DmaFault`] of
+    /// kind [`DmaFaultKind::Injected`] is recorded; the WQE completes with a local QP
+    /// operation error (syndrome 0x2), nothing goes on the wire, and the SQ goes to ERR (the
+    /// WQEs after it flushed, with `flush_in_error_en`) — what a driver must recover from by
+    /// moving the SQ back to RDY through RST.
+    SqReadFault,
 }
 
 /// The (invalid) delivery status of a slot [`Fault::CompleteOutOfOrder`] completes spuriously.
@@ -223,6 +231,7 @@ impl Fault {
             Fault::DmaScribble { .. } => "DmaScribble",
             Fault::CompleteTwice { .. } => "CompleteTwice",
             Fault::CompleteOutOfOrder => "CompleteOutOfOrder",
+            Fault::SqReadFault => "SqReadFault",
         }
     }
 

@@ -31,6 +31,7 @@ pub(crate) struct Faults {
     /// Completions to write again.
     pub(crate) replays: Vec<ArmedReplay>,
     out_of_order: u32,
+    sq_read: u32,
     /// The faults that took effect.
     pub(crate) log: FaultLog,
 }
@@ -65,6 +66,7 @@ impl Faults {
             | Fault::CorruptOutputSignature { .. }) => self.output.push(f),
             Fault::CompleteTwice { opcode, when } => self.twice.push((opcode, when)),
             Fault::CompleteOutOfOrder => self.out_of_order += 1,
+            Fault::SqReadFault => self.sq_read += 1,
             Fault::FatalHealth { .. }
             | Fault::InitSegWord { .. }
             | Fault::FellOffBus
@@ -131,6 +133,13 @@ impl Faults {
     pub(crate) fn take_out_of_order(&mut self) -> bool {
         let some = self.out_of_order > 0;
         self.out_of_order = self.out_of_order.saturating_sub(1);
+        some
+    }
+
+    /// Consumes a pending `SqReadFault`.
+    pub(crate) fn take_sq_read(&mut self) -> bool {
+        let some = self.sq_read > 0;
+        self.sq_read = self.sq_read.saturating_sub(1);
         some
     }
 

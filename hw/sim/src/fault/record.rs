@@ -14,7 +14,8 @@ pub enum DmaFaultKind {
     /// The device wrote memory that is not mapped (an injected `Fault::DmaScribble` outside
     /// every live allocation included).
     Write,
-    /// A read failed because `Fault::DmaFault` was injected.
+    /// A read failed because `Fault::DmaFault` or `Fault::SqReadFault` was injected (for the
+    /// latter, the address is the WQE's).
     Injected,
     /// MANAGE_PAGES gave the device a page that is not (entirely) mapped.
     PageNotMapped,
