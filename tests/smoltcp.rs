@@ -633,57 +633,14 @@ fn ipv6_udp_flows_spread_by_rss_as_toeplitz_predicts() {
     }
 }
 
-/// A device that reports an error completion for a send it went on running (a corrupted CQE):
-/// the port counts the error, asks the device the SQ's state (RDY: nothing to recover), and
-/// sends on.
-#[test]
-fn a_false_send_error_is_counted_and_the_port_sends_on() {
-    use mlx5::sim::{CqeField, Fault};
-    let fabric = Fabric::new();
-    let (sa, da) = nic(&fabric, Mode::Sync);
-    let (_sb, db) = nic(&fabric, Mode::Sync);
-    let (tx, rx) = (da.create_cq(64).unwrap(), da.create_cq(64).unwrap());
-    let (txb, rxb) = (db.create_cq(64).unwrap(), db.create_cq(64).unwrap());
-    let mut a = EthPort::open(&da, &tx, &rx, &EthPortConfig::default()).unwrap();
-    let mut b = EthPort::open(&db, &txb, &rxb, &EthPortConfig::default()).unwrap();
-    let f = ipv4_frame(
-        db.vport().mac,
-        da.vport().mac,
-        1,
-        &[8, 0, 0xf7, 0xfd, 0, 1, 0, 1],
-    );
-    // The send's completion arrives as REQ_ERR (opcode 0xd).
-    sa.inject(Fault::CorruptCqe {
-        field: CqeField::Opcode,
-        value: 0xd,
-    });
-    assert!(a.send(&f).unwrap());
-    assert!(a.can_send().unwrap(), "no recovery needed: the SQ runs");
-    let st = a.stats();
-    assert_eq!((st.tx_errors, st.tx_recoveries), (1, 0), "{st:?}");
-    assert!(a.send(&f).unwrap());
-    let mut got = 0;
-    while b.recv().unwrap().is_some() {
-        got += 1;
-    }
-    assert_eq!(
-        got, 2,
-        "both frames went out (the device did send the first)"
-    );
-    a.close().unwrap();
-    b.close().unwrap();
-    for c in [tx, rx, txb, rxb] {
-        c.destroy().unwrap();
-    }
-}
+type Port<'a> = EthPort<'a, SimPlatform>;
 
-/// A send the device cannot carry out (its data read faults): the SQ stops in ERR with an
-/// error completion; the port counts it, finds the SQ in ERR, brings it back through RST to
-/// RDY on its own (as mlx5e's TX recovery does), and the next frame goes out. The lost frame
-/// is lost (a stack above retransmits); the device records the fault.
-#[test]
-fn a_send_the_device_cannot_read_stops_the_sq_and_the_port_brings_it_back() {
-    use mlx5::sim::{DmaFaultKind, Fault};
+/// Two NICs on one fabric (synchronous), an Ethernet port on each; `body` gets NIC A's
+/// simulated device, both ports, and ICMP echo frames from A to B (`seq` tells them apart).
+/// Both ports and their CQs are torn down after.
+fn two_ports(
+    body: impl FnOnce(&mlx5::sim::SimDevice, &mut Port<'_>, &mut Port<'_>, &dyn Fn(u8) -> Vec<u8>),
+) {
     let fabric = Fabric::new();
     let (sa, da) = nic(&fabric, Mode::Sync);
     let (_sb, db) = nic(&fabric, Mode::Sync);
@@ -699,44 +656,83 @@ fn a_send_the_device_cannot_read_stops_the_sq_and_the_port_brings_it_back() {
             &[8, 0, 0xf7, 0xfd - seq, 0, 1, 0, 1 + seq],
         )
     };
-    sa.inject(Fault::SqReadFault);
-    assert!(a.send(&frame(0)).unwrap(), "posted: the device fails it");
-    let events = sa.fault_events();
-    assert_eq!(events.len(), 1, "{events:?}");
-    assert_eq!(events[0].fault, "SqReadFault");
-    assert!(
-        sa.dma_faults()
-            .iter()
-            .any(|f| f.kind == DmaFaultKind::Injected),
-        "{:?}",
-        sa.dma_faults()
-    );
-    assert!(
-        a.can_send().unwrap(),
-        "the port recovered the SQ on its own"
-    );
-    let st = a.stats();
-    assert_eq!((st.tx_errors, st.tx_recoveries), (1, 1), "{st:?}");
-    for seq in 1..=3 {
-        assert!(a.send(&frame(seq)).unwrap());
-    }
-    assert!(a.can_send().unwrap());
-    let mut got = Vec::new();
-    while let Some(n) = b.recv().unwrap() {
-        got.push(n);
-    }
-    assert_eq!(
-        got.len(),
-        3,
-        "the three frames after the recovery, not the failed one"
-    );
-    let st = a.stats();
-    assert_eq!((st.tx_errors, st.tx_recoveries), (1, 1), "{st:?}");
+    body(&sa, &mut a, &mut b, &frame);
     a.close().unwrap();
     b.close().unwrap();
     for c in [tx, rx, txb, rxb] {
         c.destroy().unwrap();
     }
+}
+
+/// A device that reports an error completion for a send it went on running (a corrupted CQE):
+/// the port counts the error, asks the device the SQ's state (RDY: nothing to recover), and
+/// sends on.
+#[test]
+fn a_false_send_error_is_counted_and_the_port_sends_on() {
+    use mlx5::sim::{CqeField, Fault};
+    two_ports(|sa, a, b, frame| {
+        // The send's completion arrives as REQ_ERR (opcode 0xd).
+        sa.inject(Fault::CorruptCqe {
+            field: CqeField::Opcode,
+            value: 0xd,
+        });
+        assert!(a.send(&frame(0)).unwrap());
+        assert!(a.can_send().unwrap(), "no recovery needed: the SQ runs");
+        let st = a.stats();
+        assert_eq!((st.tx_errors, st.tx_recoveries), (1, 0), "{st:?}");
+        assert!(a.send(&frame(0)).unwrap());
+        let mut got = 0;
+        while b.recv().unwrap().is_some() {
+            got += 1;
+        }
+        assert_eq!(
+            got, 2,
+            "both frames went out (the device did send the first)"
+        );
+    });
+}
+
+/// A send the device cannot carry out (its data read faults): the SQ stops in ERR with an
+/// error completion; the port counts it, finds the SQ in ERR, brings it back through RST to
+/// RDY on its own (as mlx5e's TX recovery does), and the next frame goes out. The lost frame
+/// is lost (a stack above retransmits); the device records the fault.
+#[test]
+fn a_send_the_device_cannot_read_stops_the_sq_and_the_port_brings_it_back() {
+    use mlx5::sim::{DmaFaultKind, Fault};
+    two_ports(|sa, a, b, frame| {
+        sa.inject(Fault::SqReadFault);
+        assert!(a.send(&frame(0)).unwrap(), "posted: the device fails it");
+        let events = sa.fault_events();
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].fault, "SqReadFault");
+        assert!(
+            sa.dma_faults()
+                .iter()
+                .any(|f| f.kind == DmaFaultKind::Injected),
+            "{:?}",
+            sa.dma_faults()
+        );
+        assert!(
+            a.can_send().unwrap(),
+            "the port recovered the SQ on its own"
+        );
+        let st = a.stats();
+        assert_eq!((st.tx_errors, st.tx_recoveries), (1, 1), "{st:?}");
+        for seq in 1..=3 {
+            assert!(a.send(&frame(seq)).unwrap());
+        }
+        assert!(a.can_send().unwrap());
+        let mut got = 0;
+        while b.recv().unwrap().is_some() {
+            got += 1;
+        }
+        assert_eq!(
+            got, 3,
+            "the three frames after the recovery, not the failed one"
+        );
+        let st = a.stats();
+        assert_eq!((st.tx_errors, st.tx_recoveries), (1, 1), "{st:?}");
+    });
 }
 
 /// The same device fault under TCP: a segment the device could not send is lost, the port
