@@ -131,6 +131,27 @@ fn stream(
     });
 }
 
+/// A TCP connection: `b` (at `ip_b`) listens on port 5000, `a` connects from 49152; returns
+/// `a`'s and `b`'s sockets once both can move data.
+fn tcp_connect(
+    a: &mut Side<'_>,
+    b: &mut Side<'_>,
+    now: &mut Instant,
+    ip_b: IpAddress,
+) -> (SocketHandle, SocketHandle) {
+    let hb = b.sockets.add(tcp_socket());
+    b.sockets.get_mut::<tcp::Socket>(hb).listen(5000).unwrap();
+    let ha = a.sockets.add(tcp_socket());
+    a.sockets
+        .get_mut::<tcp::Socket>(ha)
+        .connect(a.iface.context(), (ip_b, 5000), 49152)
+        .unwrap();
+    run(a, b, now, |a, b| {
+        a.sockets.get::<tcp::Socket>(ha).may_send() && b.sockets.get::<tcp::Socket>(hb).may_recv()
+    });
+    (ha, hb)
+}
+
 /// Runs `f` on a thread with an 8 MiB stack: smoltcp's interface and sockets are large values,
 /// and a debug build's frames keep every temporary.
 fn big_stack(f: impl FnOnce() + Send + 'static) {
@@ -223,17 +244,7 @@ fn arp_ping_tcp_and_udp() {
         }
 
         // TCP: b listens, a connects; 2 MiB each way, every byte checked.
-        let hb = b.sockets.add(tcp_socket());
-        b.sockets.get_mut::<tcp::Socket>(hb).listen(5000).unwrap();
-        let ha = a.sockets.add(tcp_socket());
-        a.sockets
-            .get_mut::<tcp::Socket>(ha)
-            .connect(a.iface.context(), (ip_b, 5000), 49152)
-            .unwrap();
-        run(&mut a, &mut b, &mut now, |a, b| {
-            a.sockets.get::<tcp::Socket>(ha).may_send()
-                && b.sockets.get::<tcp::Socket>(hb).may_recv()
-        });
+        let (ha, hb) = tcp_connect(&mut a, &mut b, &mut now, ip_b);
         let before = a.port.stats();
         stream(&mut a, &mut b, &mut now, ha, hb, true, 2 << 20);
         stream(&mut a, &mut b, &mut now, ha, hb, false, 2 << 20);
@@ -755,17 +766,7 @@ fn tcp_across_a_send_fault() {
         let mut a = Side::new(EthPort::open(&da, &txa, &rxa, &cfg).unwrap(), [10, 0, 0, 1]);
         let mut b = Side::new(EthPort::open(&db, &txb, &rxb, &cfg).unwrap(), [10, 0, 0, 2]);
         let mut now = Instant::ZERO;
-        let hb = b.sockets.add(tcp_socket());
-        b.sockets.get_mut::<tcp::Socket>(hb).listen(5000).unwrap();
-        let ha = a.sockets.add(tcp_socket());
-        a.sockets
-            .get_mut::<tcp::Socket>(ha)
-            .connect(a.iface.context(), (IpAddress::v4(10, 0, 0, 2), 5000), 49152)
-            .unwrap();
-        run(&mut a, &mut b, &mut now, |a, b| {
-            a.sockets.get::<tcp::Socket>(ha).may_send()
-                && b.sockets.get::<tcp::Socket>(hb).may_recv()
-        });
+        let (ha, hb) = tcp_connect(&mut a, &mut b, &mut now, IpAddress::v4(10, 0, 0, 2));
         assert_eq!(a.port.stats().tx_errors, 0);
         sa.inject(Fault::SqReadFault);
         stream(&mut a, &mut b, &mut now, ha, hb, true, 256 << 10);
