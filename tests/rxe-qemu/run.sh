@@ -257,9 +257,10 @@ for i in "${!RUNS[@]}"; do
   n=$((i + 1))
   if [ "$(side "$i")" = server ]; then
     # The guest listens once it printed its address; then our side connects.
-    # (pingpong prints "local address:" once it listens; perftest its "Waiting for client"
-    # banner — its "local address:" comes only after a client connected; rping prints
-    # nothing, it is given 5 s after it started.)
+    # (pingpong prints "local address:" just before it listens — QEMU's hostfwd may accept
+    # our connection before then and reset it, and our client then connects again; perftest
+    # prints its "Waiting for client" banner — its "local address:" comes only after a client
+    # connected; rping prints nothing, it is given 5 s after it started.)
     for _ in $(seq $((TIMEOUT * 10))); do
       awk -v n="$n" '$0 ~ "^RXE-RUN " n " " { f = 1 } f && /local address:|Waiting for client to connect/ { ok = 1 }
                      f && /^RXE-RUN [0-9]+ rping / { ok = 2 } END { exit !ok }' "$WORK/guest.log" && break

@@ -91,6 +91,38 @@ pub(crate) fn connect_retry(host: &str, port: u16) -> Result<std::net::TcpStream
     }
 }
 
+/// Connects to the server at `host:port` ([`connect_retry`]) and makes the exchange's first
+/// step: `first` out, `reply.len()` bytes in. A connection closed or reset before the server's
+/// first byte is a server not listening yet behind a port forwarder — QEMU's user-mode network
+/// accepts on the host at once and resets the connection when the guest refuses it, and
+/// ibv_rc_pingpong prints its address before it listens — so it is made again, up to 30 s.
+pub(crate) fn connect_first_step(
+    host: &str,
+    port: u16,
+    first: &[u8],
+    reply: &mut [u8],
+) -> Result<std::net::TcpStream, String> {
+    use std::io::{ErrorKind, Read, Write};
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut s = connect_retry(host, port)?;
+        let r = s.write_all(first).and_then(|()| s.read_exact(reply));
+        match r {
+            Ok(()) => return Ok(s),
+            Err(x)
+                if matches!(
+                    x.kind(),
+                    ErrorKind::ConnectionReset | ErrorKind::UnexpectedEof | ErrorKind::BrokenPipe
+                ) && Instant::now() < deadline =>
+            {
+                log::info!("{host}:{port} closed the connection before answering ({x}); again");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(x) => return Err(format!("reading the server's first message: {x}")),
+        }
+    }
+}
+
 /// What a session runs on: the device, and the simulated NIC's link if it has one.
 pub struct Host<'a> {
     pub dev: &'a Device<AnyPlatform>,
@@ -258,5 +290,30 @@ mod tests {
         let mut v4 = [0u8; 16];
         v4[10..12].fill(0xff);
         assert_eq!(mac_of_link_local(&v4), None);
+    }
+
+    /// A forwarder that accepted before its server listened closes the connection unanswered
+    /// (twice here, once by dropping it at once, once after reading our message): the client
+    /// connects again and the exchange goes through on the third.
+    #[test]
+    fn a_connection_closed_before_the_first_answer_is_made_again() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            drop(l.accept().unwrap());
+            let (mut s, _) = l.accept().unwrap();
+            let mut m = [0u8; 5];
+            s.read_exact(&mut m).unwrap();
+            drop(s);
+            let (mut s, _) = l.accept().unwrap();
+            s.read_exact(&mut m).unwrap();
+            assert_eq!(&m, b"hello");
+            s.write_all(b"there").unwrap();
+        });
+        let mut reply = [0u8; 5];
+        connect_first_step("127.0.0.1", port, b"hello", &mut reply).unwrap();
+        assert_eq!(&reply, b"there");
+        server.join().unwrap();
     }
 }

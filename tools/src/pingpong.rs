@@ -32,7 +32,7 @@ use mlx5::wqe::UdAddr;
 use mlx5::{Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
 
-use crate::link::{connect_retry, e, with_host, Host, LinkArgs};
+use crate::link::{connect_first_step, e, with_host, Host, LinkArgs};
 
 /// `mlx5ctl pingpong` arguments (the pingpongs' own, where they have one).
 #[derive(ClapArgs, Debug)]
@@ -225,11 +225,9 @@ fn session(a: &Args, qp_type: QpType, h: &Host<'_>) -> Result<(), String> {
     let mut routs;
     let (rem, dmac) = match &a.server {
         Some(host) => {
-            let mut s = connect_retry(host, a.port)?;
-            s.write_all(&me.to_wire()).map_err(e)?;
             let mut m = [0u8; MSG];
-            s.read_exact(&mut m)
-                .map_err(|x| format!("reading the server's address: {x}"))?;
+            let mut s = connect_first_step(host, a.port, &me.to_wire(), &mut m)
+                .map_err(|x| format!("the server's address: {x}"))?;
             let rem = Dest::from_wire(&m)?;
             s.write_all(b"done\0").map_err(e)?;
             let dmac = peer_mac(&rem)?;

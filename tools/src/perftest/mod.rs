@@ -23,7 +23,7 @@ use std::net::TcpListener;
 
 use clap::Args as ClapArgs;
 
-use crate::link::{connect_retry, e, with_host, Host, LinkArgs};
+use crate::link::{e, with_host, Host, LinkArgs};
 
 /// The operation of a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,18 +247,15 @@ fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
                 p.client,
             )
         }
-        None => {
-            let stream = match &a.server {
-                Some(host) => connect_retry(host, a.port)?,
-                None => {
-                    let l = TcpListener::bind(("0.0.0.0", a.port))
-                        .map_err(|x| format!("port {}: {x}", a.port))?;
-                    banner();
-                    l.accept().map_err(e)?.0
-                }
-            };
-            oob::Chan::new(stream, p.client)?
-        }
+        None => match &a.server {
+            Some(host) => oob::Chan::connect(host, a.port)?,
+            None => {
+                let l = TcpListener::bind(("0.0.0.0", a.port))
+                    .map_err(|x| format!("port {}: {x}", a.port))?;
+                banner();
+                oob::Chan::new(l.accept().map_err(e)?.0, p.client)?
+            }
+        },
     };
     let settled = chan.prelude(4096, 64, mtu)?;
     let bufs = run::alloc(h.dev, p, settled)?;

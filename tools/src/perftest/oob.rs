@@ -108,10 +108,19 @@ enum Wire<'a> {
     Cm(Box<CmLink<'a>>),
 }
 
+/// Our version step's message: the version text, NUL-padded to 16 bytes.
+fn version_msg() -> [u8; 16] {
+    let mut v = [0u8; 16];
+    v[..VERSION.len()].copy_from_slice(VERSION);
+    v
+}
+
 /// The exchange's connection, on the client or the server side.
 pub(super) struct Chan<'a> {
     w: Wire<'a>,
     client: bool,
+    /// The peer's version, read already by [`Chan::connect`].
+    version: Option<Vec<u8>>,
 }
 
 impl<'a> Chan<'a> {
@@ -122,7 +131,20 @@ impl<'a> Chan<'a> {
         Ok(Chan {
             w: Wire::Tcp(s),
             client,
+            version: None,
         })
+    }
+
+    /// The client's connection to the server at `host:port`, its first step (the versions)
+    /// made — again if the connection is reset before the server answers
+    /// ([`crate::link::connect_first_step`]).
+    pub(super) fn connect(host: &str, port: u16) -> Result<Chan<'a>, String> {
+        let mut theirs = vec![0u8; 16];
+        let s = crate::link::connect_first_step(host, port, &version_msg(), &mut theirs)
+            .map_err(|x| format!("version: {x}"))?;
+        let mut c = Chan::new(s, true)?;
+        c.version = Some(theirs);
+        Ok(c)
     }
 
     /// The exchange over a control connection rdma_cm made (`-R`).
@@ -130,6 +152,7 @@ impl<'a> Chan<'a> {
         Chan {
             w: Wire::Cm(Box::new(link)),
             client,
+            version: None,
         }
     }
 
@@ -169,9 +192,10 @@ impl<'a> Chan<'a> {
         cache_line: u32,
         mtu: u8,
     ) -> Result<Settled, String> {
-        let mut v = [0u8; 16];
-        v[..VERSION.len()].copy_from_slice(VERSION);
-        let theirs = self.step(&v, "version")?;
+        let theirs = match self.version.take() {
+            Some(t) => t,
+            None => self.step(&version_msg(), "version")?,
+        };
         let text =
             String::from_utf8_lossy(theirs.split(|&b| b == 0).next().unwrap_or(&[])).to_string();
         let version: f64 = text.trim().parse().unwrap_or(0.0);
