@@ -347,20 +347,12 @@ impl<'a> CmLink<'a> {
         let ids: Vec<CmId> = self.test.into_iter().collect();
         for id in ids {
             if !self.client {
-                // The client disconnects first; its DREQ is answered by our disconnect.
+                // The client disconnects first (3 s at most); its DREQ is answered by our
+                // disconnect. Its event stays set aside for `end`.
                 let until = Instant::now() + Duration::from_secs(3);
-                while Instant::now() < until {
-                    if let Some(ev) = self
-                        .pending
-                        .iter()
-                        .position(|ev| matches!(ev, CmEvent::Disconnected { id: i } if *i == id))
-                    {
-                        self.pending.remove(ev);
-                        break;
-                    }
+                while Instant::now() < until && !self.has_disconnected(id) {
                     match self.cm.poll() {
-                        Ok(Some(CmEvent::Disconnected { id: i })) if i == id => break,
-                        Ok(Some(other)) => self.pending.push_back(other),
+                        Ok(Some(ev)) => self.pending.push_back(ev),
                         Ok(None) => self.relax(),
                         Err(x) => {
                             log::warn!("perftest -R: {x}");
@@ -378,8 +370,24 @@ impl<'a> CmLink<'a> {
         drop(cm.into_gsi().close());
     }
 
-    /// Disconnects one connection and waits (3 s at most) for it to end.
+    /// Whether the peer's disconnect of `id` has arrived (its event set aside).
+    fn has_disconnected(&self, id: CmId) -> bool {
+        self.pending
+            .iter()
+            .any(|ev| matches!(ev, CmEvent::Disconnected { id: i } if *i == id))
+    }
+
+    /// Disconnects one connection and waits (3 s at most) for it to end — not at all when the
+    /// peer disconnected first: our disconnect then answers its DREQ, and that ends it. Other
+    /// connections' events are set aside, not lost (the other connection's `end` looks for
+    /// them).
     fn end(&mut self, id: CmId, qp: Option<&mut Qp<'_>>) {
+        let peer_first = self
+            .pending
+            .iter()
+            .position(|ev| matches!(ev, CmEvent::Disconnected { id: i } if *i == id))
+            .and_then(|k| self.pending.remove(k))
+            .is_some();
         let r = match qp {
             Some(q) => self.cm.disconnect(id, q),
             None => self.cm.disconnect(id, &mut self.qp),
@@ -388,11 +396,14 @@ impl<'a> CmLink<'a> {
             log::warn!("perftest -R: disconnect: {x}");
             return;
         }
+        if peer_first {
+            return;
+        }
         let until = Instant::now() + Duration::from_secs(3);
         while Instant::now() < until {
             match self.cm.poll() {
                 Ok(Some(CmEvent::Disconnected { id: i })) if i == id => return,
-                Ok(Some(_)) => {}
+                Ok(Some(other)) => self.pending.push_back(other),
                 Ok(None) => self.relax(),
                 Err(_) => return,
             }

@@ -271,8 +271,8 @@ impl<'a> Chan<'a> {
         }
     }
 
-    /// Ends without a closing message (ib_write_lat closes without a `"done"`): TCP reads
-    /// whatever the peer still sends until it closes (3 s at most).
+    /// Ends without a closing message (ib_write_lat closes without a `"done"`): over TCP, ends
+    /// our writing and reads whatever the peer still sends until it closes (3 s at most).
     pub(super) fn linger(self, test_qp: Option<&mut Qp<'_>>) {
         match self.w {
             Wire::Tcp(s) => linger(s),
@@ -281,7 +281,12 @@ impl<'a> Chan<'a> {
     }
 }
 
+/// Our side is done writing: says so (FIN after what is queued), then reads whatever the peer
+/// still sends until it closes (3 s at most) — so that closing never resets a connection the
+/// peer still reads from. Without the shutdown, two of our own sides lingered on each other for
+/// the whole 3 s.
 fn linger(mut s: TcpStream) {
+    let _ = s.shutdown(std::net::Shutdown::Write);
     let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
     let mut sink = [0u8; 64];
     while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
