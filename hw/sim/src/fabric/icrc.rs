@@ -36,7 +36,7 @@ enum L3 {
 const AFTER_MASKED_LRH: u32 = 0x2144_df1c;
 
 impl L3 {
-    fn len(self) -> usize {
+    const fn len(self) -> usize {
         match self {
             L3::Ipv4 => IPV4_BYTES,
             L3::Ipv6 => IPV6_BYTES,
@@ -44,49 +44,52 @@ impl L3 {
     }
 }
 
-/// The masks of the ICRC's variant fields over the first 64 bytes of a packet, as 16-byte
-/// lanes: layer 3 (IPv4 TOS, TTL, checksum; IPv6/GRH traffic class, flow label, hop limit),
-/// the UDP checksum when there is one, and the BTH's `resv8a`. Every variant bit is replaced by
-/// a one, so masking is an OR.
-const fn lane_masks(l3: L3, udp: bool) -> [u128; 4] {
-    let mut m = [0u8; 64];
-    match l3 {
-        L3::Ipv4 => {
-            m[1] = 0xff;
-            m[8] = 0xff;
-            m[10] = 0xff;
-            m[11] = 0xff;
-        }
-        L3::Ipv6 => {
-            m[0] = 0x0f;
-            m[1] = 0xff;
-            m[2] = 0xff;
-            m[3] = 0xff;
-            m[7] = 0xff;
-        }
-    }
-    let l3_len = match l3 {
-        L3::Ipv4 => IPV4_BYTES,
-        L3::Ipv6 => IPV6_BYTES,
-    };
-    if udp {
-        m[l3_len + 6] = 0xff;
-        m[l3_len + 7] = 0xff;
-    }
-    let bth = l3_len + if udp { UDP_BYTES } else { 0 };
-    m[bth + 4] = 0xff;
-    let mut lanes = [0u128; 4];
-    let mut i = 0;
-    while i < 64 {
-        lanes[i / 16] |= (m[i] as u128) << (8 * (i % 16));
-        i += 1;
-    }
-    lanes
+/// The masks of the ICRC's variant fields over the first 64 bytes of a packet: layer 3 (IPv4
+/// TOS, TTL, checksum; IPv6/GRH traffic class, flow label, hop limit), the UDP checksum when
+/// there is one, and the BTH's `resv8a`. Every variant bit is replaced by a one, so masking is
+/// an OR — bytewise, or in 16-byte lanes.
+struct Masks {
+    bytes: [u8; 64],
+    lanes: [u128; 4],
 }
 
-const MASKS_V4: [u128; 4] = lane_masks(L3::Ipv4, true);
-const MASKS_V6: [u128; 4] = lane_masks(L3::Ipv6, true);
-const MASKS_V1: [u128; 4] = lane_masks(L3::Ipv6, false);
+impl Masks {
+    const fn new(l3: L3, udp: bool) -> Masks {
+        let mut m = [0u8; 64];
+        match l3 {
+            L3::Ipv4 => {
+                m[1] = 0xff;
+                m[8] = 0xff;
+                m[10] = 0xff;
+                m[11] = 0xff;
+            }
+            L3::Ipv6 => {
+                m[0] = 0x0f;
+                m[1] = 0xff;
+                m[2] = 0xff;
+                m[3] = 0xff;
+                m[7] = 0xff;
+            }
+        }
+        if udp {
+            m[l3.len() + 6] = 0xff;
+            m[l3.len() + 7] = 0xff;
+        }
+        let bth = l3.len() + if udp { UDP_BYTES } else { 0 };
+        m[bth + 4] = 0xff;
+        let mut lanes = [0u128; 4];
+        let mut i = 0;
+        while i < 64 {
+            lanes[i / 16] |= (m[i] as u128) << (8 * (i % 16));
+            i += 1;
+        }
+        Masks { bytes: m, lanes }
+    }
+}
+
+const MASKS_V4: Masks = Masks::new(L3::Ipv4, true);
+const MASKS_V6: Masks = Masks::new(L3::Ipv6, true);
+const MASKS_V1: Masks = Masks::new(L3::Ipv6, false);
 
 /// The CRC over eight bytes of ones (the masked LRH), `pkt` with the variant fields of its
 /// layer-3 header (IPv4 TOS, TTL, checksum; IPv6/GRH traffic class, flow label, hop limit), of
@@ -112,7 +115,7 @@ fn masked_crc(pkt: &[u8], l3: L3, udp: bool) -> u32 {
         for ((dst, src), mask) in head
             .chunks_exact_mut(16)
             .zip(front.chunks_exact(16))
-            .zip(masks)
+            .zip(&masks.lanes)
         {
             let mut w = [0u8; 16];
             w.copy_from_slice(src);
@@ -124,14 +127,7 @@ fn masked_crc(pkt: &[u8], l3: L3, udp: bool) -> u32 {
     }
     let n = (bth + BTH_BYTES).min(pkt.len());
     head[..n].copy_from_slice(&pkt[..n]);
-    let mask_bytes: [u8; 64] = {
-        let mut b = [0u8; 64];
-        for (dst, m) in b.chunks_exact_mut(16).zip(masks) {
-            dst.copy_from_slice(&m.to_le_bytes());
-        }
-        b
-    };
-    for (h, m) in head[..n].iter_mut().zip(mask_bytes) {
+    for (h, m) in head[..n].iter_mut().zip(&masks.bytes) {
         *h |= m;
     }
     crc.update(&head[..n]);
