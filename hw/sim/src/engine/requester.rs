@@ -15,8 +15,8 @@
 //! with WR_FLUSH_ERR, in order, and so do the posted receive WQEs of its RQ.
 //!
 //! RC: each request takes PSNs from `next_send_psn` (READ: one per response packet); nothing of
-//! its frames is kept — a retransmission reads the WQE and its data again, as ConnectX does. An ACK completes every request it covers, in order; a
-//! READ completes with its last response, an atomic with its atomic ACK (the original value
+//! its frames is kept — a retransmission reads the WQE and its data again, as ConnectX does.
+//! An ACK completes every request it covers, in order; a READ completes with its last response, an atomic with its atomic ACK (the original value
 //! goes to the local buffer). NAK sequence error: go back to the NAK'd PSN, using up one of the
 //! `retry_count` retries as an ack timeout does (the count restarts on progress). NAK invalid request
 //! / remote access / remote operational error: REMOTE_INVAL_REQ_ERR (0x12) / REMOTE_ACCESS_ERR
