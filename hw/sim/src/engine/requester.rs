@@ -16,9 +16,10 @@
 //!
 //! RC: each request takes PSNs from `next_send_psn` (READ: one per response packet); nothing of
 //! its frames is kept — a retransmission reads the WQE and its data again, as ConnectX does.
-//! An ACK completes every request it covers, in order; a READ completes with its last response, an atomic with its atomic ACK (the original value
-//! goes to the local buffer). NAK sequence error: go back to the NAK'd PSN, using up one of the
-//! `retry_count` retries as an ack timeout does (the count restarts on progress). NAK invalid request
+//! An ACK completes every request it covers, in order; a READ completes with its last response,
+//! an atomic with its atomic ACK (the original value goes to the local buffer). NAK sequence
+//! error: go back to the NAK'd PSN, using up one of the `retry_count` retries as an ack timeout
+//! does (the count restarts on progress). NAK invalid request
 //! / remote access / remote operational error: REMOTE_INVAL_REQ_ERR (0x12) / REMOTE_ACCESS_ERR
 //! (0x13) / REMOTE_OP_ERR (0x14). RNR NAK: wait the RNR timer it carries and go back, at most
 //! `rnr_retry` times (7 = forever) → RNR_RETRY_EXC_ERR (0x16). Ack timeout (4.096 µs ×
