@@ -16,6 +16,8 @@ pub mod console;
 pub mod demo;
 pub mod events;
 pub mod irq;
+pub mod net;
+pub mod stack;
 pub mod verdict;
 
 use mlx5::{Device, DeviceConfig};
@@ -293,6 +295,9 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
         match demo::run(&a, &b, 2048, 200) {
             Ok(fig) => report_figures(&fig, per_us),
             Err(e) => fail("demo", format_args!("{e}")),
+        }
+        if let Err(e) = net::run(&a, &b) {
+            fail("net", format_args!("{e}"));
         }
     } else {
         log::warn!("{} NIC(s) up: the two-NIC runs need two", devs.len());

@@ -305,6 +305,20 @@ pub const HOST_ARENA_BYTES: usize = 8 << 20;
 static DMA_ARENA: Static<DMA_ARENA_BYTES> = Static::new();
 static HOST_ARENA: Static<HOST_ARENA_BYTES> = Static::new();
 static ARENAS_TAKEN: AtomicBool = AtomicBool::new(false);
+/// smoltcp's socket buffers.
+pub const NET_BYTES: usize = 4 << 20;
+static NET: Static<NET_BYTES> = Static::new();
+static NET_TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The static memory of the TCP/IP sockets, once.
+pub fn net_memory() -> Option<&'static mut [u8]> {
+    if NET_TAKEN.swap(true, Ordering::AcqRel) {
+        return None;
+    }
+    // SAFETY: the static is handed out once (NET_TAKEN), so this is its only reference; it is
+    // ordinary identity-mapped write-back memory no device is told about.
+    Some(unsafe { &mut *NET.0.get() })
+}
 
 /// A BAR the page tables map: uncached at its physical address (identity), and
 /// write-combining at `wc` (its alias). Only [`install_page_tables`] makes one.
