@@ -31,6 +31,7 @@
 
 pub mod acpi;
 pub mod arena;
+pub mod exchange;
 #[allow(unsafe_code)]
 mod metal;
 pub mod paging;

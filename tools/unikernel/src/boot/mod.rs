@@ -17,6 +17,8 @@ pub mod demo;
 pub mod events;
 pub mod irq;
 pub mod net;
+pub mod peer;
+pub mod pingpong;
 pub mod stack;
 pub mod verdict;
 
@@ -283,7 +285,26 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
             Err(e) => fail("device-up", format_args!("{}: {e}", n.f.bdf)),
         }
     }
-    if devs.len() == 2 {
+    let peer = info.cmdline_arg("mlx5.mode") == Some("peer");
+    if peer {
+        let args = peer_args(info);
+        match (devs.first(), args) {
+            (Some(d), Some(pa)) => {
+                let nic = demo::Nic {
+                    dev: &d.0,
+                    vector: d.1,
+                };
+                if let Err(e) = peer::run(&nic, &pa) {
+                    fail("peer", format_args!("{e}"));
+                }
+            }
+            (None, _) => fail("peer", format_args!("no NIC is up")),
+            (_, None) => fail(
+                "peer",
+                format_args!("mlx5.ip=A.B.C.D/N and mlx5.peer=A.B.C.D are needed"),
+            ),
+        }
+    } else if devs.len() == 2 {
         let a = demo::Nic {
             dev: &devs[0].0,
             vector: devs[0].1,
@@ -343,6 +364,22 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
         x86::image_end()
     );
     Some(())
+}
+
+/// The peer mode's arguments from the command line.
+fn peer_args(info: &StartInfo) -> Option<peer::PeerArgs> {
+    let num = |k: &str, d: u32| {
+        info.cmdline_arg(k)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    Some(peer::PeerArgs {
+        ip: peer::parse_ip(info.cmdline_arg("mlx5.ip")?)?,
+        peer: peer::parse_ip(info.cmdline_arg("mlx5.peer")?)?.0,
+        iters: num("mlx5.iters", 1000),
+        size: num("mlx5.size", 4096),
+        stream: num("mlx5.stream", 1 << 20) as usize,
+    })
 }
 
 fn bring_up(

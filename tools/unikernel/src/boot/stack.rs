@@ -25,6 +25,8 @@ const NEIGHBOURS: usize = 8;
 pub struct Neighbours {
     entries: heapless::Vec<([u8; 4], [u8; 6]), NEIGHBOURS>,
     next: usize,
+    /// ICMP echo requests received (smoltcp answers them).
+    pub echo_requests: u64,
 }
 
 impl Neighbours {
@@ -59,6 +61,11 @@ impl Neighbours {
             [0x08, 0x00] => {
                 if let Some(ip) = at(26..30) {
                     self.learn(ip, mac);
+                }
+                // ICMP (protocol 1) echo request (type 8), after a header of IHL words.
+                let ihl = usize::from(f.get(14).copied().unwrap_or(0) & 0xf) * 4;
+                if f.get(23) == Some(&1) && f.get(14 + ihl) == Some(&8) {
+                    self.echo_requests += 1;
                 }
             }
             // ARP over Ethernet/IPv4: sender MAC at 8..14, sender IP at 14..18.
