@@ -83,6 +83,8 @@ pub struct Nic<'a, P: Platform> {
 pub struct Figures {
     /// TSC ticks from posting the first SEND to its completion at the receiver.
     pub first_completion_ticks: u64,
+    /// The TSC when that first completion arrived.
+    pub first_completion_at: u64,
     /// 4 KiB RDMA WRITEs completed, and the TSC ticks they took.
     pub writes: (u64, u64),
     /// SEND round trips, and the median's ticks.
@@ -269,7 +271,8 @@ fn rc<P: Platform>(
     x.qp.post_send(&[SendWr::send(1, &[x.sge(0, 4000)])])
         .at("RC SEND: post_send")?;
     let w = y.wait1("RC SEND: receive")?;
-    fig.first_completion_ticks = crate::metal::x86::rdtsc().wrapping_sub(t0);
+    fig.first_completion_at = crate::metal::x86::rdtsc();
+    fig.first_completion_ticks = fig.first_completion_at.wrapping_sub(t0);
     x.wait1("RC SEND: send completion")?;
     check(
         "rc-send-recv",

@@ -36,8 +36,8 @@ const CX5_IDS: [u16; 2] = [0x1017, 0x1018];
 /// NICs the image drives at most.
 const MAX_NICS: usize = 2;
 /// DMA and host memory each NIC's platform gets.
-const DMA_PER_NIC: usize = 24 << 20;
-const HOST_PER_NIC: usize = 2 << 20;
+const DMA_PER_NIC: usize = 16 << 20;
+const HOST_PER_NIC: usize = 1 << 20;
 
 /// A NIC found on PCI.
 #[derive(Debug, Clone, Copy)]
@@ -256,6 +256,7 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
     // mlx5.blueflame=off: every send rings the doorbell (no write-combining alias).
     let wc = info.cmdline_arg("mlx5.blueflame") != Some("off");
     let mut devs = heapless::Vec::<(Device<BareMetal<TscClock>>, u8, Bdf), MAX_NICS>::new();
+    let mut t_up = 0;
     for (i, (n, m)) in found.iter().zip(mapped.iter()).enumerate() {
         let Some(p) = arenas.platform(m, DMA_PER_NIC, HOST_PER_NIC, clock, wc) else {
             fail("arena", format_args!("no room for NIC {i}"));
@@ -281,6 +282,7 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
                     ),
                 );
                 let _ = devs.push((d, irq::NIC_BASE + i as u8, n.f.bdf));
+                t_up = x86::rdtsc();
             }
             Err(e) => fail("device-up", format_args!("{}: {e}", n.f.bdf)),
         }
@@ -314,7 +316,7 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
             vector: devs[1].1,
         };
         match demo::run(&a, &b, 2048, 200) {
-            Ok(fig) => report_figures(&fig, per_us),
+            Ok(fig) => report_figures(&fig, per_us, t_kmain, t_up),
             Err(e) => fail("demo", format_args!("{e}")),
         }
         if let Err(e) = net::run(&a, &b) {
@@ -339,6 +341,16 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
         let (dma, host) = d.platform().usage();
         let held_before = d.pages_held();
         let (r, q) = d.close_accounted();
+        crate::say!(
+            "FIGURE dma-high-water-{bdf} {} KiB (peak in use {} KiB)",
+            dma.high_water >> 10,
+            dma.peak >> 10
+        );
+        crate::say!(
+            "FIGURE host-high-water-{bdf} {} KiB (peak in use {} KiB)",
+            host.high_water >> 10,
+            host.peak >> 10
+        );
         check(
             "device-close",
             r.is_ok() && q.buffers == 0,
@@ -355,14 +367,15 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
     }
     let (d, h) = arenas.used();
     let (stack, stack_size) = x86::stack_used();
+    crate::say!("FIGURE dma-arena-carved {} KiB", d >> 10);
+    crate::say!("FIGURE host-arena-carved {} KiB", h >> 10);
     crate::say!(
-        "FIGURE static memory: DMA arena {} MiB carved, host arena {} MiB carved; stack used {} KiB of {} KiB; image ends at {:#x}",
-        d >> 20,
-        h >> 20,
+        "FIGURE stack-used {} KiB (of {} KiB)",
         stack >> 10,
-        stack_size >> 10,
-        x86::image_end()
+        stack_size >> 10
     );
+    crate::say!("FIGURE net-buffers {} KiB", x86::NET_BYTES >> 10);
+    crate::say!("FIGURE image-end {:#x}", x86::image_end());
     Some(())
 }
 
@@ -393,15 +406,28 @@ fn bring_up(
     Device::open(p, config)
 }
 
-fn report_figures(f: &demo::Figures, per_us: u64) {
+fn report_figures(f: &demo::Figures, per_us: u64, t_kmain: u64, t_up: u64) {
     let (n, ticks) = f.writes;
     let us = (ticks / per_us).max(1);
-    crate::say!(
-        "FIGURE first-completion-us {} | write-4k-per-s {} | write-4k-MBps {} | rtt-median-us {} | round-trips {}",
-        f.first_completion_ticks / per_us,
-        n * 1_000_000 / us,
-        n * 4096 / us,
-        f.round_trips.1 / per_us,
-        f.round_trips.0
+    let fig = |name: &str, v: u64, unit: &str| crate::say!("FIGURE {name} {v} {unit}");
+    fig("reset-to-kmain", t_kmain / per_us / 1000, "ms");
+    fig(
+        "kmain-to-devices-up",
+        t_up.saturating_sub(t_kmain) / per_us / 1000,
+        "ms",
     );
+    fig("reset-to-devices-up", t_up / per_us / 1000, "ms");
+    fig(
+        "devices-up-to-first-completion",
+        f.first_completion_at.saturating_sub(t_up) / per_us,
+        "us",
+    );
+    fig(
+        "first-send-to-receive",
+        f.first_completion_ticks / per_us,
+        "us",
+    );
+    fig("rc-write-4k-rate", n * 1_000_000 / us, "writes/s");
+    fig("rc-write-4k-throughput", n * 4096 / us, "MB/s");
+    fig("rc-send-rtt-median", f.round_trips.1 / per_us, "us");
 }

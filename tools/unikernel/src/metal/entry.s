@@ -136,6 +136,6 @@ boot_pd:
     .balign 16
     .globl __stack_bottom
 __stack_bottom:
-    .skip 16 * 1024 * 1024
+    .skip 4 * 1024 * 1024
     .globl __stack_top
 __stack_top:

@@ -299,9 +299,9 @@ const TABLES: usize = 32;
 static PAGE_TABLES: Static<{ TABLES * 4096 }> = Static::new();
 static IDT: Static<4096> = Static::new();
 /// DMA memory of all NICs together.
-pub const DMA_ARENA_BYTES: usize = 64 << 20;
+pub const DMA_ARENA_BYTES: usize = 32 << 20;
 /// Host memory (the driver's bookkeeping, smoltcp's buffers) of all NICs together.
-pub const HOST_ARENA_BYTES: usize = 8 << 20;
+pub const HOST_ARENA_BYTES: usize = 2 << 20;
 static DMA_ARENA: Static<DMA_ARENA_BYTES> = Static::new();
 static HOST_ARENA: Static<HOST_ARENA_BYTES> = Static::new();
 static ARENAS_TAKEN: AtomicBool = AtomicBool::new(false);
