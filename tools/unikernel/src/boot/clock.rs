@@ -17,6 +17,12 @@ pub enum Source {
     Pit,
 }
 
+/// Whether the CPU says its TSC runs at a constant rate in every power state
+/// (CPUID 0x80000007 EDX bit 8). TCG does not say so, though its TSC is steady.
+pub fn tsc_invariant() -> bool {
+    cpuid(0x8000_0000).0 >= 0x8000_0007 && cpuid(0x8000_0007).3 & (1 << 8) != 0
+}
+
 /// TSC ticks per second, and how that was found; `None` if neither way worked.
 pub fn tsc_hz() -> Option<(u64, Source)> {
     let (max_leaf, ..) = cpuid(0);

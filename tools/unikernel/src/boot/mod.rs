@@ -64,6 +64,9 @@ pub fn main(start_info: u64) -> ! {
     };
     let clock = TscClock { hz };
     console::set_clock((hz / 1_000_000).max(1));
+    if !clock::tsc_invariant() {
+        log::warn!("the CPU does not advertise an invariant TSC: deadlines assume it is steady");
+    }
     ok(
         "tsc-clock",
         format_args!(
@@ -106,6 +109,26 @@ pub fn main(start_info: u64) -> ! {
 fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
     let per_us = (clock.hz / 1_000_000).max(1);
     let us = |ticks: u64| ticks / per_us;
+    // --- page tables: RAM write-back, the rest (ECAM, APIC) uncached; BARs come after PCI ---
+    let ram: heapless::Vec<(u64, u64), 32> = info
+        .memmap
+        .iter()
+        .filter(|m| m.kind == MemKind::Ram)
+        .map(|m| (m.addr, m.size))
+        .collect();
+    let image = (0x10_0000u64, x86::image_end());
+    check(
+        "memory-fits",
+        ram.iter().any(|&(s, l)| s <= image.0 && image.1 <= s + l),
+        format_args!(
+            "the image with its .bss ({:#x}..{:#x}) lies in RAM",
+            image.0, image.1
+        ),
+    );
+    if let Err(e) = x86::install_page_tables(&ram, &[]) {
+        fail("page-tables", format_args!("{e}"));
+        return None;
+    }
     // --- PCI -------------------------------------------------------------------------------
     let rsdp = info.rsdp();
     let ecam = rsdp.map(|r| acpi::find_mcfg(&PhysMem, r));
@@ -214,12 +237,6 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
         let _ = found.push(Found { f: *f, bar, msix });
     }
     // --- page tables and memory types --------------------------------------------------------
-    let ram: heapless::Vec<(u64, u64), 32> = info
-        .memmap
-        .iter()
-        .filter(|m| m.kind == MemKind::Ram)
-        .map(|m| (m.addr, m.size))
-        .collect();
     let bars: heapless::Vec<(u64, u64), MAX_NICS> =
         found.iter().map(|n| (n.bar.base, n.bar.size)).collect();
     let mapped = match x86::install_page_tables(&ram, &bars) {

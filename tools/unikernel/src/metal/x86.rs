@@ -181,17 +181,19 @@ pub fn wait_for_interrupt() {
     unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) }
 }
 
-/// One 32-bit load from an uncached identity-mapped register (local APIC, MSI-X table).
+/// One 32-bit load from an uncached identity-mapped register (local APIC, MSI-X table, ECAM).
 pub fn mmio_read32(phys: u64) -> u32 {
-    assert!(phys < 1 << 32 && phys % 4 == 0, "mmio_read32 {phys:#x}");
-    // SAFETY: below 4 GiB every address is identity-mapped, and the callers pass only device
-    // register addresses (the local APIC page, a BAR), which are mapped uncached.
+    assert!(phys < 512 << 30 && phys % 4 == 0, "mmio_read32 {phys:#x}");
+    // SAFETY: the callers pass only device register addresses (the local APIC page, ECAM, a
+    // BAR): below 4 GiB everything is identity-mapped, above it every BAR the page tables
+    // mapped, uncached either way; an address nothing maps faults (#PF), which the exception
+    // handler reports and ends the run on — no memory is touched.
     unsafe { core::ptr::read_volatile(phys as *const u32) }
 }
 
 /// One 32-bit store to an uncached identity-mapped register.
 pub fn mmio_write32(phys: u64, v: u32) {
-    assert!(phys < 1 << 32 && phys % 4 == 0, "mmio_write32 {phys:#x}");
+    assert!(phys < 512 << 30 && phys % 4 == 0, "mmio_write32 {phys:#x}");
     // SAFETY: as `mmio_read32`.
     unsafe { core::ptr::write_volatile(phys as *mut u32, v) }
 }
@@ -295,8 +297,8 @@ impl<const N: usize> Static<N> {
 
 /// Page tables: the PML4, the identity PDPT and its four PDs, the alias PDPT and a PD per
 /// alias, PDs for BARs above 4 GiB.
-const TABLES: usize = 32;
-static PAGE_TABLES: Static<{ TABLES * 4096 }> = Static::new();
+const TABLES: usize = 16;
+static PAGE_TABLES: Static<{ 2 * TABLES * 4096 }> = Static::new();
 static IDT: Static<4096> = Static::new();
 /// DMA memory of all NICs together.
 pub const DMA_ARENA_BYTES: usize = 32 << 20;
@@ -364,22 +366,26 @@ impl core::fmt::Display for PagingError {
 /// Builds fresh page tables — 0..4 GiB identity with `ram` (start, length) write-back and the
 /// rest uncached; each of `bars` (start, length) identity-mapped uncached (also above 4 GiB)
 /// and aliased write-combining at [`paging::wc_alias`] — programs the PAT
-/// ([`paging::PAT_VALUE`]) and switches CR3 to them. Called once, before any device register
-/// is touched; the boot tables of `entry.s` are unused after it.
+/// ([`paging::PAT_VALUE`]) and switches CR3 to them. Called twice: first with no BARs, before
+/// any device register (ECAM included) is touched, so that configuration space is read
+/// uncached; then with the BARs PCI found. Each call fills its own half of the static pool
+/// (never the tables CR3 holds); a third call is refused.
 pub fn install_page_tables(
     ram: &[(u64, u64)],
     bars: &[(u64, u64)],
 ) -> Result<heapless::Vec<MappedBar, { paging::MAX_WC_ALIASES }>, PagingError> {
-    static INSTALLED: AtomicBool = AtomicBool::new(false);
-    if INSTALLED.swap(true, Ordering::AcqRel) {
+    static CALLS: core::sync::atomic::AtomicUsize = core::sync::atomic::AtomicUsize::new(0);
+    let set_no = CALLS.fetch_add(1, Ordering::AcqRel);
+    if set_no >= 2 {
         return Err(PagingError::NoTables);
     }
-    let base = PAGE_TABLES.ptr();
+    let base = PAGE_TABLES.ptr().wrapping_add(set_no * TABLES * 4096);
     let table = |i: usize| -> *mut u64 { base.wrapping_add(i * 4096).cast() };
     let index_of = |entry: u64| ((entry & 0x000f_ffff_ffff_f000) - table(0) as u64) as usize / 4096;
     let set = |t: usize, i: usize, v: u64| {
-        // SAFETY: `t` < TABLES and `i` < 512 index the static pool, which the CPU does not
-        // use until CR3 is loaded below and which is written only here, once (INSTALLED).
+        // SAFETY: `t` < TABLES and `i` < 512 index this call's half of the static pool, which
+        // the CPU does not use until CR3 is loaded below and which no other call writes
+        // (CALLS gives each call its own half, zero from .bss).
         unsafe { core::ptr::write_volatile(table(t).add(i), v) }
     };
     let get = |t: usize, i: usize| -> u64 {
