@@ -164,7 +164,8 @@ fn steps<P: Platform>(
     loop {
         step(&mut [&mut *s]);
         let t = s.sockets.get_mut::<tcp::Socket>(echo);
-        started |= t.is_active();
+        // Established once (SynReceived is active but cannot receive yet).
+        started |= t.may_recv();
         if held > at && t.can_send() {
             at += t
                 .send_slice(&hold[at..held])
