@@ -3,7 +3,7 @@
 /// Free ranges of the arena (offsets, end exclusive), first fit, coalescing.
 const MAX_FREE_RANGES: usize = 256;
 
-/// A first-fit allocator over `0..len` offsets with at most [`MAX_FREE_RANGES`] free ranges.
+/// A first-fit allocator over `0..len` offsets with at most 256 free ranges.
 #[derive(Debug)]
 pub struct Arena {
     free: heapless::Vec<(usize, usize), MAX_FREE_RANGES>,

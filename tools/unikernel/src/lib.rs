@@ -19,7 +19,7 @@
 //!    ([`TscClock`]), and a `relax` for polling loops (the `pause` instruction).
 //!
 //! Built for `x86_64-unknown-none`, the crate is also a **bootable image** (the binary
-//! `mlx5-unikernel`, module [`boot`]): QEMU loads it with `-kernel` through its PVH note, and it
+//! `mlx5-unikernel`, module `boot`): QEMU loads it with `-kernel` through its PVH note, and it
 //! brings up every ConnectX-5 it finds on PCI with no operating system at all — its own page
 //! tables and memory types, PCI enumeration, MSI-X to the local APIC, a TSC clock calibrated
 //! against the PIT, a serial console, and no heap (docs/unikernel.md).

@@ -7,7 +7,7 @@
 //! 4. Page tables with memory types: RAM write-back, BARs uncached, a write-combining alias of
 //!    each BAR0 for BlueFlame; the PAT programmed.
 //! 5. Local APIC and its timer; each NIC's MSI-X entry 0 routed to a vector of its own.
-//! 6. Each NIC brought up on a [`BareMetal`](crate::BareMetal) platform over the static arenas.
+//! 6. Each NIC brought up on a [`BareMetal`] platform over the static arenas.
 //! 7. With two NICs: the demo ([`demo`]) and TCP/IP over smoltcp ([`net`]); then each NIC
 //!    closed, its pages and objects given back, and the verdict.
 
