@@ -70,7 +70,8 @@ pub use device::{InterruptSink, RELAX_NS};
 pub use engine::DatapathCounters;
 pub use error::SimError;
 pub use fabric::{
-    ExternalCounters, ExternalPort, Fabric, FabricCounters, WireFault, PCAP_MAGIC_NS,
+    ExternalCounters, ExternalPort, Fabric, FabricCounters, WireFault, MAX_NEIGHBOURS,
+    PCAP_MAGIC_NS,
 };
 pub use fault::{
     CqeField, DmaFault, DmaFaultKind, EqeField, Fault, FaultEvent, Replay, EQE_DATA_WORDS,

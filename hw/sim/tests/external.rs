@@ -14,7 +14,7 @@ use common::ethernet::ones;
 use mlx5_ifc::consts::{qp_st, roce};
 use mlx5_ifc::prm::vport::{RoceAddrLayout, SetRoceAddressIn};
 use mlx5_ifc::Opcode;
-use mlx5_sim::{Fabric, Mode};
+use mlx5_sim::{Fabric, Mode, MAX_NEIGHBOURS};
 
 const PEER_MAC: [u8; 6] = [0x52, 0x54, 0, 0, 0, 2];
 const PEER_IP: [u8; 4] = [10, 0, 0, 9];
@@ -164,6 +164,76 @@ fn the_responder_answers_arp_and_nd_for_the_nics_gids_only() {
     let c = port.counters();
     assert_eq!(c.answered.load(std::sync::atomic::Ordering::Relaxed), 2);
     assert_eq!(c.rx_frames.load(std::sync::atomic::Ordering::Relaxed), 3);
+    drop(port);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue #26 row 5: a peer that announces a new address in every ARP frame made the port's
+/// neighbour table grow without bound (6 -> 18 MB for 300 000 ARPs). The table now holds at
+/// most MAX_NEIGHBOURS, the oldest forgotten first, and counts what it forgot.
+#[test]
+fn an_arp_flood_of_new_addresses_holds_a_bounded_table() {
+    let dir = scratch("arp-flood");
+    let (ours, theirs) = (dir.join("ours"), dir.join("theirs"));
+    let fabric = Fabric::new();
+    let peer = UnixDatagram::bind(&theirs).unwrap();
+    let port = fabric.attach_unix_dgram(&ours, &theirs, true).unwrap();
+    let n = MAX_NEIGHBOURS as u32 * 3;
+    let sender = |i: u32| -> ([u8; 4], [u8; 6]) {
+        let b = i.to_be_bytes();
+        ([100, b[1], b[2], b[3]], [0x52, 0x54, 0, b[1], b[2], b[3]])
+    };
+    for i in 0..n {
+        let (ip, mac) = sender(i);
+        let mut f = vec![0xff; 6];
+        f.extend_from_slice(&mac);
+        f.extend_from_slice(&[0x08, 0x06, 0, 1, 8, 0, 6, 4, 0, 1]);
+        f.extend_from_slice(&mac);
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&[0; 6]);
+        f.extend_from_slice(&[10, 0, 0, 200]);
+        f.resize(60, 0);
+        // The port's reader may lag: a full socket buffer is waited out, not a failure.
+        while let Err(e) = peer.send_to(&f, &ours) {
+            assert!(
+                e.kind() == std::io::ErrorKind::WouldBlock || e.raw_os_error() == Some(105),
+                "{e}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let c = port.counters();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while c.rx_frames.load(std::sync::atomic::Ordering::Relaxed) < u64::from(n) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the port took {n} frames"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mapped = |ip: [u8; 4]| {
+        let mut g = [0u8; 16];
+        g[10..12].fill(0xff);
+        g[12..].copy_from_slice(&ip);
+        g
+    };
+    assert_eq!(port.neighbours_held(), MAX_NEIGHBOURS);
+    assert_eq!(
+        c.neighbours_evicted
+            .load(std::sync::atomic::Ordering::Relaxed),
+        u64::from(n) - MAX_NEIGHBOURS as u64
+    );
+    let (last_ip, last_mac) = sender(n - 1);
+    assert_eq!(
+        port.neighbour(&mapped(last_ip)),
+        Some(last_mac),
+        "the newest is known"
+    );
+    assert_eq!(
+        port.neighbour(&mapped(sender(0).0)),
+        None,
+        "the oldest was forgotten"
+    );
     drop(port);
     let _ = std::fs::remove_dir_all(&dir);
 }

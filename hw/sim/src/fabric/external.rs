@@ -22,7 +22,7 @@
 //! with the target link-layer address option). Requests for other addresses go on to the
 //! fabric like any frame (a Linux driving a simulated NIC answers for its own addresses).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
@@ -46,6 +46,10 @@ const ND_ADVERT: u8 = 136;
 const MAX_FRAME: usize = 65536;
 /// How often the threads look at their stop flag.
 const POLL: Duration = Duration::from_millis(50);
+/// Neighbours an external port remembers at most: the link's peer chooses how many addresses
+/// it announces (one ARP per address is enough), so the table is bounded and the oldest entry
+/// goes first — a real switch's or host's neighbour table is bounded likewise.
+pub const MAX_NEIGHBOURS: usize = 1024;
 
 /// What an external port has seen.
 #[derive(Debug, Default)]
@@ -56,6 +60,8 @@ pub struct ExternalCounters {
     pub tx_frames: AtomicU64,
     /// Frames the link's other end was not there to take.
     pub tx_dropped: AtomicU64,
+    /// Neighbours forgotten to make room for newer ones ([`MAX_NEIGHBOURS`]).
+    pub neighbours_evicted: AtomicU64,
     /// ARP replies and neighbour advertisements the responder sent.
     pub answered: AtomicU64,
 }
@@ -74,8 +80,39 @@ struct Link {
     wire: Wire,
     counters: Arc<ExternalCounters>,
     /// Addresses (IPv4 as IPv4-mapped) → MAC, learned from every ARP and neighbour discovery
-    /// frame that came in from the link.
-    neighbours: Mutex<HashMap<[u8; 16], [u8; 6]>>,
+    /// frame that came in from the link; at most [`MAX_NEIGHBOURS`].
+    neighbours: Mutex<Neighbours>,
+}
+
+/// The neighbour table: address → MAC, oldest first out when full.
+#[derive(Debug, Default)]
+struct Neighbours {
+    map: HashMap<[u8; 16], [u8; 6]>,
+    /// Addresses in the order they were first learned.
+    order: VecDeque<[u8; 16]>,
+}
+
+impl Neighbours {
+    /// Learns `addr` → `mac`; returns how many entries were evicted for it (0 or 1).
+    fn learn(&mut self, addr: [u8; 16], mac: [u8; 6]) -> u64 {
+        if let Some(m) = self.map.get_mut(&addr) {
+            *m = mac;
+            return 0;
+        }
+        let mut evicted = 0;
+        while self.map.len() >= MAX_NEIGHBOURS {
+            match self.order.pop_front() {
+                Some(old) => {
+                    self.map.remove(&old);
+                    evicted += 1;
+                }
+                None => break,
+            }
+        }
+        self.map.insert(addr, mac);
+        self.order.push_back(addr);
+        evicted
+    }
 }
 
 impl Link {
@@ -210,8 +247,19 @@ impl ExternalPort {
             .neighbours
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .map
             .get(addr)
             .copied()
+    }
+
+    /// How many neighbours the port remembers (at most [`MAX_NEIGHBOURS`]).
+    pub fn neighbours_held(&self) -> usize {
+        self.link
+            .neighbours
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .map
+            .len()
     }
 }
 
@@ -317,7 +365,12 @@ fn learn(link: &Link, f: &[u8]) {
     }
     if !learned.is_empty() {
         let mut n = link.neighbours.lock().unwrap_or_else(|e| e.into_inner());
-        n.extend(learned);
+        let evicted: u64 = learned.into_iter().map(|(a, m)| n.learn(a, m)).sum();
+        if evicted > 0 {
+            link.counters
+                .neighbours_evicted
+                .fetch_add(evicted, Ordering::Relaxed);
+        }
     }
 }
 
@@ -379,7 +432,7 @@ impl Fabric {
         let link = Arc::new(Link {
             wire,
             counters: counters.clone(),
-            neighbours: Mutex::new(HashMap::new()),
+            neighbours: Mutex::new(Neighbours::default()),
         });
         let station: Arc<dyn Station> = link.clone();
         let (kick, kicked) = mpsc::channel();

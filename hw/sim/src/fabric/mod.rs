@@ -50,7 +50,7 @@ use std::time::Instant;
 use crate::work::Work;
 use crate::{Mode, SimDevice, SimError};
 
-pub use external::{ExternalCounters, ExternalPort};
+pub use external::{ExternalCounters, ExternalPort, MAX_NEIGHBOURS};
 pub use pcap::PCAP_MAGIC_NS;
 
 /// How many deliveries [`Fabric::run_until_idle`] makes at most before it gives up (a
