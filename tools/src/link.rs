@@ -101,11 +101,17 @@ pub(crate) fn connect_first_step(
     port: u16,
     first: &[u8],
     reply: &mut [u8],
+    patience: Duration,
 ) -> Result<std::net::TcpStream, String> {
     use std::io::{ErrorKind, Read, Write};
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut s = connect_retry(host, port)?;
+        // A server that accepts and never answers ends the wait after `patience`.
+        s.set_read_timeout(Some(patience))
+            .map_err(|x| x.to_string())?;
+        s.set_write_timeout(Some(patience))
+            .map_err(|x| x.to_string())?;
         let r = s.write_all(first).and_then(|()| s.read_exact(reply));
         match r {
             Ok(()) => return Ok(s),
@@ -312,7 +318,14 @@ mod tests {
             s.write_all(b"there").unwrap();
         });
         let mut reply = [0u8; 5];
-        connect_first_step("127.0.0.1", port, b"hello", &mut reply).unwrap();
+        connect_first_step(
+            "127.0.0.1",
+            port,
+            b"hello",
+            &mut reply,
+            Duration::from_secs(30),
+        )
+        .unwrap();
         assert_eq!(&reply, b"there");
         server.join().unwrap();
     }

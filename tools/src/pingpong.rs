@@ -63,6 +63,10 @@ pub struct Args {
     /// Check the received bytes (the pingpongs' -c).
     #[arg(short = 'c', long)]
     chk: bool,
+    /// Seconds the out-of-band exchange may wait for the peer's next message once connected
+    /// (a peer that connects and says nothing ends the session instead of hanging it).
+    #[arg(long = "exchange-timeout", value_name = "SECS", default_value_t = 60)]
+    exchange_timeout: u64,
     #[command(flatten)]
     host: LinkArgs,
 }
@@ -96,16 +100,24 @@ impl Dest {
 
     fn from_wire(m: &[u8]) -> Result<Dest, String> {
         let s = std::str::from_utf8(m.split(|&b| b == 0).next().unwrap_or(&[]))
-            .map_err(|_| "the peer's address is not text".to_string())?;
+            .ok()
+            .filter(|s| s.is_ascii())
+            .ok_or_else(|| "the peer's address is not ASCII text".to_string())?;
         let f: Vec<&str> = s.split(':').collect();
         let bad = || format!("the peer's address {s:?} is not LID:QPN:PSN:GID");
         if f.len() != 4 || f[3].len() != 32 {
             return Err(bad());
         }
-        let hex = |x: &str| u32::from_str_radix(x, 16).map_err(|_| bad());
+        // Digits only (from_str_radix would take a sign); ASCII, so byte slicing is safe.
+        let hex = |x: &str| {
+            if x.is_empty() || x.len() > 8 || !x.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+            u32::from_str_radix(x, 16).map_err(|_| bad())
+        };
         let mut gid = [0u8; 16];
         for (i, g) in gid.iter_mut().enumerate() {
-            *g = u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+            *g = hex(&f[3][2 * i..2 * i + 2])? as u8;
         }
         Ok(Dest {
             lid: hex(f[0])? as u16,
@@ -226,7 +238,8 @@ fn session(a: &Args, qp_type: QpType, h: &Host<'_>) -> Result<(), String> {
     let (rem, dmac) = match &a.server {
         Some(host) => {
             let mut m = [0u8; MSG];
-            let mut s = connect_first_step(host, a.port, &me.to_wire(), &mut m)
+            let patience = Duration::from_secs(a.exchange_timeout.max(1));
+            let mut s = connect_first_step(host, a.port, &me.to_wire(), &mut m, patience)
                 .map_err(|x| format!("the server's address: {x}"))?;
             let rem = Dest::from_wire(&m)?;
             s.write_all(b"done\0").map_err(e)?;
@@ -239,6 +252,9 @@ fn session(a: &Args, qp_type: QpType, h: &Host<'_>) -> Result<(), String> {
             let l = TcpListener::bind(("0.0.0.0", a.port))
                 .map_err(|x| format!("port {}: {x}", a.port))?;
             let (mut s, _) = l.accept().map_err(e)?;
+            let patience = Some(Duration::from_secs(a.exchange_timeout.max(1)));
+            s.set_read_timeout(patience).map_err(e)?;
+            s.set_write_timeout(patience).map_err(e)?;
             let mut m = [0u8; MSG];
             s.read_exact(&mut m)
                 .map_err(|x| format!("reading the client's address: {x}"))?;
@@ -385,5 +401,33 @@ mod tests {
         assert_eq!(w[MSG - 1], 0);
         assert_eq!(Dest::from_wire(&w), Ok(d));
         assert!(Dest::from_wire(b"0000:11:22\0").is_err());
+    }
+
+    /// Issue #26 row 7: a 52-byte address whose GID is not ASCII panicked (a `str` sliced
+    /// inside a multi-byte character), ending client or server with exit 101.
+    #[test]
+    fn any_bytes_are_refused_never_a_panic() {
+        let mut m = *b"0000:000011:ff76d6:00000000000000000000ffffc612000b\0";
+        m[19] = 0xc3;
+        m[20] = 0xa9; // "é": a two-byte character where a hex digit pair starts
+        assert!(Dest::from_wire(&m).is_err());
+        // 19 digits, then "é" straddling the tenth pair, then 11 digits: 32 bytes of GID.
+        let mut odd = Vec::from(&b"0000:000011:ff76d6:"[..]);
+        odd.extend_from_slice(&[b'0'; 19]);
+        odd.extend_from_slice("é".as_bytes());
+        odd.extend_from_slice(&[b'f'; 11]);
+        odd.push(0);
+        assert_eq!(odd.len(), MSG);
+        assert!(Dest::from_wire(&odd).is_err());
+        assert!(Dest::from_wire(b"+000:000011:ff76d6:00000000000000000000ffffc612000b\0").is_err());
+        assert!(Dest::from_wire(&[0xff; 52]).is_err());
+        assert!(Dest::from_wire(&[]).is_err());
+        for b in 0..=255u8 {
+            let mut m = *b"0000:000011:ff76d6:00000000000000000000ffffc612000b\0";
+            for i in [0, 5, 19, 20, 35, 50] {
+                m[i] = b;
+                let _ = Dest::from_wire(&m);
+            }
+        }
     }
 }

@@ -78,3 +78,63 @@ fn ud_pingpong_between_two_processes_over_datagram_links() {
         18800 + (std::process::id() % 200) as u16,
     );
 }
+
+/// Issue #26 row 8: the pingpong server accepted a connection and read from it with no timeout,
+/// so a client that connects and says nothing held it for ever. With `--exchange-timeout` the
+/// server gives up on the silent peer and says why.
+#[test]
+fn a_silent_client_does_not_hold_the_server() {
+    let dir = std::env::temp_dir().join(format!("mlx5ctl-pp-{}-silent", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = 19000 + (std::process::id() % 200) as u16;
+    let exe = env!("CARGO_BIN_EXE_mlx5ctl");
+    let mut server = Command::new(exe)
+        .args([
+            "pingpong",
+            "-p",
+            &port.to_string(),
+            "--exchange-timeout",
+            "2",
+        ])
+        .args(["--mac", "02:c5:5a:00:00:01", "--ip", "10.0.0.1", "--link"])
+        .arg(format!(
+            "{}:{}",
+            dir.join("a").display(),
+            dir.join("b").display()
+        ))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Connect once the server listens, then say nothing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let _silent = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Err(e) => panic!("the server never listened: {e}"),
+        }
+    };
+    // The server ends by itself (the test's bound is generous: it is not a timing check).
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = server.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > end {
+            let _ = server.kill();
+            panic!("the server still waits on a silent client after 120 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = server.wait_with_output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!status.success(), "{text}");
+    assert_ne!(status.code(), Some(101), "a panic: {text}");
+    assert!(text.contains("reading the client's address"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

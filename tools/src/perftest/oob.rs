@@ -140,7 +140,7 @@ impl<'a> Chan<'a> {
     /// ([`crate::link::connect_first_step`]).
     pub(super) fn connect(host: &str, port: u16) -> Result<Chan<'a>, String> {
         let mut theirs = vec![0u8; 16];
-        let s = crate::link::connect_first_step(host, port, &version_msg(), &mut theirs)
+        let s = crate::link::connect_first_step(host, port, &version_msg(), &mut theirs, PATIENCE)
             .map_err(|x| format!("version: {x}"))?;
         let mut c = Chan::new(s, true)?;
         c.version = Some(theirs);
