@@ -11,7 +11,10 @@ use std::time::Duration;
 use common::cmd;
 use common::datapath::{connected, fill, read, Node, Seg};
 use common::ethernet::ones;
-use mlx5_ifc::consts::{qp_st, roce};
+use mlx5_ifc::consts::{qp_st, qp_state, roce};
+use mlx5_ifc::event;
+use mlx5_ifc::prm::mr::DestroyMkeyIn;
+use mlx5_ifc::prm::qp::{Ads, Qpc};
 use mlx5_ifc::prm::vport::{RoceAddrLayout, SetRoceAddressIn};
 use mlx5_ifc::Opcode;
 use mlx5_sim::{Fabric, Mode, MAX_NEIGHBOURS};
@@ -289,6 +292,168 @@ fn two_fabrics_joined_by_datagram_links_carry_rc() {
     assert!(
         p2.counters().tx_frames.load(Relaxed) >= 2,
         "acknowledgements came back"
+    );
+    drop((p1, p2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Ethernet (14), IPv4 (20) and UDP (8) bytes before the BTH: the GIDs are IPv4-mapped, so the
+/// frames are RoCE v2 over IPv4.
+const BTH_AT: usize = 14 + 20 + 8;
+
+/// The BTH opcode and PSN of a RoCE v2 frame over IPv4, `None` for any other frame.
+fn bth(f: &[u8]) -> Option<(u8, u32)> {
+    let roce =
+        f.len() >= BTH_AT + 12 && f[12..14] == [0x08, 0x00] && f[36..38] == 4791u16.to_be_bytes();
+    roce.then(|| {
+        let b = &f[BTH_AT..];
+        (b[0], u32::from_be_bytes([0, b[9], b[10], b[11]]))
+    })
+}
+
+/// Issue #26: a multi-packet RDMA WRITE kept the translation of its first packet, so a packet
+/// that came after the MR was deregistered was still placed in its memory. Every packet now
+/// looks the rkey up again: the rest of the message is refused with a remote access NAK.
+///
+/// The requester and the responder are on two fabrics joined through this test, which relays
+/// the frames between the two external ports and holds back the WRITE's last packet until the
+/// responder has placed the first and its MR is destroyed.
+#[test]
+fn a_write_whose_mr_goes_away_mid_message_is_nakked() {
+    const WRITE_FIRST: u8 = 0x06;
+    const WRITE_LAST: u8 = 0x08;
+    const ACK: u8 = 0x11;
+    const NAK_REMOTE_ACCESS: u8 = 0x62;
+    const REQ_ERR: u8 = 0xd;
+    const REMOTE_ACCESS_ERR: u8 = 0x13;
+    let wait = Duration::from_secs(5);
+    let dir = scratch("dereg");
+    let (ours1, theirs1) = (dir.join("ours1"), dir.join("theirs1"));
+    let (ours2, theirs2) = (dir.join("ours2"), dir.join("theirs2"));
+    // The relay's two ends: `one` faces the requester's fabric, `two` the responder's.
+    let one = UnixDatagram::bind(&theirs1).unwrap();
+    let two = UnixDatagram::bind(&theirs2).unwrap();
+    for s in [&one, &two] {
+        s.set_read_timeout(Some(wait)).unwrap();
+    }
+    let recv = |s: &UnixDatagram, what: &str| -> Vec<u8> {
+        let mut buf = vec![0u8; 65536];
+        let n = s.recv(&mut buf).unwrap_or_else(|e| panic!("{what}: {e}"));
+        buf.truncate(n);
+        buf
+    };
+    let (mut a, mut b) = (Node::new(Mode::Threaded, 1), Node::new(Mode::Threaded, 2));
+    let (f1, f2) = (Fabric::new(), Fabric::new());
+    f1.attach(&a.dev()).unwrap();
+    f2.attach(&b.dev()).unwrap();
+    let p1 = f1.attach_unix_dgram(&ours1, &theirs1, false).unwrap();
+    let p2 = f2.attach_unix_dgram(&ours2, &theirs2, false).unwrap();
+    // No ack timeout: the requester does not retransmit while the relay holds its last packet.
+    let (mut qa, qb) = connected(&mut a, &mut b, qp_st::RC, |c| {
+        c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
+            .set(Ads::ACK_TIMEOUT, 0)
+            .unwrap();
+    });
+    let la = a.reg_mr(4096, false, false, false);
+    let rb = b.reg_mr(4096, true, true, false);
+    let data = fill(&a.dev(), &la, 5);
+    let pattern = fill(&b.dev(), &rb, 0x5a);
+
+    // 2048 bytes at path MTU 1024: WRITE FIRST and WRITE LAST, sent at once.
+    a.post_send(
+        &mut qa,
+        0x08,
+        0x08,
+        [0; 4],
+        &[
+            Seg::Raddr(rb.va(0), rb.key),
+            Seg::Data(2048, la.key, la.va(0)),
+        ],
+    );
+    let mut first = false;
+    let (last, last_psn) = loop {
+        let f = recv(&one, "the WRITE's packets on link one");
+        match bth(&f) {
+            Some((WRITE_LAST, psn)) => break (f, psn),
+            Some((WRITE_FIRST, _)) => first = true,
+            _ => {}
+        }
+        two.send_to(&f, &ours2).unwrap();
+    };
+    assert!(first, "WRITE FIRST went ahead of WRITE LAST");
+    // The first packet is placed (through a key that is still valid) ...
+    let deadline = std::time::Instant::now() + wait;
+    while read(&b.dev(), &rb, 0, 1024) != data[..1024] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the responder placed WRITE FIRST"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // ... then the MR is deregistered, and only then does the last packet arrive.
+    b.fx.p.ok(
+        &cmd::<DestroyMkeyIn>(Opcode::DestroyMkey, 0, |v| {
+            v.set(DestroyMkeyIn::MKEY_INDEX, u64::from(rb.key >> 8))
+                .unwrap();
+        }),
+        0x10,
+    );
+    two.send_to(&last, &ours2).unwrap();
+    // The responder's answer to it, relayed back (with anything it sent before).
+    let answer = loop {
+        let f = recv(&two, "the responder's answer on link two");
+        one.send_to(&f, &ours1).unwrap();
+        if bth(&f) == Some((ACK, last_psn)) {
+            break f;
+        }
+    };
+    let c = a.wait(5_000_000_000).expect("the WRITE's completion");
+    assert_eq!(
+        (c.opcode, c.syndrome, c.wqe_counter, c.wqe_opcode),
+        (REQ_ERR, REMOTE_ACCESS_ERR, 0, 0x08),
+        "the requester sees a remote access error, not success"
+    );
+    assert_eq!(
+        answer[BTH_AT + 12],
+        NAK_REMOTE_ACCESS,
+        "the AETH of the answer to WRITE LAST"
+    );
+    assert_eq!(
+        read(&b.dev(), &rb, 1024, 3072),
+        &pattern[1024..],
+        "nothing of the second packet is placed"
+    );
+    assert_eq!(read(&b.dev(), &rb, 0, 1024), &data[..1024]);
+    // The responder's QP is in error, with the access error on its EQ; no completion.
+    assert_eq!(b.dev().qp_state(qb.qpn), Some(qp_state::ERR as u8));
+    assert_eq!(a.dev().qp_state(qa.qpn), Some(qp_state::ERR as u8));
+    let deadline = std::time::Instant::now() + wait;
+    let eqe = loop {
+        match b.poll_eq() {
+            Some((e, d)) if e == event::WQ_ACCESS_ERROR => break d,
+            Some(_) => {}
+            None => assert!(
+                std::time::Instant::now() < deadline,
+                "the responder's access error event"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(
+        &eqe[0x18..0x1c],
+        &qb.qpn.to_be_bytes(),
+        "QPN at EQE byte 0x38"
+    );
+    assert_eq!(b.drain(), vec![], "no completion on the responder");
+    assert!(
+        b.dev().dma_faults().is_empty(),
+        "{:?}",
+        b.dev().dma_faults()
+    );
+    assert!(
+        a.dev().dma_faults().is_empty(),
+        "{:?}",
+        a.dev().dma_faults()
     );
     drop((p1, p2));
     let _ = std::fs::remove_dir_all(&dir);

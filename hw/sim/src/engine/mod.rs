@@ -155,7 +155,8 @@ pub(crate) struct RecvCtx {
     pub(crate) offset: u64,
 }
 
-/// A multi-packet RDMA WRITE in progress: its IOVA pieces and how far they are filled.
+/// A multi-packet RDMA WRITE in progress: its key and range, what is written, and the IOVA
+/// pieces of the packet being placed (looked up again for every packet).
 #[derive(Debug, Clone)]
 pub(crate) struct WriteCtx {
     pub(crate) pieces: crate::fw::mkey::IovaPieces,
@@ -163,18 +164,11 @@ pub(crate) struct WriteCtx {
     pub(crate) at: usize,
     pub(crate) used: usize,
     pub(crate) total: u32,
-}
-
-impl WriteCtx {
-    /// Bytes still to fill.
-    pub(crate) fn remaining(&self) -> u64 {
-        self.pieces
-            .iter()
-            .skip(self.at)
-            .map(|&(_, n)| n as u64)
-            .sum::<u64>()
-            .saturating_sub(self.used as u64)
-    }
+    /// The RETH's rkey and virtual address.
+    pub(crate) key: u32,
+    pub(crate) va: u64,
+    /// Bytes of the message placed so far.
+    pub(crate) written: u64,
 }
 
 /// The transport state of one QP (beyond its context).

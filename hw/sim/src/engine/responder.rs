@@ -435,6 +435,9 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
                     at: 0,
                     used: 0,
                     total: r.len,
+                    key: r.rkey,
+                    va: r.va,
+                    written: 0,
                 });
             }
             Err(e) => {
@@ -450,6 +453,28 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
     let Some(mut ctx) = qp_rt(&mut hw.fw.engine, info).write.take() else {
         return invalid(reliable);
     };
+    if ctx.written.saturating_add(len) > u64::from(ctx.total) {
+        return invalid(reliable);
+    }
+    if !first {
+        // The rkey is looked up again for every packet, as the device checks each one: a
+        // WRITE whose MR was deregistered after its first packet is refused (remote access
+        // NAK), never placed through the translation of a key that is gone.
+        let at = ctx.va.wrapping_add(ctx.written);
+        match mkey::translate(hw.fw, ctx.key, at, len, access::REMOTE_WRITE, info.pd) {
+            Ok(pieces) => (ctx.pieces, ctx.at, ctx.used) = (pieces, 0, 0),
+            Err(e) => {
+                log::info!(
+                    "mlx5-sim: QP {:#x}: RDMA WRITE rkey {:#x} at byte {} of {}: {e:?}",
+                    info.qpn,
+                    ctx.key,
+                    ctx.written,
+                    ctx.total
+                );
+                return access_error(reliable);
+            }
+        }
+    }
     let mut recv = None;
     if matches!(o, op::WRITE_LAST_IMM | op::WRITE_ONLY_IMM) {
         match start_recv(hw, info) {
@@ -468,6 +493,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             _ => Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
         };
     }
+    ctx.written += len;
     if !last {
         qp_rt(&mut hw.fw.engine, info).write = Some(ctx);
         return Verdict::Done {
@@ -475,7 +501,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             ack: p.ack_req,
         };
     }
-    if ctx.remaining() > 0 {
+    if ctx.written != u64::from(ctx.total) {
         qp_rt(&mut hw.fw.engine, info).recv = recv;
         return invalid(reliable);
     }
