@@ -10,9 +10,11 @@
 //! * **BAR0**: the simulator's registers — 4-byte reads and writes of the initialization
 //!   segment and health buffer, 8-byte UAR doorbells and BlueFlame stores;
 //! * **DMA** into the guest's memory: each DMA_MAP (a file descriptor of guest RAM, which must be
-//!   shared: `memory-backend-memfd,share=on`) is mapped here ([`GuestRegion`]) and lent to the
-//!   simulator at the guest's IOVA ([`mlx5_sim::SimDevice::dma_map_external`]); a device access
-//!   outside every map is the simulator's translation fault;
+//!   a shared memfd that is or can be sealed against shrinking: `memory-backend-memfd,share=on`,
+//!   whose default `seal=on` does it) is mapped here ([`GuestRegion`], never past the file's
+//!   end) and lent to the simulator at the guest's IOVA
+//!   ([`mlx5_sim::SimDevice::dma_map_external`]); a device access outside every map is the
+//!   simulator's translation fault;
 //! * **MSI-X** through the eventfds SET_IRQS gives: the simulator raises a vector when it writes an
 //!   EQE to an armed EQ ([`mlx5_sim::SimDevice::set_interrupt_sink`]), and the eventfd is written;
 //! * **reset** (DEVICE_RESET, and a function-level reset through the PCIe device control
@@ -20,17 +22,27 @@
 //!
 //! [`Cx5::serve`] serves one client on a UNIX socket, blocking; the simulator runs in
 //! [`mlx5_sim::Mode::Threaded`] (the guest runs in real time).
+//!
+//! The client may be hostile (issue #26), and nothing it sends may end the process, which may
+//! serve other NICs: every offset and range is checked arithmetic; region accesses are bounded
+//! by the region and 1 MiB before anything is allocated (the patched `vfio_user`,
+//! `vendor/vfio_user/PATCHES.md`); DMA maps are bounded in number ([`MAX_DMA_MAPS`]) and made
+//! only of memory the client cannot take back; warnings it causes are rate-limited; and a panic
+//! while serving it ends its connection only ([`contained_panics`]).
 
 #![deny(unsafe_code)]
 
 pub mod config;
 #[allow(unsafe_code)]
 mod guest_mem;
+mod ratelimit;
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlx5_ifc::{Be32, Be64};
@@ -45,6 +57,25 @@ use vfio_user::{DmaMapFlags, DmaUnmapFlags, IrqInfo, Server, ServerBackend, Serv
 
 pub use config::ConfigSpace;
 pub use guest_mem::GuestRegion;
+use ratelimit::{limited_warn, RateLimit};
+
+/// The most DMA maps a client may hold at once: each is a mapping of this process, and their
+/// number is limited for the whole process (`vm.max_map_count`, 65530 by default), which other
+/// NICs and the allocator need too. QEMU maps guest RAM in a handful.
+pub const MAX_DMA_MAPS: usize = 1024;
+
+/// Panics caught while serving a client (in this process, since it started).
+static CONTAINED_PANICS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times serving a client panicked — in the `vfio_user` crate or in the device — and
+/// the panic ended that client's connection only ([`Cx5::serve`] returned an error).
+pub fn contained_panics() -> u64 {
+    CONTAINED_PANICS.load(Ordering::Relaxed)
+}
+
+fn invalid(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, what)
+}
 
 /// The eventfds of the MSI-X vectors, by vector (`None`: not set, or masked by SET_IRQS).
 type Vectors = Arc<Mutex<Vec<Option<File>>>>;
@@ -82,6 +113,8 @@ pub struct Cx5 {
     /// This life's number and its DMA_MAP / DMA_UNMAP counts.
     life: (u32, u64, u64),
     on_life_end: Option<LifeHook>,
+    /// Warnings about the client's accesses.
+    warn_limit: RateLimit,
 }
 
 impl std::fmt::Debug for Cx5 {
@@ -108,6 +141,7 @@ impl Cx5 {
             maps: BTreeMap::new(),
             life: (0, 0, 0),
             on_life_end: None,
+            warn_limit: RateLimit::new(),
         }
     }
 
@@ -131,7 +165,7 @@ impl Cx5 {
                 live_maps: self.maps.len(),
             });
         }
-        self.life = (index + 1, 0, 0);
+        self.life = (index.wrapping_add(1), 0, 0);
     }
 
     /// The simulated device.
@@ -192,50 +226,80 @@ impl Cx5 {
     }
 
     /// Serves one client on the UNIX socket `path` (which must not exist), until it
-    /// disconnects.
+    /// disconnects. A panic while serving it (a bug the client's messages reach) ends this
+    /// connection with an error, logged and counted ([`contained_panics`]); the process and any
+    /// other device it serves go on.
     pub fn serve(mut self, path: &Path) -> Result<(), vfio_user::Error> {
         let server = Server::new(path, true, Self::irqs(), self.regions())?;
         log::info!("mlx5-vfio-user: serving a ConnectX-5 on {}", path.display());
-        let r = server.run(&mut self);
+        let r = contain(&path.display().to_string(), || server.run(&mut self));
         log::info!("mlx5-vfio-user: client gone ({r:?})");
-        self.end_life("client gone");
+        let suppressed = self.warn_limit.total_suppressed();
+        if suppressed > 0 {
+            log::warn!("mlx5-vfio-user: {suppressed} warnings about this client were not logged");
+        }
+        if std::panic::catch_unwind(AssertUnwindSafe(|| self.end_life("client gone"))).is_err() {
+            CONTAINED_PANICS.fetch_add(1, Ordering::Relaxed);
+            log::error!("mlx5-vfio-user: the end-of-life hook panicked");
+        }
         r
     }
 
-    fn bar_read(&self, off: u64, data: &mut [u8]) {
+    /// A BAR0 read of `data.len()` bytes at `off`: refused past the BAR (or wrapping).
+    fn bar_read(&mut self, off: u64, data: &mut [u8]) -> io::Result<()> {
         let size = self.sim.bar_size();
+        let len = data.len() as u64;
+        if off.checked_add(len).is_none_or(|end| end > size) {
+            limited_warn!(
+                self.warn_limit,
+                "mlx5-vfio-user: BAR0 read of {len} bytes at {off:#x}: past the BAR's {size:#x} bytes; refused"
+            );
+            return Err(invalid(format!(
+                "BAR0 read of {len} bytes at {off:#x}: past the BAR's {size:#x} bytes"
+            )));
+        }
+        // Every `at` below is under `off + len` <= `size`: no overflow.
         for (i, chunk) in data.chunks_mut(4).enumerate() {
             let at = off + 4 * i as u64;
             let word = at & !3;
-            let bytes = if word + 4 <= size {
-                self.sim.bar_read32(word).to_bytes()
-            } else {
-                log::warn!("mlx5-vfio-user: BAR0 read at {at:#x} past the BAR");
-                [0; 4]
-            };
+            let bytes = self.sim.bar_read32(word).to_bytes();
             let skip = (at - word) as usize;
             for (j, b) in chunk.iter_mut().enumerate() {
                 *b = bytes.get(skip + j).copied().unwrap_or(0);
             }
         }
+        Ok(())
     }
 
-    fn bar_write(&self, off: u64, data: &[u8]) {
-        if off.saturating_add(data.len() as u64) > self.sim.bar_size() {
-            log::warn!("mlx5-vfio-user: BAR0 write at {off:#x} past the BAR; dropped");
-            return;
+    /// A BAR0 write: 4 or 8 bytes within the BAR; anything else refused.
+    fn bar_write(&mut self, off: u64, data: &[u8]) -> io::Result<()> {
+        let size = self.sim.bar_size();
+        let len = data.len();
+        if off.checked_add(len as u64).is_none_or(|end| end > size) {
+            limited_warn!(
+                self.warn_limit,
+                "mlx5-vfio-user: BAR0 write of {len} bytes at {off:#x}: past the BAR's {size:#x} bytes; dropped"
+            );
+            return Err(invalid(format!(
+                "BAR0 write of {len} bytes at {off:#x}: past the BAR's {size:#x} bytes"
+            )));
         }
-        match data.len() {
-            4 => self
+        match *data {
+            [a, b, c, d] => self.sim.bar_write32(off, Be32::from_bytes([a, b, c, d])),
+            [a, b, c, d, e, f, g, h] => self
                 .sim
-                .bar_write32(off, Be32::from_bytes([data[0], data[1], data[2], data[3]])),
-            8 => {
-                let mut b = [0; 8];
-                b.copy_from_slice(data);
-                self.sim.bar_write64(off, Be64::from_bytes(b));
+                .bar_write64(off, Be64::from_bytes([a, b, c, d, e, f, g, h])),
+            _ => {
+                limited_warn!(
+                    self.warn_limit,
+                    "mlx5-vfio-user: BAR0 write of {len} bytes at {off:#x}: not 4 or 8; dropped"
+                );
+                return Err(invalid(format!(
+                    "BAR0 write of {len} bytes at {off:#x}: only 4 and 8 bytes are served"
+                )));
             }
-            n => log::warn!("mlx5-vfio-user: BAR0 write of {n} bytes at {off:#x}; dropped"),
         }
+        Ok(())
     }
 
     /// A function-level or device reset: the simulator starts over; DMA maps and eventfds are
@@ -245,6 +309,28 @@ impl Cx5 {
         self.end_life(end);
         self.sim.function_level_reset();
     }
+}
+
+/// Runs `serve`, turning a panic into an error (logged and counted) for the client at `path`.
+fn contain(
+    path: &str,
+    serve: impl FnOnce() -> Result<(), vfio_user::Error>,
+) -> Result<(), vfio_user::Error> {
+    std::panic::catch_unwind(AssertUnwindSafe(serve)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        let n = CONTAINED_PANICS.fetch_add(1, Ordering::Relaxed) + 1;
+        log::error!(
+            "mlx5-vfio-user: serving the client on {path} panicked ({what}); its connection \
+             ends, the process goes on ({n} such panics so far)"
+        );
+        Err(vfio_user::Error::Backend(io::Error::other(format!(
+            "serving the client on {path} panicked: {what}"
+        ))))
+    })
 }
 
 /// Writes vector `vector`'s eventfd (an 8-byte count of 1), if it has one.
@@ -264,7 +350,7 @@ impl ServerBackend for Cx5 {
     fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> io::Result<()> {
         match region {
             VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
-            VFIO_PCI_BAR0_REGION_INDEX => self.bar_read(offset, data),
+            VFIO_PCI_BAR0_REGION_INDEX => return self.bar_read(offset, data),
             _ => data.fill(0),
         }
         Ok(())
@@ -277,7 +363,7 @@ impl ServerBackend for Cx5 {
                 self.reset_device("function-level reset");
             }
             VFIO_PCI_CONFIG_REGION_INDEX => {}
-            VFIO_PCI_BAR0_REGION_INDEX => self.bar_write(offset, data),
+            VFIO_PCI_BAR0_REGION_INDEX => return self.bar_write(offset, data),
             _ => {}
         }
         Ok(())
@@ -297,25 +383,55 @@ impl ServerBackend for Cx5 {
             log::debug!("mlx5-vfio-user: DMA map of {size:#x} at {address:#x} without memory");
             return Ok(());
         };
+        if address.checked_add(size).is_none() {
+            return Err(invalid(format!(
+                "DMA map: IOVA {address:#x} + size {size:#x} does not fit below 2^64"
+            )));
+        }
+        if self.maps.len() >= MAX_DMA_MAPS {
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!(
+                    "DMA map of {size:#x} at {address:#x}: {} maps live, the limit \
+                     (MAX_DMA_MAPS)",
+                    self.maps.len()
+                ),
+            ));
+        }
         let region = GuestRegion::map(&fd, offset, size)?;
-        let len = usize::try_from(size)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "DMA map too large"))?;
+        let len = region.len();
         self.sim
             .dma_map_external(address, len, Arc::new(region))
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+            .map_err(|e| invalid(format!("DMA map of {size:#x} at {address:#x}: {e}")))?;
         self.maps.insert(address, size);
         self.life.1 += 1;
         log::debug!("mlx5-vfio-user: DMA map {address:#x}+{size:#x} (fd offset {offset:#x})");
         Ok(())
     }
 
-    fn dma_unmap(&mut self, _flags: DmaUnmapFlags, address: u64, size: u64) -> io::Result<()> {
-        let n = self
-            .sim
-            .dma_unmap_external(address, usize::try_from(size).unwrap_or(usize::MAX));
+    fn dma_unmap(&mut self, flags: DmaUnmapFlags, address: u64, size: u64) -> io::Result<()> {
         self.life.2 += 1;
-        self.maps
-            .retain(|&iova, &mut len| !(iova >= address && iova + len <= address + size));
+        if flags.contains(DmaUnmapFlags::UNMAP_ALL) {
+            let n = std::mem::take(&mut self.maps)
+                .into_iter()
+                .map(|(iova, len)| {
+                    self.sim
+                        .dma_unmap_external(iova, usize::try_from(len).unwrap_or(usize::MAX))
+                })
+                .sum::<usize>();
+            log::debug!("mlx5-vfio-user: DMA unmap of everything: {n} mapping(s)");
+            return Ok(());
+        }
+        let (Some(end), Ok(len)) = (address.checked_add(size), usize::try_from(size)) else {
+            return Err(invalid(format!(
+                "DMA unmap: IOVA {address:#x} + size {size:#x} does not fit below 2^64"
+            )));
+        };
+        let n = self.sim.dma_unmap_external(address, len);
+        // Maps are only made when they end below 2^64 (`dma_map`).
+        self.maps.retain(|&iova, &mut len| {
+            !(iova >= address && iova.checked_add(len).is_some_and(|e| e <= end))
+        });
         log::debug!("mlx5-vfio-user: DMA unmap {address:#x}+{size:#x}: {n} mapping(s)");
         Ok(())
     }
@@ -362,5 +478,22 @@ impl ServerBackend for Cx5 {
             };
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_while_serving_ends_that_client_only_and_is_counted() {
+        let before = contained_panics();
+        let r = contain("/test/socket", || panic!("a bug a client reached"));
+        let Err(vfio_user::Error::Backend(e)) = r else {
+            panic!("not turned into an error: {r:?}");
+        };
+        assert!(e.to_string().contains("a bug a client reached"), "{e}");
+        assert!(contained_panics() > before);
+        assert!(contain("/test/socket", || Ok(())).is_ok());
     }
 }

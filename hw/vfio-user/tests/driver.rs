@@ -52,8 +52,9 @@ impl UserPlatform {
             }
         }
         let mut client = client.expect("the server listens");
-        // SAFETY: memfd_create with a valid C string; the result is checked.
-        let fd = unsafe { libc::memfd_create(c"mlx5-vfu-arena".as_ptr(), 0) };
+        // SAFETY: memfd_create with a valid C string; the result is checked. Sealable, as
+        // QEMU's guest RAM is: the server seals it against shrinking before mapping it.
+        let fd = unsafe { libc::memfd_create(c"mlx5-vfu-arena".as_ptr(), libc::MFD_ALLOW_SEALING) };
         assert!(fd >= 0, "memfd_create");
         // SAFETY: a fresh descriptor we own.
         let memfd = unsafe { File::from_raw_fd(fd) };
