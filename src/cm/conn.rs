@@ -205,6 +205,20 @@ pub enum CmEvent {
     },
 }
 
+impl CmEvent {
+    /// The connection the event is about.
+    pub fn id(&self) -> CmId {
+        match *self {
+            CmEvent::ConnectRequest(r) => r.id,
+            CmEvent::ConnectResponse { id, .. }
+            | CmEvent::Established { id }
+            | CmEvent::Rejected { id, .. }
+            | CmEvent::Unreachable { id, .. }
+            | CmEvent::Disconnected { id } => id,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum State {
     ReqSent,
@@ -247,6 +261,11 @@ pub(super) struct Conn {
     pub(super) retries_left: u8,
     pub(super) timeout_ms: u64,
     pub(super) waiting_for: &'static str,
+    /// The order in which connections took their slots (the oldest half-open one is evicted
+    /// first).
+    pub(super) born: u64,
+    /// An MRA extended the wait for the answer to `last` already (one is taken per message).
+    pub(super) mra_taken: bool,
 }
 
 /// The connection manager over one device's QP1.
@@ -260,9 +279,18 @@ pub struct Cm<'a, P: Platform> {
     pub(super) neighbours: Vec<([u8; 16], [u8; 6]), MAX_CONNS>,
     pub(super) events: Deque<CmEvent, MAX_CONNS>,
     pub(super) next_id: u32,
+    /// Connections made so far (each one's [`Conn::born`]).
+    pub(super) made: u64,
     pub(super) rand: u64,
     /// MADs that were not for us or made no sense (counted, then dropped).
     pub dropped: u64,
+    /// MADs not sent because every GSI send slot was in flight: answers to unsolicited MADs
+    /// dropped, messages of our handshakes left to their retransmission (`limits.rs`).
+    pub unsent: u64,
+    /// Half-open connections a peer started that were evicted to make room for a new one.
+    pub evicted: u64,
+    /// Events lost because the caller let [`Cm::poll`]'s queue fill.
+    pub events_lost: u64,
 }
 
 impl<P: Platform> core::fmt::Debug for Cm<'_, P> {
@@ -272,6 +300,8 @@ impl<P: Platform> core::fmt::Debug for Cm<'_, P> {
             .field("connections", &self.conns.len())
             .field("listens", &self.listens)
             .field("dropped", &self.dropped)
+            .field("unsent", &self.unsent)
+            .field("evicted", &self.evicted)
             .finish()
     }
 }
@@ -299,8 +329,12 @@ impl<'a, P: Platform> Cm<'a, P> {
             neighbours: Vec::new(),
             events: Deque::new(),
             next_id,
+            made: 0,
             rand,
             dropped: 0,
+            unsent: 0,
+            evicted: 0,
+            events_lost: 0,
         }
     }
 
@@ -355,23 +389,14 @@ impl<'a, P: Platform> Cm<'a, P> {
         }
     }
 
-    fn psn(&mut self) -> u32 {
-        (xorshift(&mut self.rand) & 0xff_ffff) as u32
+    /// The next connection's place in the order they are made.
+    pub(super) fn born(&mut self) -> u64 {
+        self.made += 1;
+        self.made
     }
 
-    pub(super) fn free_slot(&mut self) -> Result<()> {
-        if self.conns.is_full() {
-            // A connection in time-wait may go early rather than refuse a new one.
-            if let Some(i) = self.conns.iter().position(|c| c.state == State::TimeWait) {
-                self.conns.swap_remove(i);
-            } else {
-                return Err(Error::Capacity {
-                    what: "CM connections",
-                    limit: MAX_CONNS,
-                });
-            }
-        }
-        Ok(())
+    fn psn(&mut self) -> u32 {
+        (xorshift(&mut self.rand) & 0xff_ffff) as u32
     }
 
     /// Active side: moves `qp` (an RC QP in RESET) to INIT and sends a REQ for `route`.
@@ -479,8 +504,11 @@ impl<'a, P: Platform> Cm<'a, P> {
             retries_left: c.max_cm_retries,
             timeout_ms,
             waiting_for: "a REP to our REQ",
+            born: self.born(),
+            mra_taken: false,
         };
-        self.gsi.send(&to, &m)?;
+        // Not sent for want of a send slot: the timer sends it again.
+        self.send_mad(&to, &m)?;
         self.learn(to.gid, to.mac);
         let now = self.gsi.now_ns();
         let mut conn = conn;
@@ -516,7 +544,8 @@ impl<'a, P: Platform> Cm<'a, P> {
         let mut m = Mad::cm(attr::RTU, c.tid);
         m.set(ids::LOCAL_COMM_ID, u64::from(c.local_id));
         m.set(ids::REMOTE_COMM_ID, u64::from(c.remote_id));
-        self.gsi.send(&c.to, &m)?;
+        // A lost RTU is sent again when the REP comes again.
+        self.send_mad(&c.to, &m)?;
         let cm = self.conn(id, "cm establish")?;
         cm.state = State::Established;
         cm.last = m;
@@ -587,13 +616,15 @@ impl<'a, P: Platform> Cm<'a, P> {
         m.set(rep::RNR_RETRY, u64::from(p.rnr_retry_count.min(7)));
         m.set(rep::LOCAL_CA_GUID, cfg.ca_guid);
         m.0[rep::PRIVATE..][..p.private_data.len()].copy_from_slice(p.private_data);
-        self.gsi.send(&c.to, &m)?;
+        // Not sent for want of a send slot: the timer sends it again.
+        self.send_mad(&c.to, &m)?;
         let now = self.gsi.now_ns();
         let cm = self.conn(id, "cm accept")?;
         cm.state = State::RepSent;
         cm.last = m;
         cm.deadline_ns = now + cm.timeout_ms * 1_000_000;
         cm.waiting_for = "an RTU to our REP";
+        cm.mra_taken = false;
         Ok(())
     }
 
@@ -613,7 +644,9 @@ impl<'a, P: Platform> Cm<'a, P> {
         m.set(rej::REMOTE_COMM_ID, u64::from(c.remote_id));
         m.set(rej::MESSAGE_REJECTED, msg::REQ);
         m.set(rej::REASON, u64::from(reason));
-        self.gsi.send(&c.to, &m)?;
+        // Before accept the next hop is known only if learnt; without it the REJ is not
+        // sent (the active side times out).
+        self.send_mad(&c.to, &m)?;
         self.conns.retain(|x| x.local_id != id.0);
         Ok(())
     }
@@ -637,7 +670,7 @@ impl<'a, P: Platform> Cm<'a, P> {
                 m.set(ids::LOCAL_COMM_ID, u64::from(c.local_id));
                 m.set(ids::REMOTE_COMM_ID, u64::from(c.remote_id));
                 m.set(dreq::REMOTE_QPN, u64::from(c.remote_qpn));
-                self.gsi.send(&c.to, &m)?;
+                self.send_mad(&c.to, &m)?;
                 let timeout = 2 * mad::timeout_ms(self.cfg.packet_life_time)
                     + mad::timeout_ms(self.cfg.cm_response_timeout);
                 let retries = self.cfg.max_cm_retries;
@@ -648,10 +681,11 @@ impl<'a, P: Platform> Cm<'a, P> {
                 cm.retries_left = retries;
                 cm.deadline_ns = now + timeout * 1_000_000;
                 cm.waiting_for = "a DREP to our DREQ";
+                cm.mra_taken = false;
             }
             State::DreqRcvd => {
                 let m = self.conn(id, "cm disconnect")?.last;
-                self.gsi.send(&c.to, &m)?;
+                self.send_mad(&c.to, &m)?;
                 self.time_wait(id.0, now);
             }
             State::ReqSent | State::ReqRcvd => {
@@ -668,7 +702,7 @@ impl<'a, P: Platform> Cm<'a, P> {
                 } else {
                     m.set(rej::REASON, u64::from(reason::CONSUMER));
                 }
-                self.gsi.send(&c.to, &m)?;
+                self.send_mad(&c.to, &m)?;
                 self.conns.retain(|x| x.local_id != id.0);
             }
             State::DreqSent | State::TimeWait => {}

@@ -2,11 +2,13 @@
 //! service ([`gsi`]), the CM's MADs ([`mad`]) and a connection manager that sets RC
 //! connections up and tears them down the way rdma_cm peers do ([`conn`]) — so that Linux's
 //! `rping`, perftest's `-R` and any librdmacm application connect to us, and we to them.
+//! What a hostile peer can make it hold, and for how long, is bounded as [`limits`] says.
 //!
 //! The facts it is written from, with their sources: docs/rdma-cm-facts.md.
 
 pub mod conn;
 pub mod gsi;
+pub mod limits;
 pub mod mad;
 mod qp;
 mod receive;

@@ -1,24 +1,26 @@
 //! The connection manager's receive side and timers: each MAD taken in is matched to its
 //! connection by communication IDs as Linux's CM matches them (docs/rdma-cm-facts.md §3.2) and
-//! moves it along; unanswered REQs, REPs and DREQs are retransmitted on their timers.
+//! moves it along; unanswered REQs, REPs and DREQs are retransmitted on their timers. What a
+//! peer can make us hold, and for how long, is bounded as `limits.rs` says.
 
 use super::conn::{Cm, CmEvent, CmId, Conn, ConnRequest, State, REP_DATA, REQ_USER_DATA};
 use super::gsi::{MadAddr, Received};
+use super::limits;
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
 use super::qp::{ack_timeout, mtu_of};
 use crate::error::Result;
 use crate::platform::Platform;
 
 impl<P: Platform> Cm<'_, P> {
-    fn event(&mut self, e: CmEvent) {
-        if self.events.push_back(e).is_err() {
-            log::warn!("CM event queue full; {e:?} lost");
-        }
-    }
-
-    /// Takes in MADs, runs the timers, and returns the next event, if any.
+    /// Takes in MADs, runs the timers, and returns the next event, if any. Only the device
+    /// failing is an error: nothing a peer sends makes this fail (`limits.rs`).
     pub fn poll(&mut self) -> Result<Option<CmEvent>> {
         for _ in 0..16 {
+            // A MAD raises at most two events (an eviction and a REQ): without room for them
+            // it waits in QP1's receive queue rather than push out an event we owe.
+            if !self.room_for_events(2) {
+                break;
+            }
             match self.gsi.recv()? {
                 Some(r) => self.handle(&r)?,
                 None => break,
@@ -33,7 +35,8 @@ impl<P: Platform> Cm<'_, P> {
         let mut i = 0;
         while i < self.conns.len() {
             let c = self.conns[i];
-            if c.deadline_ns == 0 || now < c.deadline_ns {
+            // Without room for its event, an expired connection waits for the next poll.
+            if c.deadline_ns == 0 || now < c.deadline_ns || !self.room_for_events(1) {
                 i += 1;
                 continue;
             }
@@ -74,7 +77,8 @@ impl<P: Platform> Cm<'_, P> {
                     c.local_id,
                     c.waiting_for
                 );
-                self.gsi.send(&c.to, &c.last)?;
+                // Not sent for want of a send slot: as if lost on the wire, one try spent.
+                self.send_mad(&c.to, &c.last)?;
                 let cm = &mut self.conns[i];
                 cm.retries_left -= 1;
                 cm.deadline_ns = now + cm.timeout_ms * 1_000_000;
@@ -133,7 +137,7 @@ impl<P: Platform> Cm<'_, P> {
                     State::Established if c.remote_id == remote => {
                         // Our RTU was lost: the REP came again.
                         let (to, last) = (c.to, c.last);
-                        self.gsi.send(&to, &last)?;
+                        self.send_mad(&to, &last)?;
                     }
                     _ => {}
                 }
@@ -156,33 +160,20 @@ impl<P: Platform> Cm<'_, P> {
                     self.find(local, Some(remote))
                 };
                 if let Some(i) = i {
-                    let c = &mut self.conns[i];
-                    if matches!(c.state, State::ReqSent | State::RepSent) {
-                        let t = m.get(mad::mra::SERVICE_TIMEOUT) as u8;
-                        let extra = mad::timeout_ms(t) + mad::timeout_ms(c.ack_timeout);
+                    let c = self.conns[i];
+                    // One MRA per message, its wait capped (`limits.rs`).
+                    if matches!(c.state, State::ReqSent | State::RepSent) && !c.mra_taken {
+                        let t = m.get(mad::mra::SERVICE_TIMEOUT);
+                        let extra = limits::mra_wait_ms(&self.cfg, t, c.ack_timeout);
+                        let c = &mut self.conns[i];
                         c.deadline_ns = now + extra * 1_000_000;
+                        c.mra_taken = true;
+                    } else {
+                        self.dropped += 1;
                     }
                 }
             }
-            attr::REJ => {
-                let i = if m.get(rej::MESSAGE_REJECTED) == msg::REQ {
-                    self.find(local, None)
-                } else {
-                    self.find(local, Some(remote))
-                };
-                if let Some(i) = i {
-                    let c = self.conns[i];
-                    let why = m.get(rej::REASON) as u16;
-                    log::info!("CM {:#x}: rejected, reason {why}", c.local_id);
-                    self.conns.swap_remove(i);
-                    self.event(CmEvent::Rejected {
-                        id: CmId(c.local_id),
-                        reason: why,
-                    });
-                } else {
-                    self.dropped += 1;
-                }
-            }
+            attr::REJ => self.on_rej(m, local, remote, now),
             attr::DREQ => {
                 let qpn = m.get(dreq::REMOTE_QPN) as u32;
                 let mut drep = Mad::cm(attr::DREP, m.tid());
@@ -204,14 +195,14 @@ impl<P: Platform> Cm<'_, P> {
                                 if was == State::DreqSent {
                                     // Both sides disconnected at once: answer and wait.
                                     let to = c.to;
-                                    self.gsi.send(&to, &drep)?;
+                                    self.send_mad(&to, &drep)?;
                                     self.time_wait(id.0, now);
                                 }
                                 self.event(CmEvent::Disconnected { id });
                             }
                             State::TimeWait => {
                                 let to = c.to;
-                                self.gsi.send(&to, &drep)?;
+                                self.send_mad(&to, &drep)?;
                             }
                             _ => {}
                         }
@@ -221,7 +212,7 @@ impl<P: Platform> Cm<'_, P> {
                         // No such connection (any more): answer anyway, as Linux's CM does.
                         let to = self.reply_addr(r);
                         if let Some(to) = to {
-                            self.gsi.send(&to, &drep)?;
+                            self.send_mad(&to, &drep)?;
                         }
                     }
                 }
@@ -238,6 +229,57 @@ impl<P: Platform> Cm<'_, P> {
             _ => self.dropped += 1,
         }
         Ok(())
+    }
+
+    /// A REJ. It is matched as Linux's `cm_acquire_rejected_id` matches it: reason 4
+    /// (timeout, sent by an active side giving up) by the sender's comm ID and the CA GUID in
+    /// its ARI; a REJ of a REQ by our comm ID, and only while our REQ waits for its answer (our
+    /// connection knows no remote ID yet); any other REJ by both comm IDs. So a stranger must
+    /// name both 32-bit random IDs — as for a DREQ — to end a connection that is past its REQ.
+    ///
+    /// What it ends follows `cm_rej_handler`: before the connection is up on our side (REQ
+    /// sent or received, REP sent) it is forgotten; once we took the REP, or are established
+    /// or disconnecting, it enters time-wait — an established connection too: Linux does the
+    /// same (ESTABLISHED → `cm_enter_timewait`, `RDMA_CM_EVENT_REJECTED`), and a peer that
+    /// rejects a connection it had accepted has given it up. Either way the caller hears
+    /// [`CmEvent::Rejected`] and moves its QP to ERROR (as rdma_cm's `cma_modify_qp_err`).
+    fn on_rej(&mut self, m: &Mad, local: u32, remote: u32, now: u64) {
+        let why = m.get(rej::REASON) as u16;
+        let i = if why == reason::TIMEOUT {
+            let mut g = [0u8; 8];
+            g.copy_from_slice(&m.0[rej::ARI..rej::ARI + 8]);
+            let guid = u64::from_be_bytes(g);
+            self.conns.iter().position(|c| {
+                c.remote_id == remote && c.remote_ca_guid == guid && c.state != State::ReqSent
+            })
+        } else if m.get(rej::MESSAGE_REJECTED) == msg::REQ {
+            self.find(local, None)
+                .filter(|&i| self.conns[i].state == State::ReqSent)
+        } else {
+            self.find(local, Some(remote))
+        };
+        let Some(i) = i else {
+            self.dropped += 1;
+            return;
+        };
+        let c = self.conns[i];
+        match c.state {
+            State::ReqSent | State::ReqRcvd | State::RepSent => {
+                self.conns.swap_remove(i);
+            }
+            State::RepRcvd | State::Established | State::DreqSent => {
+                self.time_wait(c.local_id, now);
+            }
+            State::DreqRcvd | State::TimeWait => {
+                self.dropped += 1;
+                return;
+            }
+        }
+        log::info!("CM {:#x}: rejected, reason {why}", c.local_id);
+        self.event(CmEvent::Rejected {
+            id: CmId(c.local_id),
+            reason: why,
+        });
     }
 
     /// Where to answer a MAD from a node we have no connection with: a connection of ours to
@@ -284,7 +326,7 @@ impl<P: Platform> Cm<'_, P> {
                     u64::from(self.cfg.cm_response_timeout),
                 );
                 let to = c.to;
-                self.gsi.send(&to, &a)?;
+                self.send_mad(&to, &a)?;
             }
             return Ok(());
         }
@@ -308,7 +350,12 @@ impl<P: Platform> Cm<'_, P> {
             Some(reason::INVALID_SERVICE_ID)
         } else if m.get(req::TRANSPORT) != 0 {
             Some(reason::INVALID_TRANSPORT)
-        } else if self.conns.is_full() && !self.conns.iter().any(|c| c.state == State::TimeWait) {
+        } else if self.conns.is_full()
+            && !self.conns.iter().any(|c| {
+                // Room is made by time-wait or eviction (`free_slot`).
+                matches!(c.state, State::TimeWait | State::ReqRcvd | State::RepSent)
+            })
+        {
             Some(reason::NO_RESOURCES)
         } else {
             None
@@ -320,7 +367,7 @@ impl<P: Platform> Cm<'_, P> {
         if let Some(why) = why {
             log::info!("CM: REQ for service {sid:#x} refused, reason {why}");
             if let Some(to) = self.reply_addr(r) {
-                self.gsi.send(&to, &refuse(why))?;
+                self.send_mad(&to, &refuse(why))?;
             }
             return Ok(());
         }
@@ -329,6 +376,7 @@ impl<P: Platform> Cm<'_, P> {
         let mut pd = [0u8; REQ_USER_DATA];
         pd.copy_from_slice(&m.0[req::PRIVATE + mad::CMA_HDR_LEN..][..REQ_USER_DATA]);
         let cma = CmaHdr::parse(&m.0[req::PRIVATE..]);
+        let now = self.gsi.now_ns();
         let c = Conn {
             local_id: id,
             remote_id: remote,
@@ -354,15 +402,23 @@ impl<P: Platform> Cm<'_, P> {
             ack_timeout: (m.get(req::LOCAL_ACK_TIMEOUT) as u8).max(1),
             last: Mad::default(),
             // A REQ nobody answers is forgotten once the active side has surely given up on
-            // it (twice its response timeout over every retry), so the table cannot fill.
-            deadline_ns: self.gsi.now_ns().saturating_add(
-                2 * mad::timeout_ms(m.get(req::REMOTE_CM_RESPONSE_TIMEOUT) as u8)
-                    * (m.get(req::MAX_CM_RETRIES) + 1)
-                    * 1_000_000,
+            // it, on our clock: the REQ's timers capped at ours (`limits.rs`).
+            deadline_ns: now.saturating_add(
+                limits::req_wait_ms(
+                    &self.cfg,
+                    m.get(req::REMOTE_CM_RESPONSE_TIMEOUT),
+                    m.get(req::MAX_CM_RETRIES),
+                ) * 1_000_000,
             ),
-            retries_left: m.get(req::MAX_CM_RETRIES) as u8,
-            timeout_ms: mad::timeout_ms(m.get(req::LOCAL_CM_RESPONSE_TIMEOUT) as u8),
+            // For our REP: the REQ's retransmission timer and count, capped at ours.
+            retries_left: limits::cap_retries(&self.cfg, m.get(req::MAX_CM_RETRIES)),
+            timeout_ms: mad::timeout_ms(limits::cap_timeout(
+                &self.cfg,
+                m.get(req::LOCAL_CM_RESPONSE_TIMEOUT),
+            )),
             waiting_for: "our accept or reject of its REQ",
+            born: self.born(),
+            mra_taken: false,
         };
         let _ = self.conns.push(c);
         self.event(CmEvent::ConnectRequest(ConnRequest {

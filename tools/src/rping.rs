@@ -10,6 +10,11 @@
 //! and SENDs a go-ahead; the client SENDs the {address, rkey, size} of its second buffer; the
 //! server RDMA-WRITEs what it read there and SENDs a go-ahead; `-V` compares the two buffers.
 //! QP: RC, 16 sends, 2 receives, one READ outstanding each way, 7 retries, 7 RNR retries.
+//!
+//! Connection events met while waiting for completions are set aside only if they are about
+//! our connection (at most [`ASIDE`]); a REQ met then is refused at once (REJ 28: rping serves
+//! one client) and other events dropped, both counted (issue #26: a stream of REQs during a
+//! run must not pile up).
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -107,6 +112,9 @@ fn bufs(dev: &Dev, size: usize) -> Result<Bufs<'_>, String> {
     })
 }
 
+/// Connection events set aside at most.
+const ASIDE: usize = 16;
+
 /// The moving parts of one connection: CM, QP, CQ, buffers.
 struct Conn<'a, 'd> {
     h: &'a Host<'d>,
@@ -115,13 +123,32 @@ struct Conn<'a, 'd> {
     cq: &'a mlx5::cq::Cq<'a, AnyPlatform>,
     b: &'a Bufs<'a>,
     id: Option<CmId>,
-    /// CM events met while waiting for completions.
+    /// CM events of our connection met while waiting for completions.
     pending: std::collections::VecDeque<CmEvent>,
+    /// REQs refused and other events dropped while a connection ran.
+    refused: u64,
+    dropped: u64,
 }
 
 impl<'a, 'd> Conn<'a, 'd> {
     fn relax(&self) {
         mlx5::Platform::relax(self.h.dev.platform());
+    }
+
+    /// Keeps `ev` for later if it is about our connection; refuses a REQ; drops the rest.
+    fn set_aside(&mut self, ev: CmEvent) {
+        if let CmEvent::ConnectRequest(r) = ev {
+            self.refused += 1;
+            log::info!("rping: a REQ refused while a connection runs");
+            if let Err(x) = self.cm.reject(r.id, 28) {
+                log::debug!("rping: refusing a REQ: {x}");
+            }
+        } else if Some(ev.id()) == self.id && self.pending.len() < ASIDE {
+            self.pending.push_back(ev);
+        } else {
+            self.dropped += 1;
+            log::debug!("rping: {ev:?} dropped");
+        }
     }
 
     /// The next CM event (completions are not looked at meanwhile).
@@ -158,12 +185,12 @@ impl<'a, 'd> Conn<'a, 'd> {
             }
             if let Some(ev) = self.cm.poll().map_err(e)? {
                 match ev {
-                    CmEvent::Disconnected { .. } => {
+                    CmEvent::Disconnected { id } if Some(id) == self.id => {
                         self.pending.push_back(ev);
                         return Ok(None);
                     }
-                    CmEvent::Established { .. } => {}
-                    other => self.pending.push_back(other),
+                    CmEvent::Established { id } if Some(id) == self.id => {}
+                    other => self.set_aside(other),
                 }
             }
             if Instant::now() > deadline {
@@ -289,6 +316,8 @@ fn session(a: &Args, h: &Host<'_>) -> Result<(), String> {
         b: &b,
         id: None,
         pending: Default::default(),
+        refused: 0,
+        dropped: 0,
     };
     // As rdma_create_qp leaves it: INIT, so that the first receive can be posted now.
     mlx5::cm::init_qp(&mut c.qp, 1).map_err(e)?;
@@ -298,6 +327,16 @@ fn session(a: &Args, h: &Host<'_>) -> Result<(), String> {
     } else {
         client(a, &mut c, own_ip, &own_gid, &param)
     };
+    if c.refused + c.dropped + c.cm.unsent + c.cm.evicted > 0 {
+        log::warn!(
+            "rping: {} REQs refused, {} connection events dropped; the CM left {} MADs \
+             unsent and evicted {} half-open connections",
+            c.refused,
+            c.dropped,
+            c.cm.unsent,
+            c.cm.evicted
+        );
+    }
     let Conn { cm, qp, .. } = c;
     drop(qp.destroy());
     drop(cm.into_gsi().close());

@@ -12,6 +12,13 @@
 //! READ depth, 0 unless READ or atomic; the server lowers nothing but sets `min_rnr_timer` 12)
 //! both sides exchange keys once before and once after. At the end the client disconnects the
 //! test connection (DREQ) and the server answers; the control connection is torn down too.
+//!
+//! Connection events met while a step waits for something else are set aside ([`Aside`]),
+//! bounded (issue #26): only what a later step can want is kept — the events of our own
+//! connections, and (a server before the test connection) one REQ from the peer the control
+//! connection came from. Any other REQ is refused at once (REJ 28, consumer-defined: a perftest
+//! server serves one client, and holding the REQ would hold a slot of the connection manager
+//! for nothing), any other event dropped; both are counted and reported at the end.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -34,6 +41,78 @@ type Qp<'a> = mlx5::qp::Qp<'a, AnyPlatform>;
 pub(super) const DEST: usize = 56;
 /// The longest wait for the peer's next message or connection event.
 const PATIENCE: Duration = Duration::from_secs(300);
+/// Events set aside at most (our two connections have a few each).
+const ASIDE: usize = 16;
+/// REJ reason for a REQ nobody here waits for: consumer-defined, as `rdma_reject` sends.
+const REFUSED: u16 = 28;
+
+/// Connection events set aside, bounded (module documentation).
+#[derive(Debug, Default)]
+pub(super) struct Aside {
+    q: VecDeque<CmEvent>,
+    /// Our connections: their events are kept.
+    ours: Vec<CmId>,
+    /// The GID whose REQ a later step waits for (a server before the test connection).
+    req_from: Option<[u8; 16]>,
+    /// REQs refused at once, and other events dropped.
+    pub(super) refused: u64,
+    pub(super) dropped: u64,
+}
+
+impl Aside {
+    /// Keeps `ev` for a later step, or refuses it (a REQ) or drops it.
+    fn put(&mut self, cm: &mut Cm<'_, AnyPlatform>, ev: CmEvent) {
+        let keep = match ev {
+            CmEvent::ConnectRequest(r) => {
+                let wanted = self.req_from == Some(r.remote_gid)
+                    && !self
+                        .q
+                        .iter()
+                        .any(|e| matches!(e, CmEvent::ConnectRequest(_)));
+                if !wanted {
+                    self.refused += 1;
+                    log::info!(
+                        "perftest -R: a REQ from {} refused (none awaited)",
+                        std::net::Ipv6Addr::from(r.remote_gid)
+                    );
+                    if let Err(x) = cm.reject(r.id, REFUSED) {
+                        log::debug!("perftest -R: refusing a REQ: {x}");
+                    }
+                    return;
+                }
+                true
+            }
+            other => self.ours.contains(&other.id()),
+        };
+        if !keep || self.q.len() >= ASIDE {
+            self.dropped += 1;
+            log::debug!("perftest -R: {ev:?} dropped");
+            return;
+        }
+        self.q.push_back(ev);
+    }
+
+    /// The REQ set aside, if any.
+    fn take_request(&mut self) -> Option<mlx5::cm::ConnRequest> {
+        let k = self
+            .q
+            .iter()
+            .position(|e| matches!(e, CmEvent::ConnectRequest(_)))?;
+        match self.q.remove(k) {
+            Some(CmEvent::ConnectRequest(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// Takes the peer's disconnect of `id`, if it arrived.
+    fn take_disconnected(&mut self, id: CmId) -> bool {
+        let k = self
+            .q
+            .iter()
+            .position(|ev| matches!(ev, CmEvent::Disconnected { id: i } if *i == id));
+        k.and_then(|k| self.q.remove(k)).is_some()
+    }
+}
 
 impl Keys {
     /// perftest's binary `struct pingpong_dest` (as `rdma_write_keys` sends it).
@@ -107,7 +186,7 @@ pub(super) struct CmLink<'a> {
     id: CmId,
     client: bool,
     /// Connection events met while waiting for something else.
-    pending: VecDeque<CmEvent>,
+    pub(super) aside: Aside,
     /// Control completions that came before the one being waited for: the peer's next
     /// message can overtake the acknowledgement of ours on a lossy or reordering wire.
     early: VecDeque<Wc>,
@@ -165,7 +244,7 @@ impl<'a> CmLink<'a> {
             b,
             id: mlx5::cm::CmId(0),
             client: server.is_some(),
-            pending: VecDeque::new(),
+            aside: Aside::default(),
             early: VecDeque::new(),
             test: None,
             peer: ([0; 16], [0; 6]),
@@ -190,17 +269,26 @@ impl<'a> CmLink<'a> {
                 };
                 link.peer = (gid, mac);
                 link.route = Some(route);
-                link.id = connect_qp(&mut link.cm, &mut link.pending, dev, &mut link.qp, route, 0)?;
+                link.id = connect_qp(&mut link.cm, &mut link.aside, dev, &mut link.qp, route, 0)?;
+                link.aside.ours.push(link.id);
             }
             None => {
                 link.cm.listen(port).map_err(e)?;
-                let r = link.request()?;
+                // The control connection: the first REQ, from anyone.
+                let r = link.request(None)?;
                 let mac = h.peer_mac(&r.remote_gid, &own_gid)?;
                 link.peer = (r.remote_gid, mac);
                 link.cm
                     .accept(r.id, &mut link.qp, mac, &param(0))
                     .map_err(e)?;
                 link.id = r.id;
+                link.aside.ours.push(r.id);
+                // The test connection's REQ comes from the same peer.
+                link.aside.req_from = Some(r.remote_gid);
+                log::info!(
+                    "perftest -R: control connection from {} accepted",
+                    std::net::Ipv6Addr::from(r.remote_gid)
+                );
             }
         }
         Ok(link)
@@ -210,22 +298,20 @@ impl<'a> CmLink<'a> {
         mlx5::Platform::relax(self.dev.platform());
     }
 
-    /// The next connection event.
-    fn event(&mut self) -> Result<CmEvent, String> {
-        next_event(&mut self.cm, &mut self.pending, self.dev)
-    }
-
-    /// The next REQ (other events before it are set aside).
-    fn request(&mut self) -> Result<mlx5::cm::ConnRequest, String> {
-        let mut aside = VecDeque::new();
-        let r = loop {
-            match self.event()? {
-                CmEvent::ConnectRequest(r) => break r,
-                other => aside.push_back(other),
+    /// The next REQ (from `from`, if given; other events are set aside, other REQs refused).
+    fn request(&mut self, from: Option<[u8; 16]>) -> Result<mlx5::cm::ConnRequest, String> {
+        if let Some(r) = self.aside.take_request() {
+            return Ok(r);
+        }
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            match next_event(&mut self.cm, self.dev, deadline)? {
+                CmEvent::ConnectRequest(r) if from.is_none_or(|g| g == r.remote_gid) => {
+                    return Ok(r)
+                }
+                other => self.aside.put(&mut self.cm, other),
             }
-        };
-        self.pending.extend(aside);
-        Ok(r)
+        }
     }
 
     /// The test QP's connection (between the two handshakes around it).
@@ -233,19 +319,17 @@ impl<'a> CmLink<'a> {
         mlx5::cm::init_qp(qp, out).map_err(e)?;
         if self.client {
             let route = self.route.ok_or("no route")?;
-            self.test = Some(connect_qp(
-                &mut self.cm,
-                &mut self.pending,
-                self.dev,
-                qp,
-                route,
-                out,
-            )?);
+            let id = connect_qp(&mut self.cm, &mut self.aside, self.dev, qp, route, out)?;
+            self.test = Some(id);
+            self.aside.ours.push(id);
         } else {
-            let r = self.request()?;
+            let r = self.request(Some(self.peer.0))?;
             let mac = self.peer.1;
             self.cm.accept(r.id, qp, mac, &param(out)).map_err(e)?;
             self.test = Some(r.id);
+            self.aside.ours.push(r.id);
+            // No more REQs are awaited: any other is refused.
+            self.aside.req_from = None;
         }
         Ok(())
     }
@@ -293,7 +377,7 @@ impl<'a> CmLink<'a> {
                     CmEvent::Disconnected { id } if id == self.id => {
                         return Err(format!("{what}: the peer disconnected"))
                     }
-                    other => self.pending.push_back(other),
+                    other => self.aside.put(&mut self.cm, other),
                 }
             }
             if Instant::now() > deadline {
@@ -352,7 +436,7 @@ impl<'a> CmLink<'a> {
                 let until = Instant::now() + Duration::from_secs(3);
                 while Instant::now() < until && !self.has_disconnected(id) {
                     match self.cm.poll() {
-                        Ok(Some(ev)) => self.pending.push_back(ev),
+                        Ok(Some(ev)) => self.aside.put(&mut self.cm, ev),
                         Ok(None) => self.relax(),
                         Err(x) => {
                             log::warn!("perftest -R: {x}");
@@ -365,6 +449,17 @@ impl<'a> CmLink<'a> {
         }
         let id = self.id;
         self.end(id, None);
+        let a = &self.aside;
+        if a.refused + a.dropped + self.cm.unsent + self.cm.evicted > 0 {
+            log::warn!(
+                "perftest -R: {} REQs refused, {} connection events dropped; the CM left {} \
+                 MADs unsent and evicted {} half-open connections",
+                a.refused,
+                a.dropped,
+                self.cm.unsent,
+                self.cm.evicted
+            );
+        }
         let CmLink { cm, qp, .. } = self;
         drop(qp.destroy());
         drop(cm.into_gsi().close());
@@ -372,7 +467,8 @@ impl<'a> CmLink<'a> {
 
     /// Whether the peer's disconnect of `id` has arrived (its event set aside).
     fn has_disconnected(&self, id: CmId) -> bool {
-        self.pending
+        self.aside
+            .q
             .iter()
             .any(|ev| matches!(ev, CmEvent::Disconnected { id: i } if *i == id))
     }
@@ -382,12 +478,7 @@ impl<'a> CmLink<'a> {
     /// connections' events are set aside, not lost (the other connection's `end` looks for
     /// them).
     fn end(&mut self, id: CmId, qp: Option<&mut Qp<'_>>) {
-        let peer_first = self
-            .pending
-            .iter()
-            .position(|ev| matches!(ev, CmEvent::Disconnected { id: i } if *i == id))
-            .and_then(|k| self.pending.remove(k))
-            .is_some();
+        let peer_first = self.aside.take_disconnected(id);
         let r = match qp {
             Some(q) => self.cm.disconnect(id, q),
             None => self.cm.disconnect(id, &mut self.qp),
@@ -403,7 +494,7 @@ impl<'a> CmLink<'a> {
         while Instant::now() < until {
             match self.cm.poll() {
                 Ok(Some(CmEvent::Disconnected { id: i })) if i == id => return,
-                Ok(Some(other)) => self.pending.push_back(other),
+                Ok(Some(other)) => self.aside.put(&mut self.cm, other),
                 Ok(None) => self.relax(),
                 Err(_) => return,
             }
@@ -411,16 +502,12 @@ impl<'a> CmLink<'a> {
     }
 }
 
-/// The next connection event (one set aside first).
+/// The next connection event from the connection manager, by `deadline`.
 fn next_event(
     cm: &mut Cm<'_, AnyPlatform>,
-    pending: &mut VecDeque<CmEvent>,
     dev: &Dev,
+    deadline: Instant,
 ) -> Result<CmEvent, String> {
-    if let Some(ev) = pending.pop_front() {
-        return Ok(ev);
-    }
-    let deadline = Instant::now() + PATIENCE;
     loop {
         if let Some(ev) = cm.poll().map_err(e)? {
             return Ok(ev);
@@ -433,10 +520,10 @@ fn next_event(
 }
 
 /// Connects `qp` as the client, retrying a rejected REQ up to 10 times 100 ms apart
-/// (perftest's client does: the server may not listen yet).
+/// (perftest's client does: the server may not listen yet). Other events are set aside.
 fn connect_qp(
     cm: &mut Cm<'_, AnyPlatform>,
-    pending: &mut VecDeque<CmEvent>,
+    aside: &mut Aside,
     dev: &Dev,
     qp: &mut Qp<'_>,
     route: Route,
@@ -444,18 +531,17 @@ fn connect_qp(
 ) -> Result<CmId, String> {
     for _ in 0..10 {
         let id = cm.connect(qp, &route, &param(out)).map_err(e)?;
-        let mut aside = VecDeque::new();
+        let deadline = Instant::now() + PATIENCE;
         let outcome = loop {
-            match next_event(cm, pending, dev)? {
+            match next_event(cm, dev, deadline)? {
                 CmEvent::ConnectResponse { id: i, .. } if i == id => break Ok(()),
                 CmEvent::Rejected { id: i, reason } if i == id => break Err(reason),
                 CmEvent::Unreachable { id: i, .. } if i == id => {
                     return Err("RDMA_CM_EVENT_UNREACHABLE: no answer to our REQ".into())
                 }
-                other => aside.push_back(other),
+                other => aside.put(cm, other),
             }
         };
-        pending.extend(aside);
         match outcome {
             Ok(()) => {
                 cm.establish(id, qp).map_err(e)?;

@@ -329,3 +329,68 @@ fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
     r.close();
     Ok(())
 }
+
+/// What the fuzz targets (tests/fuzz `perftest_exchange`) reach: the parsers of the peer's
+/// bytes in the out-of-band exchange. Not an interface of the tool.
+#[doc(hidden)]
+pub mod fuzz {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+
+    use super::oob::{Chan, Keys};
+    use crate::link::e;
+
+    /// A key message read as text (the TCP exchange) and as perftest's binary struct (`-R`):
+    /// whether each parsed.
+    pub fn keys(m: &[u8]) -> (bool, bool) {
+        (Keys::from_wire(m).is_ok(), Keys::from_binary(m).is_ok())
+    }
+
+    /// The server's side of the TCP exchange — the prelude (version, cycle buffer, cache line,
+    /// MTU), one key exchange and the report — against a client on loopback that sends `peer`
+    /// and closes. Errors are the exchange refusing the bytes; a panic is a finding.
+    pub fn tcp_server(peer: &[u8]) -> Result<(), String> {
+        let l = TcpListener::bind(("127.0.0.1", 0)).map_err(e)?;
+        let at = l.local_addr().map_err(e)?;
+        let bytes = peer.to_vec();
+        let client = std::thread::spawn(move || -> std::io::Result<()> {
+            let mut s = TcpStream::connect(at)?;
+            s.write_all(&bytes)?;
+            s.shutdown(Shutdown::Write)?;
+            // The server's answers, until it closes.
+            let mut sink = Vec::new();
+            s.read_to_end(&mut sink).map(drop)
+        });
+        let r = l.accept().map_err(e).and_then(|(s, _)| {
+            let mut c = Chan::new(s, false)?;
+            c.prelude(4096, 64, 3)?;
+            c.keys(&Keys::default())?;
+            c.report(0, 0, 0.0, 0.0, 0.0)?;
+            Ok(())
+        });
+        // The server's socket is closed: the client's read ends.
+        drop(client.join());
+        r
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn a_whole_exchange_parses_and_anything_else_is_refused() {
+            let mut m = b"6.06".to_vec();
+            m.resize(16, 0);
+            m.extend_from_slice(&8192u32.to_be_bytes());
+            m.extend_from_slice(&0xffff_ffffu32.to_be_bytes());
+            m.extend_from_slice(b"5\0");
+            m.extend_from_slice(&Keys::default().to_wire());
+            m.extend_from_slice(&[0x55; 40]);
+            assert_eq!(tcp_server(&m), Ok(()));
+            assert!(tcp_server(&m[..m.len() - 1]).is_err());
+            assert!(tcp_server(b"\xff\xfe not a version").is_err());
+            assert_eq!(keys(&Keys::default().to_wire()), (true, true));
+            assert_eq!(keys(&[0xc3; 20]), (false, false));
+        }
+    }
+}
