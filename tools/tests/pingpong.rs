@@ -87,7 +87,7 @@ fn a_silent_client_does_not_hold_the_server() {
     let dir = std::env::temp_dir().join(format!("mlx5ctl-pp-{}-silent", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let port = 19000 + (std::process::id() % 200) as u16;
+    let port = 18400 + (std::process::id() % 200) as u16;
     let exe = env!("CARGO_BIN_EXE_mlx5ctl");
     let mut server = Command::new(exe)
         .args([

@@ -4,7 +4,12 @@
 //! every ping's data verified (`-V`). (The same tool against Linux's rdma_cm and rping:
 //! tests/rxe-qemu.)
 
-use std::process::{Command, Stdio};
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::Spawned;
 
 #[test]
 fn rping_client_and_server_verify_every_ping() {
@@ -15,21 +20,21 @@ fn rping_client_and_server_verify_every_ping() {
     let exe = env!("CARGO_BIN_EXE_mlx5ctl");
     let link =
         |x: &std::path::Path, y: &std::path::Path| format!("{}:{}", x.display(), y.display());
-    let server = Command::new(exe)
-        .args(["rping", "-s", "-C", "20", "-V", "-S", "100"])
-        .args([
-            "--mac",
-            "02:c5:5a:00:00:01",
-            "--ip",
-            "10.0.0.1",
-            "--link",
-            &link(&a, &b),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The server's REQ handling is ready as soon as its port is; a REQ before that is resent.
+    let mut server = Spawned::new(
+        Command::new(exe)
+            .args(["rping", "-s", "-C", "20", "-V", "-S", "100"])
+            .args([
+                "--mac",
+                "02:c5:5a:00:00:01",
+                "--ip",
+                "10.0.0.1",
+                "--link",
+                &link(&a, &b),
+            ]),
+    );
+    // The client starts once the server listens (a REQ before that would wait seconds for its
+    // retransmission).
+    server.wait_for("rping server: listening", Duration::from_secs(120));
     let client = Command::new(exe)
         .args([
             "rping", "-c", "-a", "10.0.0.1", "-C", "20", "-V", "-v", "-S", "100",
@@ -44,17 +49,14 @@ fn rping_client_and_server_verify_every_ping() {
         ])
         .output()
         .unwrap();
-    let server = server.wait_with_output().unwrap();
-    let text = |o: &std::process::Output| {
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    };
-    let (c, s) = (text(&client), text(&server));
+    let (status, s) = server.finish();
+    let c = format!(
+        "{}{}",
+        String::from_utf8_lossy(&client.stdout),
+        String::from_utf8_lossy(&client.stderr)
+    );
     assert!(client.status.success(), "client: {c}\nserver: {s}");
-    assert!(server.status.success(), "server: {s}\nclient: {c}");
+    assert!(status.success(), "server: {s}\nclient: {c}");
     assert!(
         c.contains("rping client: 20 pings, all data verified"),
         "{c}"
