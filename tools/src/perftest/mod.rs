@@ -157,6 +157,10 @@ pub struct Args {
     /// server is then given by its IPv4 address).
     #[arg(short = 'R', long = "rdma_cm")]
     rdma_cm: bool,
+    /// The largest cycle buffer the peer may ask for, in bytes (both sides register the larger
+    /// of theirs and ours; perftest's is the page size). A larger one ends the run.
+    #[arg(long = "max-peer-buffer", value_name = "BYTES", default_value_t = 16 << 20)]
+    max_peer_buffer: u32,
     #[command(flatten)]
     host: LinkArgs,
 }
@@ -257,7 +261,7 @@ fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
             }
         },
     };
-    let settled = chan.prelude(4096, 64, mtu)?;
+    let settled = chan.prelude(4096, 64, mtu, a.max_peer_buffer)?;
     let bufs = run::alloc(h.dev, p, settled)?;
     let mut r = run::Resources::new(h, &bufs, a.gid_index, p, settled)?;
     let me = r.keys();
@@ -363,7 +367,7 @@ pub mod fuzz {
         });
         let r = l.accept().map_err(e).and_then(|(s, _)| {
             let mut c = Chan::new(s, false)?;
-            c.prelude(4096, 64, 3)?;
+            c.prelude(4096, 64, 3, 1 << 20)?;
             c.keys(&Keys::default())?;
             c.report(0, 0, 0.0, 0.0, 0.0)?;
             Ok(())
@@ -382,11 +386,15 @@ pub mod fuzz {
             let mut m = b"6.06".to_vec();
             m.resize(16, 0);
             m.extend_from_slice(&8192u32.to_be_bytes());
-            m.extend_from_slice(&0xffff_ffffu32.to_be_bytes());
+            m.extend_from_slice(&128u32.to_be_bytes());
             m.extend_from_slice(b"5\0");
             m.extend_from_slice(&Keys::default().to_wire());
             m.extend_from_slice(&[0x55; 40]);
             assert_eq!(tcp_server(&m), Ok(()));
+            // A cache line (or cycle buffer) the peer should not be able to name.
+            let mut huge = m.clone();
+            huge[20..24].copy_from_slice(&0xffff_ffffu32.to_be_bytes());
+            assert!(tcp_server(&huge).is_err());
             assert!(tcp_server(&m[..m.len() - 1]).is_err());
             assert!(tcp_server(b"\xff\xfe not a version").is_err());
             assert_eq!(keys(&Keys::default().to_wire()), (true, true));

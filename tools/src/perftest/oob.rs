@@ -27,6 +27,9 @@ const OLDEST: f64 = 5.70;
 pub(super) const KEYS: usize = 108;
 /// The longest wait for the peer's next message (the peer may be running its test meanwhile).
 const PATIENCE: Duration = Duration::from_secs(300);
+/// The largest cache line a peer may name (perftest sends the host's, 64 or 128 bytes): it
+/// rounds every buffer offset, so it must be a power of two this size at most.
+pub(super) const MAX_PEER_CACHE_LINE: u32 = 4096;
 
 /// One side's connection data (perftest's `struct pingpong_dest` as the key message carries
 /// it: `"%04x:%04x:%06x:%06x:%08x:%016llx:"` LID, OUT, QPN, PSN, rkey, VADDR, then the 16 GID
@@ -185,12 +188,16 @@ impl<'a> Chan<'a> {
         Ok(theirs)
     }
 
-    /// The version, cycle buffer, cache line and MTU steps.
+    /// The version, cycle buffer, cache line and MTU steps. Both sides use the larger cycle
+    /// buffer and cache line, so the peer names the size of the buffer we register: a cycle
+    /// buffer above `max_cycle_buffer` (what the caller allows) or a cache line that is not a
+    /// power of two up to [`MAX_PEER_CACHE_LINE`] ends the exchange with an error instead.
     pub(super) fn prelude(
         &mut self,
         cycle_buffer: u32,
         cache_line: u32,
         mtu: u8,
+        max_cycle_buffer: u32,
     ) -> Result<Settled, String> {
         let theirs = match self.version.take() {
             Some(t) => t,
@@ -207,6 +214,17 @@ impl<'a> Chan<'a> {
         let word = |x: &[u8]| u32::from_be_bytes([x[0], x[1], x[2], x[3]]);
         let cb = word(&self.step(&cycle_buffer.to_be_bytes(), "cycle buffer size")?);
         let cl = word(&self.step(&cache_line.to_be_bytes(), "cache line size")?);
+        if cb > max_cycle_buffer.max(cycle_buffer) {
+            return Err(format!(
+                "the peer's cycle buffer of {cb} bytes is larger than the {} this side allows (--max-peer-buffer)",
+                max_cycle_buffer.max(cycle_buffer)
+            ));
+        }
+        if !cl.is_power_of_two() || cl > MAX_PEER_CACHE_LINE {
+            return Err(format!(
+                "the peer's cache line size {cl} is not a power of two up to {MAX_PEER_CACHE_LINE}"
+            ));
+        }
         let m = self.step(&[b'0' + mtu.min(9), 0], "MTU")?;
         let peer_mtu = m[0].wrapping_sub(b'0');
         Ok(Settled {
@@ -327,7 +345,7 @@ mod tests {
         let server = std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
             let mut c = Chan::new(s, false).unwrap();
-            let p = c.prelude(4096, 128, 3).unwrap();
+            let p = c.prelude(4096, 128, 3, 1 << 20).unwrap();
             let k = c
                 .keys(&Keys {
                     qpn: 2,
@@ -340,7 +358,7 @@ mod tests {
         });
         let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let mut c = Chan::new(s, true).unwrap();
-        let p = c.prelude(8192, 64, 5).unwrap();
+        let p = c.prelude(8192, 64, 5, 1 << 20).unwrap();
         let k = c
             .keys(&Keys {
                 qpn: 1,
@@ -359,5 +377,43 @@ mod tests {
         assert_eq!((k.qpn, sk.qpn), (2, 1));
         assert_eq!(r, (1, 2, 3.0, 4.0, 5.0));
         assert_eq!(sr, (10, 20, 30.0, 40.0, 50.0));
+    }
+
+    /// Issue #26 row 9: the cycle buffer and cache line are the larger of both sides', so a
+    /// peer naming 0xFFFFFFFF for each made us register a buffer of 8 GiB (the simulator
+    /// refused it; a real NIC's driver would have tried). Now the exchange ends with an error.
+    #[test]
+    fn a_peer_cannot_name_the_size_of_our_buffer() {
+        for (cb, cl, what) in [
+            (u32::MAX, 64, "cycle buffer"),
+            (4096, u32::MAX, "cache line"),
+            (4096, 96, "cache line"),
+            (4096, 0, "cache line"),
+        ] {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = l.local_addr().unwrap().port();
+            // The hostile client: perftest's messages, with its own sizes.
+            let client = std::thread::spawn(move || {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                let mut v = [0u8; 16];
+                v[..4].copy_from_slice(b"6.06");
+                let mut back = [0u8; 16];
+                let _ = s.write_all(&v).and_then(|()| s.read_exact(&mut back));
+                let mut w = [0u8; 4];
+                let _ = s
+                    .write_all(&cb.to_be_bytes())
+                    .and_then(|()| s.read_exact(&mut w));
+                let _ = s
+                    .write_all(&cl.to_be_bytes())
+                    .and_then(|()| s.read_exact(&mut w));
+                let _ = s.write_all(b"3\0");
+            });
+            let (s, _) = l.accept().unwrap();
+            let mut c = Chan::new(s, false).unwrap();
+            let err = c.prelude(4096, 64, 3, 16 << 20).unwrap_err();
+            assert!(err.contains(what), "{err}");
+            drop(c);
+            client.join().unwrap();
+        }
     }
 }
