@@ -5,12 +5,12 @@
 
 mod common;
 
+use common::cm::{greedy_req, send, to, with_ip};
 use common::*;
 use mlx5::cm::mad::{attr, dreq, ids, mra, msg, rej, req, Mad};
-use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, Gsi, GsiBufs, MadAddr, Route};
+use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, Gsi, GsiBufs, Route};
 use mlx5::qp::QpType;
 use mlx5::sim::{Fabric, Mode};
-use mlx5::GidEntry;
 
 type SimCm<'a> = Cm<'a, mlx5::SimPlatform>;
 
@@ -18,19 +18,6 @@ const IP_A: [u8; 4] = [10, 0, 0, 1];
 const IP_B: [u8; 4] = [10, 0, 0, 2];
 const IP_C: [u8; 4] = [10, 0, 0, 3];
 const PORT: u16 = 7174;
-
-fn with_ip(dev: &Dev, ip: [u8; 4]) {
-    let mac = dev.vport().mac;
-    dev.set_gid(
-        1,
-        Some(GidEntry {
-            gid: mapped(ip),
-            mac,
-            vlan: None,
-        }),
-    )
-    .unwrap();
-}
 
 fn node(fabric: &Fabric, ip: [u8; 4]) -> (mlx5::sim::SimDevice, Dev) {
     let (s, d) = nic(fabric, Mode::Sync);
@@ -47,51 +34,6 @@ fn fast(dev: &Dev) -> CmConfig {
         ca_guid: 0x0200_00ff_fe00_0000 | u64::from(dev.vport().mac[5]),
         ..CmConfig::default()
     }
-}
-
-/// Where the hostile node sends: QP1 of `dev` at `ip`.
-fn to(dev: &Dev, ip: [u8; 4]) -> MadAddr {
-    MadAddr {
-        gid: mapped(ip),
-        mac: dev.vport().mac,
-        sgid_index: 1,
-        hop_limit: 64,
-        traffic_class: 0,
-    }
-}
-
-/// A REQ for `PORT` from `from` asking for the longest timers the fields can say: response
-/// timeouts 31 (2^23 ms each) and 15 retries.
-fn greedy_req(comm_id: u32, from: [u8; 4]) -> Mad {
-    let mut m = Mad::cm(attr::REQ, 0x7700_0000_0000_0000 | u64::from(comm_id));
-    m.set(req::LOCAL_COMM_ID, u64::from(comm_id));
-    m.set(req::SERVICE_ID, mlx5::cm::mad::service_id(PORT));
-    m.set(
-        req::LOCAL_CA_GUID,
-        0x0666_0000_0000_0000 | u64::from(comm_id),
-    );
-    m.set(req::LOCAL_QPN, 0x100 + u64::from(comm_id & 0xffff));
-    m.set(req::REMOTE_CM_RESPONSE_TIMEOUT, 31);
-    m.set(req::LOCAL_CM_RESPONSE_TIMEOUT, 31);
-    m.set(req::MAX_CM_RETRIES, 15);
-    m.set(req::PATH_MTU, 3);
-    m.set(req::TRANSPORT, 0);
-    m.set(req::LOCAL_ACK_TIMEOUT, 18);
-    m.0[req::PRIMARY_LOCAL_GID..][..16].copy_from_slice(&mapped(from));
-    m
-}
-
-/// Sends `m` from the raw QP1 `g`, reaping its send completions (and whatever else came).
-fn send(g: &mut Gsi<'_, mlx5::SimPlatform>, to: &MadAddr, m: &Mad) -> usize {
-    let mut got = 0;
-    while g.recv().unwrap().is_some() {
-        got += 1;
-    }
-    g.send(to, m).unwrap();
-    while g.recv().unwrap().is_some() {
-        got += 1;
-    }
-    got
 }
 
 /// Polls `cm` (device time moving 1 ms a round) until `f` takes an event, at most `rounds`.
@@ -123,7 +65,7 @@ fn a_req_asking_for_the_longest_timers_is_forgotten_on_our_clock() {
     let mut ga = Gsi::open(&a, &ba, 1).unwrap();
     let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
     cb.listen(PORT).unwrap();
-    send(&mut ga, &to(&b, IP_B), &greedy_req(1, IP_A));
+    send(&mut ga, &to(&b, IP_B), &greedy_req(PORT, 1, IP_A));
     let id = until(&mut cb, &fabric, 10, |e| match e {
         CmEvent::ConnectRequest(r) => Some(r.id),
         _ => None,
@@ -163,7 +105,7 @@ fn a_full_table_of_half_open_reqs_makes_room_for_a_new_client() {
     cb.learn(mapped(IP_C), c.vport().mac);
     let mut greedy = Vec::new();
     for n in 0..mlx5::cm::conn::MAX_CONNS as u32 {
-        send(&mut ga, &to(&b, IP_B), &greedy_req(100 + n, IP_A));
+        send(&mut ga, &to(&b, IP_B), &greedy_req(PORT, 100 + n, IP_A));
         // One at a time, so that "oldest" is well defined.
         let id = until(&mut cb, &fabric, 5, |e| match e {
             CmEvent::ConnectRequest(r) => Some(r.id),
@@ -217,7 +159,7 @@ fn a_full_table_of_half_open_reqs_makes_room_for_a_new_client() {
     // An established connection is never evicted: 16 more greedy REQs take the 15 other
     // slots in turn, and the connection stays.
     for n in 0..16u32 {
-        send(&mut ga, &to(&b, IP_B), &greedy_req(200 + n, IP_A));
+        send(&mut ga, &to(&b, IP_B), &greedy_req(PORT, 200 + n, IP_A));
         until(&mut cb, &fabric, 1, |_| None::<()>);
     }
     assert!(cb.disconnect(r.id, &mut qb).is_ok());
@@ -511,7 +453,7 @@ fn a_storm_of_reqs_evicts_its_own_before_a_connection_we_accepted() {
     let mut greedy = Vec::new();
     let mut evicted = Vec::new();
     for n in 0..20u32 {
-        send(&mut ga, &to(&b, IP_B), &greedy_req(300 + n, IP_A));
+        send(&mut ga, &to(&b, IP_B), &greedy_req(PORT, 300 + n, IP_A));
         while let Some(e) = cb.poll().unwrap() {
             match e {
                 CmEvent::ConnectRequest(g) => greedy.push(g.id),
@@ -534,4 +476,182 @@ fn a_storm_of_reqs_evicts_its_own_before_a_connection_we_accepted() {
         _ => None,
     });
     assert_eq!(est, Some(r.id), "the accepted connection completed");
+}
+
+#[test]
+fn an_answer_to_a_node_never_learnt_is_not_sent_but_counted() {
+    // Found by the hostile-peer soak: B answers a DREQ for a connection it does not have and
+    // refuses a REQ for a port nobody listens on — but it has no next hop for a node it never
+    // learnt (one whose source address a peer spoofed, say), and those answers went nowhere
+    // without a trace. They are counted in `unsent`, as answers without a free send slot.
+    let fabric = Fabric::new();
+    let (_sa, a) = node(&fabric, IP_A);
+    let (_sb, b) = node(&fabric, IP_B);
+    let (ba, bb) = (GsiBufs::new(&a).unwrap(), GsiBufs::new(&b).unwrap());
+    let mut ga = Gsi::open(&a, &ba, 1).unwrap();
+    let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
+    cb.listen(PORT).unwrap();
+    let mut d = Mad::cm(attr::DREQ, 0x99);
+    d.set(ids::LOCAL_COMM_ID, 0x1234);
+    d.set(ids::REMOTE_COMM_ID, 0x5678);
+    d.set(dreq::REMOTE_QPN, 0x99);
+    let mut answers = 0;
+    for id in [1, 2] {
+        answers += send(&mut ga, &to(&b, IP_B), &d);
+        answers += send(&mut ga, &to(&b, IP_B), &greedy_req(PORT + 1, id, IP_A));
+        assert_eq!(until(&mut cb, &fabric, 5, Some), None);
+        if id == 1 {
+            assert_eq!((cb.unsent, cb.dropped), (2, 0), "both answers counted");
+            // Once A is learnt (as ARP would find it), the answers go out.
+            cb.learn(mapped(IP_A), a.vport().mac);
+        }
+    }
+    while ga.recv().unwrap().is_some() {
+        answers += 1;
+    }
+    assert_eq!(
+        (answers, cb.unsent),
+        (2, 2),
+        "a DREP and a REJ the second time"
+    );
+}
+
+#[test]
+fn mads_for_connections_we_do_not_have_are_counted() {
+    // Found by the hostile-peer soak: RTUs, DREPs and MRAs naming no connection of ours, and a
+    // REP naming our comm ID with another peer's, were taken in without a trace (a REP or REJ
+    // for nobody was counted). Each is counted in `dropped`; the connection is untouched.
+    let fabric = Fabric::new();
+    let (_sa, a) = node(&fabric, IP_A);
+    let (_sb, b) = node(&fabric, IP_B);
+    let (_sc, c) = node(&fabric, IP_C);
+    let (ba, bb, bc) = (
+        GsiBufs::new(&a).unwrap(),
+        GsiBufs::new(&b).unwrap(),
+        GsiBufs::new(&c).unwrap(),
+    );
+    let mut gc = Gsi::open(&c, &bc, 1).unwrap();
+    let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
+    let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 4, 1));
+    let mut k = connect(&fabric, (&a, &b), (&ba, &bb), (&mut qa, &mut qb));
+    let (da, db) = (k.ca.dropped, k.cb.dropped);
+    let stranger = |attr: u16, local: u32, remote: u32| {
+        let mut m = Mad::cm(attr, 0x4242);
+        m.set(ids::LOCAL_COMM_ID, u64::from(local));
+        m.set(ids::REMOTE_COMM_ID, u64::from(remote));
+        m
+    };
+    let mut mads = vec![
+        stranger(attr::RTU, 0xdead, 0xbeef),
+        stranger(attr::DREP, 0xdead, 0xbeef),
+        stranger(attr::MRA, 0xdead, 0xbeef),
+        // Our comm ID, another peer's: a REP to the passive side, an RTU and a DREP.
+        stranger(attr::REP, 0xdead, k.id_b.0),
+        stranger(attr::RTU, 0xdead, k.id_b.0),
+        stranger(attr::DREP, 0xdead, k.id_b.0),
+    ];
+    let mut mra = stranger(attr::MRA, 0xdead, 0xbeef);
+    mra.set(mra::MESSAGE_MRAED, msg::REQ);
+    mads.push(mra);
+    for m in &mads {
+        send(&mut gc, &to(&b, IP_B), m);
+    }
+    // And a REP naming the active side's ID with another peer's, to A.
+    send(
+        &mut gc,
+        &to(&a, IP_A),
+        &stranger(attr::REP, 0xdead, k.id_a.0),
+    );
+    assert_eq!(until(&mut k.cb, &fabric, 5, Some), None);
+    assert_eq!(until(&mut k.ca, &fabric, 5, Some), None);
+    assert_eq!(k.cb.dropped - db, mads.len() as u64, "each counted at B");
+    assert_eq!(k.ca.dropped - da, 1, "and at A");
+    // The connection runs on: A disconnects, B hears it.
+    k.ca.disconnect(k.id_a, &mut qa).unwrap();
+    let heard = until(&mut k.cb, &fabric, 10, Some);
+    assert_eq!(heard, Some(CmEvent::Disconnected { id: k.id_b }));
+}
+
+#[test]
+fn datagrams_of_the_wrong_size_on_qp1_are_counted_and_deafen_nobody() {
+    // Found by the hostile-peer soak: a datagram to QP1 shorter than a MAD was dropped by the
+    // GSI without a trace, and one longer than QP1's buffers moved QP1 to ERR (the simulator;
+    // tests/datapath_errors.rs) — after which the CM heard nothing, ever, and said nothing.
+    // The short one is counted in `dropped`, the long one by the device, and a client
+    // connects after both.
+    use mlx5::qp::ConnectOpts;
+    use mlx5::wqe::UdAddr;
+    let fabric = Fabric::new();
+    let (_sa, a) = node(&fabric, IP_A);
+    let (sb, b) = node(&fabric, IP_B);
+    let (_sc, c) = node(&fabric, IP_C);
+    let (bb, bc) = (GsiBufs::new(&b).unwrap(), GsiBufs::new(&c).unwrap());
+    let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
+    let mut cc = Cm::new(Gsi::open(&c, &bc, 1).unwrap(), fast(&c));
+    cb.listen(PORT).unwrap();
+    cb.learn(mapped(IP_C), c.vport().mac);
+    // A raw UD QP on A with QP1's Q_Key.
+    let cqa = a.create_cq(16).unwrap();
+    let mut ua = qp(&a, &cqa, QpType::Ud, cap(4, 4, 1));
+    let o = ConnectOpts {
+        qkey: mlx5::cm::QP1_QKEY,
+        ..ConnectOpts::default()
+    };
+    let me = ua.endpoint();
+    ua.connect(&me, &o).unwrap();
+    let mr = a
+        .alloc_mr(a.pd().unwrap(), 4096, mlx5::MrAccess::ALL)
+        .unwrap();
+    let dropped = sb.datapath_counters().rx_dropped;
+    for (wr_id, len) in [(1, 100u32), (2, 600)] {
+        let ud = UdAddr {
+            remote_qpn: 1,
+            qkey: mlx5::cm::QP1_QKEY,
+            dgid: mapped(IP_B),
+            dmac: b.vport().mac,
+            sgid_index: 1,
+            hop_limit: 64,
+            ..UdAddr::default()
+        };
+        let sge = [mlx5::qp::Sge {
+            addr: mr.addr(),
+            length: len,
+            lkey: mr.lkey(),
+        }];
+        ua.post_send(&[mlx5::qp::SendWr {
+            ud: Some(ud),
+            signaled: true,
+            ..mlx5::qp::SendWr::send(wr_id, &sge)
+        }])
+        .unwrap();
+        assert_eq!(wait(&cqa, &a, 1)[0].status, mlx5::WcStatus::Success);
+    }
+    assert_eq!(until(&mut cb, &fabric, 5, Some), None);
+    assert_eq!(cb.dropped, 1, "the short datagram");
+    assert_eq!(
+        sb.datapath_counters().rx_dropped,
+        dropped + 1,
+        "the long one"
+    );
+    // QP1 still hears: C connects.
+    let cqc = c.create_cq(16).unwrap();
+    let mut qc = qp(&c, &cqc, QpType::Rc, cap(4, 4, 1));
+    let route = Route {
+        src_ip: IP_C,
+        src_port: 40_600,
+        dst_ip: IP_B,
+        dst_port: PORT,
+        dmac: b.vport().mac,
+    };
+    cc.connect(&mut qc, &route, &ConnParam::default()).unwrap();
+    let r = until(&mut cb, &fabric, 50, |e| match e {
+        CmEvent::ConnectRequest(r) => Some(r),
+        _ => None,
+    });
+    assert_eq!(
+        r.map(|r| r.remote_gid),
+        Some(mapped(IP_C)),
+        "B heard C's REQ"
+    );
 }

@@ -377,3 +377,72 @@ fn the_ring_wraps_over_a_million_work_requests() {
         "the last write landed"
     );
 }
+
+/// Issue #26: a UD message longer than the receive buffer moved the QP to ERR (an error CQE,
+/// then every receive flushed): any host on the link could stop a UD QP — QP1, and with it the
+/// connection manager — with one datagram. As IBA's class D (Linux's soft RoCE drops a UD or
+/// UC message too long for a QP without SRQ), the message is dropped and counted, the receive
+/// WQE kept for the next message, the QP left up.
+#[test]
+fn a_ud_message_too_long_for_the_receive_buffer_is_dropped_and_the_qp_runs_on() {
+    use mlx5::wqe::UdAddr;
+    let fabric = Fabric::new();
+    let (_sa, a) = nic(&fabric, Mode::Sync);
+    let (sb, b) = nic(&fabric, Mode::Sync);
+    let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mut qa = qp(&a, &cqa, QpType::Ud, cap(4, 4, 1));
+    let mut qb = qp(&b, &cqb, QpType::Ud, cap(4, 4, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    qb.post_recv(&[RecvWr {
+        wr_id: 7,
+        sg_list: &[Sge {
+            addr: mrb.addr(),
+            length: 40 + 100,
+            lkey: mrb.lkey(),
+        }],
+    }])
+    .unwrap();
+    mra.write(0, &[0x5a; 500]).unwrap();
+    let eb = qb.endpoint();
+    let mut send = |wr_id: u64, len: u32| {
+        let ud = UdAddr {
+            remote_qpn: eb.qpn,
+            qkey: ConnectOpts::default().qkey,
+            dgid: eb.gid,
+            dmac: eb.mac,
+            hop_limit: 64,
+            ..UdAddr::default()
+        };
+        let sge = [Sge {
+            addr: mra.addr(),
+            length: len,
+            lkey: mra.lkey(),
+        }];
+        qa.post_send(&[SendWr {
+            ud: Some(ud),
+            signaled: true,
+            ..SendWr::send(wr_id, &sge)
+        }])
+        .unwrap();
+        assert_eq!(wait(&cqa, &a, 1)[0].status, WcStatus::Success);
+    };
+    let dropped = sb.datapath_counters().rx_dropped;
+    send(1, 500);
+    let mut wc = [empty_wc(); 4];
+    assert_eq!(cqb.poll(&mut wc).unwrap(), 0, "no completion: {:?}", wc[0]);
+    assert_eq!(sb.datapath_counters().rx_dropped, dropped + 1, "counted");
+    assert_eq!(
+        sb.qp_state(qb.qpn()),
+        Some(mlx5::ifc::consts::qp_state::RTS as u8),
+        "the QP runs on"
+    );
+    send(2, 60);
+    let w = wait(&cqb, &b, 1)[0];
+    assert_eq!(
+        (w.wr_id, w.status, w.byte_len),
+        (7, WcStatus::Success, 40 + 60),
+        "the next message takes the receive the long one left"
+    );
+}

@@ -282,10 +282,13 @@ pub struct Cm<'a, P: Platform> {
     /// Connections made so far (each one's [`Conn::born`]).
     pub(super) made: u64,
     pub(super) rand: u64,
-    /// MADs that were not for us or made no sense (counted, then dropped).
+    /// MADs that were not for us or made no sense (counted, then dropped): another class's,
+    /// for a connection we do not have, out of place; receives on QP1 that were not a whole
+    /// MAD among them.
     pub dropped: u64,
-    /// MADs not sent because every GSI send slot was in flight: answers to unsolicited MADs
-    /// dropped, messages of our handshakes left to their retransmission (`limits.rs`).
+    /// MADs not sent because every GSI send slot was in flight, or because no next hop is known
+    /// for the node they are for: answers to unsolicited MADs dropped, messages of our
+    /// handshakes left to their retransmission (`limits.rs`).
     pub unsent: u64,
     /// Half-open connections a peer started that were evicted to make room for a new one.
     pub evicted: u64,
@@ -645,7 +648,7 @@ impl<'a, P: Platform> Cm<'a, P> {
         m.set(rej::MESSAGE_REJECTED, msg::REQ);
         m.set(rej::REASON, u64::from(reason));
         // Before accept the next hop is known only if learnt; without it the REJ is not
-        // sent (the active side times out).
+        // sent (counted in `unsent`; the active side times out).
         self.send_mad(&c.to, &m)?;
         self.conns.retain(|x| x.local_id != id.0);
         Ok(())

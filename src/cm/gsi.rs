@@ -122,6 +122,8 @@ pub struct Gsi<'a, P: Platform> {
     completed: u64,
     /// Sends that completed in error (counted, never silent).
     send_errors: u64,
+    /// Receives dropped: not a whole MAD behind a network header, or completed in error.
+    recv_dropped: u64,
 }
 
 impl<'a, P: Platform> Gsi<'a, P> {
@@ -156,6 +158,7 @@ impl<'a, P: Platform> Gsi<'a, P> {
             posted: 0,
             completed: 0,
             send_errors: 0,
+            recv_dropped: 0,
         };
         for slot in 0..RECV_SLOTS {
             g.post_recv(slot)?;
@@ -187,6 +190,12 @@ impl<'a, P: Platform> Gsi<'a, P> {
     /// Sends that completed in error so far.
     pub fn send_errors(&self) -> u64 {
         self.send_errors
+    }
+
+    /// Receives dropped so far ([`Gsi::recv`]): not a whole MAD behind a network header, or
+    /// completed in error (a flush excepted).
+    pub fn recv_dropped(&self) -> u64 {
+        self.recv_dropped
     }
 
     fn post_recv(&mut self, slot: usize) -> Result<()> {
@@ -244,7 +253,8 @@ impl<'a, P: Platform> Gsi<'a, P> {
     }
 
     /// The next MAD received, if any (send completions met on the way are accounted).
-    /// Receives that are not a whole MAD behind a network header are dropped and re-posted.
+    /// Receives that are not a whole MAD behind a network header are dropped, counted
+    /// ([`Gsi::recv_dropped`]) and re-posted.
     pub fn recv(&mut self) -> Result<Option<Received>> {
         let mut wc = [crate::Wc::default()];
         loop {
@@ -274,8 +284,9 @@ impl<'a, P: Platform> Gsi<'a, P> {
             }
             let got = self.take(slot, &w);
             self.post_recv(slot)?;
-            if let Some(r) = got? {
-                return Ok(Some(r));
+            match got? {
+                Some(r) => return Ok(Some(r)),
+                None => self.recv_dropped += 1,
             }
         }
     }

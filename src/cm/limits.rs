@@ -26,10 +26,12 @@
 //!   [`CmEvent::Unreachable`]; [`Cm::evicted`] counts them. Established connections and our
 //!   own connection attempts are never evicted; with only those in the table a REQ is refused
 //!   with REJ 3 as before.
-//! - A MAD for which no GSI send slot is free (a burst of MADs that each want an answer) is not
-//!   sent but counted in [`Cm::unsent`]: an answer to an unsolicited MAD is simply dropped (the
-//!   peer retransmits, or gives up, as after a loss on the wire), and a message of our own
-//!   handshake is left to its retransmission timer. It is never an error of [`Cm::poll`].
+//! - A MAD for which no GSI send slot is free (a burst of MADs that each want an answer), or
+//!   no next hop is known (an answer to a node never learnt — [`Cm::learn`] — nor connected
+//!   with, such as one whose source address a peer spoofed), is not sent but counted in
+//!   [`Cm::unsent`]: an answer to an unsolicited MAD is simply dropped (the peer retransmits,
+//!   or gives up, as after a loss on the wire), and a message of our own handshake is left to
+//!   its retransmission timer. It is never an error of [`Cm::poll`].
 //! - Events wait in a queue of [`MAX_CONNS`]: [`Cm::poll`] takes in a MAD only while the
 //!   queue has room for what it may raise, so that a storm of MADs delays the others (they
 //!   wait in QP1's receive queue, and beyond it are lost as on the wire) instead of pushing
@@ -73,9 +75,10 @@ pub fn mra_wait_ms(cfg: &CmConfig, service_timeout: u64, ack_timeout: u8) -> u64
 
 impl<P: Platform> Cm<'_, P> {
     /// Sends `m` to `to`; `Ok(false)` when it was not sent: no next hop known, or every GSI
-    /// send slot in flight (counted in [`Cm::unsent`]). Other errors are the device's.
+    /// send slot in flight (either counted in [`Cm::unsent`]). Other errors are the device's.
     pub(super) fn send_mad(&mut self, to: &MadAddr, m: &Mad) -> Result<bool> {
         let Some(to) = self.next_hop(*to) else {
+            self.unsent += 1;
             log::debug!("CM: no next hop for {:02x?}; MAD not sent", &to.gid[10..]);
             return Ok(false);
         };

@@ -15,6 +15,8 @@ impl<P: Platform> Cm<'_, P> {
     /// Takes in MADs, runs the timers, and returns the next event, if any. Only the device
     /// failing is an error: nothing a peer sends makes this fail (`limits.rs`).
     pub fn poll(&mut self) -> Result<Option<CmEvent>> {
+        // Receives QP1 dropped (not a whole MAD) were not for us either.
+        let torn = self.gsi.recv_dropped();
         for _ in 0..16 {
             // A MAD raises at most two events (an eviction and a REQ): without room for them
             // it waits in QP1's receive queue rather than push out an event we owe.
@@ -26,6 +28,7 @@ impl<P: Platform> Cm<'_, P> {
                 None => break,
             }
         }
+        self.dropped += self.gsi.recv_dropped() - torn;
         self.timers()?;
         Ok(self.events.pop_front())
     }
@@ -139,11 +142,14 @@ impl<P: Platform> Cm<'_, P> {
                         let (to, last) = (c.to, c.last);
                         self.send_mad(&to, &last)?;
                     }
+                    // Another peer's REP naming our comm ID: not for us. (Ours again, in
+                    // another state: a retransmission, nothing to do.)
+                    _ if c.remote_id != remote => self.dropped += 1,
                     _ => {}
                 }
             }
-            attr::RTU => {
-                if let Some(i) = self.find(local, Some(remote)) {
+            attr::RTU => match self.find(local, Some(remote)) {
+                Some(i) => {
                     let c = &mut self.conns[i];
                     if c.state == State::RepSent {
                         c.state = State::Established;
@@ -152,7 +158,9 @@ impl<P: Platform> Cm<'_, P> {
                         self.event(CmEvent::Established { id });
                     }
                 }
-            }
+                // No connection of ours: not for us.
+                None => self.dropped += 1,
+            },
             attr::MRA => {
                 let i = if m.get(mad::mra::MESSAGE_MRAED) == msg::REQ {
                     self.find(local, None)
@@ -171,6 +179,8 @@ impl<P: Platform> Cm<'_, P> {
                     } else {
                         self.dropped += 1;
                     }
+                } else {
+                    self.dropped += 1;
                 }
             }
             attr::REJ => self.on_rej(m, local, remote, now),
@@ -211,21 +221,20 @@ impl<P: Platform> Cm<'_, P> {
                     None => {
                         // No such connection (any more): answer anyway, as Linux's CM does.
                         let to = self.reply_addr(r);
-                        if let Some(to) = to {
-                            self.send_mad(&to, &drep)?;
-                        }
+                        self.send_mad(&to, &drep)?;
                     }
                 }
             }
-            attr::DREP => {
-                if let Some(i) = self.find(local, Some(remote)) {
+            attr::DREP => match self.find(local, Some(remote)) {
+                Some(i) => {
                     if self.conns[i].state == State::DreqSent {
                         let id = CmId(self.conns[i].local_id);
                         self.time_wait(id.0, now);
                         self.event(CmEvent::Disconnected { id });
                     }
                 }
-            }
+                None => self.dropped += 1,
+            },
             _ => self.dropped += 1,
         }
         Ok(())
@@ -283,26 +292,21 @@ impl<P: Platform> Cm<'_, P> {
     }
 
     /// Where to answer a MAD from a node we have no connection with: a connection of ours to
-    /// the same GID knows its next hop.
-    fn reply_addr(&self, r: &Received) -> Option<MadAddr> {
+    /// the same GID knows its next hop; else one learnt, if any, is found when it is sent
+    /// (`send_mad`: without one the answer is not sent, and counted).
+    fn reply_addr(&self, r: &Received) -> MadAddr {
         let mac = self
             .conns
             .iter()
             .find(|c| c.to.gid == r.src_gid && c.to.mac != [0; 6])
-            .map(|c| c.to.mac)
-            .or_else(|| {
-                self.neighbours
-                    .iter()
-                    .find(|n| n.0 == r.src_gid)
-                    .map(|n| n.1)
-            })?;
-        Some(MadAddr {
+            .map_or([0; 6], |c| c.to.mac);
+        MadAddr {
             gid: r.src_gid,
             mac,
             sgid_index: self.cfg.sgid_index,
             hop_limit: self.cfg.hop_limit,
             traffic_class: 0,
-        })
+        }
     }
 
     fn on_req(&mut self, r: &Received) -> Result<()> {
@@ -366,9 +370,8 @@ impl<P: Platform> Cm<'_, P> {
         };
         if let Some(why) = why {
             log::info!("CM: REQ for service {sid:#x} refused, reason {why}");
-            if let Some(to) = self.reply_addr(r) {
-                self.send_mad(&to, &refuse(why))?;
-            }
+            let to = self.reply_addr(r);
+            self.send_mad(&to, &refuse(why))?;
             return Ok(());
         }
         self.free_slot()?;

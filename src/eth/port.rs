@@ -458,7 +458,8 @@ impl<'a, P: Platform> EthPort<'a, P> {
     }
 
     /// Receives one frame into the receive stage and returns its length, or `None` if none
-    /// is waiting. Refused frames (bad checksums) are reposted and skipped, up to a budget
+    /// is waiting. Refused frames (bad checksums) and receives completed in error (counted in
+    /// [`EthStats::rx_errors`]) have their buffers posted again and are skipped, up to a budget
     /// per call.
     pub fn recv(&mut self) -> Result<Option<usize>> {
         let n = self.rqs.len();
@@ -492,6 +493,16 @@ impl<'a, P: Platform> EthPort<'a, P> {
                         state: crate::qp::QpState::Err,
                         op: "eth port recv (the RQ flushed)",
                     });
+                }
+                // The buffer goes back whatever the completion says (a frame too long for it,
+                // say), as mlx5e reuses the WQE of an error CQE: else each such frame a peer
+                // sends costs a buffer for good, and `rx_depth` of them leave the port deaf.
+                if i < self.rx_slots {
+                    match (self.rx_sge(q, i), self.rqs.get_mut(q)) {
+                        (Ok(sge), Some(rq)) => post_rx(rq, i, sge)?,
+                        (Err(e), _) => return Err(e),
+                        (_, None) => return Err(GONE),
+                    }
                 }
                 continue;
             }

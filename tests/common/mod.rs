@@ -1,6 +1,9 @@
 //! Shared setup of the data-path tests: simulated ConnectX-5s on a simulated wire.
 #![allow(dead_code)]
 
+pub mod cm;
+pub mod wire;
+
 use mlx5::qp::{ConnectOpts, Qp, QpCap, QpInitAttr, QpType};
 use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, SimPlatform, Wc};

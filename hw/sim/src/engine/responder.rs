@@ -37,9 +37,10 @@
 //!
 //! UC: no acknowledgements. A packet out of sequence aborts the message in progress (a receive
 //! WQE it took is kept for the next message); a message without a receive WQE or with a bad
-//! rkey is dropped. UD: the DETH Q_Key must equal the QP's (else dropped); the receive buffer
-//! gets the 40-byte GRH first (IPv6: the IPv6 header; IPv4: 20 zero bytes then the IPv4 header),
-//! the CQE the source QPN and the GRH flag in `flags_rqpn` and the L3 type in byte 29.
+//! rkey is dropped. UD: the DETH Q_Key must equal the QP's (else dropped), a message too long
+//! for the receive WQE is dropped and the WQE kept (IBA class D; the QP stays up); the receive
+//! buffer gets the 40-byte GRH first (IPv6: the IPv6 header; IPv4: 20 zero bytes then the IPv4
+//! header), the CQE the source QPN and the GRH flag in `flags_rqpn` and the L3 type in byte 29.
 
 use mlx5_ifc::consts::{qp_st, qp_state};
 use mlx5_ifc::cqe::l3_hdr_type;
@@ -700,9 +701,30 @@ fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
     if qkey != info.q_key {
         return drop_frame(hw, "Q_Key mismatch");
     }
+    // What the WQE was taken from, to give it back to a message too long for it.
+    let srq = info
+        .srq
+        .map(|(_, n)| (n, hw.fw.engine.srqs.get(&n).copied()));
+    let cc = qp_rt(&mut hw.fw.engine, info).rq_cc;
     let Ok(Some((wqe_counter, sges))) = wqe::take_recv(hw, info) else {
         return drop_frame(hw, "UD message without a receive WQE");
     };
+    if (IPV6_BYTES + p.payload.len()) as u64 > dma::capacity(&sges) {
+        // IBA class D (as Linux's soft RoCE drops a UD or UC message too long for its
+        // buffer): the message is dropped and the WQE kept for the next one; the QP runs on.
+        // Entering ERR here would let any host on the link stop a UD QP — QP1 among them —
+        // with one datagram.
+        match srq {
+            Some((n, Some(was))) => {
+                hw.fw.engine.srqs.insert(n, was);
+            }
+            Some((n, None)) => {
+                hw.fw.engine.srqs.remove(&n);
+            }
+            None => qp_rt(&mut hw.fw.engine, info).rq_cc = cc,
+        }
+        return drop_frame(hw, "UD message too long for the receive WQE");
+    }
     let mut data = vec![0u8; IPV6_BYTES];
     let h = &rx.ip_header;
     if rx.ipv4 {

@@ -56,6 +56,8 @@ pub const MAX_NEIGHBOURS: usize = 1024;
 pub struct ExternalCounters {
     /// Frames taken from the link into the fabric.
     pub rx_frames: AtomicU64,
+    /// Frames from the link shorter than an Ethernet header, dropped.
+    pub rx_runts: AtomicU64,
     /// Frames put on the link.
     pub tx_frames: AtomicU64,
     /// Frames the link's other end was not there to take.
@@ -117,10 +119,16 @@ impl Neighbours {
 
 impl Link {
     fn send(&self, frame: &[u8]) {
-        let sent = match &self.wire {
-            Wire::Dgram { sock, theirs } => sock.send_to(frame, theirs),
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
-            Wire::Tap(t) => t.send(frame),
+        // A signal may interrupt the write (see `reader`): it is made again.
+        let sent = loop {
+            let r = match &self.wire {
+                Wire::Dgram { sock, theirs } => sock.send_to(frame, theirs),
+                #[cfg(all(target_os = "linux", target_env = "gnu"))]
+                Wire::Tap(t) => t.send(frame),
+            };
+            if !matches!(&r, Err(e) if e.kind() == io::ErrorKind::Interrupted) {
+                break r;
+            }
         };
         match sent {
             Ok(_) => {
@@ -506,10 +514,16 @@ fn reader(fabric: &Fabric, port: usize, link: &Link, responder: bool, stop: &Ato
     while !stop.load(Ordering::Acquire) {
         let n = match link.recv(&mut buf, &mut idle) {
             Ok(n) => n,
+            // Interrupted: a signal, or the process stopped and continued (Ctrl-Z and `fg`, a
+            // debugger attaching, a leak checker stopping the world) — a socket with a receive
+            // timeout is not restarted then (signal(7)). It once ended this thread, and the port
+            // went deaf for good.
             Err(e)
                 if matches!(
                     e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
                 ) =>
             {
                 continue;
@@ -521,6 +535,7 @@ fn reader(fabric: &Fabric, port: usize, link: &Link, responder: bool, stop: &Ato
         };
         let frame = &buf[..n];
         if frame.len() < 14 {
+            link.counters.rx_runts.fetch_add(1, Ordering::Relaxed);
             continue;
         }
         link.counters.rx_frames.fetch_add(1, Ordering::Relaxed);
