@@ -369,6 +369,16 @@ fn session(a: &Args, qp_type: QpType, h: &Host<'_>) -> Result<(), String> {
     Ok(())
 }
 
+/// What the fuzz target (tests/fuzz `pingpong_exchange`) reaches: the parser of the peer's
+/// 52-byte address. Not an interface of the tool.
+#[doc(hidden)]
+pub mod fuzz {
+    /// The peer's address message parsed: `Some((qpn, psn))`, or `None` when it is refused.
+    pub fn dest(m: &[u8]) -> Option<(u32, u32)> {
+        super::Dest::from_wire(m).ok().map(|d| (d.qpn, d.psn))
+    }
+}
+
 /// `LID 0x0000, QPN 0x000011, PSN 0x4fc73b, GID ::ffff:…` as the pingpongs print it.
 fn show(d: &Dest) -> String {
     let g = std::net::Ipv6Addr::from(d.gid);
