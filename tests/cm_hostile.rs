@@ -19,6 +19,22 @@ const IP_B: [u8; 4] = [10, 0, 0, 2];
 const IP_C: [u8; 4] = [10, 0, 0, 3];
 const PORT: u16 = 7174;
 
+/// The three NICs of a test on one fabric — A and B (ours), C (the hostile peer) — and the
+/// GSI buffers of each: `three!(fabric, (a, b, c), (ba, bb, bc))`.
+macro_rules! three {
+    ($fabric:ident, ($a:ident, $b:ident, $c:ident), ($ba:ident, $bb:ident, $bc:ident)) => {
+        let $fabric = Fabric::new();
+        let (_sa, $a) = node(&$fabric, IP_A);
+        let (_sb, $b) = node(&$fabric, IP_B);
+        let (_sc, $c) = node(&$fabric, IP_C);
+        let ($ba, $bb, $bc) = (
+            GsiBufs::new(&$a).unwrap(),
+            GsiBufs::new(&$b).unwrap(),
+            GsiBufs::new(&$c).unwrap(),
+        );
+    };
+}
+
 fn node(fabric: &Fabric, ip: [u8; 4]) -> (mlx5::sim::SimDevice, Dev) {
     let (s, d) = nic(fabric, Mode::Sync);
     with_ip(&d, ip);
@@ -88,15 +104,7 @@ fn a_full_table_of_half_open_reqs_makes_room_for_a_new_client() {
     // Row 3: 16 greedy REQs fill the table; a legitimate client's REQ then evicts the oldest
     // half-open one (as a SYN cookie-less TCP stack drops its oldest embryonic connection)
     // instead of being refused with REJ 3 "no resources".
-    let fabric = Fabric::new();
-    let (_sa, a) = node(&fabric, IP_A);
-    let (_sb, b) = node(&fabric, IP_B);
-    let (_sc, c) = node(&fabric, IP_C);
-    let (ba, bb, bc) = (
-        GsiBufs::new(&a).unwrap(),
-        GsiBufs::new(&b).unwrap(),
-        GsiBufs::new(&c).unwrap(),
-    );
+    three!(fabric, (a, b, c), (ba, bb, bc));
     let mut ga = Gsi::open(&a, &ba, 1).unwrap();
     let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
     let mut cc = Cm::new(Gsi::open(&c, &bc, 1).unwrap(), fast(&c));
@@ -272,15 +280,7 @@ fn a_rej_ends_an_established_connection_only_when_it_names_both_comm_ids() {
     // Linux's cm_acquire_rejected_id: a REJ of a REQ matches only a connection still waiting
     // for the answer to its REQ (remote ID unknown); any other REJ needs both IDs — and then
     // ends even an ESTABLISHED connection (cm_rej_handler: timewait, RDMA_CM_EVENT_REJECTED).
-    let fabric = Fabric::new();
-    let (_sa, a) = node(&fabric, IP_A);
-    let (_sb, b) = node(&fabric, IP_B);
-    let (_sc, c) = node(&fabric, IP_C);
-    let (ba, bb, bc) = (
-        GsiBufs::new(&a).unwrap(),
-        GsiBufs::new(&b).unwrap(),
-        GsiBufs::new(&c).unwrap(),
-    );
+    three!(fabric, (a, b, c), (ba, bb, bc));
     let mut gc = Gsi::open(&c, &bc, 1).unwrap();
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
@@ -418,15 +418,7 @@ fn a_storm_of_reqs_evicts_its_own_before_a_connection_we_accepted() {
     // B accepted C's REQ (REP sent, C's RTU not yet back) when a storm of greedy REQs fills the
     // table: the storm's REQs, which nobody accepted, make room for each other; C's connection,
     // older than all of them, survives and completes.
-    let fabric = Fabric::new();
-    let (_sa, a) = node(&fabric, IP_A);
-    let (_sb, b) = node(&fabric, IP_B);
-    let (_sc, c) = node(&fabric, IP_C);
-    let (ba, bb, bc) = (
-        GsiBufs::new(&a).unwrap(),
-        GsiBufs::new(&b).unwrap(),
-        GsiBufs::new(&c).unwrap(),
-    );
+    three!(fabric, (a, b, c), (ba, bb, bc));
     let mut ga = Gsi::open(&a, &ba, 1).unwrap();
     let mut cb = Cm::new(Gsi::open(&b, &bb, 1).unwrap(), fast(&b));
     let mut cc = Cm::new(Gsi::open(&c, &bc, 1).unwrap(), fast(&c));
@@ -521,15 +513,7 @@ fn mads_for_connections_we_do_not_have_are_counted() {
     // Found by the hostile-peer soak: RTUs, DREPs and MRAs naming no connection of ours, and a
     // REP naming our comm ID with another peer's, were taken in without a trace (a REP or REJ
     // for nobody was counted). Each is counted in `dropped`; the connection is untouched.
-    let fabric = Fabric::new();
-    let (_sa, a) = node(&fabric, IP_A);
-    let (_sb, b) = node(&fabric, IP_B);
-    let (_sc, c) = node(&fabric, IP_C);
-    let (ba, bb, bc) = (
-        GsiBufs::new(&a).unwrap(),
-        GsiBufs::new(&b).unwrap(),
-        GsiBufs::new(&c).unwrap(),
-    );
+    three!(fabric, (a, b, c), (ba, bb, bc));
     let mut gc = Gsi::open(&c, &bc, 1).unwrap();
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
