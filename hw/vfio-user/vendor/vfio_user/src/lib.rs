@@ -467,7 +467,11 @@ impl Client {
         };
         debug!("Command: {version:?}");
 
-        let version_data = CString::new(version_data.as_bytes()).unwrap();
+        // serde_json escapes every control character, so the JSON holds no NUL; refused, not
+        // a panic, all the same.
+        let version_data = CString::new(version_data.as_bytes()).map_err(|e| {
+            Error::StreamWrite(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })?;
         let bufs = vec![
             IoSlice::new(version.as_slice()),
             IoSlice::new(version_data.as_bytes_with_nul()),
@@ -1129,7 +1133,12 @@ impl Server {
                     minor: 0,
                 };
 
-                let server_version_data = CString::new(server_version_data.as_bytes()).unwrap();
+                // serde_json escapes every control character, so the JSON holds no NUL;
+                // refused, not a panic, all the same.
+                let server_version_data =
+                    CString::new(server_version_data.as_bytes()).map_err(|e| {
+                        Error::StreamWrite(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+                    })?;
 
                 let bufs = vec![
                     IoSlice::new(server_version.as_slice()),
