@@ -232,3 +232,64 @@ pub fn atomic_eth(va: u64, rkey: u32, swap_add: u64, compare: u64) -> Vec<u8> {
     ]
     .concat()
 }
+
+/// Sends `frames` raw (no offload: the bytes as given) from `dev` through an SQ of its own.
+pub fn send_raw(dev: &super::Dev, frames: &[Vec<u8>]) {
+    use mlx5::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
+    use mlx5::mr::MrAccess;
+    use mlx5::qp::Sge;
+    let td = TransportDomain::alloc(dev).unwrap();
+    let tis = Tis::create(dev, &td).unwrap();
+    let cq = dev.create_cq(64).unwrap();
+    let mut sq = EthSq::create(dev, &cq, &tis, 16).unwrap();
+    let mr = dev
+        .alloc_mr(dev.pd().unwrap(), 16 * 2048, MrAccess::default())
+        .unwrap();
+    for (k, f) in frames.iter().enumerate() {
+        mr.write(k * 2048, &f[L2_INLINE..]).unwrap();
+        let sge = [Sge {
+            addr: mr.addr() + (k * 2048) as u64,
+            length: (f.len() - L2_INLINE) as u32,
+            lkey: mr.lkey(),
+        }];
+        sq.post_send(&[EthWr {
+            wr_id: k as u64,
+            headers: &f[..L2_INLINE],
+            payload: &sge,
+            checksum: Checksum::NONE,
+            vlan: None,
+            tso_mss: None,
+            signaled: true,
+        }])
+        .unwrap();
+        super::wait(&cq, dev, 1);
+    }
+    sq.destroy().unwrap();
+    tis.destroy().unwrap();
+    td.dealloc().unwrap();
+    mr.dereg().unwrap();
+    cq.destroy().unwrap();
+}
+
+/// An IPv4 frame from 10.0.0.9 to 10.0.0.1 of protocol `proto` with `l4` after the header,
+/// its header checksum right.
+pub fn ipv4_frame(dst: [u8; 6], src: [u8; 6], proto: u8, l4: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[8, 0]);
+    let total = (20 + l4.len()) as u16;
+    f.extend_from_slice(&[0x45, 0]);
+    f.extend_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[0, 1, 0x40, 0, 64, proto, 0, 0, 10, 0, 0, 9, 10, 0, 0, 1]);
+    let mut s: u32 = f[14..34]
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(s as u16)).to_be_bytes());
+    f.extend_from_slice(l4);
+    f
+}
