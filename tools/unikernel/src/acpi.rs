@@ -202,27 +202,32 @@ impl Ecam {
     }
 }
 
+/// `N` bytes of physical memory at `phys`, if all of them are readable (firmware tables and the
+/// PVH start info alike).
+pub(crate) fn read_phys<const N: usize>(mem: &impl PhysRead, phys: u64) -> Option<[u8; N]> {
+    let mut b = [0u8; N];
+    (phys.checked_add(N as u64).is_some() && mem.read(phys, &mut b)).then_some(b)
+}
+
 fn read_arr<const N: usize>(
     mem: &impl PhysRead,
     table: Table,
     phys: u64,
 ) -> Result<[u8; N], AcpiError> {
-    let mut b = [0u8; N];
-    if phys.checked_add(N as u64).is_none() || !mem.read(phys, &mut b) {
-        return Err(AcpiError::Unreadable {
-            table,
-            phys,
-            len: N as u32,
-        });
-    }
-    Ok(b)
+    read_phys(mem, phys).ok_or(AcpiError::Unreadable {
+        table,
+        phys,
+        len: N as u32,
+    })
 }
 
-fn le32(b: &[u8], at: usize) -> u32 {
+/// The little-endian u32 at `at` of `b` (firmware structures are byte-packed).
+pub(crate) fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
-fn le64(b: &[u8], at: usize) -> u64 {
+/// The little-endian u64 at `at` of `b`.
+pub(crate) fn le64(b: &[u8], at: usize) -> u64 {
     u64::from(le32(b, at)) | (u64::from(le32(b, at + 4)) << 32)
 }
 

@@ -14,7 +14,7 @@
 
 use core::fmt;
 
-use crate::acpi::PhysRead;
+use crate::acpi::{le32, le64, PhysRead};
 
 /// `hvm_start_info.magic`.
 pub const PVH_MAGIC: u32 = 0x336e_c578;
@@ -206,23 +206,11 @@ fn read_arr<const N: usize>(
     part: PvhPart,
     phys: u64,
 ) -> Result<[u8; N], PvhError> {
-    let mut b = [0u8; N];
-    if phys.checked_add(N as u64).is_none() || !mem.read(phys, &mut b) {
-        return Err(PvhError::Unreadable {
-            part,
-            phys,
-            len: N as u32,
-        });
-    }
-    Ok(b)
-}
-
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from(le32(b, at)) | (u64::from(le32(b, at + 4)) << 32)
+    crate::acpi::read_phys(mem, phys).ok_or(PvhError::Unreadable {
+        part,
+        phys,
+        len: N as u32,
+    })
 }
 
 fn read_cmdline(mem: &impl PhysRead, phys: u64) -> Result<heapless::String<CMDLINE_MAX>, PvhError> {
