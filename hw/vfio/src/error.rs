@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::pci::{GroupMember, PciAddress};
+use crate::address::{GroupMember, PciAddress};
 
 /// Why the VFIO backend could not do what was asked. `Display` gives the fix (exact commands).
 #[derive(Debug)]

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use vfio_ioctls::VfioContainer;
 
-use crate::dma::HostMemory;
 use crate::error::VfioError;
+use crate::memory::{map_error, HostMemory};
 
 /// `_IO(VFIO_TYPE, VFIO_BASE + nr)`: VFIO's ioctls carry no size in their number.
 pub(crate) const fn vfio_ioctl(nr: u32) -> libc::Ioctl {
@@ -388,7 +388,7 @@ impl Iommu {
         // stays mapped until the mapping is removed.
         if let Err(code) = unsafe { self.map(iova, mem.as_ptr(), len) } {
             self.free_iova(iova, len as u64);
-            return Err(crate::dma::map_error(len, code));
+            return Err(map_error(len, code));
         }
         Ok(DmaMapping {
             iommu: self,

@@ -18,17 +18,19 @@
 //! [`VfioError::FirmwareInitializing`]. With the `sim` feature (default), [`AnyPlatform`] is the
 //! simulator or a VFIO function, chosen at run time.
 //!
-//! Unsafe code is denied crate-wide and allowed where it is needed: in `bar`, `dma`, `iommu`,
+//! Unsafe code is denied crate-wide and allowed where it is needed: in `bar`, `memory`, `dma`, `iommu`,
 //! `irq`, in `pci`'s access(2) check and here (two ioctls, borrowing the device fd, the
 //! `Platform` impls); each block says why it is sound.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod address;
 pub mod bar;
 pub mod dma;
 pub mod error;
 pub mod iommu;
 pub mod irq;
+pub mod memory;
 pub mod pci;
 
 use std::fs::File;

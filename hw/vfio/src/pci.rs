@@ -4,7 +4,6 @@
 //! Everything that reads sysfs takes its root as a parameter ([`Sysfs`]), so the logic is tested
 //! against a fake tree in a temporary directory.
 
-use std::fmt;
 use std::fs::{self, File};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -12,33 +11,11 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
+pub use crate::address::{GroupMember, PciAddress};
 use crate::error::VfioError;
 
 /// NVIDIA/Mellanox's PCI vendor id.
 pub const MELLANOX_VENDOR: u16 = 0x15b3;
-
-/// A PCI function address: domain, bus, device, function (`0000:03:00.0`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PciAddress {
-    /// PCI domain (segment).
-    pub domain: u32,
-    /// Bus.
-    pub bus: u8,
-    /// Device (0..32).
-    pub device: u8,
-    /// Function (0..8).
-    pub function: u8,
-}
-
-impl fmt::Display for PciAddress {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:04x}:{:02x}:{:02x}.{:x}",
-            self.domain, self.bus, self.device, self.function
-        )
-    }
-}
 
 impl FromStr for PciAddress {
     type Err = VfioError;
@@ -102,26 +79,6 @@ pub fn mlx5_model(device: u16) -> Option<(&'static str, bool)> {
         0xa2df => ("BlueField-4 (ConnectX-8)", false),
         _ => return None,
     })
-}
-
-/// Another device of an IOMMU group and the driver it is bound to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupMember {
-    /// Its address.
-    pub addr: PciAddress,
-    /// Its driver, if bound.
-    pub driver: Option<String>,
-}
-
-impl GroupMember {
-    /// Whether this member lets VFIO use the group: no driver, vfio-pci, or a driver the kernel
-    /// allows next to VFIO (pci-stub, PCIe port services of a bridge).
-    pub fn allows_vfio(&self) -> bool {
-        matches!(
-            self.driver.as_deref(),
-            None | Some("vfio-pci") | Some("pci-stub") | Some("pcieport")
-        )
-    }
 }
 
 /// A PCI function as sysfs describes it.
