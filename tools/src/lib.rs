@@ -2,6 +2,11 @@
 //! them); a library so that benchmarks and fuzz targets reach the same code.
 
 #![recursion_limit = "256"]
+#![deny(unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod createqp;
 pub mod demo;

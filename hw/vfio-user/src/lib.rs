@@ -31,6 +31,11 @@
 //! while serving it ends its connection only ([`contained_panics`]).
 
 #![deny(unsafe_code)]
+#![deny(unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod config;
 #[allow(unsafe_code)]

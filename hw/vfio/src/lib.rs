@@ -23,6 +23,11 @@
 //! `Platform` impls); each block says why it is sound.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod address;
 pub mod bar;

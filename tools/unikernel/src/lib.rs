@@ -28,6 +28,11 @@
 //! [`BareMetal`] platform); everything else is safe.
 #![no_std]
 #![deny(unsafe_code)]
+#![deny(unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod acpi;
 pub mod arena;

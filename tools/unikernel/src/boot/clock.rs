@@ -10,7 +10,7 @@ const WINDOW_MS: u64 = 20;
 
 /// How the rate was found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(super) enum Source {
     /// CPUID leaf 0x15 (crystal clock × ratio).
     Cpuid15,
     /// Measured against the PIT.
@@ -19,12 +19,12 @@ pub enum Source {
 
 /// Whether the CPU says its TSC runs at a constant rate in every power state
 /// (CPUID 0x80000007 EDX bit 8). TCG does not say so, though its TSC is steady.
-pub fn tsc_invariant() -> bool {
+pub(super) fn tsc_invariant() -> bool {
     cpuid(0x8000_0000).0 >= 0x8000_0007 && cpuid(0x8000_0007).3 & (1 << 8) != 0
 }
 
 /// TSC ticks per second, and how that was found; `None` if neither way worked.
-pub fn tsc_hz() -> Option<(u64, Source)> {
+pub(super) fn tsc_hz() -> Option<(u64, Source)> {
     let (max_leaf, ..) = cpuid(0);
     if max_leaf >= 0x15 {
         let (den, num, crystal, _) = cpuid(0x15);

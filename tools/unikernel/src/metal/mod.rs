@@ -2,7 +2,7 @@
 //! and — in the bootable image — the machine itself (`x86`: port I/O, MSRs, page tables, the
 //! IDT and local APIC, physical memory, the static arenas). Every block says why it is sound.
 
-pub mod platform;
+pub(crate) mod platform;
 
 #[cfg(all(target_arch = "x86_64", target_os = "none"))]
-pub mod x86;
+pub(crate) mod x86;

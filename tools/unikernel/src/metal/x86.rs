@@ -31,7 +31,7 @@ const PAINT: u64 = 0x5a5a_a5a5_5a5a_a5a5;
 
 /// Paints the stack below the current frame (less a margin), so `stack_used` can tell how
 /// deep it ever went.
-pub fn paint_stack() {
+pub(crate) fn paint_stack() {
     let bottom = core::ptr::addr_of!(__stack_bottom) as u64;
     let sp: u64;
     // SAFETY: reads RSP only.
@@ -47,7 +47,7 @@ pub fn paint_stack() {
 
 /// Bytes of the stack ever used (from its top down to the lowest word the paint lost), and
 /// its size.
-pub fn stack_used() -> (u64, u64) {
+pub(crate) fn stack_used() -> (u64, u64) {
     let bottom = core::ptr::addr_of!(__stack_bottom) as u64;
     let top = {
         extern "C" {
@@ -92,12 +92,12 @@ extern "C" fn isr_dispatch(frame: *const IsrFrame) {
 }
 
 /// The first byte after the image (its .bss included).
-pub fn image_end() -> u64 {
+pub(crate) fn image_end() -> u64 {
     core::ptr::addr_of!(__image_end) as u64
 }
 
 /// `out` of a byte.
-pub fn outb(port: u16, v: u8) {
+pub(crate) fn outb(port: u16, v: u8) {
     // SAFETY: port I/O touches no memory; the ports the image uses (COM1, PIT, PS/2 control,
     // PIC, PCI configuration, isa-debug-exit) have no memory side effects.
     unsafe {
@@ -106,7 +106,7 @@ pub fn outb(port: u16, v: u8) {
 }
 
 /// `in` of a byte.
-pub fn inb(port: u16) -> u8 {
+pub(crate) fn inb(port: u16) -> u8 {
     let v: u8;
     // SAFETY: as `outb`.
     unsafe {
@@ -116,7 +116,7 @@ pub fn inb(port: u16) -> u8 {
 }
 
 /// `out` of a dword.
-pub fn outl(port: u16, v: u32) {
+pub(crate) fn outl(port: u16, v: u32) {
     // SAFETY: as `outb`.
     unsafe {
         asm!("out dx, eax", in("dx") port, in("eax") v, options(nomem, nostack, preserves_flags))
@@ -124,7 +124,7 @@ pub fn outl(port: u16, v: u32) {
 }
 
 /// `in` of a dword.
-pub fn inl(port: u16) -> u32 {
+pub(crate) fn inl(port: u16) -> u32 {
     let v: u32;
     // SAFETY: as `outb`.
     unsafe {
@@ -134,7 +134,7 @@ pub fn inl(port: u16) -> u32 {
 }
 
 /// The time-stamp counter.
-pub fn rdtsc() -> u64 {
+pub(crate) fn rdtsc() -> u64 {
     // SAFETY: RDTSC only reads the counter.
     #[allow(unused_unsafe)]
     unsafe {
@@ -143,7 +143,7 @@ pub fn rdtsc() -> u64 {
 }
 
 /// CPUID leaf `leaf`, subleaf 0: (eax, ebx, ecx, edx).
-pub fn cpuid(leaf: u32) -> (u32, u32, u32, u32) {
+pub(crate) fn cpuid(leaf: u32) -> (u32, u32, u32, u32) {
     // SAFETY: CPUID is available on every x86-64 CPU and only reads.
     #[allow(unused_unsafe)]
     let r = unsafe { core::arch::x86_64::__cpuid_count(leaf, 0) };
@@ -169,20 +169,20 @@ fn wrmsr(msr: u32, v: u64) {
 }
 
 /// The local APIC's physical base (IA32_APIC_BASE).
-pub fn lapic_base() -> u64 {
+pub(crate) fn lapic_base() -> u64 {
     rdmsr(0x1b) & 0x000f_ffff_ffff_f000
 }
 
 /// Halts until the next interrupt, with interrupts enabled for exactly that wait (STI's
 /// one-instruction shadow makes `sti; hlt` atomic: an interrupt pending already wakes it).
-pub fn wait_for_interrupt() {
+pub(crate) fn wait_for_interrupt() {
     // SAFETY: the IDT is installed before interrupts are ever enabled (`boot::main`); the
     // handlers preserve every register the interrupted code relies on.
     unsafe { asm!("sti", "hlt", "cli", options(nomem, nostack)) }
 }
 
 /// One 32-bit load from an uncached identity-mapped register (local APIC, MSI-X table, ECAM).
-pub fn mmio_read32(phys: u64) -> u32 {
+pub(crate) fn mmio_read32(phys: u64) -> u32 {
     assert!(phys < 512 << 30 && phys % 4 == 0, "mmio_read32 {phys:#x}");
     // SAFETY: the callers pass only device register addresses (the local APIC page, ECAM, a
     // BAR): below 4 GiB everything is identity-mapped, above it every BAR the page tables
@@ -192,7 +192,7 @@ pub fn mmio_read32(phys: u64) -> u32 {
 }
 
 /// One 32-bit store to an uncached identity-mapped register.
-pub fn mmio_write32(phys: u64, v: u32) {
+pub(crate) fn mmio_write32(phys: u64, v: u32) {
     assert!(phys < 512 << 30 && phys % 4 == 0, "mmio_write32 {phys:#x}");
     // SAFETY: as `mmio_read32`.
     unsafe { core::ptr::write_volatile(phys as *mut u32, v) }
@@ -200,7 +200,7 @@ pub fn mmio_write32(phys: u64, v: u32) {
 
 /// Leaves QEMU with status `(code << 1) | 1` (isa-debug-exit at port 0xf4); on anything
 /// else, halts for ever.
-pub fn exit(code: u32) -> ! {
+pub(crate) fn exit(code: u32) -> ! {
     outl(0xf4, code);
     loop {
         // SAFETY: interrupts off and halt: nothing runs again.
@@ -211,7 +211,7 @@ pub fn exit(code: u32) -> ! {
 /// Physical memory below the image's own end and in firmware tables: read-only access for the
 /// PVH start info and ACPI (identity-mapped below 4 GiB).
 #[derive(Debug, Clone, Copy)]
-pub struct PhysMem;
+pub(crate) struct PhysMem;
 
 impl PhysRead for PhysMem {
     fn read(&self, phys: u64, out: &mut [u8]) -> bool {
@@ -232,7 +232,7 @@ impl PhysRead for PhysMem {
 
 /// PCI configuration space through ports 0xCF8/0xCFC (offsets below 256).
 #[derive(Debug, Clone, Copy)]
-pub struct PortConfig;
+pub(crate) struct PortConfig;
 
 impl ConfigAccess for PortConfig {
     fn read32(&self, bdf: Bdf, off: u16) -> u32 {
@@ -252,7 +252,7 @@ impl ConfigAccess for PortConfig {
 
 /// PCI configuration space through ECAM (the MCFG window, identity-mapped uncached).
 #[derive(Debug, Clone, Copy)]
-pub struct EcamConfig {
+pub(crate) struct EcamConfig {
     /// The window's physical base (bus 0).
     pub base: u64,
     /// The last bus it covers.
@@ -301,19 +301,19 @@ const TABLES: usize = 16;
 static PAGE_TABLES: Static<{ 2 * TABLES * 4096 }> = Static::new();
 static IDT: Static<4096> = Static::new();
 /// DMA memory of all NICs together.
-pub const DMA_ARENA_BYTES: usize = 32 << 20;
+pub(crate) const DMA_ARENA_BYTES: usize = 32 << 20;
 /// Host memory (the driver's bookkeeping, smoltcp's buffers) of all NICs together.
-pub const HOST_ARENA_BYTES: usize = 2 << 20;
+pub(crate) const HOST_ARENA_BYTES: usize = 2 << 20;
 static DMA_ARENA: Static<DMA_ARENA_BYTES> = Static::new();
 static HOST_ARENA: Static<HOST_ARENA_BYTES> = Static::new();
 static ARENAS_TAKEN: AtomicBool = AtomicBool::new(false);
 /// smoltcp's socket buffers.
-pub const NET_BYTES: usize = 4 << 20;
+pub(crate) const NET_BYTES: usize = 4 << 20;
 static NET: Static<NET_BYTES> = Static::new();
 static NET_TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// The static memory of the TCP/IP sockets, once.
-pub fn net_memory() -> Option<&'static mut [u8]> {
+pub(crate) fn net_memory() -> Option<&'static mut [u8]> {
     if NET_TAKEN.swap(true, Ordering::AcqRel) {
         return None;
     }
@@ -325,7 +325,7 @@ pub fn net_memory() -> Option<&'static mut [u8]> {
 /// A BAR the page tables map: uncached at its physical address (identity), and
 /// write-combining at `wc` (its alias). Only [`install_page_tables`] makes one.
 #[derive(Debug, Clone, Copy)]
-pub struct MappedBar {
+pub(crate) struct MappedBar {
     phys: u64,
     len: u64,
     wc: u64,
@@ -333,14 +333,14 @@ pub struct MappedBar {
 
 impl MappedBar {
     /// Bytes.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.len
     }
 }
 
 /// Page-table errors: what did not fit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PagingError {
+pub(crate) enum PagingError {
     /// The static pool of page tables is used up.
     NoTables,
     /// A BAR is not 2 MiB aligned, lies beyond the first 512 GiB, overlaps RAM, or there are
@@ -370,7 +370,7 @@ impl core::fmt::Display for PagingError {
 /// any device register (ECAM included) is touched, so that configuration space is read
 /// uncached; then with the BARs PCI found. Each call fills its own half of the static pool
 /// (never the tables CR3 holds); a third call is refused.
-pub fn install_page_tables(
+pub(crate) fn install_page_tables(
     ram: &[(u64, u64)],
     bars: &[(u64, u64)],
 ) -> Result<heapless::Vec<MappedBar, { paging::MAX_WC_ALIASES }>, PagingError> {
@@ -451,7 +451,7 @@ pub fn install_page_tables(
 
 /// The static DMA and host arenas, carved into one platform per NIC.
 #[derive(Debug)]
-pub struct Arenas {
+pub(crate) struct Arenas {
     dma: NonNull<u8>,
     dma_used: usize,
     host: NonNull<u8>,
@@ -460,7 +460,7 @@ pub struct Arenas {
 
 impl Arenas {
     /// The arenas, once.
-    pub fn take() -> Option<Self> {
+    pub(crate) fn take() -> Option<Self> {
         if ARENAS_TAKEN.swap(true, Ordering::AcqRel) {
             return None;
         }
@@ -476,7 +476,7 @@ impl Arenas {
     /// `host` bytes of the host arena (each rounded up to 2 MiB / 4 KiB), device address =
     /// physical address (no IOMMU in the guest), BlueFlame through the write-combining alias
     /// if `write_combining`; `None` when the arenas are used up.
-    pub fn platform(
+    pub(crate) fn platform(
         &mut self,
         bar: &MappedBar,
         dma: usize,
@@ -527,13 +527,13 @@ impl Arenas {
     }
 
     /// Bytes of the DMA and host arenas handed out so far.
-    pub fn used(&self) -> (usize, usize) {
+    pub(crate) fn used(&self) -> (usize, usize) {
         (self.dma_used, self.host_used)
     }
 }
 
 /// Fills the IDT (every vector to its stub in `isr_stubs`, 16 bytes apart) and loads it.
-pub fn install_idt() {
+pub(crate) fn install_idt() {
     let stubs = core::ptr::addr_of!(isr_stubs) as u64;
     let idt: *mut u64 = IDT.ptr().cast();
     for v in 0..256u64 {
