@@ -10,6 +10,25 @@ fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
     mlx5_unikernel_example::boot::verdict::exit_panic()
 }
 
+// The two places the boot code in the library's metal room (`metal/entry.s`) calls by name, here
+// at the top of the image so that nothing below the boot flow calls up into it.
+
+/// `kmain(start_info)`: where the boot code lands in 64-bit mode, with the PVH start info's
+/// physical address.
+#[cfg(target_os = "none")]
+#[no_mangle]
+extern "C" fn kmain(start_info: u32) -> ! {
+    mlx5_unikernel_example::boot::main(u64::from(start_info))
+}
+
+/// Called by the common interrupt entry for every interrupt and exception, with the vector its
+/// stub pushed, the error code (the CPU's, or 0) and the interrupted instruction's address.
+#[cfg(target_os = "none")]
+#[no_mangle]
+extern "C" fn isr_dispatch(vector: u64, error: u64, rip: u64) {
+    mlx5_unikernel_example::boot::irq::on_interrupt(vector as u8, error, rip);
+}
+
 #[cfg(not(target_os = "none"))]
 fn main() {
     eprintln!(

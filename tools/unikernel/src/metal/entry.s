@@ -79,7 +79,8 @@ long_entry:
     jmp 3b
 
 # Every interrupt and exception: the stub pushed (error code or 0) and the vector; save the
-# registers the C ABI lets a callee clobber, hand the frame to `isr_dispatch`, restore, return.
+# registers the C ABI lets a callee clobber, hand vector, error code and rip to `isr_dispatch`
+# (defined by the image, src/main.rs), restore, return.
 # The CPU aligned RSP to 16 before its 5-word frame; with the 2 words of the stub and these 9,
 # RSP is 16-aligned at the call.
     .globl isr_common
@@ -93,7 +94,9 @@ isr_common:
     pushq %r9
     pushq %r10
     pushq %r11
-    movq %rsp, %rdi
+    movq 72(%rsp), %rdi  # the vector the stub pushed
+    movq 80(%rsp), %rsi  # the error code (the CPU's, or the stub's 0)
+    movq 88(%rsp), %rdx  # the interrupted rip
     call isr_dispatch
     popq %r11
     popq %r10

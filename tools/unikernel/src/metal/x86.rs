@@ -63,34 +63,6 @@ pub(crate) fn stack_used() -> (u64, u64) {
     (top - a, top - bottom)
 }
 
-/// `kmain(start_info)`: where `entry.s` lands in 64-bit mode.
-#[no_mangle]
-extern "C" fn kmain(start_info: u32) -> ! {
-    crate::boot::main(u64::from(start_info))
-}
-
-/// The registers `isr_common` saved, then what the stub and the CPU pushed.
-#[repr(C)]
-struct IsrFrame {
-    saved: [u64; 9],
-    vector: u64,
-    error: u64,
-    rip: u64,
-    cs: u64,
-    rflags: u64,
-    rsp: u64,
-    ss: u64,
-}
-
-/// Called by `isr_common` for every interrupt and exception.
-#[no_mangle]
-extern "C" fn isr_dispatch(frame: *const IsrFrame) {
-    // SAFETY: `isr_common` passes the stack address of the frame it just built (layout above),
-    // valid until this function returns; nothing else writes it meanwhile.
-    let f = unsafe { frame.read() };
-    crate::boot::irq::on_interrupt(f.vector as u8, f.error, f.rip);
-}
-
 /// The first byte after the image (its .bss included).
 pub(crate) fn image_end() -> u64 {
     core::ptr::addr_of!(__image_end) as u64
