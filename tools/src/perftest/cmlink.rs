@@ -29,7 +29,7 @@ use mlx5::qp::{QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge};
 use mlx5::{Wc, WcOpcode, WcStatus};
 use mlx5_vfio::AnyPlatform;
 
-use super::oob::Keys;
+use super::keys::Keys;
 use crate::link::{e, Host};
 
 type Dev = mlx5::Device<AnyPlatform>;

@@ -16,118 +16,18 @@
 //! `send_bw` the server counts receives; `write_lat` and `send_lat` are ping-pongs.
 
 mod cmlink;
+mod keys;
 mod oob;
+mod params;
 mod run;
+
+use params::{Params, Test, Verb};
 
 use std::net::TcpListener;
 
 use clap::Args as ClapArgs;
 
 use crate::link::{e, with_host, Host, LinkArgs};
-
-/// The operation of a test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verb {
-    Write,
-    Read,
-    Send,
-    Atomic,
-}
-
-/// One of perftest's tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Test {
-    verb: Verb,
-    lat: bool,
-}
-
-/// Our OUT in read and atomic tests: the reads and atomics we let the peer have outstanding
-/// (our responder depth) and the most we issue.
-const OUR_OUT: u16 = 16;
-
-impl Test {
-    fn parse(s: &str) -> Result<Test, String> {
-        let (v, kind) = s.split_once('-').ok_or_else(|| {
-            format!(
-                "{s}: write-bw|write-lat|read-bw|read-lat|send-bw|send-lat|atomic-bw|atomic-lat"
-            )
-        })?;
-        let verb = match v {
-            "write" => Verb::Write,
-            "read" => Verb::Read,
-            "send" => Verb::Send,
-            "atomic" => Verb::Atomic,
-            _ => return Err(format!("{s}: the operation is write, read, send or atomic")),
-        };
-        let lat = match kind {
-            "bw" => false,
-            "lat" => true,
-            _ => return Err(format!("{s}: bw or lat")),
-        };
-        Ok(Test { verb, lat })
-    }
-
-    /// perftest's title line.
-    fn title(self) -> &'static str {
-        match (self.verb, self.lat) {
-            (Verb::Write, false) => "RDMA_Write BW Test",
-            (Verb::Write, true) => "RDMA_Write Latency Test",
-            (Verb::Read, false) => "RDMA_Read BW Test",
-            (Verb::Read, true) => "RDMA_Read Latency Test",
-            (Verb::Send, false) => "Send BW Test",
-            (Verb::Send, true) => "Send Latency Test",
-            (Verb::Atomic, false) => "Atomic FETCH_AND_ADD BW Test",
-            (Verb::Atomic, true) => "Atomic FETCH_AND_ADD Latency Test",
-        }
-    }
-
-    fn default_size(self) -> u32 {
-        match (self.verb, self.lat) {
-            (Verb::Atomic, _) => 8,
-            (_, true) => 2,
-            (_, false) => 65536,
-        }
-    }
-
-    fn default_iters(self) -> u32 {
-        if self
-            == (Test {
-                verb: Verb::Write,
-                lat: false,
-            })
-        {
-            5000
-        } else {
-            1000
-        }
-    }
-
-    /// Our OUT: what the key messages carry.
-    fn out(self) -> u16 {
-        match self.verb {
-            Verb::Read | Verb::Atomic => OUR_OUT,
-            Verb::Write | Verb::Send => 1,
-        }
-    }
-
-    /// Key exchanges before the test runs.
-    fn exchanges_before(self) -> u32 {
-        if !self.lat && self.verb != Verb::Send {
-            3
-        } else {
-            4
-        }
-    }
-
-    /// The key exchange after which both sides connect their QPs (1 or 2).
-    fn connect_after(self) -> u32 {
-        if self.lat && self.verb != Verb::Send {
-            2
-        } else {
-            1
-        }
-    }
-}
 
 /// `mlx5ctl perftest` arguments (perftest's own, where it has one).
 #[derive(ClapArgs, Debug)]
@@ -175,18 +75,6 @@ fn mtu_enum(n: u32) -> Result<u8, String> {
         4096 => 5,
         _ => return Err(format!("--mtu {n}: 256, 512, 1024, 2048 or 4096")),
     })
-}
-
-/// The parameters of a run, settled.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Params {
-    test: Test,
-    client: bool,
-    size: u32,
-    iters: u32,
-    tx_depth: u32,
-    rx_depth: u32,
-    cq_mod: u32,
 }
 
 /// Runs `mlx5ctl perftest`.
@@ -265,10 +153,10 @@ fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
     let bufs = run::alloc(h.dev, p, settled)?;
     let mut r = run::Resources::new(h, &bufs, a.gid_index, p, settled)?;
     let me = r.keys();
-    let mut peer = oob::Keys::default();
+    let mut peer = keys::Keys::default();
     if a.rdma_cm {
         // -R: the test QP is connected by rdma_cm between two exchanges (of zeroed keys).
-        chan.keys(&oob::Keys::default())?;
+        chan.keys(&keys::Keys::default())?;
         let out = match p.test.verb {
             Verb::Read | Verb::Atomic => p.test.out().min(255) as u8,
             Verb::Write | Verb::Send => 0,
@@ -276,7 +164,7 @@ fn session(a: &Args, p: Params, mtu: u8, h: &Host<'_>) -> Result<(), String> {
         chan.link()
             .ok_or("no rdma_cm link")?
             .connect_test(r.qp_mut(), out)?;
-        chan.keys(&oob::Keys::default())?;
+        chan.keys(&keys::Keys::default())?;
     }
     for n in 1..=p.test.exchanges_before() {
         peer = chan.keys(&me)?;
@@ -341,7 +229,8 @@ pub mod fuzz {
     use std::io::{Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
 
-    use super::oob::{Chan, Keys};
+    use super::keys::Keys;
+    use super::oob::Chan;
     use crate::link::e;
 
     /// A key message read as text (the TCP exchange) and as perftest's binary struct (`-R`):

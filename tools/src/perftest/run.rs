@@ -10,8 +10,9 @@ use mlx5::qp::{
 use mlx5::{Device, Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
 
-use super::oob::{Keys, Settled};
-use super::{Params, Verb};
+use super::keys::Keys;
+use super::oob::Settled;
+use super::params::{Params, Verb};
 use crate::link::{e, Host};
 
 type Dev = Device<AnyPlatform>;
@@ -559,7 +560,7 @@ pub(super) fn print_lat(p: Params, lat: &[f64]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Params, Test, Verb};
+    use super::super::params::{Params, Test, Verb};
     use super::{Settled, Stepping};
 
     fn params(verb: Verb, lat: bool, size: u32) -> Params {
