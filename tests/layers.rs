@@ -21,7 +21,7 @@ const CRATES: &[(&str, &str, &str, bool)] = &[
     ("mlx5-sim", "hw/sim/src", "lib.rs", false),
     ("mlx5-vfio", "hw/vfio/src", "lib.rs", true),
     ("mlx5-vfio-user", "hw/vfio-user/src", "lib.rs", true),
-    ("mlx5-tools", "tools/src", "lib.rs", false),
+    ("mlx5-tools", "tools/src", "lib.rs", true),
     (
         "mlx5-unikernel-example",
         "tools/unikernel/src",

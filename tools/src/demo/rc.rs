@@ -3,7 +3,8 @@
 
 use mlx5::qp::{ConnectOpts, Mtu, SendOp, SendWr};
 
-use super::{check, connect, connected, e, pattern, ping_pong, write_throughput, Args, Side};
+use super::args::Args;
+use super::side::{check, connect, connected, e, pattern, ping_pong, write_throughput, Side};
 
 /// Runs the RC demo on two QPs in RESET.
 pub(super) fn run(a: &Args, x: &mut Side<'_>, y: &mut Side<'_>) -> Result<(), String> {

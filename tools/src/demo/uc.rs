@@ -8,8 +8,9 @@
 use mlx5::qp::{Access, ConnectOpts, Mtu, QpAttr, QpAttrMask as M, QpState, SendOp, SendWr};
 use mlx5::WcOpcode;
 
-use super::{
-    check, check_that, connect, connected, e, ok, pattern, ping_pong, write_throughput, Args, Side,
+use super::args::Args;
+use super::side::{
+    check, check_that, connect, connected, e, ok, pattern, ping_pong, write_throughput, Side,
 };
 
 /// Runs the UC demo on two QPs in RESET.

@@ -9,7 +9,8 @@ use mlx5::qp::{ConnectOpts, QpEndpoint, RecvWr, SendWr};
 use mlx5::wqe::UdAddr;
 use mlx5::WcStatus;
 
-use super::{blank, check_that, connect, e, pattern, ping_pong, Args, Dev, Side, GRH, MR_LEN};
+use super::args::Args;
+use super::side::{blank, check_that, connect, e, pattern, ping_pong, Dev, Side, GRH, MR_LEN};
 
 /// The largest UD message `d` sends or receives: its port's active MTU.
 fn ud_mtu(d: &Dev) -> u32 {
