@@ -81,6 +81,16 @@ fn main() -> Result<(), mlx5::Error> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(1000);
+    ping(count)
+}
+
+#[test]
+fn a_hundred_pings_are_answered() {
+    ping(100).expect("ping");
+}
+
+/// `count` round trips between two simulated NICs.
+fn ping(count: u64) -> Result<(), mlx5::Error> {
     let fabric = Fabric::new();
     let (a, b) = (open(&fabric, 1)?, open(&fabric, 2)?);
     let cap = QpCap {
