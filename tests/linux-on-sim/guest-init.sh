@@ -165,6 +165,11 @@ if [ -x /bin/mlx5ctl ] && grep -q 'linuxsim.vfio=1' /proc/cmdline; then
     sed "s/^/GUEST-VFIO-DEMO-$t: /" /tmp/demo
     echo "GUEST-VFIO: demo $t exit $rc"
   done
+  # The VFIO example, as a user runs it: an RC ping between the NICs (one: in loopback).
+  vfio_rc_ping $1 $2 200 > /tmp/example 2>&1
+  rc=$?
+  sed 's/^/GUEST-VFIO-EXAMPLE: /' /tmp/example
+  echo "GUEST-VFIO: example exit $rc"
   # mlx5ctl net through the guest's vfio-pci: each NIC an Ethernet port under smoltcp; A serves
   # TCP echo, B pings A and sends 256 KiB through it, every byte checked; A pings B.
   if [ -n "$2" ]; then

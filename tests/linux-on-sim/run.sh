@@ -110,6 +110,10 @@ if [ "${VFIO:-1}" = 1 ]; then
    cargo build --release --locked -q -p mlx5-tools --bin mlx5ctl --target x86_64-unknown-linux-musl) ||
     cannot "could not build a static mlx5ctl for the guest"
   cp "${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-musl/release/mlx5ctl" "$STAGE/bin/mlx5ctl"
+  # The VFIO example a user starts from (hw/vfio/examples/vfio_rc_ping.rs), run as they would.
+  (cd "$ROOT" && cargo build --release --locked -q -p mlx5-vfio --example vfio_rc_ping --target x86_64-unknown-linux-musl) ||
+    cannot "could not build the static vfio_rc_ping example for the guest"
+  cp "${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-musl/release/examples/vfio_rc_ping" "$STAGE/bin/vfio_rc_ping"
 fi
 (cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
 
@@ -327,6 +331,7 @@ PY"
   for t in $(echo "${DEMO:-rc,uc,ud}" | tr ',' ' '); do
     check "mlx5ctl demo --type $t --vfio A --vfio B through the guest's vfio-pci" "grep -aq '^GUEST-VFIO: demo $t exit 0' '$WORK/guest.log'"
   done
+  check "the VFIO example (hw/vfio/examples/vfio_rc_ping.rs): 200 RC round trips between the NICs through the guest's vfio-pci, every message checked" "grep -aq '^GUEST-VFIO-EXAMPLE: vfio_rc_ping: 200 round trips, every message checked' '$WORK/guest.log' && grep -aq '^GUEST-VFIO: example exit 0' '$WORK/guest.log'"
   if [ "${NICS:-2}" -ge 2 ]; then
     check "mlx5ctl net --vfio A / --vfio B through the guest's vfio-pci: Ethernet ports under smoltcp ping each other and 256 KiB of TCP come back byte for byte" "grep -aq '^GUEST-VFIO: net exit 0 0' '$WORK/guest.log'"
   fi
