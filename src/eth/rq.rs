@@ -6,6 +6,7 @@
 //! the CQ as a QP's receives do (a responder CQE; `byte_len` the frame's length), with the
 //! work request's id.
 
+use mlx5_ifc::consts::sq_rq_state::{RDY, RST};
 use mlx5_ifc::consts::wq_type;
 use mlx5_ifc::prm::sq_rq::{
     CreateRqIn, CreateRqOut, DestroyRqIn, DestroyRqOut, ModifyRqIn, ModifyRqOut, Rqc,
@@ -25,9 +26,6 @@ use crate::verbs::cq::state::{Attached, RecvTable};
 use crate::verbs::cq::Cq;
 use crate::verbs::wr_table::rq_table;
 use crate::Device;
-
-const RST: u64 = 0;
-const RDY: u64 = 1;
 
 /// An Ethernet receive queue in the RDY state.
 pub struct EthRq<'a, P: Platform> {

@@ -16,6 +16,8 @@
 //! without `ethertype` 0x0800, a VLAN ID over 4095, a full group, a table with no room for
 //! another group.
 
+use mlx5_ifc::consts::flow_table_type::NIC_RX;
+use mlx5_ifc::consts::{flow_action, flow_dest_type, match_criteria, set_flow_table_root};
 use mlx5_ifc::prm::flow::{
     CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
     DeleteFteOut, DestFormatStruct as Dest, DestroyFlowGroupIn, DestroyFlowGroupOut,
@@ -30,18 +32,6 @@ use crate::fw::queue::{PasList, QueueBuf};
 use crate::platform::Platform;
 use crate::Device;
 
-/// `table_type` NIC receive.
-const NIC_RX: u64 = 0;
-/// `action` bits: DROP, FWD_DEST.
-const DROP: u64 = 0x2;
-const FWD_DEST: u64 = 0x4;
-/// `destination_type`: a flow table, a TIR.
-const DEST_TABLE: u64 = 0x1;
-const DEST_TIR: u64 = 0x2;
-/// `match_criteria_enable` bit 0: outer headers.
-const OUTER: u64 = 1;
-/// SET_FLOW_TABLE_ROOT `op_mod` 1: disconnect the root.
-const DISCONNECT: u16 = 1;
 /// Entries of each flow group.
 pub const GROUP_ENTRIES: u32 = 16;
 /// Groups of a table at most (a table of 2^10 entries).
@@ -295,17 +285,17 @@ impl<'d, P: Platform> FlowTable<'d, P> {
         let (table, gid) = (self.id, grp.id);
         let mut d = [0u8; 8];
         let (act, n) = match action {
-            FlowAction::Drop => (DROP, 0),
+            FlowAction::Drop => (flow_action::DROP, 0),
             FlowAction::Tir(t) | FlowAction::Table(t) => {
                 let ty = if matches!(action, FlowAction::Tir(_)) {
-                    DEST_TIR
+                    flow_dest_type::TIR
                 } else {
-                    DEST_TABLE
+                    flow_dest_type::FLOW_TABLE
                 };
                 ViewMut::<Dest>::new(&mut d)?
                     .set(Dest::DESTINATION_TYPE, ty)?
                     .set(Dest::DESTINATION_ID, u64::from(t))?;
-                (FWD_DEST, 1)
+                (flow_action::FWD_DEST, 1)
             }
         };
         let dests = Dests(d, n);
@@ -361,7 +351,10 @@ impl<'d, P: Platform> FlowTable<'d, P> {
                             u64::from(first + GROUP_ENTRIES - 1),
                         )?;
                     if fields != 0 {
-                        v.set(CreateFlowGroupIn::MATCH_CRITERIA_ENABLE, OUTER)?;
+                        v.set(
+                            CreateFlowGroupIn::MATCH_CRITERIA_ENABLE,
+                            match_criteria::OUTER_HEADERS,
+                        )?;
                         let mut c = v.nested_mut(CreateFlowGroupIn::MATCH_CRITERIA);
                         m.put(&mut c.nested_mut(FteMatchParam::OUTER_HEADERS), true)?;
                     }
@@ -446,7 +439,7 @@ impl<'d, P: Platform> FlowTable<'d, P> {
                         cmd,
                         p,
                         Opcode::SetFlowTableRoot,
-                        DISCONNECT,
+                        set_flow_table_root::DISCONNECT,
                         |v| {
                             v.set(SetFlowTableRootIn::TABLE_TYPE, NIC_RX)?;
                             Ok(())

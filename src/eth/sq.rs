@@ -15,12 +15,14 @@
 //! a QP's send completions do (a requester CQE naming the SQN), with the work request's id.
 //! The data path allocates nothing and takes no lock but the CQ's.
 
+use mlx5_ifc::consts::sq_rq_state::{ERR, RDY, RST};
 use mlx5_ifc::consts::wq_type;
 use mlx5_ifc::prm::sq_rq::{
     CreateSqIn, CreateSqOut, DestroySqIn, DestroySqOut, ModifySqIn, ModifySqOut, QuerySqIn,
     QuerySqOut, Sqc,
 };
 use mlx5_ifc::prm::srq::Wq;
+use mlx5_ifc::wqe::eth_cs::{L3_CSUM, L4_CSUM};
 use mlx5_ifc::wqe::{fm_ce_se, opcode, DS, WQEBB};
 use mlx5_ifc::{regs, Be32, Be64, Opcode};
 
@@ -47,13 +49,6 @@ const TSO_MIN_HEADERS: usize = 54;
 pub const MAX_SGE: usize = 4;
 /// WQEBBs of the largest WQE.
 const MAX_WQEBBS: u32 = 2;
-/// `cs_flags`: the IPv4 header checksum, the TCP/UDP checksum.
-const CS_L3: u8 = 0x40;
-const CS_L4: u8 = 0x80;
-/// SQ states.
-const RST: u64 = 0;
-const RDY: u64 = 1;
-const ERR: u64 = 3;
 
 /// One frame to send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -583,7 +578,7 @@ fn wqebb(sqn: u32, pi: u64, wr: &EthWr<'_>) -> [u64; 8] {
         b.copy_from_slice(&h[at..at + 8]);
         u64::from_ne_bytes(b)
     };
-    let cs = if wr.checksum.l3 { CS_L3 } else { 0 } | if wr.checksum.l4 { CS_L4 } else { 0 };
+    let cs = if wr.checksum.l3 { L3_CSUM } else { 0 } | if wr.checksum.l4 { L4_CSUM } else { 0 };
     let ce = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
     let s = wr.payload[0];
     [
@@ -639,10 +634,11 @@ fn wqe(
     segs[0][4..8].copy_from_slice(&(sqn << 8 | ds as u32).to_be_bytes());
     segs[0][11] = if wr.signaled { fm_ce_se::CQ_UPDATE } else { 0 };
     // Ethernet segment: cs_flags at 4, inline_hdr_sz at 12, the inline bytes from 14 on.
-    segs[1][4] = if wr.checksum.l3 { CS_L3 } else { 0 } | if wr.checksum.l4 { CS_L4 } else { 0 };
+    segs[1][4] =
+        if wr.checksum.l3 { L3_CSUM } else { 0 } | if wr.checksum.l4 { L4_CSUM } else { 0 };
     // TSO: the segment size, and both checksums of every segment (as mlx5e asks for GSO).
     if let Some(mss) = wr.tso_mss {
-        segs[1][4] = CS_L3 | CS_L4;
+        segs[1][4] = L3_CSUM | L4_CSUM;
         segs[1][6..8].copy_from_slice(&mss.to_be_bytes());
     }
     let ihs = inline_len(wr);

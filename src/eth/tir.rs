@@ -2,6 +2,8 @@
 //! (docs/ethernet-facts.md §1.8): direct to one RQ (`disp_type` DIRECT, `inline_rqn`), or
 //! spreading frames over an RQT by the Toeplitz hash of their addresses and ports (RSS).
 
+use mlx5_ifc::consts::rx_hash_field::{DST_IP, L4_DPORT, L4_SPORT, SRC_IP};
+use mlx5_ifc::consts::{rx_hash_fn, tir_disp_type};
 use mlx5_ifc::prm::tir::{
     CreateTirIn, CreateTirOut, DestroyTirIn, DestroyTirOut, RxHashFieldSelect as Sel, Tirc,
 };
@@ -16,12 +18,6 @@ use crate::fw::cmd::run_create;
 use crate::fw::queue::QueueBuf;
 use crate::platform::Platform;
 use crate::Device;
-
-/// `disp_type` DIRECT, INDIRECT.
-const DIRECT: u64 = 0;
-const INDIRECT: u64 = 1;
-/// `rx_hash_fn` Toeplitz.
-const TOEPLITZ: u64 = 2;
 
 /// The fields an RSS TIR hashes (`rx_hash_field_selector_outer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +60,7 @@ impl<'d, P: Platform> Tir<'d, P> {
                 None,
                 |v| {
                     v.nested_mut(CreateTirIn::CTX)
-                        .set(Tirc::DISP_TYPE, DIRECT)?
+                        .set(Tirc::DISP_TYPE, tir_disp_type::DIRECT)?
                         .set(Tirc::INLINE_RQN, u64::from(rqn))?
                         .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?;
                     Ok(())
@@ -91,13 +87,15 @@ impl<'d, P: Platform> Tir<'d, P> {
         // l4_prot_type 0 TCP, 1 UDP; selected_fields: source IP, destination IP, L4 source
         // port, L4 destination port (bits 0-3).
         // l3_prot_type 0 IPv4, 1 IPv6.
+        let addrs = SRC_IP | DST_IP;
+        let ports = addrs | L4_SPORT | L4_DPORT;
         let (l3, l4, sel) = match fields {
-            RssFields::Ipv4 => (0, 0, 0x3),
-            RssFields::Ipv4Tcp => (0, 0, 0xf),
-            RssFields::Ipv4Udp => (0, 1, 0xf),
-            RssFields::Ipv6 => (1, 0, 0x3),
-            RssFields::Ipv6Tcp => (1, 0, 0xf),
-            RssFields::Ipv6Udp => (1, 1, 0xf),
+            RssFields::Ipv4 => (0, 0, addrs),
+            RssFields::Ipv4Tcp => (0, 0, ports),
+            RssFields::Ipv4Udp => (0, 1, ports),
+            RssFields::Ipv6 => (1, 0, addrs),
+            RssFields::Ipv6Tcp => (1, 0, ports),
+            RssFields::Ipv6Udp => (1, 1, ports),
         };
         let out = dev.with_cmd(|cmd, p| {
             run_create::<CreateTirIn, CreateTirOut, _, _, QueueBuf>(
@@ -107,9 +105,9 @@ impl<'d, P: Platform> Tir<'d, P> {
                 None,
                 |v| {
                     let mut c = v.nested_mut(CreateTirIn::CTX);
-                    c.set(Tirc::DISP_TYPE, INDIRECT)?
+                    c.set(Tirc::DISP_TYPE, tir_disp_type::INDIRECT)?
                         .set(Tirc::INDIRECT_TABLE, u64::from(rqtn))?
-                        .set(Tirc::RX_HASH_FN, TOEPLITZ)?
+                        .set(Tirc::RX_HASH_FN, rx_hash_fn::TOEPLITZ)?
                         .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?;
                     let k = c.bytes_mut(Tirc::RX_HASH_TOEPLITZ_KEY);
                     let n = k.len().min(key.len());

@@ -301,3 +301,96 @@ pub mod wq_type {
     /// Cyclic.
     pub const CYCLIC: u64 = 1;
 }
+
+/// `sqc.state` / `rqc.state` and the `sq_state` / `rq_state` of MODIFY_SQ / MODIFY_RQ
+/// (`MLX5_SQC_STATE_*`, `MLX5_RQC_STATE_*`).
+pub mod sq_rq_state {
+    /// Reset.
+    pub const RST: u64 = 0;
+    /// Ready.
+    pub const RDY: u64 = 1;
+    /// Error.
+    pub const ERR: u64 = 3;
+}
+
+/// `tirc.disp_type`: where a TIR delivers.
+pub mod tir_disp_type {
+    /// To one RQ (`inline_rqn`).
+    pub const DIRECT: u64 = 0;
+    /// Over an RQ table (`indirect_table`) by a hash of the packet.
+    pub const INDIRECT: u64 = 1;
+}
+
+/// `tirc.rx_hash_fn`.
+pub mod rx_hash_fn {
+    /// No hash.
+    pub const NONE: u64 = 0;
+    /// Inverted XOR8.
+    pub const INVERTED_XOR8: u64 = 1;
+    /// Toeplitz (the largest defined function).
+    pub const TOEPLITZ: u64 = 2;
+}
+
+/// `rx_hash_field_select.selected_fields` bits: what an RSS TIR hashes.
+pub mod rx_hash_field {
+    /// The source IP address.
+    pub const SRC_IP: u64 = 1 << 0;
+    /// The destination IP address.
+    pub const DST_IP: u64 = 1 << 1;
+    /// The L4 source port.
+    pub const L4_SPORT: u64 = 1 << 2;
+    /// The L4 destination port.
+    pub const L4_DPORT: u64 = 1 << 3;
+}
+
+/// `table_type` of the flow-table commands (`FS_FT_NIC_RX`, `FS_FT_NIC_TX`).
+pub mod flow_table_type {
+    /// NIC receive.
+    pub const NIC_RX: u64 = 0;
+    /// NIC transmit.
+    pub const NIC_TX: u64 = 1;
+}
+
+/// `flow_table_context.table_miss_action`.
+pub mod table_miss_action {
+    /// The default miss action (NIC receive: drop at the end of the chain).
+    pub const DEFAULT: u64 = 0;
+    /// Forward to `table_miss_id`.
+    pub const FORWARD: u64 = 1;
+}
+
+/// `op_mod` of SET_FLOW_TABLE_ROOT.
+pub mod set_flow_table_root {
+    /// Make `table_id` the root.
+    pub const CONNECT: u16 = 0;
+    /// Disconnect the root.
+    pub const DISCONNECT: u16 = 1;
+}
+
+/// `match_criteria_enable` bits of a flow group (`MLX5_MATCH_*`).
+pub mod match_criteria {
+    /// Outer headers (`outer_headers`).
+    pub const OUTER_HEADERS: u64 = 1 << 0;
+    /// Miscellaneous parameters (`misc_parameters`).
+    pub const MISC_PARAMETERS: u64 = 1 << 1;
+}
+
+/// `flow_context.action` bits (`MLX5_FLOW_CONTEXT_ACTION_*`).
+pub mod flow_action {
+    /// Allow (continue to the table's miss behaviour).
+    pub const ALLOW: u64 = 0x1;
+    /// Drop.
+    pub const DROP: u64 = 0x2;
+    /// Forward to the destination list.
+    pub const FWD_DEST: u64 = 0x4;
+}
+
+/// `dest_format_struct.destination_type` (`MLX5_FLOW_DESTINATION_TYPE_*`).
+pub mod flow_dest_type {
+    /// A vport.
+    pub const VPORT: u64 = 0;
+    /// A flow table (of a higher level).
+    pub const FLOW_TABLE: u64 = 1;
+    /// A TIR.
+    pub const TIR: u64 = 2;
+}

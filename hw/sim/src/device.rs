@@ -11,15 +11,20 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engine::{self, Hw};
 use crate::fabric::{Fabric, Station};
 
 use crate::cmdif;
+use crate::mode::Mode;
 use crate::state::State;
 use crate::work::Work;
-use crate::{Mode, Profile};
+use crate::Profile;
+
+/// How long a device thread keeps polling for work after its last item before it sleeps, unless
+/// [`crate::SimDevice::set_busy_poll`] says otherwise.
+pub const BUSY_POLL_DEFAULT: Duration = Duration::from_micros(100);
 
 /// Virtual time one `relax()` call advances in [`Mode::Sync`].
 pub const RELAX_NS: u64 = 1_000;
@@ -113,7 +118,7 @@ impl Shared {
             state,
             link: Mutex::new((Fabric::private(mode), usize::MAX)),
             deadline: AtomicU64::new(u64::MAX),
-            busy_poll_ns: AtomicU64::new(crate::BUSY_POLL_DEFAULT.as_nanos() as u64),
+            busy_poll_ns: AtomicU64::new(BUSY_POLL_DEFAULT.as_nanos() as u64),
             owes: AtomicBool::new(false),
             kick: Mutex::new(None),
             irq_sink: Mutex::new(None),

@@ -94,9 +94,9 @@ pub enum SimError {
     /// `Fabric::attach` of a device whose mode differs from the fabric's devices'.
     FabricModeMismatch {
         /// The mode of the devices on the fabric.
-        fabric: crate::Mode,
+        fabric: crate::mode::Mode,
         /// The mode of the device.
-        device: crate::Mode,
+        device: crate::mode::Mode,
     },
 }
 

@@ -48,6 +48,7 @@ mod fabric;
 mod fault;
 mod fw;
 mod iommu;
+mod mode;
 mod profile;
 mod scribble;
 mod small;
@@ -66,7 +67,7 @@ use mlx5_ifc::{Be32, Be64};
 pub use bar::{
     UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE, UAR_LOG,
 };
-pub use device::{InterruptSink, RELAX_NS};
+pub use device::{InterruptSink, BUSY_POLL_DEFAULT, RELAX_NS};
 pub use engine::DatapathCounters;
 pub use error::SimError;
 pub use fabric::{
@@ -84,27 +85,40 @@ pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
 pub use fw::vport::{DEFAULT_MTU, MAX_MTU};
 pub use fw::{HcaState, ObjectKind};
 pub use iommu::{DmaBlock, ExternalMemory, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
+pub use mode::Mode;
 pub use profile::Profile;
 pub use scribble::{Scribble, MAX_SCRIBBLE_BYTES};
 pub use trace::{TraceRecord, TRACE_CAPACITY};
 
 use device::Shared;
+use fabric::Station;
 use work::Work;
 
 /// The longest a device thread sleeps before it looks at its timers again.
 const THREAD_TICK: Duration = Duration::from_micros(200);
-/// How long a device thread keeps polling for work after its last item before it sleeps, unless
-/// [`SimDevice::set_busy_poll`] says otherwise.
-pub const BUSY_POLL_DEFAULT: Duration = Duration::from_micros(100);
 
-/// How the simulated device runs its firmware.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Commands execute inside the doorbell write; device time is virtual and advances only
-    /// through [`SimDevice::relax`]. Deterministic.
-    Sync,
-    /// A device thread executes commands; device time is real monotonic time.
-    Threaded,
+impl Fabric {
+    /// Puts `dev`'s port on this fabric. Refused when the device is on another shared fabric
+    /// already ([`SimError::FabricAlreadyAttached`]), runs in another mode than the devices
+    /// on this one ([`SimError::FabricModeMismatch`]), or has the MAC of a port already on it
+    /// ([`SimError::DuplicateMac`]: give each profile its own `_mac`). Attaching again is a no-op.
+    pub fn attach(&self, dev: &SimDevice) -> Result<(), SimError> {
+        let shared = dev.shared_arc();
+        let (old, old_port) = shared.link();
+        let station: Arc<dyn Station> = shared.clone();
+        let joined = self.join(
+            &old,
+            old_port,
+            shared.mode,
+            shared.mac(),
+            station,
+            shared.kick(),
+        )?;
+        if let Some(port) = joined {
+            shared.set_link(self.clone(), port);
+        }
+        Ok(())
+    }
 }
 
 /// The handle every clone shares; dropping the last one stops the device thread.

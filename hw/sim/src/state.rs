@@ -6,6 +6,7 @@
 use mlx5_ifc::HealthSyndrome;
 
 use crate::bar::Bar;
+use crate::cmdif::held::Held;
 use crate::engine::Hw;
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::fw::Firmware;
@@ -26,7 +27,7 @@ pub(crate) struct State {
     pub(crate) commands_executed: u64,
     /// Delivered commands waiting for firmware pages, oldest first (their entries stay owned
     /// by the device).
-    pub(crate) held: Vec<crate::cmdif::Held>,
+    pub(crate) held: Vec<Held>,
 }
 
 impl State {

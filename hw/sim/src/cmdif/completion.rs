@@ -11,7 +11,7 @@ use mlx5_ifc::prm::cmdif::CmdQueueEntry as Entry;
 use mlx5_ifc::{opcode_name, DeliveryStatus, Layout, ViewMut};
 
 use super::mailbox::BlockLies;
-use super::xor;
+use super::signature::xor;
 use crate::bar::{LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE};
 use crate::fault::{ArmedReplay, DmaFaultKind, Fault, Replay, SPURIOUS_STATUS};
 use crate::state::State;

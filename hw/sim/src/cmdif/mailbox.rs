@@ -13,7 +13,8 @@ use mlx5_ifc::consts::{CMD_INLINE_BYTES, CMD_TYPE_PCI, MAILBOX_DATA_BYTES};
 use mlx5_ifc::prm::cmdif::{CmdIfBox, CmdQueueEntry as Entry};
 use mlx5_ifc::{opcode_name, DeliveryStatus, Field, Layout, View};
 
-use super::xor;
+use super::held::{Block, Parsed};
+use super::signature::xor;
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::state::State;
 
@@ -51,18 +52,6 @@ fn block_signed(b: &[u8; CmdIfBox::BYTES]) -> bool {
 fn sign_block(b: &mut [u8; CmdIfBox::BYTES]) {
     b[CTRL_SIG_OFF] = !xor(&b[DATA_END..CTRL_SIG_OFF]);
     b[SIG_OFF] = !xor(&b[..SIG_OFF]);
-}
-
-pub(super) struct Block {
-    iova: u64,
-    image: [u8; CmdIfBox::BYTES],
-}
-
-pub(super) struct Parsed {
-    pub(super) token: u8,
-    pub(super) outlen: usize,
-    pub(super) input: Vec<u8>,
-    pub(super) out_chain: Vec<Block>,
 }
 
 /// Which mailbox chain of a command.

@@ -36,7 +36,11 @@
 //! completes an idle slot spuriously when only one entry is rung.
 
 mod completion;
+pub(crate) mod held;
 mod mailbox;
+mod signature;
+
+use held::Held;
 
 use mlx5_ifc::consts::CMD_INLINE_BYTES;
 use mlx5_ifc::prm::cmdif::CmdQueueEntry as Entry;
@@ -100,10 +104,6 @@ pub(crate) fn ring(st: &mut State, profile: &Profile, now: u64, bits: u32) {
     if let (Some(slot), Some(base)) = (spurious, st.bar.cmdq_base()) {
         completion::spurious(st, now, base, slot, bits);
     }
-}
-
-fn xor(bytes: &[u8]) -> u8 {
-    bytes.iter().fold(0, |a, b| a ^ b)
 }
 
 fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<String>) {
@@ -220,20 +220,6 @@ pub(crate) fn release_held(st: &mut State, profile: &Profile, now: u64) {
         );
         execute(st, profile, now, cmd, None);
     }
-}
-
-/// A delivered command the firmware has not executed yet: it waits for pages.
-pub(crate) struct Held {
-    slot: u32,
-    entry_iova: u64,
-    entry: [u8; Entry::BYTES],
-    opcode: u16,
-    op_mod: u16,
-    checksum: bool,
-    parsed: mailbox::Parsed,
-    notes: Vec<String>,
-    /// Pages of ICM it needs.
-    need: u64,
 }
 
 /// Executes a delivered command (or fails it with `failed` without executing it) and hands

@@ -21,8 +21,9 @@
 //! 60 bytes are padded, as a MAC does. A gather error (a bad lkey, a frame over 256 KiB) is an
 //! error CQE and the SQ goes to ERR.
 
+use mlx5_ifc::consts::sq_rq_state::{ERR, RDY};
 use mlx5_ifc::prm::sq_rq::Sqc;
-use mlx5_ifc::wqe::{fm_ce_se, opcode, CtrlSeg, DataSeg, EthSeg};
+use mlx5_ifc::wqe::{eth_cs, fm_ce_se, opcode, CtrlSeg, DataSeg, EthSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::cqe::{self, op, syndrome, Cqe};
@@ -31,14 +32,10 @@ use super::{dma, Hw, Sge};
 use crate::fabric::packet;
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::fw::objects::ObjectKind;
-use crate::fw::sq_rq::{ERR, RDY};
 
 /// Bytes of a WQE building block.
 const WQEBB: u64 = mlx5_ifc::wqe::WQEBB as u64;
 
-/// `cs_flags` bits (`MLX5_ETH_WQE_L3_CSUM`, `MLX5_ETH_WQE_L4_CSUM`).
-const CS_L3: u8 = 0x40;
-const CS_L4: u8 = 0x80;
 /// `inline_hdr_sz` bit 15: the field is `insert.type`, a VLAN insertion.
 const INSERT_VLAN: u16 = 0x8000;
 /// Byte count bit 31 of a data segment: inline data.
@@ -354,7 +351,12 @@ fn frames(hw: &mut Hw<'_>, pd: u32, w: &[u8], tso: bool) -> Result<Vec<Vec<u8>>,
         packet::segment(&f, mss).ok_or(LocalError::Length)?
     } else {
         if let Some(h) = packet::parse(&f) {
-            packet::fill_checksums(&mut f, &h, cs & CS_L3 != 0, cs & CS_L4 != 0);
+            packet::fill_checksums(
+                &mut f,
+                &h,
+                cs & eth_cs::L3_CSUM != 0,
+                cs & eth_cs::L4_CSUM != 0,
+            );
         }
         vec![f]
     };

@@ -19,6 +19,7 @@
 //!   RSS hash and its type, the steering entry's flow tag in `sop_drop_qpn`, and the RQ's
 //!   `user_index` (CQE version 1).
 
+use mlx5_ifc::consts::sq_rq_state::RDY;
 use mlx5_ifc::cqe::{l3_hdr_type, l4_hdr_type};
 use mlx5_ifc::prm::sq_rq::Rqc;
 use mlx5_ifc::View;
@@ -28,7 +29,6 @@ use super::wqe::{dma_fault, read_be32, recv_sges, LocalError, WqRing};
 use super::{dma, steering, Hw};
 use crate::fabric::packet::{self, Headers, L3, TPID_CVLAN};
 use crate::fw::objects::ObjectKind;
-use crate::fw::sq_rq::RDY;
 
 /// `hds_ip_ext` bits.
 const L3_OK: u8 = 0x2;

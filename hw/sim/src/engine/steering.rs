@@ -20,30 +20,21 @@
 //! The Toeplitz hash is Microsoft's RSS hash; the unit tests check it against the verification
 //! vectors of its specification.
 
+use mlx5_ifc::consts::flow_action::{ALLOW, DROP, FWD_DEST};
+use mlx5_ifc::consts::match_criteria::{MISC_PARAMETERS, OUTER_HEADERS};
+use mlx5_ifc::consts::rx_hash_field::{DST_IP, L4_DPORT, L4_SPORT, SRC_IP};
+use mlx5_ifc::consts::{flow_dest_type, rx_hash_fn, tir_disp_type};
 use mlx5_ifc::prm::flow::{CreateFlowGroupIn, FlowContext, FteMatchSetLyr24 as L24};
 use mlx5_ifc::prm::flow::{DestFormatStruct as Dest, SetFteIn};
 use mlx5_ifc::prm::tir::{RqNum, Rqtc, RxHashFieldSelect as Sel, Tirc};
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use crate::fabric::packet::{Headers, L3};
-use crate::fw::flow::{ACTION_ALLOW, ACTION_DROP, ACTION_FWD_DEST, DEST_FLOW_TABLE, DEST_TIR};
 use crate::fw::objects::ObjectKind;
-use crate::fw::tir::{DISP_DIRECT, DISP_INDIRECT};
 use crate::fw::Firmware;
 
 /// Bytes of the match image the device builds: outer headers and misc parameters.
 pub(crate) const IMAGE_BYTES: usize = 2 * L24::BYTES;
-/// `match_criteria_enable` bits: outer headers, misc parameters.
-const CRITERIA_OUTER: u64 = 0x1;
-const CRITERIA_MISC: u64 = 0x2;
-/// `rx_hash_fn`.
-const HASH_XOR8: u64 = 1;
-const HASH_TOEPLITZ: u64 = 2;
-/// `selected_fields` bits.
-const SEL_SRC_IP: u64 = 1 << 0;
-const SEL_DST_IP: u64 = 1 << 1;
-const SEL_L4_SPORT: u64 = 1 << 2;
-const SEL_L4_DPORT: u64 = 1 << 3;
 /// Tables a lookup visits at most.
 const MAX_HOPS: usize = 64;
 
@@ -119,7 +110,7 @@ pub(crate) fn image(f: &[u8], h: &Headers) -> [u8; IMAGE_BYTES] {
 
 /// Whether `frame` matches `value` under `criteria` in the sections `enable` names.
 fn matches(frame: &[u8], criteria: &[u8], value: &[u8], enable: u64) -> bool {
-    [(CRITERIA_OUTER, 0), (CRITERIA_MISC, L24::BYTES)]
+    [(OUTER_HEADERS, 0), (MISC_PARAMETERS, L24::BYTES)]
         .iter()
         .filter(|(bit, _)| enable & bit != 0)
         .all(|&(_, at)| {
@@ -192,10 +183,10 @@ pub(crate) fn lookup(fw: &Firmware, img: &[u8; IMAGE_BYTES]) -> Result<Steered, 
         };
         let action = c.get(FlowContext::ACTION);
         out.flow_tag = c.get32(FlowContext::FLOW_TAG);
-        if action & ACTION_DROP != 0 {
+        if action & DROP != 0 {
             return Err(Dropped::Action);
         }
-        if action & ACTION_ALLOW != 0 || action & ACTION_FWD_DEST == 0 {
+        if action & ALLOW != 0 || action & FWD_DEST == 0 {
             table = miss(fw, table).ok_or(Dropped::Miss)?;
             continue;
         }
@@ -211,8 +202,8 @@ pub(crate) fn lookup(fw: &Firmware, img: &[u8; IMAGE_BYTES]) -> Result<Steered, 
                 continue;
             };
             match d.get(Dest::DESTINATION_TYPE) {
-                DEST_TIR => out.tirs.push(d.get32(Dest::DESTINATION_ID)),
-                DEST_FLOW_TABLE => next = next.or(Some(d.get32(Dest::DESTINATION_ID))),
+                flow_dest_type::TIR => out.tirs.push(d.get32(Dest::DESTINATION_ID)),
+                flow_dest_type::FLOW_TABLE => next = next.or(Some(d.get32(Dest::DESTINATION_ID))),
                 _ => {}
             }
         }
@@ -246,13 +237,13 @@ pub(crate) fn select_rq(fw: &Firmware, tirn: u32, h: &Headers) -> Option<(u32, u
     let q = fw.objects.queue(ObjectKind::Tir, tirn)?;
     let c = View::<Tirc>::new(&q.ctx).ok()?;
     match c.get(Tirc::DISP_TYPE) {
-        DISP_DIRECT => Some((c.get32(Tirc::INLINE_RQN), 0, 0)),
-        DISP_INDIRECT => {
+        tir_disp_type::DIRECT => Some((c.get32(Tirc::INLINE_RQN), 0, 0)),
+        tir_disp_type::INDIRECT => {
             let sel = c.nested(Tirc::RX_HASH_FIELD_SELECTOR_OUTER);
             let (input, ty) = hash_input(h, &sel, c.get(Tirc::RX_HASH_SYMMETRIC) == 1);
             let hash = match c.get(Tirc::RX_HASH_FN) {
-                HASH_TOEPLITZ => toeplitz(c.bytes(Tirc::RX_HASH_TOEPLITZ_KEY), &input),
-                HASH_XOR8 => u32::from(input.iter().fold(0u8, |a, b| a ^ b)),
+                rx_hash_fn::TOEPLITZ => toeplitz(c.bytes(Tirc::RX_HASH_TOEPLITZ_KEY), &input),
+                rx_hash_fn::INVERTED_XOR8 => u32::from(input.iter().fold(0u8, |a, b| a ^ b)),
                 _ => 0,
             };
             let rqt = fw
@@ -287,19 +278,19 @@ fn hash_input(h: &Headers, sel: &View<'_, Sel>, symmetric: bool) -> (Vec<u8>, u8
     let (l3_code, l4_code) = (if want_v6 { 2 } else { 1 }, if want_udp { 2 } else { 1 });
     let mut input = Vec::with_capacity(36);
     let mut ty = 0u8;
-    if l3_ok && fields & SEL_SRC_IP != 0 {
+    if l3_ok && fields & SRC_IP != 0 {
         input.extend_from_slice(src);
         ty |= l3_code;
     }
-    if l3_ok && fields & SEL_DST_IP != 0 {
+    if l3_ok && fields & DST_IP != 0 {
         input.extend_from_slice(dst);
         ty |= l3_code << 2;
     }
-    if l4_ok && fields & SEL_L4_SPORT != 0 {
+    if l4_ok && fields & L4_SPORT != 0 {
         input.extend_from_slice(&sp.to_be_bytes());
         ty |= l4_code << 4;
     }
-    if l4_ok && fields & SEL_L4_DPORT != 0 {
+    if l4_ok && fields & L4_DPORT != 0 {
         input.extend_from_slice(&dp.to_be_bytes());
         ty |= l4_code << 6;
     }
@@ -404,11 +395,11 @@ mod tests {
         frame[8] = 0xab;
         crit[8] = 0xf0;
         value[8] = 0xa0;
-        assert!(matches(&frame, &crit, &value, CRITERIA_OUTER));
+        assert!(matches(&frame, &crit, &value, OUTER_HEADERS));
         value[8] = 0xb0;
-        assert!(!matches(&frame, &crit, &value, CRITERIA_OUTER));
+        assert!(!matches(&frame, &crit, &value, OUTER_HEADERS));
         assert!(
-            matches(&frame, &crit, &value, CRITERIA_MISC),
+            matches(&frame, &crit, &value, MISC_PARAMETERS),
             "outer not enabled"
         );
     }

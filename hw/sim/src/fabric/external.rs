@@ -35,8 +35,8 @@ use std::time::Duration;
 use super::packet::{self, L3};
 use super::pool;
 use super::{Fabric, Station};
+use crate::mode::Mode;
 use crate::work::Work;
-use crate::Mode;
 
 const ETHERTYPE_ARP: u16 = 0x0806;
 const ICMPV6: u8 = 58;

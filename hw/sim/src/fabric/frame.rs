@@ -19,20 +19,13 @@
 //! significant byte first ([`super::icrc`]). A v1 frame's ICRC covers the GRH (traffic class,
 //! flow label and hop limit masked as IPv6's) and the transport, after the same eight bytes.
 
+pub(crate) use super::consts::{
+    BTH_BYTES, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1, ETH_BYTES, IPV4_BYTES,
+    IPV6_BYTES, ROCE_PORT, UDP_BYTES,
+};
 use super::icrc;
-use super::packet::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1};
 
-/// Bytes of the Ethernet II header.
-pub(crate) const ETH_BYTES: usize = 14;
-/// Bytes of an IPv4 header without options.
-pub(crate) const IPV4_BYTES: usize = 20;
-/// Bytes of an IPv6 header (and of an InfiniBand GRH).
-pub(crate) const IPV6_BYTES: usize = 40;
-pub(crate) const UDP_BYTES: usize = 8;
-pub(crate) const BTH_BYTES: usize = 12;
 const ICRC_BYTES: usize = 4;
-/// The RoCE v2 UDP destination port.
-pub(crate) const ROCE_PORT: u16 = 4791;
 /// The GRH's next header for a BTH.
 const GRH_NEXT_BTH: u8 = 0x1b;
 

@@ -2,7 +2,7 @@
 //! IEEE 802.3 CRC-32, computed by `crc32fast` (carry-less multiplication where the CPU has it,
 //! a sliced table otherwise) — the ICRC is computed over every frame the fabric carries, twice.
 
-use super::frame::{BTH_BYTES, IPV4_BYTES, IPV6_BYTES, UDP_BYTES};
+use super::consts::{BTH_BYTES, IPV4_BYTES, IPV6_BYTES, UDP_BYTES};
 
 /// CRC-32 (IEEE 802.3) of `bytes`.
 #[cfg(test)]

@@ -9,11 +9,8 @@
 //! RoCE frames are recognised here too ([`is_roce`]): ethertype 0x8915 (RoCE v1) or UDP to port
 //! 4791 (RoCE v2) go to the RDMA transport; every other frame to the receive flow tables.
 
-use super::frame::{ETH_BYTES, IPV4_BYTES, IPV6_BYTES, ROCE_PORT, UDP_BYTES};
-
-pub(crate) const ETHERTYPE_IPV4: u16 = 0x0800;
-pub(crate) const ETHERTYPE_IPV6: u16 = 0x86dd;
-pub(crate) const ETHERTYPE_ROCE_V1: u16 = 0x8915;
+pub(crate) use super::consts::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1};
+use super::consts::{ETH_BYTES, IPV4_BYTES, IPV6_BYTES, ROCE_PORT, UDP_BYTES};
 /// C-VLAN (802.1Q) and S-VLAN (802.1ad) tag protocol identifiers.
 pub(crate) const TPID_CVLAN: u16 = 0x8100;
 pub(crate) const TPID_SVLAN: u16 = 0x88a8;

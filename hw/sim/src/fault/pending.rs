@@ -1,7 +1,9 @@
 //! The faults pending on one device, waiting for the event they corrupt, and the record of
 //! those that took effect.
 
-use super::{CqeField, EqeField, Fault, FaultLog, Replay};
+use super::entries::{CqeField, EqeField};
+use super::inject::{Fault, Replay};
+use super::record::FaultLog;
 
 /// A completion `Fault::CompleteTwice` will write again.
 #[derive(Debug, Clone)]

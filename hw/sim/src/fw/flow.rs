@@ -32,6 +32,9 @@
 //! Each object keeps its command input as its context image; an entry holds its group and its
 //! destinations, a group its table, a table its miss table.
 
+use mlx5_ifc::consts::flow_action::{ALLOW, DROP, FWD_DEST};
+use mlx5_ifc::consts::flow_table_type::{NIC_RX, NIC_TX};
+use mlx5_ifc::consts::{flow_dest_type, match_criteria, set_flow_table_root, table_miss_action};
 use mlx5_ifc::prm::caps::{FlowTableNicCap, FlowTablePropLayout as Prop};
 use mlx5_ifc::prm::flow::{
     CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
@@ -46,21 +49,8 @@ use super::{
 };
 use crate::syndrome as syn;
 
-/// `table_type` values with capabilities here.
-const NIC_RX: u64 = 0;
-const NIC_TX: u64 = 1;
-/// `table_miss_action`: default, forward to `table_miss_id`.
-const MISS_DEFAULT: u64 = 0;
-const MISS_FORWARD: u64 = 1;
-/// Flow context `action` bits the simulator executes.
-pub(crate) const ACTION_ALLOW: u64 = 0x1;
-pub(crate) const ACTION_DROP: u64 = 0x2;
-pub(crate) const ACTION_FWD_DEST: u64 = 0x4;
-/// Destination types.
-pub(crate) const DEST_FLOW_TABLE: u64 = 0x1;
-pub(crate) const DEST_TIR: u64 = 0x2;
 /// `match_criteria_enable` bits supported: outer headers, misc parameters.
-const CRITERIA_SUPPORTED: u64 = 0x3;
+const CRITERIA_SUPPORTED: u64 = match_criteria::OUTER_HEADERS | match_criteria::MISC_PARAMETERS;
 /// Byte offset of the destination list in SET_FLOW_TABLE_ENTRY's input.
 const DEST_LIST: usize =
     SetFteIn::FLOW_CONTEXT.info.bit as usize / 8 + FlowContext::DESTINATION.info.bit as usize / 8;
@@ -109,8 +99,8 @@ fn table(fw: &Firmware, id: u32) -> Result<(u64, u64, u64), Failure> {
 /// Checks a table's miss action against its type and level; returns the table it holds.
 fn miss(fw: &Firmware, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<u32>, Failure> {
     match c.get(Ftc::TABLE_MISS_ACTION) {
-        MISS_DEFAULT => Ok(None),
-        MISS_FORWARD => {
+        table_miss_action::DEFAULT => Ok(None),
+        table_miss_action::FORWARD => {
             let id = c.get32(Ftc::TABLE_MISS_ID);
             let (t, l, _) = table(fw, id)?;
             if t != ty || l <= level {
@@ -261,14 +251,14 @@ pub(crate) fn set_flow_table_root(
     }
     let slot = usize::from(ty == NIC_TX);
     let new = match req.op_mod {
-        0 => {
+        set_flow_table_root::CONNECT => {
             let id = i.get32(SetFlowTableRootIn::TABLE_ID);
             if table(fw, id)?.0 != ty {
                 return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
             }
             Some(id)
         }
-        1 => None,
+        set_flow_table_root::DISCONNECT => None,
         _ => return Err(bad_param(syn::BAD_OP_MOD)),
     };
     fw.flow_root[slot] = new;
@@ -384,8 +374,8 @@ fn entry_holds(
 ) -> Result<Vec<(ObjectKind, u32)>, Failure> {
     let action = c.get(FlowContext::ACTION);
     let dests = c.get(FlowContext::DESTINATION_LIST_SIZE);
-    if action & !(ACTION_ALLOW | ACTION_DROP | ACTION_FWD_DEST) != 0
-        || (action & ACTION_FWD_DEST != 0) != (dests > 0)
+    if action & !(ALLOW | DROP | FWD_DEST) != 0
+        || (action & FWD_DEST != 0) != (dests > 0)
         || action.count_ones() != 1
     {
         return Err(bad_param(syn::FTE_ACTION));
@@ -406,11 +396,11 @@ fn entry_holds(
         let d = super::view::<Dest>(d)?;
         let id = d.get32(Dest::DESTINATION_ID);
         match d.get(Dest::DESTINATION_TYPE) {
-            DEST_TIR => {
+            flow_dest_type::TIR => {
                 queue::require(fw, ObjectKind::Tir, id, syn::UNKNOWN_TIR)?;
                 holds.push((ObjectKind::Tir, id));
             }
-            DEST_FLOW_TABLE => {
+            flow_dest_type::FLOW_TABLE => {
                 let (t, l, _) = table(fw, id)?;
                 if t != ty || l <= level {
                     return Err(bad_param(syn::FTE_DEST));

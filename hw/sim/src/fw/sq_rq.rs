@@ -22,6 +22,7 @@
 //! * Q counters: ids 1..=`max_qp_cnt` (none when it is 0: EXCEED_LIM NET_EXHAUSTED); QUERY
 //!   answers zeros (the data path keeps no per-queue counters yet), QUERY_VPORT_COUNTER too.
 
+use mlx5_ifc::consts::sq_rq_state::{ERR, RDY, RST};
 use mlx5_ifc::consts::wq_type;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::sq_rq::{
@@ -37,11 +38,6 @@ use super::{
     bad_param, encoded, fail, input, output, queue, CmdResult, Env, Failure, Firmware, Req,
 };
 use crate::syndrome as syn;
-
-/// RQ / SQ states.
-pub(crate) const RST: u64 = 0;
-pub(crate) const RDY: u64 = 1;
-pub(crate) const ERR: u64 = 3;
 
 /// Checks a cyclic work queue of the given stride limit; returns its buffer pages.
 fn work_queue(

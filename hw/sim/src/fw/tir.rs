@@ -18,6 +18,7 @@
 //!
 //! Every object keeps its context image; a destroy of one another object uses is RES_BUSY.
 
+use mlx5_ifc::consts::{rx_hash_fn, tir_disp_type};
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::tir::{
     AllocTransportDomainOut, CreateRqtIn, CreateRqtOut, CreateTirIn, CreateTirOut, CreateTisIn,
@@ -31,12 +32,6 @@ use super::{
     bad_param, encoded, fail, input, output, queue, CmdResult, Env, Failure, Firmware, Req,
 };
 use crate::syndrome as syn;
-
-/// TIR dispatch types.
-pub(crate) const DISP_DIRECT: u64 = 0;
-pub(crate) const DISP_INDIRECT: u64 = 1;
-/// The largest `rx_hash_fn` (2: Toeplitz).
-const HASH_FN_MAX: u64 = 2;
 
 /// Inserts a context object of `kind` holding `holds`, under the `log_max` capability limit.
 fn insert(
@@ -253,15 +248,15 @@ fn tir_holds(fw: &Firmware, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>
     }
     let mut holds = vec![(ObjectKind::TransportDomain, td)];
     match c.get(Tirc::DISP_TYPE) {
-        DISP_DIRECT => {
+        tir_disp_type::DIRECT => {
             let rqn = c.get32(Tirc::INLINE_RQN);
             queue::require(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
             holds.push((ObjectKind::Rq, rqn));
         }
-        DISP_INDIRECT => {
+        tir_disp_type::INDIRECT => {
             let rqtn = c.get32(Tirc::INDIRECT_TABLE);
             queue::require(fw, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
-            if c.get(Tirc::RX_HASH_FN) > HASH_FN_MAX {
+            if c.get(Tirc::RX_HASH_FN) > rx_hash_fn::TOEPLITZ {
                 return Err(bad_param(syn::TIR_DISP));
             }
             holds.push((ObjectKind::Rqt, rqtn));
