@@ -24,7 +24,8 @@ mod events;
 
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::fw::caps::{Caps, DeviceAttr, CAP_BYTES};
-use crate::fw::cmd::{check_health, CmdQueue, CmdStats};
+use crate::fw::cmd::{check_health, CmdStats};
+use crate::fw::cmdq::CmdQueue;
 use crate::fw::eq::Eq;
 use crate::fw::hca;
 use crate::fw::negotiate;
@@ -700,7 +701,7 @@ impl<P: Platform> Device<P> {
     }
 
     /// Runs any command, bypassing every object the driver tracks: reached only through the
-    /// [`crate::io::raw_command`], whose safety contract says why.
+    /// [`crate::raw::raw_command`], whose safety contract says why.
     pub(crate) fn exec_raw(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
         self.cmd.lock().exec(&self.platform, input, output)
     }

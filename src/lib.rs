@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 
 pub mod io;
+pub mod raw;
 pub use io::platform;
 
 pub mod cm;

@@ -289,7 +289,7 @@ fn raw<L: Layout>(
     let mut o = [0u8; 16];
     // SAFETY: the transitions name a QP of this test only, which it does not use afterwards
     // other than to see the firmware's answer; no memory is named.
-    unsafe { mlx5::io::raw_command(dev, &i, &mut o) }
+    unsafe { mlx5::raw::raw_command(dev, &i, &mut o) }
 }
 
 #[test]
@@ -367,7 +367,7 @@ fn the_firmware_refuses_independently() {
         i[8..12].copy_from_slice(&cq.cqn().to_be_bytes());
         // SAFETY: DESTROY_CQ of a CQ in use is refused by the firmware (what the test checks);
         // were it not, the test fails before using the CQ again.
-        let e = unsafe { mlx5::io::raw_command(&dev, &i, &mut [0u8; 16]) }.unwrap_err();
+        let e = unsafe { mlx5::raw::raw_command(&dev, &i, &mut [0u8; 16]) }.unwrap_err();
         assert!(
             matches!(
                 e,

@@ -7,14 +7,15 @@ use mlx5_ifc::consts::{qp_st, rq_type};
 use mlx5_ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, DestroyQpOut, Qpc};
 use mlx5_ifc::Opcode;
 
-use super::sizing::{size_qp, QpCap, QpLayout, QpType, SendOps, SizeMode};
+use super::sizing::{size_qp, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode};
 use super::state::QpState;
+use super::write::QpRing;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::fw::caps::Caps;
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
-use crate::io::DmaBuf;
 use crate::io::SharedTable;
 use crate::platform::Platform;
 use crate::verbs::cq::state::{Attached, RecvTable};
@@ -66,21 +67,6 @@ impl<'a, 'd, P: Platform> QpInitAttr<'a, 'd, P> {
             size_mode: SizeMode::Exact,
         }
     }
-}
-
-/// The memory of a QP's work queues.
-#[derive(Debug)]
-pub(crate) struct QpRing {
-    /// RQ at offset 0, SQ after it.
-    pub(crate) buf: QueueBuf,
-    /// Doorbell record: word 0 RQ counter, word 1 SQ counter.
-    pub(crate) dbr: DmaBuf,
-    /// Send work-request table, shared with the send CQ.
-    pub(crate) sq: SharedTable,
-    /// Receive work-request table (own RQ), shared with the receive CQ.
-    pub(crate) rq: Option<SharedTable>,
-    /// Where the queues lie in `buf`, `sq` and `rq` (checked once, here).
-    pub(crate) geo: super::write::QpGeometry,
 }
 
 /// A queue pair. It borrows the CQs and SRQ it was created on, so they cannot go away first.
@@ -523,6 +509,17 @@ impl<P: Platform> Drop for Qp<'_, P> {
     fn drop(&mut self) {
         if let Err(e) = self.destroy_inner() {
             log::error!("destroying QP {:#x} on drop: {e}", self.qpn);
+        }
+    }
+}
+
+impl Caps {
+    /// The limits QP sizing depends on.
+    pub fn qp_limits(&self) -> QpLimits {
+        QpLimits {
+            max_wqe_sz_sq: self.max_wqe_sz_sq(),
+            max_wqe_sz_rq: self.max_wqe_sz_rq(),
+            log_max_qp_sz: self.log_max_qp_sz(),
         }
     }
 }

@@ -10,8 +10,8 @@ use mlx5_ifc::{regs, Be32, Be64};
 use super::create::Qp;
 use super::sizing::SendOps;
 use super::write::{
-    misplaced, nbb_of, pack, recv_place, recv_queue, send_queue, sq_place, write_recv, write_wqe,
-    WqeHead,
+    misplaced, nbb_of, pack, recv_place, recv_queue, refuse, send_queue, sq_place, write_recv,
+    write_wqe, WqeHead,
 };
 use crate::error::{Error, Result};
 use crate::io::barrier;
@@ -56,26 +56,6 @@ fn plain_op(op: &SendOp) -> Option<(u8, SendOps, usize, u32)> {
         SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2, 0),
         SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return None,
     })
-}
-
-/// A post refused before anything was written (out of line: the post paths keep only their
-/// common case in registers).
-#[cold]
-#[inline(never)]
-pub(crate) fn refuse(
-    op: &'static str,
-    field: &'static str,
-    requested: u64,
-    max: u64,
-    limit: &'static str,
-) -> Error {
-    Error::InvalidArgument {
-        op,
-        field,
-        requested,
-        max,
-        limit,
-    }
 }
 
 impl<P: Platform> Qp<'_, P> {
