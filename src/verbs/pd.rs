@@ -18,6 +18,10 @@ pub struct Pd {
 }
 
 impl Pd {
+    /// The device's PD before ALLOC_PD (and after DEALLOC_PD): never seen by a caller, whose
+    /// device is brought up in full.
+    pub(crate) const UNALLOCATED: Pd = Pd { pdn: 0 };
+
     /// The PD number the contexts name.
     pub fn pdn(&self) -> u32 {
         self.pdn

@@ -11,6 +11,7 @@ mod wr;
 mod write;
 
 pub use crate::error::AttrProblem;
+pub use crate::verbs::wqe::UdAddr;
 pub use connect::{ConnectOpts, QpEndpoint};
 pub use create::{Qp, QpInitAttr};
 pub use modify::{Access, AhAttr, Mtu, QpAttr, QpAttrMask, QpQuery};

@@ -418,9 +418,12 @@ impl<P: Platform> Qp<'_, P> {
         }
     }
 
-    /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).
+    /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`). Takes
+    /// `&self`, as [`Srq::post_recv`](crate::srq::Srq::post_recv) does: posters of one receive
+    /// queue take turns (a lock held for the post).
     #[inline]
-    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
+        let _one_poster = self.recv_lock.lock();
         match wrs {
             [wr] => self.recv_one(wr),
             _ => self.recv_list(wrs),
@@ -429,11 +432,11 @@ impl<P: Platform> Qp<'_, P> {
 
     /// One receive request (the common case): checked, written, posted.
     #[inline(never)]
-    fn recv_one(&mut self, wr: &RecvWr<'_>) -> Result<()> {
+    fn recv_one(&self, wr: &RecvWr<'_>) -> Result<()> {
         let (ring, rq, cnt, per) =
             recv_queue(self.srqn, self.state, self.qpn, &self.ring, &self.layout, 1)?;
-        // The receive table's HEAD: this QP is its only writer (`&mut self`), so a relaxed
-        // load gives back its own last store; the pollers only read it.
+        // The receive table's HEAD: this QP is its only writer (under `recv_lock`, which orders
+        // the posters), so a relaxed load gives back the last store; the pollers only read it.
         let head = rq.load_relaxed(rq_table::HEAD);
         let used = head.wrapping_sub(rq.load(rq_table::TAIL));
         if used >= cnt || wr.sg_list.len() > per {
@@ -469,7 +472,7 @@ impl<P: Platform> Qp<'_, P> {
     /// posted (no counter, no doorbell record) until all are, so a refused one leaves none
     /// posted.
     #[inline(never)]
-    fn recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
+    fn recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
         let (ring, rq, cnt, per) = recv_queue(
             self.srqn,
             self.state,

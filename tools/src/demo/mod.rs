@@ -301,8 +301,7 @@ fn body(a: &Args, na: &Dev, nb: &Dev) -> Result<(), String> {
 
 /// A memory region of [`MR_LEN`] bytes with every access right.
 fn mr(d: &Dev) -> Result<Mr<'_>, String> {
-    d.alloc_mr(d.pd().ok_or("no PD")?, MR_LEN, MrAccess::ALL)
-        .map_err(e)
+    d.alloc_mr(d.pd(), MR_LEN, MrAccess::ALL).map_err(e)
 }
 
 /// A QP of type `t` on `dev`, in RESET, sending and receiving on `cq`.
@@ -315,7 +314,7 @@ fn side<'a>(t: QpType, dev: &'a Dev, cq: &'a Cq<'a>, mr: &'a Mr<'a>) -> Result<S
         max_inline_data: 64,
     };
     let qp = dev
-        .create_qp(dev.pd().ok_or("no PD")?, &QpInitAttr::new(t, cq, cq, c))
+        .create_qp(dev.pd(), &QpInitAttr::new(t, cq, cq, c))
         .map_err(e)?;
     Ok(Side { dev, cq, mr, qp })
 }
