@@ -24,7 +24,8 @@ mod events;
 
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::fw::caps::{Caps, DeviceAttr, CAP_BYTES};
-use crate::fw::cmd::{check_health, CmdQueue, CmdStats};
+use crate::fw::cmd::{check_health, CmdStats};
+use crate::fw::cmdq::CmdQueue;
 use crate::fw::eq::Eq;
 use crate::fw::hca;
 use crate::fw::negotiate;
@@ -137,7 +138,9 @@ pub struct Device<P: Platform> {
     uar: Option<Uar>,
     async_eq: Option<Eq>,
     comp_eq: Option<Eq>,
-    pd: Option<Pd>,
+    /// The device's PD: allocated at the last bring-up stage (`Stage::Pd`), so valid in every
+    /// device a caller holds (`open` returns only a device brought up in full).
+    pd: Pd,
     keys: SpecialKeys,
     vport: VportInfo,
     gid0: Option<GidEntry>,
@@ -285,7 +288,7 @@ impl<P: Platform> Device<P> {
             uar: None,
             async_eq: None,
             comp_eq: None,
-            pd: None,
+            pd: Pd::UNALLOCATED,
             keys: SpecialKeys {
                 resd_lkey: 0,
                 null_mkey: 0,
@@ -436,7 +439,7 @@ impl<P: Platform> Device<P> {
         let _ = self.gids.get_mut().push((0, gid));
         self.stage = Some(Stage::Gid);
         vport::ensure_port_up(cmd, p)?;
-        self.pd = Some(Pd::alloc(cmd, p)?);
+        self.pd = Pd::alloc(cmd, p)?;
         self.stage = Some(Stage::Pd);
         *self.last_heartbeat.get_mut() = p.bar_read32(u64::from(regs::HEALTH_COUNTER)).get();
         Ok(())
@@ -473,9 +476,8 @@ impl<P: Platform> Device<P> {
                 note(uar.free(cmd, p));
             }
             if stage >= Stage::Pd {
-                if let Some(pd) = self.pd.take() {
-                    note(pd.free(cmd, p));
-                }
+                let pd = core::mem::replace(&mut self.pd, Pd::UNALLOCATED);
+                note(pd.free(cmd, p));
             }
             if stage >= Stage::Gid {
                 let port = self.caps.roce_port();
@@ -617,9 +619,10 @@ impl<P: Platform> Device<P> {
         self.comp_eq.as_ref().map(Eq::eqn)
     }
 
-    /// The default protection domain.
-    pub fn pd(&self) -> Option<&Pd> {
-        self.pd.as_ref()
+    /// The device's protection domain, made when the device was opened (`ibv_alloc_pd`'s
+    /// result, once per device).
+    pub fn pd(&self) -> &Pd {
+        &self.pd
     }
 
     /// The special memory keys.
@@ -700,7 +703,7 @@ impl<P: Platform> Device<P> {
     }
 
     /// Runs any command, bypassing every object the driver tracks: reached only through the
-    /// [`crate::io::raw_command`], whose safety contract says why.
+    /// [`crate::raw::raw_command`], whose safety contract says why.
     pub(crate) fn exec_raw(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
         self.cmd.lock().exec(&self.platform, input, output)
     }

@@ -162,7 +162,7 @@ pub enum Error {
         /// The attribute (verbs name).
         attr: &'static str,
         /// Missing or not allowed.
-        problem: crate::verbs::qp::AttrProblem,
+        problem: AttrProblem,
     },
     /// The QP's state does not allow the operation.
     QpState {
@@ -188,6 +188,15 @@ pub enum Error {
     Layout(LayoutError),
     /// An internal DMA access went out of bounds (a driver bug caught safely).
     Internal(OutOfBounds),
+}
+
+/// How a `modify_qp` call is wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrProblem {
+    /// The transition requires the attribute and the mask does not have it.
+    Missing,
+    /// The transition (for this QP type) does not take the attribute.
+    NotAllowed,
 }
 
 /// Why the driver considers a device unusable.
@@ -257,10 +266,10 @@ impl fmt::Display for Error {
                 write!(f, "modify_qp: QP {qpn:#x} cannot go from {from} to {to}")
             }
             Error::QpAttr { qpn, from, to, attr, problem } => match problem {
-                crate::verbs::qp::AttrProblem::Missing => {
+                AttrProblem::Missing => {
                     write!(f, "modify_qp: QP {qpn:#x} {from}->{to} requires {attr}")
                 }
-                crate::verbs::qp::AttrProblem::NotAllowed => {
+                AttrProblem::NotAllowed => {
                     write!(f, "modify_qp: QP {qpn:#x} {from}->{to} does not take {attr}")
                 }
             },

@@ -22,7 +22,7 @@
 //!     max_recv_sge: 1,
 //!     max_inline_data: 64,
 //! };
-//! let qp = dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(QpType::Rc, &cq, &cq, cap))?;
+//! let qp = dev.create_qp(dev.pd(), &QpInitAttr::new(QpType::Rc, &cq, &cq, cap))?;
 //! // Granted sizes are at least what was asked.
 //! assert!(qp.cap().max_send_wr >= 16 && qp.cap().max_inline_data >= 64);
 //! qp.destroy()?;
@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 
 pub mod io;
+pub mod raw;
 pub use io::platform;
 
 pub mod cm;

@@ -19,9 +19,7 @@ fn sends(write_combining: bool) -> (Vec<UarWrite>, Vec<UarWrite>, Vec<UarWrite>,
     let plat = SimPlatform::new(sim.clone()).with_write_combining(write_combining);
     let dev = Device::open(plat, DeviceConfig::default()).unwrap();
     let cq = dev.create_cq(16).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut q = common::looped(&dev, &cq, cap(4, 4, 1));
     let page = q.uar().bar_offset();
     let recv = [Sge {
@@ -117,9 +115,7 @@ fn blueflame_inline_sends_of_every_length_arrive_intact() {
     Fabric::new().attach(&sim).unwrap();
     let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
     let cq = dev.create_cq(16).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut q = common::looped(&dev, &cq, cap(4, 4, 1));
     let recv = [Sge {
         addr: mr.addr() + 1024,
@@ -170,9 +166,7 @@ fn inline_limits_are_the_rules_at_every_length() {
     Fabric::new().attach(&sim).unwrap();
     let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
     let cq = dev.create_cq(64).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 8192, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 8192, MrAccess::ALL).unwrap();
     let data = [0xa5u8; 1100];
     for asked in [0, 1, 12, 28, 44, 60, 64, 200, 828] {
         let mut c = cap(8, 8, 1);

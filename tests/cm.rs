@@ -122,8 +122,8 @@ fn handshake_and_data(fabric: &Fabric, lossy: bool) {
 
     // Data over the connection the CM made.
     let (mra, mrb) = (
-        a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap(),
-        b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap(),
+        a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd(), 4096, MrAccess::ALL).unwrap(),
     );
     qb.post_recv(&[RecvWr {
         wr_id: 7,

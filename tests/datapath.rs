@@ -24,8 +24,8 @@ fn ping_pong(mode: Mode) {
     let (_sb, b) = nic(&fabric, mode);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
     let (mra, mrb) = (
-        a.alloc_mr(a.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
-        b.alloc_mr(b.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
+        a.alloc_mr(a.pd(), 8192, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd(), 8192, MrAccess::ALL).unwrap(),
     );
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 16, 2));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 16, 2));
@@ -115,8 +115,8 @@ fn write_read_and_atomics_move_every_byte() {
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
     let (mra, mrb) = (
-        a.alloc_mr(a.pd().unwrap(), 65536, MrAccess::ALL).unwrap(),
-        b.alloc_mr(b.pd().unwrap(), 65536, MrAccess::ALL).unwrap(),
+        a.alloc_mr(a.pd(), 65536, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd(), 65536, MrAccess::ALL).unwrap(),
     );
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 16, 4));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 16, 4));
@@ -257,8 +257,8 @@ fn ud_sends_carry_a_grh_and_the_source_qp() {
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
     let (mra, mrb) = (
-        a.alloc_mr(a.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
-        b.alloc_mr(b.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
+        a.alloc_mr(a.pd(), 8192, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd(), 8192, MrAccess::ALL).unwrap(),
     );
     let mut qa = qp(&a, &cqa, QpType::Ud, cap(16, 16, 1));
     let mut qb = qp(&b, &cqb, QpType::Ud, cap(16, 16, 1));
@@ -337,12 +337,12 @@ fn one_srq_feeds_several_qps() {
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(256).unwrap(), b.create_cq(256).unwrap());
     let (mra, mrb) = (
-        a.alloc_mr(a.pd().unwrap(), 8192, MrAccess::ALL).unwrap(),
-        b.alloc_mr(b.pd().unwrap(), 65536, MrAccess::ALL).unwrap(),
+        a.alloc_mr(a.pd(), 8192, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd(), 65536, MrAccess::ALL).unwrap(),
     );
     let srq = b
         .create_srq(
-            b.pd().unwrap(),
+            b.pd(),
             &SrqAttr {
                 max_wr: 64,
                 max_sge: 1,
@@ -356,7 +356,7 @@ fn one_srq_feeds_several_qps() {
         let mut s = qp(&a, &cqa, QpType::Rc, cap(16, 1, 1));
         let mut attr = QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap(16, 0, 1));
         attr.srq = Some(&srq);
-        let mut r = b.create_qp(b.pd().unwrap(), &attr).unwrap();
+        let mut r = b.create_qp(b.pd(), &attr).unwrap();
         connect(&mut s, &mut r, &ConnectOpts::default());
         senders.push(s);
         receivers.push(r);
@@ -417,8 +417,8 @@ fn an_armed_cq_raises_a_completion_event_and_errors_reach_the_async_eq() {
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
     let (mra, mrb) = (
-        a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap(),
-        b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::LOCAL).unwrap(),
+        a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd(), 4096, MrAccess::LOCAL).unwrap(),
     );
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 16, 1));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 16, 1));
@@ -508,14 +508,14 @@ fn caller_allocated_memory_registers_and_receives() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
     // The caller's own DMA memory, allocated through the platform, registered as it is.
     let mine = DmaBuf::alloc(b.platform(), 3 * 4096, 4096).unwrap();
     let iova = mine.iova();
     let mapped = _sb.dma_bytes_mapped();
     {
         // The region takes the buffer for as long as its key exists.
-        let mrb = b.reg_mr(b.pd().unwrap(), mine, MrAccess::ALL).unwrap();
+        let mrb = b.reg_mr(b.pd(), mine, MrAccess::ALL).unwrap();
         assert_eq!((mrb.addr(), mrb.len()), (iova, 3 * 4096));
         let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
         let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 4, 1));
@@ -552,7 +552,7 @@ fn caller_allocated_memory_registers_and_receives() {
         let odd = DmaBuf::alloc(b.platform(), 64, 64).unwrap();
         if odd.iova() % 4096 != 0 {
             assert!(matches!(
-                b.reg_mr(b.pd().unwrap(), odd, MrAccess::LOCAL),
+                b.reg_mr(b.pd(), odd, MrAccess::LOCAL),
                 Err(mlx5::Error::InvalidArgument { op: "reg_mr", .. })
             ));
         } else {
@@ -575,9 +575,7 @@ fn a_datagram_address_on_an_rc_send_is_ignored() {
     let fabric = Fabric::new();
     let (_sim, dev) = nic(&fabric, Mode::Sync);
     let cq = dev.create_cq(16).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut q = looped(&dev, &cq, cap(4, 4, 1));
     let recv = [Sge {
         addr: mr.addr() + 1024,
@@ -637,8 +635,8 @@ fn a_receive_wqe_ends_where_its_scatter_list_ends() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
-    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 1, 3));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 1, 3));
     connect(&mut qa, &mut qb, &ConnectOpts::default());

@@ -26,12 +26,10 @@ fn pair() -> Pair {
 fn remote_access_errors_bad_rkey_and_missing_right() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
-    let mra =
-        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
+    let mra = p.a.alloc_mr(p.a.pd(), 4096, MrAccess::ALL).unwrap();
     let read_only =
         p.b.alloc_mr(
-            p.b.pd().unwrap(),
+            p.b.pd(),
             4096,
             MrAccess {
                 remote_read: true,
@@ -109,10 +107,8 @@ fn a_message_longer_than_the_receive_buffer() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
     let (mra, mrb) = (
-        p.a.alloc_mr(p.a.pd().unwrap(), 8192, MrAccess::ALL)
-            .unwrap(),
-        p.b.alloc_mr(p.b.pd().unwrap(), 8192, MrAccess::ALL)
-            .unwrap(),
+        p.a.alloc_mr(p.a.pd(), 8192, MrAccess::ALL).unwrap(),
+        p.b.alloc_mr(p.b.pd(), 8192, MrAccess::ALL).unwrap(),
     );
     let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
     let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
@@ -145,9 +141,7 @@ fn a_message_longer_than_the_receive_buffer() {
 fn a_bad_lkey_is_a_local_protection_error() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
-    let mra =
-        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
+    let mra = p.a.alloc_mr(p.a.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
     let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
     connect(&mut qa, &mut qb, &ConnectOpts::default());
@@ -168,9 +162,7 @@ fn a_bad_lkey_is_a_local_protection_error() {
 fn no_receive_posted_exhausts_rnr_retries() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
-    let mra =
-        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
+    let mra = p.a.alloc_mr(p.a.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
     let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
     connect(
@@ -199,12 +191,8 @@ fn no_receive_posted_exhausts_rnr_retries() {
 fn lost_packets_past_the_retry_count() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
-    let mra =
-        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
-    let mrb =
-        p.b.alloc_mr(p.b.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
+    let mra = p.a.alloc_mr(p.a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = p.b.alloc_mr(p.b.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
     let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
     connect(
@@ -245,9 +233,7 @@ fn lost_packets_past_the_retry_count() {
 fn sequence_error_naks_use_up_the_retry_count() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
-    let mra =
-        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
+    let mra = p.a.alloc_mr(p.a.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(16, 1, 1));
     let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(16, 16, 1));
     let opts = ConnectOpts {
@@ -272,9 +258,7 @@ fn sequence_error_naks_use_up_the_retry_count() {
 fn a_full_queue_is_an_error_never_an_overwrite() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(64).unwrap(), p.b.create_cq(64).unwrap());
-    let mra =
-        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
+    let mra = p.a.alloc_mr(p.a.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(4, 4, 1));
     let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(4, 4, 1));
     connect(&mut qa, &mut qb, &ConnectOpts::default());
@@ -314,12 +298,8 @@ fn a_full_queue_is_an_error_never_an_overwrite() {
 fn the_ring_wraps_over_a_million_work_requests() {
     let p = pair();
     let (cqa, cqb) = (p.a.create_cq(1024).unwrap(), p.b.create_cq(64).unwrap());
-    let mra =
-        p.a.alloc_mr(p.a.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
-    let mrb =
-        p.b.alloc_mr(p.b.pd().unwrap(), 4096, MrAccess::ALL)
-            .unwrap();
+    let mra = p.a.alloc_mr(p.a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = p.b.alloc_mr(p.b.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&p.a, &cqa, QpType::Rc, cap(64, 1, 1));
     let mut qb = qp(&p.b, &cqb, QpType::Rc, cap(64, 1, 1));
     connect(&mut qa, &mut qb, &ConnectOpts::default());
@@ -390,8 +370,8 @@ fn a_ud_message_too_long_for_the_receive_buffer_is_dropped_and_the_qp_runs_on() 
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
-    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&a, &cqa, QpType::Ud, cap(4, 4, 1));
     let mut qb = qp(&b, &cqb, QpType::Ud, cap(4, 4, 1));
     connect(&mut qa, &mut qb, &ConnectOpts::default());

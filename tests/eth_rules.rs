@@ -61,9 +61,7 @@ fn rules_steer_by_port_vlan_ethertype_and_source_or_drop() {
     let tis = Tis::create(&a, &td_a).unwrap();
     let cq_a = a.create_cq(64).unwrap();
     let mut sq = EthSq::create(&a, &cq_a, &tis, 16).unwrap();
-    let mr_a = a
-        .alloc_mr(a.pd().unwrap(), 16 * 2048, MrAccess::default())
-        .unwrap();
+    let mr_a = a.alloc_mr(a.pd(), 16 * 2048, MrAccess::default()).unwrap();
     // B: three RQs, each on its own CQ behind a direct TIR, 8 buffers each.
     let td_b = TransportDomain::alloc(&b).unwrap();
     let cqs: Vec<_> = (0..3).map(|_| b.create_cq(16).unwrap()).collect();
@@ -75,7 +73,7 @@ fn rules_steer_by_port_vlan_ethertype_and_source_or_drop() {
         local_write: true,
         ..MrAccess::default()
     };
-    let mr_b = b.alloc_mr(b.pd().unwrap(), 3 * 8 * 2048, lw).unwrap();
+    let mr_b = b.alloc_mr(b.pd(), 3 * 8 * 2048, lw).unwrap();
     for (q, rq) in rqs.iter_mut().enumerate() {
         for i in 0..8u64 {
             let at = mr_b.addr() + (q as u64 * 8 + i) * 2048;
@@ -362,9 +360,7 @@ fn tso_cuts_a_tcp_send_into_segments_with_their_checksums() {
     let tis = Tis::create(&a, &td).unwrap();
     let cq = a.create_cq(16).unwrap();
     let mut sq = EthSq::create(&a, &cq, &tis, 8).unwrap();
-    let mr = a
-        .alloc_mr(a.pd().unwrap(), 8192, MrAccess::default())
-        .unwrap();
+    let mr = a.alloc_mr(a.pd(), 8192, MrAccess::default()).unwrap();
     // B: a port (its receive path passes TCP up only with the device's checksum verdict).
     let (btx, brx) = (b.create_cq(16).unwrap(), b.create_cq(16).unwrap());
     let mut port = EthPort::open(&b, &btx, &brx, &EthPortConfig::default()).unwrap();
@@ -493,9 +489,7 @@ fn queue_refusals_an_error_its_flush_and_recovery() {
         signaled: true,
     };
     // Behind it in the same doorbell, a good frame: it completes flushed (the SQ stopped).
-    let mr = a
-        .alloc_mr(a.pd().unwrap(), 4096, MrAccess::default())
-        .unwrap();
+    let mr = a.alloc_mr(a.pd(), 4096, MrAccess::default()).unwrap();
     mr.write(0, &f[L2_INLINE..]).unwrap();
     let good = [Sge {
         addr: mr.addr(),

@@ -66,9 +66,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
     let cq = a.create_cq(64).unwrap();
     let mut sq = EthSq::create(&a, &cq, &tis, 8).unwrap();
     assert_eq!(sq.room(), 8);
-    let mr = a
-        .alloc_mr(a.pd().unwrap(), 1 << 16, MrAccess::default())
-        .unwrap();
+    let mr = a.alloc_mr(a.pd(), 1 << 16, MrAccess::default()).unwrap();
     let (ma, mb) = (a.vport().mac, b.vport().mac);
 
     // One frame, checksums by the device: 18 bytes inline, the rest in two pieces.
@@ -259,9 +257,7 @@ fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
     let tis = Tis::create(&a, &td_a).unwrap();
     let cq_a = a.create_cq(16).unwrap();
     let mut sq = EthSq::create(&a, &cq_a, &tis, 8).unwrap();
-    let mr_a = a
-        .alloc_mr(a.pd().unwrap(), 1 << 14, MrAccess::default())
-        .unwrap();
+    let mr_a = a.alloc_mr(a.pd(), 1 << 14, MrAccess::default()).unwrap();
     // B: an RQ of 8 buffers behind a direct TIR, its MAC steered to it.
     let td_b = TransportDomain::alloc(&b).unwrap();
     let cq_b = b.create_cq(16).unwrap();
@@ -270,7 +266,7 @@ fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
     let steer = MacSteering::create(&b, mb, &tir).unwrap();
     let mr_b = b
         .alloc_mr(
-            b.pd().unwrap(),
+            b.pd(),
             8 * 2048,
             MrAccess {
                 local_write: true,
@@ -424,9 +420,7 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
     let tis = Tis::create(&a, &td_a).unwrap();
     let cq_a = a.create_cq(64).unwrap();
     let mut sq = EthSq::create(&a, &cq_a, &tis, 32).unwrap();
-    let mr_a = a
-        .alloc_mr(a.pd().unwrap(), 1 << 16, MrAccess::default())
-        .unwrap();
+    let mr_a = a.alloc_mr(a.pd(), 1 << 16, MrAccess::default()).unwrap();
     // B: four RQs, each on its own CQ, behind an RQT and a Toeplitz TIR over UDP 4-tuples.
     let td_b = TransportDomain::alloc(&b).unwrap();
     let cqs: Vec<_> = (0..4).map(|_| b.create_cq(32).unwrap()).collect();
@@ -448,7 +442,7 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
     let steer = MacSteering::create(&b, mb, &tir).unwrap();
     let mr_b = b
         .alloc_mr(
-            b.pd().unwrap(),
+            b.pd(),
             4 * 16 * 2048,
             MrAccess {
                 local_write: true,

@@ -31,13 +31,9 @@ fn field<L: Layout>(input: &[u8], f: impl FnOnce(&View<'_, L>) -> u64) -> u64 {
 fn mkey_page_size_is_absolute() {
     let fabric = Fabric::new();
     let (sim, dev) = nic(&fabric, Mode::Sync);
-    let small = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let small = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     // 600 pages of 4 KiB do not fit 512 PAS entries: the buffer uses 8 KiB pages.
-    let big = dev
-        .alloc_mr(dev.pd().unwrap(), 600 * 4096, MrAccess::ALL)
-        .unwrap();
+    let big = dev.alloc_mr(dev.pd(), 600 * 4096, MrAccess::ALL).unwrap();
     let got: Vec<u64> = inputs(&sim, Opcode::CreateMkey)
         .iter()
         .map(|i| {
@@ -59,9 +55,7 @@ fn mkey_mtt_is_padded_to_whole_octwords() {
     let fabric = Fabric::new();
     let (sim, dev) = nic(&fabric, Mode::Sync);
     for pages in [1usize, 2, 3] {
-        let mr = dev
-            .alloc_mr(dev.pd().unwrap(), pages * 4096, MrAccess::ALL)
-            .unwrap();
+        let mr = dev.alloc_mr(dev.pd(), pages * 4096, MrAccess::ALL).unwrap();
         let input = inputs(&sim, Opcode::CreateMkey).pop().unwrap();
         let octwords = field::<CreateMkeyIn>(&input, |v| {
             v.get(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE)

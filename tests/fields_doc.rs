@@ -114,7 +114,7 @@ fn attr(state: QpState) -> QpAttr {
 
 /// Everything the driver offers on a device of the default profile (ISSI 1).
 fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     dev.port_state().unwrap();
     dev.service_page_requests().unwrap();
     let mac = dev.vport().mac;
@@ -259,7 +259,7 @@ fn issi_0_life_cycle(dev: Device<SimPlatform>) {
     {
         let srq = dev
             .create_srq(
-                dev.pd().unwrap(),
+                dev.pd(),
                 &SrqAttr {
                     max_wr: 16,
                     max_sge: 1,

@@ -228,7 +228,7 @@ fn udp_source_ports_in_the_dynamic_range() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
-    let mr = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mr = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qa = qp(&a, &cqa, QpType::Ud, cap(4, 4, 1));
     let mut qb = qp(&b, &cqb, QpType::Ud, cap(4, 4, 1));
     connect(&mut qa, &mut qb, &ConnectOpts::default());
@@ -260,7 +260,7 @@ fn udp_source_ports_in_the_dynamic_range() {
     // Flow label 0x12345: (0x2345 ^ (0x10000 >> 14)) | 0xc000.
     assert_eq!(ud[1], 0xc000 | (0x2345 ^ 0x4));
     let cq = a.create_cq(16).unwrap();
-    let mrl = a.alloc_mr(a.pd().unwrap(), 8192, MrAccess::ALL).unwrap();
+    let mrl = a.alloc_mr(a.pd(), 8192, MrAccess::ALL).unwrap();
     let mut q = looped(&a, &cq, cap(4, 4, 1));
     let s = [Sge {
         addr: mrl.addr(),

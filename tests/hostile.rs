@@ -41,9 +41,7 @@ fn no_cqe_of_an_earlier_incarnation_is_ever_reported() {
     let fabric = Fabric::new();
     let (sim, dev) = nic(&fabric, Mode::Sync);
     let cq = dev.create_cq(64).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut a = looped(&dev, &cq, cap(16, 1, 1));
     let mut b = looped(&dev, &cq, cap(16, 1, 1));
     let sge = [Sge {
@@ -97,11 +95,11 @@ fn destroying_a_qp_cleans_its_cqes_and_returns_its_srq_wqes() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
-    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 4096, MrAccess::ALL).unwrap();
     let srq = b
         .create_srq(
-            b.pd().unwrap(),
+            b.pd(),
             &SrqAttr {
                 max_wr: 4,
                 max_sge: 1,
@@ -137,7 +135,7 @@ fn destroying_a_qp_cleans_its_cqes_and_returns_its_srq_wqes() {
         let mut s = qp(&a, &cqa, QpType::Rc, cap(16, 1, 1));
         let mut attr = QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap(16, 0, 1));
         attr.srq = Some(&srq);
-        let mut r = b.create_qp(b.pd().unwrap(), &attr).unwrap();
+        let mut r = b.create_qp(b.pd(), &attr).unwrap();
         connect(&mut s, &mut r, &Default::default());
         for i in 0..3 {
             s.post_send(&[SendWr::send(i, &send)]).unwrap();
@@ -230,7 +228,7 @@ fn a_failed_deregistration_quarantines_the_buffer() {
     let fabric = Fabric::new();
     let (sim, dev) = nic(&fabric, Mode::Sync);
     let buf = DmaBuf::alloc(dev.platform(), 2 * 4096, 4096).unwrap();
-    let mr = dev.reg_mr(dev.pd().unwrap(), buf, MrAccess::ALL).unwrap();
+    let mr = dev.reg_mr(dev.pd(), buf, MrAccess::ALL).unwrap();
     sim.inject(Fault::FailCommand {
         opcode: mlx5::ifc::Opcode::DestroyMkey as u16,
         status: 0x3,
@@ -256,7 +254,7 @@ fn a_failed_deregistration_quarantines_the_buffer() {
     );
     // A region that deregisters cleanly hands the buffer back.
     let buf = DmaBuf::alloc(dev.platform(), 4096, 4096).unwrap();
-    let mr = dev.reg_mr(dev.pd().unwrap(), buf, MrAccess::LOCAL).unwrap();
+    let mr = dev.reg_mr(dev.pd(), buf, MrAccess::LOCAL).unwrap();
     let back = mr.dereg().unwrap().expect("the caller's buffer");
     back.free(dev.platform()).unwrap();
 }
@@ -270,9 +268,7 @@ fn a_blueflame_register_larger_than_the_uar_page_is_not_used() {
     let dev = dev.unwrap();
     Fabric::new().attach(&sim).unwrap();
     let cq = dev.create_cq(16).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut q = looped(&dev, &cq, cap(4, 4, 1));
     let recv = [Sge {
         addr: mr.addr() + 1024,
@@ -315,7 +311,7 @@ fn device_exponents_at_their_field_maxima_do_not_panic() {
     let (_sim, dev) = open_with(r#"{"log_max_srq_sz":17}"#, DeviceConfig::default());
     let dev = dev.unwrap();
     let big = dev.create_srq(
-        dev.pd().unwrap(),
+        dev.pd(),
         &SrqAttr {
             max_wr: 70_000,
             max_sge: 1,
@@ -335,7 +331,7 @@ fn device_exponents_at_their_field_maxima_do_not_panic() {
     );
     let srq = dev
         .create_srq(
-            dev.pd().unwrap(),
+            dev.pd(),
             &SrqAttr {
                 max_wr: 40_000,
                 max_sge: 1,
@@ -344,9 +340,7 @@ fn device_exponents_at_their_field_maxima_do_not_panic() {
         )
         .unwrap();
     assert!(srq.sized().wqe_cnt <= 1 << 16);
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let sge = [Sge {
         addr: mr.addr(),
         length: 64,
@@ -364,9 +358,7 @@ fn device_exponents_at_their_field_maxima_do_not_panic() {
 fn absurd_caller_values_are_refused() {
     let fabric = Fabric::new();
     let (_sim, dev) = nic(&fabric, Mode::Sync);
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     assert!(matches!(
         mr.write(usize::MAX, &[1]),
         Err(Error::InvalidArgument { .. })
@@ -458,9 +450,7 @@ fn a_firmware_dead_during_initialization_is_reported_at_once() {
 fn device_writes_over_every_queue_buffer_cannot_reach_the_driver_bookkeeping() {
     let fabric = Fabric::new();
     let (sim, dev) = nic(&fabric, Mode::Sync);
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let sge = [Sge {
         addr: mr.addr(),
         length: 64,
@@ -529,7 +519,7 @@ fn the_tables_of_a_qp_that_would_not_die_are_freed_with_its_cq() {
     let plat = SimPlatform::new(sim.clone());
     let dev = Device::open(plat.clone(), DeviceConfig::default()).unwrap();
     let held = plat.host_bytes_in_use();
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     let cq = dev.create_cq(63).unwrap();
     let srq = dev
         .create_srq(

@@ -116,7 +116,7 @@ fn workload(mode: Mode, rounds: u32, seed: u64) {
         }),
     };
     let (sim, dev) = open(policy, mode, DeviceConfig::default());
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     let mut events = [mlx5::eq::Event::default(); 8];
     for round in 0..rounds {
         let cq = dev.create_cq(64).expect("create_cq");

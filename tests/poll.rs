@@ -29,9 +29,7 @@ fn send_cqes_that_make_no_sense_are_refused_and_polling_goes_on() {
     let fabric = Fabric::new();
     let (sim, dev) = nic(&fabric, Mode::Sync);
     let cq = dev.create_cq(64).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut q = looped(&dev, &cq, cap(64, 1, 1));
     let sge_write = [Sge {
         addr: mr.addr(),
@@ -84,11 +82,11 @@ fn receive_cqes_that_make_no_sense_are_refused() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
-    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 4096, MrAccess::ALL).unwrap();
     let srq = b
         .create_srq(
-            b.pd().unwrap(),
+            b.pd(),
             &SrqAttr {
                 max_wr: 8,
                 max_sge: 1,
@@ -102,7 +100,7 @@ fn receive_cqes_that_make_no_sense_are_refused() {
     let mut s2 = qp(&a, &cqa, QpType::Rc, cap(16, 1, 1));
     let mut attr = QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap(16, 0, 1));
     attr.srq = Some(&srq);
-    let mut r2 = b.create_qp(b.pd().unwrap(), &attr).unwrap();
+    let mut r2 = b.create_qp(b.pd(), &attr).unwrap();
     connect(&mut s2, &mut r2, &ConnectOpts::default());
     let send = [Sge {
         addr: mra.addr(),
@@ -171,9 +169,7 @@ fn runs_of_send_completions_across_wraps_qps_and_array_sizes() {
         let (_sim, dev) = nic(&fabric, mode);
         // 16 slots: the ring wraps every 16 completions.
         let cq = dev.create_cq(15).unwrap();
-        let mr = dev
-            .alloc_mr(dev.pd().unwrap(), 8192, MrAccess::ALL)
-            .unwrap();
+        let mr = dev.alloc_mr(dev.pd(), 8192, MrAccess::ALL).unwrap();
         let mut qps: Vec<_> = (0..2).map(|_| looped(&dev, &cq, cap(32, 1, 1))).collect();
         let local = |off: u64, len: u32| {
             [Sge {
@@ -294,9 +290,7 @@ fn interleaved_qps_are_never_confused_and_every_retired_wqe_frees_its_room() {
     let fabric = Fabric::new();
     let (_sim, dev) = nic(&fabric, Mode::Sync);
     let cq = dev.create_cq(255).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut qps: Vec<_> = (0..2).map(|_| looped(&dev, &cq, cap(64, 1, 1))).collect();
     let sge = [Sge {
         addr: mr.addr(),
@@ -354,9 +348,7 @@ fn a_polling_loop_holds_the_cq_and_arms_it_through_the_poller() {
     let fabric = Fabric::new();
     let (_sim, dev) = nic(&fabric, Mode::Sync);
     let cq = dev.create_cq(63).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::ALL)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut q = looped(&dev, &cq, cap(64, 1, 1));
     let sge = [Sge {
         addr: mr.addr(),
@@ -438,10 +430,7 @@ fn a_held_cq_makes_other_calls_fail_after_a_bounded_wait() {
     timed_out(cq.req_notify(false), "req_notify");
     timed_out(cq.ack_event(), "ack_event");
     let attr = QpInitAttr::new(QpType::Rc, &cq, &cq, cap(4, 4, 1));
-    timed_out(
-        dev.create_qp(dev.pd().unwrap(), &attr).map(|_| ()),
-        "create_qp",
-    );
+    timed_out(dev.create_qp(dev.pd(), &attr).map(|_| ()), "create_qp");
     drop(held);
     // The refused QP was destroyed in the firmware again.
     let qps = |s: &SimDevice| {
@@ -453,7 +442,7 @@ fn a_held_cq_makes_other_calls_fail_after_a_bounded_wait() {
     assert_eq!(qps(&sim), 0);
     // Released: everything works again.
     assert_eq!(cq.poll(&mut [empty_wc(); 1]).unwrap(), 0);
-    let q = dev.create_qp(dev.pd().unwrap(), &attr).unwrap();
+    let q = dev.create_qp(dev.pd(), &attr).unwrap();
     cq.req_notify(false).unwrap();
     assert_eq!(qps(&sim), 1);
     q.destroy().unwrap();

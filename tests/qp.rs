@@ -42,7 +42,7 @@ fn the_seeds_four_examples() {
     for mode in [Mode::Sync, Mode::Threaded] {
         let (sim, dev) = open(Profile::connectx5(), mode);
         {
-            let pd = dev.pd().unwrap();
+            let pd = dev.pd();
             let cq = dev.create_cq(16).unwrap();
             let cq2 = dev.create_cq(16).unwrap();
             // 1) one CQ for both queues.
@@ -99,7 +99,7 @@ fn the_seeds_four_examples() {
 fn several_qps_share_one_srq_and_every_type_takes_one() {
     let (sim, dev) = open(Profile::connectx5(), Mode::Sync);
     {
-        let pd = dev.pd().unwrap();
+        let pd = dev.pd();
         let cq = dev.create_cq(64).unwrap();
         let srq = dev
             .create_srq(
@@ -166,7 +166,7 @@ fn sizing_errors_reach_the_caller_before_any_command() {
         let before = sim.commands_executed();
         let e = dev
             .create_qp(
-                dev.pd().unwrap(),
+                dev.pd(),
                 &QpInitAttr::new(QpType::Rc, &cq, &cq, cap(64, 1, 1, 1, 1005)),
             )
             .unwrap_err();
@@ -187,20 +187,14 @@ fn sizing_errors_reach_the_caller_before_any_command() {
         let mut a = QpInitAttr::new(QpType::Rc, &cq, &cq, cap(64, 1, 1, 1, 1004));
         a.send_ops = Some(SendOps::SEND);
         assert_eq!(
-            dev.create_qp(dev.pd().unwrap(), &a)
-                .unwrap()
-                .cap()
-                .max_inline_data,
+            dev.create_qp(dev.pd(), &a).unwrap().cap().max_inline_data,
             1004
         );
         // Clamp mode grants the most that fits instead.
         let mut a = QpInitAttr::new(QpType::Rc, &cq, &cq, cap(64, 1, 1, 1, 1005));
         a.size_mode = SizeMode::Clamp;
         assert_eq!(
-            dev.create_qp(dev.pd().unwrap(), &a)
-                .unwrap()
-                .cap()
-                .max_inline_data,
+            dev.create_qp(dev.pd(), &a).unwrap().cap().max_inline_data,
             828
         );
     }
@@ -212,7 +206,7 @@ fn a_tight_device_refuses_what_the_connectx5_takes() {
     let (sim, dev) = open(Profile::by_name("cx5-tight").unwrap(), Mode::Sync);
     {
         let cq = dev.create_cq(8).unwrap();
-        let pd = dev.pd().unwrap();
+        let pd = dev.pd();
         let qp = dev
             .create_qp(
                 pd,
@@ -260,7 +254,7 @@ fn the_qp_limit_is_the_firmwares_to_enforce() {
     let (sim, dev) = open(Profile::by_name("cx5-tight").unwrap(), Mode::Sync);
     {
         let cq = dev.create_cq(8).unwrap();
-        let pd = dev.pd().unwrap();
+        let pd = dev.pd();
         let mut qps = Vec::new();
         let err = loop {
             match dev.create_qp(
@@ -303,7 +297,7 @@ fn objects_left_alive_at_teardown_show_in_the_devices_accounts() {
     let cq = dev.create_cq(8).unwrap();
     let qp = dev
         .create_qp(
-            dev.pd().unwrap(),
+            dev.pd(),
             &QpInitAttr::new(QpType::Uc, &cq, &cq, cap(1, 1, 1, 1, 0)),
         )
         .unwrap();
@@ -341,7 +335,7 @@ fn queues_of_no_entries_are_created_without_overflow() {
                 max_recv_sge: 1,
                 max_inline_data: 0,
             };
-            let _ = dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, &cq, &cq, cap));
+            let _ = dev.create_qp(dev.pd(), &QpInitAttr::new(t, &cq, &cq, cap));
         }
     }
 }

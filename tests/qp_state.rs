@@ -103,7 +103,7 @@ fn every_type_walks_the_state_machine() {
         let gid0 = dev.gid0().unwrap().gid;
         for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
             let mut qp = dev
-                .create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, &cq, &cq, CAP))
+                .create_qp(dev.pd(), &QpInitAttr::new(t, &cq, &cq, CAP))
                 .unwrap();
             assert_eq!(sim.qp_state(qp.qpn()), Some(0));
             for (a, m) in [to_init(t), to_rtr(t, 0x1ab, gid0), to_rts(t)] {
@@ -156,10 +156,7 @@ fn the_driver_refuses_before_sending_anything() {
     {
         let cq = dev.create_cq(32).unwrap();
         let mut qp = dev
-            .create_qp(
-                dev.pd().unwrap(),
-                &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP),
-            )
+            .create_qp(dev.pd(), &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP))
             .unwrap();
         let gid0 = dev.gid0().unwrap().gid;
         let before = sim.commands_executed();
@@ -289,7 +286,7 @@ fn raw<L: Layout>(
     let mut o = [0u8; 16];
     // SAFETY: the transitions name a QP of this test only, which it does not use afterwards
     // other than to see the firmware's answer; no memory is named.
-    unsafe { mlx5::io::raw_command(dev, &i, &mut o) }
+    unsafe { mlx5::raw::raw_command(dev, &i, &mut o) }
 }
 
 #[test]
@@ -298,10 +295,7 @@ fn the_firmware_refuses_independently() {
     {
         let cq = dev.create_cq(32).unwrap();
         let qp = dev
-            .create_qp(
-                dev.pd().unwrap(),
-                &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP),
-            )
+            .create_qp(dev.pd(), &QpInitAttr::new(QpType::Rc, &cq, &cq, CAP))
             .unwrap();
         let qpn = u64::from(qp.qpn());
         // INIT2RTR on a QP in RESET: bad resource state.
@@ -367,7 +361,7 @@ fn the_firmware_refuses_independently() {
         i[8..12].copy_from_slice(&cq.cqn().to_be_bytes());
         // SAFETY: DESTROY_CQ of a CQ in use is refused by the firmware (what the test checks);
         // were it not, the test fails before using the CQ again.
-        let e = unsafe { mlx5::io::raw_command(&dev, &i, &mut [0u8; 16]) }.unwrap_err();
+        let e = unsafe { mlx5::raw::raw_command(&dev, &i, &mut [0u8; 16]) }.unwrap_err();
         assert!(
             matches!(
                 e,
@@ -412,7 +406,7 @@ fn create_qp_in_the_trace_carries_the_context_the_driver_meant() {
         let rcq = dev.create_cq(64).unwrap();
         let qp = dev
             .create_qp(
-                dev.pd().unwrap(),
+                dev.pd(),
                 &QpInitAttr::new(
                     QpType::Ud,
                     &scq,

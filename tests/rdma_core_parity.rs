@@ -26,7 +26,7 @@ fn a_zero_length_inline_send_is_one_ds_rung_with_a_plain_doorbell() {
     let (sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
-    let mrb = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::LOCAL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 4096, MrAccess::LOCAL).unwrap();
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(8, 8, 1));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(8, 8, 1));
     connect(&mut qa, &mut qb, &ConnectOpts::default());
@@ -113,8 +113,8 @@ fn send_completions_of_immediate_carry_with_imm() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
-    let mrb = b.alloc_mr(b.pd().unwrap(), 8192, MrAccess::ALL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 8192, MrAccess::ALL).unwrap();
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 16, 1));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 16, 1));
     connect(&mut qa, &mut qb, &ConnectOpts::default());

@@ -34,8 +34,8 @@ fn send_with_invalidate_invalidates_the_peer_key() {
     let (sa, a) = nic(&fabric, Mode::Sync);
     let (sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::LOCAL).unwrap();
-    let mrb = b.alloc_mr(b.pd().unwrap(), 8192, INVALIDATABLE).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::LOCAL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 8192, INVALIDATABLE).unwrap();
     let rkey = mrb.rkey();
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(8, 8, 1));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(8, 8, 1));
@@ -136,10 +136,10 @@ fn a_key_that_does_not_allow_remote_invalidation_is_refused() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::LOCAL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::LOCAL).unwrap();
     // A plain registered region (no en_rinval), as ibv_reg_mr makes on mlx5.
-    let plain = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
-    let dead = b.alloc_mr(b.pd().unwrap(), 4096, INVALIDATABLE).unwrap();
+    let plain = b.alloc_mr(b.pd(), 4096, MrAccess::ALL).unwrap();
+    let dead = b.alloc_mr(b.pd(), 4096, INVALIDATABLE).unwrap();
     let sge = [Sge {
         addr: mra.addr(),
         length: 8,
@@ -233,7 +233,7 @@ fn send_with_invalidate_needs_the_op_at_create_time() {
     let cq = dev.create_cq(16).unwrap();
     let mut attr = QpInitAttr::new(QpType::Rc, &cq, &cq, cap(8, 8, 1));
     attr.send_ops = Some(SendOps::SEND.union(SendOps::SEND_IMM));
-    let mut q = dev.create_qp(dev.pd().unwrap(), &attr).unwrap();
+    let mut q = dev.create_qp(dev.pd(), &attr).unwrap();
     let me = q.endpoint();
     q.connect(&me, &ConnectOpts::default()).unwrap();
     let inv = SendWr {
@@ -245,11 +245,9 @@ fn send_with_invalidate_needs_the_op_at_create_time() {
         other => panic!("SEND_INV on a QP created without it: {other:?}"),
     }
     // With the op declared it is taken (to itself, naming a key of its own device).
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, INVALIDATABLE)
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, INVALIDATABLE).unwrap();
     attr.send_ops = Some(SendOps::SEND.union(SendOps::SEND_INV));
-    let mut q2 = dev.create_qp(dev.pd().unwrap(), &attr).unwrap();
+    let mut q2 = dev.create_qp(dev.pd(), &attr).unwrap();
     assert!(q2.send_ops().contains(SendOps::SEND_INV));
     let me = q2.endpoint();
     q2.connect(&me, &ConnectOpts::default()).unwrap();
@@ -284,5 +282,5 @@ fn send_with_invalidate_needs_the_op_at_create_time() {
     // UD cannot declare it at all.
     let mut ud = QpInitAttr::new(QpType::Ud, &cq, &cq, cap(8, 8, 1));
     ud.send_ops = Some(SendOps::SEND.union(SendOps::SEND_INV));
-    assert!(dev.create_qp(dev.pd().unwrap(), &ud).is_err());
+    assert!(dev.create_qp(dev.pd(), &ud).is_err());
 }

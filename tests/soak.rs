@@ -193,7 +193,7 @@ fn round(dev: &Device<SimPlatform>, sim: &SimDevice, rng: &mut Rng, t: &mut Tall
             return alive(&e);
         }
     };
-    let Some(pd) = dev.pd() else { return false };
+    let pd = dev.pd();
     let mr = match dev.alloc_mr(pd, 8192, MrAccess::ALL) {
         Ok(m) => m,
         Err(e) => {

@@ -33,11 +33,11 @@ fn srq_limit_is_armed_after_creation_and_fires_once() {
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (sb, b) = nic(&fabric, Mode::Sync);
     let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
-    let mra = a.alloc_mr(a.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
-    let mrb = b.alloc_mr(b.pd().unwrap(), 65536, MrAccess::ALL).unwrap();
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::ALL).unwrap();
+    let mrb = b.alloc_mr(b.pd(), 65536, MrAccess::ALL).unwrap();
     let srq = b
         .create_srq(
-            b.pd().unwrap(),
+            b.pd(),
             &SrqAttr {
                 max_wr: 16,
                 max_sge: 1,
@@ -61,7 +61,7 @@ fn srq_limit_is_armed_after_creation_and_fires_once() {
     let mut s = qp(&a, &cqa, QpType::Rc, cap(16, 1, 1));
     let mut attr = QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap(16, 0, 1));
     attr.srq = Some(&srq);
-    let mut r = b.create_qp(b.pd().unwrap(), &attr).unwrap();
+    let mut r = b.create_qp(b.pd(), &attr).unwrap();
     connect(&mut s, &mut r, &ConnectOpts::default());
     let sges: Vec<[Sge; 1]> = (0..8u64)
         .map(|i| {

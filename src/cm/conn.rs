@@ -15,12 +15,12 @@ use heapless::{Deque, Vec};
 
 use super::gsi::{Gsi, MadAddr};
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
-use super::qp::{ack_timeout, init_qp, mapped, to_rts};
+use super::qp::{ack_timeout, init_qp, mapped};
 use crate::error::{Error, Result};
 use crate::platform::Platform;
 // An argument refused before anything was sent: the verbs' error.
-use crate::qp::{Mtu, Qp, QpAttr, QpAttrMask as M, QpState, QpType};
-use crate::verbs::qp::post::refuse as wrong;
+use crate::qp::{AhAttr, Mtu, Qp, QpAttr, QpAttrMask as M, QpState, QpType};
+use crate::verbs::qp::refuse as wrong;
 
 /// Connections (live or in time-wait) at once.
 pub const MAX_CONNS: usize = 16;
@@ -266,6 +266,50 @@ pub(super) struct Conn {
     pub(super) born: u64,
     /// An MRA extended the wait for the answer to `last` already (one is taken per message).
     pub(super) mra_taken: bool,
+}
+
+/// INIT → RTR → RTS with the connection's path and the two sides' numbers.
+fn to_rts<P: Platform>(qp: &mut Qp<'_, P>, c: &Conn) -> Result<()> {
+    let rtr = QpAttr {
+        qp_state: Some(QpState::Rtr),
+        ah_attr: AhAttr {
+            sgid_index: c.to.sgid_index,
+            dgid: c.to.gid,
+            dmac: c.to.mac,
+            hop_limit: c.to.hop_limit,
+            traffic_class: c.to.traffic_class,
+            ..AhAttr::default()
+        },
+        path_mtu: c.mtu,
+        dest_qp_num: c.remote_qpn,
+        rq_psn: c.rq_psn,
+        max_dest_rd_atomic: c.responder_resources,
+        min_rnr_timer: c.min_rnr_timer,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &rtr,
+        M::STATE
+            | M::AV
+            | M::PATH_MTU
+            | M::DEST_QPN
+            | M::RQ_PSN
+            | M::MAX_DEST_RD_ATOMIC
+            | M::MIN_RNR_TIMER,
+    )?;
+    let rts = QpAttr {
+        qp_state: Some(QpState::Rts),
+        sq_psn: c.sq_psn,
+        timeout: c.ack_timeout,
+        retry_cnt: c.retry_count,
+        rnr_retry: c.rnr_retry,
+        max_rd_atomic: c.initiator_depth,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &rts,
+        M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
+    )
 }
 
 /// The connection manager over one device's QP1.

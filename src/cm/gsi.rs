@@ -43,10 +43,7 @@ pub struct GsiBufs<'d, P: Platform> {
 impl<'d, P: Platform> GsiBufs<'d, P> {
     /// A CQ for QP1's sends and receives, and a registered buffer of its slots.
     pub fn new(dev: &'d Device<P>) -> Result<Self> {
-        let pd = dev.pd().ok_or(Error::Unsupported {
-            what: "a protection domain (the device opened without one)",
-            found: 0,
-        })?;
+        let pd = dev.pd();
         let cq = dev.create_cq((RECV_SLOTS + SEND_SLOTS) as u32)?;
         let mr = dev.alloc_mr(
             pd,
@@ -130,10 +127,7 @@ impl<'a, P: Platform> Gsi<'a, P> {
     /// Creates QP1 on `port`, brings it to RTS and posts its receives. A device has one GSI QP
     /// at a time (the firmware refuses a second).
     pub fn open(dev: &'a Device<P>, bufs: &'a GsiBufs<'a, P>, port: u8) -> Result<Self> {
-        let pd = dev.pd().ok_or(Error::Unsupported {
-            what: "a protection domain (the device opened without one)",
-            found: 0,
-        })?;
+        let pd = dev.pd();
         let cap = QpCap {
             max_send_wr: SEND_SLOTS as u32,
             max_recv_wr: RECV_SLOTS as u32,

@@ -3,10 +3,9 @@
 //! the path, the two sides' QPNs and PSNs, depths and timeouts; and the small conversions the
 //! messages need (ACK timeout, MTU enum, IPv4-mapped GIDs).
 
-use super::conn::Conn;
 use crate::error::{Error, Result};
 use crate::platform::Platform;
-use crate::qp::{Access, AhAttr, Mtu, Qp, QpAttr, QpAttrMask as M, QpState};
+use crate::qp::{Access, Mtu, Qp, QpAttr, QpAttrMask as M, QpState};
 
 /// `cm_ack_timeout`: the ACK timeout of a path from a CA's ACK delay and the packet life time.
 pub fn ack_timeout(ca_ack_delay: u8, packet_life_time: u8) -> u8 {
@@ -65,50 +64,6 @@ pub fn init_qp<P: Platform>(qp: &mut Qp<'_, P>, responder_resources: u8) -> Resu
             op: "cm connect/accept (the QP must be in RESET or INIT)",
         }),
     }
-}
-
-/// INIT → RTR → RTS with the connection's path and the two sides' numbers.
-pub(super) fn to_rts<P: Platform>(qp: &mut Qp<'_, P>, c: &Conn) -> Result<()> {
-    let rtr = QpAttr {
-        qp_state: Some(QpState::Rtr),
-        ah_attr: AhAttr {
-            sgid_index: c.to.sgid_index,
-            dgid: c.to.gid,
-            dmac: c.to.mac,
-            hop_limit: c.to.hop_limit,
-            traffic_class: c.to.traffic_class,
-            ..AhAttr::default()
-        },
-        path_mtu: c.mtu,
-        dest_qp_num: c.remote_qpn,
-        rq_psn: c.rq_psn,
-        max_dest_rd_atomic: c.responder_resources,
-        min_rnr_timer: c.min_rnr_timer,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &rtr,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )?;
-    let rts = QpAttr {
-        qp_state: Some(QpState::Rts),
-        sq_psn: c.sq_psn,
-        timeout: c.ack_timeout,
-        retry_cnt: c.retry_count,
-        rnr_retry: c.rnr_retry,
-        max_rd_atomic: c.initiator_depth,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &rts,
-        M::STATE | M::SQ_PSN | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC,
-    )
 }
 
 #[cfg(test)]

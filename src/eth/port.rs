@@ -237,10 +237,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
                 ));
             }
         }
-        let pd = dev.pd().ok_or(Error::Unsupported {
-            what: "an Ethernet port without the device's PD",
-            found: 0,
-        })?;
+        let pd = dev.pd();
         let mac = cfg.mac.unwrap_or(dev.vport().mac);
         let frame_max = usize::from(cfg.mtu) + ETH_HLEN;
         let slot = frame_max.next_multiple_of(64);

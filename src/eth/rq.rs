@@ -65,10 +65,7 @@ impl<'a, P: Platform> EthRq<'a, P> {
             ));
         }
         let cnt = 1u32 << log;
-        let pd = dev.pd().ok_or(Error::Unsupported {
-            what: "a protection domain (the device opened without one)",
-            found: 0,
-        })?;
+        let pd = dev.pd();
         let mem = WqMem::alloc(
             dev.platform(),
             rq_table::words(cnt as usize),

@@ -161,10 +161,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
             ));
         }
         let bbs = 1u32 << log;
-        let pd = dev.pd().ok_or(Error::Unsupported {
-            what: "a protection domain (the device opened without one)",
-            found: 0,
-        })?;
+        let pd = dev.pd();
         let p = dev.platform();
         let mem = WqMem::alloc(p, sq_table::words(bbs as usize), bbs as usize * WQEBB)?;
         let uar = match dev.with_cmd(|cmd, p| Uar::alloc(cmd, p, dev.bar_size())) {

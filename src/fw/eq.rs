@@ -6,14 +6,12 @@
 //! tells the device the consumer index.
 
 use mlx5_ifc::event::{EQE_BYTES, EQE_OWNER};
-use mlx5_ifc::prm::eq::{
-    CreateEqIn, CreateEqOut, DestroyEqIn, DestroyEqOut, Eqc, QueryEqIn, QueryEqOut,
-};
+use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, DestroyEqIn, DestroyEqOut, Eqc};
 use mlx5_ifc::{regs, Be32, Opcode};
 
 use crate::error::{Error, Result};
 use crate::fw::caps::Caps;
-use crate::fw::cmd::{run, run_create, CmdQueue};
+use crate::fw::cmd::{run, run_create, Exec};
 use crate::fw::quarantine::Quarantine;
 use crate::fw::queue::{ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
@@ -80,7 +78,7 @@ impl Eq {
     /// MSI-X vector `intr`, doorbells on `uar`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn create<P: Platform>(
-        cmd: &mut CmdQueue,
+        cmd: &mut dyn Exec<P>,
         p: &P,
         q: &Quarantine,
         caps: &Caps,
@@ -204,21 +202,10 @@ impl Eq {
         Ok(n)
     }
 
-    /// QUERY_EQ: the context as the device holds it (for diagnostics and tests).
-    pub fn query<P: Platform>(&self, cmd: &mut CmdQueue, p: &P) -> Result<(u8, u32)> {
-        let out = run::<QueryEqIn, QueryEqOut, _, _>(cmd, p, Opcode::QueryEq, 0, |v| {
-            v.set(QueryEqIn::EQ_NUMBER, u64::from(self.eqn))?;
-            Ok(())
-        })?;
-        let v = out.view()?;
-        let c = v.nested(QueryEqOut::EQ_CONTEXT_ENTRY);
-        Ok((c.get(Eqc::LOG_EQ_SIZE) as u8, c.get(Eqc::UAR_PAGE) as u32))
-    }
-
     /// DESTROY_EQ, then frees the ring (quarantined unless the command succeeded).
     pub(crate) fn destroy<P: Platform>(
         self,
-        cmd: &mut CmdQueue,
+        cmd: &mut dyn Exec<P>,
         p: &P,
         q: &Quarantine,
     ) -> Result<()> {

@@ -12,7 +12,8 @@ use mlx5_ifc::{CmdInHeader, Layout, Opcode, View, ViewMut};
 
 use crate::error::{Error, Result};
 use crate::fw::caps::CAP_BYTES;
-use crate::fw::cmd::{run, CmdQueue};
+use crate::fw::cmd::run;
+use crate::fw::cmdq::CmdQueue;
 use crate::platform::Platform;
 
 /// ENABLE_HCA for the function itself.

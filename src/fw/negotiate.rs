@@ -12,7 +12,7 @@ use mlx5_ifc::{View, ViewMut};
 
 use crate::error::Result;
 use crate::fw::caps::{Caps, CAP_BYTES};
-use crate::fw::cmd::CmdQueue;
+use crate::fw::cmdq::CmdQueue;
 use crate::fw::hca;
 use crate::platform::Platform;
 

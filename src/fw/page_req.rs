@@ -4,7 +4,7 @@
 //! arrive — and offers pages back when it no longer does. Its requests arrive on the pages EQ
 //! (subscribed to PAGE_REQUEST, type 0x0b, only), which the driver drains
 //!
-//! * on every poll while a command waits in entry 0 ([`crate::fw::cmd::CmdQueue::exec`]), the
+//! * on every poll while a command waits in entry 0 ([`crate::fw::cmdq::CmdQueue::exec`]), the
 //!   answers going through entry 1 ([`Slot::Pages`]) — a bare-metal driver's worker;
 //! * whenever the driver services events otherwise: `Device::poll_async_events`,
 //!   `Device::poll_completion_events`, `Device::check_health`, `Device::service_page_requests`.

@@ -20,7 +20,7 @@ use mlx5_ifc::prm::hca::{ManagePagesIn, ManagePagesOut, QueryPagesIn, QueryPages
 use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
 
 use crate::error::{Error, Result, Wait};
-use crate::fw::cmd::{CmdIo, Slot};
+use crate::fw::cmd::{CmdIo, Slot, PAGES_PER_CMD};
 use crate::fw::quarantine::Quarantine;
 use crate::io::DmaBuf;
 use crate::platform::Platform;
@@ -29,8 +29,6 @@ use crate::platform::Platform;
 pub const CHUNK_PAGES: usize = 64;
 /// Chunks the pool can hold: 512 × 64 pages × 4 KiB = 128 MiB lent to the firmware at most.
 pub const MAX_CHUNKS: usize = 512;
-/// Pages moved per MANAGE_PAGES command.
-pub const PAGES_PER_CMD: usize = 512;
 
 #[derive(Debug)]
 struct Chunk {

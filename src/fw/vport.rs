@@ -11,7 +11,8 @@ use mlx5_ifc::prm::vport::{
 use mlx5_ifc::{Layout, Opcode, View, ViewMut};
 
 use crate::error::Result;
-use crate::fw::cmd::{run, CmdQueue};
+use crate::fw::cmd::run;
+use crate::fw::cmdq::CmdQueue;
 use crate::fw::hca::access_reg;
 use crate::platform::Platform;
 

@@ -66,3 +66,13 @@ impl HostBytes {
         unsafe { p.host_free(self.base, self.len, ALIGN) };
     }
 }
+
+/// `words` (8-byte groups, each a big-endian word's bytes as the device reads them) as
+/// [`Be64`](mlx5_ifc::Be64) words, without a copy.
+#[inline(always)]
+pub fn be64_words(words: &[[u8; 8]]) -> &[mlx5_ifc::Be64] {
+    // SAFETY: `Be64` is `#[repr(transparent)]` over `[u8; 8]`, so a slice of one is a valid
+    // slice of the other with the same length, alignment (1) and lifetime; both are plain
+    // bytes with no invalid values.
+    unsafe { core::slice::from_raw_parts(words.as_ptr().cast(), words.len()) }
+}

@@ -487,7 +487,7 @@ impl<const STRIDE: usize> DmaSegment<'_, STRIDE> {
     /// Rust-visible memory, so the address needs no check (it may warm an unrelated line).
     #[inline(always)]
     pub fn prefetch_ahead<const AHEAD: usize>(&self, j: usize) {
-        super::prefetch(self.base.wrapping_add((j + AHEAD) * STRIDE));
+        super::prefetch::prefetch(self.base.wrapping_add((j + AHEAD) * STRIDE));
     }
 
     /// Address of byte `OFF` of entry `j`, if `j < len`.

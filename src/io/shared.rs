@@ -194,7 +194,7 @@ impl SharedTable {
     #[inline(always)]
     pub fn prefetch(&self, i: usize) {
         if i < self.words {
-            super::prefetch(self.base.as_ptr().wrapping_add(HEADER + i * 8));
+            super::prefetch::prefetch(self.base.as_ptr().wrapping_add(HEADER + i * 8));
         }
     }
 

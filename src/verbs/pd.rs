@@ -7,7 +7,8 @@ use mlx5_ifc::prm::uar_pd::{
 use mlx5_ifc::Opcode;
 
 use crate::error::Result;
-use crate::fw::cmd::{run, CmdQueue};
+use crate::fw::cmd::run;
+use crate::fw::cmdq::CmdQueue;
 use crate::platform::Platform;
 
 /// A protection domain.
@@ -17,13 +18,17 @@ pub struct Pd {
 }
 
 impl Pd {
+    /// The device's PD before ALLOC_PD (and after DEALLOC_PD): never seen by a caller, whose
+    /// device is brought up in full.
+    pub(crate) const UNALLOCATED: Pd = Pd { pdn: 0 };
+
     /// The PD number the contexts name.
     pub fn pdn(&self) -> u32 {
         self.pdn
     }
 
     /// ALLOC_PD.
-    pub fn alloc<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<Self> {
+    pub(crate) fn alloc<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<Self> {
         let out = run::<AllocPdIn, AllocPdOut, _, _>(cmd, p, Opcode::AllocPd, 0, |_| Ok(()))?;
         Ok(Self {
             pdn: out.get(AllocPdOut::PD) as u32,
@@ -31,7 +36,7 @@ impl Pd {
     }
 
     /// DEALLOC_PD.
-    pub fn free<P: Platform>(self, cmd: &mut CmdQueue, p: &P) -> Result<()> {
+    pub(crate) fn free<P: Platform>(self, cmd: &mut CmdQueue, p: &P) -> Result<()> {
         run::<DeallocPdIn, DeallocPdOut, _, _>(cmd, p, Opcode::DeallocPd, 0, |v| {
             v.set(DeallocPdIn::PD, u64::from(self.pdn))?;
             Ok(())
@@ -50,7 +55,7 @@ pub struct SpecialKeys {
 }
 
 /// QUERY_SPECIAL_CONTEXTS.
-pub fn query_special_keys<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<SpecialKeys> {
+pub(crate) fn query_special_keys<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<SpecialKeys> {
     let out = run::<QuerySpecialContextsIn, QuerySpecialContextsOut, _, _>(
         cmd,
         p,

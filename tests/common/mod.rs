@@ -87,7 +87,7 @@ pub fn qp<'a>(
     t: QpType,
     c: QpCap,
 ) -> Qp<'a, SimPlatform> {
-    dev.create_qp(dev.pd().unwrap(), &QpInitAttr::new(t, cq, cq, c))
+    dev.create_qp(dev.pd(), &QpInitAttr::new(t, cq, cq, c))
         .expect("create_qp")
 }
 

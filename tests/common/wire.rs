@@ -243,7 +243,7 @@ pub fn send_raw(dev: &super::Dev, frames: &[Vec<u8>]) {
     let cq = dev.create_cq(64).unwrap();
     let mut sq = EthSq::create(dev, &cq, &tis, 16).unwrap();
     let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 16 * 2048, MrAccess::default())
+        .alloc_mr(dev.pd(), 16 * 2048, MrAccess::default())
         .unwrap();
     for (k, f) in frames.iter().enumerate() {
         mr.write(k * 2048, &f[L2_INLINE..]).unwrap();

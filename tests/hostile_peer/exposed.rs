@@ -35,7 +35,7 @@ pub struct Exposed<'a> {
 impl<'a> Exposed<'a> {
     pub fn new(b: &'a Dev, cq: &'a mlx5::cq::Cq<'a, SimPlatform>, rng: &mut Rng) -> Self {
         let qp = super::common::qp(b, cq, QpType::Rc, super::common::cap(4, 4, 1));
-        let mr = b.alloc_mr(b.pd().unwrap(), 4096, MrAccess::ALL).unwrap();
+        let mr = b.alloc_mr(b.pd(), 4096, MrAccess::ALL).unwrap();
         mr.write(0, &[0; 4096]).unwrap();
         let mut e = Exposed {
             b,

@@ -26,7 +26,7 @@ const BLOCK: usize = 32 << 10;
 const ATTEMPTS: u32 = 20;
 
 fn mr<'a>(dev: &'a Dev, len: usize) -> Mr<'a> {
-    dev.alloc_mr(dev.pd().unwrap(), len, MrAccess::ALL).unwrap()
+    dev.alloc_mr(dev.pd(), len, MrAccess::ALL).unwrap()
 }
 
 fn sge(m: &Mr<'_>, off: usize, len: usize) -> [Sge; 1] {

@@ -73,7 +73,7 @@ fn post(c: &mut Criterion) {
     let plat = Nullable::new(SimDevice::new(Profile::connectx5(), Mode::Sync));
     let null = plat.null.clone();
     let dev = Device::open(plat.clone(), DeviceConfig::default()).unwrap();
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     let cq = dev.create_cq(4096).unwrap();
     let mr = dev.alloc_mr(pd, 4096, mlx5::mr::MrAccess::ALL).unwrap();
     let (mut qp, gid) = send_qp(&dev, pd, &cq, 8192, 64);
@@ -162,7 +162,7 @@ const POLL_BATCH: usize = 256;
 fn poll_null(c: &mut Criterion) {
     let plat = Nullable::new(SimDevice::new(Profile::connectx5(), Mode::Sync));
     let dev = Device::open(plat.clone(), DeviceConfig::default()).unwrap();
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     let log_cq = 12u32;
     let before = plat.allocs.lock().unwrap().len();
     let cq = dev.create_cq((1 << log_cq) - 1).unwrap();
@@ -272,7 +272,7 @@ fn poll(c: &mut Criterion) {
     let fabric = mlx5::sim::Fabric::new();
     fabric.attach(&sim).unwrap();
     let dev = Device::open(SimPlatform::new(sim), DeviceConfig::default()).unwrap();
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     let cq = dev.create_cq(8192).unwrap();
     let mr = dev.alloc_mr(pd, 4096, mlx5::mr::MrAccess::ALL).unwrap();
     let mut qp = dev

@@ -49,9 +49,7 @@ fn post(c: &mut Criterion) {
     let td = TransportDomain::alloc(&dev).unwrap();
     let tis = Tis::create(&dev, &td).unwrap();
     let cq = dev.create_cq(8192).unwrap();
-    let mr = dev
-        .alloc_mr(dev.pd().unwrap(), 4096, MrAccess::default())
-        .unwrap();
+    let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::default()).unwrap();
     let f = frame();
     mr.write(0, &f[L2_INLINE..]).unwrap();
     let sge = [Sge {
@@ -168,7 +166,7 @@ fn poll(c: &mut Criterion) {
         local_write: true,
         ..MrAccess::default()
     };
-    let mr = dev.alloc_mr(dev.pd().unwrap(), RECVS * 2048, lw).unwrap();
+    let mr = dev.alloc_mr(dev.pd(), RECVS * 2048, lw).unwrap();
     let sges: Vec<[Sge; 1]> = (0..RECVS as u64)
         .map(|i| {
             [Sge {

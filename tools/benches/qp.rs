@@ -74,7 +74,7 @@ fn create(c: &mut Criterion) {
     let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
     {
         let cq = dev.create_cq(256).unwrap();
-        let pd = dev.pd().unwrap();
+        let pd = dev.pd();
         let attr = QpInitAttr::new(
             QpType::Rc,
             &cq,

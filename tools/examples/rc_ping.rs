@@ -101,16 +101,10 @@ fn ping(count: u64) -> Result<(), mlx5::Error> {
         max_inline_data: 0,
     };
     let (cqa, cqb) = (a.create_cq(16)?, b.create_cq(16)?);
-    let mra = a.alloc_mr(a.pd().expect("PD"), 4096, MrAccess::LOCAL)?;
-    let mrb = b.alloc_mr(b.pd().expect("PD"), 4096, MrAccess::LOCAL)?;
-    let mut qa = a.create_qp(
-        a.pd().expect("PD"),
-        &QpInitAttr::new(QpType::Rc, &cqa, &cqa, cap),
-    )?;
-    let mut qb = b.create_qp(
-        b.pd().expect("PD"),
-        &QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap),
-    )?;
+    let mra = a.alloc_mr(a.pd(), 4096, MrAccess::LOCAL)?;
+    let mrb = b.alloc_mr(b.pd(), 4096, MrAccess::LOCAL)?;
+    let mut qa = a.create_qp(a.pd(), &QpInitAttr::new(QpType::Rc, &cqa, &cqa, cap))?;
+    let mut qb = b.create_qp(b.pd(), &QpInitAttr::new(QpType::Rc, &cqb, &cqb, cap))?;
     // The out-of-band exchange a real pair of hosts would do over TCP: QPN, PSN, GID, MAC.
     let (ea, eb) = (qa.endpoint(), qb.endpoint());
     qa.connect(&eb, &ConnectOpts::default())?;

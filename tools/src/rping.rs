@@ -93,7 +93,7 @@ struct Bufs<'d> {
 }
 
 fn bufs(dev: &Dev, size: usize) -> Result<Bufs<'_>, String> {
-    let pd = dev.pd().ok_or("no PD")?;
+    let pd = dev.pd();
     let local = MrAccess {
         local_write: true,
         ..MrAccess::default()
@@ -288,7 +288,7 @@ fn session(a: &Args, h: &Host<'_>) -> Result<(), String> {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let pd = dev.pd().ok_or("no PD")?;
+    let pd = dev.pd();
     let qp = dev
         .create_qp(pd, &QpInitAttr::new(QpType::Rc, &cq, &cq, cap))
         .map_err(e)?;

@@ -162,7 +162,7 @@ fn run_scenario(s: &Scenario) -> Vec<Cmd> {
     let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
     let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
     let first = sim.trace().len();
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     let (rc, ud) = (s.qp_type == QpType::Rc, s.qp_type == QpType::Ud);
     let local = MrAccess {
         local_write: true,

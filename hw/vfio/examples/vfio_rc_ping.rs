@@ -44,7 +44,7 @@ struct Side<'d> {
 
 /// A CQ and a registered buffer on `dev`.
 fn resources(dev: &Dev) -> Res<(Cq<'_, VfioPlatform>, MemoryRegion<'_, VfioPlatform>)> {
-    let pd = dev.pd().ok_or("the device has no PD")?;
+    let pd = dev.pd();
     let cq = dev.create_cq(16).map_err(e("create_cq"))?;
     let mr = dev
         .alloc_mr(pd, 4096, MrAccess::LOCAL)
@@ -58,7 +58,7 @@ impl<'d> Side<'d> {
         cq: &'d Cq<'d, VfioPlatform>,
         mr: &'d MemoryRegion<'d, VfioPlatform>,
     ) -> Res<Self> {
-        let pd = dev.pd().ok_or("the device has no PD")?;
+        let pd = dev.pd();
         let cap = QpCap {
             max_send_wr: 4,
             max_recv_wr: 4,

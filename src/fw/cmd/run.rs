@@ -1,11 +1,18 @@
-//! Running fixed-size commands and create commands with a PAS list through [`CmdQueue::exec`].
+//! Running fixed-size commands and create commands with a PAS list through an [`Exec`].
 
 use mlx5_ifc::{CmdInHeader, ViewMut};
 
-use super::CmdQueue;
 use crate::error::{Error, Result};
 use crate::platform::Platform;
 use mlx5_ifc::View;
+
+/// What runs one command: its whole input in, its whole output filled, the firmware's status
+/// checked (a non-OK status is [`Error::Cmd`]). Implemented above the firmware pages
+/// (`crate::fw::cmdq::CmdQueue`), whose wait answers the page requests a command waits for.
+pub(crate) trait Exec<P: Platform> {
+    /// Executes one command.
+    fn exec(&mut self, p: &P, input: &[u8], output: &mut [u8]) -> Result<()>;
+}
 
 /// Buffer size of [`run`]: covers every fixed-size command layout of the control path.
 pub const SMALL_CMD_BYTES: usize = 0x200;
@@ -38,8 +45,8 @@ impl<O: mlx5_ifc::Layout> Output<O> {
 
 /// Runs a fixed-size command: input layout `I` (opcode and op_mod set here, the rest by `fill`),
 /// output layout `O`.
-pub fn run<I, O, P, F>(
-    cmd: &mut CmdQueue,
+pub(crate) fn run<I, O, P, F>(
+    cmd: &mut dyn Exec<P>,
     p: &P,
     opcode: mlx5_ifc::Opcode,
     op_mod: u16,
@@ -80,8 +87,8 @@ pub const CREATE_CMD_BYTES: usize = 0x110 + crate::fw::queue::MAX_PAS * 8;
 
 /// Runs a create command whose fixed part (layout `I`, 0x110 bytes for every CREATE_* with a
 /// buffer) is followed by the PAS list of `pas`.
-pub fn run_create<I, O, P, F, Q>(
-    cmd: &mut CmdQueue,
+pub(crate) fn run_create<I, O, P, F, Q>(
+    cmd: &mut dyn Exec<P>,
     p: &P,
     opcode: mlx5_ifc::Opcode,
     pas: Option<&Q>,

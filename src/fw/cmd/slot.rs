@@ -12,11 +12,28 @@ use mlx5_ifc::consts::{
 use mlx5_ifc::prm::cmdif::{CmdIfBox, CmdQueueEntry};
 use mlx5_ifc::{regs, Be32, CmdInHeader, CmdOutHeader, CmdStatus, DeliveryStatus, View, ViewMut};
 
-use super::{check_health, CmdStats, MAX_CMD_BYTES, MAX_MAILBOX_BLOCKS};
+use super::health::check_health;
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::fw::quarantine::Quarantine;
 use crate::io::{barrier, DmaBuf};
 use crate::platform::Platform;
+
+/// Mailbox blocks per direction: commands carry at most `16 + 64 * 512` bytes each way.
+pub const MAX_MAILBOX_BLOCKS: usize = 64;
+/// The largest command input or output the queue carries.
+pub const MAX_CMD_BYTES: usize = CMD_INLINE_BYTES + MAX_MAILBOX_BLOCKS * MAILBOX_DATA_BYTES;
+
+/// Pages moved per MANAGE_PAGES command.
+pub const PAGES_PER_CMD: usize = 512;
+
+/// Counters of the command interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CmdStats {
+    /// Commands that completed (successfully or with a firmware status).
+    pub executed: u64,
+    /// Commands the firmware refused with a non-OK status.
+    pub failed: u64,
+}
 
 /// Size of a command queue entry.
 const ENTRY_BYTES: usize = 64;
@@ -25,12 +42,10 @@ const STATUS_OWN: usize = 0x3f;
 /// Relax iterations between two health-buffer checks while a command is in flight.
 const HEALTH_EVERY: u32 = 256;
 /// Mailbox blocks of the page slot each way: a MANAGE_PAGES of
-/// [`crate::fw::pages::PAGES_PER_CMD`] addresses (16 + 512 × 8 bytes).
+/// [`PAGES_PER_CMD`] addresses (16 + 512 × 8 bytes).
 pub(crate) const PAGE_SLOT_BLOCKS: usize = 8;
-const _: () = assert!(
-    16 + crate::fw::pages::PAGES_PER_CMD * 8
-        <= CMD_INLINE_BYTES + PAGE_SLOT_BLOCKS * MAILBOX_DATA_BYTES
-);
+const _: () =
+    assert!(16 + PAGES_PER_CMD * 8 <= CMD_INLINE_BYTES + PAGE_SLOT_BLOCKS * MAILBOX_DATA_BYTES);
 
 /// The command queue entries the driver uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,9 +74,9 @@ pub(crate) struct CmdIo {
     log_stride: u8,
     token: u8,
     timeout_ns: u64,
-    pub(super) checksum: bool,
+    pub(crate) checksum: bool,
     dead: Option<DeadCause>,
-    pub(super) stats: CmdStats,
+    pub(crate) stats: CmdStats,
 }
 
 #[derive(Debug)]
@@ -110,7 +125,7 @@ fn blocks_for(len: usize) -> usize {
 
 impl CmdIo {
     /// Allocates the queue page and each slot's mailboxes.
-    pub(super) fn new<P: Platform>(p: &P, log_stride: u8, timeout_ms: u64) -> Result<Self> {
+    pub(crate) fn new<P: Platform>(p: &P, log_stride: u8, timeout_ms: u64) -> Result<Self> {
         let mut bufs: heapless::Vec<DmaBuf, 5> = heapless::Vec::new();
         let mut wants: heapless::Vec<(usize, usize, &'static str), 5> = heapless::Vec::new();
         let _ = wants.push((4096, 4096, "allocate the command queue page"));
@@ -155,11 +170,11 @@ impl CmdIo {
         })
     }
 
-    pub(super) fn iova(&self) -> u64 {
+    pub(crate) fn iova(&self) -> u64 {
         self.mem.as_ref().map_or(0, |m| m.queue.iova())
     }
 
-    pub(super) fn set_timeout_ms(&mut self, ms: u64) {
+    pub(crate) fn set_timeout_ms(&mut self, ms: u64) {
         self.timeout_ns = ms.saturating_mul(1_000_000);
     }
 
@@ -168,11 +183,11 @@ impl CmdIo {
         self.dead
     }
 
-    pub(super) fn mark_dead(&mut self, cause: DeadCause) {
+    pub(crate) fn mark_dead(&mut self, cause: DeadCause) {
         self.dead.get_or_insert(cause);
     }
 
-    pub(super) fn release<P: Platform>(&mut self, p: &P) {
+    pub(crate) fn release<P: Platform>(&mut self, p: &P) {
         if let Some(m) = self.mem.take() {
             let [(i0, o0), (i1, o1)] = m.boxes;
             for b in [m.queue, i0, o0, i1, o1] {
@@ -184,7 +199,7 @@ impl CmdIo {
         self.mark_dead(DeadCause::Closed);
     }
 
-    pub(super) fn abandon(&mut self, q: &Quarantine) {
+    pub(crate) fn abandon(&mut self, q: &Quarantine) {
         if let Some(m) = self.mem.take() {
             let [(i0, o0), (i1, o1)] = m.boxes;
             for b in [m.queue, i0, o0, i1, o1] {

@@ -10,9 +10,9 @@
 
 use mlx5_ifc::{regs, Be32, Be64};
 
+use super::create::Cq;
 use super::state::{Attached, CqShared, MAX_QUEUES_PER_CQ};
 use super::wc::Wc;
-use super::Cq;
 use crate::error::{Error, Result, Wait};
 use crate::io::barrier;
 use crate::platform::Platform;

@@ -7,14 +7,15 @@ use mlx5_ifc::consts::{qp_st, rq_type};
 use mlx5_ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, DestroyQpOut, Qpc};
 use mlx5_ifc::Opcode;
 
-use super::sizing::{size_qp, QpCap, QpLayout, QpType, SendOps, SizeMode};
+use super::sizing::{size_qp, QpCap, QpLayout, QpLimits, QpType, SendOps, SizeMode};
 use super::state::QpState;
+use super::write::QpRing;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::fw::caps::Caps;
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
-use crate::io::DmaBuf;
 use crate::io::SharedTable;
 use crate::platform::Platform;
 use crate::verbs::cq::state::{Attached, RecvTable};
@@ -68,21 +69,6 @@ impl<'a, 'd, P: Platform> QpInitAttr<'a, 'd, P> {
     }
 }
 
-/// The memory of a QP's work queues.
-#[derive(Debug)]
-pub(crate) struct QpRing {
-    /// RQ at offset 0, SQ after it.
-    pub(crate) buf: QueueBuf,
-    /// Doorbell record: word 0 RQ counter, word 1 SQ counter.
-    pub(crate) dbr: DmaBuf,
-    /// Send work-request table, shared with the send CQ.
-    pub(crate) sq: SharedTable,
-    /// Receive work-request table (own RQ), shared with the receive CQ.
-    pub(crate) rq: Option<SharedTable>,
-    /// Where the queues lie in `buf`, `sq` and `rq` (checked once, here).
-    pub(crate) geo: super::write::QpGeometry,
-}
-
 /// A queue pair. It borrows the CQs and SRQ it was created on, so they cannot go away first.
 #[derive(Debug)]
 pub struct Qp<'a, P: Platform> {
@@ -114,6 +100,9 @@ pub struct Qp<'a, P: Platform> {
     /// The last BlueFlame WQE's WQEBBs, as written (the copy's source).
     pub(super) bf_stage: crate::verbs::wqe::BfStage,
     pub(super) max_msg: u64,
+    /// Held by `post_recv` (`&self`, as an SRQ's and as rdma-core's): one poster of the own
+    /// receive queue at a time, whatever threads share the QP.
+    pub(super) recv_lock: spin::Mutex<()>,
     alive: bool,
     _borrows: PhantomData<&'a ()>,
 }
@@ -279,6 +268,7 @@ impl<P: Platform> Device<P> {
                 super::write::inline_limit(base, &cap, &layout, 1u64 << caps.log_max_msg().min(31))
             }),
             max_msg: 1u64 << caps.log_max_msg().min(31),
+            recv_lock: spin::Mutex::new(()),
             alive: true,
             _borrows: PhantomData,
         };
@@ -523,6 +513,17 @@ impl<P: Platform> Drop for Qp<'_, P> {
     fn drop(&mut self) {
         if let Err(e) = self.destroy_inner() {
             log::error!("destroying QP {:#x} on drop: {e}", self.qpn);
+        }
+    }
+}
+
+impl Caps {
+    /// The limits QP sizing depends on.
+    pub fn qp_limits(&self) -> QpLimits {
+        QpLimits {
+            max_wqe_sz_sq: self.max_wqe_sz_sq(),
+            max_wqe_sz_rq: self.max_wqe_sz_rq(),
+            log_max_qp_sz: self.log_max_qp_sz(),
         }
     }
 }

@@ -10,26 +10,16 @@ mod state;
 mod wr;
 mod write;
 
+pub use crate::error::AttrProblem;
+pub use crate::verbs::wqe::UdAddr;
 pub use connect::{ConnectOpts, QpEndpoint};
 pub use create::{Qp, QpInitAttr};
-pub use modify::{Access, AhAttr, AttrProblem, Mtu, QpAttr, QpAttrMask, QpQuery};
+pub use modify::{Access, AhAttr, Mtu, QpAttr, QpAttrMask, QpQuery};
 pub use post::{Payload, RecvWr, SendOp, SendWr, Sge};
 pub use state::QpState;
+pub(crate) use write::refuse;
 
 pub use sizing::{
     max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps,
     SizeMode, SizedQp, SizingError,
 };
-
-use crate::fw::caps::Caps;
-
-impl Caps {
-    /// The limits QP sizing depends on.
-    pub fn qp_limits(&self) -> QpLimits {
-        QpLimits {
-            max_wqe_sz_sq: self.max_wqe_sz_sq(),
-            max_wqe_sz_rq: self.max_wqe_sz_rq(),
-            log_max_qp_sz: self.log_max_qp_sz(),
-        }
-    }
-}

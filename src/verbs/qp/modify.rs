@@ -17,7 +17,7 @@ use mlx5_ifc::{Field, Layout, Nested, Opcode, ViewMut};
 use super::create::Qp;
 use super::sizing::QpType;
 use super::state::QpState;
-use crate::error::{Error, Result};
+use crate::error::{AttrProblem, Error, Result};
 use crate::fw::cmd::run;
 use crate::platform::Platform;
 
@@ -171,15 +171,6 @@ pub struct QpAttr {
     pub max_dest_rd_atomic: u8,
     /// Remote QP number (RC, UC).
     pub dest_qp_num: u32,
-}
-
-/// How a `modify_qp` call is wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AttrProblem {
-    /// The transition requires the attribute and the mask does not have it.
-    Missing,
-    /// The transition (for this QP type) does not take the attribute.
-    NotAllowed,
 }
 
 type M = QpAttrMask;

@@ -10,8 +10,8 @@ use mlx5_ifc::{regs, Be32, Be64};
 use super::create::Qp;
 use super::sizing::SendOps;
 use super::write::{
-    misplaced, nbb_of, pack, recv_place, recv_queue, send_queue, sq_place, write_recv, write_wqe,
-    WqeHead,
+    misplaced, nbb_of, pack, recv_place, recv_queue, refuse, send_queue, sq_place, write_recv,
+    write_wqe, WqeHead,
 };
 use crate::error::{Error, Result};
 use crate::io::barrier;
@@ -56,26 +56,6 @@ fn plain_op(op: &SendOp) -> Option<(u8, SendOps, usize, u32)> {
         SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2, 0),
         SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return None,
     })
-}
-
-/// A post refused before anything was written (out of line: the post paths keep only their
-/// common case in registers).
-#[cold]
-#[inline(never)]
-pub(crate) fn refuse(
-    op: &'static str,
-    field: &'static str,
-    requested: u64,
-    max: u64,
-    limit: &'static str,
-) -> Error {
-    Error::InvalidArgument {
-        op,
-        field,
-        requested,
-        max,
-        limit,
-    }
 }
 
 impl<P: Platform> Qp<'_, P> {
@@ -438,9 +418,12 @@ impl<P: Platform> Qp<'_, P> {
         }
     }
 
-    /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`).
+    /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`). Takes
+    /// `&self`, as [`Srq::post_recv`](crate::srq::Srq::post_recv) does: posters of one receive
+    /// queue take turns (a lock held for the post).
     #[inline]
-    pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
+        let _one_poster = self.recv_lock.lock();
         match wrs {
             [wr] => self.recv_one(wr),
             _ => self.recv_list(wrs),
@@ -449,11 +432,11 @@ impl<P: Platform> Qp<'_, P> {
 
     /// One receive request (the common case): checked, written, posted.
     #[inline(never)]
-    fn recv_one(&mut self, wr: &RecvWr<'_>) -> Result<()> {
+    fn recv_one(&self, wr: &RecvWr<'_>) -> Result<()> {
         let (ring, rq, cnt, per) =
             recv_queue(self.srqn, self.state, self.qpn, &self.ring, &self.layout, 1)?;
-        // The receive table's HEAD: this QP is its only writer (`&mut self`), so a relaxed
-        // load gives back its own last store; the pollers only read it.
+        // The receive table's HEAD: this QP is its only writer (under `recv_lock`, which orders
+        // the posters), so a relaxed load gives back the last store; the pollers only read it.
         let head = rq.load_relaxed(rq_table::HEAD);
         let used = head.wrapping_sub(rq.load(rq_table::TAIL));
         if used >= cnt || wr.sg_list.len() > per {
@@ -489,7 +472,7 @@ impl<P: Platform> Qp<'_, P> {
     /// posted (no counter, no doorbell record) until all are, so a refused one leaves none
     /// posted.
     #[inline(never)]
-    fn recv_list(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
+    fn recv_list(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
         let (ring, rq, cnt, per) = recv_queue(
             self.srqn,
             self.state,

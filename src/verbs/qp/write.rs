@@ -2,17 +2,51 @@
 //! send WQE's segments (in registers for the common shape, else through a [`WqeSink`]), the
 //! receive WQE, and the word a measured request is packed into.
 
-use super::create::QpRing;
-use super::post::refuse;
 use super::sizing::QpLayout;
 use super::state::QpState;
 use super::wr::{Payload, RecvWr, SendOp, SendWr, Sge};
 use crate::error::{Error, Result};
+use crate::fw::queue::QueueBuf;
 use crate::io::{DmaBuf, DmaRing, OutOfBounds, PairGeometry, PairRing, RingGeometry, SharedTable};
 use crate::verbs::wqe::{
     self, flags, BfStage, StagedWqe, WqeBuilder, WqeSink, DS, INVALID_LKEY, MAX_DS, WQEBB,
 };
 use crate::verbs::wr_table::{rq_table, sq_desc, sq_table};
+
+/// A post refused before anything was written (out of line: the post paths keep only their
+/// common case in registers).
+#[cold]
+#[inline(never)]
+pub(crate) fn refuse(
+    op: &'static str,
+    field: &'static str,
+    requested: u64,
+    max: u64,
+    limit: &'static str,
+) -> Error {
+    Error::InvalidArgument {
+        op,
+        field,
+        requested,
+        max,
+        limit,
+    }
+}
+
+/// The memory of a QP's work queues.
+#[derive(Debug)]
+pub(crate) struct QpRing {
+    /// RQ at offset 0, SQ after it.
+    pub(crate) buf: QueueBuf,
+    /// Doorbell record: word 0 RQ counter, word 1 SQ counter.
+    pub(crate) dbr: DmaBuf,
+    /// Send work-request table, shared with the send CQ.
+    pub(crate) sq: SharedTable,
+    /// Receive work-request table (own RQ), shared with the receive CQ.
+    pub(crate) rq: Option<SharedTable>,
+    /// Where the queues lie in `buf`, `sq` and `rq` (checked once, here).
+    pub(crate) geo: QpGeometry,
+}
 
 /// A measured request in one number (two registers), its opcode decoded once for the check
 /// and the write: DS (bits 0..8, ≤ 63), WQEBBs (8..16, ≤ 16), control-segment opcode (16..24),

@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let seed = data.iter().fold(7u32, |a, &b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
-    if let (Ok(cq), Some(pd)) = (dev.create_cq(1 + seed % 4096), dev.pd()) {
+    if let (Ok(cq), pd) = (dev.create_cq(1 + seed % 4096), dev.pd()) {
         let srq = dev
             .create_srq(
                 pd,

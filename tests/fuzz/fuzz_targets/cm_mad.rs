@@ -57,7 +57,7 @@ fuzz_target!(|data: &[u8]| {
     cb.listen(PORT).unwrap();
     cb.learn(mapped(ip_a), a.vport().mac);
     let cq = b.create_cq(16).unwrap();
-    let pd = b.pd().unwrap();
+    let pd = b.pd();
     let cap = QpCap {
         max_send_wr: 4,
         max_recv_wr: 4,

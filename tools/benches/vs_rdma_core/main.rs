@@ -339,7 +339,7 @@ const LIST_POLL: u32 = 3;
 fn bench(c: &mut Criterion) -> Vec<(&'static str, u64)> {
     let plat = NullUar::new(SimDevice::new(Profile::connectx5(), Mode::Sync));
     let dev = Device::open(plat.clone(), DeviceConfig::default()).unwrap();
-    let pd = dev.pd().unwrap();
+    let pd = dev.pd();
     let before = plat.allocs.lock().unwrap().len();
     let cq = dev.create_cq((1 << LOG_CQ) - 1).unwrap();
     let cq_ring = plat.allocs.lock().unwrap()[before..]

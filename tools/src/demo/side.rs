@@ -140,8 +140,7 @@ pub(super) fn check_that(
 
 /// A memory region of [`MR_LEN`] bytes with every access right.
 pub(super) fn mr(d: &Dev) -> Result<Mr<'_>, String> {
-    d.alloc_mr(d.pd().ok_or("no PD")?, MR_LEN, MrAccess::ALL)
-        .map_err(e)
+    d.alloc_mr(d.pd(), MR_LEN, MrAccess::ALL).map_err(e)
 }
 
 /// A QP of type `t` on `dev`, in RESET, sending and receiving on `cq`.
@@ -159,7 +158,7 @@ pub(super) fn side<'a>(
         max_inline_data: 64,
     };
     let qp = dev
-        .create_qp(dev.pd().ok_or("no PD")?, &QpInitAttr::new(t, cq, cq, c))
+        .create_qp(dev.pd(), &QpInitAttr::new(t, cq, cq, c))
         .map_err(e)?;
     Ok(Side { dev, cq, mr, qp })
 }

@@ -187,7 +187,7 @@ mod tests {
             max_recv_sge: 1,
             max_inline_data: 0,
         };
-        let pd = dev.pd().unwrap();
+        let pd = dev.pd();
         let mut rc = dev
             .create_qp(pd, &QpInitAttr::new(QpType::Rc, &cq, &cq, c))
             .unwrap();

@@ -162,7 +162,7 @@ pub(super) struct CtrlBufs<'d> {
 
 impl<'d> CtrlBufs<'d> {
     pub(super) fn new(dev: &'d Dev) -> Result<Self, String> {
-        let pd = dev.pd().ok_or("no PD")?;
+        let pd = dev.pd();
         let local = MrAccess {
             local_write: true,
             ..MrAccess::default()
@@ -225,7 +225,7 @@ impl<'a> CmLink<'a> {
         let gsi = Gsi::open(dev, &b.gsi, 1).map_err(e)?;
         let cfg = CmConfig::for_device(dev);
         let cm = Cm::new(gsi, cfg);
-        let pd = dev.pd().ok_or("no PD")?;
+        let pd = dev.pd();
         let cap = QpCap {
             max_send_wr: 1,
             max_recv_wr: 1,

@@ -73,7 +73,7 @@ pub(super) struct Bufs<'a> {
 pub(super) fn alloc(dev: &Dev, p: Params, s: Settled) -> Result<Bufs<'_>, String> {
     let half = u64::from(p.size.max(s.cycle_buffer));
     let len = inc(half, u64::from(s.cache_line)) * 2;
-    let pd = dev.pd().ok_or("no PD")?;
+    let pd = dev.pd();
     let mr = dev
         .alloc_mr(
             pd,
@@ -123,7 +123,7 @@ impl<'a> Resources<'a> {
         s: Settled,
     ) -> Result<Self, String> {
         let (gid_index, gid) = h.gid(gid_index)?;
-        let pd = h.dev.pd().ok_or("no PD")?;
+        let pd = h.dev.pd();
         let cap = QpCap {
             max_send_wr: p.tx_depth,
             max_recv_wr: p.rx_depth,

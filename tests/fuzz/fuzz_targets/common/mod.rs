@@ -78,7 +78,7 @@ pub fn sim() -> SimDevice {
 /// reads events, moves one QP through ERR and RESET, and destroys everything. Every completion
 /// must name a posted work request, at most once. Errors are fine: they are typed.
 pub fn workload(dev: &Dev, rounds: usize, mut between: impl FnMut(usize)) {
-    let Some(pd) = dev.pd() else { return };
+    let pd = dev.pd();
     let Ok(cq) = dev.create_cq(127) else { return };
     let Ok(mr) = dev.alloc_mr(pd, 8192, MrAccess::ALL) else {
         return;

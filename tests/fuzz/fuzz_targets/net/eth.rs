@@ -107,7 +107,7 @@ impl Rig {
         let tis = Tis::create(a, &td).expect("TIS");
         let raw_cq = cq(a, 64);
         let raw = EthSq::create(a, raw_cq, &tis, 16).expect("raw SQ");
-        let pd = a.pd().expect("PD");
+        let pd = a.pd();
         let raw_mr = a
             .alloc_mr(pd, FRAME_MAX_A, MrAccess::default())
             .expect("MR");

@@ -123,7 +123,7 @@ impl Rig {
             .expect("GID 1");
         let cq: &'static Cq<'static, SimPlatform> =
             Box::leak(Box::new(dev.create_cq(256).expect("CQ")));
-        let pd = dev.pd().expect("PD");
+        let pd = dev.pd();
         let mr = dev.alloc_mr(pd, REGION, MrAccess::ALL).expect("MR");
         let cap = QpCap {
             max_send_wr: 8,

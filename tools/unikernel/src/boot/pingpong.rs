@@ -110,7 +110,7 @@ pub fn session<P: Platform>(
         .gid(u16::from(gid_index))
         .ok_or(NetError::Stack("no GID at that index"))?
         .gid;
-    let pd = dev.pd().ok_or(NetError::Stack("no PD"))?;
+    let pd = dev.pd();
     let rx_depth = 500u32;
     let mr = dev
         .alloc_mr(
