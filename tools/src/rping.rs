@@ -12,7 +12,7 @@
 //! QP: RC, 16 sends, 2 receives, one READ outstanding each way, 7 retries, 7 RNR retries.
 //!
 //! Connection events met while waiting for completions are set aside only if they are about
-//! our connection (at most [`ASIDE`]); a REQ met then is refused at once (REJ 28: rping serves
+//! our connection (at most `ASIDE`); a REQ met then is refused at once (REJ 28: rping serves
 //! one client) and other events dropped, both counted (issue #26: a stream of REQs during a
 //! run must not pile up).
 

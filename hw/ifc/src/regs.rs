@@ -5,14 +5,14 @@
 //! doorbells); these are the byte offsets of those words. `tests/conformance.rs` checks each one
 //! against the bit offsets of the `initial_seg` layout.
 
-/// `fw_rev`: [31:16] minor, [15:0] major.
+/// `fw_rev`: \[31:16\] minor, \[15:0\] major.
 pub const FW_REV: u32 = 0x000;
-/// `cmdif_rev_fw_sub`: [31:16] command interface revision, [15:0] firmware sub-minor.
+/// `cmdif_rev_fw_sub`: \[31:16\] command interface revision, \[15:0\] firmware sub-minor.
 pub const CMDIF_REV_FW_SUB: u32 = 0x004;
 /// `cmdq_addr_h`: command queue DMA address bits 63..32 (written by the driver).
 pub const CMDQ_ADDR_H: u32 = 0x010;
-/// `cmdq_addr_l_sz`: [31:12] address bits 31..12 (W), [10:8] nic_interface, [7:4] log_cmdq_size
-/// (R), [3:0] log_cmdq_stride (R).
+/// `cmdq_addr_l_sz`: \[31:12\] address bits 31..12 (W), \[10:8\] nic_interface, \[7:4\] log_cmdq_size
+/// (R), \[3:0\] log_cmdq_stride (R).
 pub const CMDQ_ADDR_L_SZ: u32 = 0x014;
 /// `cmd_dbell`: writing `1 << slot` hands that command queue entry to the firmware.
 pub const CMD_DBELL: u32 = 0x018;
@@ -26,7 +26,7 @@ pub const HEALTH_RFR_SEVERITY: u32 = HEALTH_BUFFER + 0x38;
 pub const HEALTH_SYND: u32 = HEALTH_BUFFER + 0x3c;
 /// Health buffer `fw_ver` word (all ones = the device fell off the bus).
 pub const HEALTH_FW_VER: u32 = HEALTH_BUFFER + 0x30;
-/// `cmd_exec_to`: default command execution timeout ([31:29] unit, [19:0] value).
+/// `cmd_exec_to`: default command execution timeout (\[31:29\] unit, \[19:0\] value).
 pub const CMD_EXEC_TO: u32 = 0xff8;
 /// `cmd_q_init_to`: command queue init timeout; 0 = timeouts not published.
 pub const CMD_Q_INIT_TO: u32 = 0xffc;
@@ -43,7 +43,7 @@ pub const INITIALIZING_BIT: u32 = 1 << 31;
 pub const EMBEDDED_CPU_BIT: u32 = 1 << 23;
 
 /// Decodes a published timeout register (`cmd_exec_to`, `cmd_q_init_to`) to milliseconds:
-/// bits [30:29] unit (0 ms, 1 s, 2 min, 3 h), bits [19:0] value. `None` when not published (0).
+/// bits \[30:29\] unit (0 ms, 1 s, 2 min, 3 h), bits \[19:0\] value. `None` when not published (0).
 pub const fn decode_timeout_ms(reg: u32) -> Option<u64> {
     if reg == 0 {
         return None;

@@ -1,8 +1,8 @@
 //! `mlx5ctl demo`: two simulated ConnectX-5s on a simulated RoCE v2 wire. It connects a pair of
 //! QPs of the type `--type` asks for and runs what that transport carries, every byte verified:
-//! RC (the default) SEND/RECV, RDMA WRITE, READ and atomics ([`rc`]); UC SEND/RECV, RDMA WRITE
-//! and WRITE with immediate ([`uc`]); UD addressed SENDs with their GRH, source QP and Q_Key
-//! ([`ud`]). Then a throughput run and a latency run, and, on the simulator, the QP commands each
+//! RC (the default) SEND/RECV, RDMA WRITE, READ and atomics (`rc.rs`); UC SEND/RECV, RDMA WRITE
+//! and WRITE with immediate (`uc.rs`); UD addressed SENDs with their GRH, source QP and Q_Key
+//! (`ud.rs`). Then a throughput run and a latency run, and, on the simulator, the QP commands each
 //! NIC's firmware executed: every QP through RST2INIT, INIT2RTR and RTR2RTS.
 
 mod args;

@@ -4,7 +4,7 @@
 //! 2): either side can be the real tool.
 //!
 //! What it mirrors of perftest (the facts: docs/fields.md "perftest"): the TCP exchange on port
-//! 18515 ([`oob`]) with each test's script of key exchanges; the buffer (two halves of
+//! 18515 (`oob.rs`) with each test's script of key exchanges; the buffer (two halves of
 //! `max(size, cycle buffer)` rounded to the cache line, the second half advertised, which the
 //! peer targets); the addresses (bandwidth tests step by the size rounded to the cache line
 //! within the cycle buffer when the size is at most half of it; latency tests use one place);
