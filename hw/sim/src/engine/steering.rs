@@ -30,8 +30,8 @@ use mlx5_ifc::prm::tir::{RqNum, Rqtc, RxHashFieldSelect as Sel, Tirc};
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use crate::fabric::packet::{Headers, L3};
-use crate::fw::objects::ObjectKind;
-use crate::fw::Firmware;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 
 /// Bytes of the match image the device builds: outer headers and misc parameters.
 pub(crate) const IMAGE_BYTES: usize = 2 * L24::BYTES;
@@ -125,7 +125,7 @@ fn matches(frame: &[u8], criteria: &[u8], value: &[u8], enable: u64) -> bool {
 type Entry = (u64, u64, Vec<u8>, Vec<u8>);
 
 /// The live entries of `table`, by flow index.
-fn entries(fw: &Firmware, table: u32) -> Vec<Entry> {
+fn entries(fw: &Model, table: u32) -> Vec<Entry> {
     let ctx_at = SetFteIn::FLOW_CONTEXT.offset();
     let mut out: Vec<Entry> = fw
         .objects
@@ -156,7 +156,7 @@ fn entries(fw: &Firmware, table: u32) -> Vec<Entry> {
 }
 
 /// A table's miss: the table it forwards to, or `None` (drop).
-fn miss(fw: &Firmware, table: u32) -> Option<u32> {
+fn miss(fw: &Model, table: u32) -> Option<u32> {
     use mlx5_ifc::prm::flow::{CreateFlowTableIn as T, FlowTableContext as Ftc};
     let q = fw.objects.queue(ObjectKind::FlowTable, table)?;
     let c = View::<T>::new(&q.ctx).ok()?;
@@ -165,7 +165,7 @@ fn miss(fw: &Firmware, table: u32) -> Option<u32> {
 }
 
 /// Looks the frame's match image up from the NIC receive root.
-pub(crate) fn lookup(fw: &Firmware, img: &[u8; IMAGE_BYTES]) -> Result<Steered, Dropped> {
+pub(crate) fn lookup(fw: &Model, img: &[u8; IMAGE_BYTES]) -> Result<Steered, Dropped> {
     let mut table = fw.flow_root[0].ok_or(Dropped::NoRoot)?;
     let mut out = Steered::default();
     let value_at = FlowContext::MATCH_VALUE.offset();
@@ -233,7 +233,7 @@ pub(crate) fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
 }
 
 /// The RQ a TIR gives the frame, with the RSS hash and the CQE's `rss_hash_type`.
-pub(crate) fn select_rq(fw: &Firmware, tirn: u32, h: &Headers) -> Option<(u32, u32, u8)> {
+pub(crate) fn select_rq(fw: &Model, tirn: u32, h: &Headers) -> Option<(u32, u32, u8)> {
     let q = fw.objects.queue(ObjectKind::Tir, tirn)?;
     let c = View::<Tirc>::new(&q.ctx).ok()?;
     match c.get(Tirc::DISP_TYPE) {

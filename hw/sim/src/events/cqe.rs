@@ -17,6 +17,18 @@
 //! doorbell), in which case it is dropped and counted. An armed EQ fires (its interrupt) and
 //! is disarmed. EQEs are the [`Eqe`] layout, their event data [`CompEvent`], [`CqError`] or
 //! [`QpEvents`].
+//!
+//! EQE layouts ([`mlx5_ifc::prm::eqe`]: 64 bytes; byte 1 event type, byte 3 sub-type, event
+//! data at 0x20..0x3b, owner bit 0 of byte 0x3f = `(producer >> log_eq_size) & 1`):
+//!
+//! | event | data |
+//! |---|---|
+//! | COMPLETION 0x00 | CQN, BE32 at 0x38 (low 24 bits) |
+//! | CQ_ERROR 0x04 | CQN, BE32 at 0x20; syndrome at 0x2b (1 = overrun) |
+//! | WQ_CATAS_ERROR 0x05, WQ_INVAL_REQ_ERROR 0x10, WQ_ACCESS_ERROR 0x11 | resource type at 0x34 (0 = QP), QPN BE32 at 0x38 |
+//!
+//! Completion events go to the CQ's EQ; asynchronous events to every EQ whose `event_bitmask`
+//! has the event's bit (bit n of the 256-bit mask read as big-endian 64-bit words).
 
 use mlx5_ifc::consts::{arm_state, cqe_sz};
 use mlx5_ifc::cqe::{Cqe64, CQE128_OFFSET, CQE_BYTES};
@@ -27,9 +39,9 @@ use mlx5_ifc::prm::eq::Eqc;
 use mlx5_ifc::prm::eqe::{CmdInterCompEvent, CompEvent, CqError, Eqe, EventAuto, QpEvents};
 use mlx5_ifc::{Layout, LayoutError, View, ViewMut};
 
-use super::wqe::{dma_fault, read_be32, write_queue};
-use super::Hw;
-use crate::fw::objects::ObjectKind;
+use crate::memory::queue::{dma_fault, read_be32, write_queue};
+use crate::model::objects::ObjectKind;
+use crate::model::Hw;
 
 /// CQE opcodes (`op_own >> 4`).
 pub(crate) use mlx5_ifc::cqe::opcode as op;
@@ -132,7 +144,7 @@ impl Cqe {
 
 /// `srqn_uidx` of a completion of QP `user_index` (CQE version 1), or `srqn` (version 0).
 pub(crate) fn srqn_uidx(hw: &Hw<'_>, user_index: u32, srqn: Option<u32>) -> u32 {
-    if hw.fw.cur(CmdHcaCap::CQE_VERSION) >= 1 {
+    if hw.model.cur(CmdHcaCap::CQE_VERSION) >= 1 {
         user_index & 0xff_ffff
     } else {
         srqn.unwrap_or(0) & 0xff_ffff
@@ -141,9 +153,9 @@ pub(crate) fn srqn_uidx(hw: &Hw<'_>, user_index: u32, srqn: Option<u32>) -> u32 
 
 /// Writes `cqe` to CQ `cqn` (see the module documentation).
 pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
-    let Some(q) = hw.fw.objects.queue(ObjectKind::Cq, cqn) else {
+    let Some(q) = hw.model.objects.queue(ObjectKind::Cq, cqn) else {
         log::warn!("mlx5-sim: CQE for CQ {cqn:#x}, which does not exist");
-        hw.fw.engine.counters.cqes_dropped += 1;
+        hw.model.rt.counters.cqes_dropped += 1;
         return;
     };
     let Ok(c) = View::<Cqc>::new(&q.ctx) else {
@@ -156,12 +168,12 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
         c.get32(Cqc::C_EQN_OR_APU_ELEMENT),
         4096u64 << c.get(Cqc::LOG_PAGE_SIZE).min(20),
     );
-    let start = super::wqe::queue_start(page, c.get(Cqc::PAGE_OFFSET));
+    let start = crate::memory::queue::queue_start(page, c.get(Cqc::PAGE_OFFSET));
     let (armed, st) = (q.armed, c.get(Cqc::ST));
     let pas = q.pas.clone();
-    let rt = *hw.fw.engine.cqs.entry(cqn).or_default();
+    let rt = *hw.model.rt.cqs.entry(cqn).or_default();
     if rt.error {
-        hw.fw.engine.counters.cqes_dropped += 1;
+        hw.model.rt.counters.cqes_dropped += 1;
         return;
     }
     let ci = read_be32(hw.iommu, dbr).unwrap_or(0) & 0xff_ffff;
@@ -170,8 +182,8 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
             "mlx5-sim: CQ {cqn:#x} overflow (producer {}, consumer {ci})",
             rt.pi
         );
-        hw.fw.engine.counters.cqes_dropped += 1;
-        if let Some(r) = hw.fw.engine.cqs.get_mut(&cqn) {
+        hw.model.rt.counters.cqes_dropped += 1;
+        if let Some(r) = hw.model.rt.cqs.get_mut(&cqn) {
             r.error = true;
         }
         let data = event_data::<CqError>(|v| {
@@ -190,10 +202,10 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
     let off = u64::from(rt.pi & (size - 1)) * stride + at;
     let owner = ((rt.pi >> log_size) & 1) as u8;
     let mut img = cqe.image(owner, hw.now);
-    if let Some((field, value)) = hw.fw.injected.take_cqe() {
+    if let Some((field, value)) = hw.model.injected.take_cqe() {
         field.apply(&mut img, value);
         let what = format!("CQE {} of CQ {cqn:#x}: {field:?} := {value:#x}", rt.pi);
-        hw.fw.injected.log.push(hw.now, "CorruptCqe", what);
+        hw.model.injected.log.push(hw.now, "CorruptCqe", what);
     }
     if let Err(iova) = write_entry(hw, &pas, page, start + off, &img) {
         dma_fault(
@@ -205,12 +217,12 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
         );
         return;
     }
-    let counters = &mut hw.fw.engine.counters;
+    let counters = &mut hw.model.rt.counters;
     counters.cqes += 1;
     if cqe.is_error() {
         counters.error_cqes += 1;
     }
-    if let Some(r) = hw.fw.engine.cqs.get_mut(&cqn) {
+    if let Some(r) = hw.model.rt.cqs.get_mut(&cqn) {
         r.pi = (r.pi + 1) & 0xff_ffff;
         r.written += 1;
     }
@@ -275,8 +287,8 @@ fn eqe_image(etype: u8, sub: u8, data: &[u8; EVENT_DATA_BYTES], owner: u8) -> [u
 
 /// Updates the CQ context after a CQE: producer counter, and the arming when it fired.
 fn set_cq(hw: &mut Hw<'_>, cqn: u32, fired: bool) {
-    let pi = hw.fw.engine.cqs.get(&cqn).map_or(0, |r| r.pi);
-    if let Some(q) = hw.fw.objects.queue_mut(ObjectKind::Cq, cqn) {
+    let pi = hw.model.rt.cqs.get(&cqn).map_or(0, |r| r.pi);
+    if let Some(q) = hw.model.objects.queue_mut(ObjectKind::Cq, cqn) {
         if fired {
             q.armed = false;
         }
@@ -295,8 +307,8 @@ fn set_cq(hw: &mut Hw<'_>, cqn: u32, fired: bool) {
 /// Fires the completion event of CQ `cqn` if it is armed with CQEs beyond `ci` (called after
 /// an arm doorbell).
 pub(crate) fn arm_check(hw: &mut Hw<'_>, cqn: u32, ci: u32) {
-    let pi = hw.fw.engine.cqs.get(&cqn).map_or(0, |r| r.pi);
-    let Some(q) = hw.fw.objects.queue(ObjectKind::Cq, cqn) else {
+    let pi = hw.model.rt.cqs.get(&cqn).map_or(0, |r| r.pi);
+    let Some(q) = hw.model.objects.queue(ObjectKind::Cq, cqn) else {
         return;
     };
     let Ok(c) = View::<Cqc>::new(&q.ctx) else {
@@ -317,8 +329,8 @@ pub(crate) fn arm_check(hw: &mut Hw<'_>, cqn: u32, ci: u32) {
 /// arming), the EQ fires at once, as the hardware does; otherwise the interrupt for them would
 /// never come.
 pub(crate) fn eq_arm_check(hw: &mut Hw<'_>, eqn: u32, ci: u32) {
-    let pi = hw.fw.engine.eqs.get(&eqn).copied().unwrap_or(0);
-    let Some(q) = hw.fw.objects.queue_mut(ObjectKind::Eq, eqn) else {
+    let pi = hw.model.rt.eqs.get(&eqn).copied().unwrap_or(0);
+    let Some(q) = hw.model.objects.queue_mut(ObjectKind::Eq, eqn) else {
         return;
     };
     let Ok(mut c) = ViewMut::<Eqc>::new(&mut q.ctx) else {
@@ -334,7 +346,7 @@ pub(crate) fn eq_arm_check(hw: &mut Hw<'_>, eqn: u32, ci: u32) {
         log::error!("mlx5-sim: EQ {eqn:#x}: {e}");
     }
     q.armed = false;
-    hw.fw.engine.irqs.push(vector);
+    hw.model.rt.irqs.push(vector);
 }
 
 /// Writes an EQE of `etype` with event data `data` to EQ `eqn`.
@@ -350,8 +362,8 @@ pub(crate) fn post_eqe_sub(
     sub: u8,
     data: &[u8; EVENT_DATA_BYTES],
 ) {
-    let Some(q) = hw.fw.objects.queue(ObjectKind::Eq, eqn) else {
-        hw.fw.engine.counters.eqes_dropped += 1;
+    let Some(q) = hw.model.objects.queue(ObjectKind::Eq, eqn) else {
+        hw.model.rt.counters.eqes_dropped += 1;
         return;
     };
     let Ok(c) = View::<Eqc>::new(&q.ctx) else {
@@ -363,16 +375,16 @@ pub(crate) fn post_eqe_sub(
     // An armed EQ raises its MSI-X vector with the EQE it is given (then it is fired).
     let irq = q.armed.then(|| c.get(Eqc::INTR) as u16);
     let page = 4096u64 << c.get(Eqc::LOG_PAGE_SIZE).min(20);
-    let start = super::wqe::queue_start(page, c.get(Eqc::PAGE_OFFSET));
+    let start = crate::memory::queue::queue_start(page, c.get(Eqc::PAGE_OFFSET));
     let pas = q.pas.clone();
-    let pi = hw.fw.engine.eqs.get(&eqn).copied().unwrap_or(0);
+    let pi = hw.model.rt.eqs.get(&eqn).copied().unwrap_or(0);
     if (pi.wrapping_sub(ci) & 0xff_ffff) >= size {
         log::warn!("mlx5-sim: EQ {eqn:#x} overrun; event {etype:#x} dropped");
-        hw.fw.engine.counters.eqes_dropped += 1;
+        hw.model.rt.counters.eqes_dropped += 1;
         return;
     }
     let mut img = eqe_image(etype, sub, data, ((pi >> log_size) & 1) as u8);
-    if let Some((field, value)) = hw.fw.injected.take_eqe(eqn) {
+    if let Some((field, value)) = hw.model.injected.take_eqe(eqn) {
         let before = img;
         field.apply(&mut img, value);
         let changed: Vec<String> = (0..Eqe::BYTES)
@@ -387,7 +399,7 @@ pub(crate) fn post_eqe_sub(
                 changed.join(", ")
             }
         );
-        hw.fw.injected.log.push(hw.now, "CorruptEqe", what);
+        hw.model.injected.log.push(hw.now, "CorruptEqe", what);
     }
     let off = u64::from(pi & (size - 1)) * Eqe::BYTES as u64;
     if let Err(iova) = write_entry(hw, &pas, page, start + off, &img) {
@@ -400,13 +412,13 @@ pub(crate) fn post_eqe_sub(
         );
         return;
     }
-    hw.fw.engine.counters.eqes += 1;
+    hw.model.rt.counters.eqes += 1;
     let pi = (pi + 1) & 0xff_ffff;
-    hw.fw.engine.eqs.insert(eqn, pi);
+    hw.model.rt.eqs.insert(eqn, pi);
     if let Some(v) = irq {
-        hw.fw.engine.irqs.push(v);
+        hw.model.rt.irqs.push(v);
     }
-    if let Some(q) = hw.fw.objects.queue_mut(ObjectKind::Eq, eqn) {
+    if let Some(q) = hw.model.objects.queue_mut(ObjectKind::Eq, eqn) {
         q.armed = false;
         if let Ok(mut v) = ViewMut::<Eqc>::new(&mut q.ctx) {
             let r = v
@@ -427,7 +439,7 @@ pub(crate) fn subscribed(mask: &[u8; 32], etype: u8) -> bool {
 }
 
 /// The EQs subscribed to command completion events (CMD, 0x0a).
-pub(crate) fn cmd_eqs(fw: &crate::fw::Firmware) -> Vec<u32> {
+pub(crate) fn cmd_eqs(fw: &crate::model::Model) -> Vec<u32> {
     fw.objects
         .queues(ObjectKind::Eq)
         .into_iter()
@@ -449,7 +461,7 @@ pub(crate) fn command_event(hw: &mut Hw<'_>, slot: u32, eqs: &[u32]) {
     let subscribed_eqs: Vec<u32> = eqs
         .iter()
         .copied()
-        .filter(|&n| hw.fw.objects.queue(ObjectKind::Eq, n).is_some())
+        .filter(|&n| hw.model.objects.queue(ObjectKind::Eq, n).is_some())
         .collect();
     if subscribed_eqs.is_empty() || slot >= 32 {
         return;
@@ -471,12 +483,12 @@ pub(crate) fn async_event(hw: &mut Hw<'_>, etype: u8, data: &[u8; EVENT_DATA_BYT
 /// As [`async_event`], with the EQE's sub-type `sub` (PORT_CHANGE: what changed).
 pub(crate) fn async_event_sub(hw: &mut Hw<'_>, etype: u8, sub: u8, data: &[u8; EVENT_DATA_BYTES]) {
     let eqs: Vec<u32> = hw
-        .fw
+        .model
         .objects
         .queues(ObjectKind::Eq)
         .into_iter()
         .filter(|&n| {
-            hw.fw
+            hw.model
                 .objects
                 .queue(ObjectKind::Eq, n)
                 .is_some_and(|q| subscribed(&q.event_bitmask, etype))
