@@ -48,6 +48,11 @@
 //! driver's polling, ordering and timeouts are exercised for real.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 mod bar;
 mod cmdif;

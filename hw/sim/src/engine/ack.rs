@@ -254,11 +254,11 @@ pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
 /// The bytes an 8-byte atomic's original value lands as in the requester's memory: big-endian
 /// in requester endianness mode 0, in the host's order (HOST_ENDIANNESS) in mode 1
 /// (`atomic_caps.atomic_req_8B_endianness_mode`).
-fn atomic_result(fw: &crate::model::Model, v: u64) -> [u8; 8] {
+fn atomic_result(model: &crate::model::Model, v: u64) -> [u8; 8] {
     use mlx5_ifc::consts::atomic_caps::REQ_ENDIANNESS_HOST;
     use mlx5_ifc::prm::caps::AtomicCaps;
-    let host = fw.cur_atomic(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE) == REQ_ENDIANNESS_HOST;
-    if host && !fw.vport.host_big_endian() {
+    let host = model.cur_atomic(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE) == REQ_ENDIANNESS_HOST;
+    if host && !model.vport.host_big_endian() {
         v.to_le_bytes()
     } else {
         v.to_be_bytes()

@@ -50,8 +50,8 @@ pub(crate) enum UarAction {
 }
 
 /// The queue `id` of `kind` whose doorbells go to UAR `page`.
-fn target(fw: &mut Model, kind: ObjectKind, id: u32, page: u32) -> Result<&mut Queue, String> {
-    let q = fw
+fn target(model: &mut Model, kind: ObjectKind, id: u32, page: u32) -> Result<&mut Queue, String> {
+    let q = model
         .objects
         .queue_mut(kind, id)
         .ok_or_else(|| format!("{kind:?} {id:#x} does not exist"))?;

@@ -15,7 +15,7 @@
 //!   (0x04) and NAK remote operational error. The last packet writes RESP_SEND (2),
 //!   RESP_SEND_IMM (3) or RESP_SEND_INV (4, the IETH rkey in `imm_inval_pkey`). A SEND with
 //!   invalidate (RC only: UC and UD have no such opcode) first invalidates the mkey its IETH
-//!   names ([`mkey::invalidate_remote`]: live, the QP's PD, created with `en_rinval`), after
+//!   names ([`crate::model::translation::invalidate_remote`]: live, the QP's PD, created with `en_rinval`), after
 //!   which any access through it is refused (an RDMA WRITE: NAK remote access error); a key
 //!   that may not be invalidated completes the receive WQE with RESP_ERR
 //!   REMOTE_INVAL_REQ_ERR (0x12), the QP goes to ERR and the answer is NAK invalid request.

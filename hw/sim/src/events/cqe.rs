@@ -439,12 +439,14 @@ pub(crate) fn subscribed(mask: &[u8; 32], etype: u8) -> bool {
 }
 
 /// The EQs subscribed to command completion events (CMD, 0x0a).
-pub(crate) fn cmd_eqs(fw: &crate::model::Model) -> Vec<u32> {
-    fw.objects
+pub(crate) fn cmd_eqs(model: &crate::model::Model) -> Vec<u32> {
+    model
+        .objects
         .queues(ObjectKind::Eq)
         .into_iter()
         .filter(|&n| {
-            fw.objects
+            model
+                .objects
                 .queue(ObjectKind::Eq, n)
                 .is_some_and(|q| subscribed(&q.event_bitmask, event::CMD))
         })

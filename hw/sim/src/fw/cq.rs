@@ -7,7 +7,7 @@
 //! `2^log_max_cq - 1` CQs live (EXCEED_LIM CQ_EXHAUSTED). CQ numbers are 24-bit, from 1. The CQ
 //! holds its EQ and its UAR; `cq_period` / `cq_max_count` are kept as given.
 //!
-//! The CQ starts unarmed (`st` FIRED, counters 0); the CQ arm doorbell ([`super::doorbell`]) sets
+//! The CQ starts unarmed (`st` FIRED, counters 0); the CQ arm doorbell ([`crate::engine::doorbell`]) sets
 //! `consumer_counter` and arms it (`st` ARMED, or SOLICITED_ARMED). QUERY_CQ returns the context
 //! as programmed with `st` and the counters current, and the PAS list.
 //!

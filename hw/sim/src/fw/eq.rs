@@ -6,7 +6,7 @@
 //! `2^log_max_eq - 1` EQs live (EXCEED_LIM EQ_EXHAUSTED). EQ numbers are 8-bit, from 0, below
 //! `2^log_max_eq`. The EQ holds its UAR.
 //!
-//! The EQ starts unarmed (`st` FIRED, counters 0); the EQ doorbell ([`super::doorbell`]) moves
+//! The EQ starts unarmed (`st` FIRED, counters 0); the EQ doorbell ([`crate::engine::doorbell`]) moves
 //! `consumer_counter` and arms it (`st` ARMED). QUERY_EQ returns the context as programmed with
 //! `st` and the counters current, the first 64 bits of `event_bitmask`, and the PAS list.
 

@@ -2,7 +2,7 @@
 //! holds until the pages it asked for arrive.
 //!
 //! After INIT_HCA the firmware's pages are its boot + init pages plus whatever it asked for at
-//! run time. What it uses ("in use") is the boot + init pages plus, under a [`PagePolicy`] with
+//! run time. What it uses ("in use") is the boot + init pages plus, under a [`crate::PagePolicy`] with
 //! `icm_pages_per_object` = k, k pages of ICM for every live CQ, QP, SRQ, RMP and memory key; the
 //! rest of what it holds is free. Then:
 //!
@@ -22,7 +22,7 @@
 //!   queued page works kept Linux 6.1 reclaiming while it destroyed its command EQ, where the
 //!   command interface refuses MANAGE_PAGES and Linux then frees the pages from its own tree
 //!   while the device still holds them (docs/simulator.md, *The unload finding*).
-//! * **at random moments** ([`RandomPages`], seeded, so a run is reproducible): after a
+//! * **at random moments** ([`crate::RandomPages`], seeded, so a run is reproducible): after a
 //!   command executes (not QUERY_PAGES / MANAGE_PAGES), with probability `per_mille`/1000, the
 //!   firmware asks for 1..=`max_pages` more pages or offers back up to that many free ones —
 //!   provided some EQ is subscribed to PAGE_REQUEST.
@@ -42,7 +42,7 @@ use mlx5_ifc::{Opcode, ViewMut};
 
 use crate::events::cqe::{async_event, subscribed, EVENT_DATA_BYTES};
 use crate::model::objects::ObjectKind;
-pub(crate) use crate::model::pages::{PagePolicy, PageStats};
+use crate::model::pages::PageStats;
 use crate::model::{HcaState, Hw, Model};
 use crate::Profile;
 

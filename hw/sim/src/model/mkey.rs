@@ -2,7 +2,7 @@
 //! remote invalidation. The commands that create, destroy and query them are [`crate::fw`]'s
 //! `mkey`.
 //!
-//! Remote invalidation ([`invalidate_remote`], a received SEND with invalidate naming the key in
+//! Remote invalidation ([`super::translation::invalidate_remote`], a received SEND with invalidate naming the key in
 //! its IETH): the key names a live mkey whose variant byte matches and that is not free
 //! ([`KeyError::BadKey`]; the reserved lkey and the null mkey never qualify), of the QP's PD
 //! ([`KeyError::Pd`]), created with `en_rinval` set ([`KeyError::Access`]). `en_rinval` is the
@@ -14,7 +14,7 @@
 //! invalidate leaves it (its context's `free` bit set, which QUERY_MKEY shows): every later
 //! access through it fails until it is destroyed.
 //!
-//! Translation ([`translate`]): a key names a live mkey whose variant byte matches, created not
+//! Translation ([`super::translation::translate`]): a key names a live mkey whose variant byte matches, created not
 //! free ([`KeyError::BadKey`]); its PD is the QP's ([`KeyError::Pd`]); it grants the access
 //! asked for ([`KeyError::Access`]); `[va, va + len)` lies inside `[start_addr, start_addr +
 //! len)` ([`KeyError::Bounds`]). The reserved lkey ([`RESD_LKEY`]) is a PA key of every PD with

@@ -21,18 +21,18 @@ impl QpInfo {
     /// the vport: MAC, GIDs) once, then kept in the engine until something could change it:
     /// every firmware command drops the whole cache ([`Runtime::commanded`]), and a state
     /// change the data path makes itself ([`set_qp_state`]) drops the QP's entry.
-    pub(crate) fn load(fw: &mut Model, qpn: u32) -> Option<Arc<QpInfo>> {
-        if let Some(i) = fw.rt.qp_cache.get(&qpn) {
+    pub(crate) fn load(model: &mut Model, qpn: u32) -> Option<Arc<QpInfo>> {
+        if let Some(i) = model.rt.qp_cache.get(&qpn) {
             return Some(i.clone());
         }
-        let i = Arc::new(Self::decode(fw, qpn)?);
-        fw.rt.qp_cache.insert(qpn, i.clone());
+        let i = Arc::new(Self::decode(model, qpn)?);
+        model.rt.qp_cache.insert(qpn, i.clone());
         Some(i)
     }
 
     /// The QP `qpn` decoded from its context.
-    fn decode(fw: &Model, qpn: u32) -> Option<QpInfo> {
-        let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
+    fn decode(model: &Model, qpn: u32) -> Option<QpInfo> {
+        let q = model.objects.queue(ObjectKind::Qp, qpn)?;
         let c = View::<Qpc>::new(&q.ctx).ok()?;
         let a = c.nested(Qpc::PRIMARY_ADDRESS_PATH);
         let regular = c.get(Qpc::RQ_TYPE) == rq_type::REGULAR;
@@ -54,16 +54,16 @@ impl QpInfo {
         };
         let page = 4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20);
         let route = Route {
-            smac: fw.vport.mac(),
+            smac: model.vport.mac(),
             dmac: rmac,
-            sgid: own_gid(fw, a.get(Ads::SRC_ADDR_INDEX) as usize),
+            sgid: own_gid(model, a.get(Ads::SRC_ADDR_INDEX) as usize),
             dgid,
             tclass,
             flow_label: a.get(Ads::FLOW_LABEL) as u32,
             hop_limit: a.get(Ads::HOP_LIMIT) as u8,
-            sport: wire_sport(fw, a.get(Ads::UDP_SPORT) as u16, qpn),
+            sport: wire_sport(model, a.get(Ads::UDP_SPORT) as u16, qpn),
             ip_id: 0,
-            v1: gid_is_v1(fw, a.get(Ads::SRC_ADDR_INDEX) as usize),
+            v1: gid_is_v1(model, a.get(Ads::SRC_ADDR_INDEX) as usize),
         };
         Some(QpInfo {
             qpn,
@@ -118,9 +118,9 @@ impl QpInfo {
 }
 
 /// Sets the state of QP `qpn` in its context.
-pub(crate) fn set_qp_state(fw: &mut Model, qpn: u32, state: u64) {
-    fw.rt.qp_cache.remove(&qpn);
-    if let Some(q) = fw.objects.queue_mut(ObjectKind::Qp, qpn) {
+pub(crate) fn set_qp_state(model: &mut Model, qpn: u32, state: u64) {
+    model.rt.qp_cache.remove(&qpn);
+    if let Some(q) = model.objects.queue_mut(ObjectKind::Qp, qpn) {
         if let Ok(mut v) = ViewMut::<Qpc>::new(&mut q.ctx) {
             if let Err(e) = v.set(Qpc::STATE, state) {
                 log::error!("mlx5-sim: QP {qpn:#x}: {e}");
@@ -142,15 +142,16 @@ pub(crate) fn qp_rt<'a>(engine: &'a mut Runtime, info: &QpInfo) -> &'a mut QpRt 
 }
 
 /// The state of QP `qpn` as its context holds it now.
-pub(crate) fn qp_state_of(fw: &Model, qpn: u32) -> Option<u64> {
-    let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
+pub(crate) fn qp_state_of(model: &Model, qpn: u32) -> Option<u64> {
+    let q = model.objects.queue(ObjectKind::Qp, qpn)?;
     View::<Qpc>::new(&q.ctx).ok().map(|v| v.get(Qpc::STATE))
 }
 
 /// The live QP1 (GSI QP), the one RoCE packets to QP number 1 go to.
-pub(crate) fn gsi_qp(fw: &Model) -> Option<u32> {
-    fw.objects.queues(ObjectKind::Qp).into_iter().find(|&n| {
-        fw.objects
+pub(crate) fn gsi_qp(model: &Model) -> Option<u32> {
+    model.objects.queues(ObjectKind::Qp).into_iter().find(|&n| {
+        model
+            .objects
             .queue(ObjectKind::Qp, n)
             .and_then(|q| View::<Qpc>::new(&q.ctx).ok())
             .is_some_and(|v| v.get(Qpc::ST) == qp_st::QP1)
@@ -158,9 +159,9 @@ pub(crate) fn gsi_qp(fw: &Model) -> Option<u32> {
 }
 
 /// The source GID of RoCE address `index` (zeros if unset or out of the table).
-pub(crate) fn own_gid(fw: &Model, index: usize) -> [u8; 16] {
+pub(crate) fn own_gid(model: &Model, index: usize) -> [u8; 16] {
     let mut g = [0u8; 16];
-    if let Some(entry) = fw.vport.gid(index) {
+    if let Some(entry) = model.vport.gid(index) {
         if let Ok(v) = View::<RoceAddrLayout>::new(entry) {
             g.copy_from_slice(v.bytes(RoceAddrLayout::SOURCE_L3_ADDRESS));
         }
@@ -169,9 +170,9 @@ pub(crate) fn own_gid(fw: &Model, index: usize) -> [u8; 16] {
 }
 
 /// Whether GID table entry `index` is a RoCE (v1) GID: set (not all zero) with `roce_version`
-/// 0. Its QPs' frames then go out as RoCE v1 ([`frame`]).
-pub(crate) fn gid_is_v1(fw: &Model, index: usize) -> bool {
-    fw.vport.gid(index).is_some_and(|entry| {
+/// 0. Its QPs' frames then go out as RoCE v1 ([`crate::fabric::frame`]).
+pub(crate) fn gid_is_v1(model: &Model, index: usize) -> bool {
+    model.vport.gid(index).is_some_and(|entry| {
         entry.iter().any(|&b| b != 0)
             && View::<RoceAddrLayout>::new(entry)
                 .is_ok_and(|v| v.get(RoceAddrLayout::ROCE_VERSION) == 0)
@@ -181,8 +182,8 @@ pub(crate) fn gid_is_v1(fw: &Model, index: usize) -> bool {
 /// The UDP source port of a RoCE v2 packet of QP `qpn`: the one software gave (`ads.udp_sport`,
 /// the UD address vector's `rlid`) when `roce_cap.sw_r_roce_src_udp_port` is set — literally,
 /// even 0 — else the firmware's own choice in the dynamic range 0xc000..=0xffff.
-pub(crate) fn wire_sport(fw: &Model, given: u16, qpn: u32) -> u16 {
-    let sw = View::<mlx5_ifc::prm::caps::RoceCap>::new(&fw.cur_roce)
+pub(crate) fn wire_sport(model: &Model, given: u16, qpn: u32) -> u16 {
+    let sw = View::<mlx5_ifc::prm::caps::RoceCap>::new(&model.cur_roce)
         .is_ok_and(|v| v.get(mlx5_ifc::prm::caps::RoceCap::SW_R_ROCE_SRC_UDP_PORT) == 1);
     if sw {
         given

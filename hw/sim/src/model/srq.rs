@@ -10,8 +10,8 @@ use super::Model;
 use crate::syndrome as syn;
 
 /// The armed limit (`lwm`) of SRQ / RMP `n` and its size in WQEs.
-pub(crate) fn limit(fw: &Model, kind: ObjectKind, n: u32) -> Option<(u32, u32)> {
-    let q = fw.objects.queue(kind, n)?;
+pub(crate) fn limit(model: &Model, kind: ObjectKind, n: u32) -> Option<(u32, u32)> {
+    let q = model.objects.queue(kind, n)?;
     match kind {
         ObjectKind::Srq => {
             let c = View::<Srqc>::new(&q.ctx).ok()?;
@@ -26,8 +26,8 @@ pub(crate) fn limit(fw: &Model, kind: ObjectKind, n: u32) -> Option<(u32, u32)> 
 }
 
 /// Sets the limit (`lwm`) of SRQ / RMP `n` (0 disarms).
-pub(crate) fn set_limit(fw: &mut Model, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
-    let q = fw
+pub(crate) fn set_limit(model: &mut Model, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
+    let q = model
         .objects
         .queue_mut(kind, n)
         .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ))?;

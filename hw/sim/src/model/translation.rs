@@ -9,7 +9,7 @@ use super::Model;
 /// Translates `[va, va + len)` through `key` for `need` (bits of [`access`]) on behalf of a QP
 /// of PD `pd`: the IOVA pieces, in order.
 pub(crate) fn translate(
-    fw: &Model,
+    model: &Model,
     key: u32,
     va: u64,
     len: u64,
@@ -23,7 +23,7 @@ pub(crate) fn translate(
         va.checked_add(len).ok_or(KeyError::Bounds)?;
         return Ok(split(va, len, u64::MAX));
     }
-    let m = fw
+    let m = model
         .objects
         .mkey(key >> 8)
         .filter(|m| m.variant == key as u8 && !m.free)
@@ -60,8 +60,8 @@ pub(crate) fn translate(
 
 /// Invalidates `key` for a SEND with invalidate received by a QP of PD `pd` (see the module
 /// documentation): the mkey becomes free.
-pub(crate) fn invalidate_remote(fw: &mut Model, key: u32, pd: u32) -> Result<(), KeyError> {
-    let m = fw
+pub(crate) fn invalidate_remote(model: &mut Model, key: u32, pd: u32) -> Result<(), KeyError> {
+    let m = model
         .objects
         .mkey_mut(key >> 8)
         .filter(|m| key != RESD_LKEY && m.variant == key as u8 && !m.free)
