@@ -165,8 +165,8 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<S
                 opcode_name(opcode)
             );
             let done = completion::complete(st, entry_iova, entry, ds, None, checksum, false, now);
-            let eqs = crate::events::cqe::cmd_eqs(&st.model);
-            crate::events::cqe::command_event(&mut st.hw(now), slot, &eqs);
+            let eqs = crate::events::eqe::cmd_eqs(&st.model);
+            crate::events::eqe::command_event(&mut st.hw(now), slot, &eqs);
             completion::arm_replay(st, now, opcode, slot, entry_iova, done, &mut notes);
             return;
         }
@@ -238,7 +238,7 @@ fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Optio
         ..
     } = cmd;
     let mut out = vec![0u8; parsed.outlen.max(CMD_INLINE_BYTES)];
-    let cmd_eqs = crate::events::cqe::cmd_eqs(&st.model);
+    let cmd_eqs = crate::events::eqe::cmd_eqs(&st.model);
     let (status, syndrome) = match failed {
         Some((status, syndrome)) => {
             write_header(&mut out, status, syndrome);
@@ -276,7 +276,7 @@ fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Optio
     };
     let inline = out.get(..CMD_INLINE_BYTES);
     let done = completion::complete(st, entry_iova, entry, ds, inline, checksum, bad_sig, now);
-    crate::events::cqe::command_event(&mut st.hw(now), slot, &cmd_eqs);
+    crate::events::eqe::command_event(&mut st.hw(now), slot, &cmd_eqs);
     completion::arm_replay(st, now, opcode, slot, entry_iova, done, &mut notes);
     if ds == DeliveryStatus::Ok {
         let seq = st.commands_executed;

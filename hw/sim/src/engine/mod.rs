@@ -84,7 +84,7 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
             None
         }
         UarAction::EqArmed { eqn, ci } => {
-            cqe::eq_arm_check(hw, eqn, ci);
+            crate::events::eqe::eq_arm_check(hw, eqn, ci);
             None
         }
         UarAction::EthSend { sqn, wqe } => {

@@ -93,7 +93,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
                 return;
             }
             flush::enter_error(hw, qpn, None);
-            cqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, qpn);
+            crate::events::eqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, qpn);
             return;
         };
         if let Some(rt) = hw.model.rt.qps.get_mut(&qpn) {
@@ -421,7 +421,7 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
     let Some((bytes, _)) = fetch(hw, info, cc) else {
         if crate::model::qp::qp_state_of(hw.model, info.qpn) != Some(qp_state::ERR) {
             flush::enter_error(hw, info.qpn, None);
-            cqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, info.qpn);
+            crate::events::eqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, info.qpn);
         }
         return 0;
     };

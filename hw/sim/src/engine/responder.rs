@@ -221,7 +221,7 @@ fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
             send_aeth(hw, info, p.psn, code);
             if let Some(ev) = ev {
                 crate::events::flush::enter_error(hw, info.qpn, None);
-                cqe::qp_event(hw, ev, info.qpn);
+                crate::events::eqe::qp_event(hw, ev, info.qpn);
             }
         }
         Verdict::Drop => drop_frame(hw, "request refused"),

@@ -375,7 +375,7 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Re
     if let Some((lwm, _)) = crate::model::srq::limit(hw.model, kind, n) {
         if lwm != 0 && left < lwm {
             let _ = crate::model::srq::set_limit(hw.model, kind, n, 0);
-            crate::events::cqe::srq_event(hw, mlx5_ifc::event::SRQ_RQ_LIMIT, n);
+            crate::events::eqe::srq_event(hw, mlx5_ifc::event::SRQ_RQ_LIMIT, n);
         }
     }
     let sges = recv_sges(buf.get(SrqNextSeg::BYTES..).unwrap_or(&[]));

@@ -40,7 +40,7 @@ use mlx5_ifc::event;
 use mlx5_ifc::prm::eqe::PagesReqEvent;
 use mlx5_ifc::{Opcode, ViewMut};
 
-use crate::events::cqe::{async_event, subscribed, EVENT_DATA_BYTES};
+use crate::events::eqe::{async_event, subscribed, EVENT_DATA_BYTES};
 use crate::model::objects::ObjectKind;
 use crate::model::pages::PageStats;
 use crate::model::{HcaState, Hw, Model};

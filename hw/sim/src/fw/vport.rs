@@ -18,7 +18,7 @@ use mlx5_ifc::prm::vport::{
 use mlx5_ifc::{CmdStatus, Layout};
 
 use super::cmd::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Failure, Req};
-use crate::events::cqe::{async_event_sub, EVENT_DATA_BYTES};
+use crate::events::eqe::{async_event_sub, EVENT_DATA_BYTES};
 use crate::model::vport::{
     HOST_ENDIANNESS_BYTES, MAX_MTU, PORT_CHANGE_ACTIVE, PORT_CHANGE_DOWN, PORT_DOWN, PORT_UP,
 };
