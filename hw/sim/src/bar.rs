@@ -54,7 +54,7 @@ pub struct UarWrite {
     pub width: u8,
 }
 
-/// UAR writes the BAR keeps for inspection ([`Bar::uar_writes_since`]).
+/// UAR writes the BAR keeps for inspection ([`crate::SimDevice::uar_writes_since`]).
 pub const UAR_LOG: usize = 4096;
 
 /// The BAR0 state of one device.
