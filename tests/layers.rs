@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 const CRATES: &[(&str, &str, &str, bool)] = &[
     ("mlx5", "src", "lib.rs", true),
     ("mlx5-ifc", "hw/ifc/src", "lib.rs", true),
-    ("mlx5-sim", "hw/sim/src", "lib.rs", false),
+    ("mlx5-sim", "hw/sim/src", "lib.rs", true),
     ("mlx5-vfio", "hw/vfio/src", "lib.rs", true),
     ("mlx5-vfio-user", "hw/vfio-user/src", "lib.rs", true),
     ("mlx5-tools", "tools/src", "lib.rs", true),

@@ -41,7 +41,7 @@ pub const LOG_CMDQ_SIZE: u64 = 5;
 /// `log_cmdq_stride` the device publishes (64-byte entries).
 pub const LOG_CMDQ_STRIDE: u64 = 6;
 /// BAR0 pages taken by the init segment, MSI-X table and PBA; UAR indices start above them.
-pub const INIT_SEG_PAGES: u64 = 5;
+pub(crate) const INIT_SEG_PAGES: u64 = 5;
 
 /// A write to a UAR page of BAR0 (doorbells; recorded for later use).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ pub struct UarWrite {
     pub width: u8,
 }
 
-/// UAR writes the BAR keeps for inspection ([`Bar::uar_writes_since`]).
+/// UAR writes the BAR keeps for inspection ([`crate::SimDevice::uar_writes_since`]).
 pub const UAR_LOG: usize = 4096;
 
 /// The BAR0 state of one device.

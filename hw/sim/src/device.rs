@@ -13,8 +13,9 @@ use std::sync::mpsc::Sender;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::engine::{self, Hw};
+use crate::engine;
 use crate::fabric::{Fabric, Station};
+use crate::model::Hw;
 
 use crate::cmdif;
 use crate::mode::Mode;
@@ -89,10 +90,10 @@ impl Drop for StateGuard<'_> {
         let Some(mut g) = self.guard.take() else {
             return;
         };
-        if g.fw.engine.irqs.is_empty() {
+        if g.model.rt.irqs.is_empty() {
             return;
         }
-        let raised = std::mem::take(&mut g.fw.engine.irqs);
+        let raised = std::mem::take(&mut g.model.rt.irqs);
         drop(g);
         let sink = self
             .shared
@@ -150,7 +151,7 @@ impl Shared {
 
     /// The port MAC.
     pub(crate) fn mac(&self) -> [u8; 6] {
-        self.lock().fw.vport.mac()
+        self.lock().model.vport.mac()
     }
 
     /// The earliest data path timer.
@@ -175,12 +176,12 @@ impl Shared {
             let r = f(&mut hw);
             // The queued frames out, a spare (emptied earlier, its capacity kept) in.
             let spare = SPARE_TX.with(|s| std::mem::take(&mut *s.borrow_mut()));
-            let frames = std::mem::replace(&mut hw.fw.engine.tx, spare);
+            let frames = std::mem::replace(&mut hw.model.rt.tx, spare);
             self.owes
-                .store(!hw.fw.engine.acks_owed.is_empty(), Ordering::Release);
-            let deadline = hw.fw.engine.deadline().unwrap_or(u64::MAX);
+                .store(!hw.model.rt.acks_owed.is_empty(), Ordering::Release);
+            let deadline = hw.model.rt.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
-            (r, frames, hw.fw.vport.mac())
+            (r, frames, hw.model.vport.mac())
         };
         let mut frames = frames;
         fabric.transmit(port, mac, &mut frames);
@@ -268,7 +269,7 @@ impl Shared {
         let r = {
             let mut st = self.lock();
             let r = f(&mut st, &self.profile, now);
-            let deadline = st.fw.engine.deadline().unwrap_or(u64::MAX);
+            let deadline = st.model.rt.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
             r
         };
@@ -284,7 +285,7 @@ impl Shared {
         {
             let mut st = self.lock();
             cmdif::ring(&mut st, &self.profile, now, bits);
-            let deadline = st.fw.engine.deadline().unwrap_or(u64::MAX);
+            let deadline = st.model.rt.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
         }
         if self.mode == Mode::Sync {
@@ -310,6 +311,6 @@ impl Station for Shared {
         Shared::deadline(self)
     }
     fn gids(&self) -> Vec<[u8; 16]> {
-        self.lock().fw.vport.gid_addresses()
+        self.lock().model.vport.gid_addresses()
     }
 }

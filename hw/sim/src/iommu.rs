@@ -48,7 +48,7 @@ use crate::SimError;
 /// The first IOVA the simulator hands out.
 pub const IOVA_BASE: u64 = 0x1_0000_0000;
 /// IOVA granule: every allocation starts on a 4 KiB boundary.
-pub const IOVA_PAGE: u64 = 4096;
+pub(crate) const IOVA_PAGE: u64 = 4096;
 /// The largest alignment `dma_alloc` honours.
 pub const MAX_DMA_ALIGN: usize = 2 << 20;
 /// The most DMA memory one simulated device maps at once.

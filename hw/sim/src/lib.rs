@@ -27,10 +27,20 @@
 //! into live DMA memory ([`SimDevice::dma_scribble`]), and complete commands twice, out of
 //! order or spuriously; each one that takes effect is recorded ([`SimDevice::fault_events`]).
 //!
-//! Modules: `bar` (init segment, health, UAR writes), `iommu` (DMA memory), `cmdif` (entries,
-//! mailboxes, delivery), `fw` (state machine, dispatch, one module per object), `engine` (the
-//! data path), `fabric` (the wire, RoCE v2 frames, pcap), `profile`, `fault`, `scribble`,
-//! `trace`.
+//! Modules, by floor (each imports only the floors below it, never sideways):
+//!
+//! 1. `model` (the device model: HCA state, capabilities, objects, keys, pages, vport, the
+//!    data path's runtime of each object, statuses) and `memory` (queue buffers, rings and
+//!    doorbell records through `iommu`), with `bar` (init segment, health, UAR pages),
+//!    `fault` (injected faults and records), `fabric` (the wire, RoCE v2 frames, pcap, behind
+//!    its `Fabric` and `Station` interface), `profile`, `syndrome`, `trace`, `scribble`;
+//! 2. `events`: CQEs, EQEs, CQ and EQ arming, asynchronous events, a QP entering ERR;
+//! 3. `fw` (the command handlers: state machine, dispatch, one module per object) and `engine`
+//!    (the data path: doorbells, WQEs, transports, Ethernet), side by side, never importing
+//!    each other;
+//! 4. `cmdif` (entries, mailboxes, delivery, held commands) and `device` (the device core:
+//!    BAR0 routing of commands to `fw` and doorbells to `engine`, time, the fabric link), with
+//!    `lib.rs` on top.
 //!
 //! Two modes ([`Mode`]): `Sync` executes a command — and a send doorbell, with every frame it
 //! causes — inside the doorbell write and runs on virtual time advanced by `relax()`;
@@ -38,17 +48,25 @@
 //! driver's polling, ordering and timeouts are exercised for real.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![deny(unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 mod bar;
 mod cmdif;
 mod device;
 mod engine;
 mod error;
+mod events;
 mod fabric;
 mod fault;
 mod fw;
 mod iommu;
+mod memory;
 mod mode;
+mod model;
 mod profile;
 mod scribble;
 mod small;
@@ -68,7 +86,6 @@ pub use bar::{
     UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE, UAR_LOG,
 };
 pub use device::{InterruptSink, BUSY_POLL_DEFAULT, RELAX_NS};
-pub use engine::DatapathCounters;
 pub use error::SimError;
 pub use fabric::{
     ExternalCounters, ExternalPort, Fabric, FabricCounters, WireFault, MAX_NEIGHBOURS,
@@ -79,13 +96,16 @@ pub use fault::{
     SPURIOUS_STATUS,
 };
 pub use fw::eq::{EQE_BYTES, MSIX_VECTORS};
-pub use fw::page_req::{PagePolicy, PageStats, RandomPages};
 pub use fw::qp::FIRST_QPN;
-pub use fw::resources::{FIRST_UAR_INDEX, NULL_MKEY, RESD_LKEY};
-pub use fw::vport::{DEFAULT_MTU, MAX_MTU};
-pub use fw::{HcaState, ObjectKind};
+pub use fw::resources::FIRST_UAR_INDEX;
 pub use iommu::{DmaBlock, ExternalMemory, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
 pub use mode::Mode;
+pub use model::mkey::{NULL_MKEY, RESD_LKEY};
+pub use model::objects::ObjectKind;
+pub use model::pages::{PagePolicy, PageStats, RandomPages};
+pub use model::runtime::DatapathCounters;
+pub use model::vport::{DEFAULT_MTU, MAX_MTU};
+pub use model::HcaState;
 pub use profile::Profile;
 pub use scribble::{Scribble, MAX_SCRIBBLE_BYTES};
 pub use trace::{TraceRecord, TRACE_CAPACITY};
@@ -251,7 +271,7 @@ impl SimDevice {
     pub fn bar_read32(&self, off: u64) -> Be32 {
         let now = self.now_ns();
         let mut st = self.shared().lock();
-        let stuck = st.fw.injected.stuck_initializing;
+        let stuck = st.model.injected.stuck_initializing;
         Be32::new(st.bar.read32(off, now, stuck))
     }
 
@@ -377,7 +397,7 @@ impl SimDevice {
     pub fn dma_free(&self, iova: u64) -> Result<(), SimError> {
         let mut st = self.shared().lock();
         let len = st.iommu.free(iova)?;
-        for page in st.fw.pages.held_in(iova, len) {
+        for page in st.model.pages.held_in(iova, len) {
             log::warn!(
                 "mlx5-sim: host freed DMA memory at {iova:#x} holding device page {page:#x}"
             );
@@ -498,7 +518,7 @@ impl SimDevice {
             Fault::FatalHealth { synd } => {
                 st.bar.set_fatal(synd, now);
                 let what = format!("health syndrome {synd:#x}, rfr; the firmware is dead");
-                st.fw.injected.log.push(now, name, what);
+                st.model.injected.log.push(now, name, what);
             }
             Fault::InitSegWord {
                 offset,
@@ -510,7 +530,7 @@ impl SimDevice {
                     log::warn!("mlx5-sim: InitSegWord at {off:#x}: not a word of the init segment pages; ignored");
                     return;
                 }
-                let stuck = st.fw.injected.stuck_initializing;
+                let stuck = st.model.injected.stuck_initializing;
                 st.bar.forge(off, value, sticky, now, stuck);
                 let what = format!(
                     "BAR0 word {off:#x} reads {value:#010x} ({})",
@@ -520,12 +540,12 @@ impl SimDevice {
                         "until the device changes it"
                     }
                 );
-                st.fw.injected.log.push(now, name, what);
+                st.model.injected.log.push(now, name, what);
             }
             Fault::FellOffBus => {
                 st.bar.fall_off_bus();
                 let what = "BAR reads return all ones, BAR writes are lost".to_string();
-                st.fw.injected.log.push(now, name, what);
+                st.model.injected.log.push(now, name, what);
             }
             Fault::DmaScribble { iova, bytes } => {
                 let what = match scribble::write(&st.iommu, iova, &bytes) {
@@ -543,9 +563,9 @@ impl SimDevice {
                         format!("{} bytes at {iova:#x}: not mapped, blocked", bytes.len())
                     }
                 };
-                st.fw.injected.log.push(now, name, what);
+                st.model.injected.log.push(now, name, what);
             }
-            other => st.fw.injected.add(other),
+            other => st.model.injected.add(other),
         }
     }
 
@@ -554,13 +574,13 @@ impl SimDevice {
     /// and so do the bytes faults have written and [`SimDevice::fault_events`].
     pub fn clear_faults(&self) {
         let mut st = self.shared().lock();
-        st.fw.injected.clear();
+        st.model.injected.clear();
         st.bar.clear_lies();
     }
 
     /// Every injected fault that took effect so far, in order (the last [`TRACE_CAPACITY`]).
     pub fn fault_events(&self) -> Vec<FaultEvent> {
-        self.shared().lock().fw.injected.log.events()
+        self.shared().lock().model.injected.log.events()
     }
 
     /// Every live DMA allocation, `(iova, len)`, by IOVA: what the device can reach.
@@ -585,27 +605,27 @@ impl SimDevice {
                 s.old,
                 s.new
             );
-            st.fw.injected.log.push(now, "DmaScribble", what);
+            st.model.injected.log.push(now, "DmaScribble", what);
         }
         done
     }
 
     /// Firmware pages the device holds now.
     pub fn pages_held(&self) -> usize {
-        self.shared().lock().fw.pages.held()
+        self.shared().lock().model.pages.held()
     }
 
     /// The firmware's page accounts: held, asked for, offered back, the PAGE_REQUEST events
     /// raised, the commands that waited for pages.
     pub fn page_stats(&self) -> PageStats {
-        fw::page_req::stats(&self.shared().lock().fw)
+        fw::page_req::stats(&self.shared().lock().model)
     }
 
     /// Changes how the firmware asks for pages from now on ([`PagePolicy`]; the profile's is
     /// the initial one). Held commands the new policy no longer makes wait execute now.
     pub fn set_page_policy(&self, policy: PagePolicy) {
         self.shared().with_state(|st, profile, now| {
-            st.fw.pages.req.set_policy(policy);
+            st.model.pages.req.set_policy(policy);
             cmdif::release_held(st, profile, now);
         });
     }
@@ -615,13 +635,13 @@ impl SimDevice {
     /// no event). Ignored unless the HCA is initialized.
     pub fn request_pages(&self, n: i32) {
         self.shared().with_state(|st, profile, now| {
-            if st.fw.state != HcaState::Initialized {
+            if st.model.state != HcaState::Initialized {
                 log::warn!("mlx5-sim: request_pages({n}) before INIT_HCA; ignored");
                 return;
             }
             let n = if n < 0 {
-                let spare = fw::page_req::returnable(&st.fw, profile)
-                    .saturating_sub(st.fw.pages.req.offered);
+                let spare = fw::page_req::returnable(&st.model, profile)
+                    .saturating_sub(st.model.pages.req.offered);
                 -(i64::from(n.unsigned_abs()).min(i64::try_from(spare).unwrap_or(i64::MAX)))
             } else {
                 i64::from(n)
@@ -632,7 +652,7 @@ impl SimDevice {
 
     /// Every live firmware object, by kind then handle.
     pub fn live_objects(&self) -> Vec<(ObjectKind, u32)> {
-        self.shared().lock().fw.objects.live()
+        self.shared().lock().model.objects.live()
     }
 
     /// The context image of a queue object or memory key as the firmware holds it now — the
@@ -642,14 +662,14 @@ impl SimDevice {
     pub fn object_context(&self, kind: ObjectKind, id: u32) -> Option<Vec<u8>> {
         let s = self.shared().lock();
         match kind {
-            ObjectKind::Mkey => s.fw.objects.mkey(id).map(|m| m.ctx.clone()),
-            _ => s.fw.objects.queue(kind, id).map(|q| q.ctx.clone()),
+            ObjectKind::Mkey => s.model.objects.mkey(id).map(|m| m.ctx.clone()),
+            _ => s.model.objects.queue(kind, id).map(|q| q.ctx.clone()),
         }
     }
 
     /// The state (`qpc.state`, `mlx5_ifc::consts::qp_state`) of QP `qpn`, if it exists.
     pub fn qp_state(&self, qpn: u32) -> Option<u8> {
-        fw::qp::state(&self.shared().lock().fw, qpn)
+        fw::qp::state(&self.shared().lock().model, qpn)
     }
 
     /// Whether EQ `eqn` is armed (its last doorbell was the arming one), if it exists.
@@ -665,7 +685,7 @@ impl SimDevice {
     fn armed(&self, kind: ObjectKind, id: u32) -> Option<bool> {
         self.shared()
             .lock()
-            .fw
+            .model
             .objects
             .queue(kind, id)
             .map(|q| q.armed)
@@ -683,7 +703,7 @@ impl SimDevice {
 
     /// The HCA state the firmware is in.
     pub fn hca_state(&self) -> HcaState {
-        self.shared().lock().fw.state
+        self.shared().lock().model.state
     }
 
     /// Every executed command (the last [`TRACE_CAPACITY`]).
@@ -711,7 +731,7 @@ impl SimDevice {
 
     /// The driver version string SET_DRIVER_VERSION reported, if any.
     pub fn driver_version(&self) -> Option<String> {
-        self.shared().lock().fw.driver_version.clone()
+        self.shared().lock().model.driver_version.clone()
     }
 
     /// The fabric the device's port is on: its own private one until [`Fabric::attach`].
@@ -728,25 +748,25 @@ impl SimDevice {
     /// How many CQEs the device has written to CQ `cqn` (error CQEs included), if it exists.
     pub fn cqe_count(&self, cqn: u32) -> Option<u64> {
         let st = self.shared().lock();
-        st.fw.objects.queue(ObjectKind::Cq, cqn)?;
-        Some(st.fw.engine.cqs.get(&cqn).map_or(0, |c| c.written))
+        st.model.objects.queue(ObjectKind::Cq, cqn)?;
+        Some(st.model.rt.cqs.get(&cqn).map_or(0, |c| c.written))
     }
 
     /// How many EQEs the device has written to EQ `eqn`, if it exists.
     pub fn eqe_count(&self, eqn: u32) -> Option<u64> {
         let st = self.shared().lock();
-        st.fw.objects.queue(ObjectKind::Eq, eqn)?;
-        Some(st.fw.engine.eqs.get(&eqn).map_or(0, |&pi| u64::from(pi)))
+        st.model.objects.queue(ObjectKind::Eq, eqn)?;
+        Some(st.model.rt.eqs.get(&eqn).map_or(0, |&pi| u64::from(pi)))
     }
 
     /// How many send WQEs the device has executed (flushed ones not counted).
     pub fn wqes_executed(&self) -> u64 {
-        self.shared().lock().fw.engine.counters.wqes_executed
+        self.shared().lock().model.rt.counters.wqes_executed
     }
 
     /// The data path counters (WQEs, CQEs, EQEs, frames, retransmissions, NAKs...).
     pub fn datapath_counters(&self) -> DatapathCounters {
-        self.shared().lock().fw.engine.counters
+        self.shared().lock().model.rt.counters
     }
 }
 

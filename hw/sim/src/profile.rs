@@ -19,7 +19,7 @@ use std::path::Path;
 use mlx5_ifc::prm::caps::{AtomicCaps as A, CmdHcaCap as C, RoceCap as R};
 use mlx5_ifc::{Field, Layout, LayoutError, View, ViewMut};
 
-use crate::fw::page_req::PagePolicy;
+use crate::model::pages::{PagePolicy, RandomPages};
 use crate::SimError;
 
 /// A simulated device model.
@@ -144,7 +144,7 @@ fn pf_pages() -> PagePolicy {
     PagePolicy {
         icm_pages_per_object: 1,
         spare_pages: Some(32),
-        random: Some(crate::RandomPages {
+        random: Some(RandomPages {
             seed: 0x5eed_c0de,
             per_mille: 20,
             max_pages: 8,

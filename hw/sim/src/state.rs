@@ -7,10 +7,9 @@ use mlx5_ifc::HealthSyndrome;
 
 use crate::bar::Bar;
 use crate::cmdif::held::Held;
-use crate::engine::Hw;
 use crate::fault::{DmaFault, DmaFaultKind};
-use crate::fw::Firmware;
 use crate::iommu::Iommu;
+use crate::model::{Hw, Model};
 use crate::trace::Trace;
 use crate::Profile;
 
@@ -21,7 +20,7 @@ pub(crate) const FETCH_ERROR: HealthSyndrome = HealthSyndrome::FetchPciErr;
 pub(crate) struct State {
     pub(crate) bar: Bar,
     pub(crate) iommu: Iommu,
-    pub(crate) fw: Firmware,
+    pub(crate) model: Model,
     pub(crate) trace: Trace,
     pub(crate) dma_faults: Vec<DmaFault>,
     pub(crate) commands_executed: u64,
@@ -35,7 +34,7 @@ impl State {
         Self {
             bar: Bar::new(profile),
             iommu: Iommu::new(),
-            fw: Firmware::new(profile),
+            model: Model::new(profile),
             trace: Trace::default(),
             dma_faults: Vec::new(),
             commands_executed: 0,
@@ -46,7 +45,7 @@ impl State {
     /// The data path's view of this state at device time `now`.
     pub(crate) fn hw(&mut self, now: u64) -> Hw<'_> {
         Hw {
-            fw: &mut self.fw,
+            model: &mut self.model,
             iommu: &self.iommu,
             faults: &mut self.dma_faults,
             now,

@@ -33,7 +33,7 @@ pub(super) fn note(
     what: String,
 ) {
     notes.push(format!("{fault}: {what}"));
-    st.fw.injected.log.push(now, fault, what);
+    st.model.injected.log.push(now, fault, what);
 }
 
 /// Applies the pending output faults of a command to its output `out` (the firmware's, room
@@ -49,7 +49,7 @@ pub(super) fn lie(
 ) -> (BlockLies, bool) {
     let (mut lies, mut bad_entry_sig) = (BlockLies::default(), false);
     let blocks = room.saturating_sub(CMD_INLINE_BYTES).div_ceil(512);
-    for f in st.fw.injected.take_output(opcode) {
+    for f in st.model.injected.take_output(opcode) {
         let name = f.name();
         let what = match f {
             Fault::CorruptOutput { offset, bytes, .. } => {
@@ -164,10 +164,10 @@ pub(super) fn arm_replay(
     entry: [u8; Entry::BYTES],
     notes: &mut Vec<String>,
 ) {
-    let Some(when) = st.fw.injected.take_twice(opcode) else {
+    let Some(when) = st.model.injected.take_twice(opcode) else {
         return;
     };
-    st.fw.injected.replays.push(ArmedReplay {
+    st.model.injected.replays.push(ArmedReplay {
         opcode,
         slot,
         iova,
@@ -191,13 +191,13 @@ pub(super) fn replay(st: &mut State, now: u64, due: Vec<ArmedReplay>) {
             hex(&r.entry[OUT_OFF..OUT_OFF + CMD_INLINE_BYTES]),
             if ok { "" } else { " (unmapped: not written)" }
         );
-        st.fw.injected.log.push(now, "CompleteTwice", what);
+        st.model.injected.log.push(now, "CompleteTwice", what);
     }
 }
 
 /// The armed replays due `when`.
 pub(super) fn due(st: &mut State, when: Replay) -> Vec<ArmedReplay> {
-    st.fw.injected.take_replays(when)
+    st.model.injected.take_replays(when)
 }
 
 /// `Fault::CompleteOutOfOrder` with one entry rung: completes the next idle slot above `slot`
@@ -221,9 +221,9 @@ pub(super) fn spurious(st: &mut State, now: u64, base: u64, slot: u32, rung: u32
             own[0],
             if ok { "" } else { " (unmapped: not written)" }
         );
-        st.fw.injected.log.push(now, "CompleteOutOfOrder", what);
+        st.model.injected.log.push(now, "CompleteOutOfOrder", what);
         return;
     }
     let what = format!("no idle slot besides {slot} to complete spuriously");
-    st.fw.injected.log.push(now, "CompleteOutOfOrder", what);
+    st.model.injected.log.push(now, "CompleteOutOfOrder", what);
 }

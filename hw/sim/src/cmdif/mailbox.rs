@@ -152,7 +152,7 @@ fn walk(
             )
         };
         let mut image = [0u8; CmdIfBox::BYTES];
-        let kind = if ctx.dir == Dir::Input && k == 0 && st.fw.injected.take_dma(ctx.opcode) {
+        let kind = if ctx.dir == Dir::Input && k == 0 && st.model.injected.take_dma(ctx.opcode) {
             Some(DmaFaultKind::Injected)
         } else {
             st.iommu

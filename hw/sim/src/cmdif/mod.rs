@@ -48,7 +48,8 @@ use mlx5_ifc::{opcode_name, CmdInHeader, CmdStatus, DeliveryStatus, Layout, View
 
 use crate::bar::LOG_CMDQ_STRIDE;
 use crate::fault::{DmaFaultKind, Replay};
-use crate::fw::{self, page_req, Env, Req};
+use crate::fw::cmd::{write_header, Env, Req};
+use crate::fw::{self, page_req};
 use crate::state::State;
 use crate::syndrome as syn;
 use crate::trace::TraceRecord;
@@ -60,7 +61,7 @@ use completion::note;
 pub(crate) fn ring(st: &mut State, profile: &Profile, now: u64, bits: u32) {
     if st
         .bar
-        .initializing_at(now, st.fw.injected.stuck_initializing)
+        .initializing_at(now, st.model.injected.stuck_initializing)
     {
         log::warn!(
             "mlx5-sim: command doorbell {bits:#x} while the firmware is initializing; ignored"
@@ -80,7 +81,7 @@ pub(crate) fn ring(st: &mut State, profile: &Profile, now: u64, bits: u32) {
     let mut slots: Vec<u32> = (0..32u32).filter(|s| bits & (1 << s) != 0).collect();
     let mut notes = Vec::new();
     let mut spurious = None;
-    if !slots.is_empty() && st.fw.injected.take_out_of_order() {
+    if !slots.is_empty() && st.model.injected.take_out_of_order() {
         if slots.len() > 1 {
             slots.reverse();
             let what = format!("slots {slots:?} rung together, completed in that order");
@@ -149,12 +150,12 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<S
         hdr.get(CmdInHeader::OPCODE) as u16,
         hdr.get(CmdInHeader::OP_MOD) as u16,
     );
-    if st.fw.injected.take_never_complete(opcode) {
+    if st.model.injected.take_never_complete(opcode) {
         let what = format!("{} in slot {slot} swallowed", opcode_name(opcode));
-        st.fw.injected.log.push(now, "NeverComplete", what);
+        st.model.injected.log.push(now, "NeverComplete", what);
         return;
     }
-    let checksum = st.fw.checksum_enabled();
+    let checksum = st.model.checksum_enabled();
     let mut notes = notes;
     let parsed = match mailbox::parse(st, &entry, opcode, checksum) {
         Ok(p) => p,
@@ -164,8 +165,8 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<S
                 opcode_name(opcode)
             );
             let done = completion::complete(st, entry_iova, entry, ds, None, checksum, false, now);
-            let eqs = crate::engine::cqe::cmd_eqs(&st.fw);
-            crate::engine::cqe::command_event(&mut st.hw(now), slot, &eqs);
+            let eqs = crate::events::eqe::cmd_eqs(&st.model);
+            crate::events::eqe::command_event(&mut st.hw(now), slot, &eqs);
             completion::arm_replay(st, now, opcode, slot, entry_iova, done, &mut notes);
             return;
         }
@@ -179,9 +180,9 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<S
         checksum,
         parsed,
         notes,
-        need: page_req::icm_need(&st.fw, opcode),
+        need: page_req::icm_need(&st.model, opcode),
     };
-    if !page_req::may_run(&st.fw, profile, cmd.need) {
+    if !page_req::may_run(&st.model, profile, cmd.need) {
         log::debug!(
             "mlx5-sim: {} in slot {slot} waits for {} pages",
             opcode_name(opcode),
@@ -198,21 +199,21 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<S
 /// op_mod 0 (the driver cannot give), fails every held command with NO_RESOURCES.
 pub(crate) fn release_held(st: &mut State, profile: &Profile, now: u64) {
     while !st.held.is_empty() && !st.bar.fatal() {
-        if st.fw.pages.req.alloc_failed {
-            st.fw.pages.req.alloc_failed = false;
+        if st.model.pages.req.alloc_failed {
+            st.model.pages.req.alloc_failed = false;
             for cmd in std::mem::take(&mut st.held) {
-                page_req::unhold(&mut st.fw, cmd.need);
+                page_req::unhold(&mut st.model, cmd.need);
                 let failed = (CmdStatus::NoResources.raw(), syn::PAGES_ALLOC_FAIL);
                 execute(st, profile, now, cmd, Some(failed));
             }
             return;
         }
         let need = st.held[0].need;
-        if !page_req::may_release(&st.fw, profile, need) {
+        if !page_req::may_release(&st.model, profile, need) {
             return;
         }
         let cmd = st.held.remove(0);
-        page_req::unhold(&mut st.fw, need);
+        page_req::unhold(&mut st.model, need);
         log::debug!(
             "mlx5-sim: {} in slot {} has its pages",
             opcode_name(cmd.opcode),
@@ -237,15 +238,15 @@ fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Optio
         ..
     } = cmd;
     let mut out = vec![0u8; parsed.outlen.max(CMD_INLINE_BYTES)];
-    let cmd_eqs = crate::engine::cqe::cmd_eqs(&st.fw);
+    let cmd_eqs = crate::events::eqe::cmd_eqs(&st.model);
     let (status, syndrome) = match failed {
         Some((status, syndrome)) => {
-            fw::write_header(&mut out, status, syndrome);
+            write_header(&mut out, status, syndrome);
             (status, syndrome)
         }
-        None => match st.fw.injected.take_fail(opcode) {
+        None => match st.model.injected.take_fail(opcode) {
             Some((status, syndrome)) => {
-                fw::write_header(&mut out, status, syndrome);
+                write_header(&mut out, status, syndrome);
                 let what = format!("status {status:#x}, syndrome {syndrome:#x}; not executed");
                 note(st, now, &mut notes, "FailCommand", what);
                 (status, syndrome)
@@ -263,7 +264,7 @@ fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Optio
                     dma_faults: &mut st.dma_faults,
                     now,
                 };
-                st.fw.execute(&mut env, &req, &mut out)
+                fw::execute(&mut st.model, &mut env, &req, &mut out)
             }
         },
     };
@@ -275,7 +276,7 @@ fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Optio
     };
     let inline = out.get(..CMD_INLINE_BYTES);
     let done = completion::complete(st, entry_iova, entry, ds, inline, checksum, bad_sig, now);
-    crate::engine::cqe::command_event(&mut st.hw(now), slot, &cmd_eqs);
+    crate::events::eqe::command_event(&mut st.hw(now), slot, &cmd_eqs);
     completion::arm_replay(st, now, opcode, slot, entry_iova, done, &mut notes);
     if ds == DeliveryStatus::Ok {
         let seq = st.commands_executed;

@@ -1,52 +1,25 @@
 //! RC acknowledgements on the requester side: ACK / NAK / RNR NAK, READ responses and atomic
-//! ACKs, the ack timer and the RNR wait, retransmission (see [`super::requester`] for the
+//! ACKs, the ack timer and the RNR wait ([`super::timer`]), retransmission (see [`super::requester`] for the
 //! behaviour).
 
 use mlx5_ifc::consts::qp_state;
 
-use super::cqe::syndrome as syn;
-use super::flush::enter_error;
+use super::dma;
+use super::psn::psn_add;
+use super::psn::psn_diff;
 use super::requester::{complete_ready, local_syndrome, resend};
-use super::{dma, psn_add, psn_diff, qp_rt, Hw, QpInfo};
+use super::timer::{arm_timer, rnr_timer_ns};
+use crate::events::cqe::syndrome as syn;
+use crate::events::flush::enter_error;
 use crate::fabric::frame::{op, Packet};
+use crate::model::qp::qp_rt;
+use crate::model::qp_info::QpInfo;
+use crate::model::Hw;
 use crate::small::SmallList;
-
-/// The RNR NAK timer encoding (IBTA table 45) in microseconds.
-const RNR_US: [u32; 32] = [
-    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840,
-    5120, 7680, 10240, 15360, 20480, 30720, 40960, 61440, 81920, 122_880, 163_840, 245_760,
-    327_680, 491_520,
-];
-
-/// The RNR timer `code` in nanoseconds.
-pub(crate) fn rnr_timer_ns(code: u8) -> u64 {
-    u64::from(RNR_US[usize::from(code & 31)]) * 1000
-}
-
-/// The ack timeout of exponent `t` in nanoseconds (`None`: 0, no timeout).
-pub(crate) fn ack_timeout_ns(t: u8) -> Option<u64> {
-    (t != 0).then(|| 4096u64 << t.min(31))
-}
-
-/// (Re)starts the ack timer while requests wait for an acknowledgement.
-pub(crate) fn arm_timer(hw: &mut Hw<'_>, info: &QpInfo) {
-    let now = hw.now;
-    if let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) {
-        let waiting = rt.outstanding.iter().any(|r| !r.done);
-        rt.timer = if waiting && rt.resend_at.is_none() {
-            ack_timeout_ns(info.ack_timeout).map(|t| now + t)
-        } else {
-            None
-        };
-        if !waiting {
-            rt.retries = 0;
-        }
-    }
-}
 
 /// Marks done every request an acknowledgement of `psn` covers; whether any was.
 fn ack_through(hw: &mut Hw<'_>, qpn: u32, psn: u32) -> bool {
-    let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) else {
+    let Some(rt) = hw.model.rt.qps.get_mut(&qpn) else {
         return false;
     };
     let mut progress = false;
@@ -70,7 +43,7 @@ fn ack_through(hw: &mut Hw<'_>, qpn: u32, psn: u32) -> bool {
 /// Sends again every unfinished request from `psn` on, in order (each read from the send queue
 /// again: [`super::requester::resend`]).
 fn retransmit_from(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
-    let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) else {
+    let Some(rt) = hw.model.rt.qps.get_mut(&info.qpn) else {
         return;
     };
     let mut again: SmallList<(u16, u32), 8> = SmallList::new();
@@ -86,8 +59,8 @@ fn retransmit_from(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
     }
     for &(cc, first) in again.iter() {
         let n = resend(hw, info, cc, first, psn);
-        hw.fw.engine.counters.retransmits += n;
-        if super::qp_state_of(hw.fw, info.qpn) == Some(qp_state::ERR) {
+        hw.model.rt.counters.retransmits += n;
+        if crate::model::qp::qp_state_of(hw.model, info.qpn) == Some(qp_state::ERR) {
             return;
         }
     }
@@ -95,7 +68,7 @@ fn retransmit_from(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
 
 /// The WQE counter and opcode of the unfinished request holding `psn` (else the oldest).
 fn request_at(hw: &Hw<'_>, qpn: u32, psn: u32) -> Option<(u16, u8)> {
-    let rt = hw.fw.engine.qps.get(&qpn)?;
+    let rt = hw.model.rt.qps.get(&qpn)?;
     let pending = || rt.outstanding.iter().filter(|r| !r.done);
     pending()
         .find(|r| psn_diff(psn, r.first_psn) >= 0 && psn_diff(r.last_psn, psn) >= 0)
@@ -120,7 +93,7 @@ fn on_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
         1 => {
             ack_through(hw, info.qpn, prev);
             complete_ready(hw, info);
-            let rt = qp_rt(&mut hw.fw.engine, info);
+            let rt = qp_rt(&mut hw.model.rt, info);
             if info.rnr_retry != 7 && rt.rnr_retries >= info.rnr_retry {
                 fail_at(hw, info, psn, syn::RNR_RETRY_EXC_ERR);
                 return;
@@ -140,7 +113,7 @@ fn on_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
                     // sequence-error NAKs; Linux's rxe counts both), so two QPs that disagree on
                     // PSNs cannot NAK and retransmit to each other forever.
                     complete_ready(hw, info);
-                    let rt = qp_rt(&mut hw.fw.engine, info);
+                    let rt = qp_rt(&mut hw.model.rt, info);
                     if rt.retries >= info.retry_count {
                         fail_at(hw, info, psn, syn::TRANSPORT_RETRY_EXC_ERR);
                         return;
@@ -165,7 +138,7 @@ fn on_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
 /// A response packet (ACK, READ response, atomic ACK) for RC QP `info`.
 pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
     if !matches!(info.state, qp_state::RTS | qp_state::SQD) {
-        hw.fw.engine.counters.rx_dropped += 1;
+        hw.model.rt.counters.rx_dropped += 1;
         return;
     }
     let o = p.opcode & 0x1f;
@@ -175,7 +148,7 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         return;
     }
     // A READ response or atomic ACK: it acknowledges every earlier request.
-    let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) else {
+    let Some(rt) = hw.model.rt.qps.get_mut(&info.qpn) else {
         return;
     };
     let idx = rt.outstanding.iter().position(|r| {
@@ -185,7 +158,7 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
             && psn_diff(r.last_psn, p.psn) >= 0
     });
     let Some(idx) = idx else {
-        hw.fw.engine.counters.rx_dropped += 1;
+        hw.model.rt.counters.rx_dropped += 1;
         return;
     };
     if rt
@@ -194,7 +167,7 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         .take(idx)
         .any(|r| !r.done && r.needs_response)
     {
-        hw.fw.engine.counters.rx_dropped += 1;
+        hw.model.rt.counters.rx_dropped += 1;
         return;
     }
     for r in rt.outstanding.iter_mut().take(idx) {
@@ -206,14 +179,14 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
     let atomic;
     let data: &[u8] = match (o, p.atomic_ack) {
         (op::ATOMIC_ACK, Some(v)) if p.psn == first => {
-            atomic = atomic_result(hw.fw, v);
+            atomic = atomic_result(hw.model, v);
             &atomic
         }
         (op::READ_RESP_FIRST..=op::READ_RESP_ONLY, _) if p.psn == psn_add(first, r.got_pkts) => {
             p.payload
         }
         _ => {
-            hw.fw.engine.counters.rx_dropped += 1;
+            hw.model.rt.counters.rx_dropped += 1;
             return;
         }
     };
@@ -231,8 +204,8 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         return;
     }
     if let Some(r) = hw
-        .fw
-        .engine
+        .model
+        .rt
         .qps
         .get_mut(&info.qpn)
         .and_then(|rt| rt.outstanding.get_mut(idx))
@@ -241,7 +214,7 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         r.got_bytes += data.len() as u32;
         r.done = matches!(o, op::ATOMIC_ACK | op::READ_RESP_LAST | op::READ_RESP_ONLY);
     }
-    if let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) {
+    if let Some(rt) = hw.model.rt.qps.get_mut(&info.qpn) {
         rt.retries = 0;
     }
     complete_ready(hw, info);
@@ -249,11 +222,11 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
 
 /// The ack timer or the RNR wait of QP `qpn` expired.
 pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
-    let Some(info) = QpInfo::load(hw.fw, qpn) else {
+    let Some(info) = QpInfo::load(hw.model, qpn) else {
         return;
     };
     let now = hw.now;
-    let rt = qp_rt(&mut hw.fw.engine, &info);
+    let rt = qp_rt(&mut hw.model.rt, &info);
     if rt.resend_at.is_some_and(|t| t <= now) {
         rt.resend_at = None;
         let psn = rt.resend_psn;
@@ -281,11 +254,11 @@ pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
 /// The bytes an 8-byte atomic's original value lands as in the requester's memory: big-endian
 /// in requester endianness mode 0, in the host's order (HOST_ENDIANNESS) in mode 1
 /// (`atomic_caps.atomic_req_8B_endianness_mode`).
-fn atomic_result(fw: &crate::fw::Firmware, v: u64) -> [u8; 8] {
+fn atomic_result(model: &crate::model::Model, v: u64) -> [u8; 8] {
     use mlx5_ifc::consts::atomic_caps::REQ_ENDIANNESS_HOST;
     use mlx5_ifc::prm::caps::AtomicCaps;
-    let host = fw.cur_atomic(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE) == REQ_ENDIANNESS_HOST;
-    if host && !fw.vport.host_big_endian() {
+    let host = model.cur_atomic(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE) == REQ_ENDIANNESS_HOST;
+    if host && !model.vport.host_big_endian() {
         v.to_le_bytes()
     } else {
         v.to_be_bytes()
@@ -295,6 +268,7 @@ fn atomic_result(fw: &crate::fw::Firmware, v: u64) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::timer::ack_timeout_ns;
 
     #[test]
     fn timers() {

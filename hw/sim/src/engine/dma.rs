@@ -1,8 +1,12 @@
 //! Gather and scatter through memory keys: the local side of every transfer.
 
-use super::wqe::{dma_fault, LocalError, Piece};
-use super::{Hw, Sge, WriteCtx};
-use crate::fw::mkey::{self, access, IovaPieces};
+use super::wqe::{LocalError, Piece};
+use crate::memory::queue::dma_fault;
+use crate::model::mkey::{access, IovaPieces};
+use crate::model::runtime::Sge;
+use crate::model::runtime::WriteCtx;
+use crate::model::translation;
+use crate::model::Hw;
 
 /// Translates `len` bytes at `addr` through `lkey`, reporting a local error.
 fn local(
@@ -13,7 +17,7 @@ fn local(
     len: u64,
     need: u8,
 ) -> Result<IovaPieces, LocalError> {
-    mkey::translate(hw.fw, lkey, addr, len, need, pd).map_err(|e| {
+    translation::translate(hw.model, lkey, addr, len, need, pd).map_err(|e| {
         log::info!("mlx5-sim: lkey {lkey:#x} at {addr:#x}+{len}: {e:?}");
         LocalError::Protection
     })

@@ -26,12 +26,15 @@ use mlx5_ifc::prm::sq_rq::Sqc;
 use mlx5_ifc::wqe::{eth_cs, fm_ce_se, opcode, CtrlSeg, DataSeg, EthSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
-use super::cqe::{self, op, syndrome, Cqe};
-use super::wqe::{dma_fault, LocalError, Piece, Pieces, WqRing};
-use super::{dma, Hw, Sge};
+use super::dma;
+use super::wqe::{LocalError, Piece, Pieces};
+use crate::events::cqe::{self, op, syndrome, Cqe};
 use crate::fabric::packet;
 use crate::fault::{DmaFault, DmaFaultKind};
-use crate::fw::objects::ObjectKind;
+use crate::memory::queue::{dma_fault, WqRing};
+use crate::model::objects::ObjectKind;
+use crate::model::runtime::Sge;
+use crate::model::Hw;
 
 /// Bytes of a WQE building block.
 const WQEBB: u64 = mlx5_ifc::wqe::WQEBB as u64;
@@ -55,7 +58,7 @@ struct SqInfo {
 }
 
 fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
-    let q = hw.fw.objects.queue(ObjectKind::Sq, sqn)?;
+    let q = hw.model.objects.queue(ObjectKind::Sq, sqn)?;
     let c = View::<Sqc>::new(&q.ctx).ok()?;
     let mut ring = WqRing::of(&c.nested(Sqc::WQ), &q.pas);
     ring.stride = WQEBB;
@@ -72,7 +75,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
     let Some(sq) = info(hw, sqn) else {
         return;
     };
-    let mut cc = hw.fw.engine.eth_sqs.get(&sqn).copied().unwrap_or(0);
+    let mut cc = hw.model.rt.eth_sqs.get(&sqn).copied().unwrap_or(0);
     if sq.state == ERR {
         // An SQ in error executes nothing: what is posted completes flushed.
         flush(hw, sqn, &sq, cc, last);
@@ -133,7 +136,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                 match sent {
                     Ok(frames) => {
                         for f in frames {
-                            hw.fw.engine.send_raw(f);
+                            hw.model.rt.send_raw(f);
                         }
                     }
                     Err(e) => {
@@ -170,7 +173,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         let nbb = ds.div_ceil(WQEBB / 16) as u16;
         let done = cc == last;
         cc = cc.wrapping_add(nbb);
-        hw.fw.engine.eth_sqs.insert(sqn, cc);
+        hw.model.rt.eth_sqs.insert(sqn, cc);
         if done {
             return;
         }
@@ -181,7 +184,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
 /// WQE at counter `cc` of SQ `sqn` (at `iova`, the fault's recorded address) cannot read its
 /// data (`None`).
 fn injected_read_fault(hw: &mut Hw<'_>, sqn: u32, cc: u16, iova: u64) -> Option<()> {
-    if !hw.fw.injected.take_sq_read() {
+    if !hw.model.injected.take_sq_read() {
         return Some(());
     }
     let what = format!("SQ {sqn:#x} WQE {cc}: its data read faults");
@@ -191,7 +194,7 @@ fn injected_read_fault(hw: &mut Hw<'_>, sqn: u32, cc: u16, iova: u64) -> Option<
         kind: DmaFaultKind::Injected,
         what: what.clone(),
     });
-    hw.fw.injected.log.push(hw.now, "SqReadFault", what);
+    hw.model.injected.log.push(hw.now, "SqReadFault", what);
     None
 }
 
@@ -222,14 +225,14 @@ fn fail(
             ..Cqe::default()
         },
     );
-    if let Some(q) = hw.fw.objects.queue_mut(ObjectKind::Sq, sqn) {
+    if let Some(q) = hw.model.objects.queue_mut(ObjectKind::Sq, sqn) {
         let r = ViewMut::<Sqc>::new(&mut q.ctx).and_then(|mut v| v.set(Sqc::STATE, ERR).map(drop));
         if let Err(e) = r {
             log::error!("mlx5-sim: SQ {sqn:#x} state: {e}");
         }
     }
     if let Some((next, last)) = rest {
-        hw.fw.engine.eth_sqs.insert(sqn, next);
+        hw.model.rt.eth_sqs.insert(sqn, next);
         if cc != last {
             flush(hw, sqn, sq, next, last);
         }
@@ -251,7 +254,7 @@ fn flush(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, mut cc: u16, last: u16) {
         if ds == 0 {
             return;
         }
-        hw.fw.engine.counters.wqes_flushed += 1;
+        hw.model.rt.counters.wqes_flushed += 1;
         cqe::post(
             hw,
             sq.cqn,
@@ -266,7 +269,7 @@ fn flush(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, mut cc: u16, last: u16) {
         );
         let done = cc == last;
         cc = cc.wrapping_add(ds.div_ceil(WQEBB / 16) as u16);
-        hw.fw.engine.eth_sqs.insert(sqn, cc);
+        hw.model.rt.eth_sqs.insert(sqn, cc);
         if done {
             return;
         }

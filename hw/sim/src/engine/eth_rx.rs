@@ -24,11 +24,13 @@ use mlx5_ifc::cqe::{l3_hdr_type, l4_hdr_type};
 use mlx5_ifc::prm::sq_rq::Rqc;
 use mlx5_ifc::View;
 
-use super::cqe::{self, op, syndrome, Cqe, EthRx};
-use super::wqe::{dma_fault, read_be32, recv_sges, LocalError, WqRing};
-use super::{dma, steering, Hw};
+use super::wqe::{recv_sges, LocalError};
+use super::{dma, steering};
+use crate::events::cqe::{self, op, syndrome, Cqe, EthRx};
 use crate::fabric::packet::{self, Headers, L3, TPID_CVLAN};
-use crate::fw::objects::ObjectKind;
+use crate::memory::queue::{dma_fault, read_be32, WqRing};
+use crate::model::objects::ObjectKind;
+use crate::model::Hw;
 
 /// `hds_ip_ext` bits.
 const L3_OK: u8 = 0x2;
@@ -44,7 +46,7 @@ struct RqInfo {
 }
 
 fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
-    let q = hw.fw.objects.queue(ObjectKind::Rq, rqn)?;
+    let q = hw.model.objects.queue(ObjectKind::Rq, rqn)?;
     let c = View::<Rqc>::new(&q.ctx).ok()?;
     Some(RqInfo {
         state: c.get(Rqc::STATE),
@@ -57,13 +59,13 @@ fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
 
 /// Takes a frame that is not RoCE from the wire.
 pub(crate) fn receive(hw: &mut Hw<'_>, f: &[u8]) {
-    hw.fw.engine.counters.eth_rx_frames += 1;
+    hw.model.rt.counters.eth_rx_frames += 1;
     let Some(h) = packet::parse(f) else {
-        hw.fw.engine.counters.rx_malformed += 1;
+        hw.model.rt.counters.rx_malformed += 1;
         return;
     };
     let img = steering::image(f, &h);
-    match steering::lookup(hw.fw, &img) {
+    match steering::lookup(hw.model, &img) {
         Ok(s) => {
             for tirn in s.tirs {
                 deliver(hw, tirn, f, &h, s.flow_tag);
@@ -71,19 +73,19 @@ pub(crate) fn receive(hw: &mut Hw<'_>, f: &[u8]) {
         }
         Err(why) => {
             log::trace!("mlx5-sim: Ethernet frame dropped by steering: {why:?}");
-            hw.fw.engine.counters.eth_rx_steering_drops += 1;
+            hw.model.rt.counters.eth_rx_steering_drops += 1;
         }
     }
 }
 
 /// Delivers a copy of `f` through TIR `tirn`.
 fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
-    let Some((rqn, rss_hash, rss_type)) = steering::select_rq(hw.fw, tirn, h) else {
-        hw.fw.engine.counters.eth_rx_steering_drops += 1;
+    let Some((rqn, rss_hash, rss_type)) = steering::select_rq(hw.model, tirn, h) else {
+        hw.model.rt.counters.eth_rx_steering_drops += 1;
         return;
     };
     let Some(rq) = info(hw, rqn).filter(|rq| rq.state == RDY) else {
-        hw.fw.engine.counters.eth_rx_out_of_buffer += 1;
+        hw.model.rt.counters.eth_rx_out_of_buffer += 1;
         return;
     };
     // VLAN stripping: the first C-VLAN tag leaves the frame for the CQE.
@@ -107,9 +109,9 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         );
         return;
     };
-    let cc = hw.fw.engine.eth_rqs.get(&rqn).copied().unwrap_or(0);
+    let cc = hw.model.rt.eth_rqs.get(&rqn).copied().unwrap_or(0);
     if pi as u16 == cc {
-        hw.fw.engine.counters.eth_rx_out_of_buffer += 1;
+        hw.model.rt.counters.eth_rx_out_of_buffer += 1;
         return;
     }
     let mut wqe = vec![0u8; rq.ring.stride as usize];
@@ -123,13 +125,13 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         );
         return;
     }
-    hw.fw.engine.eth_rqs.insert(rqn, cc.wrapping_add(1));
+    hw.model.rt.eth_rqs.insert(rqn, cc.wrapping_add(1));
     let sges = recv_sges(&wqe);
     let srqn_uidx = cqe::srqn_uidx(hw, rq.user_index, None);
     let wrote = dma::scatter(hw, rq.ring.pd, &sges, 0, &frame);
     let c = match wrote {
         Ok(()) => {
-            hw.fw.engine.counters.eth_rx_delivered += 1;
+            hw.model.rt.counters.eth_rx_delivered += 1;
             Cqe {
                 opcode: op::RESP_SEND,
                 qpn: flow_tag & 0xff_ffff,
@@ -146,7 +148,7 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
             }
         }
         Err(e) => {
-            hw.fw.engine.counters.eth_rx_errors += 1;
+            hw.model.rt.counters.eth_rx_errors += 1;
             Cqe {
                 opcode: op::RESP_ERR,
                 qpn: rqn,

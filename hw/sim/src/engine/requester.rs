@@ -32,12 +32,19 @@ use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::wqe::CtrlSeg;
 use mlx5_ifc::View;
 
-use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
+use super::psn::psn_add;
+use super::psn::psn_diff;
 use super::wqe::{self, opcode as wop, LocalError, SendWqe};
-use super::{ack, dma, flush, psn_add, psn_diff, qp_rt, Hw, QpInfo, SendReq};
+use super::{dma, timer};
+use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
+use crate::events::flush::{self, fetch};
 use crate::fabric::frame::{op, AtomicEth, Packet, Reth, Route};
 use crate::fabric::pool;
 use crate::fault::{DmaFault, DmaFaultKind};
+use crate::model::qp::qp_rt;
+use crate::model::qp_info::QpInfo;
+use crate::model::runtime::SendReq;
+use crate::model::Hw;
 
 /// The largest UD payload for a port MTU: the largest IB MTU that fits with the headers.
 fn ud_mtu(port_mtu: u16) -> u32 {
@@ -49,7 +56,7 @@ fn ud_mtu(port_mtu: u16) -> u32 {
 
 /// Executes the send queue of QP `qpn` (a send doorbell).
 pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
-    let Some(info) = QpInfo::load(hw.fw, qpn) else {
+    let Some(info) = QpInfo::load(hw.model, qpn) else {
         return;
     };
     if info.sq_wqebbs == 0 {
@@ -65,8 +72,8 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
         log::debug!("mlx5-sim: QP {qpn:#x} in state {}: WQEs wait", info.state);
         return;
     }
-    let Some(pi) = wqe::read_be32(hw.iommu, info.dbr + 4) else {
-        wqe::dma_fault(
+    let Some(pi) = crate::memory::queue::read_be32(hw.iommu, info.dbr + 4) else {
+        crate::memory::queue::dma_fault(
             hw.faults,
             info.dbr + 4,
             4,
@@ -77,60 +84,29 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
     };
     let mut budget = info.sq_wqebbs;
     while budget > 0 {
-        let cc = qp_rt(&mut hw.fw.engine, &info).sq_cc;
+        let cc = qp_rt(&mut hw.model.rt, &info).sq_cc;
         if cc == pi as u16 {
             break;
         }
         let Some((bytes, bbs)) = fetch(hw, &info, cc) else {
-            if super::qp_state_of(hw.fw, qpn) == Some(qp_state::ERR) {
+            if crate::model::qp::qp_state_of(hw.model, qpn) == Some(qp_state::ERR) {
                 return;
             }
             flush::enter_error(hw, qpn, None);
-            cqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, qpn);
+            crate::events::eqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, qpn);
             return;
         };
-        if let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) {
+        if let Some(rt) = hw.model.rt.qps.get_mut(&qpn) {
             rt.sq_cc = cc.wrapping_add(bbs);
         }
         budget = budget.saturating_sub(u32::from(bbs));
-        if super::qp_state_of(hw.fw, qpn) == Some(qp_state::ERR) {
+        if crate::model::qp::qp_state_of(hw.model, qpn) == Some(qp_state::ERR) {
             flush::flush_wqe(hw, &info, cc, bytes.get(3).copied().unwrap_or(0));
         } else {
             execute(hw, &info, cc, &bytes);
         }
         pool::give(bytes);
     }
-}
-
-/// Reads the WQE at WQEBB counter `cc`: its `DS × 16` bytes and the WQEBBs it spans.
-fn fetch(hw: &mut Hw<'_>, info: &QpInfo, cc: u16) -> Option<(Vec<u8>, u16)> {
-    let mask = info.sq_wqebbs - 1;
-    let mut read = |k: u16, buf: &mut [u8]| {
-        let slot = u64::from(u32::from(cc.wrapping_add(k)) & mask);
-        let off = info.start + info.sq_offset + slot * 64;
-        wqe::read_queue(hw.iommu, &info.pas, info.page, off, buf).map_err(|iova| {
-            wqe::dma_fault(
-                hw.faults,
-                iova,
-                64,
-                false,
-                format!("QP {:#x} send WQE", info.qpn),
-            );
-        })
-    };
-    let mut first = [0u8; 64];
-    read(0, &mut first).ok()?;
-    let ds = View::<CtrlSeg>::new(&first).map_or(0, |c| c.get(CtrlSeg::DS) as usize);
-    let bbs = (ds * 16).div_ceil(64).max(1) as u16;
-    // A pooled buffer: the doorbell loop gives it back once the WQE is executed.
-    let mut bytes = pool::copy(&first);
-    for k in 1..bbs.min(info.sq_wqebbs as u16) {
-        let mut bb = [0u8; 64];
-        read(k, &mut bb).ok()?;
-        bytes.extend_from_slice(&bb);
-    }
-    bytes.truncate(ds * 16);
-    Some((bytes, bbs))
 }
 
 pub(crate) fn local_syndrome(e: LocalError) -> (u8, u8) {
@@ -144,7 +120,7 @@ pub(crate) fn local_syndrome(e: LocalError) -> (u8, u8) {
 /// Executes one fetched WQE.
 fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
     let opcode = View::<CtrlSeg>::new(bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
-    let too_big = bytes.len() as u64 > hw.fw.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
+    let too_big = bytes.len() as u64 > hw.model.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
     if opcode == wop::UMR && (info.umr || info.st == qp_st::RC) {
         umr(hw, info, cc, bytes, too_big);
         return;
@@ -163,7 +139,7 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
             return;
         }
     };
-    hw.fw.engine.counters.wqes_executed += 1;
+    hw.model.rt.counters.wqes_executed += 1;
     let r = match w.opcode {
         wop::NOP => Ok(request(cc, &w, 0)),
         wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA => remote_read(hw, info, cc, &w),
@@ -171,11 +147,11 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
     };
     match r {
         Ok(req) => {
-            let rt = qp_rt(&mut hw.fw.engine, info);
+            let rt = qp_rt(&mut hw.model.rt, info);
             let start_timer = !req.done && rt.timer.is_none() && rt.resend_at.is_none();
             rt.outstanding.push_back(req);
             if start_timer {
-                rt.timer = ack::ack_timeout_ns(info.ack_timeout).map(|t| hw.now + t);
+                rt.timer = timer::ack_timeout_ns(info.ack_timeout).map(|t| hw.now + t);
             }
             complete_ready(hw, info);
         }
@@ -197,10 +173,10 @@ fn umr(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8], too_big: bool) {
         flush::enter_error(hw, info.qpn, Some((cc, wop::UMR, syn::LOCAL_QP_OP_ERR, 0)));
         return;
     }
-    hw.fw.engine.counters.wqes_executed += 1;
+    hw.model.rt.counters.wqes_executed += 1;
     match super::umr::execute(hw, bytes) {
         Ok(()) => {
-            qp_rt(&mut hw.fw.engine, info)
+            qp_rt(&mut hw.model.rt, info)
                 .outstanding
                 .push_back(request(cc, &w, 0));
             complete_ready(hw, info);
@@ -234,16 +210,16 @@ fn route_of(hw: &Hw<'_>, info: &QpInfo, w: &SendWqe) -> (Route, u32) {
     match &w.av {
         Some(av) => (
             Route {
-                smac: hw.fw.vport.mac(),
+                smac: hw.model.vport.mac(),
                 dmac: av.rmac,
-                sgid: super::own_gid(hw.fw, usize::from(av.sgid_index)),
+                sgid: crate::model::qp::own_gid(hw.model, usize::from(av.sgid_index)),
                 dgid: av.rgid,
                 tclass: av.tclass,
                 flow_label: av.flow_label,
                 hop_limit: av.hop_limit,
-                sport: super::wire_sport(hw.fw, av.sport, info.qpn),
+                sport: crate::model::qp::wire_sport(hw.model, av.sport, info.qpn),
                 ip_id: 0,
-                v1: super::gid_is_v1(hw.fw, usize::from(av.sgid_index)),
+                v1: crate::model::qp::gid_is_v1(hw.model, usize::from(av.sgid_index)),
             },
             av.dqpn,
         ),
@@ -253,7 +229,7 @@ fn route_of(hw: &Hw<'_>, info: &QpInfo, w: &SendWqe) -> (Route, u32) {
 
 /// Takes `n` PSNs.
 fn take_psns(hw: &mut Hw<'_>, info: &QpInfo, n: u32) -> u32 {
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     let psn = rt.next_psn.unwrap_or(0);
     rt.next_psn = Some(psn_add(psn, n));
     psn
@@ -268,7 +244,7 @@ fn send_or_write(
 ) -> Result<SendReq, LocalError> {
     let max = if info.ud() {
         // One packet: the QP's MTU and message limit, within what the port carries.
-        u64::from(ud_mtu(hw.fw.vport.mtu()).min(info.mtu)).min(info.max_msg())
+        u64::from(ud_mtu(hw.model.vport.mtu()).min(info.mtu)).min(info.max_msg())
     } else {
         info.max_msg()
     };
@@ -317,7 +293,7 @@ fn message(
             payload: data,
             ..Packet::default()
         };
-        hw.fw.engine.send(&route, &p);
+        hw.model.rt.send(&route, &p);
         return req;
     }
     let svc = if info.st == qp_st::RC { op::RC } else { op::UC };
@@ -366,7 +342,7 @@ fn message(
             payload: chunk,
             ..Packet::default()
         };
-        hw.fw.engine.send(&route, &p);
+        hw.model.rt.send(&route, &p);
     }
     if svc == op::RC {
         req.first_psn = first_psn;
@@ -433,7 +409,7 @@ fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32)
         p.opcode = op::READ_REQ;
         p.reth = Some(Reth { va, rkey, len });
     }
-    hw.fw.engine.send(&info.route, &p);
+    hw.model.rt.send(&info.route, &p);
 }
 
 /// Sends the unfinished RC request of WQE `cc`, whose PSNs start at `first_psn`, again from PSN
@@ -443,13 +419,13 @@ fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32)
 /// no longer parses or gathers, fails the QP as it would have the first time. The frames sent.
 pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, from: u32) -> u64 {
     let Some((bytes, _)) = fetch(hw, info, cc) else {
-        if super::qp_state_of(hw.fw, info.qpn) != Some(qp_state::ERR) {
+        if crate::model::qp::qp_state_of(hw.model, info.qpn) != Some(qp_state::ERR) {
             flush::enter_error(hw, info.qpn, None);
-            cqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, info.qpn);
+            crate::events::eqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, info.qpn);
         }
         return 0;
     };
-    let before = hw.fw.engine.counters.tx_frames;
+    let before = hw.model.rt.counters.tx_frames;
     let opcode = View::<CtrlSeg>::new(&bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
     let failed = match wqe::parse_send(&bytes, info.st) {
         Ok(w) if w.qpn == info.qpn => match w.opcode {
@@ -473,13 +449,13 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
     if let Some((s, vendor)) = failed {
         flush::enter_error(hw, info.qpn, Some((cc, opcode, s, vendor)));
     }
-    hw.fw.engine.counters.tx_frames - before
+    hw.model.rt.counters.tx_frames - before
 }
 
 /// Writes the CQEs of the finished requests at the front of the queue, in order.
 pub(crate) fn complete_ready(hw: &mut Hw<'_>, info: &QpInfo) {
     loop {
-        let Some(rt) = hw.fw.engine.qps.get_mut(&info.qpn) else {
+        let Some(rt) = hw.model.rt.qps.get_mut(&info.qpn) else {
             return;
         };
         if !rt.outstanding.front().is_some_and(|r| r.done) {
@@ -501,7 +477,7 @@ pub(crate) fn complete_ready(hw: &mut Hw<'_>, info: &QpInfo) {
             cqe::post(hw, info.cqn_snd, &c);
         }
     }
-    ack::arm_timer(hw, info);
+    timer::arm_timer(hw, info);
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //!   (0x04) and NAK remote operational error. The last packet writes RESP_SEND (2),
 //!   RESP_SEND_IMM (3) or RESP_SEND_INV (4, the IETH rkey in `imm_inval_pkey`). A SEND with
 //!   invalidate (RC only: UC and UD have no such opcode) first invalidates the mkey its IETH
-//!   names ([`mkey::invalidate_remote`]: live, the QP's PD, created with `en_rinval`), after
+//!   names ([`crate::model::translation::invalidate_remote`]: live, the QP's PD, created with `en_rinval`), after
 //!   which any access through it is refused (an RDMA WRITE: NAK remote access error); a key
 //!   that may not be invalidated completes the receive WQE with RESP_ERR
 //!   REMOTE_INVAL_REQ_ERR (0x12), the QP goes to ERR and the answer is NAK invalid request.
@@ -46,11 +46,19 @@ use mlx5_ifc::consts::{qp_st, qp_state};
 use mlx5_ifc::cqe::l3_hdr_type;
 use mlx5_ifc::event;
 
-use super::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
+use super::dma;
+use super::psn::psn_add;
+use super::psn::psn_diff;
 use super::wqe::{self, LocalError};
-use super::{dma, psn_add, psn_diff, qp_rt, Hw, QpInfo, RecvCtx, WriteCtx};
+use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use crate::fabric::frame::{aeth, op, Packet, Received, IPV4_BYTES, IPV6_BYTES};
-use crate::fw::mkey::{self, access};
+use crate::model::mkey::access;
+use crate::model::qp::qp_rt;
+use crate::model::qp_info::QpInfo;
+use crate::model::runtime::RecvCtx;
+use crate::model::runtime::WriteCtx;
+use crate::model::translation;
+use crate::model::Hw;
 
 /// The largest RDMA READ the simulator answers.
 const MAX_READ: u64 = 64 << 20;
@@ -70,21 +78,21 @@ enum Verdict {
 
 fn drop_frame(hw: &mut Hw<'_>, why: &str) {
     log::debug!("mlx5-sim: frame dropped: {why}");
-    hw.fw.engine.counters.rx_dropped += 1;
+    hw.model.rt.counters.rx_dropped += 1;
 }
 
 /// Routes a received frame to its QP.
 pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
-    if rx.route.dmac != hw.fw.vport.mac() {
+    if rx.route.dmac != hw.model.vport.mac() {
         return drop_frame(hw, "not for this port's MAC");
     }
     let p = &rx.packet;
     // QP number 1 on the wire is the GSI QP, whatever number CREATE_QP gave it.
     let dqpn = match p.dqpn {
-        1 => crate::fw::qp::gsi_qp(hw.fw).unwrap_or(1),
+        1 => crate::model::qp::gsi_qp(hw.model).unwrap_or(1),
         n => n,
     };
-    let Some(info) = QpInfo::load(hw.fw, dqpn) else {
+    let Some(info) = QpInfo::load(hw.model, dqpn) else {
         return drop_frame(hw, "no such QP");
     };
     let svc = match info.st {
@@ -114,7 +122,7 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
 /// so that acknowledgements leave in PSN order.
 fn send_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
     flush_ack(hw, info);
-    let msn = qp_rt(&mut hw.fw.engine, info).msn;
+    let msn = qp_rt(&mut hw.model.rt, info).msn;
     put_aeth(hw, info, psn, syndrome, msn);
 }
 
@@ -127,32 +135,32 @@ fn put_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8, msn: u32) {
         aeth: Some((syndrome, msn)),
         ..Packet::default()
     };
-    let c = &mut hw.fw.engine.counters;
+    let c = &mut hw.model.rt.counters;
     match syndrome & 0xe0 {
         aeth::ACK => c.acks_sent += 1,
         aeth::RNR => c.rnr_naks_sent += 1,
         _ => c.naks_sent += 1,
     }
-    hw.fw.engine.send(&info.route, &p);
+    hw.model.rt.send(&info.route, &p);
 }
 
 /// Owes an ACK of `psn` (and of everything before it): it leaves when the device has taken in
 /// every frame the wire holds for it ([`owed_acks`]) or before any other response of the QP,
 /// so a burst of requests gets one coalesced ACK — as a ConnectX responder coalesces them.
 fn owe_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     let first = rt.ack_owed.is_none();
     rt.ack_owed = Some((psn, rt.msn));
     if first {
-        hw.fw.engine.acks_owed.push(info.qpn);
+        hw.model.rt.acks_owed.push(info.qpn);
     }
 }
 
 /// Sends the ACK QP `info` owes, if any.
 pub(crate) fn flush_ack(hw: &mut Hw<'_>, info: &QpInfo) {
     if let Some((psn, msn)) = hw
-        .fw
-        .engine
+        .model
+        .rt
         .qps
         .get_mut(&info.qpn)
         .and_then(|rt| rt.ack_owed.take())
@@ -164,27 +172,27 @@ pub(crate) fn flush_ack(hw: &mut Hw<'_>, info: &QpInfo) {
 /// The device has taken in every frame due for it: every ACK owed leaves (a QP that left the
 /// receiving states since sends none).
 pub(crate) fn owed_acks(hw: &mut Hw<'_>) {
-    let mut owed = std::mem::take(&mut hw.fw.engine.acks_owed);
+    let mut owed = std::mem::take(&mut hw.model.rt.acks_owed);
     for &qpn in &owed {
-        let Some(info) = QpInfo::load(hw.fw, qpn) else {
+        let Some(info) = QpInfo::load(hw.model, qpn) else {
             continue;
         };
         if matches!(info.state, qp_state::RTR | qp_state::RTS | qp_state::SQD) {
             flush_ack(hw, &info);
-        } else if let Some(rt) = hw.fw.engine.qps.get_mut(&qpn) {
+        } else if let Some(rt) = hw.model.rt.qps.get_mut(&qpn) {
             rt.ack_owed = None;
         }
     }
     // The list goes back empty, its capacity kept (nothing owed an ACK meanwhile: sending one
     // owes none).
     owed.clear();
-    if hw.fw.engine.acks_owed.is_empty() {
-        hw.fw.engine.acks_owed = owed;
+    if hw.model.rt.acks_owed.is_empty() {
+        hw.model.rt.acks_owed = owed;
     }
 }
 
 fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     let epsn = rt.epsn.unwrap_or(0);
     let d = psn_diff(p.psn, epsn);
     if d > 0 {
@@ -202,7 +210,7 @@ fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
     let verdict = request(hw, info, p, true);
     match verdict {
         Verdict::Done { psns, ack } => {
-            let rt = qp_rt(&mut hw.fw.engine, info);
+            let rt = qp_rt(&mut hw.model.rt, info);
             rt.epsn = Some(psn_add(epsn, psns));
             if ack {
                 owe_ack(hw, info, p.psn);
@@ -212,8 +220,8 @@ fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         Verdict::Nak(code, ev) => {
             send_aeth(hw, info, p.psn, code);
             if let Some(ev) = ev {
-                super::flush::enter_error(hw, info.qpn, None);
-                cqe::qp_event(hw, ev, info.qpn);
+                crate::events::flush::enter_error(hw, info.qpn, None);
+                crate::events::eqe::qp_event(hw, ev, info.qpn);
             }
         }
         Verdict::Drop => drop_frame(hw, "request refused"),
@@ -226,7 +234,7 @@ fn uc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         o,
         op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM | op::WRITE_FIRST | op::WRITE_ONLY
     ) || o == op::WRITE_ONLY_IMM;
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     let in_seq = rt.epsn == Some(p.psn);
     rt.epsn = Some(psn_add(p.psn, 1));
     if !in_seq && !starts {
@@ -239,7 +247,7 @@ fn uc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
     match request(hw, info, p, false) {
         Verdict::Done { .. } => {}
         _ => {
-            let rt = qp_rt(&mut hw.fw.engine, info);
+            let rt = qp_rt(&mut hw.model.rt, info);
             rt.write = None;
             if let Some(r) = rt.recv.as_mut() {
                 r.offset = u64::MAX;
@@ -283,7 +291,7 @@ fn recv_error(hw: &mut Hw<'_>, info: &QpInfo, wqe_counter: u16, e: LocalError) -
         ..Cqe::default()
     };
     cqe::post(hw, info.cqn_rcv, &c);
-    super::flush::enter_error(hw, info.qpn, None);
+    crate::events::flush::enter_error(hw, info.qpn, None);
     Verdict::Nak(nak, None)
 }
 
@@ -301,13 +309,13 @@ fn invalidate_error(hw: &mut Hw<'_>, info: &QpInfo, wqe_counter: u16) -> Verdict
         ..Cqe::default()
     };
     cqe::post(hw, info.cqn_rcv, &c);
-    super::flush::enter_error(hw, info.qpn, None);
+    crate::events::flush::enter_error(hw, info.qpn, None);
     Verdict::Nak(aeth::NAK_INVALID_REQ, None)
 }
 
 /// The receive WQE of a message starting now (a kept one first).
 fn start_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<RecvCtx>, ()> {
-    if let Some(mut r) = qp_rt(&mut hw.fw.engine, info).recv.take() {
+    if let Some(mut r) = qp_rt(&mut hw.model.rt, info).recv.take() {
         r.offset = 0;
         return Ok(Some(r));
     }
@@ -334,17 +342,17 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
             Err(()) => return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
         }
     } else {
-        match qp_rt(&mut hw.fw.engine, info).recv.take() {
+        match qp_rt(&mut hw.model.rt, info).recv.take() {
             Some(c) if c.offset != u64::MAX => c,
             other => {
-                qp_rt(&mut hw.fw.engine, info).recv = other;
+                qp_rt(&mut hw.model.rt, info).recv = other;
                 return invalid(reliable);
             }
         }
     };
     let len = p.payload.len() as u64;
     if (!last && len != u64::from(info.mtu)) || len > u64::from(info.mtu) {
-        qp_rt(&mut hw.fw.engine, info).recv = Some(ctx);
+        qp_rt(&mut hw.model.rt, info).recv = Some(ctx);
         return invalid(reliable);
     }
     if let Err(e) = dma::scatter(hw, info.pd, &ctx.sges, ctx.offset, p.payload) {
@@ -352,14 +360,14 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
     }
     ctx.offset += len;
     if !last {
-        qp_rt(&mut hw.fw.engine, info).recv = Some(ctx);
+        qp_rt(&mut hw.model.rt, info).recv = Some(ctx);
         return Verdict::Done {
             psns: 1,
             ack: p.ack_req,
         };
     }
     if let (Some(rkey), None) = (p.ieth, p.imm) {
-        if let Err(e) = mkey::invalidate_remote(hw.fw, rkey, info.pd) {
+        if let Err(e) = translation::invalidate_remote(hw.model, rkey, info.pd) {
             log::info!(
                 "mlx5-sim: QP {:#x}: SEND with invalidate of rkey {rkey:#x}: {e:?}",
                 info.qpn
@@ -383,7 +391,7 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
         ..Cqe::default()
     };
     cqe::post(hw, info.cqn_rcv, &c);
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     rt.msn = psn_add(rt.msn, 1);
     Verdict::Done { psns: 1, ack: true }
 }
@@ -422,8 +430,8 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
         if !info.rwe {
             return access_error(reliable);
         }
-        match mkey::translate(
-            hw.fw,
+        match translation::translate(
+            hw.model,
             r.rkey,
             r.va,
             r.len.into(),
@@ -431,7 +439,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             info.pd,
         ) {
             Ok(pieces) => {
-                qp_rt(&mut hw.fw.engine, info).write = Some(WriteCtx {
+                qp_rt(&mut hw.model.rt, info).write = Some(WriteCtx {
                     pieces,
                     at: 0,
                     used: 0,
@@ -451,7 +459,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             }
         }
     }
-    let Some(mut ctx) = qp_rt(&mut hw.fw.engine, info).write.take() else {
+    let Some(mut ctx) = qp_rt(&mut hw.model.rt, info).write.take() else {
         return invalid(reliable);
     };
     if ctx.written.saturating_add(len) > u64::from(ctx.total) {
@@ -462,7 +470,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
         // WRITE whose MR was deregistered after its first packet is refused (remote access
         // NAK), never placed through the translation of a key that is gone.
         let at = ctx.va.wrapping_add(ctx.written);
-        match mkey::translate(hw.fw, ctx.key, at, len, access::REMOTE_WRITE, info.pd) {
+        match translation::translate(hw.model, ctx.key, at, len, access::REMOTE_WRITE, info.pd) {
             Ok(pieces) => (ctx.pieces, ctx.at, ctx.used) = (pieces, 0, 0),
             Err(e) => {
                 log::info!(
@@ -481,14 +489,14 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
         match start_recv(hw, info) {
             Ok(Some(c)) => recv = Some(c),
             Ok(None) => {
-                qp_rt(&mut hw.fw.engine, info).write = Some(ctx);
+                qp_rt(&mut hw.model.rt, info).write = Some(ctx);
                 return Verdict::Rnr;
             }
             Err(()) => return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
         }
     }
     if let Err(e) = dma::write_pieces(hw, &mut ctx, p.payload) {
-        qp_rt(&mut hw.fw.engine, info).recv = recv;
+        qp_rt(&mut hw.model.rt, info).recv = recv;
         return match e {
             LocalError::Length => invalid(reliable),
             _ => Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
@@ -496,14 +504,14 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
     }
     ctx.written += len;
     if !last {
-        qp_rt(&mut hw.fw.engine, info).write = Some(ctx);
+        qp_rt(&mut hw.model.rt, info).write = Some(ctx);
         return Verdict::Done {
             psns: 1,
             ack: p.ack_req,
         };
     }
     if ctx.written != u64::from(ctx.total) {
-        qp_rt(&mut hw.fw.engine, info).recv = recv;
+        qp_rt(&mut hw.model.rt, info).recv = recv;
         return invalid(reliable);
     }
     if let Some(r) = recv {
@@ -519,7 +527,7 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
         };
         cqe::post(hw, info.cqn_rcv, &c);
     }
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     rt.msn = psn_add(rt.msn, 1);
     Verdict::Done { psns: 1, ack: true }
 }
@@ -536,23 +544,24 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     if !info.rre {
         return access_error(true);
     }
-    let pieces = match mkey::translate(hw.fw, r.rkey, r.va, len, access::REMOTE_READ, info.pd) {
-        Ok(p) => p,
-        Err(e) => {
-            log::info!(
-                "mlx5-sim: QP {:#x}: RDMA READ rkey {:#x}: {e:?}",
-                info.qpn,
-                r.rkey
-            );
-            return access_error(true);
-        }
-    };
+    let pieces =
+        match translation::translate(hw.model, r.rkey, r.va, len, access::REMOTE_READ, info.pd) {
+            Ok(p) => p,
+            Err(e) => {
+                log::info!(
+                    "mlx5-sim: QP {:#x}: RDMA READ rkey {:#x}: {e:?}",
+                    info.qpn,
+                    r.rkey
+                );
+                return access_error(true);
+            }
+        };
     let mut data = Vec::with_capacity(len as usize);
     for &(iova, n) in pieces.iter() {
         let at = data.len();
         data.resize(at + n, 0);
         if hw.iommu.read(iova, &mut data[at..]).is_err() {
-            wqe::dma_fault(
+            crate::memory::queue::dma_fault(
                 hw.faults,
                 iova,
                 n,
@@ -565,7 +574,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     let mtu = info.mtu as usize;
     let n = data.len().div_ceil(mtu).max(1);
     flush_ack(hw, info);
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     rt.msn = psn_add(rt.msn, 1);
     let msn = rt.msn;
     for i in 0..n {
@@ -583,7 +592,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
             payload: &data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())],
             ..Packet::default()
         };
-        hw.fw.engine.send(&info.route, &resp);
+        hw.model.rt.send(&info.route, &resp);
     }
     Verdict::Done {
         psns: n as u32,
@@ -593,7 +602,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
 
 fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
     flush_ack(hw, info);
-    let msn = qp_rt(&mut hw.fw.engine, info).msn;
+    let msn = qp_rt(&mut hw.model.rt, info).msn;
     let p = Packet {
         opcode: op::RC | op::ATOMIC_ACK,
         dqpn: info.remote_qpn,
@@ -602,8 +611,8 @@ fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
         atomic_ack: Some(value),
         ..Packet::default()
     };
-    hw.fw.engine.counters.acks_sent += 1;
-    hw.fw.engine.send(&info.route, &p);
+    hw.model.rt.counters.acks_sent += 1;
+    hw.model.rt.send(&info.route, &p);
 }
 
 fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
@@ -620,14 +629,14 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     if info.atomic_mode == 0 {
         return invalid(true);
     }
-    let iova = match mkey::translate(hw.fw, a.rkey, a.va, 8, access::ATOMIC, info.pd) {
+    let iova = match translation::translate(hw.model, a.rkey, a.va, 8, access::ATOMIC, info.pd) {
         Ok(pieces) if pieces.len() == 1 => pieces[0].0,
         _ => return access_error(true),
     };
     let cs = p.opcode & 0x1f == op::CMP_SWAP;
     // The target word is in the responder host's byte order (HOST_ENDIANNESS); the original
     // value travels big-endian in the atomic ACK.
-    let big_endian = hw.fw.vport.host_big_endian();
+    let big_endian = hw.model.vport.host_big_endian();
     let r = hw.iommu.fetch_update_u64(iova, big_endian, |old| {
         if cs {
             if old == a.compare {
@@ -640,7 +649,7 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
         }
     });
     let Ok(orig) = r else {
-        wqe::dma_fault(
+        crate::memory::queue::dma_fault(
             hw.faults,
             iova,
             8,
@@ -649,7 +658,7 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
         );
         return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR));
     };
-    let rt = qp_rt(&mut hw.fw.engine, info);
+    let rt = qp_rt(&mut hw.model.rt, info);
     rt.msn = psn_add(rt.msn, 1);
     while rt.atomics.len() >= info.rra.max(1) {
         rt.atomics.pop_front();
@@ -671,7 +680,7 @@ fn duplicate(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         op::CMP_SWAP | op::FETCH_ADD => {
             // Answered again from the responder resources; one older than they hold is
             // dropped (the requester had more outstanding than it was allowed).
-            let saved = qp_rt(&mut hw.fw.engine, info)
+            let saved = qp_rt(&mut hw.model.rt, info)
                 .atomics
                 .iter()
                 .find(|(psn, _)| *psn == p.psn)
@@ -682,7 +691,7 @@ fn duplicate(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
             }
         }
         _ => {
-            let epsn = qp_rt(&mut hw.fw.engine, info).epsn.unwrap_or(0);
+            let epsn = qp_rt(&mut hw.model.rt, info).epsn.unwrap_or(0);
             send_aeth(
                 hw,
                 info,
@@ -704,8 +713,8 @@ fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
     // What the WQE was taken from, to give it back to a message too long for it.
     let srq = info
         .srq
-        .map(|(_, n)| (n, hw.fw.engine.srqs.get(&n).copied()));
-    let cc = qp_rt(&mut hw.fw.engine, info).rq_cc;
+        .map(|(_, n)| (n, hw.model.rt.srqs.get(&n).copied()));
+    let cc = qp_rt(&mut hw.model.rt, info).rq_cc;
     let Ok(Some((wqe_counter, sges))) = wqe::take_recv(hw, info) else {
         return drop_frame(hw, "UD message without a receive WQE");
     };
@@ -716,12 +725,12 @@ fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
         // with one datagram.
         match srq {
             Some((n, Some(was))) => {
-                hw.fw.engine.srqs.insert(n, was);
+                hw.model.rt.srqs.insert(n, was);
             }
             Some((n, None)) => {
-                hw.fw.engine.srqs.remove(&n);
+                hw.model.rt.srqs.remove(&n);
             }
-            None => qp_rt(&mut hw.fw.engine, info).rq_cc = cc,
+            None => qp_rt(&mut hw.model.rt, info).rq_cc = cc,
         }
         return drop_frame(hw, "UD message too long for the receive WQE");
     }

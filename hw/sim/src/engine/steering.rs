@@ -30,8 +30,8 @@ use mlx5_ifc::prm::tir::{RqNum, Rqtc, RxHashFieldSelect as Sel, Tirc};
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use crate::fabric::packet::{Headers, L3};
-use crate::fw::objects::ObjectKind;
-use crate::fw::Firmware;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 
 /// Bytes of the match image the device builds: outer headers and misc parameters.
 pub(crate) const IMAGE_BYTES: usize = 2 * L24::BYTES;
@@ -125,14 +125,14 @@ fn matches(frame: &[u8], criteria: &[u8], value: &[u8], enable: u64) -> bool {
 type Entry = (u64, u64, Vec<u8>, Vec<u8>);
 
 /// The live entries of `table`, by flow index.
-fn entries(fw: &Firmware, table: u32) -> Vec<Entry> {
+fn entries(model: &Model, table: u32) -> Vec<Entry> {
     let ctx_at = SetFteIn::FLOW_CONTEXT.offset();
-    let mut out: Vec<Entry> = fw
+    let mut out: Vec<Entry> = model
         .objects
         .queues(ObjectKind::FlowEntry)
         .into_iter()
         .filter_map(|e| {
-            let q = fw.objects.queue(ObjectKind::FlowEntry, e)?;
+            let q = model.objects.queue(ObjectKind::FlowEntry, e)?;
             let v = View::<SetFteIn>::new(&q.ctx).ok()?;
             if v.get32(SetFteIn::TABLE_ID) != table {
                 return None;
@@ -140,7 +140,7 @@ fn entries(fw: &Firmware, table: u32) -> Vec<Entry> {
             let gid = v
                 .nested(SetFteIn::FLOW_CONTEXT)
                 .get32(FlowContext::GROUP_ID);
-            let g = fw.objects.queue(ObjectKind::FlowGroup, gid)?;
+            let g = model.objects.queue(ObjectKind::FlowGroup, gid)?;
             let gv = View::<CreateFlowGroupIn>::new(&g.ctx).ok()?;
             let crit_at = CreateFlowGroupIn::MATCH_CRITERIA.offset();
             Some((
@@ -156,26 +156,26 @@ fn entries(fw: &Firmware, table: u32) -> Vec<Entry> {
 }
 
 /// A table's miss: the table it forwards to, or `None` (drop).
-fn miss(fw: &Firmware, table: u32) -> Option<u32> {
+fn miss(model: &Model, table: u32) -> Option<u32> {
     use mlx5_ifc::prm::flow::{CreateFlowTableIn as T, FlowTableContext as Ftc};
-    let q = fw.objects.queue(ObjectKind::FlowTable, table)?;
+    let q = model.objects.queue(ObjectKind::FlowTable, table)?;
     let c = View::<T>::new(&q.ctx).ok()?;
     let c = c.nested(T::FLOW_TABLE_CONTEXT);
     (c.get(Ftc::TABLE_MISS_ACTION) == 1).then(|| c.get32(Ftc::TABLE_MISS_ID))
 }
 
 /// Looks the frame's match image up from the NIC receive root.
-pub(crate) fn lookup(fw: &Firmware, img: &[u8; IMAGE_BYTES]) -> Result<Steered, Dropped> {
-    let mut table = fw.flow_root[0].ok_or(Dropped::NoRoot)?;
+pub(crate) fn lookup(model: &Model, img: &[u8; IMAGE_BYTES]) -> Result<Steered, Dropped> {
+    let mut table = model.flow_root[0].ok_or(Dropped::NoRoot)?;
     let mut out = Steered::default();
     let value_at = FlowContext::MATCH_VALUE.offset();
     let dest_at = FlowContext::DESTINATION.offset();
     for _ in 0..MAX_HOPS {
-        let hit = entries(fw, table)
+        let hit = entries(model, table)
             .into_iter()
             .find(|(_, en, crit, ctx)| matches(img, crit, ctx.get(value_at..).unwrap_or(&[]), *en));
         let Some((_, _, _, ctx)) = hit else {
-            table = miss(fw, table).ok_or(Dropped::Miss)?;
+            table = miss(model, table).ok_or(Dropped::Miss)?;
             continue;
         };
         let Ok(c) = View::<FlowContext>::new(&ctx) else {
@@ -187,7 +187,7 @@ pub(crate) fn lookup(fw: &Firmware, img: &[u8; IMAGE_BYTES]) -> Result<Steered, 
             return Err(Dropped::Action);
         }
         if action & ALLOW != 0 || action & FWD_DEST == 0 {
-            table = miss(fw, table).ok_or(Dropped::Miss)?;
+            table = miss(model, table).ok_or(Dropped::Miss)?;
             continue;
         }
         let n = c.get(FlowContext::DESTINATION_LIST_SIZE) as usize;
@@ -233,8 +233,8 @@ pub(crate) fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
 }
 
 /// The RQ a TIR gives the frame, with the RSS hash and the CQE's `rss_hash_type`.
-pub(crate) fn select_rq(fw: &Firmware, tirn: u32, h: &Headers) -> Option<(u32, u32, u8)> {
-    let q = fw.objects.queue(ObjectKind::Tir, tirn)?;
+pub(crate) fn select_rq(model: &Model, tirn: u32, h: &Headers) -> Option<(u32, u32, u8)> {
+    let q = model.objects.queue(ObjectKind::Tir, tirn)?;
     let c = View::<Tirc>::new(&q.ctx).ok()?;
     match c.get(Tirc::DISP_TYPE) {
         tir_disp_type::DIRECT => Some((c.get32(Tirc::INLINE_RQN), 0, 0)),
@@ -246,7 +246,7 @@ pub(crate) fn select_rq(fw: &Firmware, tirn: u32, h: &Headers) -> Option<(u32, u
                 rx_hash_fn::INVERTED_XOR8 => u32::from(input.iter().fold(0u8, |a, b| a ^ b)),
                 _ => 0,
             };
-            let rqt = fw
+            let rqt = model
                 .objects
                 .queue(ObjectKind::Rqt, c.get32(Tirc::INDIRECT_TABLE))?;
             let r = View::<Rqtc>::new(&rqt.ctx).ok()?;

@@ -31,10 +31,12 @@ use mlx5_ifc::prm::mr::Mkc;
 use mlx5_ifc::wqe::{CtrlSeg, DataSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
+use super::dma;
 use super::wqe::{LocalError, Piece};
-use super::{dma, Hw, Sge};
-use crate::fw::mkey::access;
-use crate::fw::objects::ObjectKind;
+use crate::model::mkey::access;
+use crate::model::objects::ObjectKind;
+use crate::model::runtime::Sge;
+use crate::model::Hw;
 
 /// Bytes of the UMR control segment and of the mkey segment.
 const UMR_CTRL_BYTES: usize = 48;
@@ -90,7 +92,7 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
     let s = View::<Mkc>::new(seg).map_err(|_| LocalError::Length)?;
 
     // The target and its state checks.
-    let m = hw.fw.objects.mkey(index).ok_or(LocalError::Protection)?;
+    let m = hw.model.objects.mkey(index).ok_or(LocalError::Protection)?;
     let umr_en = View::<Mkc>::new(&m.ctx).is_ok_and(|v| v.get(Mkc::UMR_EN) == 1);
     let check = flags & CHECK_MASK;
     if !umr_en || (check == CHECK_NOT_FREE && !m.free) || (check == CHECK_FREE && m.free) {
@@ -119,7 +121,7 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
                 addr: d.get(DataSeg::ADDR),
             };
             // The UMR QP has no PD: the lkey is taken in its own.
-            let pd = hw.fw.objects.mkey(sge.lkey >> 8).map_or(0, |k| k.pd);
+            let pd = hw.model.objects.mkey(sge.lkey >> 8).map_or(0, |k| k.pd);
             dma::gather(hw, pd, &[Piece::Data(sge)], bytes as u64)?
         };
         xlt.chunks_exact(8)
@@ -129,7 +131,7 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
 
     // The new PD must exist.
     let new_pd = s.get32(Mkc::PD);
-    if mkey_mask & mask::PD != 0 && !hw.fw.objects.contains(ObjectKind::Pd, new_pd) {
+    if mkey_mask & mask::PD != 0 && !hw.model.objects.contains(ObjectKind::Pd, new_pd) {
         return Err(LocalError::Protection);
     }
     let new_shift = s.get(Mkc::LOG_PAGE_SIZE);
@@ -138,7 +140,7 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
     }
 
     let m = hw
-        .fw
+        .model
         .objects
         .mkey_mut(index)
         .ok_or(LocalError::Protection)?;
@@ -222,8 +224,8 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
         }
     }
     if mkey_mask & mask::PD != 0 && new_pd != old_pd {
-        hw.fw.objects.release(&[(ObjectKind::Pd, old_pd)]);
-        hw.fw.objects.hold(&[(ObjectKind::Pd, new_pd)]);
+        hw.model.objects.release(&[(ObjectKind::Pd, old_pd)]);
+        hw.model.objects.hold(&[(ObjectKind::Pd, new_pd)]);
     }
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! Queue buffers through their PAS, doorbell records, send WQE parsing, receive WQEs, and gather
-//! and scatter through memory keys.
+//! Send WQE parsing and receive WQEs (RQ ring, SRQ / RMP linked list). The queue buffers they
+//! are read from are [`crate::memory::queue`]'s.
 //!
 //! Send WQE (`mlx5-datapath-sizing.md` §1; the segments are the [`mlx5_ifc::wqe`] layouts): a
 //! [`CtrlSeg`] (opcode, WQE index, QPN, DS, `fm_ce_se`, immediate), then by type: UD the
@@ -21,10 +21,11 @@ use mlx5_ifc::wqe::{
 };
 use mlx5_ifc::{Layout, View};
 
-use super::{Hw, QpInfo, Sge};
-use crate::fault::{DmaFault, DmaFaultKind};
-use crate::fw::objects::ObjectKind;
-use crate::iommu::Iommu;
+use crate::memory::queue::{dma_fault, queue_start, read_be32, read_queue};
+use crate::model::objects::ObjectKind;
+use crate::model::qp_info::QpInfo;
+use crate::model::runtime::{RecvSges, Sge};
+use crate::model::Hw;
 
 /// mlx5 send opcodes (control segment bits 7:0).
 pub(crate) use mlx5_ifc::wqe::opcode;
@@ -61,135 +62,6 @@ fn sge(d: View<'_, DataSeg>) -> Sge {
         lkey: d.get32(DataSeg::LKEY),
         addr: d.get(DataSeg::ADDR),
     }
-}
-
-/// Records a DMA fault of the data path.
-pub(crate) fn dma_fault(
-    faults: &mut Vec<DmaFault>,
-    iova: u64,
-    len: usize,
-    write: bool,
-    what: String,
-) {
-    log::warn!("mlx5-sim: data path DMA fault at {iova:#x}: {what}");
-    faults.push(DmaFault {
-        iova,
-        len,
-        kind: if write {
-            DmaFaultKind::Write
-        } else {
-            DmaFaultKind::Read
-        },
-        what,
-    });
-}
-
-/// Where a queue starts in its first page: `page_offset` counts in units of a 64th of the page
-/// (`qpc`, `cqc`, `eqc`, `srqc` and `wq` `page_offset`; Linux's mlx5_ib computes it with
-/// `mlx5_umem_find_best_quantized_pgoff(…, scale 64)` for a user buffer that does not start on
-/// the page size it chose).
-pub(crate) fn queue_start(page: u64, page_offset: u64) -> u64 {
-    page_offset * (page / 64)
-}
-
-/// The memory of a cyclic work queue (the `wq` layout of an SQ or RQ context) with the queue's
-/// pages: where entry `k` is and how to read it.
-pub(crate) struct WqRing {
-    pub(crate) pas: std::sync::Arc<[u64]>,
-    pub(crate) page: u64,
-    /// Where the queue starts in its first page.
-    pub(crate) start: u64,
-    /// Entries (a power of two) and bytes per entry.
-    pub(crate) entries: u32,
-    pub(crate) stride: u64,
-    pub(crate) pd: u32,
-    pub(crate) dbr: u64,
-}
-
-impl WqRing {
-    pub(crate) fn of(w: &View<'_, Wq>, pas: &std::sync::Arc<[u64]>) -> WqRing {
-        let page = 4096u64 << w.get(Wq::LOG_WQ_PG_SZ).min(20);
-        WqRing {
-            pas: pas.clone(),
-            page,
-            start: queue_start(page, w.get(Wq::PAGE_OFFSET)),
-            entries: 1 << w.get(Wq::LOG_WQ_SZ).min(16),
-            stride: 1 << w.get(Wq::LOG_WQ_STRIDE).min(16),
-            pd: w.get32(Wq::PD),
-            dbr: w.get(Wq::DBR_ADDR),
-        }
-    }
-
-    /// Reads entry `counter` (wrapped to the ring) and what follows it, `buf.len()` bytes; the
-    /// IOVA of the first unmapped byte on failure.
-    pub(crate) fn read(&self, iommu: &Iommu, counter: u64, buf: &mut [u8]) -> Result<(), u64> {
-        let slot = counter & u64::from(self.entries - 1);
-        read_queue(
-            iommu,
-            &self.pas,
-            self.page,
-            self.start + slot * self.stride,
-            buf,
-        )
-    }
-}
-
-/// Reads `buf.len()` bytes at offset `off` of a queue buffer (`pas`, pages of `page` bytes);
-/// `Err(iova)` on an unmapped address.
-pub(crate) fn read_queue(
-    iommu: &Iommu,
-    pas: &[u64],
-    page: u64,
-    off: u64,
-    buf: &mut [u8],
-) -> Result<(), u64> {
-    let mut done = 0usize;
-    while done < buf.len() {
-        let at = off + done as u64;
-        let k = usize::try_from(at / page).map_err(|_| 0u64)?;
-        let base = *pas.get(k).ok_or(0u64)?;
-        let n = ((page - at % page) as usize).min(buf.len() - done);
-        let iova = base + at % page;
-        iommu
-            .read(iova, &mut buf[done..done + n])
-            .map_err(|_| iova)?;
-        done += n;
-    }
-    Ok(())
-}
-
-/// Writes `data` at offset `off` of a queue buffer, the last byte with release ordering.
-pub(crate) fn write_queue(
-    iommu: &Iommu,
-    pas: &[u64],
-    page: u64,
-    off: u64,
-    data: &[u8],
-) -> Result<(), u64> {
-    let mut done = 0usize;
-    while done < data.len() {
-        let at = off + done as u64;
-        let k = usize::try_from(at / page).map_err(|_| 0u64)?;
-        let base = *pas.get(k).ok_or(0u64)?;
-        let n = ((page - at % page) as usize).min(data.len() - done);
-        let iova = base + at % page;
-        let chunk = &data[done..done + n];
-        let r = if done + n == data.len() {
-            iommu.write_release(iova, chunk)
-        } else {
-            iommu.write(iova, chunk)
-        };
-        r.map_err(|_| iova)?;
-        done += n;
-    }
-    Ok(())
-}
-
-/// The big-endian 32-bit word at `iova` (a doorbell record word).
-pub(crate) fn read_be32(iommu: &Iommu, iova: u64) -> Option<u32> {
-    let mut b = [0u8; 4];
-    iommu.read(iova, &mut b).ok()?;
-    Some(u32::from_be_bytes(b))
 }
 
 /// The UD address vector of a datagram segment.
@@ -358,9 +230,6 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe<'_>, &'static str>
     Ok(w)
 }
 
-/// A receive's scatter list (nearly always a few entries: inline, no allocation).
-pub(crate) type RecvSges = crate::small::SmallList<Sge, 4>;
-
 /// The data segments of a receive WQE (`b` from its first data segment), up to the terminator.
 pub(crate) fn recv_sges(b: &[u8]) -> RecvSges {
     let mut out = RecvSges::new();
@@ -398,7 +267,7 @@ pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, R
         );
         return Err(());
     };
-    let rt = super::qp_rt(&mut hw.fw.engine, info);
+    let rt = crate::model::qp::qp_rt(&mut hw.model.rt, info);
     let cc = rt.rq_cc;
     if pi as u16 == cc {
         return Ok(None);
@@ -433,7 +302,7 @@ pub(crate) fn take_recv(hw: &mut Hw<'_>, info: &QpInfo) -> Result<Option<(u16, R
 type SrqGeometry = (u32, u64, u64, u64, std::sync::Arc<[u64]>, u64);
 
 fn srq_geometry(hw: &Hw<'_>, kind: ObjectKind, n: u32) -> Option<SrqGeometry> {
-    let q = hw.fw.objects.queue(kind, n)?;
+    let q = hw.model.objects.queue(kind, n)?;
     if kind == ObjectKind::Srq {
         let c = View::<Srqc>::new(&q.ctx).ok()?;
         let page = 4096 << c.get(Srqc::LOG_PAGE_SIZE).min(20);
@@ -474,7 +343,7 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Re
         );
         return Err(());
     };
-    let (head, consumed) = hw.fw.engine.srqs.get(&n).copied().unwrap_or((0, 0));
+    let (head, consumed) = hw.model.rt.srqs.get(&n).copied().unwrap_or((0, 0));
     if posted as u16 == consumed {
         return Ok(None);
     }
@@ -500,13 +369,13 @@ fn take_srq(hw: &mut Hw<'_>, kind: ObjectKind, n: u32) -> Result<Option<(u16, Re
     let next =
         View::<SrqNextSeg>::new(&buf).map_or(0, |v| v.get(SrqNextSeg::NEXT_WQE_INDEX) as u16);
     let consumed = consumed.wrapping_add(1);
-    hw.fw.engine.srqs.insert(n, (next, consumed));
+    hw.model.rt.srqs.insert(n, (next, consumed));
     // The limit event: fewer than `lwm` WQEs left raises SRQ_RQ_LIMIT once and disarms.
     let left = u32::from((posted as u16).wrapping_sub(consumed));
-    if let Some((lwm, _)) = crate::fw::srq::limit(hw.fw, kind, n) {
+    if let Some((lwm, _)) = crate::model::srq::limit(hw.model, kind, n) {
         if lwm != 0 && left < lwm {
-            let _ = crate::fw::srq::set_limit(hw.fw, kind, n, 0);
-            super::cqe::srq_event(hw, mlx5_ifc::event::SRQ_RQ_LIMIT, n);
+            let _ = crate::model::srq::set_limit(hw.model, kind, n, 0);
+            crate::events::eqe::srq_event(hw, mlx5_ifc::event::SRQ_RQ_LIMIT, n);
         }
     }
     let sges = recv_sges(buf.get(SrqNextSeg::BYTES..).unwrap_or(&[]));

@@ -5,7 +5,7 @@
 //! source GID its path names (`src_addr_index`) is a RoCE v1 entry of the GID table
 //! (SET_ROCE_ADDRESS `roce_version` 0), v2 otherwise.
 //!
-//! [`encode`] builds a whole frame; [`decode`] takes a frame received from the wire apart and
+//! [`encode_into`] builds a whole frame; [`decode`] takes a frame received from the wire apart and
 //! refuses anything it cannot vouch for ([`Refused`] says why): a short or malformed header, an IPv4
 //! header with options or a bad checksum, a fragment, a UDP port other than 4791, a UDP or IP
 //! length that disagrees with the frame, a transport opcode the device does not implement, a

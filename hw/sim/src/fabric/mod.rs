@@ -1,6 +1,6 @@
 //! The wire between simulated devices: an Ethernet segment carrying RoCE v2 frames.
 //!
-//! Every [`SimDevice`] starts on a private fabric of its own (its port alone on the wire: frames
+//! Every [`crate::SimDevice`] starts on a private fabric of its own (its port alone on the wire: frames
 //! to its own MAC come back to it — loopback — and others are lost as unroutable).
 //! [`Fabric::attach`] moves a device's port 1 onto a shared fabric; frames go to the port whose
 //! MAC (the device's vport MAC) is the frame's destination MAC, and broadcast or multicast
@@ -9,12 +9,12 @@
 //! a RoCE frame not to the device's MAC is dropped, an Ethernet frame goes through the flow
 //! tables, where a promiscuous entry can take it).
 //!
-//! Time. A fabric has one clock. In [`Mode::Sync`] it is virtual: every attached device runs on
+//! Time. A fabric has one clock. In [`crate::Mode::Sync`] it is virtual: every attached device runs on
 //! it (attaching raises it to the device's time if that is later), `relax()` on any of them
 //! advances it, and [`Fabric::advance`] jumps it forward, running every timer and delayed frame
 //! on the way. Frames are delivered inside the doorbell write that sent them, and whatever they
 //! trigger (acknowledgements, responses) runs to quiescence before it returns:
-//! [`Fabric::run_until_idle`]. In [`Mode::Threaded`] the clock is real time since the fabric
+//! [`Fabric::run_until_idle`]. In [`crate::Mode::Threaded`] the clock is real time since the fabric
 //! was created; each device thread takes the frames for its port and services its timers.
 //! Devices of both modes cannot share a fabric.
 //!

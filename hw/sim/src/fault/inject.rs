@@ -136,7 +136,7 @@ pub enum Fault {
     /// The device writes `bytes` at `iova` now, at injection: a stray DMA write into whatever
     /// the memory holds (a queue, a doorbell record, a mailbox, the command queue, data).
     /// A range not inside one live allocation is blocked by the IOMMU: nothing is written and a
-    /// [`DmaFaultKind::Write`] is recorded.
+    /// [`crate::DmaFaultKind::Write`] is recorded.
     DmaScribble {
         /// Where the device writes.
         iova: u64,
@@ -159,8 +159,8 @@ pub enum Fault {
     /// writing its status byte with delivery status [`SPURIOUS_STATUS`] and ownership 0.
     CompleteOutOfOrder,
     /// The next send WQE an Ethernet SQ executes cannot read its data: the read faults as if
-    /// the buffer were unmapped (a PCIe read error as the driver sees it). A [`DmaFault`] of
-    /// kind [`DmaFaultKind::Injected`] is recorded; the WQE completes with a local QP
+    /// the buffer were unmapped (a PCIe read error as the driver sees it). A [`crate::DmaFault`] of
+    /// kind [`crate::DmaFaultKind::Injected`] is recorded; the WQE completes with a local QP
     /// operation error (syndrome 0x2), nothing goes on the wire, and the SQ goes to ERR (the
     /// WQEs after it flushed, with `flush_in_error_en`) — what a driver must recover from by
     /// moving the SQ back to RDY through RST.
@@ -171,7 +171,7 @@ pub enum Fault {
 pub const SPURIOUS_STATUS: u8 = 0x5a;
 
 impl Fault {
-    /// The variant's name, as recorded in [`FaultEvent::fault`].
+    /// The variant's name, as recorded in [`crate::FaultEvent::fault`].
     pub fn name(&self) -> &'static str {
         match self {
             Fault::StuckInitializing => "StuckInitializing",

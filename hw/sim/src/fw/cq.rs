@@ -7,7 +7,7 @@
 //! `2^log_max_cq - 1` CQs live (EXCEED_LIM CQ_EXHAUSTED). CQ numbers are 24-bit, from 1. The CQ
 //! holds its EQ and its UAR; `cq_period` / `cq_max_count` are kept as given.
 //!
-//! The CQ starts unarmed (`st` FIRED, counters 0); the CQ arm doorbell ([`super::doorbell`]) sets
+//! The CQ starts unarmed (`st` FIRED, counters 0); the CQ arm doorbell ([`crate::engine::doorbell`]) sets
 //! `consumer_counter` and arms it (`st` ARMED, or SOLICITED_ARMED). QUERY_CQ returns the context
 //! as programmed with `st` and the counters current, and the PAS list.
 //!
@@ -22,15 +22,17 @@ use mlx5_ifc::prm::cq::{
 };
 use mlx5_ifc::{CmdStatus, ViewMut};
 
-use super::objects::ObjectKind;
-use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// Bytes of a CQ doorbell record (consumer index, arm word).
 const CQ_DBR_BYTES: usize = 8;
 
 pub(crate) fn create_cq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -90,7 +92,7 @@ pub(crate) fn create_cq(
 }
 
 pub(crate) fn destroy_cq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -100,7 +102,7 @@ pub(crate) fn destroy_cq(
 }
 
 pub(crate) fn query_cq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -113,12 +115,7 @@ pub(crate) fn query_cq(
     Ok(())
 }
 
-pub(crate) fn modify_cq(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
+pub(crate) fn modify_cq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let i = input::<ModifyCqIn>(req)?;
     let select = queue::be_uint(i.bytes(ModifyCqIn::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT));
     // Bit 0: cq_period; bit 1: cq_max_count.

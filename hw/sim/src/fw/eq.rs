@@ -6,7 +6,7 @@
 //! `2^log_max_eq - 1` EQs live (EXCEED_LIM EQ_EXHAUSTED). EQ numbers are 8-bit, from 0, below
 //! `2^log_max_eq`. The EQ holds its UAR.
 //!
-//! The EQ starts unarmed (`st` FIRED, counters 0); the EQ doorbell ([`super::doorbell`]) moves
+//! The EQ starts unarmed (`st` FIRED, counters 0); the EQ doorbell ([`crate::engine::doorbell`]) moves
 //! `consumer_counter` and arms it (`st` ARMED). QUERY_EQ returns the context as programmed with
 //! `st` and the counters current, the first 64 bits of `event_bitmask`, and the PAS list.
 
@@ -16,8 +16,10 @@ use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, DestroyEqIn, Eqc, QueryEqIn, Qu
 use mlx5_ifc::prm::eqe::Eqe;
 use mlx5_ifc::{CmdStatus, Layout, ViewMut};
 
-use super::objects::ObjectKind;
-use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// MSI-X vectors the device has (`intr` must be below).
@@ -26,7 +28,7 @@ pub const MSIX_VECTORS: u64 = 64;
 pub const EQE_BYTES: u64 = Eqe::BYTES as u64;
 
 pub(crate) fn create_eq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -75,7 +77,7 @@ pub(crate) fn create_eq(
 }
 
 pub(crate) fn destroy_eq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -85,7 +87,7 @@ pub(crate) fn destroy_eq(
 }
 
 pub(crate) fn query_eq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],

@@ -43,10 +43,10 @@ use mlx5_ifc::prm::flow::{
 };
 use mlx5_ifc::{CmdStatus, Field, Layout, View};
 
-use super::objects::ObjectKind;
-use super::{
-    bad_param, encoded, fail, input, output, queue, CmdResult, Env, Failure, Firmware, Req,
-};
+use super::cmd::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Failure, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// `match_criteria_enable` bits supported: outer headers, misc parameters.
@@ -84,7 +84,7 @@ fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
 }
 
 /// A live flow table's type, level and `log_size`.
-fn table(fw: &Firmware, id: u32) -> Result<(u64, u64, u64), Failure> {
+fn table(fw: &Model, id: u32) -> Result<(u64, u64, u64), Failure> {
     let q = queue::find(fw, ObjectKind::FlowTable, id, syn::UNKNOWN_FLOW_TABLE)?;
     let v = View::<CreateFlowTableIn>::new(&q.ctx)
         .map_err(|_| fail(CmdStatus::InternalErr, syn::INTERNAL))?;
@@ -97,7 +97,7 @@ fn table(fw: &Firmware, id: u32) -> Result<(u64, u64, u64), Failure> {
 }
 
 /// Checks a table's miss action against its type and level; returns the table it holds.
-fn miss(fw: &Firmware, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<u32>, Failure> {
+fn miss(fw: &Model, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<u32>, Failure> {
     match c.get(Ftc::TABLE_MISS_ACTION) {
         table_miss_action::DEFAULT => Ok(None),
         table_miss_action::FORWARD => {
@@ -113,7 +113,7 @@ fn miss(fw: &Firmware, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<
 }
 
 pub(crate) fn create_flow_table(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -164,7 +164,7 @@ pub(crate) fn create_flow_table(
 }
 
 pub(crate) fn destroy_flow_table(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -195,7 +195,7 @@ pub(crate) fn destroy_flow_table(
 }
 
 pub(crate) fn modify_flow_table(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -232,7 +232,7 @@ pub(crate) fn modify_flow_table(
 }
 
 pub(crate) fn set_flow_table_root(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -266,7 +266,7 @@ pub(crate) fn set_flow_table_root(
 }
 
 /// A live group's table and index range.
-fn group(fw: &Firmware, id: u32) -> Option<(u32, u64, u64)> {
+fn group(fw: &Model, id: u32) -> Option<(u32, u64, u64)> {
     let q = fw.objects.queue(ObjectKind::FlowGroup, id)?;
     let v = View::<CreateFlowGroupIn>::new(&q.ctx).ok()?;
     Some((
@@ -277,7 +277,7 @@ fn group(fw: &Firmware, id: u32) -> Option<(u32, u64, u64)> {
 }
 
 pub(crate) fn create_flow_group(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -325,7 +325,7 @@ pub(crate) fn create_flow_group(
 }
 
 pub(crate) fn destroy_flow_group(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -350,7 +350,7 @@ pub(crate) fn destroy_flow_group(
 }
 
 /// The live entry at (`table`, `index`), if any.
-pub(crate) fn entry_at(fw: &Firmware, table: u32, index: u64) -> Option<u32> {
+pub(crate) fn entry_at(fw: &Model, table: u32, index: u64) -> Option<u32> {
     fw.objects
         .queues(ObjectKind::FlowEntry)
         .into_iter()
@@ -366,7 +366,7 @@ pub(crate) fn entry_at(fw: &Firmware, table: u32, index: u64) -> Option<u32> {
 
 /// Checks an entry's action and destinations; returns what it holds.
 fn entry_holds(
-    fw: &Firmware,
+    fw: &Model,
     req: &Req<'_>,
     ty: u64,
     level: u64,
@@ -393,7 +393,7 @@ fn entry_holds(
         .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))?;
     let mut holds = Vec::new();
     for d in list.chunks_exact(Dest::BYTES) {
-        let d = super::view::<Dest>(d)?;
+        let d = view::<Dest>(d)?;
         let id = d.get32(Dest::DESTINATION_ID);
         match d.get(Dest::DESTINATION_TYPE) {
             flow_dest_type::TIR => {
@@ -413,12 +413,7 @@ fn entry_holds(
     Ok(holds)
 }
 
-pub(crate) fn set_fte(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
+pub(crate) fn set_fte(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let i = input::<SetFteIn>(req)?;
     own_vport(i.get(SetFteIn::OTHER_VPORT), i.get(SetFteIn::VPORT_NUMBER))?;
     let tid = i.get32(SetFteIn::TABLE_ID);
@@ -469,7 +464,7 @@ pub(crate) fn set_fte(
 }
 
 pub(crate) fn delete_fte(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],

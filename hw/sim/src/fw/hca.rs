@@ -9,16 +9,16 @@ use mlx5_ifc::prm::hca::{
 };
 use mlx5_ifc::{FieldKind, Layout, View, ViewMut};
 
-use super::{
-    bad_param, bad_state, encoded, input, output, view, CmdResult, Env, Firmware, HcaState, Req,
-};
+use super::cmd::{bad_param, bad_state, encoded, input, output, view, CmdResult, Env, Req};
+use crate::model::HcaState;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// ISSI values the device supports (bit n = ISSI n).
 const SUPPORTED_ISSI: u64 = 0b11;
 
 pub(crate) fn enable_hca(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -32,7 +32,7 @@ pub(crate) fn enable_hca(
 }
 
 pub(crate) fn disable_hca(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -49,7 +49,7 @@ pub(crate) fn disable_hca(
 }
 
 pub(crate) fn query_issi(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
@@ -60,12 +60,7 @@ pub(crate) fn query_issi(
     Ok(())
 }
 
-pub(crate) fn set_issi(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
+pub(crate) fn set_issi(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let issi = input::<SetIssiIn>(req)?.get(SetIssiIn::CURRENT_ISSI);
     if issi >= 64 || SUPPORTED_ISSI & (1 << issi) == 0 {
         return Err(bad_param(syn::BAD_ISSI));
@@ -75,7 +70,7 @@ pub(crate) fn set_issi(
 }
 
 pub(crate) fn query_hca_cap(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -133,7 +128,7 @@ fn check_general(new: &View<'_, CmdHcaCap>, max: &View<'_, CmdHcaCap>) -> CmdRes
 }
 
 pub(crate) fn set_hca_cap(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -186,7 +181,7 @@ pub(crate) fn set_hca_cap(
 }
 
 pub(crate) fn init_hca(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -213,7 +208,7 @@ pub(crate) fn init_hca(
 }
 
 pub(crate) fn teardown_hca(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -233,7 +228,7 @@ pub(crate) fn teardown_hca(
 }
 
 pub(crate) fn set_driver_version(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],

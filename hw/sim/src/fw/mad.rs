@@ -12,7 +12,8 @@
 
 use mlx5_ifc::prm::vport::{MadIfcIn, MadIfcOut};
 
-use super::{bad_param, input, output, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, input, output, CmdResult, Env, Req};
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// MAD header offsets (IBA 13.4.3).
@@ -34,12 +35,7 @@ const STATUS_BAD_VERSION: u16 = 0x0004;
 const STATUS_BAD_METHOD: u16 = 0x0008;
 const STATUS_BAD_ATTR: u16 = 0x000c;
 
-pub(crate) fn mad_ifc(
-    _: &mut Firmware,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    out: &mut [u8],
-) -> CmdResult {
+pub(crate) fn mad_ifc(_: &mut Model, _: &mut Env<'_>, req: &Req<'_>, out: &mut [u8]) -> CmdResult {
     if req.op_mod & !0x3 != 0 {
         return Err(bad_param(syn::BAD_OP_MOD));
     }

@@ -27,23 +27,8 @@
 //! does not implement. QUERY_MKEY returns the context as created (`free` set once a peer
 //! invalidated the key) and the first four MTT entries (flag bits cleared).
 //!
-//! Remote invalidation ([`invalidate_remote`], a received SEND with invalidate naming the key in
-//! its IETH): the key names a live mkey whose variant byte matches and that is not free
-//! ([`KeyError::BadKey`]; the reserved lkey and the null mkey never qualify), of the QP's PD
-//! ([`KeyError::Pd`]), created with `en_rinval` set ([`KeyError::Access`]). `en_rinval` is the
-//! mkc bit Linux sets on exactly the keys meant to be invalidated by a peer — fast-registration
-//! MRs (`MLX5_MKEY_REMOTE_INVAL` in the UMR's mkey segment, `set_reg_mkey_seg` in mlx5_ib's
-//! wr.c) and type 2 memory windows (`mlx5_ib_alloc_mw`) — and never on a plain registered
-//! region, which a peer may not invalidate (Linux's soft RoCE, too, invalidates only
-//! fast-registration MRs: `rxe_invalidate_mr`). An invalidated mkey becomes free, as a local
-//! invalidate leaves it (its context's `free` bit set, which QUERY_MKEY shows): every later
-//! access through it fails until it is destroyed.
-//!
-//! Translation ([`translate`]): a key names a live mkey whose variant byte matches, created not
-//! free ([`KeyError::BadKey`]); its PD is the QP's ([`KeyError::Pd`]); it grants the access
-//! asked for ([`KeyError::Access`]); `[va, va + len)` lies inside `[start_addr, start_addr +
-//! len)` ([`KeyError::Bounds`]). The reserved lkey ([`RESD_LKEY`]) is a PA key of every PD with
-//! local read and write access only; the null mkey fails every access.
+//! The keys themselves, their translation and remote invalidation are the model's
+//! ([`crate::model::mkey`]).
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::mr::{
@@ -51,20 +36,13 @@ use mlx5_ifc::prm::mr::{
 };
 use mlx5_ifc::{Be64, CmdStatus, View};
 
-use super::objects::{Object, ObjectKind};
-use super::resources::RESD_LKEY;
-use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Failure, Req};
+use super::queue;
 use crate::fault::{DmaFault, DmaFaultKind};
+use crate::model::mkey::{access, Mkey};
+use crate::model::objects::{Object, ObjectKind};
+use crate::model::Model;
 use crate::syndrome as syn;
-
-/// Access rights of an mkey (bits of [`Mkey::access`]).
-pub(crate) mod access {
-    pub(crate) const LOCAL_READ: u8 = 1;
-    pub(crate) const LOCAL_WRITE: u8 = 2;
-    pub(crate) const REMOTE_READ: u8 = 4;
-    pub(crate) const REMOTE_WRITE: u8 = 8;
-    pub(crate) const ATOMIC: u8 = 16;
-}
 
 /// The first mkey index CREATE_MKEY hands out.
 const FIRST_MKEY_INDEX: u32 = 3;
@@ -74,128 +52,6 @@ const MIN_LOG_MTT_PAGE: u64 = 12;
 const MAX_LOG_MTT_PAGE: u64 = 30;
 /// MTT entries carry flags in their low 12 bits.
 const MTT_FLAGS: u64 = 0xfff;
-
-/// What the device keeps about a memory key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Mkey {
-    /// The `mkc` image as created.
-    pub(crate) ctx: Vec<u8>,
-    pub(crate) variant: u8,
-    pub(crate) pd: u32,
-    pub(crate) start: u64,
-    pub(crate) len: u64,
-    /// `length64`: the whole address space.
-    pub(crate) whole: bool,
-    pub(crate) access: u8,
-    /// MTT mode: page shift and page addresses; `None` in PA mode.
-    pub(crate) mtt: Option<(u32, Vec<u64>)>,
-    pub(crate) free: bool,
-    /// `en_rinval`: a peer's SEND with invalidate may invalidate the key.
-    pub(crate) rinval: bool,
-}
-
-/// Why a key does not grant an access.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyError {
-    /// No such mkey (or a wrong variant byte, or a free / null mkey).
-    BadKey,
-    /// The mkey belongs to another PD.
-    Pd,
-    /// The mkey does not grant the access.
-    Access,
-    /// The range is outside the mkey.
-    Bounds,
-}
-
-/// The IOVA pieces of a translated range, in order: a few (a message within a few pages)
-/// without an allocation, more on the heap.
-pub(crate) type IovaPieces = crate::small::SmallList<(u64, usize), 4>;
-
-/// Translates `[va, va + len)` through `key` for `need` (bits of [`access`]) on behalf of a QP
-/// of PD `pd`: the IOVA pieces, in order.
-pub(crate) fn translate(
-    fw: &Firmware,
-    key: u32,
-    va: u64,
-    len: u64,
-    need: u8,
-    pd: u32,
-) -> Result<IovaPieces, KeyError> {
-    if key == RESD_LKEY {
-        if need & !(access::LOCAL_READ | access::LOCAL_WRITE) != 0 {
-            return Err(KeyError::Access);
-        }
-        va.checked_add(len).ok_or(KeyError::Bounds)?;
-        return Ok(split(va, len, u64::MAX));
-    }
-    let m = fw
-        .objects
-        .mkey(key >> 8)
-        .filter(|m| m.variant == key as u8 && !m.free)
-        .ok_or(KeyError::BadKey)?;
-    if m.pd != pd {
-        return Err(KeyError::Pd);
-    }
-    if m.access & need != need {
-        return Err(KeyError::Access);
-    }
-    let end = va.checked_add(len).ok_or(KeyError::Bounds)?;
-    if !m.whole && (va < m.start || end > m.start.saturating_add(m.len)) {
-        return Err(KeyError::Bounds);
-    }
-    match &m.mtt {
-        None => Ok(split(va, len, u64::MAX)),
-        Some((shift, pages)) => {
-            let page = 1u64 << shift;
-            let base = m.start & !(page - 1);
-            let mut out = IovaPieces::new();
-            let mut at = va;
-            while at < end {
-                let k = usize::try_from((at - base) >> shift).map_err(|_| KeyError::Bounds)?;
-                let addr = *pages.get(k).ok_or(KeyError::Bounds)?;
-                let off = at & (page - 1);
-                let n = (page - off).min(end - at);
-                out.push((addr + off, n as usize));
-                at += n;
-            }
-            Ok(out)
-        }
-    }
-}
-
-/// Invalidates `key` for a SEND with invalidate received by a QP of PD `pd` (see the module
-/// documentation): the mkey becomes free.
-pub(crate) fn invalidate_remote(fw: &mut Firmware, key: u32, pd: u32) -> Result<(), KeyError> {
-    let m = fw
-        .objects
-        .mkey_mut(key >> 8)
-        .filter(|m| key != RESD_LKEY && m.variant == key as u8 && !m.free)
-        .ok_or(KeyError::BadKey)?;
-    if m.pd != pd {
-        return Err(KeyError::Pd);
-    }
-    if !m.rinval {
-        return Err(KeyError::Access);
-    }
-    m.free = true;
-    if let Ok(mut c) = mlx5_ifc::ViewMut::<Mkc>::new(&mut m.ctx) {
-        let _ = c.set(Mkc::FREE, 1);
-    }
-    Ok(())
-}
-
-/// `[va, va + len)` as pieces of at most `max` bytes that fit `usize`.
-fn split(va: u64, len: u64, max: u64) -> IovaPieces {
-    let chunk = max.min(usize::MAX as u64).min(1 << 30);
-    let mut out = IovaPieces::new();
-    let mut at = 0;
-    while at < len {
-        let n = chunk.min(len - at);
-        out.push((va + at, n as usize));
-        at += n;
-    }
-    out
-}
 
 fn read_be64(b: &[u8]) -> u64 {
     let mut w = [0u8; 8];
@@ -210,7 +66,7 @@ fn mtt(
     c: &View<'_, Mkc>,
     start: u64,
     len: u64,
-) -> Result<(u32, Vec<u64>), super::Failure> {
+) -> Result<(u32, Vec<u64>), Failure> {
     let log_page = c.get(Mkc::LOG_PAGE_SIZE);
     if !(MIN_LOG_MTT_PAGE..=MAX_LOG_MTT_PAGE).contains(&log_page) {
         return Err(bad_param(syn::MKEY_PAGE_SIZE));
@@ -269,7 +125,7 @@ fn mtt(
 }
 
 pub(crate) fn create_mkey(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -333,13 +189,13 @@ pub(crate) fn create_mkey(
 }
 
 pub(crate) fn destroy_mkey(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let index = input::<DestroyMkeyIn>(req)?.get32(DestroyMkeyIn::MKEY_INDEX);
-    match fw.objects.remove(ObjectKind::Mkey, index) {
+    match fw.remove(ObjectKind::Mkey, index) {
         Some(Object::Mkey(m)) => {
             fw.objects.release(&[(ObjectKind::Pd, m.pd)]);
             Ok(())
@@ -349,7 +205,7 @@ pub(crate) fn destroy_mkey(
 }
 
 pub(crate) fn query_mkey(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],

@@ -1,6 +1,6 @@
-//! The simulated firmware: the HCA state machine and command dispatch.
+//! The simulated firmware's command handlers: the HCA state machine and command dispatch.
 //!
-//! [`Firmware::execute`] runs one delivered command. Its checks, in order, each with its own
+//! [`execute`] runs one delivered command. Its checks, in order, each with its own
 //! status and syndrome ([`crate::syndrome`]):
 //!
 //! 1. `input_length` < 8 → BAD_INPUT_LEN;
@@ -15,24 +15,29 @@
 //!
 //! Objects: UAR pages and PDs ([`resources`]), EQs ([`eq`]), CQs ([`cq`]), SRQs and RMPs
 //! ([`srq`]), QPs ([`qp`], state machine in [`qp_modify`]); what queue objects share (buffers,
-//! doorbell records, references, limits) is in [`queue`], the UAR doorbells the firmware acts on
-//! in [`doorbell`].
+//! doorbell records, references, limits) is in [`queue`].
 //!
 //! A failed command has no effect; its output is zero apart from status and syndrome.
 //!
-//! Adding a command = a row in `SPECS` and a handler `fn(&mut Firmware, &mut Env, &Req, &mut
-//! [u8]) -> CmdResult` in the module of its object; objects live in the [`objects`] table keyed
-//! by [`ObjectKind`].
+//! Floors: the handlers work on the model ([`crate::model`]: the object table, keys, pages,
+//! vport, the runtime of each object), host memory and the events ([`crate::events`]: a QP
+//! moved to ERR is flushed there, PAGE_REQUEST and PORT_CHANGE are posted there); they never
+//! import the data path ([`crate::engine`]), which sits beside them. Destroying an object goes
+//! through [`crate::model::Model::remove`], which also forgets its runtime.
+//!
+//! Adding a command = a row in `SPECS` and a handler `fn(&mut Model, &mut Env, &Req, &mut
+//! [u8]) -> CmdResult` ([`cmd`]) in the module of its object, and, if it creates a new kind of
+//! object, its state in the model; objects live in the model's object table keyed by
+//! [`crate::ObjectKind`].
 
+pub(crate) mod cmd;
 pub(crate) mod cq;
-pub(crate) mod doorbell;
 pub(crate) mod eq;
 pub(crate) mod flow;
 pub(crate) mod hca;
 pub(crate) mod mad;
 pub(crate) mod mkey;
 pub(crate) mod netcaps;
-pub(crate) mod objects;
 pub(crate) mod page_req;
 pub(crate) mod pages;
 pub(crate) mod qp;
@@ -50,107 +55,12 @@ use mlx5_ifc::prm::{
     cq as c, eq as e, flow as f, hca as h, mr as m, qp as q, sq_rq as w, srq as s, tir as t,
     uar_pd as u, vport as v,
 };
-use mlx5_ifc::{
-    consts, CmdInHeader, CmdOutHeader, CmdStatus, Field, Layout, LayoutError, Opcode, View, ViewMut,
-};
+use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
 
-pub use objects::ObjectKind;
+use cmd::{bad_param, bad_state, fail, input, write_header, CmdResult, Env, Req};
 
-use crate::fault::DmaFault;
-use crate::iommu::Iommu;
-use crate::{syndrome as syn, Profile};
-
-/// The HCA life cycle as the firmware sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HcaState {
-    /// Before ENABLE_HCA, or after DISABLE_HCA.
-    Disabled,
-    /// After ENABLE_HCA, before INIT_HCA.
-    Enabled,
-    /// After INIT_HCA.
-    Initialized,
-    /// After TEARDOWN_HCA (still enabled: pages can be taken back, then DISABLE_HCA).
-    TornDown,
-}
-
-/// The firmware state of the one function the device has.
-pub(crate) struct Firmware {
-    pub(crate) state: HcaState,
-    pub(crate) issi: u16,
-    pub(crate) cur_general: [u8; CmdHcaCap::BYTES],
-    pub(crate) cur_roce: [u8; 256],
-    pub(crate) cur_atomic: [u8; 256],
-    pub(crate) pages: pages::Pages,
-    pub(crate) objects: objects::ObjectTable,
-    pub(crate) vport: vport::Vport,
-    pub(crate) driver_version: Option<String>,
-    /// The root flow table of the NIC receive (0) and transmit (1) table types.
-    pub(crate) flow_root: [Option<u32>; 2],
-    /// The data path's runtime state.
-    pub(crate) engine: crate::engine::Engine,
-    /// The injected faults waiting for their event, and the record of those that acted.
-    pub(crate) injected: crate::fault::Faults,
-}
-
-/// What a handler may use besides the firmware state.
-pub(crate) struct Env<'a> {
-    pub(crate) profile: &'a Profile,
-    pub(crate) iommu: &'a Iommu,
-    pub(crate) dma_faults: &'a mut Vec<DmaFault>,
-    /// Device time.
-    pub(crate) now: u64,
-}
-
-/// One command: its header fields, its input (truncated to `input_length`) and `output_length`.
-pub(crate) struct Req<'a> {
-    pub(crate) opcode: u16,
-    pub(crate) op_mod: u16,
-    pub(crate) input: &'a [u8],
-    pub(crate) outlen: usize,
-}
-
-/// A failed command: status and syndrome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Failure {
-    pub(crate) status: CmdStatus,
-    pub(crate) syndrome: u32,
-}
-
-/// What a handler returns.
-pub(crate) type CmdResult = Result<(), Failure>;
-
-pub(crate) const fn fail(status: CmdStatus, syndrome: u32) -> Failure {
-    Failure { status, syndrome }
-}
-pub(crate) const fn bad_param(syndrome: u32) -> Failure {
-    fail(CmdStatus::BadParam, syndrome)
-}
-pub(crate) const fn bad_state(syndrome: u32) -> Failure {
-    fail(CmdStatus::BadSysState, syndrome)
-}
-
-/// Input bytes viewed as `L` (a short buffer is a bad input length).
-pub(crate) fn view<L: Layout>(b: &[u8]) -> Result<View<'_, L>, Failure> {
-    View::new(b).map_err(|_| fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))
-}
-
-/// The input viewed as `L` (its length was checked by the dispatcher).
-pub(crate) fn input<'a, L: Layout>(req: &Req<'a>) -> Result<View<'a, L>, Failure> {
-    view(req.input)
-}
-
-/// The output viewed as `L` (its length was checked by the dispatcher).
-pub(crate) fn output<L: Layout>(out: &mut [u8]) -> Result<ViewMut<'_, L>, Failure> {
-    ViewMut::new(out).map_err(|_| fail(CmdStatus::BadOutputLen, syn::OUTLEN_BELOW_LAYOUT))
-}
-
-/// Maps a layout refusal (a value the simulator produced does not fit) to an internal error.
-pub(crate) fn encoded<T>(r: Result<T, LayoutError>) -> Result<T, Failure> {
-    r.map_err(|e| {
-        log::error!("mlx5-sim: cannot encode output: {e}");
-        fail(CmdStatus::InternalErr, syn::INTERNAL)
-    })
-}
+use crate::model::{HcaState, Model};
+use crate::syndrome as syn;
 
 /// The states a command may run in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +73,7 @@ enum Gate {
     Initialized,
 }
 
-type Handler = fn(&mut Firmware, &mut Env<'_>, &Req<'_>, &mut [u8]) -> CmdResult;
+type Handler = fn(&mut Model, &mut Env<'_>, &Req<'_>, &mut [u8]) -> CmdResult;
 
 struct Spec {
     opcode: Opcode,
@@ -487,112 +397,53 @@ const SPECS: &[Spec] = &[
     ),
 ];
 
-impl Firmware {
-    pub(crate) fn new(profile: &Profile) -> Self {
-        Self {
-            state: HcaState::Disabled,
-            issi: 0,
-            cur_general: *profile.hca_cap_max(),
-            cur_roce: profile.roce_cap_initial(),
-            cur_atomic: *profile.atomic_cap(),
-            pages: pages::Pages::new(profile.page_policy().clone()),
-            objects: objects::ObjectTable::default(),
-            vport: vport::Vport::new(profile),
-            driver_version: None,
-            flow_root: [None; 2],
-            engine: crate::engine::Engine::default(),
-            injected: crate::fault::Faults::default(),
+/// Runs one command on `model`, writing its output (status and syndrome included) into `out`
+/// (`out.len() >= 16`); returns `(status, syndrome)`.
+pub(crate) fn execute(
+    model: &mut Model,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> (u8, u32) {
+    out.fill(0);
+    model.rt.commanded();
+    let (status, syndrome) = match dispatch(model, env, req, out) {
+        Ok(()) => (0, 0),
+        Err(f) => {
+            out.fill(0);
+            (f.status.raw(), f.syndrome)
         }
-    }
-
-    /// DISABLE_HCA: the function's settings go back to their reset values. Pages and objects
-    /// stay (a driver that leaks them is caught by `pages_held` / `live_objects`).
-    pub(crate) fn reset_function(&mut self, profile: &Profile) {
-        self.engine.commanded();
-        self.state = HcaState::Disabled;
-        self.issi = 0;
-        self.cur_general = *profile.hca_cap_max();
-        self.cur_roce = profile.roce_cap_initial();
-        self.cur_atomic = *profile.atomic_cap();
-        self.vport = vport::Vport::new(profile);
-        self.driver_version = None;
-    }
-
-    /// One field of the current general capabilities.
-    pub(crate) fn cur(&self, f: Field<CmdHcaCap>) -> u64 {
-        View::<CmdHcaCap>::new(&self.cur_general).map_or(0, |v| v.get(f))
-    }
-
-    /// One field of the current atomic capabilities.
-    pub(crate) fn cur_atomic(&self, f: Field<mlx5_ifc::prm::caps::AtomicCaps>) -> u64 {
-        View::<mlx5_ifc::prm::caps::AtomicCaps>::new(&self.cur_atomic).map_or(0, |v| v.get(f))
-    }
-
-    /// Whether entry and mailbox signatures are checked (CUR `cmdif_checksum` = 3).
-    pub(crate) fn checksum_enabled(&self) -> bool {
-        self.cur(CmdHcaCap::CMDIF_CHECKSUM) == consts::cmdif_checksum::ENABLED
-    }
-
-    /// Runs one command, writing its output (status and syndrome included) into `out`
-    /// (`out.len() >= 16`); returns `(status, syndrome)`.
-    pub(crate) fn execute(
-        &mut self,
-        env: &mut Env<'_>,
-        req: &Req<'_>,
-        out: &mut [u8],
-    ) -> (u8, u32) {
-        out.fill(0);
-        self.engine.commanded();
-        let (status, syndrome) = match self.dispatch(env, req, out) {
-            Ok(()) => (0, 0),
-            Err(f) => {
-                out.fill(0);
-                (f.status.raw(), f.syndrome)
-            }
-        };
-        // Before and after: a handler may have decoded a QP before it changed it.
-        self.engine.commanded();
-        write_header(out, status, syndrome);
-        (status, syndrome)
-    }
-
-    fn dispatch(&mut self, env: &mut Env<'_>, req: &Req<'_>, out: &mut [u8]) -> CmdResult {
-        if req.input.len() < CmdInHeader::BYTES {
-            return Err(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_HEADER));
-        }
-        let spec = SPECS
-            .iter()
-            .find(|s| s.opcode as u16 == req.opcode)
-            .ok_or(fail(CmdStatus::BadOp, syn::UNKNOWN_OPCODE))?;
-        if req.input.len() < spec.in_bytes {
-            return Err(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT));
-        }
-        if req.outlen < spec.out_bytes {
-            return Err(fail(CmdStatus::BadOutputLen, syn::OUTLEN_BELOW_LAYOUT));
-        }
-        match (spec.gate, self.state) {
-            (Gate::Disabled, HcaState::Disabled) => {}
-            (Gate::Disabled, _) => return Err(bad_state(syn::ALREADY_ENABLED)),
-            (_, HcaState::Disabled) => return Err(bad_state(syn::NOT_ENABLED)),
-            (Gate::Enabled, _) | (Gate::Initialized, HcaState::Initialized) => {}
-            (Gate::Initialized, _) => return Err(bad_state(syn::NOT_INITIALIZED)),
-        }
-        let uid = input::<CmdInHeader>(req)?.get(CmdInHeader::UID);
-        if uid != 0 && self.cur(CmdHcaCap::LOG_MAX_UCTX) == 0 {
-            return Err(bad_param(syn::BAD_UID));
-        }
-        (spec.handler)(self, env, req, out)
-    }
+    };
+    // Before and after: a handler may have decoded a QP before it changed it.
+    model.rt.commanded();
+    write_header(out, status, syndrome);
+    (status, syndrome)
 }
 
-/// Writes status and syndrome into the first 8 output bytes.
-pub(crate) fn write_header(out: &mut [u8], status: u8, syndrome: u32) {
-    if let Ok(mut v) = ViewMut::<CmdOutHeader>::new(out) {
-        let r = v
-            .set(CmdOutHeader::STATUS, status.into())
-            .and_then(|v| v.set(CmdOutHeader::SYNDROME, syndrome.into()));
-        if let Err(e) = r {
-            log::error!("mlx5-sim: cannot write command status: {e}");
-        }
+fn dispatch(model: &mut Model, env: &mut Env<'_>, req: &Req<'_>, out: &mut [u8]) -> CmdResult {
+    if req.input.len() < CmdInHeader::BYTES {
+        return Err(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_HEADER));
     }
+    let spec = SPECS
+        .iter()
+        .find(|s| s.opcode as u16 == req.opcode)
+        .ok_or(fail(CmdStatus::BadOp, syn::UNKNOWN_OPCODE))?;
+    if req.input.len() < spec.in_bytes {
+        return Err(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT));
+    }
+    if req.outlen < spec.out_bytes {
+        return Err(fail(CmdStatus::BadOutputLen, syn::OUTLEN_BELOW_LAYOUT));
+    }
+    match (spec.gate, model.state) {
+        (Gate::Disabled, HcaState::Disabled) => {}
+        (Gate::Disabled, _) => return Err(bad_state(syn::ALREADY_ENABLED)),
+        (_, HcaState::Disabled) => return Err(bad_state(syn::NOT_ENABLED)),
+        (Gate::Enabled, _) | (Gate::Initialized, HcaState::Initialized) => {}
+        (Gate::Initialized, _) => return Err(bad_state(syn::NOT_INITIALIZED)),
+    }
+    let uid = input::<CmdInHeader>(req)?.get(CmdInHeader::UID);
+    if uid != 0 && model.cur(CmdHcaCap::LOG_MAX_UCTX) == 0 {
+        return Err(bad_param(syn::BAD_UID));
+    }
+    (spec.handler)(model, env, req, out)
 }

@@ -14,7 +14,8 @@ use mlx5_ifc::prm::caps::{
 use mlx5_ifc::prm::hca::{QueryAdapterOut, QueryAdapterParamBlock};
 use mlx5_ifc::{Field, Layout, LayoutError, ViewMut};
 
-use super::{encoded, output, CmdResult, Env, Firmware, Req};
+use super::cmd::{encoded, output, CmdResult, Env, Req};
+use crate::model::Model;
 
 /// The Ethernet offload capabilities (`per_protocol_networking_offload_caps`).
 pub(crate) fn eth_caps() -> [u8; Eth::BYTES] {
@@ -84,7 +85,7 @@ pub(crate) const PSID: &[u8] = b"MT_0000000080";
 
 /// QUERY_ADAPTER (0x101): the vendor IDs and the board's PSID.
 pub(crate) fn query_adapter(
-    _fw: &mut Firmware,
+    _fw: &mut Model,
     _env: &mut Env<'_>,
     _req: &Req<'_>,
     out: &mut [u8],

@@ -2,7 +2,7 @@
 //! holds until the pages it asked for arrive.
 //!
 //! After INIT_HCA the firmware's pages are its boot + init pages plus whatever it asked for at
-//! run time. What it uses ("in use") is the boot + init pages plus, under a [`PagePolicy`] with
+//! run time. What it uses ("in use") is the boot + init pages plus, under a [`crate::PagePolicy`] with
 //! `icm_pages_per_object` = k, k pages of ICM for every live CQ, QP, SRQ, RMP and memory key; the
 //! rest of what it holds is free. Then:
 //!
@@ -22,7 +22,7 @@
 //!   queued page works kept Linux 6.1 reclaiming while it destroyed its command EQ, where the
 //!   command interface refuses MANAGE_PAGES and Linux then frees the pages from its own tree
 //!   while the device still holds them (docs/simulator.md, *The unload finding*).
-//! * **at random moments** ([`RandomPages`], seeded, so a run is reproducible): after a
+//! * **at random moments** ([`crate::RandomPages`], seeded, so a run is reproducible): after a
 //!   command executes (not QUERY_PAGES / MANAGE_PAGES), with probability `per_mille`/1000, the
 //!   firmware asks for 1..=`max_pages` more pages or offers back up to that many free ones —
 //!   provided some EQ is subscribed to PAGE_REQUEST.
@@ -40,104 +40,11 @@ use mlx5_ifc::event;
 use mlx5_ifc::prm::eqe::PagesReqEvent;
 use mlx5_ifc::{Opcode, ViewMut};
 
-use super::{Firmware, HcaState, ObjectKind};
-use crate::engine::cqe::{async_event, subscribed, EVENT_DATA_BYTES};
-use crate::engine::Hw;
-use crate::scribble::Rng;
+use crate::events::eqe::{async_event, subscribed, EVENT_DATA_BYTES};
+use crate::model::objects::ObjectKind;
+use crate::model::pages::PageStats;
+use crate::model::{HcaState, Hw, Model};
 use crate::Profile;
-
-/// How the firmware asks for pages at run time (see the module documentation).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PagePolicy {
-    /// Pages of ICM each CQ, QP, SRQ, RMP and memory key needs; 0: commands never wait.
-    pub icm_pages_per_object: u32,
-    /// Free pages the firmware keeps after a DESTROY; above them it offers pages back.
-    /// `None`: it never offers pages back after a destroy.
-    pub spare_pages: Option<u32>,
-    /// Requests at random moments.
-    pub random: Option<RandomPages>,
-}
-
-/// Seeded run-time page requests of a [`PagePolicy`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RandomPages {
-    /// The seed: the same seed over the same commands gives the same requests.
-    pub seed: u64,
-    /// Chance per executed command, in thousandths.
-    pub per_mille: u16,
-    /// The most pages one request asks for or offers back (at least 1).
-    pub max_pages: u32,
-}
-
-/// The firmware's page accounts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PageStats {
-    /// Pages the device holds now.
-    pub held: u64,
-    /// Pages asked for and not yet given.
-    pub asked: u64,
-    /// Pages offered back and not yet taken.
-    pub offered: u64,
-    /// Commands waiting for pages now.
-    pub waiting_commands: u64,
-    /// PAGE_REQUEST events with `num_pages` > 0 raised so far.
-    pub requests: u64,
-    /// Pages they asked for.
-    pub pages_requested: u64,
-    /// PAGE_REQUEST events with `num_pages` < 0 raised so far.
-    pub reclaims: u64,
-    /// Pages they offered back.
-    pub pages_offered: u64,
-    /// Pages given by MANAGE_PAGES so far (boot and init pages included).
-    pub pages_given: u64,
-    /// Pages taken back by MANAGE_PAGES so far.
-    pub pages_taken: u64,
-    /// Commands that had to wait for pages so far.
-    pub commands_held: u64,
-    /// MANAGE_PAGES op_mod 0 (cannot give) received so far.
-    pub alloc_fail_notices: u64,
-}
-
-/// The run-time request state.
-#[derive(Debug)]
-pub(crate) struct Requests {
-    pub(crate) policy: PagePolicy,
-    rng: Rng,
-    /// Pages asked for and not yet given.
-    pub(crate) asked: u64,
-    /// Pages offered back and not yet taken.
-    pub(crate) offered: u64,
-    /// Pages the held commands need, together.
-    pub(crate) waiting: u64,
-    /// Held commands.
-    pub(crate) waiting_commands: u64,
-    /// The driver said it cannot give: held commands fail (consumed by the command interface).
-    pub(crate) alloc_failed: bool,
-    pub(crate) stats: PageStats,
-}
-
-impl Requests {
-    pub(crate) fn new(policy: PagePolicy) -> Self {
-        let seed = policy.random.map_or(0, |r| r.seed);
-        Self {
-            policy,
-            rng: Rng(seed),
-            asked: 0,
-            offered: 0,
-            waiting: 0,
-            waiting_commands: 0,
-            alloc_failed: false,
-            stats: PageStats::default(),
-        }
-    }
-
-    /// A new policy (the random generator restarts from its seed).
-    pub(crate) fn set_policy(&mut self, policy: PagePolicy) {
-        self.rng = Rng(policy.random.map_or(0, |r| r.seed));
-        self.policy = policy;
-    }
-}
 
 /// The object kinds that take ICM.
 const ICM_KINDS: [ObjectKind; 5] = [
@@ -149,7 +56,7 @@ const ICM_KINDS: [ObjectKind; 5] = [
 ];
 
 /// Pages of ICM command `opcode` needs before it can execute (0: it never waits).
-pub(crate) fn icm_need(fw: &Firmware, opcode: u16) -> u64 {
+pub(crate) fn icm_need(fw: &Model, opcode: u16) -> u64 {
     let creates = [
         Opcode::CreateCq,
         Opcode::CreateQp,
@@ -164,7 +71,7 @@ pub(crate) fn icm_need(fw: &Firmware, opcode: u16) -> u64 {
 }
 
 /// Pages the firmware uses now.
-pub(crate) fn in_use(fw: &Firmware, profile: &Profile) -> u64 {
+pub(crate) fn in_use(fw: &Model, profile: &Profile) -> u64 {
     if fw.state != HcaState::Initialized {
         return 0;
     }
@@ -175,18 +82,18 @@ pub(crate) fn in_use(fw: &Firmware, profile: &Profile) -> u64 {
 }
 
 /// Pages held and not in use.
-pub(crate) fn free(fw: &Firmware, profile: &Profile) -> u64 {
+pub(crate) fn free(fw: &Model, profile: &Profile) -> u64 {
     (fw.pages.held() as u64).saturating_sub(in_use(fw, profile))
 }
 
 /// Pages a MANAGE_PAGES take may return: free, and not promised to a held command.
-pub(crate) fn returnable(fw: &Firmware, profile: &Profile) -> u64 {
+pub(crate) fn returnable(fw: &Model, profile: &Profile) -> u64 {
     free(fw, profile).saturating_sub(fw.pages.req.waiting)
 }
 
 /// Pages a MANAGE_PAGES give may bring: the boot + init demand not met before INIT_HCA, the
 /// pages asked for after it, nothing after TEARDOWN_HCA.
-pub(crate) fn allowance(fw: &Firmware, profile: &Profile) -> u64 {
+pub(crate) fn allowance(fw: &Model, profile: &Profile) -> u64 {
     match fw.state {
         HcaState::Enabled => (u64::from(profile.boot_pages()) + u64::from(profile.init_pages()))
             .saturating_sub(fw.pages.held() as u64),
@@ -197,30 +104,30 @@ pub(crate) fn allowance(fw: &Firmware, profile: &Profile) -> u64 {
 
 /// Whether a command needing `need` pages may execute now: nobody waits before it and the free
 /// pages cover it.
-pub(crate) fn may_run(fw: &Firmware, profile: &Profile, need: u64) -> bool {
+pub(crate) fn may_run(fw: &Model, profile: &Profile, need: u64) -> bool {
     need == 0 || (fw.pages.req.waiting_commands == 0 && free(fw, profile) >= need)
 }
 
 /// Whether the oldest held command, needing `need`, may execute now.
-pub(crate) fn may_release(fw: &Firmware, profile: &Profile, need: u64) -> bool {
+pub(crate) fn may_release(fw: &Model, profile: &Profile, need: u64) -> bool {
     free(fw, profile) >= need
 }
 
 /// A command needing `need` pages is held: asks for what is missing.
 pub(crate) fn hold(hw: &mut Hw<'_>, profile: &Profile, need: u64) {
-    let req = &mut hw.fw.pages.req;
+    let req = &mut hw.model.pages.req;
     req.waiting += need;
     req.waiting_commands += 1;
     req.stats.commands_held += 1;
-    let have = free(hw.fw, profile) + hw.fw.pages.req.asked;
-    let missing = hw.fw.pages.req.waiting.saturating_sub(have);
+    let have = free(hw.model, profile) + hw.model.pages.req.asked;
+    let missing = hw.model.pages.req.waiting.saturating_sub(have);
     if missing > 0 {
         raise(hw, i64::try_from(missing).unwrap_or(i64::MAX));
     }
 }
 
 /// The oldest held command, needing `need`, leaves the queue (executed or failed).
-pub(crate) fn unhold(fw: &mut Firmware, need: u64) {
+pub(crate) fn unhold(fw: &mut Model, need: u64) {
     let req = &mut fw.pages.req;
     req.waiting = req.waiting.saturating_sub(need);
     req.waiting_commands = req.waiting_commands.saturating_sub(1);
@@ -233,7 +140,7 @@ pub(crate) fn raise(hw: &mut Hw<'_>, n: i64) {
     if n == 0 {
         return;
     }
-    let req = &mut hw.fw.pages.req;
+    let req = &mut hw.model.pages.req;
     if n > 0 {
         req.asked += n.unsigned_abs();
         req.stats.requests += 1;
@@ -258,7 +165,7 @@ pub(crate) fn raise(hw: &mut Hw<'_>, n: i64) {
 
 /// Offers back `want` free pages not yet offered (at most), if there are any.
 fn offer(hw: &mut Hw<'_>, profile: &Profile, want: u64) {
-    let spare = returnable(hw.fw, profile).saturating_sub(hw.fw.pages.req.offered);
+    let spare = returnable(hw.model, profile).saturating_sub(hw.model.pages.req.offered);
     let n = want.min(spare);
     if n > 0 {
         raise(hw, -i64::try_from(n).unwrap_or(i64::MAX));
@@ -270,10 +177,10 @@ fn offer(hw: &mut Hw<'_>, profile: &Profile, want: u64) {
 pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
     // Pages offered back and used again since (by a command that needed them) are no longer
     // on offer.
-    let spare = returnable(hw.fw, profile);
-    let req = &mut hw.fw.pages.req;
+    let spare = returnable(hw.model, profile);
+    let req = &mut hw.model.pages.req;
     req.offered = req.offered.min(spare);
-    if hw.fw.state != HcaState::Initialized
+    if hw.model.state != HcaState::Initialized
         || opcode == Opcode::ManagePages as u16
         || opcode == Opcode::QueryPages as u16
     {
@@ -286,23 +193,23 @@ pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
         Opcode::DestroyRmp,
         Opcode::DestroyMkey,
     ];
-    if let Some(keep) = hw.fw.pages.req.policy.spare_pages {
+    if let Some(keep) = hw.model.pages.req.policy.spare_pages {
         // One offer outstanding at a time: the next only once the driver has taken the last.
-        if destroys.iter().any(|&o| o as u16 == opcode) && hw.fw.pages.req.offered == 0 {
-            let above = returnable(hw.fw, profile)
-                .saturating_sub(hw.fw.pages.req.offered)
+        if destroys.iter().any(|&o| o as u16 == opcode) && hw.model.pages.req.offered == 0 {
+            let above = returnable(hw.model, profile)
+                .saturating_sub(hw.model.pages.req.offered)
                 .saturating_sub(u64::from(keep));
             offer(hw, profile, above);
         }
     }
-    let Some(random) = hw.fw.pages.req.policy.random else {
+    let Some(random) = hw.model.pages.req.policy.random else {
         return;
     };
-    if !heard(hw.fw) {
+    if !heard(hw.model) {
         // Nobody would hear it: a request nobody answers would only stall later commands.
         return;
     }
-    let req = &mut hw.fw.pages.req;
+    let req = &mut hw.model.pages.req;
     if req.rng.below(1000) >= u64::from(random.per_mille) {
         return;
     }
@@ -316,7 +223,7 @@ pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
 }
 
 /// Whether some EQ is subscribed to PAGE_REQUEST.
-fn heard(fw: &Firmware) -> bool {
+fn heard(fw: &Model) -> bool {
     fw.objects.queues(ObjectKind::Eq).into_iter().any(|n| {
         fw.objects
             .queue(ObjectKind::Eq, n)
@@ -325,7 +232,7 @@ fn heard(fw: &Firmware) -> bool {
 }
 
 /// MANAGE_PAGES op_mod 0: the driver cannot give what was asked for.
-pub(crate) fn alloc_fail(fw: &mut Firmware) {
+pub(crate) fn alloc_fail(fw: &mut Model) {
     let req = &mut fw.pages.req;
     req.stats.alloc_fail_notices += 1;
     req.asked = 0;
@@ -335,7 +242,7 @@ pub(crate) fn alloc_fail(fw: &mut Firmware) {
 }
 
 /// The accounts now.
-pub(crate) fn stats(fw: &Firmware) -> PageStats {
+pub(crate) fn stats(fw: &Model) -> PageStats {
     let req = &fw.pages.req;
     PageStats {
         held: fw.pages.held() as u64,

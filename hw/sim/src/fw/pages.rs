@@ -11,45 +11,16 @@
 //! regular (op_mod 3) reports the run-time request outstanding: pages asked for and not given
 //! (positive), else pages offered back and not taken (negative).
 
-use std::collections::BTreeSet;
-
 use mlx5_ifc::consts::{manage_pages, query_pages, ADAPTER_PAGE_SIZE};
 use mlx5_ifc::prm::cmdif::CmdPas;
 use mlx5_ifc::prm::hca::{ManagePagesIn, ManagePagesOut, QueryPagesIn, QueryPagesOut};
 use mlx5_ifc::{Be64, CmdStatus, Layout};
 
-use super::page_req::{self, PagePolicy, Requests};
-use super::{bad_param, encoded, fail, input, output, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};
+use super::page_req;
 use crate::fault::{DmaFault, DmaFaultKind};
+use crate::model::Model;
 use crate::syndrome as syn;
-
-/// The pages the device holds, and its run-time requests.
-#[derive(Debug)]
-pub(crate) struct Pages {
-    held: BTreeSet<u64>,
-    pub(crate) req: Requests,
-}
-
-impl Pages {
-    pub(crate) fn new(policy: PagePolicy) -> Self {
-        Self {
-            held: BTreeSet::new(),
-            req: Requests::new(policy),
-        }
-    }
-
-    /// How many pages the device holds.
-    pub(crate) fn held(&self) -> usize {
-        self.held.len()
-    }
-
-    /// The held pages inside `[start, start + len)`.
-    pub(crate) fn held_in(&self, start: u64, len: usize) -> Vec<u64> {
-        let first = start.saturating_sub(ADAPTER_PAGE_SIZE as u64 - 1);
-        let end = start.saturating_add(len as u64);
-        self.held.range(first..end).copied().collect()
-    }
-}
 
 fn check_function(function_id: u64, ecpf: u64) -> CmdResult {
     if function_id != 0 || ecpf != 0 {
@@ -59,7 +30,7 @@ fn check_function(function_id: u64, ecpf: u64) -> CmdResult {
 }
 
 pub(crate) fn query_pages(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -95,7 +66,7 @@ pub(crate) fn query_pages(
 }
 
 pub(crate) fn manage_pages(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -117,7 +88,7 @@ pub(crate) fn manage_pages(
     }
 }
 
-fn give(fw: &mut Firmware, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) -> CmdResult {
+fn give(fw: &mut Model, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) -> CmdResult {
     let needed = (n as usize)
         .checked_mul(CmdPas::BYTES)
         .and_then(|b| b.checked_add(ManagePagesIn::BYTES));
@@ -127,7 +98,7 @@ fn give(fw: &mut Firmware, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) 
     if n > page_req::allowance(fw, env.profile) {
         return Err(bad_param(syn::PAGES_NOT_REQUESTED));
     }
-    let mut new = BTreeSet::new();
+    let mut new = std::collections::BTreeSet::new();
     for (k, entry) in pas.chunks_exact(CmdPas::BYTES).take(n as usize).enumerate() {
         let mut b = [0u8; 8];
         b.copy_from_slice(entry);
@@ -160,7 +131,7 @@ fn give(fw: &mut Firmware, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) 
 }
 
 fn take(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     wanted: u64,
     outlen: usize,

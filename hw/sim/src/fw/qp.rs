@@ -31,8 +31,11 @@ use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, Qpc, QueryQpIn, QueryQpOut};
 use mlx5_ifc::{CmdStatus, Field, Layout, View, ViewMut};
 
-use super::objects::ObjectKind;
-use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Failure, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::qp::gsi_qp;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// The first QP number CREATE_QP hands out.
@@ -103,7 +106,7 @@ pub(crate) fn copy(
 }
 
 /// Checks the RQ of a new QP: `(RQ buffer bytes, the SRQ/RMP it receives from)`.
-fn receive_queue(fw: &Firmware, c: &View<'_, Qpc>) -> Result<(u64, Option<u32>), super::Failure> {
+fn receive_queue(fw: &Model, c: &View<'_, Qpc>) -> Result<(u64, Option<u32>), Failure> {
     let log_size = c.get(Qpc::LOG_RQ_SIZE);
     match c.get(Qpc::RQ_TYPE) {
         rq_type::REGULAR => {
@@ -129,7 +132,7 @@ fn receive_queue(fw: &Firmware, c: &View<'_, Qpc>) -> Result<(u64, Option<u32>),
 }
 
 /// Checks the SQ of a new QP: its buffer bytes.
-fn send_queue(fw: &Firmware, c: &View<'_, Qpc>) -> Result<u64, super::Failure> {
+fn send_queue(fw: &Model, c: &View<'_, Qpc>) -> Result<u64, Failure> {
     let log_size = c.get(Qpc::LOG_SQ_SIZE);
     if c.get(Qpc::NO_SQ) == 1 {
         if log_size != 0 {
@@ -143,18 +146,8 @@ fn send_queue(fw: &Firmware, c: &View<'_, Qpc>) -> Result<u64, super::Failure> {
     Ok(WQEBB_BYTES << log_size)
 }
 
-/// The live QP1 (GSI QP), the one RoCE packets to QP number 1 go to.
-pub(crate) fn gsi_qp(fw: &Firmware) -> Option<u32> {
-    fw.objects.queues(ObjectKind::Qp).into_iter().find(|&n| {
-        fw.objects
-            .queue(ObjectKind::Qp, n)
-            .and_then(|q| View::<Qpc>::new(&q.ctx).ok())
-            .is_some_and(|v| v.get(Qpc::ST) == qp_st::QP1)
-    })
-}
-
 pub(crate) fn create_qp(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -231,7 +224,7 @@ pub(crate) fn create_qp(
 }
 
 pub(crate) fn destroy_qp(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -242,7 +235,7 @@ pub(crate) fn destroy_qp(
 }
 
 pub(crate) fn query_qp(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -268,7 +261,7 @@ pub(crate) fn query_qp(
 }
 
 /// The state of QP `qpn`, if it is live.
-pub(crate) fn state(fw: &Firmware, qpn: u32) -> Option<u8> {
+pub(crate) fn state(fw: &Model, qpn: u32) -> Option<u8> {
     let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
     View::<Qpc>::new(&q.ctx)
         .ok()

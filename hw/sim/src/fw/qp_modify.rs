@@ -30,12 +30,14 @@ use mlx5_ifc::prm::qp::{
 };
 use mlx5_ifc::{CmdStatus, Field, Layout, View, ViewMut};
 
-use super::objects::ObjectKind;
+use super::cmd::{bad_param, encoded, fail, input, CmdResult, Env, Req};
 use super::qp::copy;
-use super::{bad_param, encoded, fail, input, queue, CmdResult, Env, Firmware, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 use crate::syndrome as syn;
 
-type Apply = fn(&Firmware, &mut ViewMut<'_, Qpc>, &View<'_, Qpc>, u64, u32) -> CmdResult;
+type Apply = fn(&Model, &mut ViewMut<'_, Qpc>, &View<'_, Qpc>, u64, u32) -> CmdResult;
 
 /// One modify-QP command.
 struct Transition {
@@ -146,7 +148,7 @@ fn check_port(src: &View<'_, Qpc>) -> CmdResult {
     Ok(())
 }
 
-fn check_pkey(fw: &Firmware, src: &View<'_, Qpc>) -> CmdResult {
+fn check_pkey(fw: &Model, src: &View<'_, Qpc>) -> CmdResult {
     let entries = if fw.cur(CmdHcaCap::PORT_TYPE) == port_type::ETH {
         1
     } else {
@@ -193,7 +195,7 @@ fn access(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, st: u64, bits: u32) -
 
 /// Applies the optional fields `mask` names.
 fn optional(
-    fw: &Firmware,
+    fw: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
@@ -233,7 +235,7 @@ fn optional(
 }
 
 fn rst2init(
-    fw: &Firmware,
+    fw: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
@@ -256,7 +258,7 @@ fn rst2init(
 }
 
 fn init2rtr(
-    fw: &Firmware,
+    fw: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
@@ -311,7 +313,7 @@ fn init2rtr(
 }
 
 fn rtr2rts(
-    fw: &Firmware,
+    fw: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
@@ -334,7 +336,7 @@ fn rtr2rts(
 
 /// Every UD transition carries the QP's `mtu` (1..=5, BAD_PATH_MTU) and `log_msg_max` (at most
 /// `log_max_msg`, MSG_MAX_TOO_BIG): a UD context has no default for either.
-fn ud_message(fw: &Firmware, dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>) -> CmdResult {
+fn ud_message(fw: &Model, dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>) -> CmdResult {
     if !(1..=5).contains(&src.get(Qpc::MTU)) {
         return Err(bad_param(syn::BAD_PATH_MTU));
     }
@@ -345,13 +347,7 @@ fn ud_message(fw: &Firmware, dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>) ->
 }
 
 /// Runs transition `t` on QP `qpn` with the context `given` and `mask`.
-fn modify(
-    fw: &mut Firmware,
-    t: &Transition,
-    qpn: u32,
-    mask: u64,
-    given: &View<'_, Qpc>,
-) -> CmdResult {
+fn modify(fw: &mut Model, t: &Transition, qpn: u32, mask: u64, given: &View<'_, Qpc>) -> CmdResult {
     let q = queue::find(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
     let mut ctx = q.ctx.clone();
     let mut v = encoded(ViewMut::<Qpc>::new(&mut ctx))?;
@@ -382,7 +378,7 @@ fn modify(
 macro_rules! transition {
     ($name:ident, $in:ident, $t:expr) => {
         pub(crate) fn $name(
-            fw: &mut Firmware,
+            fw: &mut Model,
             _: &mut Env<'_>,
             req: &Req<'_>,
             _: &mut [u8],
@@ -401,7 +397,7 @@ transition!(rtr2rts_qp, Rtr2rtsQpIn, RTR2RTS);
 transition!(rts2rts_qp, Rts2rtsQpIn, RTS2RTS);
 
 /// Moves QP `qpn` to `to` from any state; `reset` also clears its counters.
-fn force(fw: &mut Firmware, qpn: u32, to: u64, reset: bool) -> CmdResult {
+fn force(fw: &mut Model, qpn: u32, to: u64, reset: bool) -> CmdResult {
     let q = fw
         .objects
         .queue_mut(ObjectKind::Qp, qpn)
@@ -417,33 +413,23 @@ fn force(fw: &mut Firmware, qpn: u32, to: u64, reset: bool) -> CmdResult {
 }
 
 /// 2ERR: the QP's outstanding and posted WQEs complete with WR_FLUSH_ERR
-/// ([`crate::engine::flush::enter_error`]).
-pub(crate) fn qp_2err(
-    fw: &mut Firmware,
-    env: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
+/// ([`crate::events::flush::enter_error`]).
+pub(crate) fn qp_2err(fw: &mut Model, env: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let qpn = input::<Qp2errIn>(req)?.get32(Qp2errIn::QPN);
     force(fw, qpn, qp_state::ERR, false)?;
-    let mut hw = crate::engine::Hw {
-        fw,
+    let mut hw = crate::model::Hw {
+        model: fw,
         iommu: env.iommu,
         faults: env.dma_faults,
         now: env.now,
     };
-    crate::engine::flush::enter_error(&mut hw, qpn, None);
+    crate::events::flush::enter_error(&mut hw, qpn, None);
     Ok(())
 }
 
-pub(crate) fn qp_2rst(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
+pub(crate) fn qp_2rst(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let qpn = input::<Qp2rstIn>(req)?.get32(Qp2rstIn::QPN);
     force(fw, qpn, qp_state::RST, true)?;
-    fw.engine.forget(ObjectKind::Qp, qpn);
+    fw.rt.forget(ObjectKind::Qp, qpn);
     Ok(())
 }

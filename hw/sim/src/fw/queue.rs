@@ -22,9 +22,10 @@
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::{Be64, CmdStatus, Field, Layout, View};
 
-use super::objects::{Object, ObjectKind, Queue};
-use super::{bad_param, fail, CmdResult, Env, Failure, Firmware};
+use super::cmd::{bad_param, fail, CmdResult, Env, Failure};
 use crate::fault::{DmaFault, DmaFaultKind};
+use crate::model::objects::{Object, ObjectKind, Queue};
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// The largest queue `log_page_size` (2 MiB pages).
@@ -51,7 +52,7 @@ pub(crate) fn buffer(
         return Err(bad_param(syn::QUEUE_PAGE_OFFSET));
     }
     let page = BASE_PAGE << log_page_size;
-    let start = crate::engine::wqe::queue_start(page, page_offset);
+    let start = crate::memory::queue::queue_start(page, page_offset);
     let bytes = bytes + start;
     let n = usize::try_from(bytes.div_ceil(page)).unwrap_or(usize::MAX);
     if n.checked_mul(8).is_none_or(|need| pas.len() < need) {
@@ -113,7 +114,7 @@ pub(crate) fn span(log: u64) -> u32 {
 }
 
 /// A CUR capability `log_max_*` value, capped at 24.
-pub(crate) fn log_max(fw: &Firmware, f: Field<CmdHcaCap>) -> u64 {
+pub(crate) fn log_max(fw: &Model, f: Field<CmdHcaCap>) -> u64 {
     fw.cur(f).min(24)
 }
 
@@ -123,7 +124,7 @@ pub(crate) fn below_limit(live: usize, log_max: u64) -> bool {
 }
 
 /// BAD_RES with `syndrome` unless `id` is a live object of `kind`.
-pub(crate) fn require(fw: &Firmware, kind: ObjectKind, id: u32, syndrome: u32) -> CmdResult {
+pub(crate) fn require(fw: &Model, kind: ObjectKind, id: u32, syndrome: u32) -> CmdResult {
     if fw.objects.contains(kind, id) {
         Ok(())
     } else {
@@ -158,7 +159,7 @@ pub(crate) fn new_queue(ctx: Vec<u8>, pas: Vec<u64>, uar: Option<u32>) -> Queue 
 /// Inserts `q` with a handle in `first..end` (not live in `shared` either) and takes its
 /// references; EXCEED_LIM with `exhausted` when the range is full.
 pub(crate) fn insert(
-    fw: &mut Firmware,
+    fw: &mut Model,
     kind: ObjectKind,
     shared: &[ObjectKind],
     range: (u32, u32),
@@ -177,7 +178,7 @@ pub(crate) fn insert(
 /// [`insert`] under the count limit `2^log_max` (exclusive; capped at 24), handles in
 /// `1..2^log_max`: EXCEED_LIM with `exhausted` when the kind is full.
 pub(crate) fn insert_limited(
-    fw: &mut Firmware,
+    fw: &mut Model,
     kind: ObjectKind,
     log_max: u64,
     q: Queue,
@@ -191,7 +192,7 @@ pub(crate) fn insert_limited(
 }
 
 /// Replaces what `id` of `kind` holds: the new references are taken, the old ones released.
-pub(crate) fn rehold(fw: &mut Firmware, kind: ObjectKind, id: u32, holds: Vec<(ObjectKind, u32)>) {
+pub(crate) fn rehold(fw: &mut Model, kind: ObjectKind, id: u32, holds: Vec<(ObjectKind, u32)>) {
     if let Some(q) = fw.objects.queue_mut(kind, id) {
         let old = std::mem::replace(&mut q.holds, holds.clone());
         fw.objects.release(&old);
@@ -208,7 +209,7 @@ pub(crate) fn be_uint(b: &[u8]) -> u64 {
 /// Destroys `id` of `kind`: BAD_RES `unknown` if it is not live, RES_BUSY `busy` while another
 /// object uses it; releases what it holds.
 pub(crate) fn destroy(
-    fw: &mut Firmware,
+    fw: &mut Model,
     kind: ObjectKind,
     id: u32,
     unknown: u32,
@@ -218,20 +219,14 @@ pub(crate) fn destroy(
     if fw.objects.refs(kind, id) > 0 {
         return Err(fail(CmdStatus::ResBusy, busy));
     }
-    if let Some(Object::Queue(q)) = fw.objects.remove(kind, id) {
+    if let Some(Object::Queue(q)) = fw.remove(kind, id) {
         fw.objects.release(&q.holds);
     }
-    fw.engine.forget(kind, id);
     Ok(())
 }
 
 /// The live queue `id` of `kind`, or BAD_RES `unknown`.
-pub(crate) fn find(
-    fw: &Firmware,
-    kind: ObjectKind,
-    id: u32,
-    unknown: u32,
-) -> Result<&Queue, Failure> {
+pub(crate) fn find(fw: &Model, kind: ObjectKind, id: u32, unknown: u32) -> Result<&Queue, Failure> {
     fw.objects
         .queue(kind, id)
         .ok_or(fail(CmdStatus::BadRes, unknown))

@@ -12,26 +12,19 @@ use mlx5_ifc::prm::uar_pd::{
 };
 use mlx5_ifc::{regs, CmdStatus};
 
-use super::objects::{Object, ObjectKind};
-use super::{encoded, fail, input, output, CmdResult, Env, Firmware, Req};
+use super::cmd::{encoded, fail, input, output, CmdResult, Env, Req};
 use crate::bar::BAR_SIZE;
+use crate::model::mkey::{NULL_MKEY, RESD_LKEY};
+use crate::model::objects::{Object, ObjectKind};
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// The first UAR index ALLOC_UAR hands out.
 pub const FIRST_UAR_INDEX: u32 = 8;
-/// The reserved lkey QUERY_SPECIAL_CONTEXTS reports.
-pub const RESD_LKEY: u32 = 0x100;
-/// The null mkey QUERY_SPECIAL_CONTEXTS reports.
-pub const NULL_MKEY: u32 = 0x200;
 
 const UAR_END: u32 = (BAR_SIZE / regs::UAR_PAGE_SIZE) as u32;
 
-pub(crate) fn alloc_uar(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    _: &Req<'_>,
-    out: &mut [u8],
-) -> CmdResult {
+pub(crate) fn alloc_uar(fw: &mut Model, _: &mut Env<'_>, _: &Req<'_>, out: &mut [u8]) -> CmdResult {
     let uar = fw
         .objects
         .alloc(ObjectKind::Uar, FIRST_UAR_INDEX, UAR_END, Object::Uar)
@@ -41,7 +34,7 @@ pub(crate) fn alloc_uar(
 }
 
 pub(crate) fn dealloc_uar(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -50,18 +43,13 @@ pub(crate) fn dealloc_uar(
     if fw.objects.refs(ObjectKind::Uar, uar) > 0 {
         return Err(fail(CmdStatus::ResBusy, syn::UAR_IN_USE));
     }
-    if !fw.objects.free(ObjectKind::Uar, uar) {
+    if fw.remove(ObjectKind::Uar, uar).is_none() {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_UAR));
     }
     Ok(())
 }
 
-pub(crate) fn alloc_pd(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    _: &Req<'_>,
-    out: &mut [u8],
-) -> CmdResult {
+pub(crate) fn alloc_pd(fw: &mut Model, _: &mut Env<'_>, _: &Req<'_>, out: &mut [u8]) -> CmdResult {
     let log_max = fw.cur(CmdHcaCap::LOG_MAX_PD).min(24);
     let pd = fw
         .objects
@@ -72,7 +60,7 @@ pub(crate) fn alloc_pd(
 }
 
 pub(crate) fn dealloc_pd(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -81,14 +69,14 @@ pub(crate) fn dealloc_pd(
     if fw.objects.refs(ObjectKind::Pd, pd) > 0 {
         return Err(fail(CmdStatus::ResBusy, syn::PD_IN_USE));
     }
-    if !fw.objects.free(ObjectKind::Pd, pd) {
+    if fw.remove(ObjectKind::Pd, pd).is_none() {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_PD));
     }
     Ok(())
 }
 
 pub(crate) fn query_special_contexts(
-    _: &mut Firmware,
+    _: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],

@@ -33,15 +33,15 @@ use mlx5_ifc::prm::sq_rq::{
 use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::{CmdStatus, Field, View, ViewMut};
 
-use super::objects::ObjectKind;
-use super::{
-    bad_param, encoded, fail, input, output, queue, CmdResult, Env, Failure, Firmware, Req,
-};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Failure, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// Checks a cyclic work queue of the given stride limit; returns its buffer pages.
 fn work_queue(
-    fw: &Firmware,
+    fw: &Model,
     env: &mut Env<'_>,
     what: &str,
     w: &View<'_, Wq>,
@@ -80,10 +80,10 @@ fn pd_of(w: &View<'_, Wq>) -> Option<(ObjectKind, u32)> {
 }
 
 fn insert(
-    fw: &mut Firmware,
+    fw: &mut Model,
     kind: ObjectKind,
     log_max: Field<CmdHcaCap>,
-    q: super::objects::Queue,
+    q: crate::model::objects::Queue,
 ) -> Result<u32, Failure> {
     let log_max = fw.cur(log_max);
     queue::insert_limited(fw, kind, log_max, q, syn::NET_EXHAUSTED)
@@ -96,7 +96,7 @@ const MODIFY_RQ_SCATTER_FCS: u64 = 1 << 2;
 const MODIFY_RQ_COUNTER_SET_ID: u64 = 1 << 3;
 
 pub(crate) fn create_rq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -126,7 +126,7 @@ pub(crate) fn create_rq(
 }
 
 pub(crate) fn create_sq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -183,13 +183,13 @@ fn transition_ok(cur: u64, next: u64) -> bool {
 
 /// Moves the state field `state` of queue `id` of `kind` from `cur` to `next`.
 fn transition<L: mlx5_ifc::Layout>(
-    fw: &mut Firmware,
+    fw: &mut Model,
     kind: ObjectKind,
     id: u32,
     unknown: u32,
     state: Field<L>,
     (cur, next): (u64, u64),
-) -> Result<&mut super::objects::Queue, Failure> {
+) -> Result<&mut crate::model::objects::Queue, Failure> {
     let q = fw
         .objects
         .queue_mut(kind, id)
@@ -202,12 +202,7 @@ fn transition<L: mlx5_ifc::Layout>(
     Ok(q)
 }
 
-pub(crate) fn modify_rq(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
+pub(crate) fn modify_rq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let i = input::<ModifyRqIn>(req)?;
     let c = i.nested(ModifyRqIn::CTX);
     let mask = i.get(ModifyRqIn::MODIFY_BITMASK);
@@ -238,12 +233,7 @@ pub(crate) fn modify_rq(
     Ok(())
 }
 
-pub(crate) fn modify_sq(
-    fw: &mut Firmware,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
+pub(crate) fn modify_sq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let i = input::<ModifySqIn>(req)?;
     let c = i.nested(ModifySqIn::CTX);
     let sqn = i.get32(ModifySqIn::SQN);
@@ -251,13 +241,13 @@ pub(crate) fn modify_sq(
     transition(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ, Sqc::STATE, states)?;
     if states.1 == RST {
         // Back to empty: the device's WQE counter starts over.
-        fw.engine.forget(ObjectKind::Sq, sqn);
+        fw.rt.forget(ObjectKind::Sq, sqn);
     }
     Ok(())
 }
 
 pub(crate) fn destroy_rq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -267,7 +257,7 @@ pub(crate) fn destroy_rq(
 }
 
 pub(crate) fn destroy_sq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -277,7 +267,7 @@ pub(crate) fn destroy_sq(
 }
 
 pub(crate) fn query_rq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -290,7 +280,7 @@ pub(crate) fn query_rq(
 }
 
 pub(crate) fn query_sq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -303,7 +293,7 @@ pub(crate) fn query_sq(
 }
 
 pub(crate) fn alloc_q_counter(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
@@ -323,7 +313,7 @@ pub(crate) fn alloc_q_counter(
 }
 
 pub(crate) fn dealloc_q_counter(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -339,7 +329,7 @@ pub(crate) fn dealloc_q_counter(
 }
 
 pub(crate) fn query_q_counter(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -349,7 +339,7 @@ pub(crate) fn query_q_counter(
 }
 
 pub(crate) fn query_vport_counter(
-    _: &mut Firmware,
+    _: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],

@@ -27,22 +27,20 @@ use mlx5_ifc::prm::srq::{
     ArmRqIn, CreateRmpIn, CreateRmpOut, CreateSrqIn, CreateSrqOut, DestroyRmpIn, DestroySrqIn,
     ModifyRmpIn, QueryRmpIn, QueryRmpOut, QuerySrqIn, QuerySrqOut, RmpBitmask, Rmpc, Srqc, Wq,
 };
-use mlx5_ifc::{CmdStatus, View, ViewMut};
+use mlx5_ifc::CmdStatus;
 
-use super::objects::{ObjectKind, Queue};
-use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Failure, Req};
+use super::queue;
+use crate::model::objects::{ObjectKind, Queue};
+use crate::model::srq::{limit, set_limit};
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// Bytes of an SRQ / RMP doorbell record (the receive counter).
 const SRQ_DBR_BYTES: usize = 4;
 
 /// Checks the count limits and inserts an SRQ or RMP holding `pd`.
-fn insert(
-    fw: &mut Firmware,
-    kind: ObjectKind,
-    mut q: Queue,
-    pd: u32,
-) -> Result<u32, super::Failure> {
+fn insert(fw: &mut Model, kind: ObjectKind, mut q: Queue, pd: u32) -> Result<u32, Failure> {
     let log_srq = queue::log_max(fw, CmdHcaCap::LOG_MAX_SRQ);
     let srqs = fw.objects.count(ObjectKind::Srq)
         + fw.objects.count(ObjectKind::Rmp)
@@ -67,7 +65,7 @@ fn insert(
 }
 
 pub(crate) fn create_srq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -103,7 +101,7 @@ pub(crate) fn create_srq(
 }
 
 pub(crate) fn destroy_srq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -113,7 +111,7 @@ pub(crate) fn destroy_srq(
 }
 
 pub(crate) fn query_srq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -130,7 +128,7 @@ pub(crate) fn query_srq(
 }
 
 pub(crate) fn create_rmp(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -173,7 +171,7 @@ pub(crate) fn create_rmp(
 }
 
 pub(crate) fn destroy_rmp(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -183,7 +181,7 @@ pub(crate) fn destroy_rmp(
 }
 
 pub(crate) fn query_rmp(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -197,42 +195,8 @@ pub(crate) fn query_rmp(
     Ok(())
 }
 
-/// The armed limit (`lwm`) of SRQ / RMP `n` and its size in WQEs.
-pub(crate) fn limit(fw: &Firmware, kind: ObjectKind, n: u32) -> Option<(u32, u32)> {
-    let q = fw.objects.queue(kind, n)?;
-    match kind {
-        ObjectKind::Srq => {
-            let c = View::<Srqc>::new(&q.ctx).ok()?;
-            Some((c.get32(Srqc::LWM), 1 << c.get(Srqc::LOG_SRQ_SIZE).min(24)))
-        }
-        _ => {
-            let c = View::<Rmpc>::new(&q.ctx).ok()?;
-            let w = c.nested(Rmpc::WQ);
-            Some((w.get32(Wq::LWM), 1 << w.get(Wq::LOG_WQ_SZ).min(24)))
-        }
-    }
-}
-
-/// Sets the limit (`lwm`) of SRQ / RMP `n` (0 disarms).
-pub(crate) fn set_limit(fw: &mut Firmware, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
-    let q = fw
-        .objects
-        .queue_mut(kind, n)
-        .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ))?;
-    match kind {
-        ObjectKind::Srq => encoded(
-            ViewMut::<Srqc>::new(&mut q.ctx)
-                .and_then(|mut c| c.set(Srqc::LWM, lwm.into()).map(drop)),
-        ),
-        _ => encoded(
-            ViewMut::<Rmpc>::new(&mut q.ctx)
-                .and_then(|mut c| c.nested_mut(Rmpc::WQ).set(Wq::LWM, lwm.into()).map(drop)),
-        ),
-    }
-}
-
 /// Arms with `lwm` after checking it fits the queue.
-fn arm(fw: &mut Firmware, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
+fn arm(fw: &mut Model, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
     let (_, size) = limit(fw, kind, n).ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ))?;
     if lwm > size {
         return Err(bad_param(syn::SRQ_LIMIT));
@@ -241,7 +205,7 @@ fn arm(fw: &mut Firmware, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
 }
 
 /// ARM_RQ of an SRQ (op_mod 1): sets its limit.
-pub(crate) fn arm_rq(fw: &mut Firmware, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn arm_rq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let i = input::<ArmRqIn>(req)?;
     if req.op_mod != arm_rq::SRQ {
         return Err(bad_param(syn::BAD_OP_MOD));
@@ -252,7 +216,7 @@ pub(crate) fn arm_rq(fw: &mut Firmware, _: &mut Env<'_>, req: &Req<'_>, _: &mut 
 
 /// MODIFY_RMP: the `lwm` field when the bitmask selects it; the RMP stays RDY.
 pub(crate) fn modify_rmp(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],

@@ -27,15 +27,15 @@ use mlx5_ifc::prm::tir::{
 };
 use mlx5_ifc::{CmdStatus, Layout, View, ViewMut};
 
-use super::objects::ObjectKind;
-use super::{
-    bad_param, encoded, fail, input, output, queue, CmdResult, Env, Failure, Firmware, Req,
-};
+use super::cmd::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Failure, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// Inserts a context object of `kind` holding `holds`, under the `log_max` capability limit.
 fn insert(
-    fw: &mut Firmware,
+    fw: &mut Model,
     kind: ObjectKind,
     log_max: u64,
     ctx: Vec<u8>,
@@ -47,7 +47,7 @@ fn insert(
 }
 
 pub(crate) fn alloc_transport_domain(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
@@ -66,7 +66,7 @@ pub(crate) fn alloc_transport_domain(
 }
 
 pub(crate) fn dealloc_transport_domain(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -83,7 +83,7 @@ pub(crate) fn dealloc_transport_domain(
 }
 
 /// Checks a TIS context; returns what it holds.
-fn tis_holds(fw: &Firmware, c: &View<'_, Tisc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
+fn tis_holds(fw: &Model, c: &View<'_, Tisc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
     let td = c.get32(Tisc::TRANSPORT_DOMAIN);
     queue::require(fw, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
     if c.get(Tisc::TLS_EN) != 0
@@ -103,7 +103,7 @@ fn tis_holds(fw: &Firmware, c: &View<'_, Tisc>) -> Result<Vec<(ObjectKind, u32)>
 }
 
 pub(crate) fn create_tis(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -118,7 +118,7 @@ pub(crate) fn create_tis(
 }
 
 pub(crate) fn modify_tis(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -140,7 +140,7 @@ pub(crate) fn modify_tis(
 }
 
 pub(crate) fn destroy_tis(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -152,7 +152,7 @@ pub(crate) fn destroy_tis(
 /// Checks an RQT context and its RQ list (`list`: the bytes from the first entry on); returns
 /// the RQs it holds.
 fn rqt_holds(
-    fw: &Firmware,
+    fw: &Model,
     c: &View<'_, Rqtc>,
     list: &[u8],
 ) -> Result<Vec<(ObjectKind, u32)>, Failure> {
@@ -168,7 +168,7 @@ fn rqt_holds(
         .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))?;
     let mut holds = Vec::new();
     for e in list.chunks_exact(RqNum::BYTES) {
-        let rqn = super::view::<RqNum>(e)?.get32(RqNum::RQ_NUM);
+        let rqn = view::<RqNum>(e)?.get32(RqNum::RQ_NUM);
         queue::require(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
         holds.push((ObjectKind::Rq, rqn));
     }
@@ -182,7 +182,7 @@ fn rqt_image(ctx: &[u8], actual: u64) -> Vec<u8> {
 }
 
 pub(crate) fn create_rqt(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -199,7 +199,7 @@ pub(crate) fn create_rqt(
 }
 
 pub(crate) fn modify_rqt(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -218,7 +218,7 @@ pub(crate) fn modify_rqt(
     encoded(
         ViewMut::<Rqtc>::new(&mut image).and_then(|mut v| v.set(Rqtc::RQT_MAX_SIZE, max).map(drop)),
     )?;
-    let c = super::view::<Rqtc>(&image)?;
+    let c = view::<Rqtc>(&image)?;
     let holds = rqt_holds(fw, &c, &ctx[Rqtc::BYTES..])?;
     let actual = c.get(Rqtc::RQT_ACTUAL_SIZE) as usize;
     image.extend_from_slice(&ctx[Rqtc::BYTES..Rqtc::BYTES + actual * RqNum::BYTES]);
@@ -230,7 +230,7 @@ pub(crate) fn modify_rqt(
 }
 
 pub(crate) fn destroy_rqt(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -240,7 +240,7 @@ pub(crate) fn destroy_rqt(
 }
 
 /// Checks a TIR context; returns what it holds.
-fn tir_holds(fw: &Firmware, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
+fn tir_holds(fw: &Model, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
     let td = c.get32(Tirc::TRANSPORT_DOMAIN);
     queue::require(fw, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
     if c.get(Tirc::PACKET_MERGE_MASK) != 0 || c.get(Tirc::TLS_EN) != 0 {
@@ -267,7 +267,7 @@ fn tir_holds(fw: &Firmware, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>
 }
 
 pub(crate) fn create_tir(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -282,7 +282,7 @@ pub(crate) fn create_tir(
 }
 
 pub(crate) fn modify_tir(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -321,7 +321,7 @@ pub(crate) fn modify_tir(
             encoded(v.set(Tirc::SELF_LB_BLOCK, new.get(Tirc::SELF_LB_BLOCK)))?;
         }
     }
-    let holds = tir_holds(fw, &super::view::<Tirc>(&image)?)?;
+    let holds = tir_holds(fw, &view::<Tirc>(&image)?)?;
     if let Some(q) = fw.objects.queue_mut(ObjectKind::Tir, tirn) {
         q.ctx = image;
     }
@@ -330,7 +330,7 @@ pub(crate) fn modify_tir(
 }
 
 pub(crate) fn destroy_tir(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],

@@ -6,10 +6,9 @@
 //! its EUI-64. QUERY_VPORT_STATE reports `admin_state` 1 and `state` = 1 while PAOS is up.
 
 use mlx5_ifc::consts::{reg, roce};
-use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
+use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::hca::{
     AccessRegisterIn, AccessRegisterOut, PaosReg, PcmrReg, PmtuReg, PpcntReg, PtysReg,
-    RegisterHostEndianness,
 };
 use mlx5_ifc::prm::vport::{
     ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as Sel, NicVportContext as Ctx,
@@ -18,96 +17,13 @@ use mlx5_ifc::prm::vport::{
 };
 use mlx5_ifc::{CmdStatus, Layout};
 
-use super::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Firmware, Req};
-use crate::{syndrome as syn, Profile};
-
-/// The largest port MTU (PMTU `max_mtu`).
-pub const MAX_MTU: u16 = 9216;
-/// The MTU the port starts with.
-pub const DEFAULT_MTU: u16 = 1500;
-/// Size of the HOST_ENDIANNESS register (`mlx5_ifc` has no layout for it in `mlx5-ifc` yet).
-const HOST_ENDIANNESS_BYTES: usize = 16;
-/// PAOS status values.
-const PORT_UP: u64 = 1;
-const PORT_DOWN: u64 = 2;
-
-/// Port and vport state.
-pub(crate) struct Vport {
-    roce_en: bool,
-    mtu: u16,
-    mac: [u8; 6],
-    disable_uc_local_lb: bool,
-    disable_mc_local_lb: bool,
-    gids: Vec<[u8; RoceAddrLayout::BYTES]>,
-    paos_admin: u64,
-    /// A PORT_CHANGE event the port owes the driver (its sub-type): the operational state
-    /// followed an administrative change; raised when the command that made it completes.
-    port_event: Option<u8>,
-    pmtu_admin: u16,
-    host_endianness: [u8; HOST_ENDIANNESS_BYTES],
-}
-
-/// PORT_CHANGE sub-types (the EQE's `event_sub_type`): the port went down, became active.
-const PORT_CHANGE_DOWN: u8 = 1;
-const PORT_CHANGE_ACTIVE: u8 = 4;
-
-impl Vport {
-    pub(crate) fn new(profile: &Profile) -> Self {
-        let gids = profile.roce_field(RoceCap::ROCE_ADDRESS_TABLE_SIZE) as usize;
-        Self {
-            roce_en: false,
-            mtu: DEFAULT_MTU,
-            mac: profile.mac(),
-            disable_uc_local_lb: false,
-            disable_mc_local_lb: false,
-            gids: vec![[0; RoceAddrLayout::BYTES]; gids],
-            paos_admin: PORT_UP,
-            port_event: None,
-            pmtu_admin: DEFAULT_MTU,
-            host_endianness: [0; HOST_ENDIANNESS_BYTES],
-        }
-    }
-
-    /// The RoCE address (GID) entry `index` as SET_ROCE_ADDRESS wrote it (all zero = unset);
-    /// `None` beyond the table.
-    pub(crate) fn gid(&self, index: usize) -> Option<&[u8; RoceAddrLayout::BYTES]> {
-        self.gids.get(index)
-    }
-
-    /// The source addresses of the GID entries that are set.
-    pub(crate) fn gid_addresses(&self) -> Vec<[u8; 16]> {
-        self.gids
-            .iter()
-            .filter(|g| g.iter().any(|&b| b != 0))
-            .filter_map(|g| {
-                let v = mlx5_ifc::View::<RoceAddrLayout>::new(g).ok()?;
-                v.bytes(RoceAddrLayout::SOURCE_L3_ADDRESS).try_into().ok()
-            })
-            .collect()
-    }
-
-    /// The port's MAC address.
-    pub(crate) fn mac(&self) -> [u8; 6] {
-        self.mac
-    }
-
-    /// Whether the host declared itself big-endian (HOST_ENDIANNESS `he` = 1); little-endian
-    /// (0) until it says otherwise.
-    pub(crate) fn host_big_endian(&self) -> bool {
-        mlx5_ifc::View::<RegisterHostEndianness>::new(&self.host_endianness)
-            .is_ok_and(|v| v.get(RegisterHostEndianness::HE) == 1)
-    }
-
-    /// The port MTU (NIC vport `mtu`).
-    pub(crate) fn mtu(&self) -> u16 {
-        self.mtu
-    }
-
-    fn eui64(&self) -> u64 {
-        let m = self.mac;
-        u64::from_be_bytes([m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
-    }
-}
+use super::cmd::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Failure, Req};
+use crate::events::eqe::{async_event_sub, EVENT_DATA_BYTES};
+use crate::model::vport::{
+    HOST_ENDIANNESS_BYTES, MAX_MTU, PORT_CHANGE_ACTIVE, PORT_CHANGE_DOWN, PORT_DOWN, PORT_UP,
+};
+use crate::model::{Hw, Model};
+use crate::syndrome as syn;
 
 fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
     if other_vport != 0 || vport_number != 0 {
@@ -117,7 +33,7 @@ fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
 }
 
 pub(crate) fn query_nic_vport_context(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -144,7 +60,7 @@ pub(crate) fn query_nic_vport_context(
 }
 
 pub(crate) fn modify_nic_vport_context(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -180,10 +96,10 @@ pub(crate) fn modify_nic_vport_context(
 }
 
 fn gid_slot(
-    fw: &mut Firmware,
+    fw: &mut Model,
     index: u64,
     port: u64,
-) -> Result<&mut [u8; RoceAddrLayout::BYTES], super::Failure> {
+) -> Result<&mut [u8; RoceAddrLayout::BYTES], Failure> {
     if port > 1 {
         return Err(bad_param(syn::BAD_VHCA_PORT));
     }
@@ -198,7 +114,7 @@ fn gid_slot(
 }
 
 pub(crate) fn set_roce_address(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -222,7 +138,7 @@ pub(crate) fn set_roce_address(
 }
 
 pub(crate) fn query_roce_address(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -240,7 +156,7 @@ pub(crate) fn query_roce_address(
 }
 
 pub(crate) fn query_vport_state(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -260,7 +176,7 @@ pub(crate) fn query_vport_state(
 }
 
 pub(crate) fn access_reg(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -419,11 +335,11 @@ fn ptys(data: &[u8], reg_out: &mut [u8], write: bool) -> CmdResult {
 
 /// What the port does after a command: a PORT_CHANGE event (port 1) for an operational state
 /// the command changed, to every EQ subscribed to it.
-pub(crate) fn after_command(hw: &mut crate::engine::Hw<'_>) {
-    let Some(sub) = hw.fw.vport.port_event.take() else {
+pub(crate) fn after_command(hw: &mut Hw<'_>) {
+    let Some(sub) = hw.model.vport.port_event.take() else {
         return;
     };
-    let mut data = [0u8; crate::engine::cqe::EVENT_DATA_BYTES];
+    let mut data = [0u8; EVENT_DATA_BYTES];
     let r = mlx5_ifc::ViewMut::<mlx5_ifc::prm::eqe::PortStateChangeEvent>::new(&mut data).and_then(
         |mut v| {
             v.set(mlx5_ifc::prm::eqe::PortStateChangeEvent::PORT_NUM, 1)
@@ -434,5 +350,5 @@ pub(crate) fn after_command(hw: &mut crate::engine::Hw<'_>) {
         log::error!("mlx5-sim: PORT_CHANGE event data: {e}");
     }
     log::debug!("mlx5-sim: PORT_CHANGE sub-type {sub}");
-    crate::engine::cqe::async_event_sub(hw, mlx5_ifc::event::PORT_CHANGE, sub, &data);
+    async_event_sub(hw, mlx5_ifc::event::PORT_CHANGE, sub, &data);
 }

@@ -20,8 +20,10 @@ use mlx5_ifc::prm::uar_pd::{AllocXrcdOut, DeallocXrcdIn};
 use mlx5_ifc::prm::vport::{QueryHcaVportPkeyIn, QueryHcaVportPkeyOut};
 use mlx5_ifc::{CmdStatus, Layout};
 
-use super::objects::ObjectKind;
-use super::{bad_param, encoded, fail, input, output, queue, CmdResult, Env, Firmware, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};
+use super::queue;
+use crate::model::objects::ObjectKind;
+use crate::model::Model;
 use crate::syndrome as syn;
 
 /// Bytes of an SRQ doorbell record.
@@ -30,7 +32,7 @@ const SRQ_DBR_BYTES: usize = 4;
 const DEFAULT_PKEY: u16 = 0xffff;
 
 pub(crate) fn alloc_xrcd(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
@@ -46,7 +48,7 @@ pub(crate) fn alloc_xrcd(
 }
 
 pub(crate) fn dealloc_xrcd(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -62,7 +64,7 @@ pub(crate) fn dealloc_xrcd(
 }
 
 pub(crate) fn create_xrc_srq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -121,7 +123,7 @@ pub(crate) fn create_xrc_srq(
 }
 
 pub(crate) fn destroy_xrc_srq(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -131,7 +133,7 @@ pub(crate) fn destroy_xrc_srq(
 }
 
 pub(crate) fn query_hca_vport_pkey(
-    fw: &mut Firmware,
+    fw: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],

@@ -156,12 +156,14 @@ impl ObjectTable {
     }
 
     /// Frees `id` whatever its reference count; `false` if it is not a live object of `kind`.
-    pub(crate) fn free(&mut self, kind: ObjectKind, id: u32) -> bool {
+    #[cfg(test)]
+    fn free(&mut self, kind: ObjectKind, id: u32) -> bool {
         self.remove(kind, id).is_some()
     }
 
-    /// Removes `id` and returns it.
-    pub(crate) fn remove(&mut self, kind: ObjectKind, id: u32) -> Option<Object> {
+    /// Removes `id` and returns it (only through [`super::Model::remove`], which also forgets its
+    /// runtime).
+    pub(super) fn remove(&mut self, kind: ObjectKind, id: u32) -> Option<Object> {
         self.tables
             .get_mut(&kind)
             .and_then(|t| t.live.remove(&id))

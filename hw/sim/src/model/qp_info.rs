@@ -1,0 +1,69 @@
+//! What the data path needs from a QP context ([`QpInfo`]); decoded and cached by
+//! [`super::qp`].
+
+use std::sync::Arc;
+
+use mlx5_ifc::consts::qp_st;
+
+use super::objects::ObjectKind;
+use crate::fabric::frame::Route;
+
+/// What the data path needs from a QP context.
+#[derive(Debug, Clone)]
+pub(crate) struct QpInfo {
+    pub(crate) qpn: u32,
+    pub(crate) st: u64,
+    /// A REG_UMR QP (its `st` is UD's: [`qp_st::transport`]).
+    pub(crate) umr: bool,
+    /// QP1, the GSI QP (its `st` is UD's): number 1 on the wire, whatever CREATE_QP named it.
+    pub(crate) gsi: bool,
+    /// Responder resources: the READs and atomics a requester may have outstanding
+    /// (`2^log_rra_max`).
+    pub(crate) rra: usize,
+    pub(crate) state: u64,
+    pub(crate) pd: u32,
+    pub(crate) cqn_snd: u32,
+    pub(crate) cqn_rcv: u32,
+    pub(crate) dbr: u64,
+    pub(crate) pas: Arc<[u64]>,
+    pub(crate) page: u64,
+    /// Where the queue starts in its first page (`page_offset`).
+    pub(crate) start: u64,
+    pub(crate) rq_wqes: u32,
+    pub(crate) rq_stride: u64,
+    pub(crate) sq_wqebbs: u32,
+    pub(crate) sq_offset: u64,
+    /// The SRQ / RMP the QP receives from.
+    pub(crate) srq: Option<(ObjectKind, u32)>,
+    pub(crate) mtu: u32,
+    pub(crate) remote_qpn: u32,
+    pub(crate) rre: bool,
+    pub(crate) rwe: bool,
+    pub(crate) rae: bool,
+    /// `atomic_mode`: 0 (undefined: atomics are refused), 1 IB-spec, 2 CX, 3..=8 extended.
+    pub(crate) atomic_mode: u8,
+    pub(crate) q_key: u32,
+    pub(crate) retry_count: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_nak: u8,
+    pub(crate) ack_timeout: u8,
+    pub(crate) log_msg_max: u32,
+    pub(crate) user_index: u32,
+    pub(crate) next_send_psn: u32,
+    pub(crate) next_rcv_psn: u32,
+    /// The primary path as a route (RC / UC).
+    pub(crate) route: Route,
+}
+
+impl QpInfo {
+    /// Whether the QP is UD.
+    pub(crate) fn ud(&self) -> bool {
+        self.st == qp_st::UD
+    }
+
+    /// The largest message the QP takes: `2^log_msg_max`, literally (0 is one byte), capped at
+    /// 2 GiB.
+    pub(crate) fn max_msg(&self) -> u64 {
+        1u64 << self.log_msg_max.min(31)
+    }
+}

@@ -1,0 +1,273 @@
+//! The data path's runtime of the model's objects ([`Runtime`]): per QP the transport state
+//! ([`QpRt`]: PSNs, outstanding requests, timers, the message being received), per CQ, SRQ, EQ
+//! and Ethernet queue its counters, the BlueFlame copies, the frames to put on the wire, the
+//! interrupts raised, the decoded QP contexts and the data path's counters.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use super::mkey::IovaPieces;
+use super::objects::ObjectKind;
+use super::qp_info::QpInfo;
+use crate::fabric::frame::{self, Packet, Route};
+use crate::fabric::pool;
+
+/// The data segments of a receive WQE.
+pub(crate) type RecvSges = crate::small::SmallList<Sge, 4>;
+
+/// Counters of the data path, for tests and tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DatapathCounters {
+    /// Send WQEs fetched and executed (not counting flushed ones).
+    pub wqes_executed: u64,
+    /// Send and receive WQEs completed with WR_FLUSH_ERR.
+    pub wqes_flushed: u64,
+    /// CQEs written (error CQEs included).
+    pub cqes: u64,
+    /// Error CQEs written (flushes included).
+    pub error_cqes: u64,
+    /// CQEs dropped because their CQ was full or in error.
+    pub cqes_dropped: u64,
+    /// EQEs written.
+    pub eqes: u64,
+    /// EQEs dropped because their EQ was full.
+    pub eqes_dropped: u64,
+    /// Frames handed to the wire.
+    pub tx_frames: u64,
+    /// Ethernet frames Ethernet send queues put on the wire (a TSO WQE's segments each count).
+    pub eth_tx_frames: u64,
+    /// Received frames that were not RoCE (they go to the receive flow tables).
+    pub eth_rx_frames: u64,
+    /// Ethernet frames written to an RQ with a completion.
+    pub eth_rx_delivered: u64,
+    /// Ethernet frames the flow tables dropped (no root table, a miss, a DROP entry).
+    pub eth_rx_steering_drops: u64,
+    /// Ethernet frames for an RQ with no posted WQE (or not RDY): the Q counter's
+    /// `out_of_buffer`.
+    pub eth_rx_out_of_buffer: u64,
+    /// Ethernet frames that met a receive error (too long for the WQE, a bad lkey): error CQEs.
+    pub eth_rx_errors: u64,
+    /// Bytes handed to the wire.
+    pub tx_bytes: u64,
+    /// Frames received from the wire.
+    pub rx_frames: u64,
+    /// Received frames dropped for a bad ICRC.
+    pub rx_icrc_errors: u64,
+    /// Received frames dropped as malformed (not RoCE v2, bad IP header, unknown opcode).
+    pub rx_malformed: u64,
+    /// RoCE frames to another device's unicast MAC (flooded by the switch), dropped.
+    pub rx_not_ours: u64,
+    /// Well-formed frames dropped: no such QP, wrong service or state, Q_Key mismatch, UD or UC
+    /// without a receive WQE, UC out of sequence, stray responses.
+    pub rx_dropped: u64,
+    /// Packets sent again (ack timeout, NAK, RNR).
+    pub retransmits: u64,
+    /// ACKs (and atomic ACKs) sent.
+    pub acks_sent: u64,
+    /// NAKs sent (sequence error, invalid request, remote access, remote operational).
+    pub naks_sent: u64,
+    /// RNR NAKs sent.
+    pub rnr_naks_sent: u64,
+}
+
+/// A data segment: `byte_count`, `lkey`, `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Sge {
+    pub(crate) len: u32,
+    pub(crate) lkey: u32,
+    pub(crate) addr: u64,
+}
+
+/// One RC request on the wire, waiting for its acknowledgement or response.
+#[derive(Debug, Clone)]
+pub(crate) struct SendReq {
+    pub(crate) wqe_counter: u16,
+    /// The mlx5 send opcode (`s_wqe_opcode` of the CQE).
+    pub(crate) opcode: u8,
+    pub(crate) signaled: bool,
+    pub(crate) first_psn: u32,
+    pub(crate) last_psn: u32,
+    pub(crate) byte_count: u32,
+    /// READ / atomic: where the response data goes.
+    pub(crate) local: Vec<Sge>,
+    /// READ / atomic: whether the request waits for response data.
+    pub(crate) needs_response: bool,
+    /// READ: response packets and bytes received so far.
+    pub(crate) got_pkts: u32,
+    pub(crate) got_bytes: u32,
+    /// Acknowledged (or fully answered): ready to complete.
+    pub(crate) done: bool,
+}
+
+/// A receive WQE being filled by a multi-packet SEND.
+#[derive(Debug, Clone)]
+pub(crate) struct RecvCtx {
+    pub(crate) wqe_counter: u16,
+    pub(crate) sges: RecvSges,
+    pub(crate) offset: u64,
+}
+
+/// A multi-packet RDMA WRITE in progress: its key and range, what is written, and the IOVA
+/// pieces of the packet being placed (looked up again for every packet).
+#[derive(Debug, Clone)]
+pub(crate) struct WriteCtx {
+    pub(crate) pieces: IovaPieces,
+    /// The piece being filled, and the bytes of it already written.
+    pub(crate) at: usize,
+    pub(crate) used: usize,
+    pub(crate) total: u32,
+    /// The RETH's rkey and virtual address.
+    pub(crate) key: u32,
+    pub(crate) va: u64,
+    /// Bytes of the message placed so far.
+    pub(crate) written: u64,
+}
+
+/// The transport state of one QP (beyond its context).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct QpRt {
+    /// Send queue: the WQEBB counter of the next WQE to fetch.
+    pub(crate) sq_cc: u16,
+    pub(crate) next_psn: Option<u32>,
+    pub(crate) outstanding: VecDeque<SendReq>,
+    pub(crate) retries: u8,
+    pub(crate) rnr_retries: u8,
+    /// Ack timeout deadline (device time).
+    pub(crate) timer: Option<u64>,
+    /// RNR wait: retransmit from the oldest outstanding PSN at this time.
+    pub(crate) resend_at: Option<u64>,
+    /// RNR wait: the PSN to go back to.
+    pub(crate) resend_psn: u32,
+    /// Receive queue: the counter of the next RQ WQE to consume.
+    pub(crate) rq_cc: u16,
+    pub(crate) epsn: Option<u32>,
+    pub(crate) msn: u32,
+    pub(crate) nak_sent: bool,
+    pub(crate) recv: Option<RecvCtx>,
+    pub(crate) write: Option<WriteCtx>,
+    /// The atomics executed last, `(PSN, original value)`, oldest first: as many as the QP's
+    /// responder resources (`2^log_rra_max`), so that a duplicate of any atomic the requester
+    /// may still retransmit gets its original value again instead of being executed twice.
+    pub(crate) atomics: VecDeque<(u32, u64)>,
+    /// Responder: the ACK owed, `(PSN, MSN)` (coalesced: sent when the device goes idle).
+    pub(crate) ack_owed: Option<(u32, u32)>,
+}
+
+/// CQ state: producer counter, error, CQEs written.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CqRt {
+    pub(crate) pi: u32,
+    pub(crate) error: bool,
+    pub(crate) written: u64,
+}
+
+/// The data path's runtime of the device's objects (beyond their contexts), kept in the model
+/// so that destroying an object forgets it in one place ([`super::Model::remove`]).
+#[derive(Debug, Default)]
+pub(crate) struct Runtime {
+    pub(crate) qps: BTreeMap<u32, QpRt>,
+    pub(crate) cqs: BTreeMap<u32, CqRt>,
+    /// SRQ / RMP: `(next WQE index, WQEs consumed)`.
+    pub(crate) srqs: BTreeMap<u32, (u16, u16)>,
+    /// Ethernet SQs: the consumer counter (WQEBBs).
+    pub(crate) eth_sqs: BTreeMap<u32, u16>,
+    /// Ethernet RQs: the consumer counter (WQEs).
+    pub(crate) eth_rqs: BTreeMap<u32, u16>,
+    /// EQ producer counters.
+    pub(crate) eqs: BTreeMap<u32, u32>,
+    /// BlueFlame halves: BAR offset of the half → the WQE its last doorbell named.
+    pub(crate) bf: BTreeMap<u64, BfCopy>,
+    /// Frames to put on the wire.
+    pub(crate) tx: Vec<Vec<u8>>,
+    /// MSI-X vectors raised and not yet delivered (an EQE written to an armed EQ raises its
+    /// `intr`); [`crate::SimDevice::set_interrupt_sink`] gets them once the state is unlocked.
+    pub(crate) irqs: Vec<u16>,
+    pub(crate) counters: DatapathCounters,
+    ip_id: u16,
+    /// Decoded QP contexts ([`QpInfo::load`]).
+    pub(super) qp_cache: BTreeMap<u32, Arc<QpInfo>>,
+    /// The QPs that owe an ACK ([`QpRt::ack_owed`]).
+    pub(crate) acks_owed: Vec<u32>,
+}
+
+impl Runtime {
+    /// A firmware command ran (or the function was reset): what the data path decoded from
+    /// contexts may be stale.
+    pub(crate) fn commanded(&mut self) {
+        self.qp_cache.clear();
+    }
+
+    /// Forgets the runtime state of a destroyed object (or of a QP moved to RST).
+    pub(crate) fn forget(&mut self, kind: ObjectKind, id: u32) {
+        match kind {
+            ObjectKind::Qp => {
+                self.qps.remove(&id);
+            }
+            ObjectKind::Cq => {
+                self.cqs.remove(&id);
+            }
+            ObjectKind::Srq | ObjectKind::Rmp => {
+                self.srqs.remove(&id);
+            }
+            ObjectKind::Eq => {
+                self.eqs.remove(&id);
+            }
+            ObjectKind::Sq => {
+                self.eth_sqs.remove(&id);
+            }
+            ObjectKind::Rq => {
+                self.eth_rqs.remove(&id);
+            }
+            _ => {}
+        }
+    }
+
+    /// The earliest timer of any QP (device time).
+    pub(crate) fn deadline(&self) -> Option<u64> {
+        self.qps
+            .values()
+            .flat_map(|q| [q.timer, q.resend_at])
+            .flatten()
+            .min()
+    }
+
+    /// Queues an Ethernet frame an SQ built.
+    pub(crate) fn send_raw(&mut self, f: Vec<u8>) {
+        self.counters.tx_frames += 1;
+        self.counters.eth_tx_frames += 1;
+        self.counters.tx_bytes += f.len() as u64;
+        self.tx.push(f);
+    }
+
+    /// Queues a frame of `p` on `route`.
+    pub(crate) fn send(&mut self, route: &Route, p: &Packet<'_>) {
+        self.ip_id = self.ip_id.wrapping_add(1);
+        let r = Route {
+            ip_id: self.ip_id,
+            ..*route
+        };
+        let mut f = pool::take();
+        frame::encode_into(&mut f, &r, p);
+        self.counters.tx_frames += 1;
+        self.counters.tx_bytes += f.len() as u64;
+        self.tx.push(f);
+    }
+}
+
+/// The bytes of the WQE a send doorbell named, as the send queue held them when it rang: what
+/// the rest of that WQE's BlueFlame copy must repeat. Only the WQE's DS units are kept: a
+/// BlueFlame copy is whole 64-byte blocks, and the bytes past DS in its last block are whatever
+/// the host's buffer held (rdma-core's `mlx5_bf_copy` copies them from its ring as they lie),
+/// which the device ignores.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BfCopy {
+    pub(crate) qpn: u32,
+    pub(crate) wqe: u16,
+    /// Bytes of `bytes` to compare: the DS units, fewer if the queue could not be read.
+    pub(crate) len: usize,
+    pub(crate) bytes: [u8; BF_HALF_MAX],
+}
+
+/// The largest BlueFlame half (`log_bf_reg_size` is at most 10: two halves of 512 bytes).
+pub(crate) const BF_HALF_MAX: usize = 512;

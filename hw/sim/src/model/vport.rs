@@ -1,0 +1,99 @@
+//! The port and its vport as the model holds them ([`Vport`]: NIC vport context, RoCE address
+//! (GID) table, port registers). The commands on them are [`crate::fw`]'s `vport`.
+
+use mlx5_ifc::prm::caps::RoceCap;
+use mlx5_ifc::prm::hca::RegisterHostEndianness;
+use mlx5_ifc::prm::vport::RoceAddrLayout;
+use mlx5_ifc::Layout;
+
+use crate::Profile;
+
+/// The largest port MTU (PMTU `max_mtu`).
+pub const MAX_MTU: u16 = 9216;
+/// The MTU the port starts with.
+pub const DEFAULT_MTU: u16 = 1500;
+/// Size of the HOST_ENDIANNESS register (`mlx5_ifc` has no layout for it in `mlx5-ifc` yet).
+pub(crate) const HOST_ENDIANNESS_BYTES: usize = 16;
+/// PAOS status values: up.
+pub(crate) const PORT_UP: u64 = 1;
+/// PAOS status values: down.
+pub(crate) const PORT_DOWN: u64 = 2;
+
+/// Port and vport state.
+pub(crate) struct Vport {
+    pub(crate) roce_en: bool,
+    pub(crate) mtu: u16,
+    pub(crate) mac: [u8; 6],
+    pub(crate) disable_uc_local_lb: bool,
+    pub(crate) disable_mc_local_lb: bool,
+    pub(crate) gids: Vec<[u8; RoceAddrLayout::BYTES]>,
+    pub(crate) paos_admin: u64,
+    /// A PORT_CHANGE event the port owes the driver (its sub-type): the operational state
+    /// followed an administrative change; raised when the command that made it completes.
+    pub(crate) port_event: Option<u8>,
+    pub(crate) pmtu_admin: u16,
+    pub(crate) host_endianness: [u8; HOST_ENDIANNESS_BYTES],
+}
+
+/// PORT_CHANGE sub-type (the EQE's `event_sub_type`): the port went down.
+pub(crate) const PORT_CHANGE_DOWN: u8 = 1;
+/// PORT_CHANGE sub-type: the port became active.
+pub(crate) const PORT_CHANGE_ACTIVE: u8 = 4;
+
+impl Vport {
+    pub(crate) fn new(profile: &Profile) -> Self {
+        let gids = profile.roce_field(RoceCap::ROCE_ADDRESS_TABLE_SIZE) as usize;
+        Self {
+            roce_en: false,
+            mtu: DEFAULT_MTU,
+            mac: profile.mac(),
+            disable_uc_local_lb: false,
+            disable_mc_local_lb: false,
+            gids: vec![[0; RoceAddrLayout::BYTES]; gids],
+            paos_admin: PORT_UP,
+            port_event: None,
+            pmtu_admin: DEFAULT_MTU,
+            host_endianness: [0; HOST_ENDIANNESS_BYTES],
+        }
+    }
+
+    /// The RoCE address (GID) entry `index` as SET_ROCE_ADDRESS wrote it (all zero = unset);
+    /// `None` beyond the table.
+    pub(crate) fn gid(&self, index: usize) -> Option<&[u8; RoceAddrLayout::BYTES]> {
+        self.gids.get(index)
+    }
+
+    /// The source addresses of the GID entries that are set.
+    pub(crate) fn gid_addresses(&self) -> Vec<[u8; 16]> {
+        self.gids
+            .iter()
+            .filter(|g| g.iter().any(|&b| b != 0))
+            .filter_map(|g| {
+                let v = mlx5_ifc::View::<RoceAddrLayout>::new(g).ok()?;
+                v.bytes(RoceAddrLayout::SOURCE_L3_ADDRESS).try_into().ok()
+            })
+            .collect()
+    }
+
+    /// The port's MAC address.
+    pub(crate) fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    /// Whether the host declared itself big-endian (HOST_ENDIANNESS `he` = 1); little-endian
+    /// (0) until it says otherwise.
+    pub(crate) fn host_big_endian(&self) -> bool {
+        mlx5_ifc::View::<RegisterHostEndianness>::new(&self.host_endianness)
+            .is_ok_and(|v| v.get(RegisterHostEndianness::HE) == 1)
+    }
+
+    /// The port MTU (NIC vport `mtu`).
+    pub(crate) fn mtu(&self) -> u16 {
+        self.mtu
+    }
+
+    pub(crate) fn eui64(&self) -> u64 {
+        let m = self.mac;
+        u64::from_be_bytes([m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+    }
+}
