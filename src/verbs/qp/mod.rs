@@ -1,6 +1,7 @@
 //! Queue pairs (PRM "QP"): sizing against the device's limits ([`sizing`]), creation with a
 //! programmed context ([`create`]) and the state machine ([`modify`]).
 
+mod check;
 pub mod connect;
 pub mod create;
 pub mod modify;
