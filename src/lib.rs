@@ -44,31 +44,30 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
-
-pub mod io;
-pub mod raw;
-pub use io::platform;
+#![warn(unreachable_pub)]
 
 pub mod cm;
-pub mod device;
-pub mod error;
+mod device;
+mod error;
 pub mod eth;
 mod fw;
+pub mod io;
+pub mod raw;
 mod verbs;
 
+pub use verbs::{cq, mr, pd, qp, srq};
+
+pub use device::{BringUp, Device, DeviceConfig, FwVersion, MAX_GIDS};
+pub use error::{DeadCause, Error, Result, Wait};
 pub use fw::caps::{AtomicCap, Caps, DeviceAttr};
-pub use fw::eq;
+pub use fw::eq::Event;
 pub use fw::pages::{PageRequest, PageStats};
 pub use fw::quarantine::Quarantined;
 pub use fw::uar::Uar;
 pub use fw::vport::{GidEntry, PortState, VportInfo};
-pub use verbs::cq::{Wc, WcFlags, WcOpcode, WcStatus};
-pub use verbs::{cq, mr, pd, qp, srq, wqe};
-
-pub use device::{BringUp, Device, DeviceConfig, FwVersion};
-pub use error::{DeadCause, Error, Result, Wait};
+pub use io::platform::{DmaRegion, Platform, PlatformError};
 pub use mr::{MemoryRegion, MrAccess};
-pub use platform::{DmaRegion, Platform, PlatformError};
+pub use verbs::cq::{Wc, WcFlags, WcOpcode, WcStatus};
 
 pub use mlx5_ifc as ifc;
 

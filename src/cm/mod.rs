@@ -6,13 +6,15 @@
 //!
 //! The facts it is written from, with their sources: docs/rdma-cm-facts.md.
 
-pub mod conn;
-pub mod gsi;
-pub mod limits;
-pub mod mad;
+mod conn;
+mod gsi;
+pub(crate) mod limits;
+pub(crate) mod mad;
 mod qp;
 mod receive;
 
-pub use conn::{guid_of_mac, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Route};
+pub use conn::{
+    guid_of_mac, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Route, MAX_CONNS, MAX_LISTENS,
+};
 pub use gsi::{Gsi, GsiBufs, MadAddr, Received, QP1_QKEY};
 pub use qp::{ack_timeout, init_qp, mapped};

@@ -6,25 +6,19 @@
 //! (docs/ethernet-facts.md is the fact sheet all of it is written from).
 
 mod csum;
-pub mod flow;
-pub mod port;
-pub mod rq;
-pub mod rqt;
-pub mod rss;
-pub mod rules;
+pub(crate) mod flow;
+pub(crate) mod port;
+pub(crate) mod rq;
+pub(crate) mod rqt;
+pub(crate) mod rss;
+pub(crate) mod rules;
 #[cfg(feature = "smoltcp")]
-pub mod smol;
-pub mod sq;
-pub mod tir;
-pub mod tis;
+mod smol;
+pub(crate) mod sq;
+pub(crate) mod tir;
+pub(crate) mod tis;
 mod wq;
 
-pub use flow::{MacSteering, RxFilter, BROADCAST, MAX_MACS};
 pub use port::{EthPort, EthPortConfig, EthStats, MAX_MTU};
-pub use rq::EthRq;
-pub use rqt::Rqt;
-pub use rss::{toeplitz, MS_RSS_KEY};
-pub use rules::{FlowAction, FlowMatch, FlowRule, FlowTable};
-pub use sq::{Checksum, EthSq, EthWr, L2_INLINE};
-pub use tir::{RssFields, Tir};
-pub use tis::{Tis, TransportDomain};
+#[cfg(feature = "smoltcp")]
+pub use smol::{RxToken, TxToken};

@@ -28,9 +28,9 @@ use super::sq::{Checksum, EthSq, EthWr, L2_INLINE};
 use super::tir::{RssFields, Tir};
 use super::tis::{Tis, TransportDomain};
 use crate::error::{Error, Result};
+use crate::io::platform::Platform;
 use crate::io::HostBytes;
 use crate::mr::{MemoryRegion, MrAccess};
-use crate::platform::Platform;
 use crate::qp::{RecvWr, Sge};
 use crate::verbs::cq::Cq;
 use crate::{Device, Wc, WcOpcode, WcStatus};
@@ -122,7 +122,7 @@ pub(crate) struct TxSide<'a, P: Platform> {
 }
 
 /// Receive queues of a port at most.
-pub const MAX_QUEUES: usize = 16;
+pub(crate) const MAX_QUEUES: usize = 16;
 
 /// An Ethernet port for a network stack: one SQ, one RQ or several behind RSS, steering,
 /// buffers.

@@ -27,7 +27,7 @@ use mlx5_ifc::{LayoutError, Opcode, ViewMut};
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{PasList, QueueBuf};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::Device;
 
 /// `table_type` NIC receive.
@@ -43,7 +43,7 @@ const OUTER: u64 = 1;
 /// SET_FLOW_TABLE_ROOT `op_mod` 1: disconnect the root.
 const DISCONNECT: u16 = 1;
 /// Entries of each flow group.
-pub const GROUP_ENTRIES: u32 = 16;
+pub(crate) const GROUP_ENTRIES: u32 = 16;
 /// Groups of a table at most (a table of 2^10 entries).
 const MAX_GROUPS: usize = 64;
 

@@ -30,8 +30,8 @@ use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
+use crate::io::platform::Platform;
 use crate::io::{barrier, DmaBuf, SharedTable};
-use crate::platform::Platform;
 use crate::qp::Sge;
 use crate::verbs::cq::state::Attached;
 use crate::verbs::cq::Cq;
@@ -44,7 +44,7 @@ pub const L2_INLINE: usize = 18;
 /// Header bytes a TSO send inlines at least: Ethernet (14), IPv4 (20) and TCP (20) headers.
 const TSO_MIN_HEADERS: usize = 54;
 /// Data segments a WQE may carry (a WQE is then at most two WQEBBs).
-pub const MAX_SGE: usize = 4;
+pub(crate) const MAX_SGE: usize = 4;
 /// WQEBBs of the largest WQE.
 const MAX_WQEBBS: u32 = 2;
 /// `cs_flags`: the IPv4 header checksum, the TCP/UDP checksum.

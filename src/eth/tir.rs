@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::fw::cmd::run;
 use crate::fw::cmd::run_create;
 use crate::fw::queue::QueueBuf;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::Device;
 
 /// `disp_type` DIRECT, INDIRECT.

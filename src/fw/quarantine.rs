@@ -20,8 +20,8 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Error;
+use crate::io::platform::Platform;
 use crate::io::DmaBuf;
-use crate::platform::Platform;
 
 /// DMA memory kept from the platform because the device may still use it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlx5::io::OutOfBounds;
-use mlx5::platform::{DmaRegion, PlatformError};
+use mlx5::{DmaRegion, PlatformError};
 
 use crate::error::{human_bytes, VfioError};
 use crate::iommu::{Iommu, RangeAllocator};

@@ -14,7 +14,7 @@ use super::sizing::SendOps;
 use super::wr::{Payload, SendOp, SendWr, Sge};
 use super::write::{pack, refuse};
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::verbs::wqe::{self, opcode, DS, MAX_DS, WQEBB};
 
 /// Why the QP refuses a send work request (the check that failed), and the number the error

@@ -2,11 +2,11 @@
 //! programmed context ([`create`]) and the state machine ([`modify`]).
 
 mod check;
-pub mod connect;
-pub mod create;
-pub mod modify;
-pub mod post;
-pub mod sizing;
+mod connect;
+mod create;
+mod modify;
+mod post;
+pub(crate) mod sizing;
 mod state;
 mod wr;
 mod write;
@@ -20,7 +20,4 @@ pub use post::{Payload, RecvWr, SendOp, SendWr, Sge};
 pub use state::QpState;
 pub(crate) use write::refuse;
 
-pub use sizing::{
-    max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps,
-    SizeMode, SizedQp, SizingError,
-};
+pub use sizing::{CapField, Limit, QpCap, QpLayout, QpType, SendOps, SizingError};

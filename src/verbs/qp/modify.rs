@@ -19,7 +19,7 @@ use super::sizing::QpType;
 use super::state::QpState;
 use crate::error::{AttrProblem, Error, Result};
 use crate::fw::cmd::run;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// `log_msg_max` of every UD transition: a datagram is at most one 4 KiB MTU.
 const UD_LOG_MSG_MAX: u64 = 12;

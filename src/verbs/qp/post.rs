@@ -14,7 +14,7 @@ use super::write::{
 };
 use crate::error::{Error, Result};
 use crate::io::barrier;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::verbs::wqe::{BF_CHUNK, WQEBB};
 use crate::verbs::wr_table::{self, rq_table, sq_table};
 

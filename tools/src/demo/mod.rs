@@ -15,9 +15,9 @@ use std::time::Instant;
 
 use clap::Args as ClapArgs;
 use mlx5::mr::MrAccess;
+use mlx5::qp::UdAddr;
 use mlx5::qp::{ConnectOpts, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode, SimDevice};
-use mlx5::wqe::UdAddr;
 use mlx5::{Device, DeviceConfig, SimPlatform, Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
 
