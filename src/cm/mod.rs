@@ -1,8 +1,9 @@
 //! Connection management over QP1 (IBTA vol. 1 ch. 12), `no_std`: the GSI QP as a device
-//! service ([`gsi`]), the CM's MADs ([`mad`]) and a connection manager that sets RC
-//! connections up and tears them down the way rdma_cm peers do ([`conn`]) — so that Linux's
-//! `rping`, perftest's `-R` and any librdmacm application connect to us, and we to them.
-//! What a hostile peer can make it hold, and for how long, is bounded as [`limits`] says.
+//! service ([`Gsi`]), the CM's MADs (their layouts: `mlx5::raw::mad`) and a connection manager
+//! ([`Cm`]) that sets RC connections up and tears them down the way rdma_cm peers do — so that
+//! Linux's `rping`, perftest's `-R` and any librdmacm application connect to us, and we to
+//! them. What a hostile peer can make it hold, and for how long, is bounded (`cm/limits.rs`
+//! says how; [`CmConfig`] sets the bounds).
 //!
 //! The facts it is written from, with their sources: docs/rdma-cm-facts.md.
 

@@ -31,7 +31,7 @@ pub const BROADCAST: [u8; 6] = [0xff; 6];
 /// Which frames NIC receive steers to the TIR.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RxFilter<'m> {
-    /// Destination MACs matched exactly (unicast or multicast), at most [`MAX_MACS`].
+    /// Destination MACs matched exactly (unicast or multicast), at most `MAX_MACS` (13).
     pub macs: &'m [[u8; 6]],
     /// Frames to ff:ff:ff:ff:ff:ff (ARP requests).
     pub broadcast: bool,

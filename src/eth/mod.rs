@@ -1,8 +1,9 @@
-//! Raw Ethernet queues (issue #13), `no_std`: what a unikernel or dataplane needs to send plain
-//! Ethernet frames through the NIC — the transport domain and TIS ([`tis`]) and Ethernet send
-//! queues ([`sq`]: CREATE_SQ objects whose WQEs carry an Ethernet segment, completions on our
-//! CQs), receive queues ([`rq`]), a direct TIR in front of an RQ ([`tir`]) and the NIC receive
-//! flow table steering a destination MAC to it ([`flow`]). RSS, VLAN and TSO come next
+//! Raw Ethernet (issue #13), `no_std`: an Ethernet port ([`EthPort`]) that sends and receives
+//! plain frames through the NIC (with `smoltcp`, a `smoltcp::phy::Device`). It is made of the
+//! transport domain and TIS, Ethernet send queues (CREATE_SQ objects whose WQEs carry an
+//! Ethernet segment, completions on our CQs), receive queues, a direct TIR in front of an RQ
+//! (or an RQ table and an RSS TIR) and the NIC receive flow table steering a destination MAC to
+//! it — those objects one by one are `mlx5::raw::eth` (unstable). RSS, VLAN and TSO come next
 //! (docs/ethernet-facts.md is the fact sheet all of it is written from).
 
 mod csum;

@@ -189,7 +189,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
     }
 
     /// Opens a port with one receive queue per CQ of `rx_cqs` (a power of two up to
-    /// [`MAX_QUEUES`]). With more than one, received frames are spread by RSS as mlx5e spreads
+    /// `MAX_QUEUES`, 16). With more than one, received frames are spread by RSS as mlx5e spreads
     /// them: the MAC table forwards to a traffic-type table (level 1) whose rules send UDP (over
     /// IPv4 or IPv6) to a TIR hashing addresses and UDP ports, TCP to one hashing addresses and
     /// TCP ports, other IP to one hashing the addresses (each over an RQT of every queue, the

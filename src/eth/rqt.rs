@@ -48,7 +48,7 @@ pub struct Rqt<'d, P: Platform> {
 }
 
 impl<'d, P: Platform> Rqt<'d, P> {
-    /// CREATE_RQT over `rqs`: 2 to [`MAX_RQS`] of them, a power of two (entry `hash mod n`
+    /// CREATE_RQT over `rqs`: 2 to 64 (`MAX_RQS`) of them, a power of two (entry `hash mod n`
     /// then takes the hash's low bits, as on hardware), within `log_max_rqt_size`.
     pub fn create(dev: &'d Device<P>, rqs: &[&EthRq<'_, P>]) -> Result<Self> {
         let n = rqs.len();

@@ -62,7 +62,7 @@ pub struct EthWr<'a> {
     pub wr_id: u64,
     /// The frame's first bytes, at least [`L2_INLINE`] (the device takes them from the WQE).
     pub headers: &'a [u8],
-    /// The rest of the frame, through registered memory (at most [`MAX_SGE`] pieces).
+    /// The rest of the frame, through registered memory (at most `MAX_SGE`, 4, pieces).
     pub payload: &'a [Sge],
     /// The checksums the device fills in.
     pub checksum: Checksum,
@@ -135,7 +135,7 @@ fn refuse(field: &'static str, requested: u64, max: u64, limit: &'static str) ->
 }
 
 impl<'a, P: Platform> EthSq<'a, P> {
-    /// An SQ of room for at least `depth` frames (each up to [`MAX_SGE`] pieces) on `cq`,
+    /// An SQ of room for at least `depth` frames (each up to `MAX_SGE`, 4, pieces) on `cq`,
     /// transmitting through `tis`, moved to RDY.
     pub fn create(
         dev: &'a Device<P>,

@@ -282,7 +282,7 @@ pub struct DeviceAttr {
     pub hca_core_clock_khz: u32,
     /// `num_ports`.
     pub phys_port_cnt: u8,
-    /// Whether 8-byte atomics work with host-ordered results (see [`Caps::atomics_host_ordered`]).
+    /// Whether 8-byte atomics work with host-ordered results (`cmd_hca_cap.atomic` and the atomic caps' host-ordered bit).
     pub atomic_cap: AtomicCap,
 }
 

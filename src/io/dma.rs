@@ -397,7 +397,7 @@ pub(crate) struct RingGeometry<const STRIDE: usize> {
 }
 
 /// A [`DmaBuf`]'s start (or a part from an offset on) seen as a ring of fixed-size entries
-/// ([`DmaBuf::ring`], [`DmaBuf::ring_at`]): a CQ read through stretches that do not wrap
+/// ([`DmaBuf::ring`], `DmaBuf::ring_at`): a CQ read through stretches that do not wrap
 /// ([`DmaRing::segment`]), a send queue written by whole WQEBBs (`DmaRing<64>::write_wqebb`).
 #[derive(Debug, Clone, Copy)]
 pub struct DmaRing<'a, const STRIDE: usize> {

@@ -1,5 +1,6 @@
-//! Queue pairs (PRM "QP"): sizing against the device's limits ([`sizing`]), creation with a
-//! programmed context ([`create`]) and the state machine ([`modify`]).
+//! Queue pairs (PRM "QP"): sizing against the device's limits ([`QpCap`], [`SizingError`]),
+//! creation with a programmed context ([`Qp`], [`QpInitAttr`]), the state machine
+//! ([`Qp::modify`], [`QpAttr`]) and the data path ([`SendWr`], [`RecvWr`]).
 
 mod check;
 mod connect;
