@@ -75,7 +75,7 @@ impl QpAttrMask {
         Self(self.0 & !o.0)
     }
     /// The name of the lowest attribute in the set.
-    pub fn first_name(self) -> &'static str {
+    pub(crate) fn first_name(self) -> &'static str {
         Self::NAMES
             .iter()
             .find(|(b, _)| self.0 & b != 0)
