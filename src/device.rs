@@ -34,7 +34,7 @@ use crate::fw::quarantine::{Quarantine, Quarantined};
 use crate::fw::uar::Uar;
 use crate::fw::vport::{self, GidEntry, PortState, VportInfo};
 use crate::io::barrier;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::verbs::pd::{query_special_keys, Pd, SpecialKeys};
 
 /// Timeouts and choices of the bring-up. The defaults are the firmware's documented defaults.

@@ -4,8 +4,8 @@ use core::fmt;
 
 use mlx5_ifc::{opcode_name, CmdStatus, DeliveryStatus, HealthSyndrome, LayoutError};
 
+use crate::io::platform::PlatformError;
 use crate::io::OutOfBounds;
-use crate::platform::PlatformError;
 
 /// What a bounded wait was waiting for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,35 @@
 //! own contract). Programs that send and receive use the crate root, [`crate::qp`],
 //! [`crate::cq`], [`crate::eth`] and [`crate::cm`] instead.
 
+pub use crate::cm::limits::req_wait_ms;
+pub use crate::io::dma::{DmaBuf, DmaRing};
+pub use crate::io::shared::SharedTable;
+pub use crate::verbs::qp::sizing::{max_qp_cap, size_qp, sq_overhead, QpLimits, SizeMode, SizedQp};
+
+/// The CM's MADs as bytes (IBTA vol. 1 ch. 12 layouts, field by field): what the golden tests
+/// compare and the fuzz targets feed the CM with.
+pub mod mad {
+    pub use crate::cm::mad::*;
+}
+
+/// The Ethernet objects an [`EthPort`](crate::eth::EthPort) is made of — transport domain,
+/// TIS, send and receive queues, RQ tables, TIRs, the receive flow table and its rules — for
+/// the tests that drive them one by one.
+pub mod eth {
+    pub use crate::eth::flow::{MacSteering, RxFilter, BROADCAST};
+    pub use crate::eth::rq::EthRq;
+    pub use crate::eth::rqt::Rqt;
+    pub use crate::eth::rss::{ipv4_input, ipv6_input, toeplitz, MAX_INPUT, MS_RSS_KEY};
+    pub use crate::eth::rules::{FlowAction, FlowMatch, FlowRule, FlowTable};
+    pub use crate::eth::sq::{Checksum, EthSq, EthWr, L2_INLINE};
+    pub use crate::eth::tir::{RssFields, Tir};
+    pub use crate::eth::tis::{Tis, TransportDomain};
+    pub use crate::eth::*;
+}
+
 use crate::device::Device;
 use crate::error::Result;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// Sends one firmware command as given (`input` is the whole command input, its header
 /// included; `output` receives the whole output) on `dev`'s command queue, bypassing every

@@ -274,15 +274,15 @@ fn random_cm_messages_never_upset_the_connection_manager() {
     let mut requests = 0;
     for i in 0..400u32 {
         let attr = 0x10 + (rnd() % 7) as u16;
-        let mut m = mlx5::cm::mad::Mad::cm(attr, rnd());
+        let mut m = mlx5::raw::mad::Mad::cm(attr, rnd());
         for byte in m.0[24..].iter_mut() {
             *byte = rnd() as u8;
         }
         if i % 3 == 0 {
             // Aim at a port B listens on, so that some REQs are taken.
-            m.set(mlx5::cm::mad::req::SERVICE_ID, 0x0106_0000 | 7174);
-            m.set(mlx5::cm::mad::req::PATH_MTU, 3);
-            m.set(mlx5::cm::mad::req::TRANSPORT, 0);
+            m.set(mlx5::raw::mad::req::SERVICE_ID, 0x0106_0000 | 7174);
+            m.set(mlx5::raw::mad::req::PATH_MTU, 3);
+            m.set(mlx5::raw::mad::req::TRANSPORT, 0);
         }
         ga.send(&to, &m).unwrap();
         // Drain A's QP1 (B's answers, and A's send completions).

@@ -7,8 +7,8 @@
 //! field one side copies from the other's message (communication IDs, transaction IDs, QPNs)
 //! must match — which checks our offsets against Linux's on real bytes.
 
-use mlx5::cm::mad::{attr, dreq, hdr, ids, rep, req, CmaHdr, Mad, MAD_LEN};
 use mlx5::cm::{guid_of_mac, mapped};
+use mlx5::raw::mad::{attr, dreq, hdr, ids, rep, req, CmaHdr, Mad, MAD_LEN};
 
 fn mad(name: &str) -> Mad {
     let path = format!(

@@ -7,9 +7,9 @@ mod common;
 
 use common::cm::{greedy_req, send, to, with_ip};
 use common::*;
-use mlx5::cm::mad::{attr, dreq, ids, mra, msg, rej, req, Mad};
 use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, Gsi, GsiBufs, Route};
 use mlx5::qp::QpType;
+use mlx5::raw::mad::{attr, dreq, ids, mra, msg, rej, req, Mad};
 use mlx5::sim::{Fabric, Mode};
 
 type SimCm<'a> = Cm<'a, mlx5::SimPlatform>;
@@ -112,7 +112,7 @@ fn a_full_table_of_half_open_reqs_makes_room_for_a_new_client() {
     cb.learn(mapped(IP_A), a.vport().mac);
     cb.learn(mapped(IP_C), c.vport().mac);
     let mut greedy = Vec::new();
-    for n in 0..mlx5::cm::conn::MAX_CONNS as u32 {
+    for n in 0..mlx5::cm::MAX_CONNS as u32 {
         send(&mut ga, &to(&b, IP_B), &greedy_req(PORT, 100 + n, IP_A));
         // One at a time, so that "oldest" is well defined.
         let id = until(&mut cb, &fabric, 5, |e| match e {
@@ -565,7 +565,7 @@ fn datagrams_of_the_wrong_size_on_qp1_are_counted_and_deafen_nobody() {
     // The short one is counted in `dropped`, the long one by the device, and a client
     // connects after both.
     use mlx5::qp::ConnectOpts;
-    use mlx5::wqe::UdAddr;
+    use mlx5::qp::UdAddr;
     let fabric = Fabric::new();
     let (_sa, a) = node(&fabric, IP_A);
     let (sb, b) = node(&fabric, IP_B);

@@ -6,10 +6,10 @@ mod common;
 
 use common::*;
 use mlx5::mr::MrAccess;
+use mlx5::qp::UdAddr;
 use mlx5::qp::{ConnectOpts, Payload, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode};
 use mlx5::srq::SrqAttr;
-use mlx5::wqe::UdAddr;
 use mlx5::{WcOpcode, WcStatus};
 
 fn pattern(n: usize, seed: u8) -> Vec<u8> {
@@ -411,7 +411,7 @@ fn one_srq_feeds_several_qps() {
 
 #[test]
 fn an_armed_cq_raises_a_completion_event_and_errors_reach_the_async_eq() {
-    use mlx5::eq::Event;
+    use mlx5::Event;
     let fabric = Fabric::new();
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
@@ -503,7 +503,7 @@ fn an_armed_cq_raises_a_completion_event_and_errors_reach_the_async_eq() {
 
 #[test]
 fn caller_allocated_memory_registers_and_receives() {
-    use mlx5::io::DmaBuf;
+    use mlx5::raw::DmaBuf;
     let fabric = Fabric::new();
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);

@@ -365,7 +365,7 @@ fn the_ring_wraps_over_a_million_work_requests() {
 /// WQE kept for the next message, the QP left up.
 #[test]
 fn a_ud_message_too_long_for_the_receive_buffer_is_dropped_and_the_qp_runs_on() {
-    use mlx5::wqe::UdAddr;
+    use mlx5::qp::UdAddr;
     let fabric = Fabric::new();
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (sb, b) = nic(&fabric, Mode::Sync);

@@ -8,12 +8,12 @@
 mod common;
 
 use common::*;
-use mlx5::eth::{
+use mlx5::mr::MrAccess;
+use mlx5::qp::{RecvWr, Sge};
+use mlx5::raw::eth::{
     Checksum, EthRq, EthSq, EthWr, FlowAction, FlowMatch, FlowTable, Tir, Tis, TransportDomain,
     L2_INLINE,
 };
-use mlx5::mr::MrAccess;
-use mlx5::qp::{RecvWr, Sge};
 use mlx5::sim::{Fabric, Mode};
 use mlx5::Error;
 

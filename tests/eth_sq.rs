@@ -7,9 +7,9 @@
 mod common;
 
 use common::*;
-use mlx5::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
 use mlx5::mr::MrAccess;
 use mlx5::qp::Sge;
+use mlx5::raw::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
 use mlx5::sim::{Fabric, Mode};
 use mlx5::{Error, WcOpcode, WcStatus};
 
@@ -246,8 +246,8 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
 
 #[test]
 fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
-    use mlx5::eth::{EthRq, MacSteering, Tir};
     use mlx5::qp::RecvWr;
+    use mlx5::raw::eth::{EthRq, MacSteering, Tir};
     let fabric = Fabric::new();
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);
@@ -409,9 +409,9 @@ fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
 
 #[test]
 fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
-    use mlx5::eth::rss::{ipv4_input, MAX_INPUT};
-    use mlx5::eth::{toeplitz, EthRq, MacSteering, Rqt, RssFields, Tir, MS_RSS_KEY};
     use mlx5::qp::RecvWr;
+    use mlx5::raw::eth::{ipv4_input, MAX_INPUT};
+    use mlx5::raw::eth::{toeplitz, EthRq, MacSteering, Rqt, RssFields, Tir, MS_RSS_KEY};
     let fabric = Fabric::new();
     let (_sa, a) = nic(&fabric, Mode::Sync);
     let (_sb, b) = nic(&fabric, Mode::Sync);

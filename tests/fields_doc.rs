@@ -15,9 +15,9 @@ use common::*;
 use mlx5::ifc::consts::{cap_type, reg};
 use mlx5::ifc::prm::hca::AccessRegisterIn;
 use mlx5::ifc::{opcode_name, Opcode, View};
-use mlx5::io::DmaBuf;
 use mlx5::mr::MrAccess;
 use mlx5::qp::{Access, ConnectOpts, QpAttr, QpAttrMask as M, QpInitAttr, QpState, QpType};
+use mlx5::raw::DmaBuf;
 use mlx5::sim::{Fabric, Fault, Mode, Profile, SimDevice};
 use mlx5::srq::SrqAttr;
 use mlx5::{Device, DeviceConfig, GidEntry, SimPlatform};
@@ -214,26 +214,26 @@ fn full_life_cycle(sim: &SimDevice, dev: Device<SimPlatform>) {
         mine.dereg().unwrap();
         mr.dereg().unwrap();
         // Raw Ethernet: the transport domain, a TIS, an SQ (created, moved to RDY, destroyed).
-        let td = mlx5::eth::TransportDomain::alloc(&dev).unwrap();
-        let tis = mlx5::eth::Tis::create(&dev, &td).unwrap();
-        let sq = mlx5::eth::EthSq::create(&dev, &cq, &tis, 4).unwrap();
+        let td = mlx5::raw::eth::TransportDomain::alloc(&dev).unwrap();
+        let tis = mlx5::raw::eth::Tis::create(&dev, &td).unwrap();
+        let sq = mlx5::raw::eth::EthSq::create(&dev, &cq, &tis, 4).unwrap();
         sq.destroy().unwrap();
         let rx_cq = dev.create_cq(8).unwrap();
-        let rq = mlx5::eth::EthRq::create(&dev, &rx_cq, 4).unwrap();
-        let tir = mlx5::eth::Tir::direct(&dev, &td, &rq).unwrap();
-        let steer = mlx5::eth::MacSteering::create(&dev, mac, &tir).unwrap();
+        let rq = mlx5::raw::eth::EthRq::create(&dev, &rx_cq, 4).unwrap();
+        let tir = mlx5::raw::eth::Tir::direct(&dev, &td, &rq).unwrap();
+        let steer = mlx5::raw::eth::MacSteering::create(&dev, mac, &tir).unwrap();
         steer.destroy().unwrap();
         tir.destroy().unwrap();
         // RSS: a second RQ, an RQT of the two, a Toeplitz TIR over it.
         let rx_cq2 = dev.create_cq(8).unwrap();
-        let rq2 = mlx5::eth::EthRq::create(&dev, &rx_cq2, 4).unwrap();
-        let rqt = mlx5::eth::Rqt::create(&dev, &[&rq, &rq2]).unwrap();
-        let rss = mlx5::eth::Tir::rss(
+        let rq2 = mlx5::raw::eth::EthRq::create(&dev, &rx_cq2, 4).unwrap();
+        let rqt = mlx5::raw::eth::Rqt::create(&dev, &[&rq, &rq2]).unwrap();
+        let rss = mlx5::raw::eth::Tir::rss(
             &dev,
             &td,
             &rqt,
-            &mlx5::eth::MS_RSS_KEY,
-            mlx5::eth::RssFields::Ipv4Tcp,
+            &mlx5::raw::eth::MS_RSS_KEY,
+            mlx5::raw::eth::RssFields::Ipv4Tcp,
         )
         .unwrap();
         rss.destroy().unwrap();

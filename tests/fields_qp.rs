@@ -14,9 +14,9 @@ use mlx5::ifc::prm::qp::{Init2rtrQpIn, Qpc, Rst2initQpIn, Rtr2rtsQpIn};
 use mlx5::ifc::prm::vport::SetRoceAddressIn;
 use mlx5::ifc::{Layout, Opcode, View};
 use mlx5::mr::MrAccess;
+use mlx5::qp::UdAddr;
 use mlx5::qp::{ConnectOpts, QpType, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
-use mlx5::wqe::UdAddr;
 use mlx5::{AtomicCap, Error};
 
 /// `(op_mod, input)` of every successful command `opcode` the device received.

@@ -6,11 +6,11 @@
 mod common;
 
 use common::*;
-use mlx5::io::{DmaBuf, SharedTable};
 use mlx5::mr::MrAccess;
 use mlx5::qp::{
     Payload, QpAttr, QpAttrMask as M, QpInitAttr, QpState, QpType, RecvWr, SendOp, SendWr, Sge,
 };
+use mlx5::raw::{DmaBuf, SharedTable};
 use mlx5::sim::{Fabric, Fault, Mode, Profile, SimDevice};
 use mlx5::srq::SrqAttr;
 use mlx5::{Device, DeviceConfig, Error, Quarantined, SimPlatform, Wait, WcStatus};

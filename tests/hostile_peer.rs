@@ -177,7 +177,7 @@ pub(crate) struct App<'a> {
 
 impl<'a> App<'a> {
     pub fn new(cm: SimCm<'a>, name: &'static str) -> Self {
-        let cap_ns = mlx5::cm::limits::req_wait_ms(cm.config(), 31, 15) * MS;
+        let cap_ns = mlx5::raw::req_wait_ms(cm.config(), 31, 15) * MS;
         App {
             cm,
             name,
@@ -418,7 +418,7 @@ fn soak() {
             app.name
         );
         assert_eq!(app.cm.events_lost, 0, "{}: events lost", app.name);
-        assert!(app.table_hwm <= mlx5::cm::conn::MAX_CONNS);
+        assert!(app.table_hwm <= mlx5::cm::MAX_CONNS);
     }
     let (tcp_bytes, ports) = tcp.finish();
     // Every frame a NIC put in its Ethernet receive queue was passed up by the port, or
@@ -472,7 +472,7 @@ fn soak() {
             a.rejected,
             a.forgotten,
             a.table_hwm,
-            mlx5::cm::conn::MAX_CONNS,
+            mlx5::cm::MAX_CONNS,
             a.held_max_ns / MS,
             a.cap_ns / MS
         )

@@ -25,8 +25,8 @@ const CRATES: &[(&str, &str, &str, bool)] = &[
     (
         "mlx5-unikernel-example",
         "tools/unikernel/src",
-        "main.rs",
-        false,
+        "lib.rs",
+        true,
     ),
 ];
 

@@ -117,7 +117,7 @@ fn workload(mode: Mode, rounds: u32, seed: u64) {
     };
     let (sim, dev) = open(policy, mode, DeviceConfig::default());
     let pd = dev.pd();
-    let mut events = [mlx5::eq::Event::default(); 8];
+    let mut events = [mlx5::Event::default(); 8];
     for round in 0..rounds {
         let cq = dev.create_cq(64).expect("create_cq");
         let srq = dev
@@ -352,7 +352,7 @@ fn a_reclaim_naming_a_page_not_ours_is_refused_and_kept_from_reuse() {
         "the named page of ours: lost, not freed"
     );
     assert_eq!(sim.pages_held(), held - 2, "the device did give both back");
-    let mut ev = [mlx5::eq::Event::default(); 4];
+    let mut ev = [mlx5::Event::default(); 4];
     assert_eq!(
         dev.poll_async_events(&mut ev).unwrap(),
         0,
@@ -411,7 +411,7 @@ fn page_requests_that_lie_are_not_trusted() {
         value: 5,
     });
     sim.request_pages(3);
-    let mut ev = [mlx5::eq::Event::default(); 4];
+    let mut ev = [mlx5::Event::default(); 4];
     assert_eq!(dev.poll_async_events(&mut ev).unwrap(), 0);
     assert_eq!(
         (dev.page_stats().requests, dev.page_stats().failures),

@@ -384,7 +384,7 @@ fn a_polling_loop_holds_the_cq_and_arms_it_through_the_poller() {
     }
     assert_eq!(ids, (0..40).collect::<Vec<_>>());
     q.post_send(&wrs[..1]).unwrap();
-    let blank = mlx5::eq::Event {
+    let blank = mlx5::Event {
         event_type: 0xff,
         sub_type: 0,
         data: [0; 28],

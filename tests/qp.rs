@@ -1,7 +1,8 @@
 //! create_qp on the simulated ConnectX-5: the seed's examples, the programmed context (decoded
 //! from the command trace with the reference offsets), SRQs, CQs, and object accounting.
 
-use mlx5::qp::{CapField, QpCap, QpInitAttr, QpType, SendOps, SizeMode, SizingError};
+use mlx5::qp::{CapField, QpCap, QpInitAttr, QpType, SendOps, SizingError};
+use mlx5::raw::SizeMode;
 use mlx5::sim::{Mode, ObjectKind, Profile, SimDevice};
 use mlx5::srq::SrqAttr;
 use mlx5::{Device, DeviceConfig, Error, SimPlatform};

@@ -2,9 +2,8 @@
 //! row computed by executing the mlx5 provider's own sizing logic, plus the seed's examples,
 //! the limit answers and the error messages.
 
-use mlx5::qp::{
-    max_qp_cap, size_qp, CapField, Limit, QpCap, QpLimits, QpType, SendOps, SizeMode, SizingError,
-};
+use mlx5::qp::{CapField, Limit, QpCap, QpType, SendOps, SizingError};
+use mlx5::raw::{max_qp_cap, size_qp, QpLimits, SizeMode};
 
 const CX5: QpLimits = QpLimits {
     max_wqe_sz_sq: 1024,

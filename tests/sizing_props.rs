@@ -1,9 +1,8 @@
 //! Properties of QP sizing over random devices and requests: granted ≥ requested, the granted
 //! layout fits the hardware, and every error names a field whose request really exceeds what fits.
 
-use mlx5::qp::{
-    size_qp, sq_overhead, CapField, QpCap, QpLimits, QpType, SendOps, SizeMode, SizingError,
-};
+use mlx5::qp::{CapField, QpCap, QpType, SendOps, SizingError};
+use mlx5::raw::{size_qp, sq_overhead, QpLimits, SizeMode};
 use proptest::prelude::*;
 
 fn limits() -> impl Strategy<Value = QpLimits> {

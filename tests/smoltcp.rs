@@ -439,8 +439,8 @@ fn rss_spreads_udp_flows_over_four_queues_through_the_traffic_type_table() {
 }
 
 fn rss_udp() {
-    use mlx5::eth::rss::{ipv4_input, MAX_INPUT};
-    use mlx5::eth::{toeplitz, MS_RSS_KEY};
+    use mlx5::raw::eth::{ipv4_input, MAX_INPUT};
+    use mlx5::raw::eth::{toeplitz, MS_RSS_KEY};
     let fabric = Fabric::new();
     let (_sa, da) = nic(&fabric, Mode::Sync);
     let (sb, db) = nic(&fabric, Mode::Sync);
@@ -529,8 +529,8 @@ fn rss_udp() {
 
 #[test]
 fn ipv6_udp_flows_spread_by_rss_as_toeplitz_predicts() {
-    use mlx5::eth::rss::{ipv6_input, MAX_INPUT};
-    use mlx5::eth::{toeplitz, MS_RSS_KEY};
+    use mlx5::raw::eth::{ipv6_input, MAX_INPUT};
+    use mlx5::raw::eth::{toeplitz, MS_RSS_KEY};
     let fabric = Fabric::new();
     let (_sa, da) = nic(&fabric, Mode::Sync);
     let (_sb, db) = nic(&fabric, Mode::Sync);

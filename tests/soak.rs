@@ -291,7 +291,7 @@ fn round(dev: &Device<SimPlatform>, sim: &SimDevice, rng: &mut Rng, t: &mut Tall
             Err(e) => note(t, &e),
         }
         poll_some(dev, &cq, &posted, &mut seen, t);
-        let mut ev = [mlx5::eq::Event::default(); 8];
+        let mut ev = [mlx5::Event::default(); 8];
         if let Err(e) = dev.poll_async_events(&mut ev) {
             note(t, &e);
         }

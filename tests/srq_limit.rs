@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use mlx5::eq::Event;
 use mlx5::ifc::event::SRQ_RQ_LIMIT;
 use mlx5::ifc::prm::srq::{CreateRmpIn, ModifyRmpIn, Rmpc, Wq};
 use mlx5::ifc::{Opcode, View};
@@ -16,6 +15,7 @@ use mlx5::qp::{ConnectOpts, QpInitAttr, QpType, RecvWr, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode};
 use mlx5::srq::SrqAttr;
 use mlx5::Error;
+use mlx5::Event;
 
 fn limit_events(dev: &Dev) -> Vec<u32> {
     let mut out = [Event::default(); 16];

@@ -17,7 +17,7 @@ use super::gsi::{Gsi, MadAddr};
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
 use super::qp::{ack_timeout, init_qp, mapped};
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 // An argument refused before anything was sent: the verbs' error.
 use crate::qp::{AhAttr, Mtu, Qp, QpAttr, QpAttrMask as M, QpState, QpType};
 use crate::verbs::qp::refuse as wrong;
@@ -27,9 +27,9 @@ pub const MAX_CONNS: usize = 16;
 /// Ports listened on at once.
 pub const MAX_LISTENS: usize = 8;
 /// Bytes of user private data in a REQ after rdma_cm's header.
-pub const REQ_USER_DATA: usize = 56;
+pub(super) const REQ_USER_DATA: usize = 56;
 /// Bytes of private data in a REP.
-pub const REP_DATA: usize = 196;
+pub(super) const REP_DATA: usize = 196;
 
 /// A connection, named by our local communication ID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

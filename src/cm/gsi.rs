@@ -9,20 +9,20 @@
 
 use crate::cm::mad::{Mad, MAD_LEN};
 use crate::error::{Error, Result};
+use crate::io::platform::Platform;
 use crate::mr::{MemoryRegion, MrAccess};
-use crate::platform::Platform;
 use crate::qp::{Qp, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType, RecvWr};
 use crate::qp::{SendOp, SendWr, Sge};
 use crate::verbs::cq::Cq;
-use crate::wqe::UdAddr;
+use crate::verbs::wqe::UdAddr;
 use crate::{Device, WcOpcode, WcStatus};
 
 /// The Q_Key of QP1 (IBTA: `IB_QP1_QKEY`).
 pub const QP1_QKEY: u32 = 0x8001_0000;
 /// Receives kept posted.
-pub const RECV_SLOTS: usize = 64;
+pub(super) const RECV_SLOTS: usize = 64;
 /// Sends in flight at most.
-pub const SEND_SLOTS: usize = 32;
+pub(super) const SEND_SLOTS: usize = 32;
 /// Bytes of a receive slot: the 40-byte network header area and the MAD.
 const RECV_BYTES: usize = 40 + MAD_LEN;
 /// Stride of the receive slots in the buffer.
@@ -319,7 +319,7 @@ impl<'a, P: Platform> Gsi<'a, P> {
 /// The source and destination GIDs of the 40-byte network header area of a RoCE v2 receive:
 /// an IPv4 header at 20..40 (version 4, IHL 5, a valid checksum, as ib_core recognises it),
 /// or an IPv6 header.
-pub fn network_gids(h: &[u8]) -> Option<([u8; 16], [u8; 16])> {
+pub(super) fn network_gids(h: &[u8]) -> Option<([u8; 16], [u8; 16])> {
     if h.len() < 40 {
         return None;
     }

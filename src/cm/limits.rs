@@ -41,19 +41,19 @@ use super::conn::{Cm, CmConfig, CmEvent, CmId, State, MAX_CONNS};
 use super::gsi::MadAddr;
 use super::mad::{self, attr, ids, msg, reason, rej, Mad};
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// The longest MRA service timeout we wait out (code 24: 2^16 ms ≈ 68.7 s — what rdma_cm
 /// itself sends, `CMA_CM_MRA_SETTING`), unless our own CM response timeout is longer.
-pub const MRA_MAX_SERVICE_TIMEOUT: u8 = 24;
+pub(crate) const MRA_MAX_SERVICE_TIMEOUT: u8 = 24;
 
 /// A CM response timeout code a peer named, capped at ours.
-pub fn cap_timeout(cfg: &CmConfig, t: u64) -> u8 {
+pub(crate) fn cap_timeout(cfg: &CmConfig, t: u64) -> u8 {
     (t.min(31) as u8).min(cfg.cm_response_timeout)
 }
 
 /// A CM retry count a peer named, capped at ours.
-pub fn cap_retries(cfg: &CmConfig, r: u64) -> u8 {
+pub(crate) fn cap_retries(cfg: &CmConfig, r: u64) -> u8 {
     (r.min(15) as u8).min(cfg.max_cm_retries)
 }
 
@@ -67,7 +67,7 @@ pub fn req_wait_ms(cfg: &CmConfig, remote_timeout: u64, retries: u64) -> u64 {
 
 /// How much longer an MRA with `service_timeout` lets us wait for an answer, in ms (the
 /// connection's ACK timeout code `ack_timeout` added, as Linux adds the path's).
-pub fn mra_wait_ms(cfg: &CmConfig, service_timeout: u64, ack_timeout: u8) -> u64 {
+pub(crate) fn mra_wait_ms(cfg: &CmConfig, service_timeout: u64, ack_timeout: u8) -> u64 {
     let cap = MRA_MAX_SERVICE_TIMEOUT.max(cfg.cm_response_timeout);
     let t = (service_timeout.min(31) as u8).min(cap);
     mad::timeout_ms(t) + mad::timeout_ms(ack_timeout.min(cap))

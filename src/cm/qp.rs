@@ -4,7 +4,7 @@
 //! messages need (ACK timeout, MTU enum, IPv4-mapped GIDs).
 
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::qp::{Access, Mtu, Qp, QpAttr, QpAttrMask as M, QpState};
 
 /// `cm_ack_timeout`: the ACK timeout of a path from a CA's ACK delay and the packet life time.

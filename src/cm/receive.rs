@@ -9,7 +9,7 @@ use super::limits;
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
 use super::qp::{ack_timeout, mtu_of};
 use crate::error::Result;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 impl<P: Platform> Cm<'_, P> {
     /// Takes in MADs, runs the timers, and returns the next event, if any. Only the device

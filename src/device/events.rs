@@ -7,7 +7,7 @@ use crate::fw::cmd::Slot;
 use crate::fw::eq::{Eq, Event};
 use crate::fw::page_req::{self, PageRequestEvent};
 use crate::fw::pages::{PageRequest, PageStats};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 use super::Device;
 

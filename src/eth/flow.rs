@@ -17,21 +17,21 @@
 use super::rules::{FlowAction, FlowMatch, FlowTable};
 use super::tir::Tir;
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::Device;
 
 /// log2 of the table's entries: room for three groups of 16 (exact, group bit, all).
 const LOG_SIZE: u8 = 6;
 /// Addresses an [`RxFilter`] may list (the exact group's 16 entries, less broadcast and
 /// room to spare).
-pub const MAX_MACS: usize = 13;
+pub(crate) const MAX_MACS: usize = 13;
 /// The broadcast address.
 pub const BROADCAST: [u8; 6] = [0xff; 6];
 
 /// Which frames NIC receive steers to the TIR.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RxFilter<'m> {
-    /// Destination MACs matched exactly (unicast or multicast), at most [`MAX_MACS`].
+    /// Destination MACs matched exactly (unicast or multicast), at most `MAX_MACS` (13).
     pub macs: &'m [[u8; 6]],
     /// Frames to ff:ff:ff:ff:ff:ff (ARP requests).
     pub broadcast: bool,
@@ -72,7 +72,7 @@ impl<'d, P: Platform> MacSteering<'d, P> {
 
     /// Frames `filter` accepts go to `tir`; the table becomes NIC receive's root. Refused by
     /// name if the filter accepts nothing or lists more than [`MAX_MACS`] addresses.
-    pub fn with_filter(
+    pub(crate) fn with_filter(
         dev: &'d Device<P>,
         filter: &RxFilter<'_>,
         tir: &Tir<'_, P>,
@@ -82,7 +82,7 @@ impl<'d, P: Platform> MacSteering<'d, P> {
 
     /// Frames `filter` accepts go on to `table` (a flow table of a higher level: a port's
     /// traffic-type table in front of its RSS TIRs); this table becomes NIC receive's root.
-    pub fn with_filter_to_table(
+    pub(crate) fn with_filter_to_table(
         dev: &'d Device<P>,
         filter: &RxFilter<'_>,
         table: &FlowTable<'_, P>,

@@ -28,9 +28,9 @@ use super::sq::{Checksum, EthSq, EthWr, L2_INLINE};
 use super::tir::{RssFields, Tir};
 use super::tis::{Tis, TransportDomain};
 use crate::error::{Error, Result};
+use crate::io::platform::Platform;
 use crate::io::HostBytes;
 use crate::mr::{MemoryRegion, MrAccess};
-use crate::platform::Platform;
 use crate::qp::{RecvWr, Sge};
 use crate::verbs::cq::Cq;
 use crate::{Device, Wc, WcOpcode, WcStatus};
@@ -122,7 +122,7 @@ pub(crate) struct TxSide<'a, P: Platform> {
 }
 
 /// Receive queues of a port at most.
-pub const MAX_QUEUES: usize = 16;
+pub(crate) const MAX_QUEUES: usize = 16;
 
 /// An Ethernet port for a network stack: one SQ, one RQ or several behind RSS, steering,
 /// buffers.
@@ -189,7 +189,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
     }
 
     /// Opens a port with one receive queue per CQ of `rx_cqs` (a power of two up to
-    /// [`MAX_QUEUES`]). With more than one, received frames are spread by RSS as mlx5e spreads
+    /// `MAX_QUEUES`, 16). With more than one, received frames are spread by RSS as mlx5e spreads
     /// them: the MAC table forwards to a traffic-type table (level 1) whose rules send UDP (over
     /// IPv4 or IPv6) to a TIR hashing addresses and UDP ports, TCP to one hashing addresses and
     /// TCP ports, other IP to one hashing the addresses (each over an RQT of every queue, the

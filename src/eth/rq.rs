@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::ceil_log2;
 use crate::io::barrier;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::qp::RecvWr;
 use crate::verbs::cq::state::{Attached, RecvTable};
 use crate::verbs::cq::Cq;

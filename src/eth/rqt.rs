@@ -11,11 +11,11 @@ use super::rq::EthRq;
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::PasList;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::Device;
 
 /// RQs an RQT of this driver lists at most.
-pub const MAX_RQS: usize = 64;
+pub(crate) const MAX_RQS: usize = 64;
 
 /// The RQ list after CREATE_RQT's fixed part: 4 bytes per RQ, two per 8-byte unit (the count
 /// is even).
@@ -48,7 +48,7 @@ pub struct Rqt<'d, P: Platform> {
 }
 
 impl<'d, P: Platform> Rqt<'d, P> {
-    /// CREATE_RQT over `rqs`: 2 to [`MAX_RQS`] of them, a power of two (entry `hash mod n`
+    /// CREATE_RQT over `rqs`: 2 to 64 (`MAX_RQS`) of them, a power of two (entry `hash mod n`
     /// then takes the hash's low bits, as on hardware), within `log_max_rqt_size`.
     pub fn create(dev: &'d Device<P>, rqs: &[&EthRq<'_, P>]) -> Result<Self> {
         let n = rqs.len();
@@ -90,7 +90,7 @@ impl<'d, P: Platform> Rqt<'d, P> {
     }
 
     /// Its number.
-    pub fn rqtn(&self) -> u32 {
+    pub(crate) fn rqtn(&self) -> u32 {
         self.rqtn
     }
 

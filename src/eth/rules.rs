@@ -29,11 +29,11 @@ use mlx5_ifc::{LayoutError, Opcode, ViewMut};
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{PasList, QueueBuf};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::Device;
 
 /// Entries of each flow group.
-pub const GROUP_ENTRIES: u32 = 16;
+pub(crate) const GROUP_ENTRIES: u32 = 16;
 /// Groups of a table at most (a table of 2^10 entries).
 const MAX_GROUPS: usize = 64;
 

@@ -18,9 +18,9 @@ use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Med
 use smoltcp::time::Instant;
 
 use super::port::{EthPort, TxSide};
+use crate::io::platform::Platform;
 use crate::io::HostBytes;
 use crate::mr::MemoryRegion;
-use crate::platform::Platform;
 
 /// A received frame, lent from the port's receive stage.
 #[derive(Debug)]

@@ -32,8 +32,8 @@ use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
+use crate::io::platform::Platform;
 use crate::io::{barrier, DmaBuf, SharedTable};
-use crate::platform::Platform;
 use crate::qp::Sge;
 use crate::verbs::cq::state::Attached;
 use crate::verbs::cq::Cq;
@@ -46,7 +46,7 @@ pub const L2_INLINE: usize = 18;
 /// Header bytes a TSO send inlines at least: Ethernet (14), IPv4 (20) and TCP (20) headers.
 const TSO_MIN_HEADERS: usize = 54;
 /// Data segments a WQE may carry (a WQE is then at most two WQEBBs).
-pub const MAX_SGE: usize = 4;
+pub(crate) const MAX_SGE: usize = 4;
 /// WQEBBs of the largest WQE.
 const MAX_WQEBBS: u32 = 2;
 
@@ -57,7 +57,7 @@ pub struct EthWr<'a> {
     pub wr_id: u64,
     /// The frame's first bytes, at least [`L2_INLINE`] (the device takes them from the WQE).
     pub headers: &'a [u8],
-    /// The rest of the frame, through registered memory (at most [`MAX_SGE`] pieces).
+    /// The rest of the frame, through registered memory (at most `MAX_SGE`, 4, pieces).
     pub payload: &'a [Sge],
     /// The checksums the device fills in.
     pub checksum: Checksum,
@@ -130,7 +130,7 @@ fn refuse(field: &'static str, requested: u64, max: u64, limit: &'static str) ->
 }
 
 impl<'a, P: Platform> EthSq<'a, P> {
-    /// An SQ of room for at least `depth` frames (each up to [`MAX_SGE`] pieces) on `cq`,
+    /// An SQ of room for at least `depth` frames (each up to `MAX_SGE`, 4, pieces) on `cq`,
     /// transmitting through `tis`, moved to RDY.
     pub fn create(
         dev: &'a Device<P>,

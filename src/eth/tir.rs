@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::fw::cmd::run;
 use crate::fw::cmd::run_create;
 use crate::fw::queue::QueueBuf;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::Device;
 
 /// The fields an RSS TIR hashes (`rx_hash_field_selector_outer`).

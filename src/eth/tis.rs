@@ -10,7 +10,7 @@ use mlx5_ifc::Opcode;
 
 use crate::error::Result;
 use crate::fw::cmd::run;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::Device;
 
 /// A transport domain: the scope TIS and TIR objects share (loopback between them is
@@ -42,7 +42,7 @@ impl<'d, P: Platform> TransportDomain<'d, P> {
     }
 
     /// Its number.
-    pub fn tdn(&self) -> u32 {
+    pub(crate) fn tdn(&self) -> u32 {
         self.tdn
     }
 
@@ -106,7 +106,7 @@ impl<'d, P: Platform> Tis<'d, P> {
     }
 
     /// Its number.
-    pub fn tisn(&self) -> u32 {
+    pub(crate) fn tisn(&self) -> u32 {
         self.tisn
     }
 

@@ -4,8 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::fw::queue::{alloc_dbr, QueueBuf};
+use crate::io::platform::Platform;
 use crate::io::{DmaBuf, SharedTable};
-use crate::platform::Platform;
 use crate::verbs::cq::Cq;
 use crate::Device;
 

@@ -10,7 +10,7 @@ use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap, PerProtocolNetworkingOffloadCap
 use mlx5_ifc::{Field, View};
 
 /// Size of a capability image (`cmd_hca_cap`, `roce_cap`, `atomic_caps`).
-pub const CAP_BYTES: usize = 256;
+pub(crate) const CAP_BYTES: usize = 256;
 
 /// The capabilities of an initialized device.
 #[derive(Clone, PartialEq, Eq)]
@@ -35,11 +35,11 @@ impl core::fmt::Debug for Caps {
 }
 
 macro_rules! cap_getters {
-    ($($(#[$m:meta])* $name:ident: $field:ident as $ty:ty;)*) => {
+    ($($(#[$m:meta])* $vis:vis $name:ident: $field:ident as $ty:ty;)*) => {
         $(
             $(#[$m])*
             #[doc = concat!("`cmd_hca_cap.", stringify!($name), "` (current).")]
-            pub fn $name(&self) -> $ty {
+            $vis fn $name(&self) -> $ty {
                 self.gen(CmdHcaCap::$field) as $ty
             }
         )*
@@ -65,7 +65,7 @@ impl Caps {
     }
 
     /// The same capabilities with the Ethernet offload capabilities `eth` (current).
-    pub fn with_eth(mut self, eth: [u8; CAP_BYTES]) -> Self {
+    pub(crate) fn with_eth(mut self, eth: [u8; CAP_BYTES]) -> Self {
         self.eth = eth;
         self
     }
@@ -79,19 +79,14 @@ impl Caps {
     }
 
     /// An atomic capability field (`atomic_caps`, current).
-    pub fn atomic_field(&self, f: Field<AtomicCaps>) -> u64 {
+    pub(crate) fn atomic_field(&self, f: Field<AtomicCaps>) -> u64 {
         View::<AtomicCaps>::new(&self.atomic).map_or(0, |v| v.get(f))
     }
 
     /// The `vhca_port_num` SET_ROCE_ADDRESS carries: port 1 when the device counts vHCA ports
     /// (`num_vhca_ports` > 0), else 0 — the field left unset (Linux `mlx5_core_roce_gid_set`).
-    pub fn roce_port(&self) -> u8 {
+    pub(crate) fn roce_port(&self) -> u8 {
         u8::from(self.num_vhca_ports() > 0)
-    }
-
-    /// The raw `atomic_caps` image (current).
-    pub fn atomic_raw(&self) -> &[u8; CAP_BYTES] {
-        &self.atomic
     }
 
     /// The responder atomic mode an RC QP with remote atomics gets (`qpc.atomic_mode`), or `None`
@@ -117,7 +112,7 @@ impl Caps {
     /// of 8 bytes, and the value they return written in host order — the requester endianness
     /// mode is host (`atomic_req_8B_endianness_mode` = 1), or the host is big-endian anyway.
     /// Linux (mlx5_ib `get_atomic_caps`) reports `IB_ATOMIC_NONE` otherwise.
-    pub fn atomics_host_ordered(&self) -> bool {
+    pub(crate) fn atomics_host_ordered(&self) -> bool {
         let both = ac::OPS_CMP_SWAP | ac::OPS_FETCH_ADD;
         self.atomic() == 1
             && self.atomic_field(AtomicCaps::ATOMIC_OPERATIONS) & both == both
@@ -132,7 +127,7 @@ impl Caps {
     }
 
     /// A RoCE capability field.
-    pub fn roce_field(&self, f: Field<RoceCap>) -> u64 {
+    pub(crate) fn roce_field(&self, f: Field<RoceCap>) -> u64 {
         View::<RoceCap>::new(&self.roce).map_or(0, |v| v.get(f))
     }
 
@@ -143,76 +138,50 @@ impl Caps {
             .get_by_name(name)
     }
 
-    /// Any general capability by its `mlx5_ifc` field name (device maximum).
-    pub fn get_max(&self, name: &str) -> Option<u64> {
-        View::<CmdHcaCap>::new(&self.general_max)
-            .ok()?
-            .get_by_name(name)
-    }
-
-    /// The raw current `cmd_hca_cap` image.
-    pub fn general_raw(&self) -> &[u8; CAP_BYTES] {
-        &self.general
-    }
-
-    /// The raw `roce_cap` image.
-    pub fn roce_raw(&self) -> &[u8; CAP_BYTES] {
-        &self.roce
-    }
-
     cap_getters! {
-        log_max_qp_sz: LOG_MAX_QP_SZ as u8;
-        log_max_qp: LOG_MAX_QP as u8;
-        log_max_srq_sz: LOG_MAX_SRQ_SZ as u8;
-        log_max_srq: LOG_MAX_SRQ as u8;
-        log_max_cq_sz: LOG_MAX_CQ_SZ as u8;
-        log_max_cq: LOG_MAX_CQ as u8;
-        log_max_eq_sz: LOG_MAX_EQ_SZ as u8;
-        log_max_eq: LOG_MAX_EQ as u8;
-        log_max_mkey: LOG_MAX_MKEY as u8;
-        log_max_pd: LOG_MAX_PD as u8;
-        log_max_xrcd: LOG_MAX_XRCD as u8;
-        log_max_ra_req_qp: LOG_MAX_RA_REQ_QP as u8;
-        log_max_ra_res_qp: LOG_MAX_RA_RES_QP as u8;
-        log_max_msg: LOG_MAX_MSG as u8;
-        log_max_klm_list_size: LOG_MAX_KLM_LIST_SIZE as u8;
-        log_max_mcg: LOG_MAX_MCG as u8;
-        max_qp_mcg: MAX_QP_MCG as u32;
-        log_pg_sz: LOG_PG_SZ as u8;
-        max_wqe_sz_sq: MAX_WQE_SZ_SQ as u32;
-        max_wqe_sz_rq: MAX_WQE_SZ_RQ as u32;
-        max_wqe_sz_sq_dc: MAX_WQE_SZ_SQ_DC as u32;
-        bf: BF as u8;
-        log_bf_reg_size: LOG_BF_REG_SIZE as u8;
-        cqe_version: CQE_VERSION as u8;
-        port_type: PORT_TYPE as u8;
-        num_ports: NUM_PORTS as u8;
-        roce: ROCE as u8;
-        rc: RC as u8;
-        uc: UC as u8;
-        ud: UD as u8;
-        xrc: XRC as u8;
-        atomic: ATOMIC as u8;
-        cmdif_checksum: CMDIF_CHECKSUM as u8;
-        driver_version: DRIVER_VERSION as u8;
-        device_frequency_khz: DEVICE_FREQUENCY_KHZ as u32;
-        uar_4k: UAR_4K as u8;
-        uar_sz: UAR_SZ as u8;
-        max_tc: MAX_TC as u8;
-        imaicl: IMAICL as u8;
-        num_vhca_ports: NUM_VHCA_PORTS as u8;
-        sw_owner_id: SW_OWNER_ID as u8;
-        roce_rw_supported: ROCE_RW_SUPPORTED as u8;
+        pub log_max_qp_sz: LOG_MAX_QP_SZ as u8;
+        pub log_max_qp: LOG_MAX_QP as u8;
+        pub log_max_srq_sz: LOG_MAX_SRQ_SZ as u8;
+        pub log_max_srq: LOG_MAX_SRQ as u8;
+        pub log_max_cq_sz: LOG_MAX_CQ_SZ as u8;
+        pub log_max_cq: LOG_MAX_CQ as u8;
+        pub log_max_eq_sz: LOG_MAX_EQ_SZ as u8;
+        pub log_max_eq: LOG_MAX_EQ as u8;
+        pub log_max_mkey: LOG_MAX_MKEY as u8;
+        pub log_max_pd: LOG_MAX_PD as u8;
+        pub log_max_ra_req_qp: LOG_MAX_RA_REQ_QP as u8;
+        pub log_max_ra_res_qp: LOG_MAX_RA_RES_QP as u8;
+        pub log_max_msg: LOG_MAX_MSG as u8;
+        pub(crate) log_max_klm_list_size: LOG_MAX_KLM_LIST_SIZE as u8;
+        pub(crate) log_max_mcg: LOG_MAX_MCG as u8;
+        pub(crate) max_qp_mcg: MAX_QP_MCG as u32;
+        pub log_pg_sz: LOG_PG_SZ as u8;
+        pub max_wqe_sz_sq: MAX_WQE_SZ_SQ as u32;
+        pub max_wqe_sz_rq: MAX_WQE_SZ_RQ as u32;
+        pub max_wqe_sz_sq_dc: MAX_WQE_SZ_SQ_DC as u32;
+        pub bf: BF as u8;
+        pub log_bf_reg_size: LOG_BF_REG_SIZE as u8;
+        pub cqe_version: CQE_VERSION as u8;
+        pub(crate) port_type: PORT_TYPE as u8;
+        pub(crate) num_ports: NUM_PORTS as u8;
+        pub roce: ROCE as u8;
+        pub rc: RC as u8;
+        pub uc: UC as u8;
+        pub ud: UD as u8;
+        pub xrc: XRC as u8;
+        pub atomic: ATOMIC as u8;
+        pub cmdif_checksum: CMDIF_CHECKSUM as u8;
+        pub(crate) driver_version: DRIVER_VERSION as u8;
+        pub(crate) device_frequency_khz: DEVICE_FREQUENCY_KHZ as u32;
+        pub(crate) imaicl: IMAICL as u8;
+        pub num_vhca_ports: NUM_VHCA_PORTS as u8;
+        pub sw_owner_id: SW_OWNER_ID as u8;
+        pub roce_rw_supported: ROCE_RW_SUPPORTED as u8;
     }
 
     /// The RoCE GID table size (`roce_cap.roce_address_table_size`).
-    pub fn roce_address_table_size(&self) -> u32 {
+    pub(crate) fn roce_address_table_size(&self) -> u32 {
         self.roce_field(RoceCap::ROCE_ADDRESS_TABLE_SIZE) as u32
-    }
-
-    /// RoCE versions supported (`roce_cap.roce_version`: bit 0 v1, bit 2 v2).
-    pub fn roce_version(&self) -> u8 {
-        self.roce_field(RoceCap::ROCE_VERSION) as u8
     }
 
     /// The verbs view of the device, as `ibv_query_device` reports it on mlx5.
@@ -313,7 +282,7 @@ pub struct DeviceAttr {
     pub hca_core_clock_khz: u32,
     /// `num_ports`.
     pub phys_port_cnt: u8,
-    /// Whether 8-byte atomics work with host-ordered results (see [`Caps::atomics_host_ordered`]).
+    /// Whether 8-byte atomics work with host-ordered results (`cmd_hca_cap.atomic` and the atomic caps' host-ordered bit).
     pub atomic_cap: AtomicCap,
 }
 

@@ -11,11 +11,11 @@ use crate::fw::eq::Eq;
 use crate::fw::page_req;
 use crate::fw::pages::PagePool;
 use crate::fw::quarantine::Quarantine;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// The command queue, the firmware's pages and the EQ their requests arrive on.
 #[derive(Debug)]
-pub struct CmdQueue {
+pub(crate) struct CmdQueue {
     io: CmdIo,
     pages: PagePool,
     pages_eq: Option<Eq>,
@@ -23,7 +23,7 @@ pub struct CmdQueue {
 
 impl CmdQueue {
     /// Allocates the queue page and mailboxes. The caller writes the queue address to the device.
-    pub fn new<P: Platform>(p: &P, log_stride: u8, timeout_ms: u64) -> Result<Self> {
+    pub(crate) fn new<P: Platform>(p: &P, log_stride: u8, timeout_ms: u64) -> Result<Self> {
         Ok(Self {
             io: CmdIo::new(p, log_stride, timeout_ms)?,
             pages: PagePool::default(),
@@ -32,32 +32,32 @@ impl CmdQueue {
     }
 
     /// Device address of the queue page (for `cmdq_addr_h` / `cmdq_addr_l_sz`).
-    pub fn iova(&self) -> u64 {
+    pub(crate) fn iova(&self) -> u64 {
         self.io.iova()
     }
 
     /// Sets the per-command timeout.
-    pub fn set_timeout_ms(&mut self, ms: u64) {
+    pub(crate) fn set_timeout_ms(&mut self, ms: u64) {
         self.io.set_timeout_ms(ms);
     }
 
     /// Whether the firmware verifies signatures (cmd_hca_cap `cmdif_checksum` = 3).
-    pub fn set_checksum(&mut self, on: bool) {
+    pub(crate) fn set_checksum(&mut self, on: bool) {
         self.io.checksum = on;
     }
 
     /// Why the queue no longer issues commands, if it does not.
-    pub fn dead(&self) -> Option<DeadCause> {
+    pub(crate) fn dead(&self) -> Option<DeadCause> {
         self.io.dead()
     }
 
     /// Stops issuing commands.
-    pub fn mark_dead(&mut self, cause: DeadCause) {
+    pub(crate) fn mark_dead(&mut self, cause: DeadCause) {
         self.io.mark_dead(cause);
     }
 
     /// Counters.
-    pub fn stats(&self) -> CmdStats {
+    pub(crate) fn stats(&self) -> CmdStats {
         self.io.stats
     }
 
@@ -103,7 +103,7 @@ impl CmdQueue {
 
     /// Frees the queue memory; the queue issues no command afterwards. Only call once the
     /// device no longer owns any entry (after DISABLE_HCA).
-    pub fn release<P: Platform>(&mut self, p: &P) {
+    pub(crate) fn release<P: Platform>(&mut self, p: &P) {
         self.io.release(p);
     }
 

@@ -16,14 +16,14 @@ use crate::fw::quarantine::Quarantine;
 use crate::fw::queue::{ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
 use crate::io::barrier;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// Spare EQEs added to every EQ (the device may post a few more than the driver consumes).
-pub const EQ_SPARE: u32 = 0x80;
+pub(crate) const EQ_SPARE: u32 = 0x80;
 
 /// An event queue.
 #[derive(Debug)]
-pub struct Eq {
+pub(crate) struct Eq {
     eqn: u8,
     log_size: u8,
     buf: QueueBuf,
@@ -145,17 +145,12 @@ impl Eq {
     }
 
     /// The EQ number CQs name (`c_eqn`).
-    pub fn eqn(&self) -> u8 {
+    pub(crate) fn eqn(&self) -> u8 {
         self.eqn
     }
 
-    /// Entries in the ring.
-    pub fn size(&self) -> u32 {
-        1 << self.log_size
-    }
-
     /// Writes the consumer index to the EQ doorbell and arms the EQ (interrupt on the next event).
-    pub fn arm<P: Platform>(&self, p: &P) {
+    pub(crate) fn arm<P: Platform>(&self, p: &P) {
         let ci = *self.cons.lock();
         self.doorbell(p, ci);
     }
@@ -172,7 +167,7 @@ impl Eq {
     /// Takes the events the device posted (up to `out.len()`), then tells the device the new
     /// consumer index and re-arms. An EQE is the driver's when its owner bit equals
     /// `(ci >> log_size) & 1`.
-    pub fn poll<P: Platform>(&self, p: &P, out: &mut [Event]) -> Result<usize> {
+    pub(crate) fn poll<P: Platform>(&self, p: &P, out: &mut [Event]) -> Result<usize> {
         let mut ci = self.cons.lock();
         let mut n = 0;
         while n < out.len() {

@@ -14,10 +14,10 @@ use crate::error::{Error, Result};
 use crate::fw::caps::CAP_BYTES;
 use crate::fw::cmd::run;
 use crate::fw::cmdq::CmdQueue;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// ENABLE_HCA for the function itself.
-pub fn enable_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, embedded_cpu: bool) -> Result<()> {
+pub(crate) fn enable_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, embedded_cpu: bool) -> Result<()> {
     run::<EnableHcaIn, EnableHcaOut, _, _>(cmd, p, Opcode::EnableHca, 0, |v| {
         v.set(EnableHcaIn::EMBEDDED_CPU_FUNCTION, u64::from(embedded_cpu))?;
         Ok(())
@@ -26,7 +26,11 @@ pub fn enable_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, embedded_cpu: bool) ->
 }
 
 /// DISABLE_HCA for the function itself.
-pub fn disable_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, embedded_cpu: bool) -> Result<()> {
+pub(crate) fn disable_hca<P: Platform>(
+    cmd: &mut CmdQueue,
+    p: &P,
+    embedded_cpu: bool,
+) -> Result<()> {
     run::<DisableHcaIn, DisableHcaOut, _, _>(cmd, p, Opcode::DisableHca, 0, |v| {
         v.set(DisableHcaIn::EMBEDDED_CPU_FUNCTION, u64::from(embedded_cpu))?;
         Ok(())
@@ -36,7 +40,7 @@ pub fn disable_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, embedded_cpu: bool) -
 
 /// QUERY_ISSI then SET_ISSI: interface step 1 when the firmware supports it, else stay at 0.
 /// Returns the ISSI in use.
-pub fn negotiate_issi<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u16> {
+pub(crate) fn negotiate_issi<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u16> {
     let supported =
         match run::<QueryIssiIn, QueryIssiOut, _, _>(cmd, p, Opcode::QueryIssi, 0, |_| Ok(())) {
             Ok(o) => o.get(QueryIssiOut::SUPPORTED_ISSI_DW0) as u32,
@@ -64,7 +68,7 @@ pub fn negotiate_issi<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u16> {
 
 /// QUERY_HCA_CAP of `cap_type` (`consts::cap_type`), maximum or current: the first 256 bytes of
 /// the capability.
-pub fn query_hca_cap<P: Platform>(
+pub(crate) fn query_hca_cap<P: Platform>(
     cmd: &mut CmdQueue,
     p: &P,
     cap_type: u16,
@@ -88,7 +92,7 @@ pub fn query_hca_cap<P: Platform>(
 }
 
 /// SET_HCA_CAP of `cap_type` with a 256-byte capability image.
-pub fn set_hca_cap<P: Platform>(
+pub(crate) fn set_hca_cap<P: Platform>(
     cmd: &mut CmdQueue,
     p: &P,
     cap_type: u16,
@@ -105,7 +109,7 @@ pub fn set_hca_cap<P: Platform>(
 }
 
 /// INIT_HCA.
-pub fn init_hca<P: Platform>(
+pub(crate) fn init_hca<P: Platform>(
     cmd: &mut CmdQueue,
     p: &P,
     sw_owner_id: Option<[u8; 16]>,
@@ -120,7 +124,7 @@ pub fn init_hca<P: Platform>(
 }
 
 /// TEARDOWN_HCA with `profile` (`consts::teardown_profile`).
-pub fn teardown_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, profile: u16) -> Result<()> {
+pub(crate) fn teardown_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, profile: u16) -> Result<()> {
     let out = run::<TeardownHcaIn, TeardownHcaOut, _, _>(cmd, p, Opcode::TeardownHca, 0, |v| {
         v.set(TeardownHcaIn::PROFILE, u64::from(profile))?;
         Ok(())
@@ -137,7 +141,11 @@ pub fn teardown_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, profile: u16) -> Res
 }
 
 /// SET_DRIVER_VERSION with an ASCII string (at most 64 bytes; longer is cut).
-pub fn set_driver_version<P: Platform>(cmd: &mut CmdQueue, p: &P, version: &str) -> Result<()> {
+pub(crate) fn set_driver_version<P: Platform>(
+    cmd: &mut CmdQueue,
+    p: &P,
+    version: &str,
+) -> Result<()> {
     run::<SetDriverVersionIn, SetDriverVersionOut, _, _>(cmd, p, Opcode::SetDriverVersion, 0, |v| {
         let dst = v.bytes_mut(SetDriverVersionIn::DRIVER_VERSION);
         let n = version.len().min(dst.len());
@@ -149,7 +157,7 @@ pub fn set_driver_version<P: Platform>(cmd: &mut CmdQueue, p: &P, version: &str)
 
 /// ACCESS_REG: writes (`write = true`) or reads register `id` with `argument`; `data` (at most
 /// 0x1f0 bytes) is the register image in and out.
-pub fn access_reg<P: Platform>(
+pub(crate) fn access_reg<P: Platform>(
     cmd: &mut CmdQueue,
     p: &P,
     id: u16,

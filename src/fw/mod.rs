@@ -5,7 +5,7 @@
 pub(crate) mod caps;
 pub(crate) mod cmd;
 pub(crate) mod cmdq;
-pub mod eq;
+pub(crate) mod eq;
 pub(crate) mod hca;
 pub(crate) mod negotiate;
 pub(crate) mod page_req;

@@ -14,10 +14,10 @@ use crate::error::Result;
 use crate::fw::caps::{Caps, CAP_BYTES};
 use crate::fw::cmdq::CmdQueue;
 use crate::fw::hca;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// A capability image.
-pub type Image = [u8; CAP_BYTES];
+pub(crate) type Image = [u8; CAP_BYTES];
 
 /// The general capabilities to set: the current image with the driver's choices.
 ///
@@ -27,7 +27,7 @@ pub type Image = [u8; CAP_BYTES];
 /// * `roce` 1 only when the current `roce_rw_supported` says the field is writable and MAX has
 ///   RoCE; otherwise the current value is sent back unchanged (Linux `handle_hca_cap`);
 /// * `num_vhca_ports` and `release_all_pages`: MAX (Linux sets both when MAX has them).
-pub fn general(cur: &Image, max: &Image, log_max_qp: u8) -> Result<Image> {
+pub(crate) fn general(cur: &Image, max: &Image, log_max_qp: u8) -> Result<Image> {
     let mut out = *cur;
     let maxv = View::<CmdHcaCap>::new(max)?;
     let curv = View::<CmdHcaCap>::new(cur)?;
@@ -58,7 +58,7 @@ pub fn general(cur: &Image, max: &Image, log_max_qp: u8) -> Result<Image> {
 /// The atomic capabilities to set, if any: requester endianness mode 1 (the value an atomic
 /// returns is written in host order) when the device supports it, as Linux's
 /// `handle_hca_cap_atomic` does. Only that field is set; the rest of the image is zero.
-pub fn atomic(max: &Image) -> Result<Option<Image>> {
+pub(crate) fn atomic(max: &Image) -> Result<Option<Image>> {
     let maxv = View::<AtomicCaps>::new(max)?;
     if maxv.get(AtomicCaps::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1) != 1 {
         return Ok(None);
@@ -74,7 +74,7 @@ pub fn atomic(max: &Image) -> Result<Option<Image>> {
 /// The RoCE capabilities to set, if any: `sw_r_roce_src_udp_port` 1 when MAX has it, so the
 /// UDP source port the driver writes (`ads.udp_sport`, the UD address vector) is the one on the
 /// wire (Linux `handle_hca_cap_roce`; rdma-core's `mlx5_vfio` does the same).
-pub fn roce(cur: &Image, max: &Image) -> Result<Option<Image>> {
+pub(crate) fn roce(cur: &Image, max: &Image) -> Result<Option<Image>> {
     let maxv = View::<RoceCap>::new(max)?;
     let curv = View::<RoceCap>::new(cur)?;
     if maxv.get(RoceCap::SW_R_ROCE_SRC_UDP_PORT) != 1
@@ -88,7 +88,7 @@ pub fn roce(cur: &Image, max: &Image) -> Result<Option<Image>> {
 }
 
 /// What negotiation leaves for after INIT_HCA.
-pub struct Negotiated {
+pub(crate) struct Negotiated {
     /// General capabilities, MAX.
     pub general_max: Image,
     /// Whether INIT_HCA may carry a software owner id (current `sw_owner_id`).
@@ -96,7 +96,11 @@ pub struct Negotiated {
 }
 
 /// QUERY_HCA_CAP and SET_HCA_CAP of the general, atomic and RoCE capabilities.
-pub fn negotiate<P: Platform>(cmd: &mut CmdQueue, p: &P, log_max_qp: u8) -> Result<Negotiated> {
+pub(crate) fn negotiate<P: Platform>(
+    cmd: &mut CmdQueue,
+    p: &P,
+    log_max_qp: u8,
+) -> Result<Negotiated> {
     let max = hca::query_hca_cap(cmd, p, cap_type::GENERAL, false)?;
     let cur = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
     hca::set_hca_cap(cmd, p, cap_type::GENERAL, &general(&cur, &max, log_max_qp)?)?;
@@ -125,7 +129,7 @@ pub fn negotiate<P: Platform>(cmd: &mut CmdQueue, p: &P, log_max_qp: u8) -> Resu
 
 /// The current capabilities after INIT_HCA: general, RoCE (when `roce`), atomic (when
 /// `atomic`) and Ethernet offloads (when `eth_net_offloads`).
-pub fn current<P: Platform>(cmd: &mut CmdQueue, p: &P, general_max: Image) -> Result<Caps> {
+pub(crate) fn current<P: Platform>(cmd: &mut CmdQueue, p: &P, general_max: Image) -> Result<Caps> {
     let general = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
     let view = View::<CmdHcaCap>::new(&general)?;
     let roce = if view.get(CmdHcaCap::ROCE) == 1 {

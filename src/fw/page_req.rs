@@ -34,10 +34,10 @@ use crate::error::{Error, Result};
 use crate::fw::cmd::{CmdIo, Slot};
 use crate::fw::eq::{Eq, Event};
 use crate::fw::pages::PagePool;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// Events handled per poll of the pages EQ.
-pub const MAX_EVENTS_PER_POLL: usize = 16;
+pub(crate) const MAX_EVENTS_PER_POLL: usize = 16;
 
 /// Bit 15 of the event's first word: the request is for an embedded-CPU function.
 const EC_FUNCTION: u16 = 0x8000;
@@ -46,7 +46,7 @@ const RELEASE_ALL: u16 = 0x4000;
 
 /// A PAGE_REQUEST event decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PageRequestEvent {
+pub(crate) struct PageRequestEvent {
     /// The request is for an embedded-CPU function.
     pub ec_function: bool,
     /// The firmware released every page of the function.
@@ -59,7 +59,7 @@ pub struct PageRequestEvent {
 
 impl PageRequestEvent {
     /// The request an event carries, if it is a PAGE_REQUEST.
-    pub fn decode(e: &Event) -> Option<Self> {
+    pub(crate) fn decode(e: &Event) -> Option<Self> {
         if e.event_type != event::PAGE_REQUEST {
             return None;
         }

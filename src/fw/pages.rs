@@ -22,13 +22,13 @@ use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
 use crate::error::{Error, Result, Wait};
 use crate::fw::cmd::{CmdIo, Slot, PAGES_PER_CMD};
 use crate::fw::quarantine::Quarantine;
+use crate::io::platform::Platform;
 use crate::io::DmaBuf;
-use crate::platform::Platform;
 
 /// Pages per DMA chunk (one bit each in a `u64`).
-pub const CHUNK_PAGES: usize = 64;
+pub(crate) const CHUNK_PAGES: usize = 64;
 /// Chunks the pool can hold: 512 × 64 pages × 4 KiB = 128 MiB lent to the firmware at most.
-pub const MAX_CHUNKS: usize = 512;
+pub(crate) const MAX_CHUNKS: usize = 512;
 
 #[derive(Debug)]
 struct Chunk {
@@ -61,7 +61,7 @@ pub struct PageStats {
 
 /// The pages lent to the firmware.
 #[derive(Debug, Default)]
-pub struct PagePool {
+pub(crate) struct PagePool {
     chunks: Vec<Chunk, MAX_CHUNKS>,
     held: usize,
     pub(crate) stats: PageStats,
@@ -80,12 +80,12 @@ pub enum PageRequest {
 
 impl PagePool {
     /// Pages the device holds now.
-    pub fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.held
     }
 
     /// The counters.
-    pub fn stats(&self) -> PageStats {
+    pub(crate) fn stats(&self) -> PageStats {
         PageStats {
             held: self.held,
             ..self.stats

@@ -20,8 +20,8 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Error;
+use crate::io::platform::Platform;
 use crate::io::DmaBuf;
-use crate::platform::Platform;
 
 /// DMA memory kept from the platform because the device may still use it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Error {
     /// an output that made no sense. A firmware refusal (status), an undelivered command, a
     /// command never sent (device unusable, argument or allocation refused) leave the device
     /// without any knowledge of that memory.
-    pub fn device_may_hold_memory(&self) -> bool {
+    pub(crate) fn device_may_hold_memory(&self) -> bool {
         !matches!(
             self,
             Error::Cmd { .. }

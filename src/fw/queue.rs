@@ -11,18 +11,18 @@ use mlx5_ifc::Be64;
 
 use crate::error::{Error, Result};
 use crate::fw::quarantine::Quarantine;
+use crate::io::platform::Platform;
 use crate::io::DmaBuf;
-use crate::platform::Platform;
 
 /// Most PAS entries one queue uses.
-pub const MAX_PAS: usize = 512;
+pub(crate) const MAX_PAS: usize = 512;
 /// Largest page of a queue buffer.
-pub const MAX_PAGE: usize = 2 << 20;
+pub(crate) const MAX_PAGE: usize = 2 << 20;
 /// Bytes of a doorbell record allocation (one cache line).
-pub const DBR_BYTES: usize = 64;
+pub(crate) const DBR_BYTES: usize = 64;
 
 /// Memory a command describes with a PAS (or MTT) list of equal pages.
-pub trait PasList {
+pub(crate) trait PasList {
     /// Number of entries.
     fn npages(&self) -> usize;
     /// Writes the entries (BE64 page addresses) into `dst` (`8 * npages` bytes).
@@ -31,7 +31,7 @@ pub trait PasList {
 
 /// `n` pages of `page` bytes from device address `base`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pages {
+pub(crate) struct Pages {
     /// Address of the first page.
     pub base: u64,
     /// Page size in bytes.
@@ -73,7 +73,7 @@ impl PasList for QueueBuf {
 
 /// A ring buffer in DMA memory.
 #[derive(Debug)]
-pub struct QueueBuf {
+pub(crate) struct QueueBuf {
     buf: DmaBuf,
     page: usize,
     npages: usize,
@@ -81,7 +81,7 @@ pub struct QueueBuf {
 
 impl QueueBuf {
     /// Allocates a zeroed ring of at least `bytes` bytes (`bytes` > 0).
-    pub fn alloc<P: Platform>(p: &P, bytes: usize, what: &'static str) -> Result<Self> {
+    pub(crate) fn alloc<P: Platform>(p: &P, bytes: usize, what: &'static str) -> Result<Self> {
         let mut page = ADAPTER_PAGE_SIZE;
         while bytes.div_ceil(page) > MAX_PAS && page < MAX_PAGE {
             page *= 2;
@@ -102,12 +102,12 @@ impl QueueBuf {
     }
 
     /// The memory.
-    pub fn buf(&self) -> &DmaBuf {
+    pub(crate) fn buf(&self) -> &DmaBuf {
         &self.buf
     }
 
     /// `log_page_size` for the context: log2(page) − 12.
-    pub fn log_page_size(&self) -> u8 {
+    pub(crate) fn log_page_size(&self) -> u8 {
         (self.page.trailing_zeros() - 12) as u8
     }
 
@@ -130,12 +130,12 @@ impl QueueBuf {
 }
 
 /// Allocates a zeroed doorbell record (its own cache line).
-pub fn alloc_dbr<P: Platform>(p: &P, what: &'static str) -> Result<DmaBuf> {
+pub(crate) fn alloc_dbr<P: Platform>(p: &P, what: &'static str) -> Result<DmaBuf> {
     DmaBuf::alloc(p, DBR_BYTES, DBR_BYTES).map_err(|source| Error::Platform { op: what, source })
 }
 
 /// `ceil(log2(n))` for n ≥ 1 (0 for n ≤ 1).
-pub const fn ceil_log2(n: u64) -> u8 {
+pub(crate) const fn ceil_log2(n: u64) -> u8 {
     if n <= 1 {
         0
     } else {

@@ -5,7 +5,7 @@ use mlx5_ifc::{regs, Opcode};
 
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, Exec};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// A UAR page: its index and where it sits in BAR0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::fw::cmd::run;
 use crate::fw::cmdq::CmdQueue;
 use crate::fw::hca::access_reg;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// What the NIC vport context says about the port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +28,7 @@ pub struct VportInfo {
 }
 
 /// MODIFY_NIC_VPORT_CONTEXT: RoCE on or off.
-pub fn set_roce_en<P: Platform>(cmd: &mut CmdQueue, p: &P, on: bool) -> Result<()> {
+pub(crate) fn set_roce_en<P: Platform>(cmd: &mut CmdQueue, p: &P, on: bool) -> Result<()> {
     run::<ModifyNicVportContextIn, ModifyNicVportContextOut, _, _>(
         cmd,
         p,
@@ -46,7 +46,7 @@ pub fn set_roce_en<P: Platform>(cmd: &mut CmdQueue, p: &P, on: bool) -> Result<(
 }
 
 /// QUERY_NIC_VPORT_CONTEXT of the function's own vport.
-pub fn query_nic_vport<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<VportInfo> {
+pub(crate) fn query_nic_vport<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<VportInfo> {
     let out = run::<QueryNicVportContextIn, QueryNicVportContextOut, _, _>(
         cmd,
         p,
@@ -120,7 +120,7 @@ impl GidEntry {
 }
 
 /// SET_ROCE_ADDRESS: writes GID table entry `index` of port 1 (`None` clears it).
-pub fn set_roce_address<P: Platform>(
+pub(crate) fn set_roce_address<P: Platform>(
     cmd: &mut CmdQueue,
     p: &P,
     index: u16,
@@ -170,7 +170,7 @@ pub struct PortState {
 }
 
 /// QUERY_VPORT_STATE.
-pub fn query_vport_state<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<PortState> {
+pub(crate) fn query_vport_state<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<PortState> {
     let out = run::<QueryVportStateIn, QueryVportStateOut, _, _>(
         cmd,
         p,
@@ -186,7 +186,7 @@ pub fn query_vport_state<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<PortS
 
 /// Reads PAOS for port 1 and raises the port if it is administratively down (a RoCE-only driver
 /// has no Ethernet driver to do it). Returns the administrative status after the call.
-pub fn ensure_port_up<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u8> {
+pub(crate) fn ensure_port_up<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u8> {
     let mut img = [0u8; PaosReg::BYTES];
     ViewMut::<PaosReg>::new(&mut img)?.set(PaosReg::LOCAL_PORT, 1)?;
     access_reg(cmd, p, reg::PAOS, 0, false, &mut img)?;

@@ -4,14 +4,14 @@
 
 use core::ptr::NonNull;
 
-use crate::platform::{Platform, PlatformError};
+use crate::io::platform::{Platform, PlatformError};
 
 const ALIGN: usize = 64;
 
 /// An exclusively owned, zeroed byte buffer in host memory. [`HostBytes::release`] frees it;
 /// dropped without it, the memory leaks (never freed while borrowed: borrows end first).
 #[derive(Debug)]
-pub struct HostBytes {
+pub(crate) struct HostBytes {
     base: NonNull<u8>,
     len: usize,
 }
@@ -24,7 +24,7 @@ unsafe impl Sync for HostBytes {}
 
 impl HostBytes {
     /// Allocates `len` zeroed bytes (at least one).
-    pub fn alloc<P: Platform + ?Sized>(p: &P, len: usize) -> Result<Self, PlatformError> {
+    pub(crate) fn alloc<P: Platform + ?Sized>(p: &P, len: usize) -> Result<Self, PlatformError> {
         let len = len.max(1);
         if len > isize::MAX as usize {
             return Err(PlatformError::OutOfHostMemory { len, align: ALIGN });
@@ -37,30 +37,25 @@ impl HostBytes {
     }
 
     /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: `base` is valid for `len` bytes until `release` (which takes `self`), host
         // memory the device cannot write, initialised at allocation; `&self` excludes writers.
         unsafe { core::slice::from_raw_parts(self.base.as_ptr(), self.len) }
     }
 
     /// The bytes, to write.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as `as_slice`; `&mut self` makes this the only access.
         unsafe { core::slice::from_raw_parts_mut(self.base.as_ptr(), self.len) }
     }
 
     /// Length in bytes.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// Whether the buffer is empty (never: at least one byte is allocated).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Frees the buffer.
-    pub fn release<P: Platform + ?Sized>(self, p: &P) {
+    pub(crate) fn release<P: Platform + ?Sized>(self, p: &P) {
         // SAFETY: `base`/`len`/`ALIGN` are those of `host_alloc` in `alloc`; `self` is the only
         // owner and is consumed, so nothing uses the memory any more.
         unsafe { p.host_free(self.base, self.len, ALIGN) };
@@ -70,7 +65,7 @@ impl HostBytes {
 /// `words` (8-byte groups, each a big-endian word's bytes as the device reads them) as
 /// [`Be64`](mlx5_ifc::Be64) words, without a copy.
 #[inline(always)]
-pub fn be64_words(words: &[[u8; 8]]) -> &[mlx5_ifc::Be64] {
+pub(crate) fn be64_words(words: &[[u8; 8]]) -> &[mlx5_ifc::Be64] {
     // SAFETY: `Be64` is `#[repr(transparent)]` over `[u8; 8]`, so a slice of one is a valid
     // slice of the other with the same length, alignment (1) and lifetime; both are plain
     // bytes with no invalid values.

@@ -6,7 +6,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use mlx5_ifc::{Be32, Be64};
 
-use crate::platform::{DmaRegion, Platform, PlatformError};
+use crate::io::platform::{DmaRegion, Platform, PlatformError};
 
 /// An access outside a [`DmaBuf`] was refused (a driver bug caught, never a memory error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +136,7 @@ impl DmaBuf {
 
     /// Stores one byte.
     #[inline]
-    pub fn write_u8(&self, offset: usize, v: u8) -> Result<(), OutOfBounds> {
+    pub(crate) fn write_u8(&self, offset: usize, v: u8) -> Result<(), OutOfBounds> {
         let p = self.check(offset, 1, 1)?;
         // SAFETY: `p` is in bounds (checked); valid memory per the platform contract; atomic.
         unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Relaxed);
@@ -145,24 +145,26 @@ impl DmaBuf {
 
     /// Loads one byte.
     #[inline]
-    pub fn read_u8(&self, offset: usize) -> Result<u8, OutOfBounds> {
+    pub(crate) fn read_u8(&self, offset: usize) -> Result<u8, OutOfBounds> {
         let p = self.check(offset, 1, 1)?;
         // SAFETY: as in `write_u8`.
         Ok(unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Relaxed))
     }
 
+    #[cfg(test)] // the io tests (and Miri) exercise it; the driver does not use it
     /// Loads one byte with acquire ordering: later loads see what the device wrote before it
     /// (ownership bytes, owner bits).
     #[inline]
-    pub fn read_u8_acquire(&self, offset: usize) -> Result<u8, OutOfBounds> {
+    pub(crate) fn read_u8_acquire(&self, offset: usize) -> Result<u8, OutOfBounds> {
         let p = self.check(offset, 1, 1)?;
         // SAFETY: as in `write_u8`.
         Ok(unsafe { AtomicU8::from_ptr(p) }.load(Ordering::Acquire))
     }
 
+    #[cfg(test)] // the io tests (and Miri) exercise it; the driver does not use it
     /// Stores one byte with release ordering: the device sees every earlier store first.
     #[inline]
-    pub fn write_u8_release(&self, offset: usize, v: u8) -> Result<(), OutOfBounds> {
+    pub(crate) fn write_u8_release(&self, offset: usize, v: u8) -> Result<(), OutOfBounds> {
         let p = self.check(offset, 1, 1)?;
         // SAFETY: as in `write_u8`.
         unsafe { AtomicU8::from_ptr(p) }.store(v, Ordering::Release);
@@ -178,9 +180,10 @@ impl DmaBuf {
         Ok(())
     }
 
+    #[cfg(test)] // the io tests (and Miri) exercise it; the driver does not use it
     /// Loads a big-endian 32-bit word (4-aligned offset).
     #[inline]
-    pub fn read_be32(&self, offset: usize) -> Result<Be32, OutOfBounds> {
+    pub(crate) fn read_be32(&self, offset: usize) -> Result<Be32, OutOfBounds> {
         let p = self.check(offset, 4, 4)?;
         // SAFETY: as in `write_be32`.
         Ok(Be32::from_ne_raw(
@@ -188,22 +191,24 @@ impl DmaBuf {
         ))
     }
 
+    #[cfg(test)] // the io tests (and Miri) exercise it; the driver does not use it
     /// Stores a big-endian 64-bit word (8-aligned offset).
     #[inline]
-    pub fn write_be64(&self, offset: usize, v: Be64) -> Result<(), OutOfBounds> {
+    pub(crate) fn write_be64(&self, offset: usize, v: Be64) -> Result<(), OutOfBounds> {
         self.write_u64_raw(offset, v.to_ne_raw())
     }
 
+    #[cfg(test)] // the io tests (and Miri) exercise it; the driver does not use it
     /// Loads a big-endian 64-bit word (8-aligned offset).
     #[inline]
-    pub fn read_be64(&self, offset: usize) -> Result<Be64, OutOfBounds> {
+    pub(crate) fn read_be64(&self, offset: usize) -> Result<Be64, OutOfBounds> {
         self.read_u64_raw(offset).map(Be64::from_ne_raw)
     }
 
     /// Stores one 16-byte segment at an 8-aligned `offset` (the WQE fast path: one bounds check,
     /// two 64-bit stores).
     #[inline]
-    pub fn write_seg16(&self, offset: usize, seg: &[u8; 16]) -> Result<(), OutOfBounds> {
+    pub(crate) fn write_seg16(&self, offset: usize, seg: &[u8; 16]) -> Result<(), OutOfBounds> {
         let p = self.check(offset, 16, 8)?;
         let (lo, hi) = seg.split_at(8);
         let mut a = [0u8; 8];
@@ -234,10 +239,11 @@ impl DmaBuf {
         Ok(())
     }
 
+    #[cfg(test)] // the io tests (and Miri) exercise it; the driver does not use it
     /// Loads one whole 64-byte WQEBB at an 8-aligned `offset` as eight native words (one
     /// bounds check).
     #[inline]
-    pub fn read_wqebb(&self, offset: usize) -> Result<[u64; 8], OutOfBounds> {
+    pub(crate) fn read_wqebb(&self, offset: usize) -> Result<[u64; 8], OutOfBounds> {
         let p = self.check(offset, 64, 8)?;
         let mut out = [0u64; 8];
         for (i, w) in out.iter_mut().enumerate() {
@@ -252,7 +258,7 @@ impl DmaBuf {
     /// relaxed 64-bit loads (e.g. the CQE dwords polling needs, after an acquire of the owner
     /// byte).
     #[inline]
-    pub fn read_words<const N: usize>(&self, offset: usize) -> Result<[u8; N], OutOfBounds> {
+    pub(crate) fn read_words<const N: usize>(&self, offset: usize) -> Result<[u8; N], OutOfBounds> {
         let p = self.check(offset, N, 8)?;
         let mut out = [0u8; N];
         for (i, c) in out.chunks_exact_mut(8).enumerate() {
@@ -269,7 +275,7 @@ impl DmaBuf {
     /// Loads the 8 bytes at an 8-aligned `offset` with acquire ordering (a CQE's last word with
     /// its owner byte): later loads see what the device wrote before it.
     #[inline]
-    pub fn read_u64_acquire(&self, offset: usize) -> Result<[u8; 8], OutOfBounds> {
+    pub(crate) fn read_u64_acquire(&self, offset: usize) -> Result<[u8; 8], OutOfBounds> {
         let p = self.check(offset, 8, 8)?;
         // SAFETY: as in `write_u64_raw`.
         Ok(unsafe { AtomicU64::from_ptr(p.cast()) }
@@ -285,7 +291,7 @@ impl DmaBuf {
     }
 
     /// The same from byte `offset` (8-aligned) on: a QP's send queue, after its receive queue.
-    pub fn ring_at<const STRIDE: usize>(
+    pub(crate) fn ring_at<const STRIDE: usize>(
         &self,
         offset: usize,
         entries: usize,
@@ -305,7 +311,7 @@ impl DmaBuf {
 
     /// Where a ring of `entries` entries of `STRIDE` bytes from byte `offset` on lies, checked
     /// here once (as [`DmaBuf::ring_at`]) so that [`DmaBuf::ring_of`] needs one compare.
-    pub fn ring_geometry<const STRIDE: usize>(
+    pub(crate) fn ring_geometry<const STRIDE: usize>(
         &self,
         offset: usize,
         entries: usize,
@@ -321,7 +327,7 @@ impl DmaBuf {
     /// The ring `g` describes, if this buffer holds it (is at least `g`'s end long: the only
     /// thing `ring_geometry` checked that depends on the buffer).
     #[inline(always)]
-    pub fn ring_of<const STRIDE: usize>(
+    pub(crate) fn ring_of<const STRIDE: usize>(
         &self,
         g: &RingGeometry<STRIDE>,
     ) -> Option<DmaRing<'_, STRIDE>> {
@@ -369,8 +375,9 @@ impl DmaBuf {
         Ok(())
     }
 
+    #[cfg(test)] // the io tests (and Miri) exercise it; the driver does not use it
     /// Fills `len` bytes at `offset` with zeros.
-    pub fn zero_range(&self, offset: usize, len: usize) -> Result<(), OutOfBounds> {
+    pub(crate) fn zero_range(&self, offset: usize, len: usize) -> Result<(), OutOfBounds> {
         self.check(offset, len, 1)?;
         for off in offset..offset + len {
             self.write_u8(off, 0)?;
@@ -383,14 +390,14 @@ impl DmaBuf {
 /// `STRIDE` bytes (a multiple of 8) from an 8-aligned offset, ending at `end` — facts that hold
 /// for every buffer at least `end` bytes long, which is all [`DmaBuf::ring_of`] checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RingGeometry<const STRIDE: usize> {
+pub(crate) struct RingGeometry<const STRIDE: usize> {
     offset: usize,
     mask: usize,
     end: usize,
 }
 
 /// A [`DmaBuf`]'s start (or a part from an offset on) seen as a ring of fixed-size entries
-/// ([`DmaBuf::ring`], [`DmaBuf::ring_at`]): a CQ read through stretches that do not wrap
+/// ([`DmaBuf::ring`], `DmaBuf::ring_at`): a CQ read through stretches that do not wrap
 /// ([`DmaRing::segment`]), a send queue written by whole WQEBBs (`DmaRing<64>::write_wqebb`).
 #[derive(Debug, Clone, Copy)]
 pub struct DmaRing<'a, const STRIDE: usize> {
@@ -418,7 +425,7 @@ impl DmaRing<'_, 16> {
     /// Stores entry `j & mask` (a 16-byte segment: a receive queue's data pointer) as two
     /// native words, relaxed, no check (the index is masked into the ring `ring_at` checked).
     #[inline(always)]
-    pub fn write_seg(&self, j: usize, seg: [u64; 2]) {
+    pub(crate) fn write_seg(&self, j: usize, seg: [u64; 2]) {
         let p = self.base.wrapping_add((j & self.mask) * 16);
         // SAFETY: entry `j & mask < entries` lies inside the buffer (`ring_at`, or
         // `ring_geometry` with `ring_of`, checked that `entries * 16` bytes from the ring's base
@@ -449,7 +456,7 @@ impl DmaRing<'_, 64> {
     /// Stores entry `j & mask` from up to eight big-endian words (their bytes as the device
     /// reads them); words past `bb`'s eighth are not stored.
     #[inline(always)]
-    pub fn write_wqebb_be(&self, j: usize, bb: &[Be64]) {
+    pub(crate) fn write_wqebb_be(&self, j: usize, bb: &[Be64]) {
         let p = self.base.wrapping_add((j & self.mask) * 64);
         for (i, w) in bb.iter().take(8).enumerate() {
             // SAFETY: as in `write_wqebb`: word `i < 8` of entry `j & mask`; atomic stores.

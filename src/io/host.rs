@@ -6,7 +6,7 @@ extern crate std;
 use core::ptr::NonNull;
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 
-use crate::platform::PlatformError;
+use crate::io::platform::PlatformError;
 
 fn layout(len: usize, align: usize) -> Result<Layout, PlatformError> {
     Layout::from_size_align(len.max(1), align.max(8))

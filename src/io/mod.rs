@@ -10,19 +10,20 @@
 
 pub mod barrier;
 mod bytes;
-mod dma;
+pub(crate) mod dma;
 #[cfg(feature = "std")]
 pub mod host;
 mod mmio;
-pub mod platform;
+pub(crate) mod platform;
 mod prefetch;
-mod shared;
+pub(crate) mod shared;
 #[cfg(feature = "sim")]
-pub mod sim;
+pub(crate) mod sim;
 #[cfg(all(test, feature = "std"))]
 mod tests;
 
-pub use bytes::{be64_words, HostBytes};
-pub use dma::{DmaBuf, DmaRing, DmaSegment, OutOfBounds, RingGeometry};
+pub(crate) use bytes::{be64_words, HostBytes};
+pub use dma::OutOfBounds;
+pub(crate) use dma::{DmaBuf, DmaRing, RingGeometry};
 pub use mmio::MmioRegion;
-pub use shared::{PairGeometry, PairRing, SharedTable};
+pub(crate) use shared::{PairGeometry, PairRing, SharedTable};

@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use core::ptr::NonNull;
 
-use crate::platform::{Platform, PlatformError};
+use crate::io::platform::{Platform, PlatformError};
 
 const HEADER: usize = 64;
 const ALIGN: usize = 64;
@@ -122,14 +122,14 @@ impl SharedTable {
 
     /// Loads word `i` relaxed (a word an earlier acquire already orders); 0 when out of range.
     #[inline]
-    pub fn load_relaxed(&self, i: usize) -> u64 {
+    pub(crate) fn load_relaxed(&self, i: usize) -> u64 {
         self.word(i).map_or(0, |w| w.load(Ordering::Relaxed))
     }
 
     /// Stores words `i` and `i + 1` relaxed, with one bounds check (a later release store or
     /// barrier orders them); ignored when out of range.
     #[inline]
-    pub fn store_pair_relaxed(&self, i: usize, a: u64, b: u64) {
+    pub(crate) fn store_pair_relaxed(&self, i: usize, a: u64, b: u64) {
         if let (Some(x), Some(y)) = (self.word(i), self.word(i.wrapping_add(1))) {
             x.store(a, Ordering::Relaxed);
             y.store(b, Ordering::Relaxed);
@@ -139,7 +139,7 @@ impl SharedTable {
     /// Loads words `i` and `i + 1` relaxed, with one bounds check (words an earlier acquire
     /// already orders); `None` when out of range.
     #[inline(always)]
-    pub fn load_pair_relaxed(&self, i: usize) -> Option<(u64, u64)> {
+    pub(crate) fn load_pair_relaxed(&self, i: usize) -> Option<(u64, u64)> {
         if i.checked_add(1)? >= self.words {
             return None;
         }
@@ -170,7 +170,7 @@ impl SharedTable {
 
     /// Where `entries` pairs from word `first` on lie, checked here once (as
     /// [`SharedTable::pairs`]) so that [`SharedTable::pairs_of`] needs one compare.
-    pub fn pair_geometry(&self, first: usize, entries: usize) -> Option<PairGeometry> {
+    pub(crate) fn pair_geometry(&self, first: usize, entries: usize) -> Option<PairGeometry> {
         self.pairs(first, entries)?;
         Some(PairGeometry {
             first,
@@ -182,7 +182,7 @@ impl SharedTable {
     /// The pairs `g` describes, if this table holds them (has at least `g`'s end words: the
     /// only thing `pair_geometry` checked that depends on the table).
     #[inline(always)]
-    pub fn pairs_of(&self, g: &PairGeometry) -> Option<PairRing<'_>> {
+    pub(crate) fn pairs_of(&self, g: &PairGeometry) -> Option<PairRing<'_>> {
         (g.end <= self.words).then(|| PairRing {
             base: self.base.as_ptr().wrapping_add(HEADER + g.first * 8),
             mask: g.mask,
@@ -192,7 +192,7 @@ impl SharedTable {
 
     /// Hints the CPU to bring the cache line of word `i` closer; nothing when out of range.
     #[inline(always)]
-    pub fn prefetch(&self, i: usize) {
+    pub(crate) fn prefetch(&self, i: usize) {
         if i < self.words {
             super::prefetch::prefetch(self.base.as_ptr().wrapping_add(HEADER + i * 8));
         }
@@ -207,7 +207,7 @@ impl SharedTable {
 
     /// Compare-and-swap of word `i`; `false` when out of range or when it held something else.
     #[inline]
-    pub fn compare_exchange(&self, i: usize, current: u64, new: u64) -> bool {
+    pub(crate) fn compare_exchange(&self, i: usize, current: u64, new: u64) -> bool {
         self.word(i).is_some_and(|w| {
             w.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
@@ -219,7 +219,7 @@ impl SharedTable {
 /// ([`SharedTable::pair_geometry`]), ending at word `end`: it holds for every table at least
 /// `end` words long, which is all [`SharedTable::pairs_of`] checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PairGeometry {
+pub(crate) struct PairGeometry {
     first: usize,
     mask: usize,
     end: usize,

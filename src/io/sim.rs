@@ -9,7 +9,7 @@ use alloc::sync::Arc;
 use mlx5_ifc::{Be32, Be64};
 use mlx5_sim::SimDevice;
 
-use crate::platform::{DmaRegion, Platform, PlatformError};
+use crate::io::platform::{DmaRegion, Platform, PlatformError};
 
 /// A [`Platform`] backed by a simulated ConnectX-5. Clone the [`SimDevice`] before handing it
 /// over to keep a handle for inspecting the device (accounts, trace, faults).

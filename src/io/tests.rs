@@ -11,7 +11,7 @@ use std::vec::Vec;
 use mlx5_ifc::{Be32, Be64};
 
 use super::{DmaBuf, SharedTable};
-use crate::platform::{DmaRegion, Platform, PlatformError};
+use crate::io::platform::{DmaRegion, Platform, PlatformError};
 
 /// DMA and host memory from the heap; no device. Counts what is live.
 #[derive(Default)]

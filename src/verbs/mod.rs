@@ -6,5 +6,5 @@ pub mod mr;
 pub mod pd;
 pub mod qp;
 pub mod srq;
-pub mod wqe;
+pub(crate) mod wqe;
 pub(crate) mod wr_table;

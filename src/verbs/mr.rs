@@ -14,8 +14,8 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{Pages, PasList, QueueBuf};
+use crate::io::platform::Platform;
 use crate::io::DmaBuf;
-use crate::platform::Platform;
 use crate::verbs::pd::Pd;
 
 /// `access_mode` MTT.

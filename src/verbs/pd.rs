@@ -9,7 +9,7 @@ use mlx5_ifc::Opcode;
 use crate::error::Result;
 use crate::fw::cmd::run;
 use crate::fw::cmdq::CmdQueue;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// A protection domain.
 #[derive(Debug, PartialEq, Eq)]

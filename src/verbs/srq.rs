@@ -22,8 +22,8 @@ use crate::error::Error as E;
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::io::platform::Platform;
 use crate::io::{barrier, DmaBuf, SharedTable};
-use crate::platform::Platform;
 use crate::verbs::qp::Sge;
 use crate::verbs::wqe::{self, INVALID_LKEY};
 use crate::verbs::wr_table::srq_table;
@@ -314,7 +314,7 @@ impl<'d, P: Platform> Srq<'d, P> {
 
     /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): when fewer than
     /// `srq_limit` receive WQEs are left posted, the device raises one SRQ_RQ_LIMIT event
-    /// (see [`Device::poll_async_events`]; [`crate::eq::Event::qpn`] names the SRQ) and disarms.
+    /// (see [`Device::poll_async_events`]; [`crate::Event::qpn`] names the SRQ) and disarms.
     /// 0 disarms. MODIFY_RMP with the `lwm` field selected (ISSI ≥ 1) or ARM_RQ (ISSI 0), as
     /// Linux's mlx5_ib arms them.
     pub fn modify_limit(&self, srq_limit: u32) -> Result<()> {

@@ -12,15 +12,17 @@ use crate::io::{DmaRing, OutOfBounds};
 
 // The segment layouts' facts — opcodes, `fm_ce_se` bits, flags and sizes — are defined once in
 // `mlx5-ifc` (checked against `mlx5dv.h`), and shared with the simulator.
-pub use mlx5_ifc::wqe::fm_ce_se as flags;
-pub use mlx5_ifc::wqe::{opcode, DS, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, MAX_DS, WQEBB};
+pub(crate) use mlx5_ifc::wqe::fm_ce_se as flags;
+pub(crate) use mlx5_ifc::wqe::{
+    opcode, DS, EXTENDED_UD_AV, INLINE_SEG, INVALID_LKEY, MAX_DS, WQEBB,
+};
 
 /// DS units of an inline data segment of `len` bytes: the 4-byte header and the bytes, padded to
 /// 16; none for no bytes — rdma-core writes no inline segment for a zero-length inline send
 /// (`set_data_inl_seg` and `_mlx5_send_wr_set_inline_data` add no size), so its WQE is the
 /// control segment alone.
 #[inline]
-pub const fn inline_ds(len: usize) -> usize {
+pub(crate) const fn inline_ds(len: usize) -> usize {
     if len == 0 {
         0
     } else {
@@ -28,38 +30,9 @@ pub const fn inline_ds(len: usize) -> usize {
     }
 }
 
-/// The control segment.
-#[inline]
-pub fn ctrl(opcode: u8, wqe_index: u16, qpn: u32, ds: u8, fm_ce_se: u8, imm: u32) -> [u8; 16] {
-    let mut s = [0u8; 16];
-    s[0..4].copy_from_slice(&Be32::new(u32::from(wqe_index) << 8 | u32::from(opcode)).to_bytes());
-    s[4..8].copy_from_slice(&Be32::new(qpn << 8 | u32::from(ds & 0x3f)).to_bytes());
-    s[11] = fm_ce_se;
-    s[12..16].copy_from_slice(&Be32::new(imm).to_bytes());
-    s
-}
-
-/// A remote address segment.
-#[inline]
-pub fn raddr(addr: u64, rkey: u32) -> [u8; 16] {
-    let mut s = [0u8; 16];
-    s[0..8].copy_from_slice(&Be64::new(addr).to_bytes());
-    s[8..12].copy_from_slice(&Be32::new(rkey).to_bytes());
-    s
-}
-
-/// An atomic segment (fetch-and-add puts the addend in `swap_add`).
-#[inline]
-pub fn atomic(swap_add: u64, compare: u64) -> [u8; 16] {
-    let mut s = [0u8; 16];
-    s[0..8].copy_from_slice(&Be64::new(swap_add).to_bytes());
-    s[8..16].copy_from_slice(&Be64::new(compare).to_bytes());
-    s
-}
-
 /// A data pointer segment.
 #[inline]
-pub fn data(byte_count: u32, lkey: u32, addr: u64) -> [u8; 16] {
+pub(crate) fn data(byte_count: u32, lkey: u32, addr: u64) -> [u8; 16] {
     let mut s = [0u8; 16];
     s[0..4].copy_from_slice(&Be32::new(byte_count).to_bytes());
     s[4..8].copy_from_slice(&Be32::new(lkey).to_bytes());
@@ -106,7 +79,7 @@ pub(crate) fn roce_sport(a: u32, b: u32, flow_label: u32) -> u16 {
 }
 
 /// The 48-byte datagram segment (UD address vector).
-pub fn datagram(a: &UdAddr) -> [u8; 48] {
+pub(crate) fn datagram(a: &UdAddr) -> [u8; 48] {
     let mut s = [0u8; 48];
     s[0..4].copy_from_slice(&Be32::new(a.qkey).to_bytes());
     s[8..12].copy_from_slice(&Be32::new(a.remote_qpn | EXTENDED_UD_AV).to_bytes());
@@ -129,7 +102,7 @@ pub fn datagram(a: &UdAddr) -> [u8; 48] {
 
 /// The control segment as two native words holding its 16 bytes as the device reads them.
 #[inline]
-pub fn ctrl_words(
+pub(crate) fn ctrl_words(
     opcode: u8,
     wqe_index: u16,
     qpn: u32,
@@ -148,19 +121,19 @@ pub fn ctrl_words(
 
 /// A remote address segment as two native words.
 #[inline]
-pub fn raddr_words(addr: u64, rkey: u32) -> [u64; 2] {
+pub(crate) fn raddr_words(addr: u64, rkey: u32) -> [u64; 2] {
     [addr.to_be(), be_pair(rkey, 0)]
 }
 
 /// An atomic segment as two native words.
 #[inline]
-pub fn atomic_words(swap_add: u64, compare: u64) -> [u64; 2] {
+pub(crate) fn atomic_words(swap_add: u64, compare: u64) -> [u64; 2] {
     [swap_add.to_be(), compare.to_be()]
 }
 
 /// A data pointer segment as two native words.
 #[inline]
-pub fn data_words(byte_count: u32, lkey: u32, addr: u64) -> [u64; 2] {
+pub(crate) fn data_words(byte_count: u32, lkey: u32, addr: u64) -> [u64; 2] {
     [be_pair(byte_count, lkey), addr.to_be()]
 }
 
@@ -172,7 +145,7 @@ fn be_pair(a: u32, b: u32) -> u64 {
 
 /// WQEBBs a BlueFlame copy may take (256 bytes: one half of a ConnectX-5's BlueFlame
 /// register); a larger WQE rings the 8-byte doorbell.
-pub const BF_CHUNK: usize = 4;
+pub(crate) const BF_CHUNK: usize = 4;
 
 /// Words of a [`BfStage`].
 const STAGE_WORDS: usize = BF_CHUNK * WQEBB / 8;
@@ -184,7 +157,7 @@ const STAGE_WORDS: usize = BF_CHUNK * WQEBB / 8;
 /// the platform as [`Be64`] words through [`crate::io::be64_words`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(align(64))]
-pub struct BfStage(pub [[u8; 8]; STAGE_WORDS]);
+pub(crate) struct BfStage(pub [[u8; 8]; STAGE_WORDS]);
 
 impl Default for BfStage {
     fn default() -> Self {
@@ -194,7 +167,7 @@ impl Default for BfStage {
 
 /// Where a send WQE's segments go, in order: [`WqeBuilder`] (into the ring, one WQEBB at a
 /// time) or [`StagedWqe`] (into a [`BfStage`], then the ring).
-pub trait WqeSink {
+pub(crate) trait WqeSink {
     /// Appends one 16-byte segment given as two native words (the WQE is at a 16-byte boundary
     /// after every segment).
     fn put(&mut self, seg: [u64; 2]) -> Result<()>;
@@ -250,7 +223,7 @@ pub trait WqeSink {
 /// stores each WQEBB whole (one bounds check, eight 64-bit stores), wrapping at the ring's end
 /// between WQEBBs. Bytes of the last WQEBB past the WQE's DS units are written as zeros.
 #[derive(Debug)]
-pub struct WqeBuilder<'b> {
+pub(crate) struct WqeBuilder<'b> {
     sq: DmaRing<'b, WQEBB>,
     bb: usize,
     cur: [u64; WQEBB / 8],
@@ -263,7 +236,7 @@ pub struct WqeBuilder<'b> {
 impl<'b> WqeBuilder<'b> {
     /// A builder for the send queue `sq`, from WQEBB `bb` on (taken modulo the ring).
     #[inline(always)]
-    pub fn new(sq: DmaRing<'b, WQEBB>, bb: usize) -> Self {
+    pub(crate) fn new(sq: DmaRing<'b, WQEBB>, bb: usize) -> Self {
         Self {
             sq,
             bb,
@@ -285,7 +258,7 @@ impl<'b> WqeBuilder<'b> {
 
     /// Stores the last, partly filled WQEBB; returns the WQEBBs the WQE took.
     #[inline(always)]
-    pub fn finish(&mut self) -> Result<usize> {
+    pub(crate) fn finish(&mut self) -> Result<usize> {
         if self.fill > 0 {
             self.flush()?;
         }
@@ -331,7 +304,7 @@ impl WqeSink for WqeBuilder<'_> {
 /// Builds a send WQE of at most [`BF_CHUNK`] WQEBBs word by word in a [`BfStage`], then stores
 /// its WQEBBs into the ring from there: the stage then holds the BlueFlame copy's source.
 #[derive(Debug)]
-pub struct StagedWqe<'s> {
+pub(crate) struct StagedWqe<'s> {
     stage: &'s mut [[u8; 8]; STAGE_WORDS],
     /// Words written.
     len: usize,
@@ -343,7 +316,7 @@ impl<'s> StagedWqe<'s> {
     /// and the device ignores, as it does the bytes past DS that rdma-core's `mlx5_bf_copy`
     /// copies from its ring.
     #[inline(always)]
-    pub fn new(stage: &'s mut BfStage, _nbb: usize) -> Self {
+    pub(crate) fn new(stage: &'s mut BfStage, _nbb: usize) -> Self {
         Self {
             stage: &mut stage.0,
             len: 0,
@@ -356,7 +329,7 @@ impl<'s> StagedWqe<'s> {
     /// than `nbb ≤ BF_CHUNK` WQEBBs (its words wrapped in the stage) is refused before anything
     /// is stored.
     #[inline(always)]
-    pub fn finish(self, sq: DmaRing<'_, WQEBB>, bb: usize, nbb: usize) -> Result<()> {
+    pub(crate) fn finish(self, sq: DmaRing<'_, WQEBB>, bb: usize, nbb: usize) -> Result<()> {
         let end = nbb * (WQEBB / 8);
         if self.len > end || end > STAGE_WORDS {
             return Err(OutOfBounds {

@@ -22,39 +22,39 @@ use crate::verbs::wqe::opcode;
 /// Word layout of a send queue table: completed WQEBBs, posted WQEBBs, then per WQEBB a pair of
 /// words side by side (one cache line for both): the wr_id and a descriptor
 /// (`nbb | wr_opcode << 8 | wc_flags << 16 | byte_len << 32`).
-pub mod sq_table {
+pub(crate) mod sq_table {
     /// WQEBBs completed (running counter).
-    pub const TAIL: usize = 0;
+    pub(crate) const TAIL: usize = 0;
     /// WQEBBs posted (running counter).
-    pub const HEAD: usize = 1;
+    pub(crate) const HEAD: usize = 1;
     /// First wr_id word.
-    pub const WRID: usize = 2;
+    pub(crate) const WRID: usize = 2;
     /// The wr_id word of WQEBB `idx` (its descriptor is the next word).
     #[inline]
-    pub const fn wrid(idx: usize) -> usize {
+    pub(crate) const fn wrid(idx: usize) -> usize {
         WRID + 2 * idx
     }
     /// Words of a table for `bbs` WQEBBs.
-    pub const fn words(bbs: usize) -> usize {
+    pub(crate) const fn words(bbs: usize) -> usize {
         WRID + 2 * bbs
     }
 }
 
 /// Word layout of a receive queue table: completed, posted, then per slot a pair of words:
 /// the wr_id and the bytes its scatter list holds.
-pub mod rq_table {
+pub(crate) mod rq_table {
     /// WQEs completed.
-    pub const TAIL: usize = 0;
+    pub(crate) const TAIL: usize = 0;
     /// WQEs posted.
-    pub const HEAD: usize = 1;
+    pub(crate) const HEAD: usize = 1;
     /// First wr_id word.
-    pub const WRID: usize = 2;
+    pub(crate) const WRID: usize = 2;
     /// The wr_id word of slot `i` (its capacity in bytes is the next word).
-    pub const fn wrid(i: usize) -> usize {
+    pub(crate) const fn wrid(i: usize) -> usize {
         WRID + 2 * i
     }
     /// Words of a table for `n` slots.
-    pub const fn words(n: usize) -> usize {
+    pub(crate) const fn words(n: usize) -> usize {
         WRID + 2 * n
     }
 }
@@ -63,29 +63,29 @@ pub mod rq_table {
 /// per WQE a pair of words (the wr_id; [`POSTED`](srq_table::POSTED) and the bytes its scatter
 /// list holds), then the freed ring's entries, then the free list's links (the driver's own copy
 /// of each WQE's `next_wqe_index`: the device's copy in the ring is written, never read back).
-pub mod srq_table {
+pub(crate) mod srq_table {
     /// Freed ring: next entry post_recv takes.
-    pub const FREED_HEAD: usize = 0;
+    pub(crate) const FREED_HEAD: usize = 0;
     /// Freed ring: next entry a poller fills.
-    pub const FREED_TAIL: usize = 1;
+    pub(crate) const FREED_TAIL: usize = 1;
     /// First wr_id word.
-    pub const WRID: usize = 2;
+    pub(crate) const WRID: usize = 2;
     /// Set in a WQE's capacity word while it is posted; the poller that completes it clears it.
-    pub const POSTED: u64 = 1 << 63;
+    pub(crate) const POSTED: u64 = 1 << 63;
     /// The wr_id word of WQE `i` (its capacity word is the next).
-    pub const fn wrid(i: usize) -> usize {
+    pub(crate) const fn wrid(i: usize) -> usize {
         WRID + 2 * i
     }
     /// First freed-ring word for an SRQ of `n` WQEs.
-    pub const fn freed(n: usize) -> usize {
+    pub(crate) const fn freed(n: usize) -> usize {
         WRID + 2 * n
     }
     /// The link word of WQE `i` in an SRQ of `n` WQEs: the WQE after it on the free list.
-    pub const fn next(n: usize, i: usize) -> usize {
+    pub(crate) const fn next(n: usize, i: usize) -> usize {
         WRID + 3 * n + i
     }
     /// Words of a table for `n` WQEs.
-    pub const fn words(n: usize) -> usize {
+    pub(crate) const fn words(n: usize) -> usize {
         WRID + 4 * n
     }
 }

@@ -2,8 +2,8 @@
 //! for the longest timers, and sending with the sender's own completions reaped.
 
 use super::Dev;
-use mlx5::cm::mad::{attr, req, Mad};
 use mlx5::cm::{mapped, Gsi, MadAddr};
+use mlx5::raw::mad::{attr, req, Mad};
 use mlx5::GidEntry;
 
 /// Gives `dev` the IPv4-mapped GID of `ip` at index 1 (RoCE v2, as rdma_cm's addresses).
@@ -36,7 +36,7 @@ pub fn to(dev: &Dev, ip: [u8; 4]) -> MadAddr {
 pub fn greedy_req(port: u16, comm_id: u32, from: [u8; 4]) -> Mad {
     let mut m = Mad::cm(attr::REQ, 0x7700_0000_0000_0000 | u64::from(comm_id));
     m.set(req::LOCAL_COMM_ID, u64::from(comm_id));
-    m.set(req::SERVICE_ID, mlx5::cm::mad::service_id(port));
+    m.set(req::SERVICE_ID, mlx5::raw::mad::service_id(port));
     m.set(
         req::LOCAL_CA_GUID,
         0x0666_0000_0000_0000 | u64::from(comm_id),

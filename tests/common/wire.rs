@@ -235,9 +235,9 @@ pub fn atomic_eth(va: u64, rkey: u32, swap_add: u64, compare: u64) -> Vec<u8> {
 
 /// Sends `frames` raw (no offload: the bytes as given) from `dev` through an SQ of its own.
 pub fn send_raw(dev: &super::Dev, frames: &[Vec<u8>]) {
-    use mlx5::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
     use mlx5::mr::MrAccess;
     use mlx5::qp::Sge;
+    use mlx5::raw::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
     let td = TransportDomain::alloc(dev).unwrap();
     let tis = Tis::create(dev, &td).unwrap();
     let cq = dev.create_cq(64).unwrap();

@@ -12,8 +12,8 @@ use super::legit::{Pingpong, Rping};
 use super::port::{Ext, Snap};
 use super::{buckets, App, Net, Rng, IP_A, IP_B, IP_C};
 use super::{PORT_A, PORT_B};
-use mlx5::cm::mad::{attr, dreq, hdr, ids, msg, rej, req, Mad};
 use mlx5::cm::{mapped, CmId, Gsi, MadAddr};
+use mlx5::raw::mad::{attr, dreq, hdr, ids, msg, rej, req, Mad};
 use mlx5::sim::{DatapathCounters, ObjectKind};
 use mlx5::{GidEntry, SimPlatform};
 
@@ -267,7 +267,7 @@ impl<'a> Attacker<'a> {
                     if a == attr::REQ && rng.chance(50) {
                         m.set(
                             req::SERVICE_ID,
-                            mlx5::cm::mad::service_id([PORT_A, PORT_B][x]),
+                            mlx5::raw::mad::service_id([PORT_A, PORT_B][x]),
                         );
                     }
                     if let Some(h) = half {

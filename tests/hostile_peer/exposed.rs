@@ -202,7 +202,7 @@ impl<'a> Exposed<'a> {
             );
         }
         if !self.alive {
-            let mut ev = [mlx5::eq::Event::default(); 8];
+            let mut ev = [mlx5::Event::default(); 8];
             let n = self.b.poll_async_events(&mut ev).unwrap();
             assert!(
                 ev[..n].iter().any(|x| x.qpn() == Some(self.qp.qpn())),

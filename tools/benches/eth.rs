@@ -15,12 +15,12 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use mlx5::eth::{Checksum, EthRq, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
 use mlx5::ifc::{Be32, Be64};
-use mlx5::io::{barrier, DmaBuf};
 use mlx5::mr::MrAccess;
 use mlx5::qp::{RecvWr, Sge};
+use mlx5::raw::eth::{Checksum, EthRq, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
 use mlx5::sim::{Mode, Profile, SimDevice};
+use mlx5::{io::barrier, raw::DmaBuf};
 use mlx5::{Device, DeviceConfig, Platform, WcFlags};
 
 mod null;

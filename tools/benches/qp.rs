@@ -9,7 +9,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use mlx5::qp::{max_qp_cap, size_qp, QpCap, QpInitAttr, QpType, SendOps, SizeMode};
+use mlx5::qp::{QpCap, QpInitAttr, QpType, SendOps};
+use mlx5::raw::{max_qp_cap, size_qp, SizeMode};
 use mlx5::sim::{Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, SimPlatform};
 

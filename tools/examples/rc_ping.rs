@@ -31,7 +31,7 @@ fn open(fabric: &Fabric, last_mac_byte: u8) -> Result<Dev, mlx5::Error> {
     Device::open(SimPlatform::new(sim), DeviceConfig::default())
 }
 
-fn post_recv(qp: &mut Qp<'_, SimPlatform>, mr: &MemoryRegion<'_, SimPlatform>, id: u64) {
+fn post_recv(qp: &Qp<'_, SimPlatform>, mr: &MemoryRegion<'_, SimPlatform>, id: u64) {
     let sge = [Sge {
         addr: mr.addr() + RECV_AT as u64,
         length: MSG_MAX,
@@ -117,8 +117,8 @@ fn ping(count: u64) -> Result<(), mlx5::Error> {
 
     let started = Instant::now();
     for n in 0..count {
-        post_recv(&mut qb, &mrb, n);
-        post_recv(&mut qa, &mra, n);
+        post_recv(&qb, &mrb, n);
+        post_recv(&qa, &mra, n);
         send(&mut qa, &mra, n, &format!("ping {n}"));
         // B: its receive, then answer; A: its send completion, then the answer.
         let got = wait_one(&b, &cqb);

@@ -117,7 +117,7 @@ pub fn run(a: &Args) -> Result<(), String> {
             a.spec.ops()
         };
         attr.size_mode = if a.example.is_some() {
-            mlx5::qp::SizeMode::Exact
+            mlx5::raw::SizeMode::Exact
         } else {
             a.spec.mode()
         };

@@ -2,7 +2,8 @@
 //! the bring-up took.
 
 use clap::Args as ClapArgs;
-use mlx5::qp::{max_qp_cap, QpType, SendOps};
+use mlx5::qp::{QpType, SendOps};
+use mlx5::raw::max_qp_cap;
 use serde_json::{json, Map, Value};
 
 use crate::target::{Opened, Target};

@@ -25,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use clap::Args as ClapArgs;
 use mlx5::mr::MrAccess;
+use mlx5::qp::UdAddr;
 use mlx5::qp::{
     Access, ConnectOpts, Mtu, QpCap, QpEndpoint, QpInitAttr, QpType, RecvWr, SendWr, Sge,
 };
-use mlx5::wqe::UdAddr;
 use mlx5::{Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
 

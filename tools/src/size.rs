@@ -6,7 +6,8 @@ use std::io::{BufRead, Write};
 use clap::Args as ClapArgs;
 use mlx5::ifc::prm::caps::CmdHcaCap;
 use mlx5::ifc::{Layout, View, ViewMut};
-use mlx5::qp::{size_qp, QpCap, QpLimits, QpType, SendOps, SizeMode, SizedQp, SizingError};
+use mlx5::qp::{QpCap, QpType, SendOps, SizingError};
+use mlx5::raw::{size_qp, QpLimits, SizeMode, SizedQp};
 use serde_json::{json, Value};
 
 use crate::target::profile;

@@ -188,8 +188,8 @@ fn stranger(
     go: &std::sync::atomic::AtomicBool,
     stop: &std::sync::atomic::AtomicBool,
 ) -> u64 {
-    use mlx5::cm::mad::{attr, req, service_id, Mad};
     use mlx5::cm::{mapped, Gsi, GsiBufs, MadAddr};
+    use mlx5::raw::mad::{attr, req, service_id, Mad};
     use std::sync::atomic::Ordering::Relaxed;
     let sim = mlx5::sim::SimDevice::new(
         mlx5::sim::Profile::connectx5().with_mac([2, 0xc5, 0x5a, 0, 0, 3]),

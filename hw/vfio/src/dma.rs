@@ -23,7 +23,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mlx5::platform::{DmaRegion, PlatformError};
+use mlx5::{DmaRegion, PlatformError};
 
 use crate::error::{human_bytes, VfioError};
 use crate::iommu::{Iommu, RangeAllocator};

@@ -45,9 +45,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mlx5::device::{Device, DeviceConfig};
 use mlx5::ifc::{Be32, Be64};
-use mlx5::platform::{DmaRegion, Platform, PlatformError};
+use mlx5::{Device, DeviceConfig};
+use mlx5::{DmaRegion, Platform, PlatformError};
 use vfio_bindings::bindings::vfio::{VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX};
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioOps};
 

@@ -4,11 +4,11 @@ use mlx5_ifc::prm::init_seg::HealthBuffer;
 use mlx5_ifc::{regs, HealthSyndrome, View};
 
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// Reads the health buffer: a fatal syndrome (with `rfr`), or a device that reads all-ones, is an
 /// error.
-pub fn check_health<P: Platform + ?Sized>(p: &P) -> Result<()> {
+pub(crate) fn check_health<P: Platform + ?Sized>(p: &P) -> Result<()> {
     let fw_ver = p.bar_read32(u64::from(regs::HEALTH_FW_VER)).get();
     let init = p.bar_read32(u64::from(regs::INITIALIZING)).get();
     if fw_ver == u32::MAX && init == u32::MAX {

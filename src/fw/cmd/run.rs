@@ -3,7 +3,7 @@
 use mlx5_ifc::{CmdInHeader, ViewMut};
 
 use crate::error::{Error, Result};
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use mlx5_ifc::View;
 
 /// What runs one command: its whole input in, its whole output filled, the firmware's status
@@ -15,10 +15,10 @@ pub(crate) trait Exec<P: Platform> {
 }
 
 /// Buffer size of [`run`]: covers every fixed-size command layout of the control path.
-pub const SMALL_CMD_BYTES: usize = 0x200;
+pub(crate) const SMALL_CMD_BYTES: usize = 0x200;
 
 /// The output of [`run`], viewable as layout `O`.
-pub struct Output<O> {
+pub(crate) struct Output<O> {
     buf: [u8; SMALL_CMD_BYTES],
     _o: core::marker::PhantomData<fn() -> O>,
 }
@@ -34,11 +34,11 @@ impl<O: mlx5_ifc::Layout> core::fmt::Debug for Output<O> {
 
 impl<O: mlx5_ifc::Layout> Output<O> {
     /// The output as its layout.
-    pub fn view(&self) -> Result<View<'_, O>> {
+    pub(crate) fn view(&self) -> Result<View<'_, O>> {
         Ok(View::new(&self.buf)?)
     }
     /// One integer field of the output.
-    pub fn get(&self, f: mlx5_ifc::Field<O>) -> u64 {
+    pub(crate) fn get(&self, f: mlx5_ifc::Field<O>) -> u64 {
         self.view().map_or(0, |v| v.get(f))
     }
 }
@@ -83,7 +83,7 @@ where
 }
 
 /// Buffer size of [`run_create`]: a 0x110-byte create command and up to 512 PAS entries.
-pub const CREATE_CMD_BYTES: usize = 0x110 + crate::fw::queue::MAX_PAS * 8;
+pub(super) const CREATE_CMD_BYTES: usize = 0x110 + crate::fw::queue::MAX_PAS * 8;
 
 /// Runs a create command whose fixed part (layout `I`, 0x110 bytes for every CREATE_* with a
 /// buffer) is followed by the PAS list of `pas`.

@@ -15,16 +15,16 @@ use mlx5_ifc::{regs, Be32, CmdInHeader, CmdOutHeader, CmdStatus, DeliveryStatus,
 use super::health::check_health;
 use crate::error::{DeadCause, Error, Result, Wait};
 use crate::fw::quarantine::Quarantine;
+use crate::io::platform::Platform;
 use crate::io::{barrier, DmaBuf};
-use crate::platform::Platform;
 
 /// Mailbox blocks per direction: commands carry at most `16 + 64 * 512` bytes each way.
-pub const MAX_MAILBOX_BLOCKS: usize = 64;
+pub(super) const MAX_MAILBOX_BLOCKS: usize = 64;
 /// The largest command input or output the queue carries.
-pub const MAX_CMD_BYTES: usize = CMD_INLINE_BYTES + MAX_MAILBOX_BLOCKS * MAILBOX_DATA_BYTES;
+pub(super) const MAX_CMD_BYTES: usize = CMD_INLINE_BYTES + MAX_MAILBOX_BLOCKS * MAILBOX_DATA_BYTES;
 
 /// Pages moved per MANAGE_PAGES command.
-pub const PAGES_PER_CMD: usize = 512;
+pub(crate) const PAGES_PER_CMD: usize = 512;
 
 /// Counters of the command interface.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use mlx5_ifc::Be32;
 use crate::error::Result;
 use crate::fw::queue::ceil_log2;
 use crate::io::barrier;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 use crate::verbs::cq::state::RecvTable;
 use crate::verbs::cq::{Cq, CQE_BYTES, CQE_OP_OWN};
 use crate::verbs::wr_table::srq_complete;

@@ -19,11 +19,11 @@ use mlx5_ifc::cqe::Cqe64;
 use crate::verbs::wr_table::{rq_table, sq_table, srq_complete, SQ_COMPLETION};
 
 /// Bytes of a CQE.
-pub const CQE_BYTES: usize = mlx5_ifc::cqe::CQE_BYTES;
+pub(crate) const CQE_BYTES: usize = mlx5_ifc::cqe::CQE_BYTES;
 /// Offset of `op_own` (opcode << 4 | … | owner) in a CQE.
-pub const CQE_OP_OWN: usize = mlx5_ifc::cqe::Cqe64::OP_OWN.info.byte_offset();
+pub(crate) const CQE_OP_OWN: usize = mlx5_ifc::cqe::Cqe64::OP_OWN.info.byte_offset();
 /// `op_own` of a CQE the device has not written: opcode INVALID (0xf), owner 0.
-pub const CQE_INVALID: u8 = mlx5_ifc::cqe::INVALID_OP_OWN;
+pub(crate) const CQE_INVALID: u8 = mlx5_ifc::cqe::INVALID_OP_OWN;
 
 /// What a successful completion of a descriptor's WQE reports: opcode, flags, and whether its
 /// byte count is the bytes posted ([`SQ_COMPLETION`] of the WQE's opcode in the descriptor,

@@ -9,8 +9,8 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
+use crate::io::platform::Platform;
 use crate::io::DmaBuf;
-use crate::platform::Platform;
 
 use super::cqe::{CQE_BYTES, CQE_INVALID, CQE_OP_OWN};
 use super::state;

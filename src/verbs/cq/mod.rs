@@ -13,7 +13,7 @@ mod poll;
 pub(crate) mod state;
 mod wc;
 
-pub use cqe::{CQE_BYTES, CQE_INVALID, CQE_OP_OWN};
+pub(crate) use cqe::{CQE_BYTES, CQE_OP_OWN};
 pub use create::{Cq, CqInfo};
 pub use poll::CqPoller;
 pub use wc::{Wc, WcFlags, WcOpcode, WcStatus};

@@ -15,7 +15,7 @@ use super::state::{Attached, CqShared, MAX_QUEUES_PER_CQ};
 use super::wc::Wc;
 use crate::error::{Error, Result, Wait};
 use crate::io::barrier;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 impl<'d, P: Platform> Cq<'d, P> {
     /// The CQ's polling state, waiting at most `cq_lock_timeout_ms` (device configuration) for

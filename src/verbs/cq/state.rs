@@ -3,15 +3,15 @@
 
 use heapless::Vec;
 
+use crate::io::platform::Platform;
 use crate::io::SharedTable;
-use crate::platform::Platform;
 
 /// Queues one CQ can serve.
-pub const MAX_QUEUES_PER_CQ: usize = 512;
+pub(crate) const MAX_QUEUES_PER_CQ: usize = 512;
 
 /// The receive side of an attached QP.
 #[derive(Debug)]
-pub enum RecvTable {
+pub(crate) enum RecvTable {
     /// The QP's own RQ with `cnt` WQEs.
     Rq {
         /// Table.
@@ -30,7 +30,7 @@ pub enum RecvTable {
 
 /// One QP attached to a CQ.
 #[derive(Debug)]
-pub struct Attached {
+pub(crate) struct Attached {
     /// QP number.
     pub qpn: u32,
     /// Send queue table and its WQEBBs, when this CQ is the QP's send CQ.
@@ -44,7 +44,7 @@ pub struct Attached {
 
 impl Attached {
     /// Gives back the handles to the QP's tables (host memory; the last handle frees it).
-    pub fn release<P: Platform + ?Sized>(self, p: &P) {
+    pub(crate) fn release<P: Platform + ?Sized>(self, p: &P) {
         if let Some((t, _)) = self.sq {
             t.release(p);
         }
@@ -56,7 +56,7 @@ impl Attached {
 
 /// The CQ state polling changes.
 #[derive(Debug, Default)]
-pub struct CqShared {
+pub(crate) struct CqShared {
     pub(crate) ci: u32,
     pub(crate) arm_sn: u32,
     /// Index in `queues` of the queue the last CQE named (a hint; checked before use).

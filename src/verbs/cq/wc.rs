@@ -38,7 +38,7 @@ pub enum WcStatus {
 
 impl WcStatus {
     /// The status of a CQE syndrome (mlx5-datapath-sizing.md §4.3).
-    pub fn from_syndrome(s: u8) -> Self {
+    pub(crate) fn from_syndrome(s: u8) -> Self {
         match s {
             0x01 => WcStatus::LocLenErr,
             0x02 => WcStatus::LocQpOpErr,

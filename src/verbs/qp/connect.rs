@@ -6,7 +6,7 @@ use super::modify::{Access, AhAttr, Mtu, QpAttr, QpAttrMask as M};
 use super::sizing::QpType;
 use super::state::QpState;
 use crate::error::Result;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// What a peer needs to know to connect to a QP (exchanged out of band).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

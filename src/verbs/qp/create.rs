@@ -16,8 +16,8 @@ use crate::fw::caps::Caps;
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
 use crate::fw::uar::Uar;
+use crate::io::platform::Platform;
 use crate::io::SharedTable;
-use crate::platform::Platform;
 use crate::verbs::cq::state::{Attached, RecvTable};
 use crate::verbs::cq::Cq;
 use crate::verbs::pd::Pd;
@@ -100,9 +100,10 @@ pub struct Qp<'a, P: Platform> {
     /// The last BlueFlame WQE's WQEBBs, as written (the copy's source).
     pub(super) bf_stage: crate::verbs::wqe::BfStage,
     pub(super) max_msg: u64,
-    /// Held by `post_recv` (`&self`, as an SRQ's and as rdma-core's): one poster of the own
-    /// receive queue at a time, whatever threads share the QP.
-    pub(super) recv_lock: spin::Mutex<()>,
+    /// `post_recv` takes `&self` (as an SRQ's and rdma-core's do) and posts without a lock: a
+    /// QP may move to another thread (`Send`) but is not shared between threads (`!Sync`), so
+    /// its receive queue has one poster at a time.
+    _one_thread: PhantomData<core::cell::Cell<()>>,
     alive: bool,
     _borrows: PhantomData<&'a ()>,
 }
@@ -268,7 +269,7 @@ impl<P: Platform> Device<P> {
                 super::write::inline_limit(base, &cap, &layout, 1u64 << caps.log_max_msg().min(31))
             }),
             max_msg: 1u64 << caps.log_max_msg().min(31),
-            recv_lock: spin::Mutex::new(()),
+            _one_thread: PhantomData,
             alive: true,
             _borrows: PhantomData,
         };

@@ -1,11 +1,13 @@
-//! Queue pairs (PRM "QP"): sizing against the device's limits ([`sizing`]), creation with a
-//! programmed context ([`create`]) and the state machine ([`modify`]).
+//! Queue pairs (PRM "QP"): sizing against the device's limits ([`QpCap`], [`SizingError`]),
+//! creation with a programmed context ([`Qp`], [`QpInitAttr`]), the state machine
+//! ([`Qp::modify`], [`QpAttr`]) and the data path ([`SendWr`], [`RecvWr`]).
 
-pub mod connect;
-pub mod create;
-pub mod modify;
-pub mod post;
-pub mod sizing;
+mod check;
+mod connect;
+mod create;
+mod modify;
+mod post;
+pub(crate) mod sizing;
 mod state;
 mod wr;
 mod write;
@@ -19,7 +21,4 @@ pub use post::{Payload, RecvWr, SendOp, SendWr, Sge};
 pub use state::QpState;
 pub(crate) use write::refuse;
 
-pub use sizing::{
-    max_qp_cap, size_qp, sq_overhead, CapField, Limit, QpCap, QpLayout, QpLimits, QpType, SendOps,
-    SizeMode, SizedQp, SizingError,
-};
+pub use sizing::{CapField, Limit, QpCap, QpLayout, QpType, SendOps, SizingError};

@@ -19,7 +19,7 @@ use super::sizing::QpType;
 use super::state::QpState;
 use crate::error::{AttrProblem, Error, Result};
 use crate::fw::cmd::run;
-use crate::platform::Platform;
+use crate::io::platform::Platform;
 
 /// `log_msg_max` of every UD transition: a datagram is at most one 4 KiB MTU.
 const UD_LOG_MSG_MAX: u64 = 12;
@@ -75,7 +75,7 @@ impl QpAttrMask {
         Self(self.0 & !o.0)
     }
     /// The name of the lowest attribute in the set.
-    pub fn first_name(self) -> &'static str {
+    pub(crate) fn first_name(self) -> &'static str {
         Self::NAMES
             .iter()
             .find(|(b, _)| self.0 & b != 0)

@@ -8,15 +8,14 @@
 use mlx5_ifc::{regs, Be32, Be64};
 
 use super::create::Qp;
-use super::sizing::SendOps;
 use super::write::{
-    misplaced, nbb_of, pack, recv_place, recv_queue, refuse, send_queue, sq_place, write_recv,
-    write_wqe, WqeHead,
+    misplaced, nbb_of, recv_place, recv_queue, refuse, send_queue, sq_place, write_recv, write_wqe,
+    WqeHead,
 };
 use crate::error::{Error, Result};
 use crate::io::barrier;
-use crate::platform::Platform;
-use crate::verbs::wqe::{self, opcode, BF_CHUNK, DS, MAX_DS, WQEBB};
+use crate::io::platform::Platform;
+use crate::verbs::wqe::{BF_CHUNK, WQEBB};
 use crate::verbs::wr_table::{self, rq_table, sq_table};
 
 pub use super::wr::{Payload, RecvWr, SendOp, SendWr, Sge};
@@ -35,250 +34,7 @@ fn recv_refused(wr: &RecvWr<'_>, max_sge: u64) -> Option<Error> {
     })
 }
 
-/// Data segments (zero-length SGEs are skipped) and bytes of a gather list.
-#[inline]
-fn gather_size(sg: &[Sge]) -> (usize, u64) {
-    sg.iter().fold((0, 0), |(n, b), s| {
-        (n + usize::from(s.length > 0), b + u64::from(s.length))
-    })
-}
-
-/// The control-segment opcode, send op, DS units before the data and `imm` word of an op that
-/// is not an atomic (the shapes `fits` takes in a straight line); `None` for the atomics.
-#[inline(always)]
-fn plain_op(op: &SendOp) -> Option<(u8, SendOps, usize, u32)> {
-    Some(match *op {
-        SendOp::Send => (opcode::SEND, SendOps::SEND, 1, 0),
-        SendOp::SendImm(imm) => (opcode::SEND_IMM, SendOps::SEND_IMM, 1, imm),
-        SendOp::SendInv(rkey) => (opcode::SEND_INVAL, SendOps::SEND_INV, 1, rkey),
-        SendOp::Write { .. } => (opcode::RDMA_WRITE, SendOps::WRITE, 2, 0),
-        SendOp::WriteImm { imm, .. } => (opcode::RDMA_WRITE_IMM, SendOps::WRITE_IMM, 2, imm),
-        SendOp::Read { .. } => (opcode::RDMA_READ, SendOps::READ, 2, 0),
-        SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => return None,
-    })
-}
-
 impl<P: Platform> Qp<'_, P> {
-    /// DS units, WQEBBs and bytes of a send work request; checks it against the QP.
-    #[inline(always)]
-    fn measure(&self, wr: &SendWr<'_>) -> Result<u128> {
-        match self.fits(wr) {
-            Some(m) => Ok(m),
-            None => self.refusal(wr),
-        }
-    }
-
-    /// The checks of [`Self::refusal`] without the error (returned in registers): the packed
-    /// sizes of a request the QP takes, `None` for one it refuses.
-    #[inline(always)]
-    fn fits(&self, wr: &SendWr<'_>) -> Option<u128> {
-        // The common shape — no atomic, at most one SGE, not UD — in a straight line: the same
-        // checks as `fits_any`, with what this shape makes constant folded.
-        if let (Payload::Sges(sg @ ([] | [_])), false) = (wr.payload, self.qp_type.is_datagram()) {
-            let Some((op, op_set, ds, imm)) = plain_op(&wr.op) else {
-                return self.fits_any(wr);
-            };
-            let (segs, bytes) = gather_size(sg);
-            let ds = ds + segs;
-            let ok = self.ops.contains(op_set)
-                && sg.len() as u64 <= u64::from(self.cap.max_send_sge)
-                && ds * DS <= self.layout.sq_wqe_bytes as usize
-                && bytes <= self.max_msg;
-            return ok.then(|| pack((ds as u8, 1, bytes as u32), op, imm));
-        }
-        // A SEND or WRITE of inline data on a QP that is not UD, likewise.
-        if let (Payload::Inline(data), false) = (wr.payload, self.qp_type.is_datagram()) {
-            let plain = plain_op(&wr.op).filter(|_| !matches!(wr.op, SendOp::Read { .. }));
-            let Some((op, op_set, ds, imm)) = plain else {
-                return self.fits_any(wr);
-            };
-            // `inline_lim` folds the inline, DS, WQE and message limits (`write::inline_limit`).
-            let ok = self.ops.contains(op_set)
-                && (data.len() as u64) < u64::from(self.inline_lim[ds - 1]);
-            let ds = ds + wqe::inline_ds(data.len());
-            let nbb = (ds * DS).div_ceil(WQEBB) as u32;
-            return ok.then(|| pack((ds as u8, nbb, data.len() as u32), op, imm));
-        }
-        self.fits_any(wr)
-    }
-
-    /// [`Self::fits`] for any request.
-    #[inline(always)]
-    fn fits_any(&self, wr: &SendWr<'_>) -> Option<u128> {
-        let (op, op_set, imm) = wr.op.parts();
-        if !self.ops.contains(op_set) {
-            return None;
-        }
-        let atomic = matches!(wr.op, SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. });
-        let mut ds = 1usize;
-        match wr.op {
-            SendOp::Write { .. } | SendOp::WriteImm { .. } | SendOp::Read { .. } => ds += 1,
-            SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
-            _ => {}
-        }
-        if self.qp_type.is_datagram() {
-            wr.ud.as_ref()?;
-            ds += 3;
-        }
-        let bytes: u64 = match wr.payload {
-            Payload::Sges(sg) => {
-                if sg.len() as u64 > u64::from(self.cap.max_send_sge)
-                    || (atomic && (sg.len() != 1 || sg[0].length != 8))
-                {
-                    return None;
-                }
-                let (segs, bytes) = gather_size(sg);
-                ds += segs;
-                bytes
-            }
-            Payload::Inline(data) => {
-                if data.len() as u64 > u64::from(self.cap.max_inline_data)
-                    || atomic
-                    || matches!(wr.op, SendOp::Read { .. })
-                {
-                    return None;
-                }
-                ds += wqe::inline_ds(data.len());
-                data.len() as u64
-            }
-        };
-        if let SendOp::CmpSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. } = wr.op {
-            if remote_addr % 8 != 0 {
-                return None;
-            }
-        }
-        if ds > MAX_DS || ds * DS > self.layout.sq_wqe_bytes as usize || bytes > self.max_msg {
-            return None;
-        }
-        Some(pack(
-            (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
-            op,
-            imm,
-        ))
-    }
-
-    /// Why the QP refuses a send work request (the slow path of [`Self::measure`]; also the
-    /// sizes, should it take it after all).
-    #[cold]
-    #[inline(never)]
-    fn refusal(&self, wr: &SendWr<'_>) -> Result<u128> {
-        let (op, op_set, imm) = wr.op.parts();
-        if !self.ops.contains(op_set) {
-            return Err(refuse(
-                "post_send",
-                "opcode",
-                u64::from(op_set.bits()),
-                u64::from(self.ops.bits()),
-                "the send ops the QP was created with",
-            ));
-        }
-        let mut ds = 1usize;
-        match wr.op {
-            SendOp::Write { .. } | SendOp::WriteImm { .. } | SendOp::Read { .. } => ds += 1,
-            SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. } => ds += 2,
-            _ => {}
-        }
-        if self.qp_type.is_datagram() {
-            if wr.ud.is_none() {
-                return Err(refuse(
-                    "post_send",
-                    "ud",
-                    0,
-                    0,
-                    "a UD send needs a destination (SendWr::ud)",
-                ));
-            }
-            ds += 3;
-        }
-        let bytes: u64 = match wr.payload {
-            Payload::Sges(sg) => {
-                if sg.len() as u64 > u64::from(self.cap.max_send_sge) {
-                    return Err(refuse(
-                        "post_send",
-                        "num_sge",
-                        sg.len() as u64,
-                        u64::from(self.cap.max_send_sge),
-                        "max_send_sge of the QP",
-                    ));
-                }
-                if matches!(wr.op, SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. })
-                    && (sg.len() != 1 || sg[0].length != 8)
-                {
-                    return Err(refuse(
-                        "post_send",
-                        "sg_list",
-                        sg.len() as u64,
-                        1,
-                        "atomics return 8 bytes into exactly one 8-byte SGE",
-                    ));
-                }
-                let (segs, bytes) = gather_size(sg);
-                ds += segs;
-                bytes
-            }
-            Payload::Inline(data) => {
-                if data.len() as u64 > u64::from(self.cap.max_inline_data) {
-                    return Err(refuse(
-                        "post_send",
-                        "inline length",
-                        data.len() as u64,
-                        u64::from(self.cap.max_inline_data),
-                        "max_inline_data of the QP",
-                    ));
-                }
-                if matches!(
-                    wr.op,
-                    SendOp::Read { .. } | SendOp::CmpSwap { .. } | SendOp::FetchAdd { .. }
-                ) {
-                    return Err(refuse(
-                        "post_send",
-                        "payload",
-                        0,
-                        0,
-                        "READ and atomics cannot be inline",
-                    ));
-                }
-                ds += wqe::inline_ds(data.len());
-                data.len() as u64
-            }
-        };
-        if let SendOp::CmpSwap { remote_addr, .. } | SendOp::FetchAdd { remote_addr, .. } = wr.op {
-            if remote_addr % 8 != 0 {
-                return Err(refuse(
-                    "post_send",
-                    "remote_addr",
-                    remote_addr,
-                    0,
-                    "atomics need an 8-byte aligned address",
-                ));
-            }
-        }
-        if ds > MAX_DS || ds * DS > self.layout.sq_wqe_bytes as usize {
-            return Err(refuse(
-                "post_send",
-                "WQE size (DS)",
-                ds as u64,
-                (self.layout.sq_wqe_bytes as usize / DS).min(MAX_DS) as u64,
-                "the QP's send WQE size",
-            ));
-        }
-        let max_msg = self.max_msg;
-        if bytes > max_msg {
-            return Err(refuse(
-                "post_send",
-                "message length",
-                bytes,
-                max_msg,
-                "log_max_msg",
-            ));
-        }
-        Ok(pack(
-            (ds as u8, (ds * DS).div_ceil(WQEBB) as u32, bytes as u32),
-            op,
-            imm,
-        ))
-    }
-
     /// Posts a list of send work requests (`ibv_post_send`) and rings one doorbell. Every
     /// request is checked first; if one is refused, none is posted.
     #[inline]
@@ -419,11 +175,10 @@ impl<P: Platform> Qp<'_, P> {
     }
 
     /// Posts receive work requests to the QP's own receive queue (`ibv_post_recv`). Takes
-    /// `&self`, as [`Srq::post_recv`](crate::srq::Srq::post_recv) does: posters of one receive
-    /// queue take turns (a lock held for the post).
+    /// `&self`, as [`Srq::post_recv`](crate::srq::Srq::post_recv) does; a QP is not `Sync`, so
+    /// the queue has one poster at a time without a lock (an SRQ, shared by QPs, takes one).
     #[inline]
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
-        let _one_poster = self.recv_lock.lock();
         match wrs {
             [wr] => self.recv_one(wr),
             _ => self.recv_list(wrs),
@@ -435,8 +190,8 @@ impl<P: Platform> Qp<'_, P> {
     fn recv_one(&self, wr: &RecvWr<'_>) -> Result<()> {
         let (ring, rq, cnt, per) =
             recv_queue(self.srqn, self.state, self.qpn, &self.ring, &self.layout, 1)?;
-        // The receive table's HEAD: this QP is its only writer (under `recv_lock`, which orders
-        // the posters), so a relaxed load gives back the last store; the pollers only read it.
+        // The receive table's HEAD: this QP is its only writer (one thread: a QP is not `Sync`),
+        // so a relaxed load gives back its own last store; the pollers only read it.
         let head = rq.load_relaxed(rq_table::HEAD);
         let used = head.wrapping_sub(rq.load(rq_table::TAIL));
         if used >= cnt || wr.sg_list.len() > per {

@@ -9,11 +9,11 @@
 use core::fmt;
 
 /// Bytes of a send WQE basic block (WQEBB).
-pub const SEND_WQE_BB: u32 = 64;
+pub(crate) const SEND_WQE_BB: u32 = 64;
 /// Bytes of a data segment (one SGE) and the unit of WQE sizes.
-pub const SEG: u32 = 16;
+pub(crate) const SEG: u32 = 16;
 /// Bytes of the inline-data segment header.
-pub const INLINE_HDR: u32 = 4;
+pub(crate) const INLINE_HDR: u32 = 4;
 /// The overflow guard of the provider: `max_send_wr * max_wqe_sz_sq` must stay below 2^31.
 const WR_GUARD: u64 = 0x7fff_ffff;
 

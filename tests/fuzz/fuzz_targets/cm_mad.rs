@@ -14,7 +14,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mlx5::cm::mad::{attr, hdr, ids, req, service_id, Mad, MAD_LEN};
+use mlx5::raw::mad::{attr, hdr, ids, req, service_id, Mad, MAD_LEN};
 use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, Gsi, GsiBufs, MadAddr};
 use mlx5::qp::{QpCap, QpInitAttr, QpType};
 use mlx5::sim::{Fabric, Mode, Profile, SimDevice};

@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
             value,
         });
     });
-    let mut ev = [mlx5::eq::Event::default(); 64];
+    let mut ev = [mlx5::Event::default(); 64];
     if let Ok(n) = dev.poll_async_events(&mut ev) {
         for e in &ev[..n] {
             let _ = (e.cqn(), e.qpn());

@@ -4,8 +4,8 @@
 use std::time::Instant;
 
 use mlx5::mr::MrAccess;
+use mlx5::qp::UdAddr;
 use mlx5::qp::{ConnectOpts, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
-use mlx5::wqe::UdAddr;
 use mlx5::{Device, Wc, WcStatus};
 use mlx5_vfio::AnyPlatform;
 

@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use mlx5::qp::UdAddr;
 use mlx5::qp::{ConnectOpts, QpEndpoint, RecvWr, SendWr};
-use mlx5::wqe::UdAddr;
 use mlx5::WcStatus;
 
 use super::args::Args;

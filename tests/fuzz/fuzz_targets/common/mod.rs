@@ -166,7 +166,7 @@ pub fn workload(dev: &Dev, rounds: usize, mut between: impl FnMut(usize)) {
         }
         let _ = cq.req_notify(false);
         poll(dev, &cq, &posted, &mut seen);
-        let mut ev = [mlx5::eq::Event::default(); 8];
+        let mut ev = [mlx5::Event::default(); 8];
         let _ = dev.poll_completion_events(&mut ev);
         let _ = dev.poll_async_events(&mut ev);
         let _ = cq.ack_event();

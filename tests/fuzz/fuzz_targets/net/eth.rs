@@ -24,9 +24,10 @@
 use std::cell::RefCell;
 
 use mlx5::cq::Cq;
-use mlx5::eth::{Checksum, EthPort, EthPortConfig, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
+use mlx5::eth::{EthPort, EthPortConfig};
 use mlx5::mr::MemoryRegion;
 use mlx5::qp::Sge;
+use mlx5::raw::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
 use mlx5::sim::{DatapathCounters, Fabric, Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, MrAccess, SimPlatform, Wc};
 use smoltcp::iface::{Config, Interface, SocketSet};

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use mlx5::io::DmaBuf;
+use mlx5::raw::DmaBuf;
 use mlx5::{DeviceConfig, Platform};
 use mlx5_vfio::{HostMemory, IrqKind, PciAddress, Sysfs, VfioError, VfioOptions, VfioPlatform};
 

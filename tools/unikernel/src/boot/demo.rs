@@ -7,9 +7,9 @@
 use core::fmt;
 
 use mlx5::mr::MrAccess;
+use mlx5::qp::UdAddr;
 use mlx5::qp::{ConnectOpts, Mtu, Payload, QpCap, QpInitAttr, QpType, RecvWr, SendOp, SendWr, Sge};
 use mlx5::srq::SrqAttr;
-use mlx5::wqe::UdAddr;
 use mlx5::{Device, Platform, Wc, WcStatus};
 
 use super::events::{wait_cq, WaitError};

@@ -6,7 +6,7 @@
 
 use core::fmt;
 
-use mlx5::eq::Event;
+use mlx5::Event;
 use mlx5::{Device, Platform, Wc, WcStatus};
 
 use super::irq;
