@@ -37,6 +37,7 @@
 pub mod acpi;
 pub mod arena;
 pub mod exchange;
+mod needs;
 #[allow(unsafe_code)]
 mod metal;
 pub mod paging;
@@ -48,26 +49,11 @@ pub mod boot;
 
 pub use arena::Arena;
 pub use metal::platform::BareMetal;
+pub use needs::{Clock, DmaTranslation};
 #[cfg(target_arch = "x86_64")]
 pub use metal::platform::TscClock;
 
 use mlx5::{Device, DeviceConfig};
-
-/// Monotonic time for the driver's deadlines.
-pub trait Clock {
-    /// Nanoseconds since an arbitrary start; never goes backwards.
-    fn now_ns(&self) -> u64;
-}
-
-/// How the device addresses the arena.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DmaTranslation {
-    /// No IOMMU (or one in pass-through): device address = physical address.
-    Identity,
-    /// The IOMMU maps the arena linearly: device address = physical address + this offset
-    /// (wrapping), e.g. an arena at physical 0x1_2340_0000 mapped at IOVA 0x10_0000.
-    Offset(u64),
-}
 
 /// Brings the function up on this platform: what a unikernel's NIC driver calls at boot.
 pub fn bring_up<C: Clock>(platform: BareMetal<C>) -> Result<Device<BareMetal<C>>, mlx5::Error> {

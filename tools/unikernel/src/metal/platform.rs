@@ -8,7 +8,7 @@ use mlx5::io::MmioRegion;
 use mlx5::{DmaRegion, Platform, PlatformError};
 
 use crate::arena::Pool;
-use crate::{Clock, DmaTranslation};
+use crate::needs::{Clock, DmaTranslation};
 
 /// The time-stamp counter at a known, invariant frequency (read it from CPUID leaf 0x15, or
 /// calibrate it against the PIT/HPET at boot).
