@@ -10,10 +10,11 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::engine;
+use crate::error::SimError;
 use crate::fabric::{Fabric, Station};
 use crate::model::Hw;
 
@@ -110,6 +111,18 @@ impl Drop for StateGuard<'_> {
 }
 
 impl Shared {
+    /// Moves this device's port onto `fabric` ([`Fabric::attach`], which says when it is
+    /// refused).
+    pub(crate) fn attach_to(self: &Arc<Self>, fabric: &Fabric) -> Result<(), SimError> {
+        let (old, old_port) = self.link();
+        let station: Arc<dyn Station> = self.clone();
+        let joined = fabric.join(&old, old_port, self.mode, self.mac(), station, self.kick())?;
+        if let Some(port) = joined {
+            self.set_link(fabric.clone(), port);
+        }
+        Ok(())
+    }
+
     pub(crate) fn new(profile: Profile, mode: Mode) -> Self {
         let state = Mutex::new(State::new(&profile));
         Self {

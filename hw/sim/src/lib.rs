@@ -111,7 +111,6 @@ pub use scribble::{Scribble, MAX_SCRIBBLE_BYTES};
 pub use trace::{TraceRecord, TRACE_CAPACITY};
 
 use device::Shared;
-use fabric::Station;
 use work::Work;
 
 /// The longest a device thread sleeps before it looks at its timers again.
@@ -123,21 +122,7 @@ impl Fabric {
     /// on this one ([`SimError::FabricModeMismatch`]), or has the MAC of a port already on it
     /// ([`SimError::DuplicateMac`]: give each profile its own `_mac`). Attaching again is a no-op.
     pub fn attach(&self, dev: &SimDevice) -> Result<(), SimError> {
-        let shared = dev.shared_arc();
-        let (old, old_port) = shared.link();
-        let station: Arc<dyn Station> = shared.clone();
-        let joined = self.join(
-            &old,
-            old_port,
-            shared.mode,
-            shared.mac(),
-            station,
-            shared.kick(),
-        )?;
-        if let Some(port) = joined {
-            shared.set_link(self.clone(), port);
-        }
-        Ok(())
+        Shared::attach_to(dev.shared_arc(), self)
     }
 }
 
