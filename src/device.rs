@@ -605,7 +605,7 @@ impl<P: Platform> Device<P> {
     }
 
     /// The UAR page the driver's doorbells go to.
-    pub fn uar(&self) -> Option<Uar> {
+    pub(crate) fn uar(&self) -> Option<Uar> {
         self.uar
     }
 
@@ -615,7 +615,7 @@ impl<P: Platform> Device<P> {
     }
 
     /// The completion EQ every CQ reports to.
-    pub fn comp_eqn(&self) -> Option<u8> {
+    pub(crate) fn comp_eqn(&self) -> Option<u8> {
         self.comp_eq.as_ref().map(Eq::eqn)
     }
 
@@ -703,7 +703,7 @@ impl<P: Platform> Device<P> {
     }
 
     /// Runs any command, bypassing every object the driver tracks: reached only through the
-    /// [`crate::raw::raw_command`], whose safety contract says why.
+    /// `raw::raw_command` (feature `raw`), whose safety contract says why.
     pub(crate) fn exec_raw(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
         self.cmd.lock().exec(&self.platform, input, output)
     }

@@ -35,6 +35,38 @@ pub mod eth {
 }
 
 use crate::device::Device;
+use crate::verbs::qp::Qp;
+
+pub use crate::fw::uar::Uar;
+/// The memory barriers the driver's data path uses, by name (`io/barrier.rs`).
+pub mod barrier {
+    pub use crate::io::barrier::*;
+}
+
+/// The UAR page the device's own doorbells go to (the CQs' arming), once it is open.
+pub fn device_uar<P: Platform>(dev: &Device<P>) -> Option<Uar> {
+    dev.uar()
+}
+
+/// The UAR page of a QP's doorbells and BlueFlame register.
+pub fn qp_uar<P: Platform>(qp: &Qp<'_, P>) -> Uar {
+    qp.uar()
+}
+
+/// The completion EQ every CQ reports to.
+pub fn comp_eqn<P: Platform>(dev: &Device<P>) -> Option<u8> {
+    dev.comp_eqn()
+}
+
+/// The async EQ (QP, CQ and port events).
+pub fn async_eqn<P: Platform>(dev: &Device<P>) -> Option<u8> {
+    dev.async_eqn()
+}
+
+/// The pages EQ (PAGE_REQUEST events only), if the device raises page requests.
+pub fn pages_eqn<P: Platform>(dev: &Device<P>) -> Option<u8> {
+    dev.pages_eqn()
+}
 use crate::error::Result;
 use crate::io::platform::Platform;
 

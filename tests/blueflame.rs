@@ -21,7 +21,7 @@ fn sends(write_combining: bool) -> (Vec<UarWrite>, Vec<UarWrite>, Vec<UarWrite>,
     let cq = dev.create_cq(16).unwrap();
     let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
     let mut q = common::looped(&dev, &cq, cap(4, 4, 1));
-    let page = q.uar().bar_offset();
+    let page = mlx5::raw::qp_uar(&q).bar_offset();
     let recv = [Sge {
         addr: mr.addr() + 1024,
         length: 256,

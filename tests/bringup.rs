@@ -40,7 +40,7 @@ fn bring_up_and_close(mode: Mode) {
     let d = Device::open(SimPlatform::new(dev.clone()), config()).expect("bring-up");
     assert_eq!(d.fw_version().to_string(), "16.35.2000");
     assert_eq!(d.issi(), 1);
-    assert!(d.uar().is_some());
+    assert!(mlx5::raw::device_uar(&d).is_some());
     let _: &mlx5::pd::Pd = d.pd();
     assert!(
         dev.pages_held() >= 80,

@@ -576,7 +576,7 @@ fn a_uar_whose_dealloc_failed_is_freed_at_close() {
     let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
     let cq = dev.create_cq(8).unwrap();
     let qp = qp(&dev, &cq, QpType::Rc, cap(4, 4, 1));
-    let uar = qp.uar().index();
+    let uar = mlx5::raw::qp_uar(&qp).index();
     sim.inject(Fault::FailCommand {
         opcode: mlx5::ifc::Opcode::DeallocUar as u16,
         status: 0x22,

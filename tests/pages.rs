@@ -402,7 +402,7 @@ fn a_command_queue_of_one_entry_is_refused() {
 fn page_requests_that_lie_are_not_trusted() {
     use mlx5::sim::EqeField;
     let (sim, dev) = open(PagePolicy::default(), Mode::Sync, DeviceConfig::default());
-    let eqn = u32::from(dev.pages_eqn().expect("a pages EQ"));
+    let eqn = u32::from(mlx5::raw::pages_eqn(&dev).expect("a pages EQ"));
     let held = dev.pages_held();
     // A request for another function: refused, nothing given.
     sim.inject(Fault::CorruptEqe {

@@ -288,7 +288,10 @@ fn the_qp_limit_is_the_firmwares_to_enforce() {
 #[test]
 fn objects_left_alive_at_teardown_show_in_the_devices_accounts() {
     let (sim, dev) = open(Profile::connectx5(), Mode::Sync);
-    let (async_eqn, comp_eqn) = (dev.async_eqn().unwrap(), dev.comp_eqn().unwrap());
+    let (async_eqn, comp_eqn) = (
+        mlx5::raw::async_eqn(&dev).unwrap(),
+        mlx5::raw::comp_eqn(&dev).unwrap(),
+    );
     assert_eq!(
         sim.eq_armed(u32::from(async_eqn)),
         Some(true),

@@ -33,12 +33,12 @@ impl<P: Platform> Device<P> {
     }
 
     /// The async EQ (QP, CQ and port events).
-    pub fn async_eqn(&self) -> Option<u8> {
+    pub(crate) fn async_eqn(&self) -> Option<u8> {
         self.async_eq.as_ref().map(Eq::eqn)
     }
 
     /// The pages EQ (PAGE_REQUEST events only), if the device raises page requests.
-    pub fn pages_eqn(&self) -> Option<u8> {
+    pub(crate) fn pages_eqn(&self) -> Option<u8> {
         self.cmd.lock().pages_eqn()
     }
 

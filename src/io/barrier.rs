@@ -3,7 +3,7 @@
 //! The canonical sequences:
 //! * **Hand a command to the firmware**: write entry and mailboxes → [`dma_wmb`] → 32-bit
 //!   doorbell store.
-//! * **Take a completed command back**: load the ownership byte with acquire ([`DmaBuf`] does) →
+//! * **Take a completed command back**: load the ownership byte with acquire (`DmaBuf` does) →
 //!   [`dma_rmb`] → read the output.
 //! * **Post a work request**: write the WQE → [`dma_wmb`] → doorbell record (BE32) →
 //!   [`mmio_wmb`] → 64-bit UAR doorbell (or the BlueFlame copy) → [`mmio_wmb`].
@@ -31,7 +31,6 @@
 //! accesses observed by a device: hence the outer-shareable instructions. Other architectures
 //! are refused at compile time rather than given barriers nobody checked.
 //!
-//! [`DmaBuf`]: super::DmaBuf
 
 use core::sync::atomic::{fence, Ordering};
 

@@ -8,7 +8,7 @@ use mlx5_ifc::{Be32, Be64};
 
 use crate::io::platform::{DmaRegion, Platform, PlatformError};
 
-/// An access outside a [`DmaBuf`] was refused (a driver bug caught, never a memory error).
+/// An access outside a `DmaBuf` was refused (a driver bug caught, never a memory error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OutOfBounds {
     /// Offset of the access.

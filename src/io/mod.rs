@@ -1,14 +1,14 @@
 //! The driver's single unsafe boundary: DMA memory, MMIO and memory barriers.
 //!
 //! Nothing outside this module dereferences a raw pointer. Device-visible memory is never
-//! borrowed as a Rust reference: [`DmaBuf`] reads and writes it through atomic accesses on raw
+//! borrowed as a Rust reference: `DmaBuf` reads and writes it through atomic accesses on raw
 //! pointers (so a device — or a simulator thread — writing it concurrently is sound), and
 //! [`MmioRegion`] reaches a mapped BAR through volatile pointers. The ordering rules the driver
-//! relies on are named functions in [`barrier`].
+//! relies on are named functions in `io/barrier.rs`.
 // The crate denies unsafe code (lib.rs); this module is its one room for it.
 #![allow(unsafe_code)]
 
-pub mod barrier;
+pub(crate) mod barrier;
 mod bytes;
 pub(crate) mod dma;
 #[cfg(feature = "std")]

@@ -103,7 +103,7 @@ pub unsafe trait Platform {
     /// A BlueFlame copy: the words of `chunk` (a whole WQE, in ring order, at most one half of
     /// the BlueFlame register) stored to BAR0 from `offset` (8-aligned) on, one 64-bit store
     /// each, in order. The driver calls it only when [`Platform::uar_write_combining`] is true,
-    /// between two [`mmio_wmb`](crate::io::barrier::mmio_wmb)s. The default stores word by word
+    /// between two `mmio_wmb` barriers (an `sfence` on x86-64). The default stores word by word
     /// with [`Platform::bar_write64`]; a platform with the BAR mapped overrides it with one
     /// bounds check and a loop of stores (never `memcpy`, whose instructions may store out of
     /// order).

@@ -18,8 +18,8 @@ use mlx5::qp::{
     ConnectOpts, Mtu, Payload, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType, SendOp,
     SendOps, SendWr, Sge,
 };
+use mlx5::raw::{barrier, DmaBuf};
 use mlx5::sim::{Mode, Profile, SimDevice};
-use mlx5::{io::barrier, raw::DmaBuf};
 use mlx5::{Device, DeviceConfig, Platform, SimPlatform};
 use null::{evict, write_cqe, Nullable};
 

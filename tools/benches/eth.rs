@@ -19,8 +19,8 @@ use mlx5::ifc::{Be32, Be64};
 use mlx5::mr::MrAccess;
 use mlx5::qp::{RecvWr, Sge};
 use mlx5::raw::eth::{Checksum, EthRq, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
+use mlx5::raw::{barrier, DmaBuf};
 use mlx5::sim::{Mode, Profile, SimDevice};
-use mlx5::{io::barrier, raw::DmaBuf};
 use mlx5::{Device, DeviceConfig, Platform, WcFlags};
 
 mod null;

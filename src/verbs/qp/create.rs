@@ -118,8 +118,9 @@ pub(super) fn st_of(t: QpType) -> u64 {
 }
 
 impl<P: Platform> Device<P> {
-    /// Creates a QP in `pd` (`ibv_create_qp`): sized with [`size_qp`] against this device's limits,
-    /// its buffer (RQ then SQ) and doorbell record allocated, its context programmed. The QP
+    /// Creates a QP in `pd` (`ibv_create_qp`): sized against this device's limits by the rules of
+    /// docs/sizing.md, its buffer (RQ then SQ) and doorbell record allocated, its context
+    /// programmed. The QP
     /// starts in RESET; `cap()` holds the granted sizes, each ≥ the request.
     pub fn create_qp<'a>(&'a self, pd: &Pd, attr: &QpInitAttr<'a, '_, P>) -> Result<Qp<'a, P>> {
         let mine = |d: &Device<P>| core::ptr::eq(d, self);
@@ -447,7 +448,7 @@ impl<'a, P: Platform> Qp<'a, P> {
     }
 
     /// The UAR page of the QP's doorbells.
-    pub fn uar(&self) -> Uar {
+    pub(crate) fn uar(&self) -> Uar {
         self.uar
     }
 

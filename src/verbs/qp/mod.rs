@@ -21,4 +21,4 @@ pub use post::{Payload, RecvWr, SendOp, SendWr, Sge};
 pub use state::QpState;
 pub(crate) use write::refuse;
 
-pub use sizing::{CapField, Limit, QpCap, QpLayout, QpType, SendOps, SizingError};
+pub use sizing::{CapField, Limit, QpCap, QpLayout, QpType, SendOps, SizeMode, SizingError};

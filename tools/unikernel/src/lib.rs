@@ -37,9 +37,9 @@
 pub mod acpi;
 pub mod arena;
 pub mod exchange;
-mod needs;
 #[allow(unsafe_code)]
 mod metal;
+mod needs;
 pub mod paging;
 pub mod pci;
 pub mod pvh;
@@ -49,9 +49,9 @@ pub mod boot;
 
 pub use arena::Arena;
 pub use metal::platform::BareMetal;
-pub use needs::{Clock, DmaTranslation};
 #[cfg(target_arch = "x86_64")]
 pub use metal::platform::TscClock;
+pub use needs::{Clock, DmaTranslation};
 
 use mlx5::{Device, DeviceConfig};
 
