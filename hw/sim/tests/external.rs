@@ -284,15 +284,26 @@ fn two_fabrics_joined_by_datagram_links_carry_rc() {
         .expect("the SEND's receive completion");
     assert_eq!((c.opcode, c.byte_cnt), (2, 100));
     assert_eq!(read(&b.dev(), &rb, 4096, 100), &data[10..110]);
-    use std::sync::atomic::Ordering::Relaxed;
-    assert!(
-        p1.counters().tx_frames.load(Relaxed) >= 4,
-        "requests went out on link one"
-    );
-    assert!(
-        p2.counters().tx_frames.load(Relaxed) >= 2,
-        "acknowledgements came back"
-    );
+    // A link counts a frame once the socket took it, after `send_to` returns: the peer may have
+    // received it, and the whole exchange completed, before the sending thread counts it. So
+    // the counts are awaited (bounded), not read once.
+    let counted = |p: &mlx5_sim::ExternalPort, n: u64| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while p
+            .counters()
+            .tx_frames
+            .load(std::sync::atomic::Ordering::Relaxed)
+            < n
+        {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        true
+    };
+    assert!(counted(&p1, 4), "requests went out on link one");
+    assert!(counted(&p2, 2), "acknowledgements came back");
     drop((p1, p2));
     let _ = std::fs::remove_dir_all(&dir);
 }
