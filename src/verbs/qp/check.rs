@@ -112,8 +112,9 @@ impl<P: Platform> Qp<'_, P> {
         self.check_any(wr)
     }
 
-    /// Every check, in order, for any request.
-    #[inline(always)]
+    /// Every check, in order, for any request (out of line: the post paths keep the common
+    /// shapes' straight line small).
+    #[inline(never)]
     fn check_any(&self, wr: &SendWr<'_>) -> core::result::Result<u128, Refused> {
         let (op, op_set, imm) = wr.op.parts();
         if !self.ops.contains(op_set) {
