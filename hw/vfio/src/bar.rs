@@ -6,13 +6,13 @@
 //! and map it all). Mapped parts are reached through [`MmioRegion`] (volatile, bounds-checked);
 //! the rest through `pread`/`pwrite` on the device file, which the kernel turns into the same
 //! MMIO accesses (and filters, for the MSI-X table).
-#![allow(unsafe_code)] // mmap/munmap of the BAR.
+//!
+//! The mapped parts are `MmioArea`s of the crate's unsafe room (`sys`), each owning its mapping
+//! and the `MmioRegion` over it; this module only chooses the parts and routes the accesses.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use mlx5::ifc::{Be32, Be64};
@@ -23,18 +23,7 @@ use mlx5::io::MmioRegion;
 
 use crate::error::VfioError;
 use crate::pci::PciAddress;
-
-/// One mmapped part of the BAR.
-#[derive(Debug)]
-struct Area {
-    /// Offset of the part inside the BAR.
-    offset: u64,
-    /// Its length.
-    len: u64,
-    mmio: MmioRegion,
-    /// The mapping's address, for munmap.
-    base: usize,
-}
+use crate::sys::mmio::MmioArea;
 
 /// A mapped BAR: 32-bit loads and stores, and the single 64-bit doorbell store.
 #[derive(Debug)]
@@ -44,8 +33,8 @@ pub struct Bar {
     /// Where the BAR starts in the device file.
     file_offset: u64,
     file: Arc<File>,
-    /// Mapped parts, ascending by offset.
-    areas: Vec<Area>,
+    /// Mapped parts, ascending by offset (unmapped when dropped).
+    areas: Vec<MmioArea>,
     msix_mappable: bool,
 }
 
@@ -106,7 +95,7 @@ impl Bar {
             );
         }
         for (offset, len) in wanted {
-            match bar.map_area(offset, len) {
+            match MmioArea::map(dev, file_offset, offset, len) {
                 Ok(a) => bar.areas.push(a),
                 Err(e) => log::warn!(
                     "{addr}: mmap of BAR{index} {offset:#x}+{len:#x}: {e}; using pread/pwrite there"
@@ -120,37 +109,6 @@ impl Bar {
         Ok(bar)
     }
 
-    fn map_area(&self, offset: u64, len: u64) -> io::Result<Area> {
-        let ulen = usize::try_from(len).map_err(|_| io::Error::other("area too large"))?;
-        let off = libc::off_t::try_from(self.file_offset + offset)
-            .map_err(|_| io::Error::other("offset too large"))?;
-        // SAFETY: a fresh shared mapping of the device file at an address of the kernel's choosing
-        // overlaps no existing memory; the result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ulen,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                self.file.as_raw_fd(),
-                off,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave 0"))?;
-        Ok(Area {
-            offset,
-            len,
-            // SAFETY: `base..base+len` is the live, uncached mapping of device registers just
-            // made; it is unmapped only in `Drop for Bar`, which drops the `MmioRegion` with it,
-            // and no Rust reference into it is ever created.
-            mmio: unsafe { MmioRegion::new(base, ulen) },
-            base: base.as_ptr() as usize,
-        })
-    }
-
     /// Size of the BAR in bytes.
     pub fn size(&self) -> u64 {
         self.size
@@ -158,12 +116,12 @@ impl Bar {
 
     /// The mmapped parts as (offset, length).
     pub fn mapped(&self) -> Vec<(u64, u64)> {
-        self.areas.iter().map(|a| (a.offset, a.len)).collect()
+        self.areas.iter().map(|a| (a.offset(), a.len())).collect()
     }
 
     /// Whether the whole BAR is mmapped.
     pub fn fully_mapped(&self) -> bool {
-        self.areas.len() == 1 && self.areas[0].offset == 0 && self.areas[0].len == self.size
+        self.areas.len() == 1 && self.areas[0].offset() == 0 && self.areas[0].len() == self.size
     }
 
     /// Whether VFIO reported the MSI-X table area as mappable.
@@ -175,8 +133,8 @@ impl Bar {
     #[inline]
     fn area(&self, offset: u64, width: u64) -> Option<(&MmioRegion, u64)> {
         self.areas.iter().find_map(|a| {
-            let rel = offset.checked_sub(a.offset)?;
-            (rel.checked_add(width)? <= a.len).then_some((&a.mmio, rel))
+            let rel = offset.checked_sub(a.offset())?;
+            (rel.checked_add(width)? <= a.len()).then_some((a.mmio(), rel))
         })
     }
 
@@ -255,24 +213,6 @@ impl Bar {
         let data: Vec<u8> = chunk.iter().flat_map(|w| w.to_bytes()).collect();
         if let Err(e) = self.pwrite(offset, &data) {
             log::error!("BAR{} BlueFlame copy at {offset:#x}: {e}", self.index);
-        }
-    }
-}
-
-impl Drop for Bar {
-    fn drop(&mut self) {
-        for a in self.areas.drain(..) {
-            let Area { len, base, .. } = a;
-            // SAFETY: `base..base+len` is a mapping this value made and owns; its `MmioRegion`
-            // (a plain pointer, never used again) goes with this value, so nothing can reach
-            // the mapping afterwards.
-            if unsafe { libc::munmap(base as *mut libc::c_void, len as usize) } != 0 {
-                log::error!(
-                    "munmap of BAR{}: {}",
-                    self.index,
-                    io::Error::last_os_error()
-                );
-            }
         }
     }
 }

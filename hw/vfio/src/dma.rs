@@ -13,61 +13,30 @@
 //!
 //! Teardown order, for each chunk on every path (free, error, drop): IOMMU unmap first, then
 //! give the IOVA range back, then unmap the host memory. If the IOMMU unmap fails the host memory
-//! is leaked on purpose: the device might still write it.
+//! is leaked on purpose: the device might still write it. That order is kept by the chunk type
+//! itself (`DmaChunk`, in the crate's unsafe room `sys`, which owns the memory and its IOMMU
+//! mapping); this module is the policy: which chunk an allocation comes from, when a chunk goes.
 //!
 //! [`Platform::dma_alloc`]: mlx5::Platform::dma_alloc
-#![allow(unsafe_code)] // mmap/munmap and raw accesses to device-visible memory.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlx5::{DmaRegion, PlatformError};
 
-use crate::error::{human_bytes, VfioError};
+use crate::error::human_bytes;
 use crate::iommu::{Iommu, RangeAllocator};
 use crate::memory::map_error;
 pub use crate::memory::{check_memlock, memlock_limit, status_has_ipc_lock, HostMemory, CHUNK};
+use crate::sys::dma::{DmaChunk, IovaMapper};
 
 /// Granularity of pool allocations: a cache line, so two buffers never share one.
 const GRANULE: u64 = 64;
 
-/// What the pool needs from the IOMMU (a trait so the pool's policy is testable without one).
-pub(crate) trait IovaMapper: Send + Sync {
-    /// Reserves IOVA space.
-    fn alloc_iova(&self, len: u64, align: u64) -> Option<u64>;
-    /// Returns IOVA space.
-    fn free_iova(&self, iova: u64, len: u64);
-    /// Maps host memory at `iova`; errno on failure.
-    ///
-    /// # Safety
-    ///
-    /// As [`Iommu::map`].
-    unsafe fn map(&self, iova: u64, cpu: *mut u8, len: usize) -> Result<(), i32>;
-    /// Removes a mapping.
-    fn unmap(&self, iova: u64, len: usize) -> Result<(), VfioError>;
-}
-
-impl IovaMapper for Iommu {
-    fn alloc_iova(&self, len: u64, align: u64) -> Option<u64> {
-        Iommu::alloc_iova(self, len, align)
-    }
-    fn free_iova(&self, iova: u64, len: u64) {
-        Iommu::free_iova(self, iova, len)
-    }
-    unsafe fn map(&self, iova: u64, cpu: *mut u8, len: usize) -> Result<(), i32> {
-        // SAFETY: the same contract, passed on.
-        unsafe { Iommu::map(self, iova, cpu, len) }
-    }
-    fn unmap(&self, iova: u64, len: usize) -> Result<(), VfioError> {
-        Iommu::unmap(self, iova, len)
-    }
-}
-
-struct Chunk {
-    mem: HostMemory,
-    iova: u64,
+struct Chunk<M: IovaMapper> {
+    /// The memory and its IOMMU mapping (dropping it unmaps, then frees).
+    dma: DmaChunk<M>,
     /// Free offsets inside the chunk.
     space: RangeAllocator,
     used: u64,
@@ -75,12 +44,20 @@ struct Chunk {
     dedicated: bool,
 }
 
-#[derive(Default)]
-struct PoolState {
+struct PoolState<M: IovaMapper> {
     /// By IOVA of the first byte.
-    chunks: BTreeMap<u64, Chunk>,
+    chunks: BTreeMap<u64, Chunk<M>>,
     /// Live allocations: IOVA → rounded length.
     allocs: HashMap<u64, u64>,
+}
+
+impl<M: IovaMapper> Default for PoolState<M> {
+    fn default() -> Self {
+        Self {
+            chunks: BTreeMap::new(),
+            allocs: HashMap::new(),
+        }
+    }
 }
 
 /// Counters of the DMA pool.
@@ -101,7 +78,7 @@ pub struct DmaStats {
 /// The pool behind `dma_alloc`/`dma_free`.
 pub(crate) struct DmaPool<M: IovaMapper = Iommu> {
     iommu: Arc<M>,
-    state: Mutex<PoolState>,
+    state: Mutex<PoolState<M>>,
     hugepages: AtomicBool,
 }
 
@@ -122,7 +99,7 @@ impl<M: IovaMapper> DmaPool<M> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolState<M>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -135,14 +112,14 @@ impl<M: IovaMapper> DmaPool<M> {
         };
         for c in st.chunks.values() {
             s.chunks += 1;
-            s.huge_chunks += usize::from(c.mem.is_huge());
-            s.mapped_bytes += c.mem.len() as u64;
+            s.huge_chunks += usize::from(c.dma.is_huge());
+            s.mapped_bytes += c.dma.len() as u64;
         }
         s
     }
 
     /// Maps a new chunk of at least `len` bytes.
-    fn new_chunk(&self, len: usize, dedicated: bool) -> Result<Chunk, PlatformError> {
+    fn new_chunk(&self, len: usize, dedicated: bool) -> Result<Chunk<M>, PlatformError> {
         let len = len.div_ceil(CHUNK) * CHUNK;
         let huge = self.hugepages.load(Ordering::Relaxed);
         let mem = HostMemory::new(len, huge).map_err(|e| {
@@ -157,32 +134,26 @@ impl<M: IovaMapper> DmaPool<M> {
             log::error!("no IOVA range of {} left", human_bytes(len as u64));
             return Err(PlatformError::OutOfDmaMemory { len, align: CHUNK });
         };
-        // SAFETY: `mem` is a private anonymous mapping that the chunk owns and that is only
-        // reached through raw pointers from now on (the driver's `DmaBuf` uses atomics); the
-        // chunk is unmapped from the IOMMU before `mem` is dropped (`release`).
-        if let Err(code) = unsafe { self.iommu.map(iova, mem.as_ptr(), mem.len()) } {
-            self.iommu.free_iova(iova, len as u64);
-            log::error!("{}", map_error(len, code));
-            return Err(PlatformError::MapFailed { len, code });
-        }
+        let dma = match DmaChunk::map(self.iommu.clone(), mem, iova) {
+            Ok(d) => d,
+            Err(code) => {
+                self.iommu.free_iova(iova, len as u64);
+                log::error!("{}", map_error(len, code));
+                return Err(PlatformError::MapFailed { len, code });
+            }
+        };
         Ok(Chunk {
             space: RangeAllocator::new(&[(0, len as u64 - 1)]),
-            mem,
-            iova,
+            dma,
             used: 0,
             dedicated,
         })
     }
 
-    /// Unmaps a chunk from the IOMMU, returns its IOVAs, then frees its memory.
-    fn release(&self, c: Chunk) {
-        match self.iommu.unmap(c.iova, c.mem.len()) {
-            Ok(()) => self.iommu.free_iova(c.iova, c.mem.len() as u64),
-            Err(e) => {
-                log::error!("{e}; leaking its {} bytes of memory", c.mem.len());
-                std::mem::forget(c.mem);
-            }
-        }
+    /// Unmaps a chunk from the IOMMU, returns its IOVAs, then frees its memory (or leaks it if
+    /// the unmap failed): what dropping its `DmaChunk` does.
+    fn release(&self, c: Chunk<M>) {
+        drop(c);
     }
 
     pub(crate) fn alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
@@ -198,7 +169,7 @@ impl<M: IovaMapper> DmaPool<M> {
             for c in st.chunks.values_mut().filter(|c| !c.dedicated) {
                 if let Some(off) = c.space.alloc(size, a) {
                     c.used += size;
-                    found = Some((c.iova, off));
+                    found = Some((c.dma.iova(), off));
                     break;
                 }
             }
@@ -215,7 +186,7 @@ impl<M: IovaMapper> DmaPool<M> {
                     return Err(PlatformError::OutOfDmaMemory { len, align });
                 };
                 c.used += size;
-                let iova = c.iova;
+                let iova = c.dma.iova();
                 st.chunks.insert(iova, c);
                 (iova, off)
             }
@@ -223,17 +194,13 @@ impl<M: IovaMapper> DmaPool<M> {
         let Some(c) = st.chunks.get(&chunk_iova) else {
             return Err(PlatformError::OutOfDmaMemory { len, align });
         };
-        // SAFETY: `off + size <= chunk length` (the sub-allocator only hands out offsets inside
-        // the chunk), so the pointer stays inside the mapping.
-        let cpu = unsafe { c.mem.as_ptr().add(off as usize) };
-        // SAFETY: the range was free (no one else uses it; the device was told to stop using it
-        // when it was freed), and it lies inside the chunk's live mapping.
-        unsafe { std::ptr::write_bytes(cpu, 0, size as usize) };
-        let iova = chunk_iova + off;
-        st.allocs.insert(iova, size);
-        let Some(cpu) = NonNull::new(cpu) else {
+        // The range was free (no one else uses it; the device was told to stop using it when it
+        // was freed), and the sub-allocator only hands out offsets inside the chunk.
+        let Ok(cpu) = c.dma.zeroed(off as usize, size as usize) else {
             return Err(PlatformError::OutOfDmaMemory { len, align });
         };
+        let iova = chunk_iova + off;
+        st.allocs.insert(iova, size);
         Ok(DmaRegion {
             cpu,
             iova,
@@ -251,7 +218,7 @@ impl<M: IovaMapper> DmaPool<M> {
             .next_back()
             .ok_or(unknown)?;
         let off = region.iova - chunk_iova;
-        let cpu_ok = region.cpu.as_ptr() as usize == c.mem.as_ptr() as usize + off as usize;
+        let cpu_ok = region.cpu.as_ptr() as usize == c.dma.as_ptr() as usize + off as usize;
         if !cpu_ok || c.space.free(off, size).is_err() {
             return Err(unknown);
         }
@@ -294,6 +261,9 @@ impl<M: IovaMapper> Drop for DmaPool<M> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::VfioError;
+    use crate::sys::dma::{MapTarget, PretendIommu};
+    use std::ptr::NonNull;
 
     /// An IOMMU stand-in: hands out IOVAs, records map/unmap calls, fails on request.
     #[derive(Default)]
@@ -329,7 +299,13 @@ mod tests {
         fn free_iova(&self, iova: u64, len: u64) {
             self.iova.lock().unwrap().free(iova, len).unwrap();
         }
-        unsafe fn map(&self, iova: u64, _cpu: *mut u8, len: usize) -> Result<(), i32> {
+        fn target(&self) -> MapTarget<'_> {
+            MapTarget::Pretend(self)
+        }
+    }
+
+    impl PretendIommu for FakeIommu {
+        fn map(&self, iova: u64, len: usize) -> Result<(), i32> {
             match self.fail_map.load(Ordering::Relaxed) {
                 0 => {
                     self.log.lock().unwrap().push(("map", iova, len));
@@ -350,14 +326,27 @@ mod tests {
         }
     }
 
-    fn read(r: &DmaRegion, off: usize) -> u8 {
-        // SAFETY: test-only; `off < r.len` and the region is live.
-        unsafe { r.cpu.as_ptr().add(off).read_volatile() }
+    /// The chunk holding `r` and `r`'s offset in it.
+    fn locate<'a, M: IovaMapper>(st: &'a PoolState<M>, r: &DmaRegion) -> (&'a Chunk<M>, usize) {
+        let (&at, c) = st.chunks.range(..=r.iova).next_back().unwrap();
+        (c, (r.iova - at) as usize)
     }
 
-    fn write(r: &DmaRegion, off: usize, v: u8) {
-        // SAFETY: test-only; `off < r.len` and the region is live.
-        unsafe { r.cpu.as_ptr().add(off).write_volatile(v) }
+    /// Byte `off` of `r`, read through the chunk's bounds-checked accessors.
+    fn read<M: IovaMapper>(pool: &DmaPool<M>, r: &DmaRegion, off: usize) -> u8 {
+        assert!(off < r.len);
+        let st = pool.lock();
+        let (c, at) = locate(&st, r);
+        let mut b = [0u8];
+        c.dma.read(at + off, &mut b).unwrap();
+        b[0]
+    }
+
+    fn write<M: IovaMapper>(pool: &DmaPool<M>, r: &DmaRegion, off: usize, v: u8) {
+        assert!(off < r.len);
+        let st = pool.lock();
+        let (c, at) = locate(&st, r);
+        c.dma.write(at + off, &[v]).unwrap();
     }
 
     #[test]
@@ -373,7 +362,7 @@ mod tests {
         assert!(a.iova >= crate::iommu::MIN_IOVA);
         for r in [&a, &b, &c] {
             assert_eq!(r.cpu.as_ptr() as usize % 8, 0);
-            assert!((0..r.len).all(|i| read(r, i) == 0));
+            assert!((0..r.len).all(|i| read(&pool, r, i) == 0));
         }
         assert_eq!(b.len, 128, "rounded to the 64-byte granule");
         let s = pool.stats();
@@ -397,12 +386,12 @@ mod tests {
     fn freed_memory_comes_back_zeroed() {
         let pool = DmaPool::new(FakeIommu::new(), false);
         let a = pool.alloc(256, 64).unwrap();
-        write(&a, 7, 0xee);
+        write(&pool, &a, 7, 0xee);
         let (iova, len) = (a.iova, a.len);
         pool.free(a).unwrap();
         let b = pool.alloc(256, 64).unwrap();
         assert_eq!((b.iova, b.len), (iova, len));
-        assert_eq!(read(&b, 7), 0);
+        assert_eq!(read(&pool, &b, 7), 0);
     }
 
     #[test]

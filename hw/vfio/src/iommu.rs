@@ -1,22 +1,17 @@
 //! The type-1 IOMMU container: which IOVAs exist ([`IommuInfo`], read from the kernel), an
 //! allocator of our own that hands them out ([`RangeAllocator`]), and map/unmap of pinned host
-//! memory ([`Iommu`]).
-#![allow(unsafe_code)] // VFIO_IOMMU_GET_INFO and VFIO_IOMMU_MAP_DMA take raw memory.
+//! memory ([`Iommu`]). The ioctls and the mappings themselves are in the crate's unsafe room
+//! (`sys`: `iommu_info`, `DmaChunk`, `BorrowedMapping`).
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use vfio_ioctls::VfioContainer;
 
 use crate::error::VfioError;
 use crate::memory::{map_error, HostMemory};
-
-/// `_IO(VFIO_TYPE, VFIO_BASE + nr)`: VFIO's ioctls carry no size in their number.
-pub(crate) const fn vfio_ioctl(nr: u32) -> libc::Ioctl {
-    ((b';' as libc::Ioctl) << 8) | (100 + nr) as libc::Ioctl
-}
-const VFIO_IOMMU_GET_INFO: libc::Ioctl = vfio_ioctl(12);
+use crate::sys::dma::{BorrowedMapping, IovaMapper, MapTarget};
+use crate::sys::fd::iommu_info;
 
 const INFO_FLAG_PGSIZES: u32 = 1;
 const INFO_FLAG_CAPS: u32 = 2;
@@ -242,22 +237,13 @@ impl std::fmt::Debug for Iommu {
 
 /// Reads the container's IOMMU info (after a group has set the IOMMU type).
 fn query_info(container: &VfioContainer) -> io::Result<IommuInfo> {
-    let fd = container.as_raw_fd();
     let mut buf = vec![0u64; 3]; // 24 bytes, u64 for alignment
     loop {
         let bytes = buf.len() * 8;
-        // argsz: the size we offer; the kernel raises it in its answer if the caps need more.
-        let mut head = [0u8; 8];
-        head[..4].copy_from_slice(&(bytes as u32).to_ne_bytes()); // argsz; flags = 0
-        buf[0] = u64::from_ne_bytes(head);
-        // SAFETY: `buf` is a live, writable, 8-aligned buffer of `bytes` bytes and argsz says
-        // so; the kernel writes at most argsz bytes into it.
-        let r = unsafe { libc::ioctl(fd, VFIO_IOMMU_GET_INFO, buf.as_mut_ptr()) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        // argsz: the size we offer (the buffer's); the kernel raises it in its answer if the
+        // caps need more.
+        let want = iommu_info(container, &mut buf)? as usize;
         let raw: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        let want = ne_u32(&raw, 0).unwrap_or(0) as usize;
         if want > bytes && want <= 1 << 20 {
             buf = vec![0u64; want.div_ceil(8)];
             continue;
@@ -342,36 +328,6 @@ impl Iommu {
         })
     }
 
-    /// Maps `len` bytes at `cpu` to `iova` for device reads and writes (the kernel pins them).
-    ///
-    /// # Safety
-    ///
-    /// `cpu..cpu+len` must be a live private mapping that stays mapped until [`Iommu::unmap`]
-    /// succeeds for the same range, and from now on is touched only through raw pointers
-    /// (volatile or atomic accesses), never through Rust references.
-    pub(crate) unsafe fn map(&self, iova: u64, cpu: *mut u8, len: usize) -> Result<(), i32> {
-        // SAFETY: forwarded to our caller's contract, which is the crate's contract.
-        match unsafe { self.container.vfio_dma_map(iova, len, cpu) } {
-            Ok(()) => Ok(()),
-            Err(vfio_ioctls::VfioError::IommuDmaMap(e)) => Err(e.errno()),
-            Err(e) => {
-                log::error!("VFIO DMA map: {e}");
-                Err(libc::EIO)
-            }
-        }
-    }
-
-    /// Removes the mapping at `iova` (exactly as mapped). After success the device can no longer
-    /// reach that memory.
-    pub(crate) fn unmap(&self, iova: u64, len: usize) -> Result<(), VfioError> {
-        self.container
-            .vfio_dma_unmap(iova, len)
-            .map_err(|source| VfioError::Vfio {
-                op: "VFIO DMA unmap",
-                source,
-            })
-    }
-
     /// Maps host memory at a fresh IOVA. The mapping borrows the memory, so the memory cannot be
     /// freed while the device can reach it; dropping the mapping (or [`DmaMapping::unmap`])
     /// removes it.
@@ -383,45 +339,54 @@ impl Iommu {
                 io::Error::other(format!("no free IOVA range of {len} bytes")),
             )
         })?;
-        // SAFETY: `mem` is a private anonymous mapping owned by `HostMemory`, which hands out
-        // only raw pointers and volatile accessors; the returned `DmaMapping` borrows it, so it
-        // stays mapped until the mapping is removed.
-        if let Err(code) = unsafe { self.map(iova, mem.as_ptr(), len) } {
-            self.free_iova(iova, len as u64);
-            return Err(map_error(len, code));
+        match BorrowedMapping::map(&self.container, mem, iova) {
+            Ok(map) => Ok(DmaMapping {
+                iommu: self,
+                map,
+                live: true,
+            }),
+            Err(code) => {
+                self.free_iova(iova, len as u64);
+                Err(map_error(len, code))
+            }
         }
-        Ok(DmaMapping {
-            iommu: self,
-            iova,
-            len,
-            live: true,
-            _mem: mem,
-        })
     }
 }
 
-/// [`HostMemory`] mapped into the device's address space (see [`Iommu::map_memory`]).
+impl IovaMapper for Iommu {
+    fn alloc_iova(&self, len: u64, align: u64) -> Option<u64> {
+        Iommu::alloc_iova(self, len, align)
+    }
+    fn free_iova(&self, iova: u64, len: u64) {
+        Iommu::free_iova(self, iova, len)
+    }
+    fn target(&self) -> MapTarget<'_> {
+        MapTarget::Container(&self.container)
+    }
+}
+
+/// [`HostMemory`] mapped into the device's address space (see [`Iommu::map_memory`]). If the
+/// mapping cannot be removed (or this value is forgotten), the memory is leaked when dropped
+/// instead of freed while the device may reach it.
 #[derive(Debug)]
 pub struct DmaMapping<'a> {
     iommu: &'a Iommu,
-    iova: u64,
-    len: usize,
+    map: BorrowedMapping<'a>,
     live: bool,
-    _mem: &'a HostMemory,
 }
 
 impl DmaMapping<'_> {
     /// The device address of the first byte.
     pub fn iova(&self) -> u64 {
-        self.iova
+        self.map.iova()
     }
 
     /// Removes the mapping now and reports failure (drop does it silently).
     pub fn unmap(mut self) -> Result<(), VfioError> {
         self.live = false;
-        let r = self.iommu.unmap(self.iova, self.len);
+        let r = self.map.unmap();
         if r.is_ok() {
-            self.iommu.free_iova(self.iova, self.len as u64);
+            self.iommu.free_iova(self.map.iova(), self.map.len() as u64);
         }
         r
     }
@@ -432,8 +397,8 @@ impl Drop for DmaMapping<'_> {
         if !self.live {
             return;
         }
-        match self.iommu.unmap(self.iova, self.len) {
-            Ok(()) => self.iommu.free_iova(self.iova, self.len as u64),
+        match self.map.unmap() {
+            Ok(()) => self.iommu.free_iova(self.map.iova(), self.map.len() as u64),
             // The IOVA stays reserved: something may still be mapped there.
             Err(e) => log::error!("{e}"),
         }
@@ -443,13 +408,6 @@ impl Drop for DmaMapping<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ioctl_numbers_match_the_uapi() {
-        assert_eq!(vfio_ioctl(7), 0x3b6b); // VFIO_DEVICE_GET_INFO
-        assert_eq!(vfio_ioctl(11), 0x3b6f); // VFIO_DEVICE_RESET
-        assert_eq!(VFIO_IOMMU_GET_INFO, 0x3b70);
-    }
 
     #[test]
     fn first_fit_with_alignment_and_coalescing() {

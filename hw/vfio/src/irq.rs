@@ -3,7 +3,6 @@
 //! With vectors enabled, an mlx5 EQ created with `intr = n` signals eventfd `n` when it gets an
 //! event (once armed), so a thread can block in [`Interrupts::wait`] (or put
 //! [`Interrupts::eventfd`] into its own epoll set) instead of polling the EQ.
-#![allow(unsafe_code)] // poll(2) over the eventfds.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -198,29 +197,11 @@ fn read_count(fd: &EventFd) -> Result<u64, VfioError> {
     }
 }
 
-/// poll(2) for readability; which of `fds` are readable.
+/// poll(2) for readability; which of `fds` are readable. The eventfds stay open because the
+/// callers hold their `Arc`s.
 fn poll_in(fds: &[RawFd], timeout: Duration) -> Result<Vec<bool>, VfioError> {
-    let mut p: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    loop {
-        // SAFETY: `p` is a live, writable array of `p.len()` pollfd structures; the eventfds
-        // stay open because the caller holds their `Arc`s.
-        let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
-        if r >= 0 {
-            return Ok(p.iter().map(|x| x.revents & libc::POLLIN != 0).collect());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(VfioError::io("poll on interrupt eventfds", e));
-        }
-    }
+    crate::sys::fd::poll_in(fds, timeout)
+        .map_err(|e| VfioError::io("poll on interrupt eventfds", e))
 }
 
 #[cfg(test)]

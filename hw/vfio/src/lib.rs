@@ -1,5 +1,5 @@
 //! `mlx5-vfio`: the VFIO passthrough backend of the `mlx5` driver (Linux): a ConnectX function
-//! bound to `vfio-pci`, driven from user space through the [`Platform`] boundary.
+//! bound to `vfio-pci`, driven from user space through the [`Platform`](mlx5::Platform) boundary.
 //!
 //! [`VfioPlatform::open`] takes a PCI address and
 //! 1. checks in sysfs what people get wrong (not bound to vfio-pci, IOMMU off, group not viable,
@@ -18,9 +18,12 @@
 //! [`VfioError::FirmwareInitializing`]. With the `sim` feature (default), [`AnyPlatform`] is the
 //! simulator or a VFIO function, chosen at run time.
 //!
-//! Unsafe code is denied crate-wide and allowed where it is needed: in `bar`, `memory`, `dma`, `iommu`,
-//! `irq`, in `pci`'s access(2) check and here (two ioctls, borrowing the device fd, the
-//! `Platform` impls); each block says why it is sound.
+//! Unsafe code is denied crate-wide and allowed in one module only, the private `sys` (its
+//! docs list what it holds): the mmaps (DMA memory, BAR areas with their `MmioRegion`s), the
+//! IOMMU mappings (a DMA chunk owns its memory and its mapping, and frees the memory only after
+//! the unmap succeeded), the ioctls and system calls (each a specific safe wrapper), and the
+//! `Platform` impls. Everything else is safe code on top of those safe interfaces; every unsafe
+//! block says why it is sound.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(unreachable_pub)]
@@ -37,17 +40,13 @@ pub mod iommu;
 pub mod irq;
 pub mod memory;
 pub mod pci;
+mod sys;
 
-use std::fs::File;
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mlx5::ifc::{Be32, Be64};
 use mlx5::{Device, DeviceConfig};
-use mlx5::{DmaRegion, Platform, PlatformError};
 use vfio_bindings::bindings::vfio::{VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX};
 use vfio_ioctls::{VfioContainer, VfioDevice, VfioOps};
 
@@ -59,10 +58,7 @@ pub use irq::{Interrupts, IrqKind};
 pub use pci::{mlx5_model, ConfigSpace, GroupMember, PciAddress, PciFunction, Sysfs};
 
 use dma::DmaPool;
-use iommu::vfio_ioctl;
 
-const VFIO_DEVICE_GET_INFO: libc::Ioctl = vfio_ioctl(7);
-const VFIO_DEVICE_RESET: libc::Ioctl = vfio_ioctl(11);
 const VFIO_DEVICE_FLAGS_RESET: u32 = 1;
 
 /// How to open a function.
@@ -164,23 +160,8 @@ fn open_error<'s>(
     }
 }
 
-/// `VFIO_DEVICE_GET_INFO`'s flags.
-#[allow(unsafe_code)] // The ioctl writes a buffer we pass by pointer.
-fn device_flags(file: &File) -> std::io::Result<u32> {
-    // struct vfio_device_info { argsz, flags, num_regions, num_irqs, cap_offset, pad }: u32 each.
-    let mut info = [0u32; 6];
-    info[0] = std::mem::size_of_val(&info) as u32;
-    // SAFETY: `info` is a live, writable, 4-aligned buffer of argsz bytes, as the ioctl expects.
-    let r = unsafe { libc::ioctl(file.as_raw_fd(), VFIO_DEVICE_GET_INFO, info.as_mut_ptr()) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(info[1])
-}
-
 impl VfioPlatform {
     /// Opens the function at `addr` (`0000:03:00.0` or `03:00.0`). See the crate docs.
-    #[allow(unsafe_code)] // Borrowing the device fd; VFIO_DEVICE_RESET.
     pub fn open(addr: &str, opts: &VfioOptions) -> Result<Self, VfioError> {
         let addr: PciAddress = addr.parse()?;
         let sysfs = &opts.sysfs;
@@ -212,24 +193,18 @@ impl VfioPlatform {
                 sysfs,
             ))?,
         );
-        // SAFETY: the device fd is open for as long as `device` lives, which outlasts this
-        // borrow; it is duplicated at once into a descriptor of our own.
-        let owned = unsafe { BorrowedFd::borrow_raw(device.as_raw_fd()) }
-            .try_clone_to_owned()
-            .map_err(|e| VfioError::io("dup of the VFIO device fd", e))?;
-        let file = Arc::new(File::from(owned));
+        let file = Arc::new(
+            sys::fd::dup_device_fd(&device)
+                .map_err(|e| VfioError::io("dup of the VFIO device fd", e))?,
+        );
 
-        let flags = device_flags(&file).map_err(|e| VfioError::io("VFIO_DEVICE_GET_INFO", e))?;
+        let flags =
+            sys::fd::device_flags(&device).map_err(|e| VfioError::io("VFIO_DEVICE_GET_INFO", e))?;
         let mut reset = false;
         if opts.reset && flags & VFIO_DEVICE_FLAGS_RESET != 0 {
-            // SAFETY: VFIO_DEVICE_RESET takes no argument; the fd is a VFIO device.
-            if unsafe { libc::ioctl(file.as_raw_fd(), VFIO_DEVICE_RESET) } == 0 {
-                reset = true;
-            } else {
-                log::warn!(
-                    "{addr}: VFIO_DEVICE_RESET failed: {}",
-                    std::io::Error::last_os_error()
-                );
+            match sys::fd::device_reset(&device) {
+                Ok(()) => reset = true,
+                Err(e) => log::warn!("{addr}: VFIO_DEVICE_RESET failed: {e}"),
             }
         }
 
@@ -343,67 +318,17 @@ const RELAX_SLEEP: Duration = Duration::from_micros(100);
 /// A gap this long between two `relax` calls means a new wait began.
 const RELAX_NEW_WAIT_NS: u64 = 1_000_000;
 
-// SAFETY: `dma_alloc` returns memory from the pool: private anonymous mappings, zeroed, 64-byte
-// (so 8-byte) aligned, IOVA aligned as asked, mapped in the IOMMU at `iova`, handed to one caller
-// only (the pool's allocator never gives out a range twice) and kept mapped until `dma_free` or
-// until the platform drops. Host memory is the process heap, which the IOMMU never maps (only
-// the pool's chunks are mapped). BAR accessors perform exactly one access of the stated width on the
-// mapped BAR (or one pread/pwrite the kernel turns into that access) and never touch DMA memory.
-#[allow(unsafe_code)]
-unsafe impl Platform for VfioPlatform {
-    #[inline]
-    fn bar_read32(&self, offset: u64) -> Be32 {
-        self.bar.read32(offset)
-    }
-
-    #[inline]
-    fn bar_write32(&self, offset: u64, value: Be32) {
-        self.bar.write32(offset, value)
-    }
-
-    #[inline]
-    fn bar_write64(&self, offset: u64, value: Be64) {
-        self.bar.write64(offset, value)
-    }
-
-    #[inline]
-    fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
-        self.bar.write_bf(offset, chunk)
-    }
-
-    /// VFIO maps BAR0 uncached (its region mmap offers no write-combining), so no BlueFlame.
-    fn uar_write_combining(&self) -> bool {
-        false
-    }
-
-    fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
-        self.pool.alloc(len, align)
-    }
-
-    fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError> {
-        self.pool.free(region)
-    }
-
-    /// The process heap: never mapped in the IOMMU (only the pool's chunks are).
-    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
-        mlx5::io::host::heap_alloc(len, align)
-    }
-
-    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
-        // SAFETY: forwarded contract (`ptr` came from `host_alloc`, i.e. `heap_alloc`).
-        unsafe { mlx5::io::host::heap_free(ptr, len, align) }
-    }
-
-    /// CLOCK_MONOTONIC, in nanoseconds since the platform was opened.
-    fn now_ns(&self) -> u64 {
+impl VfioPlatform {
+    /// CLOCK_MONOTONIC, in nanoseconds since the platform was opened (`Platform::now_ns`).
+    fn elapsed_ns(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Spins for the first 20 µs of a wait, yields up to 2 ms, then sleeps 100 µs per call, so
-    /// command completions are seen at once and a firmware that takes seconds to initialize
-    /// does not burn a core. A wait is taken to begin when `relax` was not called for 1 ms.
-    fn relax(&self) {
-        let now = self.now_ns();
+    /// One step of a wait (`Platform::relax`): spins for the first 20 µs of a wait, yields up to
+    /// 2 ms, then sleeps 100 µs per call. A wait is taken to begin when `relax` was not called
+    /// for 1 ms.
+    fn relax_step(&self) {
+        let now = self.elapsed_ns();
         let last = self.relax_last.swap(now, Ordering::Relaxed);
         if now.saturating_sub(last) > RELAX_NEW_WAIT_NS {
             self.relax_start.store(now, Ordering::Relaxed);
@@ -447,54 +372,4 @@ pub enum AnyPlatform {
     Sim(mlx5::SimPlatform),
     /// A real function through VFIO.
     Vfio(Box<VfioPlatform>),
-}
-
-#[cfg(feature = "sim")]
-macro_rules! either {
-    ($self:ident, $p:ident => $e:expr) => {
-        match $self {
-            AnyPlatform::Sim($p) => $e,
-            AnyPlatform::Vfio($p) => $e,
-        }
-    };
-}
-
-// SAFETY: every method forwards to the platform inside, which keeps the contract itself.
-#[cfg(feature = "sim")]
-#[allow(unsafe_code)]
-unsafe impl Platform for AnyPlatform {
-    fn bar_read32(&self, offset: u64) -> Be32 {
-        either!(self, p => p.bar_read32(offset))
-    }
-    fn bar_write32(&self, offset: u64, value: Be32) {
-        either!(self, p => p.bar_write32(offset, value))
-    }
-    fn bar_write64(&self, offset: u64, value: Be64) {
-        either!(self, p => p.bar_write64(offset, value))
-    }
-    fn bar_write_bf(&self, offset: u64, chunk: &[Be64]) {
-        either!(self, p => p.bar_write_bf(offset, chunk))
-    }
-    fn uar_write_combining(&self) -> bool {
-        either!(self, p => p.uar_write_combining())
-    }
-    fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
-        either!(self, p => p.dma_alloc(len, align))
-    }
-    fn dma_free(&self, region: DmaRegion) -> Result<(), PlatformError> {
-        either!(self, p => p.dma_free(region))
-    }
-    fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
-        either!(self, p => p.host_alloc(len, align))
-    }
-    unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize) {
-        // SAFETY: forwarded contract; a region always goes back to the variant it came from.
-        either!(self, p => unsafe { p.host_free(ptr, len, align) })
-    }
-    fn now_ns(&self) -> u64 {
-        either!(self, p => p.now_ns())
-    }
-    fn relax(&self) {
-        either!(self, p => p.relax())
-    }
 }

@@ -3,37 +3,17 @@
 //! the IOMMU mapping errors that come from them.
 //!
 //! Below both the IOMMU ([`crate::iommu`], which maps it) and the DMA pool ([`crate::dma`], which
-//! carves allocations out of it).
-#![allow(unsafe_code)] // mmap/munmap/madvise/getrlimit and volatile accesses to the mapping.
+//! carves allocations out of it). The type itself, its mapping and its volatile accessors are
+//! in the crate's unsafe room (`sys`); the sizing policy is here.
 
 use std::io;
-use std::ptr::NonNull;
-
-use mlx5::io::OutOfBounds;
 
 use crate::error::VfioError;
+pub use crate::sys::HostMemory;
 
 /// Size (and IOVA alignment) of a DMA pool chunk: one 2 MiB hugepage.
 pub const CHUNK: usize = 2 << 20;
 const PAGE: usize = 4096;
-const MAP_HUGE_2MB: libc::c_int = 21 << libc::MAP_HUGE_SHIFT;
-
-/// Anonymous host memory meant for DMA: page aligned, zeroed, pre-faulted, `MADV_DONTFORK`.
-/// It hands out only raw pointers and volatile accessors, never references, so it may be mapped
-/// for device access while the CPU uses it.
-#[derive(Debug)]
-pub struct HostMemory {
-    ptr: NonNull<u8>,
-    len: usize,
-    huge: bool,
-}
-
-// SAFETY: the mapping is owned by this value alone and is only reached through raw pointers with
-// volatile accesses, so moving or sharing the handle between threads cannot create a data race
-// the device does not already create.
-unsafe impl Send for HostMemory {}
-// SAFETY: as above.
-unsafe impl Sync for HostMemory {}
 
 impl HostMemory {
     /// Maps `len` bytes (rounded up to 4 KiB, or to 2 MiB for hugepages). With `huge`, tries a
@@ -42,130 +22,17 @@ impl HostMemory {
         let len = len.max(1);
         if huge {
             let hlen = len.div_ceil(CHUNK) * CHUNK;
-            if let Ok(mut m) = Self::map(hlen, libc::MAP_HUGETLB | MAP_HUGE_2MB) {
-                m.huge = true;
+            if let Ok(m) = Self::anonymous(hlen, true) {
                 return Ok(m);
             }
         }
-        Self::map(len.div_ceil(PAGE) * PAGE, 0)
-    }
-
-    fn map(len: usize, extra: libc::c_int) -> io::Result<Self> {
-        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE | extra;
-        // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
-        // existing memory; the result is checked before use.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                flags,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave 0"))?;
-        // SAFETY: `ptr..ptr+len` is the mapping just created; madvise only changes its flags.
-        if unsafe { libc::madvise(p, len, libc::MADV_DONTFORK) } != 0 {
-            log::debug!("MADV_DONTFORK: {}", io::Error::last_os_error());
-        }
-        Ok(Self {
-            ptr,
-            len,
-            huge: false,
-        })
-    }
-
-    /// Length in bytes (after rounding).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether it is empty (never: at least one page).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Whether it is backed by 2 MiB hugepages.
-    pub fn is_huge(&self) -> bool {
-        self.huge
-    }
-
-    /// The first byte.
-    pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-
-    fn check(&self, off: usize, len: usize) -> Result<(), OutOfBounds> {
-        match off.checked_add(len) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(OutOfBounds {
-                offset: off,
-                len,
-                size: self.len,
-            }),
-        }
-    }
-
-    /// Volatile byte reads (the device may write concurrently).
-    pub fn read(&self, off: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
-        self.check(off, dst.len())?;
-        for (i, d) in dst.iter_mut().enumerate() {
-            // SAFETY: in bounds (checked); the mapping lives as long as `self`.
-            *d = unsafe { self.ptr.as_ptr().add(off + i).read_volatile() };
-        }
-        Ok(())
-    }
-
-    /// Volatile byte writes.
-    pub fn write(&self, off: usize, src: &[u8]) -> Result<(), OutOfBounds> {
-        self.check(off, src.len())?;
-        for (i, s) in src.iter().enumerate() {
-            // SAFETY: in bounds (checked); the mapping lives as long as `self`.
-            unsafe { self.ptr.as_ptr().add(off + i).write_volatile(*s) };
-        }
-        Ok(())
-    }
-
-    /// Fills `len` bytes at `off` with `byte` (volatile).
-    pub fn fill(&self, off: usize, len: usize, byte: u8) -> Result<(), OutOfBounds> {
-        self.check(off, len)?;
-        for i in 0..len {
-            // SAFETY: in bounds (checked); the mapping lives as long as `self`.
-            unsafe { self.ptr.as_ptr().add(off + i).write_volatile(byte) };
-        }
-        Ok(())
-    }
-}
-
-impl Drop for HostMemory {
-    fn drop(&mut self) {
-        // SAFETY: this value owns the mapping; nothing refers into it once it is dropped (the
-        // IOMMU mapping, if any, was removed first: see the module docs).
-        if unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) } != 0 {
-            log::error!("munmap of DMA memory: {}", io::Error::last_os_error());
-        }
+        Self::anonymous(len.div_ceil(PAGE) * PAGE, false)
     }
 }
 
 /// The soft RLIMIT_MEMLOCK in bytes (`u64::MAX` = unlimited).
 pub fn memlock_limit() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `r` is a valid, writable rlimit for the duration of the call.
-    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } != 0 {
-        return 0;
-    }
-    if r.rlim_cur == libc::RLIM_INFINITY {
-        u64::MAX
-    } else {
-        r.rlim_cur
-    }
+    crate::sys::fd::memlock_rlimit().unwrap_or(0)
 }
 
 /// Whether a `/proc/<pid>/status` text grants CAP_IPC_LOCK (no memlock limit) in `CapEff`.

@@ -253,14 +253,9 @@ impl Sysfs {
     }
 }
 
-/// Whether the calling process may open `p` for reading and writing.
-#[allow(unsafe_code)] // access(2) on a C string.
+/// Whether the calling process may open `p` for reading and writing (access(2)).
 fn accessible(p: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; access(2) only reads it.
-    unsafe { libc::access(c.as_ptr(), libc::R_OK | libc::W_OK) == 0 }
+    crate::sys::fd::accessible_rw(p)
 }
 
 /// PCI command register bits.
