@@ -104,7 +104,7 @@ pub struct OpenInfo {
     pub command: (u16, u16),
 }
 
-/// A PCI function opened through VFIO, as a [`Platform`].
+/// A PCI function opened through VFIO, as a [`Platform`](mlx5::Platform).
 pub struct VfioPlatform {
     // Field order is drop order (after `Drop::drop` ran): interrupts, BAR mapping, config
     // space (the last holder of our duplicate of the device fd), DMA pool (IOMMU unmap, then
