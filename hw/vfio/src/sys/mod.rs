@@ -27,3 +27,19 @@ pub(crate) mod mmio;
 mod platform;
 
 pub use mapping::HostMemory;
+
+#[cfg(test)]
+mod tests {
+    fn send_sync<T: Send + Sync>() {}
+
+    /// The handles that own mappings are still shareable between threads, as before the room.
+    #[test]
+    fn handles_stay_send_and_sync() {
+        send_sync::<super::HostMemory>();
+        send_sync::<super::mapping::Mapping>();
+        send_sync::<super::mmio::MmioArea>();
+        send_sync::<crate::Bar>();
+        send_sync::<crate::DmaMapping<'static>>();
+        send_sync::<crate::VfioPlatform>();
+    }
+}
