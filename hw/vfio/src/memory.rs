@@ -3,7 +3,7 @@
 //! the IOMMU mapping errors that come from them.
 //!
 //! Below both the IOMMU ([`crate::iommu`], which maps it) and the DMA pool ([`crate::dma`], which
-//! carves allocations out of it). The type itself, its mapping and its volatile accessors are
+//! carves allocations out of it). The type itself, its mapping and its accessors are
 //! in the crate's unsafe room (`sys`); the sizing policy is here.
 
 use std::io;

@@ -1,7 +1,7 @@
 //! IOMMU mappings of [`HostMemory`]: [`DmaChunk`] (owns its memory and its mapping, the DMA
 //! pool's unit) and [`BorrowedMapping`] (memory someone else owns, behind
 //! `Iommu::map_memory`). Both map only memory that reaches the CPU through raw pointers and
-//! volatile accesses, and count the mapping in the memory (`HostMemory` leaks itself rather than
+//! atomic byte accesses, and count the mapping in the memory (`HostMemory` leaks itself rather than
 //! free pages an IOMMU may still map), so no safe use can leave the device a path to memory the
 //! process reuses.
 
@@ -51,7 +51,7 @@ pub(crate) trait PretendIommu: Sync {
 fn container_map(container: &VfioContainer, iova: u64, mem: &HostMemory) -> Result<(), i32> {
     mem.iommu_mapped();
     // SAFETY: `mem` is a live private anonymous mapping of `mem.len()` bytes that hands out no
-    // references (only raw pointers and volatile accesses), so none is live now or later; it
+    // references (only raw pointers and atomic byte accesses), so none is live now or later; it
     // stays mapped while the IOMMU maps it because it counts the mapping (counted above, before
     // the device can reach it) and leaks itself instead of unmapping while the count is not
     // zero; the count drops only in `container_unmap`, after VFIO_IOMMU_UNMAP_DMA succeeded.
@@ -142,7 +142,7 @@ impl<M: IovaMapper> DmaChunk<M> {
         self.mem.as_ptr()
     }
 
-    /// Zeroes `len` bytes at `off` (volatile) and returns their CPU address.
+    /// Zeroes `len` bytes at `off` (atomic byte stores) and returns their CPU address.
     pub(crate) fn zeroed(&self, off: usize, len: usize) -> Result<NonNull<u8>, OutOfBounds> {
         self.mem.fill(off, len, 0)?;
         let p = self.mem.as_ptr().wrapping_add(off);
@@ -153,13 +153,13 @@ impl<M: IovaMapper> DmaChunk<M> {
         })
     }
 
-    /// Volatile byte reads (for tests: the driver reaches the memory through its own pointers).
+    /// Byte reads (for tests: the driver reaches the memory through its own pointers).
     #[cfg(test)]
     pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
         self.mem.read(off, dst)
     }
 
-    /// Volatile byte writes (for tests).
+    /// Byte writes (for tests).
     #[cfg(test)]
     pub(crate) fn write(&self, off: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.mem.write(off, src)

@@ -5,7 +5,7 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use mlx5::io::OutOfBounds;
 use vfio_ioctls::VfioDevice;
@@ -13,8 +13,9 @@ use vfio_ioctls::VfioDevice;
 const MAP_HUGE_2MB: libc::c_int = 21 << libc::MAP_HUGE_SHIFT;
 
 /// An mmap this value owns: `len` bytes at `ptr`, unmapped on drop. It hands out only raw
-/// pointers and bounds-checked volatile accesses, never references, so the memory may be shared
-/// with a device (or another mapping of the same file) while the CPU uses it.
+/// pointers and bounds-checked byte accesses (relaxed atomics, as the driver's `DmaBuf` uses:
+/// concurrent calls from several threads do not race), never references, so the memory may be
+/// shared with a device (or another mapping of the same file) while the CPU uses it.
 #[derive(Debug)]
 pub(crate) struct Mapping {
     ptr: NonNull<u8>,
@@ -24,10 +25,10 @@ pub(crate) struct Mapping {
 }
 
 // SAFETY: the mapping is owned by this value alone (munmapped once, by its drop) and is only
-// reached through raw pointers with volatile accesses, so moving the handle to another thread
+// reached through raw pointers with atomic byte accesses, so moving the handle to another thread
 // moves nothing the thread could misuse.
 unsafe impl Send for Mapping {}
-// SAFETY: `&Mapping` permits only bounds-checked volatile byte/word accesses of the mapping (and
+// SAFETY: `&Mapping` permits only bounds-checked atomic byte accesses of the mapping (and
 // raw pointers, whose use is the user's unsafe business), no references into it.
 unsafe impl Sync for Mapping {}
 
@@ -111,48 +112,40 @@ impl Mapping {
         }
     }
 
-    /// Volatile byte reads (a device may write concurrently).
+    /// Byte reads, each one relaxed atomic load (a device, or another thread, may write
+    /// concurrently).
     pub(crate) fn read(&self, off: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
         self.check(off, dst.len())?;
         let base = self.ptr.as_ptr().wrapping_add(off);
         for (i, d) in dst.iter_mut().enumerate() {
             // SAFETY: `off + i < off + dst.len() <= len` (checked), so the byte is inside the
-            // mapping, which lives as long as `self`; no reference into it is made.
-            *d = unsafe { base.add(i).read_volatile() };
+            // mapping, which lives as long as `self`; every CPU access this type makes is a
+            // byte-wide atomic, so concurrent calls do not race; the `&AtomicU8` lives for this
+            // one load (interior mutability: the byte may change under it).
+            *d = unsafe { AtomicU8::from_ptr(base.add(i)) }.load(Ordering::Relaxed);
         }
         Ok(())
     }
 
-    /// Volatile byte writes.
+    /// Byte writes, each one relaxed atomic store.
     pub(crate) fn write(&self, off: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.check(off, src.len())?;
         let base = self.ptr.as_ptr().wrapping_add(off);
         for (i, s) in src.iter().enumerate() {
             // SAFETY: in bounds (checked, as in `read`); the mapping is writable and lives as
-            // long as `self`.
-            unsafe { base.add(i).write_volatile(*s) };
+            // long as `self`; byte-wide atomics only, as in `read`.
+            unsafe { AtomicU8::from_ptr(base.add(i)) }.store(*s, Ordering::Relaxed);
         }
         Ok(())
     }
 
-    /// Fills `len` bytes at `off` with `byte`: volatile stores, 8 bytes at a time where aligned.
+    /// Fills `len` bytes at `off` with `byte`, each one relaxed atomic store.
     pub(crate) fn fill(&self, off: usize, len: usize, byte: u8) -> Result<(), OutOfBounds> {
         self.check(off, len)?;
-        let start = self.ptr.as_ptr().wrapping_add(off);
-        let head = start.align_offset(8).min(len);
-        let words = (len - head) / 8;
-        let word = u64::from_ne_bytes([byte; 8]);
-        for i in 0..head {
-            // SAFETY: `i < head <= len`: in bounds (checked); writable; no reference made.
-            unsafe { start.add(i).write_volatile(byte) };
-        }
-        for w in 0..words {
-            // SAFETY: `head + 8 * (w + 1) <= len`: in bounds; `start + head` is 8-aligned.
-            unsafe { start.add(head + 8 * w).cast::<u64>().write_volatile(word) };
-        }
-        for i in head + 8 * words..len {
-            // SAFETY: `i < len`: in bounds.
-            unsafe { start.add(i).write_volatile(byte) };
+        let base = self.ptr.as_ptr().wrapping_add(off);
+        for i in 0..len {
+            // SAFETY: `i < len`: in bounds (checked, as in `read`); writable; byte-wide atomics.
+            unsafe { AtomicU8::from_ptr(base.add(i)) }.store(byte, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -170,7 +163,7 @@ impl Drop for Mapping {
 }
 
 /// Anonymous host memory meant for DMA: page aligned, zeroed, pre-faulted, `MADV_DONTFORK`.
-/// It hands out only raw pointers and volatile accessors, never references, so it may be mapped
+/// It hands out only raw pointers and atomic byte accessors, never references, so it may be mapped
 /// for device access while the CPU uses it. It counts the IOMMU mappings made of it (by this
 /// crate's `DmaChunk` and `Iommu::map_memory`); dropped while one may still be live, it is
 /// leaked rather than freed, so the device can never reach memory the process reuses.
@@ -212,17 +205,17 @@ impl HostMemory {
         self.map.as_non_null().as_ptr()
     }
 
-    /// Volatile byte reads (the device may write concurrently).
+    /// Byte reads, each a relaxed atomic load (the device may write concurrently).
     pub fn read(&self, off: usize, dst: &mut [u8]) -> Result<(), OutOfBounds> {
         self.map.read(off, dst)
     }
 
-    /// Volatile byte writes.
+    /// Byte writes, each a relaxed atomic store.
     pub fn write(&self, off: usize, src: &[u8]) -> Result<(), OutOfBounds> {
         self.map.write(off, src)
     }
 
-    /// Fills `len` bytes at `off` with `byte` (volatile).
+    /// Fills `len` bytes at `off` with `byte` (relaxed atomic byte stores).
     pub fn fill(&self, off: usize, len: usize, byte: u8) -> Result<(), OutOfBounds> {
         self.map.fill(off, len, byte)
     }

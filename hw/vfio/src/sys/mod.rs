@@ -4,7 +4,7 @@
 //! - [`fd`]: the system calls on file descriptors and paths — VFIO_DEVICE_GET_INFO,
 //!   VFIO_DEVICE_RESET, VFIO_IOMMU_GET_INFO (each on a `vfio-ioctls` object, so the fd is of the
 //!   right kind), a duplicate of the device fd, poll(2), access(2), getrlimit(2).
-//! - [`mapping`]: `Mapping` (an owned mmap, bounds-checked volatile accesses, munmap on drop) and
+//! - [`mapping`]: `Mapping` (an owned mmap, bounds-checked atomic byte accesses, munmap on drop) and
 //!   [`HostMemory`] (anonymous DMA memory that counts its IOMMU mappings and is leaked, not
 //!   freed, while one may be live).
 //! - [`mmio`]: `MmioArea`, a mapped part of a BAR that owns both the mapping and the
