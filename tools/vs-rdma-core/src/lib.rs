@@ -8,6 +8,12 @@
 //! `mlx5_poll_cq`. Nothing executes: doorbells land in memory. [`Theirs`] is the safe handle to
 //! that state. Without `MLX5_RDMA_CORE_SRC`, [`Theirs::new`] says why nothing was built.
 
+#![deny(unreachable_pub)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 use std::ptr::NonNull;
 
 /// How the provider's QP, CQ and BlueFlame register are set up (`struct theirs_cfg` of the
@@ -79,10 +85,10 @@ struct Raw {
 mod ffi {
     use super::{Config, Raw};
     extern "C" {
-        pub fn theirs_new(cfg: *const Config) -> *mut Raw;
-        pub fn theirs_free(t: *mut Raw);
-        pub fn theirs_reset(t: *mut Raw);
-        pub fn theirs_set_sends(
+        pub(crate) fn theirs_new(cfg: *const Config) -> *mut Raw;
+        pub(crate) fn theirs_free(t: *mut Raw);
+        pub(crate) fn theirs_reset(t: *mut Raw);
+        pub(crate) fn theirs_set_sends(
             t: *mut Raw,
             slot: u32,
             n: u32,
@@ -91,12 +97,12 @@ mod ffi {
             lkey: u32,
             data: *const u8,
         ) -> i32;
-        pub fn theirs_post_send(t: *mut Raw, slot: u32, times: u64) -> i32;
-        pub fn theirs_set_recv(t: *mut Raw, wr_id: u64, addr: u64, len: u32, lkey: u32);
-        pub fn theirs_post_recv(t: *mut Raw, times: u64) -> i32;
-        pub fn theirs_write_cqe(t: *mut Raw, slot: u32, img: *const u8);
-        pub fn theirs_poll(t: *mut Raw, total: u32, per_call: u32) -> i32;
-        pub fn theirs_wc(
+        pub(crate) fn theirs_post_send(t: *mut Raw, slot: u32, times: u64) -> i32;
+        pub(crate) fn theirs_set_recv(t: *mut Raw, wr_id: u64, addr: u64, len: u32, lkey: u32);
+        pub(crate) fn theirs_post_recv(t: *mut Raw, times: u64) -> i32;
+        pub(crate) fn theirs_write_cqe(t: *mut Raw, slot: u32, img: *const u8);
+        pub(crate) fn theirs_poll(t: *mut Raw, total: u32, per_call: u32) -> i32;
+        pub(crate) fn theirs_wc(
             t: *const Raw,
             i: u32,
             wr_id: *mut u64,
@@ -104,7 +110,13 @@ mod ffi {
             opcode: *mut u32,
             qp_num: *mut u32,
         );
-        pub fn theirs_read(t: *const Raw, what: u32, off: u64, out: *mut u8, len: u64) -> i32;
+        pub(crate) fn theirs_read(
+            t: *const Raw,
+            what: u32,
+            off: u64,
+            out: *mut u8,
+            len: u64,
+        ) -> i32;
     }
 }
 
@@ -113,12 +125,12 @@ mod ffi {
 #[allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 mod ffi {
     use super::{Config, Raw};
-    pub unsafe fn theirs_new(_: *const Config) -> *mut Raw {
+    pub(crate) unsafe fn theirs_new(_: *const Config) -> *mut Raw {
         std::ptr::null_mut()
     }
-    pub unsafe fn theirs_free(_: *mut Raw) {}
-    pub unsafe fn theirs_reset(_: *mut Raw) {}
-    pub unsafe fn theirs_set_sends(
+    pub(crate) unsafe fn theirs_free(_: *mut Raw) {}
+    pub(crate) unsafe fn theirs_reset(_: *mut Raw) {}
+    pub(crate) unsafe fn theirs_set_sends(
         _: *mut Raw,
         _: u32,
         _: u32,
@@ -129,18 +141,18 @@ mod ffi {
     ) -> i32 {
         unreachable!()
     }
-    pub unsafe fn theirs_post_send(_: *mut Raw, _: u32, _: u64) -> i32 {
+    pub(crate) unsafe fn theirs_post_send(_: *mut Raw, _: u32, _: u64) -> i32 {
         unreachable!()
     }
-    pub unsafe fn theirs_set_recv(_: *mut Raw, _: u64, _: u64, _: u32, _: u32) {}
-    pub unsafe fn theirs_post_recv(_: *mut Raw, _: u64) -> i32 {
+    pub(crate) unsafe fn theirs_set_recv(_: *mut Raw, _: u64, _: u64, _: u32, _: u32) {}
+    pub(crate) unsafe fn theirs_post_recv(_: *mut Raw, _: u64) -> i32 {
         unreachable!()
     }
-    pub unsafe fn theirs_write_cqe(_: *mut Raw, _: u32, _: *const u8) {}
-    pub unsafe fn theirs_poll(_: *mut Raw, _: u32, _: u32) -> i32 {
+    pub(crate) unsafe fn theirs_write_cqe(_: *mut Raw, _: u32, _: *const u8) {}
+    pub(crate) unsafe fn theirs_poll(_: *mut Raw, _: u32, _: u32) -> i32 {
         unreachable!()
     }
-    pub unsafe fn theirs_wc(
+    pub(crate) unsafe fn theirs_wc(
         _: *const Raw,
         _: u32,
         _: *mut u64,
@@ -149,7 +161,7 @@ mod ffi {
         _: *mut u32,
     ) {
     }
-    pub unsafe fn theirs_read(_: *const Raw, _: u32, _: u64, _: *mut u8, _: u64) -> i32 {
+    pub(crate) unsafe fn theirs_read(_: *const Raw, _: u32, _: u64, _: *mut u8, _: u64) -> i32 {
         unreachable!()
     }
 }
