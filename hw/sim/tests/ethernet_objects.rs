@@ -97,6 +97,14 @@ fn mlx5e_objects_and_steering_with_their_refusals() {
         0x10,
         (CmdStatus::BadResState.raw(), syn::WQ_WRONG_STATE),
     );
+    // RST -> RST (mlx5_ib's raw packet QP going to INIT, or to RESET from INIT) is taken and
+    // leaves the RQ in RST.
+    fx.p.ok(&modify_rq(0, 0), 0x10);
+    fx.expect(
+        &modify_rq(1, 1),
+        0x10,
+        (CmdStatus::BadResState.raw(), syn::WQ_WRONG_STATE),
+    );
     fx.p.ok(&modify_rq(0, 1), 0x10);
     // RDY -> RDY with Linux's modify_bitmask: bit 1 VLAN stripping (vsd), bit 3 the counter
     // set (checked only when named).
@@ -145,6 +153,15 @@ fn mlx5e_objects_and_steering_with_their_refusals() {
         c.set(Sqc::TIS_LST_SZ, 0).unwrap();
     });
     let icosq = made::<CreateSqOut>(&mut fx, &internal, CreateSqOut::SQN);
+    // The SQ of mlx5_ib's raw packet QP: RST -> RST at INIT (SQ_STATE, the current state, is
+    // 0 = RST in both commands), then RST -> RDY.
+    fx.p.ok(
+        &cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
+            v.set(ModifySqIn::SQN, sqn.into()).unwrap();
+            v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, 0).unwrap();
+        }),
+        0x10,
+    );
     fx.p.ok(
         &cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
             v.set(ModifySqIn::SQN, sqn.into()).unwrap();

@@ -173,11 +173,14 @@ pub(crate) fn create_sq(
     Ok(())
 }
 
-/// Whether a work queue may move from `cur` to `next`.
+/// Whether a work queue may move from `cur` to `next`. RST → RST is a transition firmware
+/// takes: Linux's mlx5_ib moves a raw packet QP's SQ that way when the QP goes to INIT (the SQ
+/// becomes RDY only at RTS) and to RESET from INIT; rdma-core's test suite does both on real
+/// cards (its raw packet tests failed here with BAD_RES_STATE before).
 fn transition_ok(cur: u64, next: u64) -> bool {
     matches!(
         (cur, next),
-        (RST, RDY) | (RDY, RDY | ERR | RST) | (ERR, RST)
+        (RST, RST | RDY) | (RDY, RDY | ERR | RST) | (ERR, RST)
     )
 }
 
