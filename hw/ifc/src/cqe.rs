@@ -48,6 +48,10 @@ declare_layout! {
     GRH: Field("grh", 8 * 24 + 2, 2);
     /// `flags_rqpn` bits 27:24: the service level of the packet.
     SL: Field("sl", 8 * 24 + 4, 4);
+    /// `flags_rqpn` bits 25:24 of a receive on an Ethernet (RoCE) port: the packet's L3
+    /// header ([`roce_l3_hdr_type`]); Linux's mlx5_ib `handle_responder` reads them into
+    /// `ib_wc.network_hdr_type`, and ib_core takes an IPv4 RoCE v2 MAD for RoCE v1 without them.
+    ROCE_L3_HDR_TYPE: Field("roce_l3_hdr_type", 8 * 24 + 6, 2);
     /// `flags_rqpn` bits 23:0: the source QP of a UD receive.
     RQPN: Field("rqpn", 8 * 24 + 8, 24);
     /// `hds_ip_ext` (byte 28): header status bits ([`Cqe64::L2_OK`], `L3_OK`, `L4_OK`).
@@ -75,7 +79,9 @@ declare_layout! {
     /// (or SRQ) the completion belongs to.
     SRQN: Field("srqn", 8 * 32 + 8, 24);
     /// `imm_inval_pkey` (byte 36, BE32): the immediate of a `*_IMM` receive (as the sender
-    /// wrote it), the invalidated rkey of RESP_SEND_INV, or the pkey index of a UD receive.
+    /// wrote it), the invalidated rkey of RESP_SEND_INV, or, in bits 15:0 of a UD receive
+    /// without an immediate, the packet's BTH P_Key (Linux's mlx5_ib looks it up in the P_Key
+    /// table for QP1's `ib_wc.pkey_index`).
     IMM_INVAL_PKEY: Field("imm_inval_pkey", 8 * 36, 32);
     /// `app` (byte 40): tag-matching application context.
     APP: Field("app", 8 * 40, 8);
@@ -198,7 +204,17 @@ pub mod l4_hdr_type {
     pub const TCP_ACK_AND_DATA: u8 = 0x4;
 }
 
-/// `l3_hdr_type` values ([`Cqe64::L3_HDR_TYPE`]).
+/// The RoCE L3 header types of `flags_rqpn` bits 25:24 ([`Cqe64::ROCE_L3_HDR_TYPE`]).
+pub mod roce_l3_hdr_type {
+    /// A GRH: RoCE v1 (Linux `MLX5_CQE_ROCE_L3_HEADER_TYPE_GRH`).
+    pub const GRH: u8 = 0x0;
+    /// IPv6: RoCE v2 over IPv6 (`MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV6`).
+    pub const IPV6: u8 = 0x1;
+    /// IPv4: RoCE v2 over IPv4 (`MLX5_CQE_ROCE_L3_HEADER_TYPE_IPV4`).
+    pub const IPV4: u8 = 0x2;
+}
+
+/// The L3 header types of `l4_hdr_type_etc` bits 3:2 ([`Cqe64::L3_HDR_TYPE`]).
 pub mod l3_hdr_type {
     /// No L3 header recognised.
     pub const NONE: u8 = 0x0;

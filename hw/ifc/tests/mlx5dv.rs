@@ -46,6 +46,7 @@ const MAP: &[(&str, &str, &[Member])] = &[
             ("flags_rqpn", "flags_rqpn", Whole),
             ("grh", "flags_rqpn", Inside),
             ("sl", "flags_rqpn", Inside),
+            ("roce_l3_hdr_type", "flags_rqpn", Inside),
             ("rqpn", "flags_rqpn", Inside),
             ("hds_ip_ext", "hds_ip_ext", Whole),
             ("l4_ok", "hds_ip_ext", Inside),

@@ -258,7 +258,11 @@ fn ud_send_carries_the_grh_and_the_source_qpn() {
         (r.opcode, r.byte_cnt, r.imm),
         (RESP_SEND_IMM, 240, [4, 3, 2, 1])
     );
-    assert_eq!(r.flags_rqpn, (1 << 28) | qa.qpn, "GRH present, source QPN");
+    assert_eq!(
+        r.flags_rqpn,
+        (1 << 28) | (2 << 24) | qa.qpn,
+        "GRH present, RoCE L3 header IPv4 (25:24 = 2, where mlx5_ib reads it), source QPN"
+    );
     assert_eq!(r.l3, 2 << 2, "IPv4");
     let got = read(&b.dev(), &dst, 0, 240);
     assert_eq!(&got[..20], &[0; 20]);
@@ -325,6 +329,11 @@ fn qp1_is_qp_number_one_on_the_wire() {
     let r = b.poll().expect("the MAD at the peer's QP1");
     assert_eq!(r.byte_cnt, 40 + 256);
     assert_eq!(r.flags_rqpn & 0xff_ffff, 1, "source QP 1");
+    // What Linux's mlx5_ib reads of a MAD's CQE (handle_responder): the RoCE L3 header in
+    // flags_rqpn 25:24 (2 = IPv4: a RoCE v2 MAD over IPv4, else ib_core takes it for RoCE v1
+    // and drops it) and, on QP1, the BTH P_Key in imm_inval_pkey 15:0 (the default 0xffff).
+    assert_eq!((r.flags_rqpn >> 24) & 3, 2, "RoCE v2 over IPv4");
+    assert_eq!(r.imm, [0, 0, 0xff, 0xff], "the BTH P_Key");
     assert_eq!(read(&b.dev(), &dst, 40, 256), mad);
     assert_eq!(a.poll().map(|c| c.opcode), Some(REQ));
     let frames = fabric.captured();

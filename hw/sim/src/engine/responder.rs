@@ -40,10 +40,12 @@
 //! rkey is dropped. UD: the DETH Q_Key must equal the QP's (else dropped), a message too long
 //! for the receive WQE is dropped and the WQE kept (IBA class D; the QP stays up); the receive
 //! buffer gets the 40-byte GRH first (IPv6: the IPv6 header; IPv4: 20 zero bytes then the IPv4
-//! header), the CQE the source QPN and the GRH flag in `flags_rqpn` and the L3 type in byte 29.
+//! header), the CQE the source QPN, the GRH flag and the RoCE L3 header type (25:24: 0 GRH,
+//! 1 IPv6, 2 IPv4) in `flags_rqpn`, the L3 type in byte 29, and without an immediate the BTH
+//! P_Key in `imm_inval_pkey`.
 
 use mlx5_ifc::consts::{qp_st, qp_state};
-use mlx5_ifc::cqe::l3_hdr_type;
+use mlx5_ifc::cqe::{l3_hdr_type, roce_l3_hdr_type};
 use mlx5_ifc::event;
 
 use super::dma;
@@ -746,6 +748,13 @@ fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
         recv_error(hw, info, wqe_counter, e);
         return;
     }
+    let roce_l3 = if rx.route.v1 {
+        roce_l3_hdr_type::GRH
+    } else if rx.ipv4 {
+        roce_l3_hdr_type::IPV4
+    } else {
+        roce_l3_hdr_type::IPV6
+    };
     let c = Cqe {
         opcode: if p.imm.is_some() {
             cqe_op::RESP_SEND_IMM
@@ -755,9 +764,11 @@ fn ud(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
         qpn: info.qpn,
         wqe_counter,
         byte_cnt: data.len() as u32,
-        imm: p.imm.unwrap_or_default(),
+        // Without an immediate, bits 15:0 carry the BTH P_Key (mlx5_ib reads QP1's there).
+        imm: p.imm.unwrap_or(u32::from(p.pkey).to_be_bytes()),
         srqn_uidx: cqe::srqn_uidx(hw, info.user_index, info.srq.map(|s| s.1)),
-        flags_rqpn: (1 << 28) | (sqpn & 0xff_ffff),
+        // GRH present (29:28), the RoCE L3 header (25:24), the source QP (23:0).
+        flags_rqpn: (1 << 28) | (u32::from(roce_l3) << 24) | (sqpn & 0xff_ffff),
         l3_hdr_type: if rx.ipv4 {
             l3_hdr_type::IPV4
         } else {

@@ -178,15 +178,21 @@ pub(crate) struct AtomicEth {
     pub(crate) compare: u64,
 }
 
+/// The default P_Key (full membership of the default partition), the one the device sends.
+pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
+
 /// The transport part of a packet: BTH fields, extension headers, payload (borrowed: from the
-/// sender's gathered message, or from the received frame).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// sender's gathered message, or from the received frame). A default packet carries the
+/// default P_Key.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Packet<'a> {
     pub(crate) opcode: u8,
     /// Solicited event.
     pub(crate) se: bool,
     /// Destination QP (24 bits).
     pub(crate) dqpn: u32,
+    /// The BTH P_Key as received (the device sends the default, 0xffff).
+    pub(crate) pkey: u16,
     pub(crate) ack_req: bool,
     /// PSN (24 bits).
     pub(crate) psn: u32,
@@ -203,6 +209,27 @@ pub(crate) struct Packet<'a> {
     /// IETH: the rkey to invalidate.
     pub(crate) ieth: Option<u32>,
     pub(crate) payload: &'a [u8],
+}
+
+impl Default for Packet<'_> {
+    fn default() -> Self {
+        Packet {
+            opcode: 0,
+            se: false,
+            dqpn: 0,
+            pkey: DEFAULT_PKEY,
+            ack_req: false,
+            psn: 0,
+            deth: None,
+            reth: None,
+            atomic: None,
+            aeth: None,
+            atomic_ack: None,
+            imm: None,
+            ieth: None,
+            payload: &[],
+        }
+    }
 }
 
 /// Layer 2 and 3 addressing of a frame. GIDs are 16 bytes; an IPv4 address is the IPv4-mapped
@@ -285,7 +312,7 @@ fn put_transport(t: &mut Vec<u8>, p: &Packet<'_>) {
     let pad = (4 - p.payload.len() % 4) % 4;
     t.push(p.opcode);
     t.push((u8::from(p.se) << 7) | ((pad as u8) << 4));
-    t.extend_from_slice(&0xffffu16.to_be_bytes());
+    t.extend_from_slice(&p.pkey.to_be_bytes());
     t.push(0);
     t.extend_from_slice(&(p.dqpn & 0xff_ffff).to_be_bytes()[1..]);
     t.push(u8::from(p.ack_req) << 7);
@@ -537,6 +564,7 @@ fn parse_transport(t: &[u8]) -> Option<Packet<'_>> {
     let mut p = Packet {
         opcode: t[0],
         se: t[1] & 0x80 != 0,
+        pkey: u16::from_be_bytes([t[2], t[3]]),
         dqpn: be24(t, 5),
         ack_req: t[8] & 0x80 != 0,
         psn: be24(t, 9),
