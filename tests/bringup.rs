@@ -147,7 +147,10 @@ fn caps_and_device_attr_are_the_connectx5s() {
     assert_eq!(a.max_cq, 16_777_216);
     assert_eq!(a.max_cqe, 4_194_303);
     assert_eq!(a.max_mr, 16_777_216);
-    assert_eq!(a.max_pd, 16_777_216);
+    assert_eq!(
+        a.max_pd, 8_388_608,
+        "firmware 16.31 and later (real-cx5.md row 18)"
+    );
     assert_eq!(a.max_qp_rd_atom, 16);
     assert_eq!(a.max_srq, 8_388_608);
     assert_eq!(a.max_srq_wr, 32_767);

@@ -90,7 +90,8 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::MAX_QP_MCG, 240),
     (C::LOG_MAX_MCG, 21),
     (C::LOG_MAX_TRANSPORT_DOMAIN, 20),
-    (C::LOG_MAX_PD, 24),
+    // 2^23, as firmware 16.31 and later report it (16.23 reported 2^24; real-cx5.md row 18).
+    (C::LOG_MAX_PD, 23),
     (C::LOG_MAX_XRCD, 24),
     (C::LOG_MAX_RQ, 23),
     (C::LOG_MAX_SQ, 23),
@@ -98,7 +99,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::LOG_MAX_TIS, 16),
     (C::LOG_MAX_RMP, 23),
     (C::LOG_MAX_RQT, 16),
-    (C::LOG_MAX_RQT_SIZE, 16),
+    // 2048 entries per RQ table (`max_rwq_indirection_table_size` on every ConnectX-5 dump,
+    // real-cx5.md row 41; QUERY_ADAPTER's `rss_ind_tbl_cap` 11 says the same).
+    (C::LOG_MAX_RQT_SIZE, 11),
     // Queue counter sets (ALLOC_Q_COUNTER): mlx5e takes two, mlx5_ib one per port.
     (C::MAX_QP_CNT, 128),
     (C::ROCE_RW_SUPPORTED, 1),
@@ -122,7 +125,8 @@ const CX5_ROCE: &[(Field<R>, u64)] = &[
     (R::R_ROCE_DEST_UDP_PORT, 4791),
     (R::R_ROCE_MAX_SRC_UDP_PORT, 0xffff),
     (R::R_ROCE_MIN_SRC_UDP_PORT, 0xc000),
-    (R::ROCE_ADDRESS_TABLE_SIZE, 256),
+    // 255 GIDs (`gid_tbl_len` of the ConnectX-5 dumps, real-cx5.md row 55).
+    (R::ROCE_ADDRESS_TABLE_SIZE, 255),
     (R::SW_R_ROCE_SRC_UDP_PORT, 1),
 ];
 

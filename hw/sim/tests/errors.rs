@@ -359,27 +359,28 @@ fn vport_and_register_parameters() {
                 .unwrap();
         })
     };
+    // A table of 255 GIDs (0..=254), as a real ConnectX-5 reports.
     expect(
         &mut p,
-        &gid(256, 1, 2),
+        &gid(255, 1, 2),
         0x10,
         (BAD_PARAM, syn::BAD_GID_INDEX),
     );
     expect(
         &mut p,
-        &gid(255, 2, 2),
+        &gid(254, 2, 2),
         0x10,
         (BAD_PARAM, syn::BAD_VHCA_PORT),
     );
     expect(
         &mut p,
-        &gid(255, 1, 1),
+        &gid(254, 1, 1),
         0x10,
         (BAD_PARAM, syn::BAD_ROCE_ADDRESS),
     );
-    p.ok(&gid(255, 1, 2), 0x10);
+    p.ok(&gid(254, 1, 2), 0x10);
     let q = cmd::<QueryRoceAddressIn>(Opcode::QueryRoceAddress, 0, |v| {
-        drop(v.set(QueryRoceAddressIn::ROCE_ADDRESS_INDEX, 256))
+        drop(v.set(QueryRoceAddressIn::ROCE_ADDRESS_INDEX, 255))
     });
     expect(&mut p, &q, 0x30, (BAD_PARAM, syn::BAD_GID_INDEX));
 
