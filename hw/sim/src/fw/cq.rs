@@ -32,7 +32,7 @@ use crate::syndrome as syn;
 const CQ_DBR_BYTES: usize = 8;
 
 pub(crate) fn create_cq(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -40,7 +40,7 @@ pub(crate) fn create_cq(
     let i = input::<CreateCqIn>(req)?;
     let c = i.nested(CreateCqIn::CQ_CONTEXT);
     let log_size = c.get(Cqc::LOG_CQ_SIZE);
-    if log_size > fw.cur(CmdHcaCap::LOG_MAX_CQ_SZ) {
+    if log_size > model.cur(CmdHcaCap::LOG_MAX_CQ_SZ) {
         return Err(bad_param(syn::CQ_TOO_BIG));
     }
     let cqe_bytes: u64 = match c.get(Cqc::CQE_SZ) {
@@ -49,9 +49,9 @@ pub(crate) fn create_cq(
         _ => return Err(bad_param(syn::BAD_CQE_SIZE)),
     };
     let eqn = c.get32(Cqc::C_EQN_OR_APU_ELEMENT);
-    queue::require(fw, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ)?;
+    queue::require(model, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ)?;
     let uar = c.get32(Cqc::UAR_PAGE);
-    queue::require(fw, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
     queue::doorbell_record(env, "CREATE_CQ", c.get(Cqc::DBR_ADDR), CQ_DBR_BYTES)?;
     let pas = queue::buffer(
         env,
@@ -61,8 +61,8 @@ pub(crate) fn create_cq(
         c.get(Cqc::PAGE_OFFSET),
         cqe_bytes << log_size,
     )?;
-    let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_CQ);
-    if !queue::below_limit(fw.objects.count(ObjectKind::Cq), log_max) {
+    let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_CQ);
+    if !queue::below_limit(model.objects.count(ObjectKind::Cq), log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::CQ_EXHAUSTED));
     }
     let mut ctx = queue::image(&c)?;
@@ -80,7 +80,7 @@ pub(crate) fn create_cq(
     let mut q = queue::new_queue(ctx, pas, Some(uar));
     q.holds.push((ObjectKind::Eq, eqn));
     let cqn = queue::insert(
-        fw,
+        model,
         ObjectKind::Cq,
         &[],
         (1, queue::span(log_max)),
@@ -92,40 +92,45 @@ pub(crate) fn create_cq(
 }
 
 pub(crate) fn destroy_cq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let cqn = input::<DestroyCqIn>(req)?.get32(DestroyCqIn::CQN);
-    queue::destroy(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ, syn::CQ_IN_USE)
+    queue::destroy(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ, syn::CQ_IN_USE)
 }
 
 pub(crate) fn query_cq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let cqn = input::<QueryCqIn>(req)?.get32(QueryCqIn::CQN);
-    let q = queue::find(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    let q = queue::find(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
     let mut o = output::<QueryCqOut>(out)?;
     queue::put(o.nested_mut(QueryCqOut::CQ_CONTEXT).as_bytes(), &q.ctx);
     queue::put_pas(o.bytes_mut(QueryCqOut::PAS), &q.pas);
     Ok(())
 }
 
-pub(crate) fn modify_cq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn modify_cq(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
     let i = input::<ModifyCqIn>(req)?;
     let select = queue::be_uint(i.bytes(ModifyCqIn::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT));
     // Bit 0: cq_period; bit 1: cq_max_count.
-    if req.op_mod != 0 || select & !0x3 != 0 || fw.cur(CmdHcaCap::CQ_MODERATION) == 0 {
+    if req.op_mod != 0 || select & !0x3 != 0 || model.cur(CmdHcaCap::CQ_MODERATION) == 0 {
         return Err(bad_param(syn::CQ_MODIFY_FIELD));
     }
     let cqn = i.get32(ModifyCqIn::CQN);
     let c = i.nested(ModifyCqIn::CQ_CONTEXT);
     let (period, count) = (c.get(Cqc::CQ_PERIOD), c.get(Cqc::CQ_MAX_COUNT));
-    let q = fw
+    let q = model
         .objects
         .queue_mut(ObjectKind::Cq, cqn)
         .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_CQ))?;

@@ -28,7 +28,7 @@ pub const MSIX_VECTORS: u64 = 64;
 pub const EQE_BYTES: u64 = Eqe::BYTES as u64;
 
 pub(crate) fn create_eq(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -36,14 +36,14 @@ pub(crate) fn create_eq(
     let i = input::<CreateEqIn>(req)?;
     let c = i.nested(CreateEqIn::EQ_CONTEXT_ENTRY);
     let log_size = c.get(Eqc::LOG_EQ_SIZE);
-    if log_size > fw.cur(CmdHcaCap::LOG_MAX_EQ_SZ) {
+    if log_size > model.cur(CmdHcaCap::LOG_MAX_EQ_SZ) {
         return Err(bad_param(syn::EQ_TOO_BIG));
     }
     if c.get(Eqc::INTR) >= MSIX_VECTORS {
         return Err(bad_param(syn::BAD_EQ_INTR));
     }
     let uar = c.get32(Eqc::UAR_PAGE);
-    queue::require(fw, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
     let pas = queue::buffer(
         env,
         "CREATE_EQ",
@@ -52,8 +52,8 @@ pub(crate) fn create_eq(
         c.get(Eqc::PAGE_OFFSET),
         EQE_BYTES << log_size,
     )?;
-    let log_max = fw.cur(CmdHcaCap::LOG_MAX_EQ).min(8);
-    if !queue::below_limit(fw.objects.count(ObjectKind::Eq), log_max) {
+    let log_max = model.cur(CmdHcaCap::LOG_MAX_EQ).min(8);
+    if !queue::below_limit(model.objects.count(ObjectKind::Eq), log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::EQ_EXHAUSTED));
     }
     let mut ctx = queue::image(&c)?;
@@ -65,7 +65,7 @@ pub(crate) fn create_eq(
     let mut q = queue::new_queue(ctx, pas, Some(uar));
     queue::put(&mut q.event_bitmask, i.bytes(CreateEqIn::EVENT_BITMASK));
     let eqn = queue::insert(
-        fw,
+        model,
         ObjectKind::Eq,
         &[],
         (0, queue::span(log_max)),
@@ -77,23 +77,23 @@ pub(crate) fn create_eq(
 }
 
 pub(crate) fn destroy_eq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let eqn = input::<DestroyEqIn>(req)?.get32(DestroyEqIn::EQ_NUMBER);
-    queue::destroy(fw, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ, syn::EQ_IN_USE)
+    queue::destroy(model, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ, syn::EQ_IN_USE)
 }
 
 pub(crate) fn query_eq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let eqn = input::<QueryEqIn>(req)?.get32(QueryEqIn::EQ_NUMBER);
-    let q = queue::find(fw, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ)?;
+    let q = queue::find(model, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ)?;
     let mut o = output::<QueryEqOut>(out)?;
     queue::put(
         o.nested_mut(QueryEqOut::EQ_CONTEXT_ENTRY).as_bytes(),

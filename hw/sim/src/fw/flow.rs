@@ -84,8 +84,8 @@ fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
 }
 
 /// A live flow table's type, level and `log_size`.
-fn table(fw: &Model, id: u32) -> Result<(u64, u64, u64), Failure> {
-    let q = queue::find(fw, ObjectKind::FlowTable, id, syn::UNKNOWN_FLOW_TABLE)?;
+fn table(model: &Model, id: u32) -> Result<(u64, u64, u64), Failure> {
+    let q = queue::find(model, ObjectKind::FlowTable, id, syn::UNKNOWN_FLOW_TABLE)?;
     let v = View::<CreateFlowTableIn>::new(&q.ctx)
         .map_err(|_| fail(CmdStatus::InternalErr, syn::INTERNAL))?;
     let c = v.nested(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
@@ -97,12 +97,12 @@ fn table(fw: &Model, id: u32) -> Result<(u64, u64, u64), Failure> {
 }
 
 /// Checks a table's miss action against its type and level; returns the table it holds.
-fn miss(fw: &Model, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<u32>, Failure> {
+fn miss(model: &Model, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<u32>, Failure> {
     match c.get(Ftc::TABLE_MISS_ACTION) {
         table_miss_action::DEFAULT => Ok(None),
         table_miss_action::FORWARD => {
             let id = c.get32(Ftc::TABLE_MISS_ID);
-            let (t, l, _) = table(fw, id)?;
+            let (t, l, _) = table(model, id)?;
             if t != ty || l <= level {
                 return Err(bad_param(syn::FT_MISS_ACTION));
             }
@@ -113,7 +113,7 @@ fn miss(fw: &Model, ty: u64, level: u64, c: &View<'_, Ftc>) -> Result<Option<u32
 }
 
 pub(crate) fn create_flow_table(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -144,15 +144,15 @@ pub(crate) fn create_flow_table(
     if c.get(Ftc::LOG_SIZE) > prop(&p, Prop::LOG_MAX_FT_SIZE) {
         return Err(bad_param(syn::FT_SIZE));
     }
-    let held = miss(fw, ty, level, &c)?;
+    let held = miss(model, ty, level, &c)?;
     let log_max = prop(&p, Prop::LOG_MAX_FT_NUM).min(24);
-    if !queue::below_limit(fw.objects.count(ObjectKind::FlowTable), log_max) {
+    if !queue::below_limit(model.objects.count(ObjectKind::FlowTable), log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::FLOW_TABLE_EXHAUSTED));
     }
     let mut q = queue::new_queue(queue::image(&i)?, Vec::new(), None);
     q.holds.extend(held.map(|t| (ObjectKind::FlowTable, t)));
     let id = queue::insert(
-        fw,
+        model,
         ObjectKind::FlowTable,
         &[],
         (1, queue::span(24)),
@@ -164,7 +164,7 @@ pub(crate) fn create_flow_table(
 }
 
 pub(crate) fn destroy_flow_table(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -175,12 +175,12 @@ pub(crate) fn destroy_flow_table(
         i.get(DestroyFlowTableIn::VPORT_NUMBER),
     )?;
     let id = i.get32(DestroyFlowTableIn::TABLE_ID);
-    let (ty, _, _) = table(fw, id)?;
+    let (ty, _, _) = table(model, id)?;
     if ty != i.get(DestroyFlowTableIn::TABLE_TYPE) {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
     }
     queue::destroy(
-        fw,
+        model,
         ObjectKind::FlowTable,
         id,
         syn::UNKNOWN_FLOW_TABLE,
@@ -188,14 +188,14 @@ pub(crate) fn destroy_flow_table(
     )?;
     // Destroying the root leaves the type without one (Linux destroys its anchor table, the
     // root, at unload without disconnecting it first).
-    for root in fw.flow_root.iter_mut().filter(|r| **r == Some(id)) {
+    for root in model.flow_root.iter_mut().filter(|r| **r == Some(id)) {
         *root = None;
     }
     Ok(())
 }
 
 pub(crate) fn modify_flow_table(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -206,7 +206,7 @@ pub(crate) fn modify_flow_table(
         i.get(ModifyFlowTableIn::VPORT_NUMBER),
     )?;
     let id = i.get32(ModifyFlowTableIn::TABLE_ID);
-    let (ty, level, _) = table(fw, id)?;
+    let (ty, level, _) = table(model, id)?;
     if ty != i.get(ModifyFlowTableIn::TABLE_TYPE) {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
     }
@@ -215,8 +215,8 @@ pub(crate) fn modify_flow_table(
         return Err(bad_param(syn::FT_MISS_ACTION));
     }
     let c = i.nested(ModifyFlowTableIn::FLOW_TABLE_CONTEXT);
-    let held = miss(fw, ty, level, &c)?;
-    let Some(q) = fw.objects.queue_mut(ObjectKind::FlowTable, id) else {
+    let held = miss(model, ty, level, &c)?;
+    let Some(q) = model.objects.queue_mut(ObjectKind::FlowTable, id) else {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
     };
     let mut v = encoded(mlx5_ifc::ViewMut::<CreateFlowTableIn>::new(&mut q.ctx))?;
@@ -227,12 +227,12 @@ pub(crate) fn modify_flow_table(
         .map(|t| (ObjectKind::FlowTable, t))
         .into_iter()
         .collect();
-    queue::rehold(fw, ObjectKind::FlowTable, id, holds);
+    queue::rehold(model, ObjectKind::FlowTable, id, holds);
     Ok(())
 }
 
 pub(crate) fn set_flow_table_root(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -253,7 +253,7 @@ pub(crate) fn set_flow_table_root(
     let new = match req.op_mod {
         set_flow_table_root::CONNECT => {
             let id = i.get32(SetFlowTableRootIn::TABLE_ID);
-            if table(fw, id)?.0 != ty {
+            if table(model, id)?.0 != ty {
                 return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
             }
             Some(id)
@@ -261,13 +261,13 @@ pub(crate) fn set_flow_table_root(
         set_flow_table_root::DISCONNECT => None,
         _ => return Err(bad_param(syn::BAD_OP_MOD)),
     };
-    fw.flow_root[slot] = new;
+    model.flow_root[slot] = new;
     Ok(())
 }
 
 /// A live group's table and index range.
-fn group(fw: &Model, id: u32) -> Option<(u32, u64, u64)> {
-    let q = fw.objects.queue(ObjectKind::FlowGroup, id)?;
+fn group(model: &Model, id: u32) -> Option<(u32, u64, u64)> {
+    let q = model.objects.queue(ObjectKind::FlowGroup, id)?;
     let v = View::<CreateFlowGroupIn>::new(&q.ctx).ok()?;
     Some((
         v.get32(CreateFlowGroupIn::TABLE_ID),
@@ -277,7 +277,7 @@ fn group(fw: &Model, id: u32) -> Option<(u32, u64, u64)> {
 }
 
 pub(crate) fn create_flow_group(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -288,7 +288,7 @@ pub(crate) fn create_flow_group(
         i.get(CreateFlowGroupIn::VPORT_NUMBER),
     )?;
     let tid = i.get32(CreateFlowGroupIn::TABLE_ID);
-    let (ty, _, log_size) = table(fw, tid)?;
+    let (ty, _, log_size) = table(model, tid)?;
     if ty != i.get(CreateFlowGroupIn::TABLE_TYPE) {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
     }
@@ -296,11 +296,11 @@ pub(crate) fn create_flow_group(
         i.get(CreateFlowGroupIn::START_FLOW_INDEX),
         i.get(CreateFlowGroupIn::END_FLOW_INDEX),
     );
-    let overlaps = fw
+    let overlaps = model
         .objects
         .queues(ObjectKind::FlowGroup)
         .into_iter()
-        .filter_map(|g| group(fw, g))
+        .filter_map(|g| group(model, g))
         .any(|(t, s, e)| t == tid && s <= end && start <= e);
     if start > end || end >= 1u64 << log_size || overlaps {
         return Err(bad_param(syn::FG_RANGE));
@@ -313,7 +313,7 @@ pub(crate) fn create_flow_group(
     let mut q = queue::new_queue(queue::image(&i)?, Vec::new(), None);
     q.holds.push((ObjectKind::FlowTable, tid));
     let id = queue::insert(
-        fw,
+        model,
         ObjectKind::FlowGroup,
         &[],
         (1, queue::span(24)),
@@ -325,7 +325,7 @@ pub(crate) fn create_flow_group(
 }
 
 pub(crate) fn destroy_flow_group(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -336,12 +336,12 @@ pub(crate) fn destroy_flow_group(
         i.get(DestroyFlowGroupIn::VPORT_NUMBER),
     )?;
     let id = i.get32(DestroyFlowGroupIn::GROUP_ID);
-    match group(fw, id) {
+    match group(model, id) {
         Some((t, _, _)) if t == i.get32(DestroyFlowGroupIn::TABLE_ID) => {}
         _ => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_GROUP)),
     }
     queue::destroy(
-        fw,
+        model,
         ObjectKind::FlowGroup,
         id,
         syn::UNKNOWN_FLOW_GROUP,
@@ -350,12 +350,14 @@ pub(crate) fn destroy_flow_group(
 }
 
 /// The live entry at (`table`, `index`), if any.
-pub(crate) fn entry_at(fw: &Model, table: u32, index: u64) -> Option<u32> {
-    fw.objects
+pub(crate) fn entry_at(model: &Model, table: u32, index: u64) -> Option<u32> {
+    model
+        .objects
         .queues(ObjectKind::FlowEntry)
         .into_iter()
         .find(|&e| {
-            fw.objects
+            model
+                .objects
                 .queue(ObjectKind::FlowEntry, e)
                 .and_then(|q| View::<SetFteIn>::new(&q.ctx).ok())
                 .is_some_and(|v| {
@@ -366,7 +368,7 @@ pub(crate) fn entry_at(fw: &Model, table: u32, index: u64) -> Option<u32> {
 
 /// Checks an entry's action and destinations; returns what it holds.
 fn entry_holds(
-    fw: &Model,
+    model: &Model,
     req: &Req<'_>,
     ty: u64,
     level: u64,
@@ -397,11 +399,11 @@ fn entry_holds(
         let id = d.get32(Dest::DESTINATION_ID);
         match d.get(Dest::DESTINATION_TYPE) {
             flow_dest_type::TIR => {
-                queue::require(fw, ObjectKind::Tir, id, syn::UNKNOWN_TIR)?;
+                queue::require(model, ObjectKind::Tir, id, syn::UNKNOWN_TIR)?;
                 holds.push((ObjectKind::Tir, id));
             }
             flow_dest_type::FLOW_TABLE => {
-                let (t, l, _) = table(fw, id)?;
+                let (t, l, _) = table(model, id)?;
                 if t != ty || l <= level {
                     return Err(bad_param(syn::FTE_DEST));
                 }
@@ -413,22 +415,27 @@ fn entry_holds(
     Ok(holds)
 }
 
-pub(crate) fn set_fte(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn set_fte(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
     let i = input::<SetFteIn>(req)?;
     own_vport(i.get(SetFteIn::OTHER_VPORT), i.get(SetFteIn::VPORT_NUMBER))?;
     let tid = i.get32(SetFteIn::TABLE_ID);
-    let (ty, level, _) = table(fw, tid)?;
+    let (ty, level, _) = table(model, tid)?;
     if ty != i.get(SetFteIn::TABLE_TYPE) {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
     }
     let index = i.get(SetFteIn::FLOW_INDEX);
     let c = i.nested(SetFteIn::FLOW_CONTEXT);
     let gid = c.get32(FlowContext::GROUP_ID);
-    match group(fw, gid) {
+    match group(model, gid) {
         Some((t, s, e)) if t == tid && (s..=e).contains(&index) => {}
         _ => return Err(bad_param(syn::FTE_INDEX)),
     }
-    let existing = entry_at(fw, tid, index);
+    let existing = entry_at(model, tid, index);
     match (req.op_mod, existing) {
         (0, None) => {}
         (0, Some(_)) => return Err(bad_param(syn::FTE_EXISTS)),
@@ -437,13 +444,13 @@ pub(crate) fn set_fte(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u
         (1, None) => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FTE)),
         _ => return Err(bad_param(syn::BAD_OP_MOD)),
     }
-    let mut holds = entry_holds(fw, req, ty, level, &c)?;
+    let mut holds = entry_holds(model, req, ty, level, &c)?;
     holds.push((ObjectKind::FlowGroup, gid));
     let dests = c.get(FlowContext::DESTINATION_LIST_SIZE) as usize;
     let image = req.input[..DEST_LIST + dests * Dest::BYTES].to_vec();
     if let Some(old) = existing {
         queue::destroy(
-            fw,
+            model,
             ObjectKind::FlowEntry,
             old,
             syn::UNKNOWN_FTE,
@@ -453,7 +460,7 @@ pub(crate) fn set_fte(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u
     let mut q = queue::new_queue(image, Vec::new(), None);
     q.holds = holds;
     queue::insert(
-        fw,
+        model,
         ObjectKind::FlowEntry,
         &[],
         (1, queue::span(24)),
@@ -464,7 +471,7 @@ pub(crate) fn set_fte(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u
 }
 
 pub(crate) fn delete_fte(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -475,10 +482,10 @@ pub(crate) fn delete_fte(
         i.get(DeleteFteIn::VPORT_NUMBER),
     )?;
     let tid = i.get32(DeleteFteIn::TABLE_ID);
-    let e = entry_at(fw, tid, i.get(DeleteFteIn::FLOW_INDEX))
+    let e = entry_at(model, tid, i.get(DeleteFteIn::FLOW_INDEX))
         .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_FTE))?;
     queue::destroy(
-        fw,
+        model,
         ObjectKind::FlowEntry,
         e,
         syn::UNKNOWN_FTE,

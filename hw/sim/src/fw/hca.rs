@@ -18,7 +18,7 @@ use crate::syndrome as syn;
 const SUPPORTED_ISSI: u64 = 0b11;
 
 pub(crate) fn enable_hca(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -27,50 +27,55 @@ pub(crate) fn enable_hca(
     if i.get(EnableHcaIn::FUNCTION_ID) != 0 || i.get(EnableHcaIn::EMBEDDED_CPU_FUNCTION) != 0 {
         return Err(bad_param(syn::BAD_FUNCTION_ID));
     }
-    fw.state = HcaState::Enabled;
+    model.state = HcaState::Enabled;
     Ok(())
 }
 
 pub(crate) fn disable_hca(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
-    if fw.state == HcaState::Initialized {
+    if model.state == HcaState::Initialized {
         return Err(bad_state(syn::DISABLE_WHILE_INITIALIZED));
     }
     let i = input::<DisableHcaIn>(req)?;
     if i.get(DisableHcaIn::FUNCTION_ID) != 0 || i.get(DisableHcaIn::EMBEDDED_CPU_FUNCTION) != 0 {
         return Err(bad_param(syn::BAD_FUNCTION_ID));
     }
-    fw.reset_function(env.profile);
+    model.reset_function(env.profile);
     Ok(())
 }
 
 pub(crate) fn query_issi(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let mut o = output::<QueryIssiOut>(out)?;
-    encoded(o.set(QueryIssiOut::CURRENT_ISSI, fw.issi.into()))?;
+    encoded(o.set(QueryIssiOut::CURRENT_ISSI, model.issi.into()))?;
     encoded(o.set(QueryIssiOut::SUPPORTED_ISSI_DW0, SUPPORTED_ISSI))?;
     Ok(())
 }
 
-pub(crate) fn set_issi(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn set_issi(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
     let issi = input::<SetIssiIn>(req)?.get(SetIssiIn::CURRENT_ISSI);
     if issi >= 64 || SUPPORTED_ISSI & (1 << issi) == 0 {
         return Err(bad_param(syn::BAD_ISSI));
     }
-    fw.issi = issi as u16;
+    model.issi = issi as u16;
     Ok(())
 }
 
 pub(crate) fn query_hca_cap(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -82,11 +87,11 @@ pub(crate) fn query_hca_cap(
     let (kind, mode) = (req.op_mod >> 1, req.op_mod & 1);
     let image: &[u8] = match (kind, mode) {
         (cap_type::GENERAL, cap_mode::MAX) => env.profile.hca_cap_max(),
-        (cap_type::GENERAL, _) => &fw.cur_general,
+        (cap_type::GENERAL, _) => &model.cur_general,
         (cap_type::ROCE, cap_mode::MAX) => env.profile.roce_cap(),
-        (cap_type::ROCE, _) => &fw.cur_roce,
+        (cap_type::ROCE, _) => &model.cur_roce,
         (cap_type::ATOMIC, cap_mode::MAX) => env.profile.atomic_cap(),
-        (cap_type::ATOMIC, _) => &fw.cur_atomic,
+        (cap_type::ATOMIC, _) => &model.cur_atomic,
         // Not settable: MAX and CUR are the same.
         (cap_type::ETHERNET_OFFLOADS, _) => &super::netcaps::eth_caps()[..],
         (cap_type::FLOW_TABLE, _) => &super::netcaps::flow_table_caps()[..],
@@ -128,12 +133,12 @@ fn check_general(new: &View<'_, CmdHcaCap>, max: &View<'_, CmdHcaCap>) -> CmdRes
 }
 
 pub(crate) fn set_hca_cap(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
-    if fw.state == HcaState::Initialized {
+    if model.state == HcaState::Initialized {
         return Err(bad_state(syn::SET_CAP_AFTER_INIT));
     }
     let i = input::<SetHcaCapIn>(req)?;
@@ -150,15 +155,15 @@ pub(crate) fn set_hca_cap(
             let max = view::<CmdHcaCap>(env.profile.hca_cap_max())?;
             check_general(&new, &max)?;
             // `roce` is writable only where the current `roce_rw_supported` says so.
-            let cur = view::<CmdHcaCap>(&fw.cur_general)?;
+            let cur = view::<CmdHcaCap>(&model.cur_general)?;
             if cur.get(CmdHcaCap::ROCE_RW_SUPPORTED) == 0
                 && new.get(CmdHcaCap::ROCE) != cur.get(CmdHcaCap::ROCE)
             {
                 return Err(bad_param(syn::ROCE_NOT_WRITABLE));
             }
-            fw.cur_general.copy_from_slice(&cap[..CmdHcaCap::BYTES]);
+            model.cur_general.copy_from_slice(&cap[..CmdHcaCap::BYTES]);
         }
-        cap_type::ROCE => fw.cur_roce.copy_from_slice(&cap[..RoceCap::BYTES]),
+        cap_type::ROCE => model.cur_roce.copy_from_slice(&cap[..RoceCap::BYTES]),
         cap_type::ATOMIC => {
             // Only the requester endianness mode is writable: 0 (big-endian) or, where
             // supported, 1 (host order).
@@ -169,7 +174,7 @@ pub(crate) fn set_hca_cap(
                 return Err(bad_param(syn::BAD_ATOMIC_ENDIANNESS));
             }
             encoded(
-                ViewMut::<AtomicCaps>::new(&mut fw.cur_atomic).and_then(|mut v| {
+                ViewMut::<AtomicCaps>::new(&mut model.cur_atomic).and_then(|mut v| {
                     v.set(AtomicCaps::ATOMIC_REQ_8B_ENDIANNESS_MODE, mode)
                         .map(drop)
                 }),
@@ -181,34 +186,34 @@ pub(crate) fn set_hca_cap(
 }
 
 pub(crate) fn init_hca(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
-    if fw.state == HcaState::Initialized {
+    if model.state == HcaState::Initialized {
         return Err(bad_state(syn::ALREADY_INITIALIZED));
     }
     let owner = input::<InitHcaIn>(req)?;
-    if fw.cur(CmdHcaCap::SW_OWNER_ID) == 0
+    if model.cur(CmdHcaCap::SW_OWNER_ID) == 0
         && owner.bytes(InitHcaIn::SW_OWNER_ID).iter().any(|&b| b != 0)
     {
         return Err(bad_param(syn::SW_OWNER_ID_NOT_SUPPORTED));
     }
     let needed = u64::from(env.profile.boot_pages()) + u64::from(env.profile.init_pages());
-    if (fw.pages.held() as u64) < needed {
+    if (model.pages.held() as u64) < needed {
         log::info!(
             "mlx5-sim: INIT_HCA with {} pages held, {needed} needed",
-            fw.pages.held()
+            model.pages.held()
         );
         return Err(bad_state(syn::INSUFFICIENT_PAGES));
     }
-    fw.state = HcaState::Initialized;
+    model.state = HcaState::Initialized;
     Ok(())
 }
 
 pub(crate) fn teardown_hca(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -216,19 +221,19 @@ pub(crate) fn teardown_hca(
     let profile = input::<TeardownHcaIn>(req)?.get(TeardownHcaIn::PROFILE) as u16;
     let supported = match profile {
         teardown_profile::GRACEFUL | teardown_profile::FORCE_CLOSE => true,
-        teardown_profile::PREPARE_FAST => fw.cur(CmdHcaCap::FAST_TEARDOWN) == 1,
+        teardown_profile::PREPARE_FAST => model.cur(CmdHcaCap::FAST_TEARDOWN) == 1,
         _ => false,
     };
     if !supported {
         return Err(bad_param(syn::BAD_TEARDOWN_PROFILE));
     }
     encoded(output::<TeardownHcaOut>(out)?.set(TeardownHcaOut::STATE, 0))?;
-    fw.state = HcaState::TornDown;
+    model.state = HcaState::TornDown;
     Ok(())
 }
 
 pub(crate) fn set_driver_version(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -237,6 +242,6 @@ pub(crate) fn set_driver_version(
     let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
     let version = String::from_utf8_lossy(&raw[..end]).into_owned();
     log::debug!("mlx5-sim: driver version \"{version}\"");
-    fw.driver_version = Some(version);
+    model.driver_version = Some(version);
     Ok(())
 }

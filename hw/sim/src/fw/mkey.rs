@@ -125,7 +125,7 @@ fn mtt(
 }
 
 pub(crate) fn create_mkey(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -137,7 +137,7 @@ pub(crate) fn create_mkey(
         return Err(bad_param(syn::MKEY_ACCESS_MODE));
     }
     let pd = c.get32(Mkc::PD);
-    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    queue::require(model, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
     let (start, len, whole) = (
         c.get(Mkc::START_ADDR),
         c.get(Mkc::LEN),
@@ -151,9 +151,9 @@ pub(crate) fn create_mkey(
     } else {
         None
     };
-    let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_MKEY);
+    let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_MKEY);
     // The reserved lkey and the null mkey count against the limit.
-    if !queue::below_limit(fw.objects.count(ObjectKind::Mkey) + 2, log_max) {
+    if !queue::below_limit(model.objects.count(ObjectKind::Mkey) + 2, log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::MKEY_EXHAUSTED));
     }
     let bit = |f, a| if c.get(f) == 1 { a } else { 0 };
@@ -174,7 +174,7 @@ pub(crate) fn create_mkey(
         rinval: c.get(Mkc::EN_RINVAL) == 1,
     };
     let end = queue::span(log_max);
-    let index = fw
+    let index = model
         .objects
         .alloc(
             ObjectKind::Mkey,
@@ -183,21 +183,21 @@ pub(crate) fn create_mkey(
             Object::Mkey(Box::new(key)),
         )
         .ok_or(fail(CmdStatus::ExceedLim, syn::MKEY_EXHAUSTED))?;
-    fw.objects.hold(&[(ObjectKind::Pd, pd)]);
+    model.objects.hold(&[(ObjectKind::Pd, pd)]);
     encoded(output::<CreateMkeyOut>(out)?.set(CreateMkeyOut::MKEY_INDEX, index.into()))?;
     Ok(())
 }
 
 pub(crate) fn destroy_mkey(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let index = input::<DestroyMkeyIn>(req)?.get32(DestroyMkeyIn::MKEY_INDEX);
-    match fw.remove(ObjectKind::Mkey, index) {
+    match model.remove(ObjectKind::Mkey, index) {
         Some(Object::Mkey(m)) => {
-            fw.objects.release(&[(ObjectKind::Pd, m.pd)]);
+            model.objects.release(&[(ObjectKind::Pd, m.pd)]);
             Ok(())
         }
         _ => Err(fail(CmdStatus::BadRes, syn::UNKNOWN_MKEY)),
@@ -205,13 +205,13 @@ pub(crate) fn destroy_mkey(
 }
 
 pub(crate) fn query_mkey(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let index = input::<QueryMkeyIn>(req)?.get32(QueryMkeyIn::MKEY_INDEX);
-    let m = fw
+    let m = model
         .objects
         .mkey(index)
         .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_MKEY))?;

@@ -56,7 +56,7 @@ const ICM_KINDS: [ObjectKind; 5] = [
 ];
 
 /// Pages of ICM command `opcode` needs before it can execute (0: it never waits).
-pub(crate) fn icm_need(fw: &Model, opcode: u16) -> u64 {
+pub(crate) fn icm_need(model: &Model, opcode: u16) -> u64 {
     let creates = [
         Opcode::CreateCq,
         Opcode::CreateQp,
@@ -64,53 +64,56 @@ pub(crate) fn icm_need(fw: &Model, opcode: u16) -> u64 {
         Opcode::CreateRmp,
         Opcode::CreateMkey,
     ];
-    if fw.state != HcaState::Initialized || !creates.iter().any(|&o| o as u16 == opcode) {
+    if model.state != HcaState::Initialized || !creates.iter().any(|&o| o as u16 == opcode) {
         return 0;
     }
-    u64::from(fw.pages.req.policy.icm_pages_per_object)
+    u64::from(model.pages.req.policy.icm_pages_per_object)
 }
 
 /// Pages the firmware uses now.
-pub(crate) fn in_use(fw: &Model, profile: &Profile) -> u64 {
-    if fw.state != HcaState::Initialized {
+pub(crate) fn in_use(model: &Model, profile: &Profile) -> u64 {
+    if model.state != HcaState::Initialized {
         return 0;
     }
-    let objects: u64 = ICM_KINDS.iter().map(|&k| fw.objects.count(k) as u64).sum();
+    let objects: u64 = ICM_KINDS
+        .iter()
+        .map(|&k| model.objects.count(k) as u64)
+        .sum();
     u64::from(profile.boot_pages())
         + u64::from(profile.init_pages())
-        + objects.saturating_mul(u64::from(fw.pages.req.policy.icm_pages_per_object))
+        + objects.saturating_mul(u64::from(model.pages.req.policy.icm_pages_per_object))
 }
 
 /// Pages held and not in use.
-pub(crate) fn free(fw: &Model, profile: &Profile) -> u64 {
-    (fw.pages.held() as u64).saturating_sub(in_use(fw, profile))
+pub(crate) fn free(model: &Model, profile: &Profile) -> u64 {
+    (model.pages.held() as u64).saturating_sub(in_use(model, profile))
 }
 
 /// Pages a MANAGE_PAGES take may return: free, and not promised to a held command.
-pub(crate) fn returnable(fw: &Model, profile: &Profile) -> u64 {
-    free(fw, profile).saturating_sub(fw.pages.req.waiting)
+pub(crate) fn returnable(model: &Model, profile: &Profile) -> u64 {
+    free(model, profile).saturating_sub(model.pages.req.waiting)
 }
 
 /// Pages a MANAGE_PAGES give may bring: the boot + init demand not met before INIT_HCA, the
 /// pages asked for after it, nothing after TEARDOWN_HCA.
-pub(crate) fn allowance(fw: &Model, profile: &Profile) -> u64 {
-    match fw.state {
+pub(crate) fn allowance(model: &Model, profile: &Profile) -> u64 {
+    match model.state {
         HcaState::Enabled => (u64::from(profile.boot_pages()) + u64::from(profile.init_pages()))
-            .saturating_sub(fw.pages.held() as u64),
-        HcaState::Initialized => fw.pages.req.asked,
+            .saturating_sub(model.pages.held() as u64),
+        HcaState::Initialized => model.pages.req.asked,
         HcaState::Disabled | HcaState::TornDown => 0,
     }
 }
 
 /// Whether a command needing `need` pages may execute now: nobody waits before it and the free
 /// pages cover it.
-pub(crate) fn may_run(fw: &Model, profile: &Profile, need: u64) -> bool {
-    need == 0 || (fw.pages.req.waiting_commands == 0 && free(fw, profile) >= need)
+pub(crate) fn may_run(model: &Model, profile: &Profile, need: u64) -> bool {
+    need == 0 || (model.pages.req.waiting_commands == 0 && free(model, profile) >= need)
 }
 
 /// Whether the oldest held command, needing `need`, may execute now.
-pub(crate) fn may_release(fw: &Model, profile: &Profile, need: u64) -> bool {
-    free(fw, profile) >= need
+pub(crate) fn may_release(model: &Model, profile: &Profile, need: u64) -> bool {
+    free(model, profile) >= need
 }
 
 /// A command needing `need` pages is held: asks for what is missing.
@@ -127,8 +130,8 @@ pub(crate) fn hold(hw: &mut Hw<'_>, profile: &Profile, need: u64) {
 }
 
 /// The oldest held command, needing `need`, leaves the queue (executed or failed).
-pub(crate) fn unhold(fw: &mut Model, need: u64) {
-    let req = &mut fw.pages.req;
+pub(crate) fn unhold(model: &mut Model, need: u64) {
+    let req = &mut model.pages.req;
     req.waiting = req.waiting.saturating_sub(need);
     req.waiting_commands = req.waiting_commands.saturating_sub(1);
 }
@@ -223,17 +226,18 @@ pub(crate) fn after_command(hw: &mut Hw<'_>, profile: &Profile, opcode: u16) {
 }
 
 /// Whether some EQ is subscribed to PAGE_REQUEST.
-fn heard(fw: &Model) -> bool {
-    fw.objects.queues(ObjectKind::Eq).into_iter().any(|n| {
-        fw.objects
+fn heard(model: &Model) -> bool {
+    model.objects.queues(ObjectKind::Eq).into_iter().any(|n| {
+        model
+            .objects
             .queue(ObjectKind::Eq, n)
             .is_some_and(|q| subscribed(&q.event_bitmask, event::PAGE_REQUEST))
     })
 }
 
 /// MANAGE_PAGES op_mod 0: the driver cannot give what was asked for.
-pub(crate) fn alloc_fail(fw: &mut Model) {
-    let req = &mut fw.pages.req;
+pub(crate) fn alloc_fail(model: &mut Model) {
+    let req = &mut model.pages.req;
     req.stats.alloc_fail_notices += 1;
     req.asked = 0;
     if req.waiting_commands > 0 {
@@ -242,10 +246,10 @@ pub(crate) fn alloc_fail(fw: &mut Model) {
 }
 
 /// The accounts now.
-pub(crate) fn stats(fw: &Model) -> PageStats {
-    let req = &fw.pages.req;
+pub(crate) fn stats(model: &Model) -> PageStats {
+    let req = &model.pages.req;
     PageStats {
-        held: fw.pages.held() as u64,
+        held: model.pages.held() as u64,
         asked: req.asked,
         offered: req.offered,
         waiting_commands: req.waiting_commands,

@@ -30,7 +30,7 @@ fn check_function(function_id: u64, ecpf: u64) -> CmdResult {
 }
 
 pub(crate) fn query_pages(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -40,13 +40,13 @@ pub(crate) fn query_pages(
         i.get(QueryPagesIn::FUNCTION_ID),
         i.get(QueryPagesIn::EMBEDDED_CPU_FUNCTION),
     )?;
-    let held = fw.pages.held() as u64;
+    let held = model.pages.held() as u64;
     let boot = u64::from(env.profile.boot_pages());
     let num = match req.op_mod {
         query_pages::BOOT => boot.saturating_sub(held),
         query_pages::INIT => (boot + u64::from(env.profile.init_pages())).saturating_sub(held),
         query_pages::REGULAR => {
-            let req = &fw.pages.req;
+            let req = &model.pages.req;
             if req.asked > 0 {
                 req.asked
             } else {
@@ -66,7 +66,7 @@ pub(crate) fn query_pages(
 }
 
 pub(crate) fn manage_pages(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -79,23 +79,23 @@ pub(crate) fn manage_pages(
     let n = i.get(ManagePagesIn::INPUT_NUM_ENTRIES);
     match req.op_mod {
         manage_pages::ALLOC_FAIL => {
-            page_req::alloc_fail(fw);
+            page_req::alloc_fail(model);
             Ok(())
         }
-        manage_pages::GIVE => give(fw, env, i.bytes(ManagePagesIn::PAS), n, req.input.len()),
-        manage_pages::TAKE => take(fw, env, n, req.outlen, out),
+        manage_pages::GIVE => give(model, env, i.bytes(ManagePagesIn::PAS), n, req.input.len()),
+        manage_pages::TAKE => take(model, env, n, req.outlen, out),
         _ => Err(bad_param(syn::BAD_OP_MOD)),
     }
 }
 
-fn give(fw: &mut Model, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) -> CmdResult {
+fn give(model: &mut Model, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) -> CmdResult {
     let needed = (n as usize)
         .checked_mul(CmdPas::BYTES)
         .and_then(|b| b.checked_add(ManagePagesIn::BYTES));
     if needed.is_none_or(|needed| inlen < needed) {
         return Err(fail(CmdStatus::BadInputLen, syn::INLEN_PAS));
     }
-    if n > page_req::allowance(fw, env.profile) {
+    if n > page_req::allowance(model, env.profile) {
         return Err(bad_param(syn::PAGES_NOT_REQUESTED));
     }
     let mut new = std::collections::BTreeSet::new();
@@ -118,38 +118,38 @@ fn give(fw: &mut Model, env: &mut Env<'_>, pas: &[u8], n: u64, inlen: usize) -> 
             });
             return Err(bad_param(syn::PAS_UNMAPPED));
         }
-        if fw.pages.held.contains(&addr) || !new.insert(addr) {
+        if model.pages.held.contains(&addr) || !new.insert(addr) {
             return Err(bad_param(syn::PAS_DUPLICATE));
         }
     }
     let got = new.len() as u64;
-    fw.pages.held.append(&mut new);
-    let req = &mut fw.pages.req;
+    model.pages.held.append(&mut new);
+    let req = &mut model.pages.req;
     req.asked = req.asked.saturating_sub(got);
     req.stats.pages_given += got;
     Ok(())
 }
 
 fn take(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     wanted: u64,
     outlen: usize,
     out: &mut [u8],
 ) -> CmdResult {
-    let returnable = page_req::returnable(fw, env.profile);
+    let returnable = page_req::returnable(model, env.profile);
     let fits = outlen.saturating_sub(ManagePagesOut::BYTES) / CmdPas::BYTES;
     let n = (wanted.min(returnable).min(usize::MAX as u64) as usize).min(fits);
     let mut o = output::<ManagePagesOut>(out)?;
     encoded(o.set(ManagePagesOut::OUTPUT_NUM_ENTRIES, n as u64))?;
     let pas = o.bytes_mut(ManagePagesOut::PAS);
     for slot in pas.chunks_exact_mut(CmdPas::BYTES).take(n) {
-        let Some(addr) = fw.pages.held.pop_last() else {
+        let Some(addr) = model.pages.held.pop_last() else {
             break;
         };
         slot.copy_from_slice(&Be64::new(addr).to_bytes());
     }
-    let req = &mut fw.pages.req;
+    let req = &mut model.pages.req;
     req.offered = req.offered.saturating_sub(n as u64);
     req.stats.pages_taken += n as u64;
     Ok(())

@@ -106,16 +106,16 @@ pub(crate) fn copy(
 }
 
 /// Checks the RQ of a new QP: `(RQ buffer bytes, the SRQ/RMP it receives from)`.
-fn receive_queue(fw: &Model, c: &View<'_, Qpc>) -> Result<(u64, Option<u32>), Failure> {
+fn receive_queue(model: &Model, c: &View<'_, Qpc>) -> Result<(u64, Option<u32>), Failure> {
     let log_size = c.get(Qpc::LOG_RQ_SIZE);
     match c.get(Qpc::RQ_TYPE) {
         rq_type::REGULAR => {
             let log_stride = c.get(Qpc::LOG_RQ_STRIDE);
             let stride = 16u64 << log_stride;
-            if log_stride > MAX_LOG_RQ_STRIDE || stride > fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
+            if log_stride > MAX_LOG_RQ_STRIDE || stride > model.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
                 return Err(bad_param(syn::BAD_RQ_STRIDE));
             }
-            if log_size > fw.cur(CmdHcaCap::LOG_MAX_QP_SZ) {
+            if log_size > model.cur(CmdHcaCap::LOG_MAX_QP_SZ) {
                 return Err(bad_param(syn::RQ_TOO_BIG));
             }
             Ok((stride << log_size, None))
@@ -132,7 +132,7 @@ fn receive_queue(fw: &Model, c: &View<'_, Qpc>) -> Result<(u64, Option<u32>), Fa
 }
 
 /// Checks the SQ of a new QP: its buffer bytes.
-fn send_queue(fw: &Model, c: &View<'_, Qpc>) -> Result<u64, Failure> {
+fn send_queue(model: &Model, c: &View<'_, Qpc>) -> Result<u64, Failure> {
     let log_size = c.get(Qpc::LOG_SQ_SIZE);
     if c.get(Qpc::NO_SQ) == 1 {
         if log_size != 0 {
@@ -140,14 +140,14 @@ fn send_queue(fw: &Model, c: &View<'_, Qpc>) -> Result<u64, Failure> {
         }
         return Ok(0);
     }
-    if log_size > fw.cur(CmdHcaCap::LOG_MAX_QP_SZ) {
+    if log_size > model.cur(CmdHcaCap::LOG_MAX_QP_SZ) {
         return Err(bad_param(syn::SQ_TOO_BIG));
     }
     Ok(WQEBB_BYTES << log_size)
 }
 
 pub(crate) fn create_qp(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -162,31 +162,31 @@ pub(crate) fn create_qp(
         qp_st::REG_UMR => CmdHcaCap::UD,
         _ => return Err(bad_param(syn::BAD_QP_ST)),
     };
-    if st == qp_st::QP1 && gsi_qp(fw).is_some() {
+    if st == qp_st::QP1 && gsi_qp(model).is_some() {
         return Err(fail(CmdStatus::ResBusy, syn::GSI_QP_EXISTS));
     }
-    if fw.cur(cap) != 1 {
+    if model.cur(cap) != 1 {
         return Err(bad_param(syn::QP_ST_NOT_SUPPORTED));
     }
-    let (rq_bytes, srq) = receive_queue(fw, &c)?;
-    let sq_bytes = send_queue(fw, &c)?;
+    let (rq_bytes, srq) = receive_queue(model, &c)?;
+    let sq_bytes = send_queue(model, &c)?;
     // A UMR QP has no PD (its WQEs carry the keys they change).
     let pd = c.get32(Qpc::PD);
     let umr_without_pd = st == qp_st::REG_UMR && pd == 0;
     if !umr_without_pd {
-        queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+        queue::require(model, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
     }
     let (cqn_snd, cqn_rcv) = (c.get32(Qpc::CQN_SND), c.get32(Qpc::CQN_RCV));
-    queue::require(fw, ObjectKind::Cq, cqn_snd, syn::UNKNOWN_CQ)?;
-    queue::require(fw, ObjectKind::Cq, cqn_rcv, syn::UNKNOWN_CQ)?;
+    queue::require(model, ObjectKind::Cq, cqn_snd, syn::UNKNOWN_CQ)?;
+    queue::require(model, ObjectKind::Cq, cqn_rcv, syn::UNKNOWN_CQ)?;
     let srq = match srq {
-        Some(n) if fw.objects.contains(ObjectKind::Srq, n) => Some((ObjectKind::Srq, n)),
-        Some(n) if fw.objects.contains(ObjectKind::Rmp, n) => Some((ObjectKind::Rmp, n)),
+        Some(n) if model.objects.contains(ObjectKind::Srq, n) => Some((ObjectKind::Srq, n)),
+        Some(n) if model.objects.contains(ObjectKind::Rmp, n) => Some((ObjectKind::Rmp, n)),
         Some(_) => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ)),
         None => None,
     };
     let uar = c.get32(Qpc::UAR_PAGE);
-    queue::require(fw, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
     queue::doorbell_record(env, "CREATE_QP", c.get(Qpc::DBR_ADDR), QP_DBR_BYTES)?;
     let pas = queue::buffer(
         env,
@@ -196,8 +196,8 @@ pub(crate) fn create_qp(
         c.get(Qpc::PAGE_OFFSET),
         rq_bytes + sq_bytes,
     )?;
-    let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_QP);
-    if !queue::below_limit(fw.objects.count(ObjectKind::Qp), log_max) {
+    let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_QP);
+    if !queue::below_limit(model.objects.count(ObjectKind::Qp), log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::QP_EXHAUSTED));
     }
     let mut ctx = vec![0u8; Qpc::BYTES];
@@ -212,7 +212,7 @@ pub(crate) fn create_qp(
     q.holds.extend(srq);
     let end = FIRST_QPN.saturating_add(queue::span(log_max)).min(1 << 24);
     let qpn = queue::insert(
-        fw,
+        model,
         ObjectKind::Qp,
         &[],
         (FIRST_QPN, end),
@@ -224,24 +224,24 @@ pub(crate) fn create_qp(
 }
 
 pub(crate) fn destroy_qp(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let qpn = input::<DestroyQpIn>(req)?.get32(DestroyQpIn::QPN);
     // Nothing holds a QP, so it is never busy.
-    queue::destroy(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP, syn::UNKNOWN_QP)
+    queue::destroy(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP, syn::UNKNOWN_QP)
 }
 
 pub(crate) fn query_qp(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let qpn = input::<QueryQpIn>(req)?.get32(QueryQpIn::QPN);
-    let q = queue::find(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
+    let q = queue::find(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
     // The output must reach the end of the QP context (and the reserved words after it, 0x110
     // bytes: what Linux 6.1 asks for); the PAS list (or the QPC extension and PAS) follows
     // only as far as the output has room.
@@ -261,8 +261,8 @@ pub(crate) fn query_qp(
 }
 
 /// The state of QP `qpn`, if it is live.
-pub(crate) fn state(fw: &Model, qpn: u32) -> Option<u8> {
-    let q = fw.objects.queue(ObjectKind::Qp, qpn)?;
+pub(crate) fn state(model: &Model, qpn: u32) -> Option<u8> {
+    let q = model.objects.queue(ObjectKind::Qp, qpn)?;
     View::<Qpc>::new(&q.ctx)
         .ok()
         .map(|v| v.get(Qpc::STATE) as u8)

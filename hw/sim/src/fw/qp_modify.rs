@@ -148,11 +148,11 @@ fn check_port(src: &View<'_, Qpc>) -> CmdResult {
     Ok(())
 }
 
-fn check_pkey(fw: &Model, src: &View<'_, Qpc>) -> CmdResult {
-    let entries = if fw.cur(CmdHcaCap::PORT_TYPE) == port_type::ETH {
+fn check_pkey(model: &Model, src: &View<'_, Qpc>) -> CmdResult {
+    let entries = if model.cur(CmdHcaCap::PORT_TYPE) == port_type::ETH {
         1
     } else {
-        128u64 << fw.cur(CmdHcaCap::PKEY_TABLE_SIZE).min(8)
+        128u64 << model.cur(CmdHcaCap::PKEY_TABLE_SIZE).min(8)
     };
     if path(src, Ads::PKEY_INDEX) >= entries {
         return Err(bad_param(syn::BAD_PKEY_INDEX));
@@ -195,7 +195,7 @@ fn access(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, st: u64, bits: u32) -
 
 /// Applies the optional fields `mask` names.
 fn optional(
-    fw: &Model,
+    model: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
@@ -203,7 +203,7 @@ fn optional(
 ) -> CmdResult {
     access(dst, src, st, mask & ACCESS)?;
     if mask & opt::PKEY_INDEX != 0 {
-        check_pkey(fw, src)?;
+        check_pkey(model, src)?;
         copy_path(dst, src, &[Ads::PKEY_INDEX])?;
     }
     if mask & opt::PRI_PORT != 0 {
@@ -235,14 +235,14 @@ fn optional(
 }
 
 fn rst2init(
-    fw: &Model,
+    model: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
     _: u32,
 ) -> CmdResult {
     check_port(src)?;
-    check_pkey(fw, src)?;
+    check_pkey(model, src)?;
     // RST2INIT loads the path-migration state; with no alternate path loaded, only MIGRATED
     // is consistent (ARMED or REARM would wait to migrate to a path that does not exist).
     if src.get(Qpc::PM_STATE) != pm_state::MIGRATED {
@@ -258,7 +258,7 @@ fn rst2init(
 }
 
 fn init2rtr(
-    fw: &Model,
+    model: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
@@ -268,7 +268,7 @@ fn init2rtr(
         if !(1..=5).contains(&src.get(Qpc::MTU)) {
             return Err(bad_param(syn::BAD_PATH_MTU));
         }
-        if src.get(Qpc::LOG_MSG_MAX) > fw.cur(CmdHcaCap::LOG_MAX_MSG) {
+        if src.get(Qpc::LOG_MSG_MAX) > model.cur(CmdHcaCap::LOG_MAX_MSG) {
             return Err(bad_param(syn::MSG_MAX_TOO_BIG));
         }
         if src.get(Qpc::REMOTE_QPN) < 2 {
@@ -278,14 +278,14 @@ fn init2rtr(
             return Err(bad_param(syn::MISSING_RMAC));
         }
         let gid = usize::try_from(path(src, Ads::SRC_ADDR_INDEX)).unwrap_or(usize::MAX);
-        match fw.vport.gid(gid) {
+        match model.vport.gid(gid) {
             None => return Err(bad_param(syn::QP_GID_INDEX)),
             Some(entry) if entry.iter().all(|&b| b == 0) => {
                 return Err(bad_param(syn::QP_GID_NOT_SET))
             }
             Some(_) => {}
         }
-        if st == qp_st::RC && src.get(Qpc::LOG_RRA_MAX) > fw.cur(CmdHcaCap::LOG_MAX_RA_RES_QP) {
+        if st == qp_st::RC && src.get(Qpc::LOG_RRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_RES_QP) {
             return Err(bad_param(syn::RRA_MAX_TOO_BIG));
         }
         copy(
@@ -309,18 +309,18 @@ fn init2rtr(
             copy(dst, src, &[Qpc::LOG_RRA_MAX, Qpc::MIN_RNR_NAK])?;
         }
     }
-    optional(fw, dst, src, st, mask)
+    optional(model, dst, src, st, mask)
 }
 
 fn rtr2rts(
-    fw: &Model,
+    model: &Model,
     dst: &mut ViewMut<'_, Qpc>,
     src: &View<'_, Qpc>,
     st: u64,
     mask: u32,
 ) -> CmdResult {
     if st == qp_st::RC {
-        if src.get(Qpc::LOG_SRA_MAX) > fw.cur(CmdHcaCap::LOG_MAX_RA_REQ_QP) {
+        if src.get(Qpc::LOG_SRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_REQ_QP) {
             return Err(bad_param(syn::SRA_MAX_TOO_BIG));
         }
         copy(
@@ -331,24 +331,30 @@ fn rtr2rts(
         copy_path(dst, src, &[Ads::ACK_TIMEOUT])?;
     }
     copy(dst, src, &[Qpc::NEXT_SEND_PSN])?;
-    optional(fw, dst, src, st, mask)
+    optional(model, dst, src, st, mask)
 }
 
 /// Every UD transition carries the QP's `mtu` (1..=5, BAD_PATH_MTU) and `log_msg_max` (at most
 /// `log_max_msg`, MSG_MAX_TOO_BIG): a UD context has no default for either.
-fn ud_message(fw: &Model, dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>) -> CmdResult {
+fn ud_message(model: &Model, dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>) -> CmdResult {
     if !(1..=5).contains(&src.get(Qpc::MTU)) {
         return Err(bad_param(syn::BAD_PATH_MTU));
     }
-    if src.get(Qpc::LOG_MSG_MAX) > fw.cur(CmdHcaCap::LOG_MAX_MSG) {
+    if src.get(Qpc::LOG_MSG_MAX) > model.cur(CmdHcaCap::LOG_MAX_MSG) {
         return Err(bad_param(syn::MSG_MAX_TOO_BIG));
     }
     copy(dst, src, &[Qpc::MTU, Qpc::LOG_MSG_MAX])
 }
 
 /// Runs transition `t` on QP `qpn` with the context `given` and `mask`.
-fn modify(fw: &mut Model, t: &Transition, qpn: u32, mask: u64, given: &View<'_, Qpc>) -> CmdResult {
-    let q = queue::find(fw, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
+fn modify(
+    model: &mut Model,
+    t: &Transition,
+    qpn: u32,
+    mask: u64,
+    given: &View<'_, Qpc>,
+) -> CmdResult {
+    let q = queue::find(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
     let mut ctx = q.ctx.clone();
     let mut v = encoded(ViewMut::<Qpc>::new(&mut ctx))?;
     if !t.from.is_empty() && !t.from.contains(&v.get(Qpc::STATE)) {
@@ -363,12 +369,12 @@ fn modify(fw: &mut Model, t: &Transition, qpn: u32, mask: u64, given: &View<'_, 
         return Err(bad_param(syn::BAD_OPT_PARAM_MASK));
     }
     let st = qp_st::transport(v.get(Qpc::ST));
-    (t.apply)(fw, &mut v, given, st, mask)?;
+    (t.apply)(model, &mut v, given, st, mask)?;
     if st == qp_st::UD {
-        ud_message(fw, &mut v, given)?;
+        ud_message(model, &mut v, given)?;
     }
     encoded(v.set(Qpc::STATE, t.to))?;
-    if let Some(q) = fw.objects.queue_mut(ObjectKind::Qp, qpn) {
+    if let Some(q) = model.objects.queue_mut(ObjectKind::Qp, qpn) {
         q.ctx = ctx;
     }
     Ok(())
@@ -378,14 +384,20 @@ fn modify(fw: &mut Model, t: &Transition, qpn: u32, mask: u64, given: &View<'_, 
 macro_rules! transition {
     ($name:ident, $in:ident, $t:expr) => {
         pub(crate) fn $name(
-            fw: &mut Model,
+            model: &mut Model,
             _: &mut Env<'_>,
             req: &Req<'_>,
             _: &mut [u8],
         ) -> CmdResult {
             let i = input::<$in>(req)?;
             let qpc = i.nested($in::QPC);
-            modify(fw, &$t, i.get32($in::QPN), i.get($in::OPT_PARAM_MASK), &qpc)
+            modify(
+                model,
+                &$t,
+                i.get32($in::QPN),
+                i.get($in::OPT_PARAM_MASK),
+                &qpc,
+            )
         }
     };
 }
@@ -397,8 +409,8 @@ transition!(rtr2rts_qp, Rtr2rtsQpIn, RTR2RTS);
 transition!(rts2rts_qp, Rts2rtsQpIn, RTS2RTS);
 
 /// Moves QP `qpn` to `to` from any state; `reset` also clears its counters.
-fn force(fw: &mut Model, qpn: u32, to: u64, reset: bool) -> CmdResult {
-    let q = fw
+fn force(model: &mut Model, qpn: u32, to: u64, reset: bool) -> CmdResult {
+    let q = model
         .objects
         .queue_mut(ObjectKind::Qp, qpn)
         .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_QP))?;
@@ -414,11 +426,16 @@ fn force(fw: &mut Model, qpn: u32, to: u64, reset: bool) -> CmdResult {
 
 /// 2ERR: the QP's outstanding and posted WQEs complete with WR_FLUSH_ERR
 /// ([`crate::events::flush::enter_error`]).
-pub(crate) fn qp_2err(fw: &mut Model, env: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn qp_2err(
+    model: &mut Model,
+    env: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
     let qpn = input::<Qp2errIn>(req)?.get32(Qp2errIn::QPN);
-    force(fw, qpn, qp_state::ERR, false)?;
+    force(model, qpn, qp_state::ERR, false)?;
     let mut hw = crate::model::Hw {
-        model: fw,
+        model,
         iommu: env.iommu,
         faults: env.dma_faults,
         now: env.now,
@@ -427,9 +444,14 @@ pub(crate) fn qp_2err(fw: &mut Model, env: &mut Env<'_>, req: &Req<'_>, _: &mut 
     Ok(())
 }
 
-pub(crate) fn qp_2rst(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn qp_2rst(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
     let qpn = input::<Qp2rstIn>(req)?.get32(Qp2rstIn::QPN);
-    force(fw, qpn, qp_state::RST, true)?;
-    fw.rt.forget(ObjectKind::Qp, qpn);
+    force(model, qpn, qp_state::RST, true)?;
+    model.rt.forget(ObjectKind::Qp, qpn);
     Ok(())
 }

@@ -114,8 +114,8 @@ pub(crate) fn span(log: u64) -> u32 {
 }
 
 /// A CUR capability `log_max_*` value, capped at 24.
-pub(crate) fn log_max(fw: &Model, f: Field<CmdHcaCap>) -> u64 {
-    fw.cur(f).min(24)
+pub(crate) fn log_max(model: &Model, f: Field<CmdHcaCap>) -> u64 {
+    model.cur(f).min(24)
 }
 
 /// Whether one more object fits when `live` exist and the limit is `2^log_max` (exclusive).
@@ -124,8 +124,8 @@ pub(crate) fn below_limit(live: usize, log_max: u64) -> bool {
 }
 
 /// BAD_RES with `syndrome` unless `id` is a live object of `kind`.
-pub(crate) fn require(fw: &Model, kind: ObjectKind, id: u32, syndrome: u32) -> CmdResult {
-    if fw.objects.contains(kind, id) {
+pub(crate) fn require(model: &Model, kind: ObjectKind, id: u32, syndrome: u32) -> CmdResult {
+    if model.objects.contains(kind, id) {
         Ok(())
     } else {
         Err(fail(CmdStatus::BadRes, syndrome))
@@ -159,7 +159,7 @@ pub(crate) fn new_queue(ctx: Vec<u8>, pas: Vec<u64>, uar: Option<u32>) -> Queue 
 /// Inserts `q` with a handle in `first..end` (not live in `shared` either) and takes its
 /// references; EXCEED_LIM with `exhausted` when the range is full.
 pub(crate) fn insert(
-    fw: &mut Model,
+    model: &mut Model,
     kind: ObjectKind,
     shared: &[ObjectKind],
     range: (u32, u32),
@@ -167,36 +167,36 @@ pub(crate) fn insert(
     exhausted: u32,
 ) -> Result<u32, Failure> {
     let holds = q.holds.clone();
-    let id = fw
+    let id = model
         .objects
         .alloc_shared(kind, shared, range.0, range.1, Object::Queue(Box::new(q)))
         .ok_or(fail(CmdStatus::ExceedLim, exhausted))?;
-    fw.objects.hold(&holds);
+    model.objects.hold(&holds);
     Ok(id)
 }
 
 /// [`insert`] under the count limit `2^log_max` (exclusive; capped at 24), handles in
 /// `1..2^log_max`: EXCEED_LIM with `exhausted` when the kind is full.
 pub(crate) fn insert_limited(
-    fw: &mut Model,
+    model: &mut Model,
     kind: ObjectKind,
     log_max: u64,
     q: Queue,
     exhausted: u32,
 ) -> Result<u32, Failure> {
     let log_max = log_max.min(24);
-    if !below_limit(fw.objects.count(kind), log_max) {
+    if !below_limit(model.objects.count(kind), log_max) {
         return Err(fail(CmdStatus::ExceedLim, exhausted));
     }
-    insert(fw, kind, &[], (1, span(log_max)), q, exhausted)
+    insert(model, kind, &[], (1, span(log_max)), q, exhausted)
 }
 
 /// Replaces what `id` of `kind` holds: the new references are taken, the old ones released.
-pub(crate) fn rehold(fw: &mut Model, kind: ObjectKind, id: u32, holds: Vec<(ObjectKind, u32)>) {
-    if let Some(q) = fw.objects.queue_mut(kind, id) {
+pub(crate) fn rehold(model: &mut Model, kind: ObjectKind, id: u32, holds: Vec<(ObjectKind, u32)>) {
+    if let Some(q) = model.objects.queue_mut(kind, id) {
         let old = std::mem::replace(&mut q.holds, holds.clone());
-        fw.objects.release(&old);
-        fw.objects.hold(&holds);
+        model.objects.release(&old);
+        model.objects.hold(&holds);
     }
 }
 
@@ -209,25 +209,31 @@ pub(crate) fn be_uint(b: &[u8]) -> u64 {
 /// Destroys `id` of `kind`: BAD_RES `unknown` if it is not live, RES_BUSY `busy` while another
 /// object uses it; releases what it holds.
 pub(crate) fn destroy(
-    fw: &mut Model,
+    model: &mut Model,
     kind: ObjectKind,
     id: u32,
     unknown: u32,
     busy: u32,
 ) -> CmdResult {
-    require(fw, kind, id, unknown)?;
-    if fw.objects.refs(kind, id) > 0 {
+    require(model, kind, id, unknown)?;
+    if model.objects.refs(kind, id) > 0 {
         return Err(fail(CmdStatus::ResBusy, busy));
     }
-    if let Some(Object::Queue(q)) = fw.remove(kind, id) {
-        fw.objects.release(&q.holds);
+    if let Some(Object::Queue(q)) = model.remove(kind, id) {
+        model.objects.release(&q.holds);
     }
     Ok(())
 }
 
 /// The live queue `id` of `kind`, or BAD_RES `unknown`.
-pub(crate) fn find(fw: &Model, kind: ObjectKind, id: u32, unknown: u32) -> Result<&Queue, Failure> {
-    fw.objects
+pub(crate) fn find(
+    model: &Model,
+    kind: ObjectKind,
+    id: u32,
+    unknown: u32,
+) -> Result<&Queue, Failure> {
+    model
+        .objects
         .queue(kind, id)
         .ok_or(fail(CmdStatus::BadRes, unknown))
 }

@@ -24,8 +24,13 @@ pub const FIRST_UAR_INDEX: u32 = 8;
 
 const UAR_END: u32 = (BAR_SIZE / regs::UAR_PAGE_SIZE) as u32;
 
-pub(crate) fn alloc_uar(fw: &mut Model, _: &mut Env<'_>, _: &Req<'_>, out: &mut [u8]) -> CmdResult {
-    let uar = fw
+pub(crate) fn alloc_uar(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    _: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let uar = model
         .objects
         .alloc(ObjectKind::Uar, FIRST_UAR_INDEX, UAR_END, Object::Uar)
         .ok_or(fail(CmdStatus::ExceedLim, syn::UAR_EXHAUSTED))?;
@@ -34,24 +39,29 @@ pub(crate) fn alloc_uar(fw: &mut Model, _: &mut Env<'_>, _: &Req<'_>, out: &mut 
 }
 
 pub(crate) fn dealloc_uar(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let uar = input::<DeallocUarIn>(req)?.get(DeallocUarIn::UAR) as u32;
-    if fw.objects.refs(ObjectKind::Uar, uar) > 0 {
+    if model.objects.refs(ObjectKind::Uar, uar) > 0 {
         return Err(fail(CmdStatus::ResBusy, syn::UAR_IN_USE));
     }
-    if fw.remove(ObjectKind::Uar, uar).is_none() {
+    if model.remove(ObjectKind::Uar, uar).is_none() {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_UAR));
     }
     Ok(())
 }
 
-pub(crate) fn alloc_pd(fw: &mut Model, _: &mut Env<'_>, _: &Req<'_>, out: &mut [u8]) -> CmdResult {
-    let log_max = fw.cur(CmdHcaCap::LOG_MAX_PD).min(24);
-    let pd = fw
+pub(crate) fn alloc_pd(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    _: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let log_max = model.cur(CmdHcaCap::LOG_MAX_PD).min(24);
+    let pd = model
         .objects
         .alloc(ObjectKind::Pd, 1, 1u32 << log_max, Object::Pd)
         .ok_or(fail(CmdStatus::ExceedLim, syn::PD_EXHAUSTED))?;
@@ -60,16 +70,16 @@ pub(crate) fn alloc_pd(fw: &mut Model, _: &mut Env<'_>, _: &Req<'_>, out: &mut [
 }
 
 pub(crate) fn dealloc_pd(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let pd = input::<DeallocPdIn>(req)?.get(DeallocPdIn::PD) as u32;
-    if fw.objects.refs(ObjectKind::Pd, pd) > 0 {
+    if model.objects.refs(ObjectKind::Pd, pd) > 0 {
         return Err(fail(CmdStatus::ResBusy, syn::PD_IN_USE));
     }
-    if fw.remove(ObjectKind::Pd, pd).is_none() {
+    if model.remove(ObjectKind::Pd, pd).is_none() {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_PD));
     }
     Ok(())

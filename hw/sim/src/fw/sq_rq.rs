@@ -41,7 +41,7 @@ use crate::syndrome as syn;
 
 /// Checks a cyclic work queue of the given stride limit; returns its buffer pages.
 fn work_queue(
-    fw: &Model,
+    model: &Model,
     env: &mut Env<'_>,
     what: &str,
     w: &View<'_, Wq>,
@@ -55,11 +55,12 @@ fn work_queue(
     // to) without one, which firmware takes.
     let pd = w.get32(Wq::PD);
     if pd != 0 {
-        queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+        queue::require(model, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
     }
     let log_sz = w.get(Wq::LOG_WQ_SZ);
     let stride = 1u64 << w.get(Wq::LOG_WQ_STRIDE).min(31);
-    if log_sz > fw.cur(CmdHcaCap::LOG_MAX_WQ_SZ) || !(16..=max_stride.max(16)).contains(&stride) {
+    if log_sz > model.cur(CmdHcaCap::LOG_MAX_WQ_SZ) || !(16..=max_stride.max(16)).contains(&stride)
+    {
         return Err(bad_param(syn::WQ_SIZE));
     }
     queue::doorbell_record(env, what, w.get(Wq::DBR_ADDR), dbr_bytes)?;
@@ -80,13 +81,13 @@ fn pd_of(w: &View<'_, Wq>) -> Option<(ObjectKind, u32)> {
 }
 
 fn insert(
-    fw: &mut Model,
+    model: &mut Model,
     kind: ObjectKind,
     log_max: Field<CmdHcaCap>,
     q: crate::model::objects::Queue,
 ) -> Result<u32, Failure> {
-    let log_max = fw.cur(log_max);
-    queue::insert_limited(fw, kind, log_max, q, syn::NET_EXHAUSTED)
+    let log_max = model.cur(log_max);
+    queue::insert_limited(model, kind, log_max, q, syn::NET_EXHAUSTED)
 }
 
 /// MODIFY_RQ `modify_bitmask` bits (Linux's `MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_*`): VLAN
@@ -96,7 +97,7 @@ const MODIFY_RQ_SCATTER_FCS: u64 = 1 << 2;
 const MODIFY_RQ_COUNTER_SET_ID: u64 = 1 << 3;
 
 pub(crate) fn create_rq(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -110,23 +111,23 @@ pub(crate) fn create_rq(
         return Err(bad_param(syn::BAD_WQ_TYPE));
     }
     let cqn = c.get32(Rqc::CQN);
-    queue::require(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    queue::require(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
     let counter = c.get32(Rqc::COUNTER_SET_ID);
     if counter != 0 {
-        queue::require(fw, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
+        queue::require(model, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
     }
-    let max = fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ);
-    let pas = work_queue(fw, env, "CREATE_RQ", &c.nested(Rqc::WQ), max, 4)?;
+    let max = model.cur(CmdHcaCap::MAX_WQE_SZ_RQ);
+    let pas = work_queue(model, env, "CREATE_RQ", &c.nested(Rqc::WQ), max, 4)?;
     let mut q = queue::new_queue(queue::image(&c)?, pas, None);
     q.holds.push((ObjectKind::Cq, cqn));
     q.holds.extend(pd_of(&c.nested(Rqc::WQ)));
-    let rqn = insert(fw, ObjectKind::Rq, CmdHcaCap::LOG_MAX_RQ, q)?;
+    let rqn = insert(model, ObjectKind::Rq, CmdHcaCap::LOG_MAX_RQ, q)?;
     encoded(output::<CreateRqOut>(out)?.set(CreateRqOut::RQN, rqn.into()))?;
     Ok(())
 }
 
 pub(crate) fn create_sq(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -148,27 +149,27 @@ pub(crate) fn create_sq(
         return Err(bad_param(syn::BAD_WQ_TYPE));
     }
     let cqn = c.get32(Sqc::CQN);
-    queue::require(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    queue::require(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
     // A send queue to the wire names its TIS; an internal one (mlx5e's ICOSQs) names none.
     let tis = match c.get(Sqc::TIS_LST_SZ) {
         0 => None,
         1 => {
             let t = c.get32(Sqc::TIS_NUM_0);
-            queue::require(fw, ObjectKind::Tis, t, syn::UNKNOWN_TIS)?;
+            queue::require(model, ObjectKind::Tis, t, syn::UNKNOWN_TIS)?;
             Some(t)
         }
         _ => return Err(bad_param(syn::BAD_WQ_TYPE)),
     };
     let w = c.nested(Sqc::WQ);
     let uar = w.get32(Wq::UAR_PAGE);
-    queue::require(fw, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
-    let max = fw.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
-    let pas = work_queue(fw, env, "CREATE_SQ", &w, max, 8)?;
+    queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    let max = model.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
+    let pas = work_queue(model, env, "CREATE_SQ", &w, max, 8)?;
     let mut q = queue::new_queue(queue::image(&c)?, pas, Some(uar));
     q.holds.push((ObjectKind::Cq, cqn));
     q.holds.extend(tis.map(|t| (ObjectKind::Tis, t)));
     q.holds.extend(pd_of(&w));
-    let sqn = insert(fw, ObjectKind::Sq, CmdHcaCap::LOG_MAX_SQ, q)?;
+    let sqn = insert(model, ObjectKind::Sq, CmdHcaCap::LOG_MAX_SQ, q)?;
     encoded(output::<CreateSqOut>(out)?.set(CreateSqOut::SQN, sqn.into()))?;
     Ok(())
 }
@@ -186,14 +187,14 @@ fn transition_ok(cur: u64, next: u64) -> bool {
 
 /// Moves the state field `state` of queue `id` of `kind` from `cur` to `next`.
 fn transition<L: mlx5_ifc::Layout>(
-    fw: &mut Model,
+    model: &mut Model,
     kind: ObjectKind,
     id: u32,
     unknown: u32,
     state: Field<L>,
     (cur, next): (u64, u64),
 ) -> Result<&mut crate::model::objects::Queue, Failure> {
-    let q = fw
+    let q = model
         .objects
         .queue_mut(kind, id)
         .ok_or(fail(CmdStatus::BadRes, unknown))?;
@@ -205,17 +206,29 @@ fn transition<L: mlx5_ifc::Layout>(
     Ok(q)
 }
 
-pub(crate) fn modify_rq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn modify_rq(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
     let i = input::<ModifyRqIn>(req)?;
     let c = i.nested(ModifyRqIn::CTX);
     let mask = i.get(ModifyRqIn::MODIFY_BITMASK);
     let counter = c.get32(Rqc::COUNTER_SET_ID);
     if mask & MODIFY_RQ_COUNTER_SET_ID != 0 && counter != 0 {
-        queue::require(fw, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
+        queue::require(model, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
     }
     let rqn = i.get32(ModifyRqIn::RQN);
     let states = (i.get(ModifyRqIn::RQ_STATE), c.get(Rqc::STATE));
-    let q = transition(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ, Rqc::STATE, states)?;
+    let q = transition(
+        model,
+        ObjectKind::Rq,
+        rqn,
+        syn::UNKNOWN_RQ,
+        Rqc::STATE,
+        states,
+    )?;
     // The fields the bitmask names, from the command's context into the RQ's.
     let mut fields = heapless::Vec::<(Field<Rqc>, u64), 3>::new();
     for (bit, f) in [
@@ -236,75 +249,87 @@ pub(crate) fn modify_rq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut 
     Ok(())
 }
 
-pub(crate) fn modify_sq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn modify_sq(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
     let i = input::<ModifySqIn>(req)?;
     let c = i.nested(ModifySqIn::CTX);
     let sqn = i.get32(ModifySqIn::SQN);
     let states = (i.get(ModifySqIn::SQ_STATE), c.get(Sqc::STATE));
-    transition(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ, Sqc::STATE, states)?;
+    transition(
+        model,
+        ObjectKind::Sq,
+        sqn,
+        syn::UNKNOWN_SQ,
+        Sqc::STATE,
+        states,
+    )?;
     if states.1 == RST {
         // Back to empty: the device's WQE counter starts over.
-        fw.rt.forget(ObjectKind::Sq, sqn);
+        model.rt.forget(ObjectKind::Sq, sqn);
     }
     Ok(())
 }
 
 pub(crate) fn destroy_rq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let rqn = input::<DestroyRqIn>(req)?.get32(DestroyRqIn::RQN);
-    queue::destroy(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ, syn::WQ_IN_USE)
+    queue::destroy(model, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ, syn::WQ_IN_USE)
 }
 
 pub(crate) fn destroy_sq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let sqn = input::<DestroySqIn>(req)?.get32(DestroySqIn::SQN);
-    queue::destroy(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ, syn::WQ_IN_USE)
+    queue::destroy(model, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ, syn::WQ_IN_USE)
 }
 
 pub(crate) fn query_rq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let rqn = input::<QueryRqIn>(req)?.get32(QueryRqIn::RQN);
-    let q = queue::find(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
+    let q = queue::find(model, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
     let mut o = output::<QueryRqOut>(out)?;
     queue::put(o.nested_mut(QueryRqOut::RQ_CONTEXT).as_bytes(), &q.ctx);
     Ok(())
 }
 
 pub(crate) fn query_sq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let sqn = input::<QuerySqIn>(req)?.get32(QuerySqIn::SQN);
-    let q = queue::find(fw, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ)?;
+    let q = queue::find(model, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ)?;
     let mut o = output::<QuerySqOut>(out)?;
     queue::put(o.nested_mut(QuerySqOut::SQ_CONTEXT).as_bytes(), &q.ctx);
     Ok(())
 }
 
 pub(crate) fn alloc_q_counter(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
-    let max = fw.cur(CmdHcaCap::MAX_QP_CNT) as u32;
+    let max = model.cur(CmdHcaCap::MAX_QP_CNT) as u32;
     let q = queue::new_queue(Vec::new(), Vec::new(), None);
     let id = queue::insert(
-        fw,
+        model,
         ObjectKind::QCounter,
         &[],
         (1, max + 1),
@@ -316,14 +341,14 @@ pub(crate) fn alloc_q_counter(
 }
 
 pub(crate) fn dealloc_q_counter(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let id = input::<DeallocQCounterIn>(req)?.get32(DeallocQCounterIn::COUNTER_SET_ID);
     queue::destroy(
-        fw,
+        model,
         ObjectKind::QCounter,
         id,
         syn::UNKNOWN_Q_COUNTER,
@@ -332,13 +357,13 @@ pub(crate) fn dealloc_q_counter(
 }
 
 pub(crate) fn query_q_counter(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let id = input::<QueryQCounterIn>(req)?.get32(QueryQCounterIn::COUNTER_SET_ID);
-    queue::require(fw, ObjectKind::QCounter, id, syn::UNKNOWN_Q_COUNTER)
+    queue::require(model, ObjectKind::QCounter, id, syn::UNKNOWN_Q_COUNTER)
 }
 
 pub(crate) fn query_vport_counter(

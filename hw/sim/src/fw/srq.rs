@@ -40,15 +40,15 @@ use crate::syndrome as syn;
 const SRQ_DBR_BYTES: usize = 4;
 
 /// Checks the count limits and inserts an SRQ or RMP holding `pd`.
-fn insert(fw: &mut Model, kind: ObjectKind, mut q: Queue, pd: u32) -> Result<u32, Failure> {
-    let log_srq = queue::log_max(fw, CmdHcaCap::LOG_MAX_SRQ);
-    let srqs = fw.objects.count(ObjectKind::Srq)
-        + fw.objects.count(ObjectKind::Rmp)
-        + fw.objects.count(ObjectKind::XrcSrq);
+fn insert(model: &mut Model, kind: ObjectKind, mut q: Queue, pd: u32) -> Result<u32, Failure> {
+    let log_srq = queue::log_max(model, CmdHcaCap::LOG_MAX_SRQ);
+    let srqs = model.objects.count(ObjectKind::Srq)
+        + model.objects.count(ObjectKind::Rmp)
+        + model.objects.count(ObjectKind::XrcSrq);
     let mut fits = queue::below_limit(srqs, log_srq);
     if kind == ObjectKind::Rmp {
-        let log_rmp = queue::log_max(fw, CmdHcaCap::LOG_MAX_RMP);
-        fits &= queue::below_limit(fw.objects.count(ObjectKind::Rmp), log_rmp);
+        let log_rmp = queue::log_max(model, CmdHcaCap::LOG_MAX_RMP);
+        fits &= queue::below_limit(model.objects.count(ObjectKind::Rmp), log_rmp);
     }
     if !fits {
         return Err(fail(CmdStatus::ExceedLim, syn::SRQ_EXHAUSTED));
@@ -61,30 +61,30 @@ fn insert(fw: &mut Model, kind: ObjectKind, mut q: Queue, pd: u32) -> Result<u32
         [ObjectKind::Srq, ObjectKind::XrcSrq]
     };
     let range = (1, queue::span(log_srq));
-    queue::insert(fw, kind, &other, range, q, syn::SRQ_EXHAUSTED)
+    queue::insert(model, kind, &other, range, q, syn::SRQ_EXHAUSTED)
 }
 
 pub(crate) fn create_srq(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
-    if fw.issi != 0 {
+    if model.issi != 0 {
         return Err(fail(CmdStatus::BadOp, syn::CREATE_SRQ_AT_ISSI_1));
     }
     let i = input::<CreateSrqIn>(req)?;
     let c = i.nested(CreateSrqIn::SRQ_CONTEXT_ENTRY);
     let log_size = c.get(Srqc::LOG_SRQ_SIZE);
-    if log_size > fw.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
+    if log_size > model.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
         return Err(bad_param(syn::SRQ_TOO_BIG));
     }
     let stride = 16u64 << c.get(Srqc::LOG_RQ_STRIDE);
-    if stride > fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
+    if stride > model.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
         return Err(bad_param(syn::BAD_SRQ_STRIDE));
     }
     let pd = c.get32(Srqc::PD);
-    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    queue::require(model, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
     queue::doorbell_record(env, "CREATE_SRQ", c.get(Srqc::DBR_ADDR), SRQ_DBR_BYTES)?;
     let pas = queue::buffer(
         env,
@@ -95,29 +95,35 @@ pub(crate) fn create_srq(
         stride << log_size,
     )?;
     let q = queue::new_queue(queue::image(&c)?, pas, None);
-    let srqn = insert(fw, ObjectKind::Srq, q, pd)?;
+    let srqn = insert(model, ObjectKind::Srq, q, pd)?;
     encoded(output::<CreateSrqOut>(out)?.set(CreateSrqOut::SRQN, srqn.into()))?;
     Ok(())
 }
 
 pub(crate) fn destroy_srq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let srqn = input::<DestroySrqIn>(req)?.get32(DestroySrqIn::SRQN);
-    queue::destroy(fw, ObjectKind::Srq, srqn, syn::UNKNOWN_SRQ, syn::SRQ_IN_USE)
+    queue::destroy(
+        model,
+        ObjectKind::Srq,
+        srqn,
+        syn::UNKNOWN_SRQ,
+        syn::SRQ_IN_USE,
+    )
 }
 
 pub(crate) fn query_srq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let srqn = input::<QuerySrqIn>(req)?.get32(QuerySrqIn::SRQN);
-    let q = queue::find(fw, ObjectKind::Srq, srqn, syn::UNKNOWN_SRQ)?;
+    let q = queue::find(model, ObjectKind::Srq, srqn, syn::UNKNOWN_SRQ)?;
     let mut o = output::<QuerySrqOut>(out)?;
     queue::put(
         o.nested_mut(QuerySrqOut::SRQ_CONTEXT_ENTRY).as_bytes(),
@@ -128,12 +134,12 @@ pub(crate) fn query_srq(
 }
 
 pub(crate) fn create_rmp(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
-    if fw.issi == 0 {
+    if model.issi == 0 {
         return Err(fail(CmdStatus::BadOp, syn::CREATE_RMP_AT_ISSI_0));
     }
     let i = input::<CreateRmpIn>(req)?;
@@ -146,15 +152,15 @@ pub(crate) fn create_rmp(
         return Err(bad_param(syn::BAD_WQ_TYPE));
     }
     let log_size = w.get(Wq::LOG_WQ_SZ);
-    if log_size > fw.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
+    if log_size > model.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
         return Err(bad_param(syn::SRQ_TOO_BIG));
     }
     let stride = 1u64 << w.get(Wq::LOG_WQ_STRIDE);
-    if !(16..=fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ)).contains(&stride) {
+    if !(16..=model.cur(CmdHcaCap::MAX_WQE_SZ_RQ)).contains(&stride) {
         return Err(bad_param(syn::BAD_SRQ_STRIDE));
     }
     let pd = w.get32(Wq::PD);
-    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    queue::require(model, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
     queue::doorbell_record(env, "CREATE_RMP", w.get(Wq::DBR_ADDR), SRQ_DBR_BYTES)?;
     let pas = queue::buffer(
         env,
@@ -165,29 +171,35 @@ pub(crate) fn create_rmp(
         stride << log_size,
     )?;
     let q = queue::new_queue(queue::image(&c)?, pas, None);
-    let rmpn = insert(fw, ObjectKind::Rmp, q, pd)?;
+    let rmpn = insert(model, ObjectKind::Rmp, q, pd)?;
     encoded(output::<CreateRmpOut>(out)?.set(CreateRmpOut::RMPN, rmpn.into()))?;
     Ok(())
 }
 
 pub(crate) fn destroy_rmp(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let rmpn = input::<DestroyRmpIn>(req)?.get32(DestroyRmpIn::RMPN);
-    queue::destroy(fw, ObjectKind::Rmp, rmpn, syn::UNKNOWN_SRQ, syn::SRQ_IN_USE)
+    queue::destroy(
+        model,
+        ObjectKind::Rmp,
+        rmpn,
+        syn::UNKNOWN_SRQ,
+        syn::SRQ_IN_USE,
+    )
 }
 
 pub(crate) fn query_rmp(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let rmpn = input::<QueryRmpIn>(req)?.get32(QueryRmpIn::RMPN);
-    let q = queue::find(fw, ObjectKind::Rmp, rmpn, syn::UNKNOWN_SRQ)?;
+    let q = queue::find(model, ObjectKind::Rmp, rmpn, syn::UNKNOWN_SRQ)?;
     let mut o = output::<QueryRmpOut>(out)?;
     let mut c = o.nested_mut(QueryRmpOut::RMP_CONTEXT);
     queue::put(c.as_bytes(), &q.ctx);
@@ -196,40 +208,45 @@ pub(crate) fn query_rmp(
 }
 
 /// Arms with `lwm` after checking it fits the queue.
-fn arm(fw: &mut Model, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
-    let (_, size) = limit(fw, kind, n).ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ))?;
+fn arm(model: &mut Model, kind: ObjectKind, n: u32, lwm: u32) -> CmdResult {
+    let (_, size) = limit(model, kind, n).ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ))?;
     if lwm > size {
         return Err(bad_param(syn::SRQ_LIMIT));
     }
-    set_limit(fw, kind, n, lwm)
+    set_limit(model, kind, n, lwm)
 }
 
 /// ARM_RQ of an SRQ (op_mod 1): sets its limit.
-pub(crate) fn arm_rq(fw: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
+pub(crate) fn arm_rq(model: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut [u8]) -> CmdResult {
     let i = input::<ArmRqIn>(req)?;
     if req.op_mod != arm_rq::SRQ {
         return Err(bad_param(syn::BAD_OP_MOD));
     }
     let n = i.get32(ArmRqIn::SRQ_NUMBER);
-    arm(fw, ObjectKind::Srq, n, i.get32(ArmRqIn::LWM))
+    arm(model, ObjectKind::Srq, n, i.get32(ArmRqIn::LWM))
 }
 
 /// MODIFY_RMP: the `lwm` field when the bitmask selects it; the RMP stays RDY.
 pub(crate) fn modify_rmp(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let i = input::<ModifyRmpIn>(req)?;
     let n = i.get32(ModifyRmpIn::RMPN);
-    queue::find(fw, ObjectKind::Rmp, n, syn::UNKNOWN_SRQ)?;
+    queue::find(model, ObjectKind::Rmp, n, syn::UNKNOWN_SRQ)?;
     let ctx = i.nested(ModifyRmpIn::CTX);
     if i.get(ModifyRmpIn::RMP_STATE) != rmp_state::RDY || ctx.get(Rmpc::STATE) != rmp_state::RDY {
         return Err(bad_param(syn::BAD_RMP_STATE));
     }
     if i.nested(ModifyRmpIn::BITMASK).get(RmpBitmask::LWM) == 1 {
-        arm(fw, ObjectKind::Rmp, n, ctx.nested(Rmpc::WQ).get32(Wq::LWM))?;
+        arm(
+            model,
+            ObjectKind::Rmp,
+            n,
+            ctx.nested(Rmpc::WQ).get32(Wq::LWM),
+        )?;
     }
     Ok(())
 }

@@ -35,7 +35,7 @@ use crate::syndrome as syn;
 
 /// Inserts a context object of `kind` holding `holds`, under the `log_max` capability limit.
 fn insert(
-    fw: &mut Model,
+    model: &mut Model,
     kind: ObjectKind,
     log_max: u64,
     ctx: Vec<u8>,
@@ -43,18 +43,18 @@ fn insert(
 ) -> Result<u32, Failure> {
     let mut q = queue::new_queue(ctx, Vec::new(), None);
     q.holds = holds;
-    queue::insert_limited(fw, kind, log_max, q, syn::NET_EXHAUSTED)
+    queue::insert_limited(model, kind, log_max, q, syn::NET_EXHAUSTED)
 }
 
 pub(crate) fn alloc_transport_domain(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
-    let log_max = fw.cur(CmdHcaCap::LOG_MAX_TRANSPORT_DOMAIN);
+    let log_max = model.cur(CmdHcaCap::LOG_MAX_TRANSPORT_DOMAIN);
     let td = insert(
-        fw,
+        model,
         ObjectKind::TransportDomain,
         log_max,
         Vec::new(),
@@ -66,7 +66,7 @@ pub(crate) fn alloc_transport_domain(
 }
 
 pub(crate) fn dealloc_transport_domain(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -74,7 +74,7 @@ pub(crate) fn dealloc_transport_domain(
     let td =
         input::<DeallocTransportDomainIn>(req)?.get32(DeallocTransportDomainIn::TRANSPORT_DOMAIN);
     queue::destroy(
-        fw,
+        model,
         ObjectKind::TransportDomain,
         td,
         syn::UNKNOWN_TD,
@@ -83,9 +83,9 @@ pub(crate) fn dealloc_transport_domain(
 }
 
 /// Checks a TIS context; returns what it holds.
-fn tis_holds(fw: &Model, c: &View<'_, Tisc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
+fn tis_holds(model: &Model, c: &View<'_, Tisc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
     let td = c.get32(Tisc::TRANSPORT_DOMAIN);
-    queue::require(fw, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
+    queue::require(model, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
     if c.get(Tisc::TLS_EN) != 0
         || c.get(Tisc::UNDERLAY_QPN) != 0
         || c.get(Tisc::LAG_TX_PORT_AFFINITY) != 0
@@ -96,69 +96,75 @@ fn tis_holds(fw: &Model, c: &View<'_, Tisc>) -> Result<Vec<(ObjectKind, u32)>, F
     let mut holds = vec![(ObjectKind::TransportDomain, td)];
     let pd = c.get32(Tisc::PD);
     if pd != 0 {
-        queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+        queue::require(model, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
         holds.push((ObjectKind::Pd, pd));
     }
     Ok(holds)
 }
 
 pub(crate) fn create_tis(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let i = input::<CreateTisIn>(req)?;
     let c = i.nested(CreateTisIn::CTX);
-    let holds = tis_holds(fw, &c)?;
-    let log_max = fw.cur(CmdHcaCap::LOG_MAX_TIS);
-    let tisn = insert(fw, ObjectKind::Tis, log_max, queue::image(&c)?, holds)?;
+    let holds = tis_holds(model, &c)?;
+    let log_max = model.cur(CmdHcaCap::LOG_MAX_TIS);
+    let tisn = insert(model, ObjectKind::Tis, log_max, queue::image(&c)?, holds)?;
     encoded(output::<CreateTisOut>(out)?.set(CreateTisOut::TISN, tisn.into()))?;
     Ok(())
 }
 
 pub(crate) fn modify_tis(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let i = input::<ModifyTisIn>(req)?;
     let tisn = i.get32(ModifyTisIn::TISN);
-    queue::find(fw, ObjectKind::Tis, tisn, syn::UNKNOWN_TIS)?;
+    queue::find(model, ObjectKind::Tis, tisn, syn::UNKNOWN_TIS)?;
     let c = i.nested(ModifyTisIn::CTX);
     // Bit 0: prio; LAG affinity (bits 1, 2) is refused.
     if queue::be_uint(i.bytes(ModifyTisIn::BITMASK)) & !0x1 != 0 {
         return Err(bad_param(syn::TIS_FIELD));
     }
-    let holds = tis_holds(fw, &c)?;
-    if let Some(q) = fw.objects.queue_mut(ObjectKind::Tis, tisn) {
+    let holds = tis_holds(model, &c)?;
+    if let Some(q) = model.objects.queue_mut(ObjectKind::Tis, tisn) {
         q.ctx = queue::image(&c)?;
     }
-    queue::rehold(fw, ObjectKind::Tis, tisn, holds);
+    queue::rehold(model, ObjectKind::Tis, tisn, holds);
     Ok(())
 }
 
 pub(crate) fn destroy_tis(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let tisn = input::<DestroyTisIn>(req)?.get32(DestroyTisIn::TISN);
-    queue::destroy(fw, ObjectKind::Tis, tisn, syn::UNKNOWN_TIS, syn::TIS_IN_USE)
+    queue::destroy(
+        model,
+        ObjectKind::Tis,
+        tisn,
+        syn::UNKNOWN_TIS,
+        syn::TIS_IN_USE,
+    )
 }
 
 /// Checks an RQT context and its RQ list (`list`: the bytes from the first entry on); returns
 /// the RQs it holds.
 fn rqt_holds(
-    fw: &Model,
+    model: &Model,
     c: &View<'_, Rqtc>,
     list: &[u8],
 ) -> Result<Vec<(ObjectKind, u32)>, Failure> {
     let max = c.get(Rqtc::RQT_MAX_SIZE);
     let actual = c.get(Rqtc::RQT_ACTUAL_SIZE);
-    let cap = 1u64 << fw.cur(CmdHcaCap::LOG_MAX_RQT_SIZE).min(24);
+    let cap = 1u64 << model.cur(CmdHcaCap::LOG_MAX_RQT_SIZE).min(24);
     if !(1..=cap).contains(&max) || !(1..=max).contains(&actual) || c.get(Rqtc::LIST_Q_TYPE) != 0 {
         return Err(bad_param(syn::RQT_SIZE));
     }
@@ -169,7 +175,7 @@ fn rqt_holds(
     let mut holds = Vec::new();
     for e in list.chunks_exact(RqNum::BYTES) {
         let rqn = view::<RqNum>(e)?.get32(RqNum::RQ_NUM);
-        queue::require(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
+        queue::require(model, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
         holds.push((ObjectKind::Rq, rqn));
     }
     Ok(holds)
@@ -182,7 +188,7 @@ fn rqt_image(ctx: &[u8], actual: u64) -> Vec<u8> {
 }
 
 pub(crate) fn create_rqt(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -190,23 +196,23 @@ pub(crate) fn create_rqt(
     let i = input::<CreateRqtIn>(req)?;
     let c = i.nested(CreateRqtIn::RQT_CONTEXT);
     let ctx = &req.input[CreateRqtIn::RQT_CONTEXT.info.bit as usize / 8..];
-    let holds = rqt_holds(fw, &c, &ctx[Rqtc::BYTES..])?;
+    let holds = rqt_holds(model, &c, &ctx[Rqtc::BYTES..])?;
     let image = rqt_image(ctx, c.get(Rqtc::RQT_ACTUAL_SIZE));
-    let log_max = fw.cur(CmdHcaCap::LOG_MAX_RQT);
-    let rqtn = insert(fw, ObjectKind::Rqt, log_max, image, holds)?;
+    let log_max = model.cur(CmdHcaCap::LOG_MAX_RQT);
+    let rqtn = insert(model, ObjectKind::Rqt, log_max, image, holds)?;
     encoded(output::<CreateRqtOut>(out)?.set(CreateRqtOut::RQTN, rqtn.into()))?;
     Ok(())
 }
 
 pub(crate) fn modify_rqt(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let i = input::<ModifyRqtIn>(req)?;
     let rqtn = i.get32(ModifyRqtIn::RQTN);
-    let old = queue::find(fw, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
+    let old = queue::find(model, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
     let max = View::<Rqtc>::new(&old.ctx).map_or(0, |v| v.get(Rqtc::RQT_MAX_SIZE));
     // Bit 0: the RQ list (with `rqt_actual_size`); nothing else is modifiable.
     if queue::be_uint(i.bytes(ModifyRqtIn::BITMASK)) != 1 {
@@ -219,30 +225,36 @@ pub(crate) fn modify_rqt(
         ViewMut::<Rqtc>::new(&mut image).and_then(|mut v| v.set(Rqtc::RQT_MAX_SIZE, max).map(drop)),
     )?;
     let c = view::<Rqtc>(&image)?;
-    let holds = rqt_holds(fw, &c, &ctx[Rqtc::BYTES..])?;
+    let holds = rqt_holds(model, &c, &ctx[Rqtc::BYTES..])?;
     let actual = c.get(Rqtc::RQT_ACTUAL_SIZE) as usize;
     image.extend_from_slice(&ctx[Rqtc::BYTES..Rqtc::BYTES + actual * RqNum::BYTES]);
-    if let Some(q) = fw.objects.queue_mut(ObjectKind::Rqt, rqtn) {
+    if let Some(q) = model.objects.queue_mut(ObjectKind::Rqt, rqtn) {
         q.ctx = image;
     }
-    queue::rehold(fw, ObjectKind::Rqt, rqtn, holds);
+    queue::rehold(model, ObjectKind::Rqt, rqtn, holds);
     Ok(())
 }
 
 pub(crate) fn destroy_rqt(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let rqtn = input::<DestroyRqtIn>(req)?.get32(DestroyRqtIn::RQTN);
-    queue::destroy(fw, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT, syn::RQT_IN_USE)
+    queue::destroy(
+        model,
+        ObjectKind::Rqt,
+        rqtn,
+        syn::UNKNOWN_RQT,
+        syn::RQT_IN_USE,
+    )
 }
 
 /// Checks a TIR context; returns what it holds.
-fn tir_holds(fw: &Model, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
+fn tir_holds(model: &Model, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
     let td = c.get32(Tirc::TRANSPORT_DOMAIN);
-    queue::require(fw, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
+    queue::require(model, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
     if c.get(Tirc::PACKET_MERGE_MASK) != 0 || c.get(Tirc::TLS_EN) != 0 {
         return Err(bad_param(syn::TIR_DISP));
     }
@@ -250,12 +262,12 @@ fn tir_holds(fw: &Model, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>, F
     match c.get(Tirc::DISP_TYPE) {
         tir_disp_type::DIRECT => {
             let rqn = c.get32(Tirc::INLINE_RQN);
-            queue::require(fw, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
+            queue::require(model, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
             holds.push((ObjectKind::Rq, rqn));
         }
         tir_disp_type::INDIRECT => {
             let rqtn = c.get32(Tirc::INDIRECT_TABLE);
-            queue::require(fw, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
+            queue::require(model, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
             if c.get(Tirc::RX_HASH_FN) > rx_hash_fn::TOEPLITZ {
                 return Err(bad_param(syn::TIR_DISP));
             }
@@ -267,29 +279,29 @@ fn tir_holds(fw: &Model, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>, F
 }
 
 pub(crate) fn create_tir(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let i = input::<CreateTirIn>(req)?;
     let c = i.nested(CreateTirIn::CTX);
-    let holds = tir_holds(fw, &c)?;
-    let log_max = fw.cur(CmdHcaCap::LOG_MAX_TIR);
-    let tirn = insert(fw, ObjectKind::Tir, log_max, queue::image(&c)?, holds)?;
+    let holds = tir_holds(model, &c)?;
+    let log_max = model.cur(CmdHcaCap::LOG_MAX_TIR);
+    let tirn = insert(model, ObjectKind::Tir, log_max, queue::image(&c)?, holds)?;
     encoded(output::<CreateTirOut>(out)?.set(CreateTirOut::TIRN, tirn.into()))?;
     Ok(())
 }
 
 pub(crate) fn modify_tir(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let i = input::<ModifyTirIn>(req)?;
     let tirn = i.get32(ModifyTirIn::TIRN);
-    let old = queue::find(fw, ObjectKind::Tir, tirn, syn::UNKNOWN_TIR)?
+    let old = queue::find(model, ObjectKind::Tir, tirn, syn::UNKNOWN_TIR)?
         .ctx
         .clone();
     let bitmask = queue::be_uint(i.bytes(ModifyTirIn::BITMASK));
@@ -321,20 +333,26 @@ pub(crate) fn modify_tir(
             encoded(v.set(Tirc::SELF_LB_BLOCK, new.get(Tirc::SELF_LB_BLOCK)))?;
         }
     }
-    let holds = tir_holds(fw, &view::<Tirc>(&image)?)?;
-    if let Some(q) = fw.objects.queue_mut(ObjectKind::Tir, tirn) {
+    let holds = tir_holds(model, &view::<Tirc>(&image)?)?;
+    if let Some(q) = model.objects.queue_mut(ObjectKind::Tir, tirn) {
         q.ctx = image;
     }
-    queue::rehold(fw, ObjectKind::Tir, tirn, holds);
+    queue::rehold(model, ObjectKind::Tir, tirn, holds);
     Ok(())
 }
 
 pub(crate) fn destroy_tir(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let tirn = input::<DestroyTirIn>(req)?.get32(DestroyTirIn::TIRN);
-    queue::destroy(fw, ObjectKind::Tir, tirn, syn::UNKNOWN_TIR, syn::TIR_IN_USE)
+    queue::destroy(
+        model,
+        ObjectKind::Tir,
+        tirn,
+        syn::UNKNOWN_TIR,
+        syn::TIR_IN_USE,
+    )
 }

@@ -33,7 +33,7 @@ fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
 }
 
 pub(crate) fn query_nic_vport_context(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -43,7 +43,7 @@ pub(crate) fn query_nic_vport_context(
         i.get(QueryNicVportContextIn::OTHER_VPORT),
         i.get(QueryNicVportContextIn::VPORT_NUMBER),
     )?;
-    let vp = &fw.vport;
+    let vp = &model.vport;
     let mut o = output::<QueryNicVportContextOut>(out)?;
     let mut c = o.nested_mut(QueryNicVportContextOut::NIC_VPORT_CONTEXT);
     encoded(c.set(Ctx::ROCE_EN, vp.roce_en.into()))?;
@@ -60,7 +60,7 @@ pub(crate) fn query_nic_vport_context(
 }
 
 pub(crate) fn modify_nic_vport_context(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -73,7 +73,7 @@ pub(crate) fn modify_nic_vport_context(
     if sel.get(Sel::MTU) == 1 && (mtu == 0 || mtu > u64::from(MAX_MTU)) {
         return Err(bad_param(syn::BAD_MTU));
     }
-    let vp = &mut fw.vport;
+    let vp = &mut model.vport;
     if sel.get(Sel::ROCE_EN) == 1 {
         vp.roce_en = c.get(Ctx::ROCE_EN) == 1;
     }
@@ -96,7 +96,7 @@ pub(crate) fn modify_nic_vport_context(
 }
 
 fn gid_slot(
-    fw: &mut Model,
+    model: &mut Model,
     index: u64,
     port: u64,
 ) -> Result<&mut [u8; RoceAddrLayout::BYTES], Failure> {
@@ -104,17 +104,18 @@ fn gid_slot(
         return Err(bad_param(syn::BAD_VHCA_PORT));
     }
     // The port is named only on firmware that counts vHCA ports (Linux writes it only then).
-    if port != 0 && fw.cur(CmdHcaCap::NUM_VHCA_PORTS) == 0 {
+    if port != 0 && model.cur(CmdHcaCap::NUM_VHCA_PORTS) == 0 {
         return Err(bad_param(syn::VHCA_PORT_NOT_SUPPORTED));
     }
-    fw.vport
+    model
+        .vport
         .gids
         .get_mut(index as usize)
         .ok_or(bad_param(syn::BAD_GID_INDEX))
 }
 
 pub(crate) fn set_roce_address(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
@@ -124,7 +125,7 @@ pub(crate) fn set_roce_address(
     let version = a.get(RoceAddrLayout::ROCE_VERSION);
     let l3 = a.get(RoceAddrLayout::ROCE_L3_TYPE);
     let slot = gid_slot(
-        fw,
+        model,
         i.get(SetRoceAddressIn::ROCE_ADDRESS_INDEX),
         i.get(SetRoceAddressIn::VHCA_PORT_NUM),
     )?;
@@ -138,14 +139,14 @@ pub(crate) fn set_roce_address(
 }
 
 pub(crate) fn query_roce_address(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
     let i = input::<QueryRoceAddressIn>(req)?;
     let slot = *gid_slot(
-        fw,
+        model,
         i.get(QueryRoceAddressIn::ROCE_ADDRESS_INDEX),
         i.get(QueryRoceAddressIn::VHCA_PORT_NUM),
     )?;
@@ -156,7 +157,7 @@ pub(crate) fn query_roce_address(
 }
 
 pub(crate) fn query_vport_state(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -170,13 +171,13 @@ pub(crate) fn query_vport_state(
     encoded(o.set(QueryVportStateOut::ADMIN_STATE, 1))?;
     encoded(o.set(
         QueryVportStateOut::STATE,
-        u64::from(fw.vport.paos_admin == PORT_UP),
+        u64::from(model.vport.paos_admin == PORT_UP),
     ))?;
     Ok(())
 }
 
 pub(crate) fn access_reg(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -207,7 +208,7 @@ pub(crate) fn access_reg(
     }
     let mut o = output::<AccessRegisterOut>(out)?;
     let reg_out = &mut o.bytes_mut(AccessRegisterOut::REGISTER_DATA)[..size];
-    let vp = &mut fw.vport;
+    let vp = &mut model.vport;
     match id {
         reg::PAOS => {
             let r = view::<PaosReg>(data)?;

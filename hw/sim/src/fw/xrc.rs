@@ -32,30 +32,30 @@ const SRQ_DBR_BYTES: usize = 4;
 const DEFAULT_PKEY: u16 = 0xffff;
 
 pub(crate) fn alloc_xrcd(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     _: &Req<'_>,
     out: &mut [u8],
 ) -> CmdResult {
-    if fw.cur(CmdHcaCap::XRC) == 0 {
+    if model.cur(CmdHcaCap::XRC) == 0 {
         return Err(fail(CmdStatus::BadOp, syn::UNKNOWN_OPCODE));
     }
-    let log_max = queue::log_max(fw, CmdHcaCap::LOG_MAX_XRCD);
+    let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_XRCD);
     let q = queue::new_queue(Vec::new(), Vec::new(), None);
-    let xrcd = queue::insert_limited(fw, ObjectKind::Xrcd, log_max, q, syn::NET_EXHAUSTED)?;
+    let xrcd = queue::insert_limited(model, ObjectKind::Xrcd, log_max, q, syn::NET_EXHAUSTED)?;
     encoded(output::<AllocXrcdOut>(out)?.set(AllocXrcdOut::XRCD, xrcd.into()))?;
     Ok(())
 }
 
 pub(crate) fn dealloc_xrcd(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let xrcd = input::<DeallocXrcdIn>(req)?.get32(DeallocXrcdIn::XRCD);
     queue::destroy(
-        fw,
+        model,
         ObjectKind::Xrcd,
         xrcd,
         syn::UNKNOWN_XRCD,
@@ -64,7 +64,7 @@ pub(crate) fn dealloc_xrcd(
 }
 
 pub(crate) fn create_xrc_srq(
-    fw: &mut Model,
+    model: &mut Model,
     env: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -72,11 +72,11 @@ pub(crate) fn create_xrc_srq(
     let i = input::<CreateXrcSrqIn>(req)?;
     let c = i.nested(CreateXrcSrqIn::XRC_SRQ_CONTEXT_ENTRY);
     let log_size = c.get(XrcSrqc::LOG_XRC_SRQ_SIZE);
-    if log_size > fw.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
+    if log_size > model.cur(CmdHcaCap::LOG_MAX_SRQ_SZ) {
         return Err(bad_param(syn::SRQ_TOO_BIG));
     }
     let stride = 16u64 << c.get(XrcSrqc::LOG_RQ_STRIDE);
-    if stride > fw.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
+    if stride > model.cur(CmdHcaCap::MAX_WQE_SZ_RQ) {
         return Err(bad_param(syn::BAD_SRQ_STRIDE));
     }
     let (xrcd, pd, cqn) = (
@@ -84,9 +84,9 @@ pub(crate) fn create_xrc_srq(
         c.get32(XrcSrqc::PD),
         c.get32(XrcSrqc::CQN),
     );
-    queue::require(fw, ObjectKind::Xrcd, xrcd, syn::UNKNOWN_XRCD)?;
-    queue::require(fw, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
-    queue::require(fw, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    queue::require(model, ObjectKind::Xrcd, xrcd, syn::UNKNOWN_XRCD)?;
+    queue::require(model, ObjectKind::Pd, pd, syn::UNKNOWN_PD)?;
+    queue::require(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
     let dbr = (c.get(XrcSrqc::DB_RECORD_ADDR_H) << 32) | (c.get(XrcSrqc::DB_RECORD_ADDR_L) << 2);
     queue::doorbell_record(env, "CREATE_XRC_SRQ", dbr, SRQ_DBR_BYTES)?;
     let pas = queue::buffer(
@@ -97,10 +97,10 @@ pub(crate) fn create_xrc_srq(
         c.get(XrcSrqc::PAGE_OFFSET),
         stride << log_size,
     )?;
-    let log_srq = queue::log_max(fw, CmdHcaCap::LOG_MAX_SRQ);
-    let live = fw.objects.count(ObjectKind::Srq)
-        + fw.objects.count(ObjectKind::Rmp)
-        + fw.objects.count(ObjectKind::XrcSrq);
+    let log_srq = queue::log_max(model, CmdHcaCap::LOG_MAX_SRQ);
+    let live = model.objects.count(ObjectKind::Srq)
+        + model.objects.count(ObjectKind::Rmp)
+        + model.objects.count(ObjectKind::XrcSrq);
     if !queue::below_limit(live, log_srq) {
         return Err(fail(CmdStatus::ExceedLim, syn::SRQ_EXHAUSTED));
     }
@@ -111,7 +111,7 @@ pub(crate) fn create_xrc_srq(
         (ObjectKind::Cq, cqn),
     ];
     let n = queue::insert(
-        fw,
+        model,
         ObjectKind::XrcSrq,
         &[ObjectKind::Srq, ObjectKind::Rmp],
         (1, queue::span(log_srq)),
@@ -123,17 +123,23 @@ pub(crate) fn create_xrc_srq(
 }
 
 pub(crate) fn destroy_xrc_srq(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let n = input::<DestroyXrcSrqIn>(req)?.get32(DestroyXrcSrqIn::XRC_SRQN);
-    queue::destroy(fw, ObjectKind::XrcSrq, n, syn::UNKNOWN_SRQ, syn::SRQ_IN_USE)
+    queue::destroy(
+        model,
+        ObjectKind::XrcSrq,
+        n,
+        syn::UNKNOWN_SRQ,
+        syn::SRQ_IN_USE,
+    )
 }
 
 pub(crate) fn query_hca_vport_pkey(
-    fw: &mut Model,
+    model: &mut Model,
     _: &mut Env<'_>,
     req: &Req<'_>,
     out: &mut [u8],
@@ -146,7 +152,7 @@ pub(crate) fn query_hca_vport_pkey(
     if i.get(QueryHcaVportPkeyIn::PORT_NUM) > 1 {
         return Err(bad_param(syn::BAD_VHCA_PORT));
     }
-    let size = 128u64 << fw.cur(CmdHcaCap::PKEY_TABLE_SIZE).min(8);
+    let size = 128u64 << model.cur(CmdHcaCap::PKEY_TABLE_SIZE).min(8);
     let index = i.get(QueryHcaVportPkeyIn::PKEY_INDEX);
     let room = req.outlen.saturating_sub(QueryHcaVportPkeyOut::BYTES) / 4;
     let (first, count) = match index {
