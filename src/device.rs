@@ -35,6 +35,7 @@ use crate::fw::uar::Uar;
 use crate::fw::vport::{self, GidEntry, PortState, VportInfo};
 use crate::io::barrier;
 use crate::io::platform::Platform;
+use crate::io::raw::{Accepted, RawTarget};
 use crate::verbs::pd::{query_special_keys, Pd, SpecialKeys};
 
 /// Timeouts and choices of the bring-up. The defaults are the firmware's documented defaults.
@@ -702,12 +703,6 @@ impl<P: Platform> Device<P> {
         &self.quarantine
     }
 
-    /// Runs any command, bypassing every object the driver tracks: reached only through the
-    /// `raw::raw_command` (feature `raw`), whose safety contract says why.
-    pub(crate) fn exec_raw(&self, input: &[u8], output: &mut [u8]) -> Result<()> {
-        self.cmd.lock().exec(&self.platform, input, output)
-    }
-
     /// Runs `f` with the command queue and the platform. `f` must not call back into the
     /// device's command queue (the lock is not re-entrant).
     pub(crate) fn with_cmd<R>(&self, f: impl FnOnce(&mut CmdQueue, &P) -> Result<R>) -> Result<R> {
@@ -754,5 +749,13 @@ impl<P: Platform> Drop for Device<P> {
                 log::error!("teardown on drop failed: {e}");
             }
         }
+    }
+}
+
+/// Any command, bypassing every object the driver tracks: reached only through
+/// `io::raw::raw_command` (`mlx5::raw`, feature `raw`), whose safety contract says why.
+impl<P: Platform> RawTarget for Device<P> {
+    fn run_raw(&self, _: Accepted, input: &[u8], output: &mut [u8]) -> Result<()> {
+        self.cmd.lock().exec(&self.platform, input, output)
     }
 }

@@ -10,6 +10,7 @@
 
 pub use crate::cm::limits::req_wait_ms;
 pub use crate::io::dma::{DmaBuf, DmaRing};
+pub use crate::io::raw::{raw_command, Accepted, RawTarget};
 pub use crate::io::shared::SharedTable;
 pub use crate::verbs::qp::sizing::{max_qp_cap, size_qp, sq_overhead, QpLimits, SizeMode, SizedQp};
 
@@ -35,6 +36,7 @@ pub mod eth {
 }
 
 use crate::device::Device;
+use crate::io::platform::Platform;
 use crate::verbs::qp::Qp;
 
 pub use crate::fw::uar::Uar;
@@ -66,26 +68,4 @@ pub fn async_eqn<P: Platform>(dev: &Device<P>) -> Option<u8> {
 /// The pages EQ (PAGE_REQUEST events only), if the device raises page requests.
 pub fn pages_eqn<P: Platform>(dev: &Device<P>) -> Option<u8> {
     dev.pages_eqn()
-}
-use crate::error::Result;
-use crate::io::platform::Platform;
-
-/// Sends one firmware command as given (`input` is the whole command input, its header
-/// included; `output` receives the whole output) on `dev`'s command queue, bypassing every
-/// object the driver tracks. For diagnostics and for tests of the firmware's own answers.
-///
-/// # Safety
-///
-/// A command can point the device at any memory its IOMMU domain reaches — the command queue,
-/// a ring, a work-request buffer, a page the platform will reuse — and can destroy or change
-/// objects the driver still uses (a QP, a CQ, a key). The caller promises that the command
-/// names no memory and no object the driver owns or will free, or that the driver is not used
-/// (and the device is reset) after it.
-#[allow(unsafe_code)] // A contract marker only: the body performs no unsafe operation.
-pub unsafe fn raw_command<P: Platform>(
-    dev: &Device<P>,
-    input: &[u8],
-    output: &mut [u8],
-) -> Result<()> {
-    dev.exec_raw(input, output)
 }

@@ -16,6 +16,7 @@ pub mod host;
 mod mmio;
 pub(crate) mod platform;
 mod prefetch;
+pub(crate) mod raw;
 pub(crate) mod shared;
 #[cfg(feature = "sim")]
 pub(crate) mod sim;
