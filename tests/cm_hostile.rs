@@ -7,7 +7,7 @@ mod common;
 
 use common::cm::{greedy_req, send, to, with_ip};
 use common::*;
-use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, Gsi, GsiBufs, Route};
+use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Gsi, GsiBufs, Route};
 use mlx5::qp::QpType;
 use mlx5::raw::mad::{attr, dreq, ids, mra, msg, rej, req, Mad};
 use mlx5::sim::{Fabric, Mode};
@@ -70,6 +70,25 @@ fn until<T>(
     None
 }
 
+/// The route of a REQ from `src_ip`:`src_port` to B's listening port.
+fn to_b(src_ip: [u8; 4], src_port: u16, b: &Dev) -> Route {
+    Route {
+        src_ip,
+        src_port,
+        dst_ip: IP_B,
+        dst_port: PORT,
+        dmac: b.vport().mac,
+    }
+}
+
+/// The first connection request `cm` hears within `rounds` milliseconds of device time.
+fn heard_request(cm: &mut SimCm<'_>, fabric: &Fabric, rounds: u32) -> Option<ConnRequest> {
+    until(cm, fabric, rounds, |e| match e {
+        CmEvent::ConnectRequest(r) => Some(r),
+        _ => None,
+    })
+}
+
 #[test]
 fn a_req_asking_for_the_longest_timers_is_forgotten_on_our_clock() {
     // Row 3: the peer chose 2^23 ms × 16 tries (about 74 h); we wait what we would ask a peer
@@ -126,13 +145,7 @@ fn a_full_table_of_half_open_reqs_makes_room_for_a_new_client() {
     let cqb = b.create_cq(16).unwrap();
     let mut qc = qp(&c, &cqc, QpType::Rc, cap(4, 4, 1));
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 4, 1));
-    let route = Route {
-        src_ip: IP_C,
-        src_port: 40_100,
-        dst_ip: IP_B,
-        dst_port: PORT,
-        dmac: b.vport().mac,
-    };
+    let route = to_b(IP_C, 40_100, &b);
     let id_c = cc.connect(&mut qc, &route, &ConnParam::default()).unwrap();
     let mut evicted = Vec::new();
     let r = until(&mut cb, &fabric, 50, |e| match e {
@@ -243,19 +256,9 @@ fn connect<'a>(
     let mut ca = Cm::new(Gsi::open(a, ba, 1).unwrap(), fast(a));
     let mut cb = Cm::new(Gsi::open(b, bb, 1).unwrap(), fast(b));
     cb.listen(PORT).unwrap();
-    let route = Route {
-        src_ip: IP_A,
-        src_port: 40_200,
-        dst_ip: IP_B,
-        dst_port: PORT,
-        dmac: b.vport().mac,
-    };
+    let route = to_b(IP_A, 40_200, b);
     let id_a = ca.connect(qa, &route, &ConnParam::default()).unwrap();
-    let r = until(&mut cb, fabric, 50, |e| match e {
-        CmEvent::ConnectRequest(r) => Some(r),
-        _ => None,
-    })
-    .unwrap();
+    let r = heard_request(&mut cb, fabric, 50).unwrap();
     cb.accept(r.id, qb, a.vport().mac, &ConnParam::default())
         .unwrap();
     until(&mut ca, fabric, 50, |e| {
@@ -330,13 +333,7 @@ fn an_mra_extends_our_wait_once_and_not_past_our_cap() {
     let mut gb = Gsi::open(&b, &bb, 1).unwrap();
     let cqa = a.create_cq(16).unwrap();
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
-    let route = Route {
-        src_ip: IP_A,
-        src_port: 40_300,
-        dst_ip: IP_B,
-        dst_port: PORT,
-        dmac: b.vport().mac,
-    };
+    let route = to_b(IP_A, 40_300, &b);
     let id = ca.connect(&mut qa, &route, &ConnParam::default()).unwrap();
     let start = fabric.now_ns();
     let mut gone = None;
@@ -388,19 +385,9 @@ fn an_active_side_that_gives_up_frees_its_req_at_once() {
     cb.listen(PORT).unwrap();
     let cqa = a.create_cq(16).unwrap();
     let mut qa = qp(&a, &cqa, QpType::Rc, cap(4, 4, 1));
-    let route = Route {
-        src_ip: IP_A,
-        src_port: 40_400,
-        dst_ip: IP_B,
-        dst_port: PORT,
-        dmac: b.vport().mac,
-    };
+    let route = to_b(IP_A, 40_400, &b);
     let id_a = ca.connect(&mut qa, &route, &ConnParam::default()).unwrap();
-    let r = until(&mut cb, &fabric, 10, |e| match e {
-        CmEvent::ConnectRequest(r) => Some(r),
-        _ => None,
-    })
-    .unwrap();
+    let r = heard_request(&mut cb, &fabric, 10).unwrap();
     ca.disconnect(id_a, &mut qa).unwrap();
     let heard = until(&mut cb, &fabric, 5, Some);
     assert_eq!(
@@ -426,19 +413,9 @@ fn a_storm_of_reqs_evicts_its_own_before_a_connection_we_accepted() {
     let (cqb, cqc) = (b.create_cq(16).unwrap(), c.create_cq(16).unwrap());
     let mut qb = qp(&b, &cqb, QpType::Rc, cap(4, 4, 1));
     let mut qc = qp(&c, &cqc, QpType::Rc, cap(4, 4, 1));
-    let route = Route {
-        src_ip: IP_C,
-        src_port: 40_500,
-        dst_ip: IP_B,
-        dst_port: PORT,
-        dmac: b.vport().mac,
-    };
+    let route = to_b(IP_C, 40_500, &b);
     let id_c = cc.connect(&mut qc, &route, &ConnParam::default()).unwrap();
-    let r = until(&mut cb, &fabric, 10, |e| match e {
-        CmEvent::ConnectRequest(r) => Some(r),
-        _ => None,
-    })
-    .unwrap();
+    let r = heard_request(&mut cb, &fabric, 10).unwrap();
     cb.accept(r.id, &mut qb, c.vport().mac, &ConnParam::default())
         .unwrap();
     // The storm, C not polled meanwhile (its RTU waits).
@@ -619,18 +596,9 @@ fn datagrams_of_the_wrong_size_on_qp1_are_counted_and_deafen_nobody() {
     // QP1 still hears: C connects.
     let cqc = c.create_cq(16).unwrap();
     let mut qc = qp(&c, &cqc, QpType::Rc, cap(4, 4, 1));
-    let route = Route {
-        src_ip: IP_C,
-        src_port: 40_600,
-        dst_ip: IP_B,
-        dst_port: PORT,
-        dmac: b.vport().mac,
-    };
+    let route = to_b(IP_C, 40_600, &b);
     cc.connect(&mut qc, &route, &ConnParam::default()).unwrap();
-    let r = until(&mut cb, &fabric, 50, |e| match e {
-        CmEvent::ConnectRequest(r) => Some(r),
-        _ => None,
-    });
+    let r = heard_request(&mut cb, &fabric, 50);
     assert_eq!(
         r.map(|r| r.remote_gid),
         Some(mapped(IP_C)),
