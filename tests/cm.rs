@@ -4,8 +4,9 @@
 
 mod common;
 
+use common::cm::fast;
 use common::*;
-use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, ConnParam, Gsi, GsiBufs, Route};
+use mlx5::cm::{mapped, Cm, CmEvent, ConnParam, Gsi, GsiBufs, Route};
 use mlx5::mr::MrAccess;
 use mlx5::qp::{QpState, QpType, RecvWr, SendWr, Sge};
 use mlx5::sim::{Fabric, Mode, WireFault};
@@ -34,17 +35,6 @@ fn two(fabric: &Fabric) -> ((mlx5::sim::SimDevice, Dev), (mlx5::sim::SimDevice, 
     with_ip(&a, IP_A);
     with_ip(&b, IP_B);
     ((sa, a), (sb, b))
-}
-
-/// Short timers so that a retransmission test takes milliseconds: REQ every 2·1 + 16 ms.
-fn fast(dev: &Dev) -> CmConfig {
-    CmConfig {
-        cm_response_timeout: 12,
-        packet_life_time: 8,
-        max_cm_retries: 5,
-        ca_guid: 0x0200_00ff_fe00_0000 | u64::from(dev.vport().mac[5]),
-        ..CmConfig::default()
-    }
 }
 
 /// Polls both CMs until `want` says an event is the one awaited (others are returned too).

@@ -5,9 +5,9 @@
 
 mod common;
 
-use common::cm::{greedy_req, send, to, with_ip};
+use common::cm::{fast, greedy_req, send, to, with_ip};
 use common::*;
-use mlx5::cm::{mapped, Cm, CmConfig, CmEvent, CmId, ConnParam, ConnRequest, Gsi, GsiBufs, Route};
+use mlx5::cm::{mapped, Cm, CmEvent, CmId, ConnParam, ConnRequest, Gsi, GsiBufs, Route};
 use mlx5::qp::QpType;
 use mlx5::raw::mad::{attr, dreq, ids, mra, msg, rej, req, Mad};
 use mlx5::sim::{Fabric, Mode};
@@ -39,17 +39,6 @@ fn node(fabric: &Fabric, ip: [u8; 4]) -> (mlx5::sim::SimDevice, Dev) {
     let (s, d) = nic(fabric, Mode::Sync);
     with_ip(&d, ip);
     (s, d)
-}
-
-/// Short timers: the REQ wait we allow is 2 × 2^(12−8) ms × (5 + 1) = 192 ms.
-fn fast(dev: &Dev) -> CmConfig {
-    CmConfig {
-        cm_response_timeout: 12,
-        packet_life_time: 8,
-        max_cm_retries: 5,
-        ca_guid: 0x0200_00ff_fe00_0000 | u64::from(dev.vport().mac[5]),
-        ..CmConfig::default()
-    }
 }
 
 /// Polls `cm` (device time moving 1 ms a round) until `f` takes an event, at most `rounds`.

@@ -313,18 +313,7 @@ fn a_hostile_peer_floods_the_fabric_and_the_legitimate_traffic_completes() {
 }
 
 fn soak() {
-    let seed = std::env::var("MLX5_HOSTILE_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    let rounds: u64 = std::env::var("MLX5_HOSTILE_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(200);
+    let (seed, rounds) = common::seed_and_rounds("MLX5_HOSTILE_SEED", "MLX5_HOSTILE_ROUNDS", 200);
     println!("hostile-peer seed {seed} ({rounds} rounds): MLX5_HOSTILE_SEED={seed} reproduces it");
     let started = Instant::now();
     let mut rng = Rng(seed);

@@ -429,18 +429,7 @@ fn life(rng: &mut Rng, fabric: &Fabric, rounds: u64, t: &mut Tally) {
 
 #[test]
 fn thousands_of_random_faults_leave_no_panic_no_hang_and_balanced_accounts() {
-    let seed = std::env::var("MLX5_SOAK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
-    let budget: u64 = std::env::var("MLX5_SOAK_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(300);
+    let (seed, budget) = common::seed_and_rounds("MLX5_SOAK_SEED", "MLX5_SOAK_ROUNDS", 300);
     println!("soak seed {seed} ({budget} rounds): MLX5_SOAK_SEED={seed} reproduces it");
     let mut rng = Rng(seed);
     let fabric = Fabric::new();

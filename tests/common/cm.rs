@@ -2,7 +2,7 @@
 //! for the longest timers, and sending with the sender's own completions reaped.
 
 use super::Dev;
-use mlx5::cm::{mapped, Gsi, MadAddr};
+use mlx5::cm::{mapped, CmConfig, Gsi, MadAddr};
 use mlx5::raw::mad::{attr, req, Mad};
 use mlx5::GidEntry;
 
@@ -64,4 +64,16 @@ pub fn send(g: &mut Gsi<'_, mlx5::SimPlatform>, to: &MadAddr, m: &Mad) -> usize 
         got += 1;
     }
     got
+}
+
+/// Short timers so that a retransmission test takes milliseconds (a REQ every 2·1 + 16 ms; the
+/// REQ wait allowed is 2 × 2^(12−8) ms × (5 + 1) = 192 ms), and a CA GUID of `dev`'s own.
+pub fn fast(dev: &Dev) -> CmConfig {
+    CmConfig {
+        cm_response_timeout: 12,
+        packet_life_time: 8,
+        max_cm_retries: 5,
+        ca_guid: 0x0200_00ff_fe00_0000 | u64::from(dev.vport().mac[5]),
+        ..CmConfig::default()
+    }
 }

@@ -105,3 +105,21 @@ pub fn write_wr<'a>(
         ..mlx5::qp::SendWr::send(wr_id, sge)
     }
 }
+
+/// A soak's seed and rounds: `seed_var` (else the clock) and `rounds_var` (else `default_rounds`)
+/// from the environment, so a printed seed reproduces a run.
+pub fn seed_and_rounds(seed_var: &str, rounds_var: &str, default_rounds: u64) -> (u64, u64) {
+    let seed = std::env::var(seed_var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let rounds = std::env::var(rounds_var)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default_rounds);
+    (seed, rounds)
+}
