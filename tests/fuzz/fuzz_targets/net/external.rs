@@ -347,16 +347,12 @@ pub struct Summary {
 
 /// Runs one input (see the module documentation).
 pub fn run(data: &[u8]) -> Summary {
-    RIG.with(|rig| {
-        let mut rig = rig.borrow_mut();
-        let rig = rig.get_or_insert_with(Rig::new);
-        run_on(rig, data)
-    })
+    frames::with_rig(&RIG, Rig::new, |rig| run_on(rig, data))
 }
 
 /// Drops this thread's rig (a test's end).
 pub fn finish() {
-    RIG.with(|rig| drop(rig.borrow_mut().take()));
+    frames::drop_rig(&RIG);
 }
 
 fn run_on(rig: &mut Rig, data: &[u8]) -> Summary {

@@ -237,3 +237,20 @@ fn l4(seg: &mut [u8], proto: u8, pseudo: u64, with_pseudo: bool) {
     }
     put16(seg, at, c);
 }
+
+/// A target's rig of this thread: made once, reused by every input, dropped by [`drop_rig`].
+pub type RigSlot<R> = std::thread::LocalKey<&'static std::cell::RefCell<Option<R>>>;
+
+/// Runs `f` on this thread's rig, made by `new` the first time.
+pub fn with_rig<R: 'static, S>(
+    slot: &'static RigSlot<R>,
+    new: fn() -> R,
+    f: impl FnOnce(&mut R) -> S,
+) -> S {
+    slot.with(|rig| f(rig.borrow_mut().get_or_insert_with(new)))
+}
+
+/// Drops this thread's rig (a test's end).
+pub fn drop_rig<R: 'static>(slot: &'static RigSlot<R>) {
+    slot.with(|rig| drop(rig.borrow_mut().take()));
+}
