@@ -270,6 +270,24 @@ pub mod cqe_sz {
     pub const BYTES_128: u64 = 1;
 }
 
+/// MODIFY_CQ: its `op_mod`s and the bits of `modify_field_select_resize_field_select`.
+pub mod modify_cq {
+    /// `op_mod`: change the moderation (`modify_field_select`).
+    pub const MODERATION: u16 = 0;
+    /// `op_mod`: resize (`resize_field_select`, the new buffer's PAS after the context).
+    pub const RESIZE: u16 = 1;
+    /// Moderation: `cq_period`.
+    pub const PERIOD: u64 = 1 << 0;
+    /// Moderation: `cq_max_count`.
+    pub const MAX_COUNT: u64 = 1 << 1;
+    /// Resize: `log_cq_size`.
+    pub const LOG_SIZE: u64 = 1 << 0;
+    /// Resize: `page_offset`.
+    pub const PAGE_OFFSET: u64 = 1 << 1;
+    /// Resize: `log_page_size`.
+    pub const LOG_PAGE_SIZE: u64 = 1 << 2;
+}
+
 /// `eqc.st` / `cqc.st`: the arming state of an EQ or CQ.
 pub mod arm_state {
     /// CQ armed for solicited completions only.

@@ -94,7 +94,8 @@
 //! | `0x5e030063` WQ_SIZE | BAD_PARAM | RQ/SQ `log_wq_sz` above `log_max_wq_sz` or a stride below 16 B or above `max_wqe_sz_rq`/`max_wqe_sz_sq` |
 //! | `0x5e030064` WQ_STATE | BAD_PARAM | CREATE_RQ/SQ with a context `state` other than RST |
 //! | `0x5e030065` TIS_FIELD | BAD_PARAM | CREATE/MODIFY_TIS with TLS, an underlay QPN or a LAG port affinity |
-//! | `0x5e030066` CQ_MODIFY_FIELD | BAD_PARAM | MODIFY_CQ resize (op_mod 1), a `modify_field_select` bit other than period and count, or no `cq_moderation` |
+//! | `0x5e030066` CQ_MODIFY_FIELD | BAD_PARAM | MODIFY_CQ: op_mod other than 0 (moderation) and 1 (resize); moderation: a `modify_field_select` bit other than period and count, or no `cq_moderation`; resize: a `resize_field_select` bit other than log size, page offset and page size, log size not selected, or no `cq_resize` |
+//! | `0x5e030067` CQ_RESIZE_TOO_SMALL | BAD_PARAM | MODIFY_CQ resize to fewer entries than the CQ holds unpolled, plus one for the resize CQE |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -350,8 +351,10 @@ syndromes! {
     WQ_STATE = 0x5e03_0064;
     /// BAD_PARAM: CREATE/MODIFY_TIS with TLS, an underlay QPN or a LAG port affinity.
     TIS_FIELD = 0x5e03_0065;
-    /// BAD_PARAM: MODIFY_CQ resize, a field select other than period and count, or no `cq_moderation`.
+    /// BAD_PARAM: MODIFY_CQ op_mod, a field select it does not take, or no `cq_moderation` / `cq_resize`.
     CQ_MODIFY_FIELD = 0x5e03_0066;
+    /// BAD_PARAM: MODIFY_CQ resize to fewer entries than unpolled CQEs plus the resize CQE.
+    CQ_RESIZE_TOO_SMALL = 0x5e03_0067;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

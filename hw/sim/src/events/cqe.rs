@@ -212,6 +212,49 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
     }
 }
 
+/// The new buffer of a CQ resize (MODIFY_CQ op_mod 1), as the command checked it.
+pub(crate) struct NewBuffer {
+    pub(crate) log_size: u64,
+    pub(crate) log_page_size: u64,
+    pub(crate) page_offset: u64,
+    pub(crate) pas: Vec<u64>,
+}
+
+/// The CQEs CQ `cqn` holds unpolled: its producer counter against the consumer counter in its
+/// doorbell record.
+pub(crate) fn unpolled(hw: &Hw<'_>, cqn: u32) -> Option<u32> {
+    let q = hw.model.objects.queue(ObjectKind::Cq, cqn)?;
+    let dbr = View::<Cqc>::new(&q.ctx).ok()?.get(Cqc::DBR_ADDR);
+    let pi = hw.model.rt.cqs.get(&cqn).map_or(0, |r| r.pi);
+    let ci = read_be32(hw.iommu, dbr).unwrap_or(0) & 0xff_ffff;
+    Some(pi.wrapping_sub(ci) & 0xff_ffff)
+}
+
+/// Resizes CQ `cqn`: a RESIZE_CQ CQE goes to the old buffer at the producer index (the last
+/// entry the device writes there), and every later CQE to the new buffer, the producer index
+/// counting on — so the consumer copies what it has not polled up to the resize CQE into the
+/// new buffer one slot further on, and polls on from there. The CQE size is kept.
+pub(crate) fn resize(hw: &mut Hw<'_>, cqn: u32, new: NewBuffer) {
+    let resize_cqe = Cqe {
+        opcode: op::RESIZE_CQ,
+        ..Cqe::default()
+    };
+    post(hw, cqn, &resize_cqe);
+    let Some(q) = hw.model.objects.queue_mut(ObjectKind::Cq, cqn) else {
+        return;
+    };
+    let r = ViewMut::<Cqc>::new(&mut q.ctx).and_then(|mut v| {
+        v.set(Cqc::LOG_CQ_SIZE, new.log_size)?;
+        v.set(Cqc::LOG_PAGE_SIZE, new.log_page_size)?;
+        v.set(Cqc::PAGE_OFFSET, new.page_offset).map(drop)
+    });
+    if let Err(e) = r {
+        log::error!("mlx5-sim: CQ {cqn:#x} resize: {e}");
+        return;
+    }
+    q.pas = new.pas.into();
+}
+
 /// Updates the CQ context after a CQE: producer counter, and the arming when it fired.
 fn set_cq(hw: &mut Hw<'_>, cqn: u32, fired: bool) {
     let pi = hw.model.rt.cqs.get(&cqn).map_or(0, |r| r.pi);

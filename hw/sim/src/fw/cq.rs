@@ -12,20 +12,28 @@
 //! as programmed with `st` and the counters current, and the PAS list.
 //!
 //! MODIFY_CQ op_mod 0 changes the moderation: `modify_field_select` bit 0 `cq_period`, bit 1
-//! `cq_max_count` (needs CUR `cq_moderation`; other bits BAD_PARAM CQ_MODIFY_FIELD). op_mod 1
-//! (resize) is refused (BAD_PARAM CQ_MODIFY_FIELD): the device reports no `cq_resize`.
+//! `cq_max_count` (needs CUR `cq_moderation`; other bits BAD_PARAM CQ_MODIFY_FIELD).
+//!
+//! MODIFY_CQ op_mod 1 resizes (needs CUR `cq_resize`): `resize_field_select` bit 0 `log_cq_size`
+//! (required), bit 1 `page_offset`, bit 2 `log_page_size` (other bits: CQ_MODIFY_FIELD), the new
+//! buffer's PAS after the context, checked as CREATE_CQ checks its buffer; the CQE size stays.
+//! The new size must hold the unpolled CQEs and the resize CQE (CQ_RESIZE_TOO_SMALL). The device
+//! then writes a RESIZE_CQ CQE to the old buffer and every later CQE to the new one
+//! ([`crate::events::cqe::resize`]) — what rdma-core's `ibv_resize_cq` and mlx5_ib's resize of
+//! kernel CQs expect (docs/fields.md).
 
-use mlx5_ifc::consts::{arm_state, cqe_sz};
+use mlx5_ifc::consts::{arm_state, cqe_sz, modify_cq};
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::cq::{
     Cqc, CreateCqIn, CreateCqOut, DestroyCqIn, ModifyCqIn, QueryCqIn, QueryCqOut,
 };
-use mlx5_ifc::{CmdStatus, ViewMut};
+use mlx5_ifc::{CmdStatus, View, ViewMut};
 
 use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};
 use super::queue;
+use crate::events::cqe;
 use crate::model::objects::ObjectKind;
-use crate::model::Model;
+use crate::model::{Hw, Model};
 use crate::syndrome as syn;
 
 /// Bytes of a CQ doorbell record (consumer index, arm word).
@@ -117,29 +125,103 @@ pub(crate) fn query_cq(
 
 pub(crate) fn modify_cq(
     model: &mut Model,
-    _: &mut Env<'_>,
+    env: &mut Env<'_>,
     req: &Req<'_>,
     _: &mut [u8],
 ) -> CmdResult {
     let i = input::<ModifyCqIn>(req)?;
     let select = queue::be_uint(i.bytes(ModifyCqIn::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT));
-    // Bit 0: cq_period; bit 1: cq_max_count.
-    if req.op_mod != 0 || select & !0x3 != 0 || model.cur(CmdHcaCap::CQ_MODERATION) == 0 {
+    let cqn = i.get32(ModifyCqIn::CQN);
+    match req.op_mod {
+        modify_cq::MODERATION => moderate(model, cqn, select, &i.nested(ModifyCqIn::CQ_CONTEXT)),
+        modify_cq::RESIZE => resize(model, env, cqn, select, &i),
+        _ => Err(bad_param(syn::CQ_MODIFY_FIELD)),
+    }
+}
+
+/// MODIFY_CQ op_mod 0: `cq_period` and/or `cq_max_count`.
+fn moderate(model: &mut Model, cqn: u32, select: u64, c: &View<'_, Cqc>) -> CmdResult {
+    let known = modify_cq::PERIOD | modify_cq::MAX_COUNT;
+    if select & !known != 0 || model.cur(CmdHcaCap::CQ_MODERATION) == 0 {
         return Err(bad_param(syn::CQ_MODIFY_FIELD));
     }
-    let cqn = i.get32(ModifyCqIn::CQN);
-    let c = i.nested(ModifyCqIn::CQ_CONTEXT);
     let (period, count) = (c.get(Cqc::CQ_PERIOD), c.get(Cqc::CQ_MAX_COUNT));
     let q = model
         .objects
         .queue_mut(ObjectKind::Cq, cqn)
         .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_CQ))?;
     let mut v = encoded(ViewMut::<Cqc>::new(&mut q.ctx))?;
-    if select & 0x1 != 0 {
+    if select & modify_cq::PERIOD != 0 {
         encoded(v.set(Cqc::CQ_PERIOD, period))?;
     }
-    if select & 0x2 != 0 {
+    if select & modify_cq::MAX_COUNT != 0 {
         encoded(v.set(Cqc::CQ_MAX_COUNT, count))?;
     }
+    Ok(())
+}
+
+/// MODIFY_CQ op_mod 1: a new buffer of `2^log_cq_size` CQEs (of the CQ's CQE size) at the PAS
+/// after the context; `page_offset` and `log_page_size` are taken when selected, else kept.
+fn resize(
+    model: &mut Model,
+    env: &mut Env<'_>,
+    cqn: u32,
+    select: u64,
+    i: &View<'_, ModifyCqIn>,
+) -> CmdResult {
+    let known = modify_cq::LOG_SIZE | modify_cq::PAGE_OFFSET | modify_cq::LOG_PAGE_SIZE;
+    if select & !known != 0
+        || select & modify_cq::LOG_SIZE == 0
+        || model.cur(CmdHcaCap::CQ_RESIZE) == 0
+    {
+        return Err(bad_param(syn::CQ_MODIFY_FIELD));
+    }
+    let old = queue::find(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    let old =
+        View::<Cqc>::new(&old.ctx).map_err(|_| fail(CmdStatus::InternalErr, syn::INTERNAL))?;
+    let c = i.nested(ModifyCqIn::CQ_CONTEXT);
+    let pick = |bit: u64, f| {
+        if select & bit != 0 {
+            c.get(f)
+        } else {
+            old.get(f)
+        }
+    };
+    let log_size = c.get(Cqc::LOG_CQ_SIZE);
+    let log_page_size = pick(modify_cq::LOG_PAGE_SIZE, Cqc::LOG_PAGE_SIZE);
+    let page_offset = pick(modify_cq::PAGE_OFFSET, Cqc::PAGE_OFFSET);
+    let cqe_bytes: u64 = if old.get(Cqc::CQE_SZ) == cqe_sz::BYTES_128 {
+        128
+    } else {
+        64
+    };
+    if log_size > model.cur(CmdHcaCap::LOG_MAX_CQ_SZ) {
+        return Err(bad_param(syn::CQ_TOO_BIG));
+    }
+    let pas = queue::buffer(
+        env,
+        "MODIFY_CQ resize",
+        i.bytes(ModifyCqIn::PAS),
+        log_page_size,
+        page_offset,
+        cqe_bytes << log_size,
+    )?;
+    let mut hw = Hw {
+        model,
+        iommu: env.iommu,
+        faults: env.dma_faults,
+        now: env.now,
+    };
+    let held = cqe::unpolled(&hw, cqn).unwrap_or(0);
+    if u64::from(held) + 1 > 1u64 << log_size {
+        return Err(bad_param(syn::CQ_RESIZE_TOO_SMALL));
+    }
+    let new = cqe::NewBuffer {
+        log_size,
+        log_page_size,
+        page_offset,
+        pas,
+    };
+    cqe::resize(&mut hw, cqn, new);
     Ok(())
 }
