@@ -188,6 +188,10 @@ ROOMS = {
         ("qp_2err_out", "2ERR_QP (0x507) output."),
         ("qp_2rst_in", "2RST_QP (0x50a) input."),
         ("qp_2rst_out", "2RST_QP (0x50a) output."),
+        ("attach_to_mcg_in", "ATTACH_TO_MCG (0x806) input: a UD QP joins the multicast group of `multicast_gid`."),
+        ("attach_to_mcg_out", "ATTACH_TO_MCG (0x806) output."),
+        ("detach_from_mcg_in", "DETACH_FROM_MCG (0x807) input."),
+        ("detach_from_mcg_out", "DETACH_FROM_MCG (0x807) output."),
     ],
     "mr": [
         ("mkc", "Memory key context (PRM \"MKey Context\")."),

@@ -187,6 +187,9 @@ impl Shared {
             let mut st = self.lock();
             let mut hw = st.hw(now);
             let r = f(&mut hw);
+            if !hw.model.rt.looped.is_empty() {
+                engine::loop_back(&mut hw);
+            }
             // The queued frames out, a spare (emptied earlier, its capacity kept) in.
             let spare = SPARE_TX.with(|s| std::mem::take(&mut *s.borrow_mut()));
             let frames = std::mem::replace(&mut hw.model.rt.tx, spare);

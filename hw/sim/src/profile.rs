@@ -74,6 +74,8 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::ATOMIC, 1),
     (C::CQ_OI, 1),
     (C::CQ_RESIZE, 1),
+    // Multicast loopback blocking per QP (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`).
+    (C::BLOCK_LB_MC, 1),
     (C::CQ_MODERATION, 1),
     (C::XRC, 1),
     (C::UD, 1),

@@ -46,7 +46,7 @@
 //! | `0x5e030022` BAD_RMP_STATE | BAD_PARAM | CREATE_RMP `state` not RDY |
 //! | `0x5e030023` BAD_WQ_TYPE | BAD_PARAM | CREATE_RMP `wq_type` not linked list |
 //! | `0x5e030024` BAD_QP_ST | BAD_PARAM | CREATE_QP `st` not RC, UC or UD |
-//! | `0x5e030025` QP_ST_NOT_SUPPORTED | BAD_PARAM | CREATE_QP `st` whose capability (`rc`, `uc`, `ud`) is 0 |
+//! | `0x5e030025` QP_ST_NOT_SUPPORTED | BAD_PARAM | CREATE_QP `st` whose capability (`rc`, `uc`, `ud`) is 0, or `block_lb_mc` without the `block_lb_mc` capability |
 //! | `0x5e030026` BAD_RQ_TYPE | BAD_PARAM | CREATE_QP `rq_type` not 0 (regular), 1 (SRQ/RMP) or 3 (zero-length) |
 //! | `0x5e030027` RQ_TOO_BIG | BAD_PARAM | CREATE_QP `log_rq_size` above `log_max_qp_sz` |
 //! | `0x5e030028` BAD_RQ_STRIDE | BAD_PARAM | CREATE_QP `log_rq_stride` above 5 or its stride above `max_wqe_sz_rq` |
@@ -96,6 +96,9 @@
 //! | `0x5e030065` TIS_FIELD | BAD_PARAM | CREATE/MODIFY_TIS with TLS, an underlay QPN or a LAG port affinity |
 //! | `0x5e030066` CQ_MODIFY_FIELD | BAD_PARAM | MODIFY_CQ: op_mod other than 0 (moderation) and 1 (resize); moderation: a `modify_field_select` bit other than period and count, or no `cq_moderation`; resize: a `resize_field_select` bit other than log size, page offset and page size, log size not selected, or no `cq_resize` |
 //! | `0x5e030067` CQ_RESIZE_TOO_SMALL | BAD_PARAM | MODIFY_CQ resize to fewer entries than the CQ holds unpolled, plus one for the resize CQE |
+//! | `0x5e030068` MCG_QP_TYPE | BAD_PARAM | ATTACH_TO_MCG / DETACH_FROM_MCG of a QP that is not UD (or is QP1 or a UMR QP) |
+//! | `0x5e030069` MCG_GID | BAD_PARAM | ATTACH_TO_MCG / DETACH_FROM_MCG `multicast_gid` not a multicast address (0xff…, or IPv4-mapped 224.0.0.0/4) |
+//! | `0x5e03006a` MCG_NOT_ATTACHED | BAD_PARAM | DETACH_FROM_MCG of a QP not attached to that group |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -144,6 +147,7 @@
 //! | `0x5e080007` MKEY_EXHAUSTED | EXCEED_LIM | `2^log_max_mkey - 1` mkeys live (the reserved lkey and null mkey included) |
 //! | `0x5e080008` NET_EXHAUSTED | EXCEED_LIM | `2^log_max_*` transport domains, TISes, TIRs, RQTs, RQs or SQs live, or `max_qp_cnt` Q counters |
 //! | `0x5e080009` FLOW_TABLE_EXHAUSTED | EXCEED_LIM | `2^log_max_ft_num` flow tables live (or no handle left for a group or an entry) |
+//! | `0x5e08000a` MCG_EXHAUSTED | EXCEED_LIM | ATTACH_TO_MCG beyond `2^log_max_mcg` groups or `max_qp_mcg` QPs in the group |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
 //! | `0x5e0f0001` PAGES_ALLOC_FAIL | NO_RESOURCES 0x0f | a command waiting for firmware pages when the driver answered MANAGE_PAGES op_mod 0 (it cannot give them) |
@@ -355,6 +359,12 @@ syndromes! {
     CQ_MODIFY_FIELD = 0x5e03_0066;
     /// BAD_PARAM: MODIFY_CQ resize to fewer entries than unpolled CQEs plus the resize CQE.
     CQ_RESIZE_TOO_SMALL = 0x5e03_0067;
+    /// BAD_PARAM: a multicast attach / detach of a QP that is not UD (or QP1, a UMR QP).
+    MCG_QP_TYPE = 0x5e03_0068;
+    /// BAD_PARAM: `multicast_gid` not a multicast address.
+    MCG_GID = 0x5e03_0069;
+    /// BAD_PARAM: DETACH_FROM_MCG of a QP not in the group.
+    MCG_NOT_ATTACHED = 0x5e03_006a;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -451,6 +461,8 @@ syndromes! {
     NET_EXHAUSTED = 0x5e08_0008;
     /// EXCEED_LIM: `2^log_max_ft_num` flow tables live (or no handle left for a group or an entry).
     FLOW_TABLE_EXHAUSTED = 0x5e08_0009;
+    /// EXCEED_LIM: `2^log_max_mcg` groups, or `max_qp_mcg` QPs in the group.
+    MCG_EXHAUSTED = 0x5e08_000a;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.

@@ -96,8 +96,8 @@ fn lengths_and_unknown_opcodes() {
         .unwrap();
     expect(&mut p, &unknown, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
     // A named opcode the device does not implement.
-    let attach_mcg = bare::<QueryIssiIn>(Opcode::AttachToMcg, 0);
-    expect(&mut p, &attach_mcg, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
+    let gen_eqe = bare::<QueryIssiIn>(Opcode::GenEqe, 0);
+    expect(&mut p, &gen_eqe, 0x10, (BAD_OP, syn::UNKNOWN_OPCODE));
     assert_eq!(
         p.dev.commands_executed(),
         8,

@@ -600,3 +600,87 @@ impl Layout for Qp2rstOut {
         Self::STATUS.info, Self::SYNDROME.info,
     ];
 }
+
+/// ATTACH_TO_MCG (0x806) input: a UD QP joins the multicast group of `multicast_gid`.
+///
+/// `mlx5_ifc` structure `attach_to_mcg_in`, 32 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AttachToMcgIn;
+
+impl AttachToMcgIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`qpn`: bit 0x48, width 24, byte 0x9."] pub const QPN: Field<Self> = Field::new("qpn", 0x48, 24);
+    #[doc = "`multicast_gid` (bytes): bit 0x80, width 128, byte 0x10."] pub const MULTICAST_GID: Bytes<Self> = Bytes::new("multicast_gid", 0x80, 128);
+}
+
+impl Layout for AttachToMcgIn {
+    const NAME: &'static str = "attach_to_mcg_in";
+    const BYTES: usize = 0x20;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::QPN.info,
+        Self::MULTICAST_GID.info,
+    ];
+}
+
+/// ATTACH_TO_MCG (0x806) output.
+///
+/// `mlx5_ifc` structure `attach_to_mcg_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AttachToMcgOut;
+
+impl AttachToMcgOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for AttachToMcgOut {
+    const NAME: &'static str = "attach_to_mcg_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}
+
+/// DETACH_FROM_MCG (0x807) input.
+///
+/// `mlx5_ifc` structure `detach_from_mcg_in`, 32 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DetachFromMcgIn;
+
+impl DetachFromMcgIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`qpn`: bit 0x48, width 24, byte 0x9."] pub const QPN: Field<Self> = Field::new("qpn", 0x48, 24);
+    #[doc = "`multicast_gid` (bytes): bit 0x80, width 128, byte 0x10."] pub const MULTICAST_GID: Bytes<Self> = Bytes::new("multicast_gid", 0x80, 128);
+}
+
+impl Layout for DetachFromMcgIn {
+    const NAME: &'static str = "detach_from_mcg_in";
+    const BYTES: usize = 0x20;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::QPN.info,
+        Self::MULTICAST_GID.info,
+    ];
+}
+
+/// DETACH_FROM_MCG (0x807) output.
+///
+/// `mlx5_ifc` structure `detach_from_mcg_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DetachFromMcgOut;
+
+impl DetachFromMcgOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for DetachFromMcgOut {
+    const NAME: &'static str = "detach_from_mcg_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}

@@ -153,6 +153,17 @@ fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
     }
 }
 
+/// The port receives the RoCE multicast it sent: each group's QPs on this port get a copy
+/// ([`responder::multicast`]), as a device loops its multicast back.
+pub(crate) fn loop_back(hw: &mut Hw<'_>) {
+    let frames = std::mem::take(&mut hw.model.rt.looped);
+    for f in &frames {
+        if let Ok(rx) = frame::decode(f) {
+            responder::multicast(hw, &rx, true);
+        }
+    }
+}
+
 /// Handles a frame received from the wire.
 pub(crate) fn receive(hw: &mut Hw<'_>, bytes: &[u8]) {
     hw.model.rt.counters.rx_frames += 1;

@@ -62,6 +62,8 @@ use crate::model::runtime::WriteCtx;
 use crate::model::translation;
 use crate::model::Hw;
 
+/// The destination QPN of a multicast packet.
+const MULTICAST_QPN: u32 = 0xff_ffff;
 /// The largest RDMA READ the simulator answers.
 const MAX_READ: u64 = 64 << 20;
 
@@ -83,8 +85,11 @@ fn drop_frame(hw: &mut Hw<'_>, why: &str) {
     hw.model.rt.counters.rx_dropped += 1;
 }
 
-/// Routes a received frame to its QP.
+/// Routes a received frame to its QP (a multicast one to its group's, [`multicast`]).
 pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
+    if rx.route.dmac[0] & 1 != 0 {
+        return multicast(hw, &rx, false);
+    }
     if rx.route.dmac != hw.model.vport.mac() {
         return drop_frame(hw, "not for this port's MAC");
     }
@@ -117,6 +122,36 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
         qp_st::UD => ud(hw, &info, &rx),
         qp_st::UC => uc(hw, &info, p),
         _ => rc(hw, &info, p),
+    }
+}
+
+/// A group-addressed frame: a UD SEND to QPN 0xffffff goes to every QP attached to the group of
+/// its destination GID that is ready to receive, each taking its own receive WQE (a QP without
+/// one, or with another Q_Key, drops its copy). `looped`: the frame is this port's own (a device
+/// loops its multicast back to the port); the sending QP does not get it back when it was
+/// created with `block_lb_mc`.
+pub(crate) fn multicast(hw: &mut Hw<'_>, rx: &Received, looped: bool) {
+    let p = &rx.packet;
+    if p.dqpn != MULTICAST_QPN || p.opcode & 0xe0 != op::UD {
+        return drop_frame(hw, "group-addressed, but not a UD multicast");
+    }
+    let members = hw.model.mcg.members(&rx.route.dgid).to_vec();
+    if members.is_empty() {
+        return drop_frame(hw, "multicast GID no QP is attached to");
+    }
+    let sender = p.deth.map(|(_, sqpn)| sqpn);
+    for qpn in members {
+        let Some(info) = QpInfo::load(hw.model, qpn) else {
+            continue;
+        };
+        if looped && sender == Some(qpn) && info.block_lb_mc {
+            continue;
+        }
+        if !matches!(info.state, qp_state::RTR | qp_state::RTS | qp_state::SQD) {
+            drop_frame(hw, "multicast member not ready to receive");
+            continue;
+        }
+        ud(hw, &info, rx);
     }
 }
 

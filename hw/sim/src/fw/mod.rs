@@ -36,6 +36,7 @@ pub(crate) mod eq;
 pub(crate) mod flow;
 pub(crate) mod hca;
 pub(crate) mod mad;
+pub(crate) mod mcg;
 pub(crate) mod mkey;
 pub(crate) mod netcaps;
 pub(crate) mod page_req;
@@ -255,6 +256,16 @@ const SPECS: &[Spec] = &[
         xrc::query_hca_vport_pkey,
     ),
     spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
+    spec::<q::AttachToMcgIn, q::AttachToMcgOut>(
+        Opcode::AttachToMcg,
+        Gate::Initialized,
+        mcg::attach_to_mcg,
+    ),
+    spec::<q::DetachFromMcgIn, q::DetachFromMcgOut>(
+        Opcode::DetachFromMcg,
+        Gate::Initialized,
+        mcg::detach_from_mcg,
+    ),
     spec::<q::DestroyQpIn, q::DestroyQpOut>(Opcode::DestroyQp, Gate::Initialized, qp::destroy_qp),
     // Linux 6.1 reads QUERY_QP through the QP context and the reserved words after it (0x110
     // bytes), without the QPC extension and PAS union newer layouts end with.

@@ -5,7 +5,9 @@
 //! 1. `st` RC, UC, UD, QP1 (the GSI QP, UD on the wire; one at a time: RES_BUSY
 //!    GSI_QP_EXISTS) or REG_UMR (a send-only UMR QP, which may have PD 0) (BAD_PARAM
 //!    BAD_QP_ST) whose capability (`rc`, `uc`, `ud`; `umr_extended_translation_offset` for
-//!    UMR) is 1 (BAD_PARAM QP_ST_NOT_SUPPORTED); `pm_state` may be anything;
+//!    UMR) is 1 (BAD_PARAM QP_ST_NOT_SUPPORTED), and `block_lb_mc` (the QP's multicast does
+//!    not loop back to it, [`crate::engine::responder::multicast`]) only with that capability
+//!    (QP_ST_NOT_SUPPORTED too); `pm_state` may be anything;
 //! 2. `rq_type`: 0 regular — `log_rq_stride` ≤ 5 and `16 << log_rq_stride` ≤ `max_wqe_sz_rq`
 //!    (BAD_RQ_STRIDE), `log_rq_size` ≤ `log_max_qp_sz` (RQ_TOO_BIG); 1 SRQ/RMP and 3 zero-length
 //!    — `log_rq_size` 0 (RQ_SIZE_WITHOUT_RQ); anything else BAD_RQ_TYPE;
@@ -166,6 +168,9 @@ pub(crate) fn create_qp(
         return Err(fail(CmdStatus::ResBusy, syn::GSI_QP_EXISTS));
     }
     if model.cur(cap) != 1 {
+        return Err(bad_param(syn::QP_ST_NOT_SUPPORTED));
+    }
+    if c.get(Qpc::BLOCK_LB_MC) == 1 && model.cur(CmdHcaCap::BLOCK_LB_MC) != 1 {
         return Err(bad_param(syn::QP_ST_NOT_SUPPORTED));
     }
     let (rq_bytes, srq) = receive_queue(model, &c)?;

@@ -40,6 +40,8 @@ pub(crate) struct Model {
     pub(crate) driver_version: Option<String>,
     /// The root flow table of the NIC receive (0) and transmit (1) table types.
     pub(crate) flow_root: [Option<u32>; 2],
+    /// Multicast groups (ATTACH_TO_MCG).
+    pub(crate) mcg: super::mcg::Groups,
     /// The data path's runtime state.
     pub(crate) rt: Runtime,
     /// The injected faults waiting for their event, and the record of those that acted.
@@ -59,6 +61,7 @@ impl Model {
             vport: vport::Vport::new(profile),
             driver_version: None,
             flow_root: [None; 2],
+            mcg: super::mcg::Groups::default(),
             rt: Runtime::default(),
             injected: Faults::default(),
         }
@@ -97,6 +100,9 @@ impl Model {
     pub(crate) fn remove(&mut self, kind: ObjectKind, id: u32) -> Option<objects::Object> {
         let o = self.objects.remove(kind, id);
         self.rt.forget(kind, id);
+        if kind == ObjectKind::Qp {
+            self.mcg.forget_qp(id);
+        }
         o
     }
 }

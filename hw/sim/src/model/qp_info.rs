@@ -42,6 +42,8 @@ pub(crate) struct QpInfo {
     pub(crate) rae: bool,
     /// `atomic_mode`: 0 (undefined: atomics are refused), 1 IB-spec, 2 CX, 3..=8 extended.
     pub(crate) atomic_mode: u8,
+    /// `block_lb_mc`: the multicast this QP sends does not come back to it.
+    pub(crate) block_lb_mc: bool,
     pub(crate) q_key: u32,
     pub(crate) retry_count: u8,
     pub(crate) rnr_retry: u8,

@@ -180,6 +180,9 @@ pub(crate) struct Runtime {
     pub(crate) bf: BTreeMap<u64, BfCopy>,
     /// Frames to put on the wire.
     pub(crate) tx: Vec<Vec<u8>>,
+    /// Copies of the RoCE multicast frames sent, which the port receives too
+    /// ([`crate::engine::loop_back`]).
+    pub(crate) looped: Vec<Vec<u8>>,
     /// MSI-X vectors raised and not yet delivered (an EQE written to an armed EQ raises its
     /// `intr`); [`crate::SimDevice::set_interrupt_sink`] gets them once the state is unlocked.
     pub(crate) irqs: Vec<u16>,
@@ -251,6 +254,9 @@ impl Runtime {
         frame::encode_into(&mut f, &r, p);
         self.counters.tx_frames += 1;
         self.counters.tx_bytes += f.len() as u64;
+        if r.dmac[0] & 1 != 0 {
+            self.looped.push(f.clone());
+        }
         self.tx.push(f);
     }
 }

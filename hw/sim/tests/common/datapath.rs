@@ -119,6 +119,11 @@ impl Node {
     pub fn new(mode: Mode, ip: u8) -> Node {
         let json = format!(r#"{{"_mac": "02:c5:5a:00:00:{ip:02x}"}}"#);
         let profile = super::quiet(Profile::from_json_str(&json).unwrap());
+        Node::with_profile(profile, mode, ip)
+    }
+
+    /// Like `new`, on `profile` (whose `_mac` should be 02:c5:5a:00:00:`ip`).
+    pub fn with_profile(profile: Profile, mode: Mode, ip: u8) -> Node {
         let mut fx = Fx::new(profile, mode, 1);
         let input = cmd::<SetRoceAddressIn>(Opcode::SetRoceAddress, 0, |v| {
             v.set(SetRoceAddressIn::VHCA_PORT_NUM, 1).unwrap();
@@ -249,6 +254,16 @@ impl Node {
 
     /// Like `create_qp`; with `srq`, the QP receives from that SRQ / RMP and has no RQ.
     pub fn create_qp_srq(&mut self, st: u64, srq: Option<u32>) -> Qp {
+        self.create_qp_with(st, srq, |_| {})
+    }
+
+    /// Like `create_qp_srq`, with `edit` applied to the QP context last.
+    pub fn create_qp_with(
+        &mut self,
+        st: u64,
+        srq: Option<u32>,
+        edit: impl FnOnce(&mut ViewMut<'_, Qpc>),
+    ) -> Qp {
         let dev = self.dev();
         let buf = dev.dma_alloc(4096, 4096).unwrap();
         let dbr = dev.dma_alloc(64, 64).unwrap();
@@ -271,6 +286,7 @@ impl Node {
                 c.set(Qpc::SRQN_RMPN_XRQN, n.into()).unwrap();
                 c.set(Qpc::LOG_RQ_SIZE, 0).unwrap();
             }
+            edit(&mut c);
         });
         let out = self
             .fx
