@@ -67,7 +67,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::STAT_RATE_SUPPORT, 0),
     (C::CQE_VERSION, 1),
     (C::CMDIF_CHECKSUM, 1),
-    (C::DCT, 1),
+    // `dct` stays 0: a ConnectX-5 has Dynamically Connected transport, but the simulator does
+    // not model DCIs or DCTs (CREATE_QP of a DCI and CREATE_DCT are refused), and a device never
+    // advertises what it refuses (issue #28; docs/simulator.md's feature table).
     (C::ETH_NET_OFFLOADS, 1),
     (C::NIC_FLOW_TABLE, 1),
     (C::ROCE, 1),

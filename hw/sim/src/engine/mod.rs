@@ -14,7 +14,8 @@
 //! * [`requester`]: executing the send queue; [`ack`]: ACK/NAK processing, retransmission and
 //!   the retry and RNR counts; [`timer`]: the ack timeout and RNR wait; [`psn`]: PSN arithmetic;
 //! * [`responder`]: inbound requests: receive WQE consumption, RDMA WRITE / READ / atomics
-//!   with rkey checks, ACK / NAK / RNR NAK generation;
+//!   with rkey checks, ACK / NAK / RNR NAK generation; [`ud`]: datagrams and multicast;
+//!   [`recv`]: dropped frames and receive errors, which both share;
 //! * [`eth`], [`eth_rx`], [`steering`]: Ethernet send queues, receive, flow tables and RSS.
 //!
 //! Everything here runs under the device lock with a [`Hw`]: the model, the IOMMU, the DMA
@@ -27,10 +28,12 @@ pub(crate) mod doorbell;
 pub(crate) mod eth;
 pub(crate) mod eth_rx;
 pub(crate) mod psn;
+pub(crate) mod recv;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod steering;
 pub(crate) mod timer;
+pub(crate) mod ud;
 pub(crate) mod umr;
 pub(crate) mod wqe;
 
@@ -154,12 +157,12 @@ fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
 }
 
 /// The port receives the RoCE multicast it sent: each group's QPs on this port get a copy
-/// ([`responder::multicast`]), as a device loops its multicast back.
+/// ([`ud::multicast`]), as a device loops its multicast back.
 pub(crate) fn loop_back(hw: &mut Hw<'_>) {
     let frames = std::mem::take(&mut hw.model.rt.looped);
     for f in &frames {
         if let Ok(rx) = frame::decode(f) {
-            responder::multicast(hw, &rx, true);
+            ud::multicast(hw, &rx, true);
         }
     }
 }
