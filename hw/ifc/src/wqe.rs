@@ -2,7 +2,7 @@
 //!
 //! A send WQE is a chain of 16-byte units (DS) in a ring of 64-byte basic blocks (WQEBBs): a
 //! [`CtrlSeg`] first, then by operation a [`DatagramSeg`] (UD, 48 bytes), a [`RaddrSeg`] (RDMA
-//! WRITE / READ / atomics), an [`AtomicSeg`], and [`DataSeg`]s or one inline segment (an
+//! WRITE / READ / atomics; after an [`XrcSeg`] on an XRC QP), an [`AtomicSeg`], and [`DataSeg`]s or one inline segment (an
 //! [`InlineSeg`] header, then the bytes, padded to 16). A receive WQE of a regular receive
 //! queue is data segments only; an SRQ WQE starts with a [`SrqNextSeg`]. A data segment of
 //! length 0 and lkey [`INVALID_LKEY`] ends a receive scatter list.
@@ -143,6 +143,15 @@ declare_layout! {
 }
 
 declare_layout! {
+    /// The XRC segment of an XRC send WQE, right after the control segment (rdma-core
+    /// `providers/mlx5/wqe.h` `struct mlx5_wqe_xrc_seg`, which `mlx5dv.h` does not export — so it
+    /// is not in [`ALL`], the layouts `tests/mlx5dv.rs` checks): the XRC SRQ at the target.
+    XrcSeg = "wqe_xrc_seg", 16;
+    /// `xrc_srqn` (byte 0, BE32; the SRQ number in bits 23:0).
+    XRC_SRQN: Field("xrc_srqn", 8, 24);
+}
+
+declare_layout! {
     /// The first 16 bytes of an SRQ WQE (`mlx5dv.h` `struct mlx5_wqe_srq_next_seg`): the link
     /// of the SRQ's free list.
     SrqNextSeg = "wqe_srq_next_seg", 16;
@@ -276,6 +285,15 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
 mod tests {
     use super::*;
     use crate::ViewMut;
+
+    #[test]
+    fn xrc_seg_holds_the_srq_number_in_its_first_word() {
+        let mut b = [0xffu8; 16];
+        b[..4].copy_from_slice(&0x0012_3456u32.to_be_bytes());
+        let v = crate::View::<XrcSeg>::new(&b).unwrap();
+        assert_eq!(v.get(XrcSeg::XRC_SRQN), 0x12_3456);
+        assert_eq!(XrcSeg::BYTES, 16);
+    }
 
     #[test]
     fn fm_ce_se_fields_make_the_byte_values() {

@@ -296,7 +296,7 @@ fn message(
         hw.model.rt.send(&route, &p);
         return req;
     }
-    let svc = if info.st == qp_st::RC { op::RC } else { op::UC };
+    let (svc, reliable) = (info.service(), info.st != qp_st::UC);
     let mtu = info.mtu as usize;
     let n = data.len().div_ceil(mtu).max(1);
     let first_psn = match again {
@@ -330,7 +330,8 @@ fn message(
             opcode: svc | o,
             se: se && last,
             dqpn,
-            ack_req: last && svc == op::RC,
+            ack_req: last && reliable,
+            xrc_srqn: w.xrc_srqn,
             psn: psn_add(first_psn, i as u32),
             reth: (write && first).then_some(Reth {
                 va,
@@ -344,7 +345,7 @@ fn message(
         };
         hw.model.rt.send(&route, &p);
     }
-    if svc == op::RC {
+    if reliable {
         req.first_psn = first_psn;
         req.last_psn = psn_add(first_psn, n as u32 - 1);
         req.done = false;
@@ -352,7 +353,7 @@ fn message(
     req
 }
 
-/// RDMA_READ and the atomics (RC only).
+/// RDMA_READ and the atomics (RC and XRC).
 fn remote_read(
     hw: &mut Hw<'_>,
     info: &QpInfo,
@@ -390,15 +391,17 @@ fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32)
         dqpn: info.remote_qpn,
         ack_req: true,
         psn,
+        xrc_srqn: w.xrc_srqn,
         ..Packet::default()
     };
     if atomic {
         let (swap_add, compare) = w.atomic.unwrap_or_default();
-        p.opcode = if w.opcode == wop::ATOMIC_CS {
-            op::CMP_SWAP
-        } else {
-            op::FETCH_ADD
-        };
+        p.opcode = info.service()
+            | if w.opcode == wop::ATOMIC_CS {
+                op::CMP_SWAP
+            } else {
+                op::FETCH_ADD
+            };
         p.atomic = Some(AtomicEth {
             va,
             rkey,
@@ -406,7 +409,7 @@ fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32)
             compare,
         });
     } else {
-        p.opcode = op::READ_REQ;
+        p.opcode = info.service() | op::READ_REQ;
         p.reth = Some(Reth { va, rkey, len });
     }
     hw.model.rt.send(&info.route, &p);

@@ -41,6 +41,8 @@
 
 use mlx5_ifc::consts::{qp_st, qp_state};
 use mlx5_ifc::event;
+use mlx5_ifc::prm::srq::XrcSrqc;
+use mlx5_ifc::View;
 
 use super::dma;
 use super::psn::psn_add;
@@ -50,6 +52,7 @@ use super::wqe::{self, LocalError};
 use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use crate::fabric::frame::{aeth, op, Packet, Received};
 use crate::model::mkey::access;
+use crate::model::objects::ObjectKind;
 use crate::model::qp::qp_rt;
 use crate::model::qp_info::QpInfo;
 use crate::model::runtime::RecvCtx;
@@ -90,17 +93,15 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
     let Some(info) = QpInfo::load(hw.model, dqpn) else {
         return drop_frame(hw, "no such QP");
     };
-    let svc = match info.st {
-        qp_st::RC => op::RC,
-        qp_st::UC => op::UC,
-        qp_st::UD => op::UD,
-        _ => return drop_frame(hw, "QP of an unsupported service type"),
-    };
+    if !matches!(info.st, qp_st::RC | qp_st::UC | qp_st::UD | qp_st::XRC) {
+        return drop_frame(hw, "QP of an unsupported service type");
+    }
+    let svc = info.service();
     if p.opcode & 0xe0 != svc {
         return drop_frame(hw, "opcode of another service type");
     }
     let o = p.opcode & 0x1f;
-    if svc == op::RC && (op::READ_RESP_FIRST..=op::ATOMIC_ACK).contains(&o) {
+    if (svc == op::RC || svc == op::XRC) && (op::READ_RESP_FIRST..=op::ATOMIC_ACK).contains(&o) {
         return super::ack::on_response(hw, &info, p);
     }
     if !matches!(info.state, qp_state::RTR | qp_state::RTS | qp_state::SQD) {
@@ -109,8 +110,46 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
     match info.st {
         qp_st::UD => super::ud::receive(hw, &info, &rx),
         qp_st::UC => uc(hw, &info, p),
+        qp_st::XRC => xrc(hw, &info, p),
         _ => rc(hw, &info, p),
     }
+}
+
+/// An XRC request: only a target takes one; its XRCETH must name an XRC SRQ of the target's
+/// domain (else NAK invalid request and the target to ERR). It then runs as an RC request
+/// with the SRQ's receive WQEs, CQ, PD (for every key check, as IBTA has XRC responders use
+/// the SRQ's) and user index.
+fn xrc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
+    if !info.xrc_target() {
+        return drop_frame(hw, "XRC request to an initiator");
+    }
+    match p.xrc_srqn.and_then(|n| xrc_srq_view(hw, info, n)) {
+        Some(t) => rc(hw, &t, p),
+        None => {
+            send_aeth(hw, info, p.psn, aeth::NAK_INVALID_REQ);
+            crate::events::flush::enter_error(hw, info.qpn, None);
+            crate::events::eqe::qp_event(hw, event::WQ_INVAL_REQ_ERROR, info.qpn);
+        }
+    }
+}
+
+/// Target `info` as it serves a request for XRC SRQ `n`, if `n` is a live XRC SRQ of its domain.
+fn xrc_srq_view(hw: &Hw<'_>, info: &QpInfo, n: u32) -> Option<QpInfo> {
+    let q = hw.model.objects.queue(ObjectKind::XrcSrq, n)?;
+    let c = View::<XrcSrqc>::new(&q.ctx).ok()?;
+    if c.get32(XrcSrqc::XRCD) != info.xrcd {
+        return None;
+    }
+    let mut t = info.clone();
+    t.srq = Some((ObjectKind::XrcSrq, n));
+    t.cqn_rcv = c.get32(XrcSrqc::CQN);
+    t.pd = c.get32(XrcSrqc::PD);
+    t.user_index = if c.get(XrcSrqc::USER_INDEX_EQUAL_XRC_SRQN) == 1 {
+        n
+    } else {
+        c.get32(XrcSrqc::USER_INDEX)
+    };
+    Some(t)
 }
 
 /// Sends an ACK / NAK / RNR NAK for `psn` with AETH `syndrome` — after the ACK the QP owes,
@@ -124,7 +163,7 @@ fn send_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
 /// Puts an AETH packet on the wire now.
 fn put_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8, msn: u32) {
     let p = Packet {
-        opcode: op::RC | op::ACK,
+        opcode: info.service() | op::ACK,
         dqpn: info.remote_qpn,
         psn,
         aeth: Some((syndrome, msn)),
@@ -560,7 +599,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
             (false, false) => op::READ_RESP_MIDDLE,
         };
         let resp = Packet {
-            opcode: op::RC | o,
+            opcode: info.service() | o,
             dqpn: info.remote_qpn,
             psn: psn_add(p.psn, i as u32),
             aeth: (o != op::READ_RESP_MIDDLE).then_some((aeth::ACK | aeth::NO_CREDITS, msn)),
@@ -579,7 +618,7 @@ fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
     flush_ack(hw, info);
     let msn = qp_rt(&mut hw.model.rt, info).msn;
     let p = Packet {
-        opcode: op::RC | op::ATOMIC_ACK,
+        opcode: info.service() | op::ATOMIC_ACK,
         dqpn: info.remote_qpn,
         psn,
         aeth: Some((aeth::ACK | aeth::NO_CREDITS, msn)),

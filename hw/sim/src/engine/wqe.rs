@@ -14,9 +14,9 @@
 //! scatters to physical addresses.)
 
 use mlx5_ifc::consts::qp_st;
-use mlx5_ifc::prm::srq::{Rmpc, Srqc, Wq};
+use mlx5_ifc::prm::srq::{Rmpc, Srqc, Wq, XrcSrqc};
 use mlx5_ifc::wqe::{
-    fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, RaddrSeg, SrqNextSeg,
+    fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, RaddrSeg, SrqNextSeg, XrcSeg,
     INVALID_LKEY,
 };
 use mlx5_ifc::{Layout, View};
@@ -103,6 +103,8 @@ pub(crate) struct SendWqe<'a> {
     /// Atomic segment: `(swap_add, compare)`.
     pub(crate) atomic: Option<(u64, u64)>,
     pub(crate) av: Option<Av>,
+    /// XRC segment: the XRC SRQ at the target.
+    pub(crate) xrc_srqn: Option<u32>,
     pub(crate) pieces: Pieces<'a>,
 }
 
@@ -117,6 +119,7 @@ impl SendWqe<'_> {
             raddr: None,
             atomic: None,
             av: None,
+            xrc_srqn: None,
             pieces: Pieces::new(),
         }
     }
@@ -137,7 +140,7 @@ impl SendWqe<'_> {
 fn valid_for(op: u8, st: u64) -> bool {
     use opcode::*;
     match st {
-        qp_st::RC => matches!(
+        qp_st::RC | qp_st::XRC => matches!(
             op,
             NOP | SEND_INVAL
                 | RDMA_WRITE
@@ -166,6 +169,10 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe<'_>, &'static str>
     }
     let mut w = SendWqe::of_ctrl(&c);
     let mut at = CtrlSeg::BYTES;
+    if st == qp_st::XRC && op != opcode::NOP {
+        let x = seg::<XrcSeg>(b, &mut at)?;
+        w.xrc_srqn = Some(x.get32(XrcSeg::XRC_SRQN));
+    }
     if st == qp_st::UD && op != opcode::NOP {
         let d = seg::<DatagramSeg>(b, &mut at)?;
         let mut rmac = [0u8; 6];
@@ -313,6 +320,19 @@ fn srq_geometry(hw: &Hw<'_>, kind: ObjectKind, n: u32) -> Option<SrqGeometry> {
             c.get(Srqc::DBR_ADDR),
             q.pas.clone(),
             queue_start(page, c.get(Srqc::PAGE_OFFSET)),
+        ))
+    } else if kind == ObjectKind::XrcSrq {
+        let c = View::<XrcSrqc>::new(&q.ctx).ok()?;
+        let page = 4096 << c.get(XrcSrqc::LOG_PAGE_SIZE).min(20);
+        let dbr =
+            (c.get(XrcSrqc::DB_RECORD_ADDR_H) << 32) | (c.get(XrcSrqc::DB_RECORD_ADDR_L) << 2);
+        Some((
+            c.get(XrcSrqc::LOG_XRC_SRQ_SIZE) as u32,
+            16 << c.get(XrcSrqc::LOG_RQ_STRIDE),
+            page,
+            dbr,
+            q.pas.clone(),
+            queue_start(page, c.get(XrcSrqc::PAGE_OFFSET)),
         ))
     } else {
         let c = View::<Rmpc>::new(&q.ctx).ok()?;

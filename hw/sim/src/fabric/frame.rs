@@ -29,8 +29,9 @@ const ICRC_BYTES: usize = 4;
 /// The GRH's next header for a BTH.
 const GRH_NEXT_BTH: u8 = 0x1b;
 
-/// InfiniBand transport opcodes: the service (`opcode >> 5`: 0 RC, 1 UC, 3 UD) and the operation
-/// (`opcode & 0x1f`).
+/// InfiniBand transport opcodes: the service (`opcode >> 5`: 0 RC, 1 UC, 3 UD, 5 XRC) and the
+/// operation (`opcode & 0x1f`). XRC has RC's operations; its requests carry an XRCETH (the XRC
+/// SRQ at the target) right after the BTH.
 pub(crate) mod op {
     pub(crate) const SEND_FIRST: u8 = 0x00;
     pub(crate) const SEND_MIDDLE: u8 = 0x01;
@@ -61,6 +62,8 @@ pub(crate) mod op {
     pub(crate) const UC: u8 = 0x20;
     /// Service bits: UD.
     pub(crate) const UD: u8 = 0x60;
+    /// Service bits: XRC.
+    pub(crate) const XRC: u8 = 0xa0;
 }
 
 /// AETH syndromes (the top three bits; the low five carry credits, the RNR timer or a NAK code).
@@ -78,6 +81,7 @@ pub(crate) mod aeth {
 /// Which extension headers an opcode carries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Shape {
+    xrceth: bool,
     deth: bool,
     reth: bool,
     atomic: bool,
@@ -113,7 +117,7 @@ fn shape(opcode: u8) -> Option<Shape> {
     if service == op::UC && o > op::WRITE_ONLY_IMM {
         return None;
     }
-    if service != op::RC && service != op::UC {
+    if service != op::RC && service != op::UC && service != op::XRC {
         return None;
     }
     let s = match o {
@@ -158,7 +162,12 @@ fn shape(opcode: u8) -> Option<Shape> {
         },
         _ => return None,
     };
-    Some(s)
+    // Every XRC request names its XRC SRQ; responses do not.
+    let response = (op::READ_RESP_FIRST..=op::ATOMIC_ACK).contains(&o);
+    Some(Shape {
+        xrceth: service == op::XRC && !response,
+        ..s
+    })
 }
 
 /// RETH: the remote buffer of an RDMA WRITE or READ.
@@ -196,6 +205,8 @@ pub(crate) struct Packet<'a> {
     pub(crate) ack_req: bool,
     /// PSN (24 bits).
     pub(crate) psn: u32,
+    /// XRCETH: the XRC SRQ at the target (24 bits).
+    pub(crate) xrc_srqn: Option<u32>,
     /// DETH: `(q_key, source QP)`.
     pub(crate) deth: Option<(u32, u32)>,
     pub(crate) reth: Option<Reth>,
@@ -220,6 +231,7 @@ impl Default for Packet<'_> {
             pkey: DEFAULT_PKEY,
             ack_req: false,
             psn: 0,
+            xrc_srqn: None,
             deth: None,
             reth: None,
             atomic: None,
@@ -297,6 +309,7 @@ fn transport_len(p: &Packet<'_>) -> usize {
     let s = shape(p.opcode).unwrap_or_default();
     let pad = (4 - p.payload.len() % 4) % 4;
     BTH_BYTES
+        + 4 * usize::from(s.xrceth)
         + 8 * usize::from(s.deth)
         + 16 * usize::from(s.reth)
         + 28 * usize::from(s.atomic)
@@ -318,6 +331,9 @@ fn put_transport(t: &mut Vec<u8>, p: &Packet<'_>) {
     t.push(u8::from(p.ack_req) << 7);
     t.extend_from_slice(&(p.psn & 0xff_ffff).to_be_bytes()[1..]);
     let s = shape(p.opcode).unwrap_or_default();
+    if s.xrceth {
+        t.extend_from_slice(&(p.xrc_srqn.unwrap_or(0) & 0xff_ffff).to_be_bytes());
+    }
     if s.deth {
         let (qkey, sqpn) = p.deth.unwrap_or_default();
         t.extend_from_slice(&qkey.to_be_bytes());
@@ -577,6 +593,10 @@ fn parse_transport(t: &[u8]) -> Option<Packet<'_>> {
         at = at.checked_add(n).filter(|&e| e <= t.len())?;
         Some(start)
     };
+    if s.xrceth {
+        let o = take(4)?;
+        p.xrc_srqn = Some(be24(t, o + 1));
+    }
     if s.deth {
         let o = take(8)?;
         p.deth = Some((be32(t, o), be24(t, o + 5)));
@@ -671,6 +691,45 @@ mod tests {
         hop[ETH_BYTES + 7] = 1;
         assert!(decode(&hop).is_ok());
         assert_eq!(decode(&f[..f.len() - 1]), Err(Refused::Malformed));
+    }
+
+    /// XRC: a request carries its XRC SRQ in an XRCETH between the BTH and the RETH; a
+    /// response does not.
+    #[test]
+    fn xrc_requests_carry_an_xrceth() {
+        let route = Route::default();
+        let write = Packet {
+            opcode: op::XRC | op::WRITE_ONLY,
+            dqpn: 0x321,
+            psn: 7,
+            xrc_srqn: Some(0xab_cdef),
+            reth: Some(Reth {
+                va: 0x1000,
+                rkey: 0x99,
+                len: 3,
+            }),
+            payload: &[1, 2, 3],
+            ..Packet::default()
+        };
+        let f = encode(&route, &write);
+        let t = &f[ETH_BYTES + IPV6_BYTES + UDP_BYTES..];
+        assert_eq!(t[0], 0xaa, "XRC RDMA WRITE only");
+        assert_eq!(&t[BTH_BYTES..BTH_BYTES + 4], &[0, 0xab, 0xcd, 0xef]);
+        assert_eq!(&t[BTH_BYTES + 4..BTH_BYTES + 12], &0x1000u64.to_be_bytes());
+        assert_eq!(decode(&f).unwrap().packet, write);
+        let ack = Packet {
+            opcode: op::XRC | op::ACK,
+            dqpn: 0x123,
+            psn: 7,
+            aeth: Some((aeth::ACK | aeth::NO_CREDITS, 1)),
+            ..Packet::default()
+        };
+        let f = encode(&route, &ack);
+        assert_eq!(
+            f.len(),
+            ETH_BYTES + IPV6_BYTES + UDP_BYTES + BTH_BYTES + 4 + ICRC_BYTES
+        );
+        assert_eq!(decode(&f).unwrap().packet, ack);
     }
 
     /// A RoCE (v1) frame: ethertype 0x8915, a GRH with next header 0x1b, the BTH right after

@@ -2,9 +2,10 @@
 //!
 //! CREATE_QP checks, in order, each with its own syndrome:
 //!
-//! 1. `st` RC, UC, UD, QP1 (the GSI QP, UD on the wire; one at a time: RES_BUSY
+//! 1. `st` RC, UC, UD, XRC (initiator with a send queue, target with `no_sq`; a live `xrcd`,
+//!    BAD_RES UNKNOWN_XRCD, which it holds), QP1 (the GSI QP, UD on the wire; one at a time: RES_BUSY
 //!    GSI_QP_EXISTS) or REG_UMR (a send-only UMR QP, which may have PD 0) (BAD_PARAM
-//!    BAD_QP_ST) whose capability (`rc`, `uc`, `ud`; `umr_extended_translation_offset` for
+//!    BAD_QP_ST) whose capability (`rc`, `uc`, `ud`, `xrc`; `umr_extended_translation_offset` for
 //!    UMR) is 1 (BAD_PARAM QP_ST_NOT_SUPPORTED), and `block_lb_mc` (the QP's multicast does
 //!    not loop back to it, [`crate::engine::responder::multicast`]) only with that capability
 //!    (QP_ST_NOT_SUPPORTED too); `pm_state` may be anything;
@@ -160,6 +161,7 @@ pub(crate) fn create_qp(
     let cap = match st {
         qp_st::RC => CmdHcaCap::RC,
         qp_st::UC => CmdHcaCap::UC,
+        qp_st::XRC => CmdHcaCap::XRC,
         qp_st::UD | qp_st::QP1 => CmdHcaCap::UD,
         qp_st::REG_UMR => CmdHcaCap::UD,
         _ => return Err(bad_param(syn::BAD_QP_ST)),
@@ -190,6 +192,11 @@ pub(crate) fn create_qp(
         Some(_) => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ)),
         None => None,
     };
+    // An XRC QP belongs to an XRC domain (the target's: the SRQs its requests may name).
+    let xrcd = (st == qp_st::XRC).then(|| c.get32(Qpc::XRCD));
+    if let Some(x) = xrcd {
+        queue::require(model, ObjectKind::Xrcd, x, syn::UNKNOWN_XRCD)?;
+    }
     let uar = c.get32(Qpc::UAR_PAGE);
     queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
     queue::doorbell_record(env, "CREATE_QP", c.get(Qpc::DBR_ADDR), QP_DBR_BYTES)?;
@@ -215,6 +222,7 @@ pub(crate) fn create_qp(
     q.holds
         .extend([(ObjectKind::Cq, cqn_snd), (ObjectKind::Cq, cqn_rcv)]);
     q.holds.extend(srq);
+    q.holds.extend(xrcd.map(|x| (ObjectKind::Xrcd, x)));
     let end = FIRST_QPN.saturating_add(queue::span(log_max)).min(1 << 24);
     let qpn = queue::insert(
         model,

@@ -171,7 +171,7 @@ fn access(dst: &mut ViewMut<'_, Qpc>, src: &View<'_, Qpc>, st: u64, bits: u32) -
             continue;
         }
         let supported = match st {
-            qp_st::RC => true,
+            qp_st::RC | qp_st::XRC => true,
             qp_st::UC => bit == opt::RWE,
             _ => false,
         };
@@ -257,6 +257,12 @@ fn rst2init(
     Ok(())
 }
 
+/// RC and XRC: the reliable connected services (XRC is RC with its receive queue chosen per
+/// message).
+fn reliable(st: u64) -> bool {
+    matches!(st, qp_st::RC | qp_st::XRC)
+}
+
 fn init2rtr(
     model: &Model,
     dst: &mut ViewMut<'_, Qpc>,
@@ -264,7 +270,7 @@ fn init2rtr(
     st: u64,
     mask: u32,
 ) -> CmdResult {
-    if st == qp_st::RC || st == qp_st::UC {
+    if matches!(st, qp_st::RC | qp_st::UC | qp_st::XRC) {
         if !(1..=5).contains(&src.get(Qpc::MTU)) {
             return Err(bad_param(syn::BAD_PATH_MTU));
         }
@@ -285,7 +291,7 @@ fn init2rtr(
             }
             Some(_) => {}
         }
-        if st == qp_st::RC && src.get(Qpc::LOG_RRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_RES_QP) {
+        if reliable(st) && src.get(Qpc::LOG_RRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_RES_QP) {
             return Err(bad_param(syn::RRA_MAX_TOO_BIG));
         }
         copy(
@@ -305,7 +311,7 @@ fn init2rtr(
                 .bytes_mut(Ads::RGID_RIP),
             from,
         );
-        if st == qp_st::RC {
+        if reliable(st) {
             copy(dst, src, &[Qpc::LOG_RRA_MAX, Qpc::MIN_RNR_NAK])?;
         }
     }
@@ -319,7 +325,7 @@ fn rtr2rts(
     st: u64,
     mask: u32,
 ) -> CmdResult {
-    if st == qp_st::RC {
+    if reliable(st) {
         if src.get(Qpc::LOG_SRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_REQ_QP) {
             return Err(bad_param(syn::SRA_MAX_TOO_BIG));
         }

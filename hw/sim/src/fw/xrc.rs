@@ -8,8 +8,8 @@
 //! * CREATE_XRC_SRQ: `log_xrc_srq_size` ≤ `log_max_srq_sz` (SRQ_TOO_BIG), a stride of 16 B <<
 //!   `log_rq_stride` up to `max_wqe_sz_rq` (BAD_SRQ_STRIDE), a live `xrcd`, `pd` and `cqn`, the
 //!   doorbell record (`db_record_addr_h/l`) and the buffer ([`super::queue`]). Its number comes
-//!   from the SRQ/RMP number space; it holds its XRCD, PD and CQ. The simulated data path does not
-//!   run XRC transport: no QP can name it.
+//!   from the SRQ/RMP number space; it holds its XRCD, PD and CQ. XRC target QPs of its domain
+//!   take receive WQEs from it for the requests that name it ([`crate::engine::responder`]).
 //! * QUERY_HCA_VPORT_PKEY: `other_vport` 0, `port_num` 0 or 1, `pkey_index` below the table size
 //!   (`128 << pkey_table_size`) or 0xffff (all that fit the output): entry 0 is the default P_Key
 //!   0xffff, the rest 0 (a RoCE port has only the default partition).

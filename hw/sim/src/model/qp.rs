@@ -104,6 +104,7 @@ impl QpInfo {
             rae: c.get(Qpc::RAE) == 1,
             atomic_mode: c.get(Qpc::ATOMIC_MODE) as u8,
             block_lb_mc: c.get(Qpc::BLOCK_LB_MC) == 1,
+            xrcd: c.get32(Qpc::XRCD),
             q_key: c.get32(Qpc::Q_KEY),
             retry_count: c.get(Qpc::RETRY_COUNT) as u8,
             rnr_retry: c.get(Qpc::RNR_RETRY) as u8,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use mlx5_ifc::consts::qp_st;
 
 use super::objects::ObjectKind;
-use crate::fabric::frame::Route;
+use crate::fabric::frame::{op, Route};
 
 /// What the data path needs from a QP context.
 #[derive(Debug, Clone)]
@@ -44,6 +44,8 @@ pub(crate) struct QpInfo {
     pub(crate) atomic_mode: u8,
     /// `block_lb_mc`: the multicast this QP sends does not come back to it.
     pub(crate) block_lb_mc: bool,
+    /// The XRC domain (XRC QPs: a target takes requests for this domain's XRC SRQs).
+    pub(crate) xrcd: u32,
     pub(crate) q_key: u32,
     pub(crate) retry_count: u8,
     pub(crate) rnr_retry: u8,
@@ -61,6 +63,21 @@ impl QpInfo {
     /// Whether the QP is UD.
     pub(crate) fn ud(&self) -> bool {
         self.st == qp_st::UD
+    }
+
+    /// Whether the QP is an XRC target (an XRC QP without a send queue).
+    pub(crate) fn xrc_target(&self) -> bool {
+        self.st == qp_st::XRC && self.sq_wqebbs == 0
+    }
+
+    /// The transport service bits of the QP's packets (BTH opcode bits 7:5).
+    pub(crate) fn service(&self) -> u8 {
+        match self.st {
+            qp_st::UC => op::UC,
+            qp_st::UD => op::UD,
+            qp_st::XRC => op::XRC,
+            _ => op::RC,
+        }
     }
 
     /// The largest message the QP takes: `2^log_msg_max`, literally (0 is one byte), capped at

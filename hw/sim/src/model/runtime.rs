@@ -210,7 +210,7 @@ impl Runtime {
             ObjectKind::Cq => {
                 self.cqs.remove(&id);
             }
-            ObjectKind::Srq | ObjectKind::Rmp => {
+            ObjectKind::Srq | ObjectKind::Rmp | ObjectKind::XrcSrq => {
                 self.srqs.remove(&id);
             }
             ObjectKind::Eq => {

@@ -1,7 +1,7 @@
-//! The limit (`lwm`) of an SRQ or RMP: read by the data path as it consumes WQEs (the limit
+//! The limit (`lwm`) of an SRQ, RMP or XRC SRQ: read by the data path as it consumes WQEs (the limit
 //! event disarms it) and set by ARM_RQ / MODIFY_RMP.
 
-use mlx5_ifc::prm::srq::{Rmpc, Srqc, Wq};
+use mlx5_ifc::prm::srq::{Rmpc, Srqc, Wq, XrcSrqc};
 use mlx5_ifc::{CmdStatus, View, ViewMut};
 
 use super::objects::ObjectKind;
@@ -16,6 +16,13 @@ pub(crate) fn limit(model: &Model, kind: ObjectKind, n: u32) -> Option<(u32, u32
         ObjectKind::Srq => {
             let c = View::<Srqc>::new(&q.ctx).ok()?;
             Some((c.get32(Srqc::LWM), 1 << c.get(Srqc::LOG_SRQ_SIZE).min(24)))
+        }
+        ObjectKind::XrcSrq => {
+            let c = View::<XrcSrqc>::new(&q.ctx).ok()?;
+            Some((
+                c.get32(XrcSrqc::LWM),
+                1 << c.get(XrcSrqc::LOG_XRC_SRQ_SIZE).min(24),
+            ))
         }
         _ => {
             let c = View::<Rmpc>::new(&q.ctx).ok()?;
@@ -35,6 +42,10 @@ pub(crate) fn set_limit(model: &mut Model, kind: ObjectKind, n: u32, lwm: u32) -
         ObjectKind::Srq => encoded(
             ViewMut::<Srqc>::new(&mut q.ctx)
                 .and_then(|mut c| c.set(Srqc::LWM, lwm.into()).map(drop)),
+        ),
+        ObjectKind::XrcSrq => encoded(
+            ViewMut::<XrcSrqc>::new(&mut q.ctx)
+                .and_then(|mut c| c.set(XrcSrqc::LWM, lwm.into()).map(drop)),
         ),
         _ => encoded(
             ViewMut::<Rmpc>::new(&mut q.ctx)

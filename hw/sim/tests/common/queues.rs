@@ -384,7 +384,7 @@ pub fn roce_path(c: &mut ViewMut<'_, Qpc>) {
 
 /// Whether `st` is a connected service type.
 pub fn connected(st: u64) -> bool {
-    st == qp_st::RC || st == qp_st::UC
+    st == qp_st::RC || st == qp_st::UC || st == qp_st::XRC
 }
 
 /// The modify-QP commands with a context.
@@ -451,7 +451,7 @@ pub fn good(step: Step, st: u64, c: &mut ViewMut<'_, Qpc>) {
             a.set(Ads::PKEY_INDEX, 0).unwrap();
             a.set(Ads::VHCA_PORT_NUM, 1).unwrap();
             match st {
-                qp_st::RC => {
+                qp_st::RC | qp_st::XRC => {
                     for f in [Qpc::RRE, Qpc::RWE, Qpc::RAE] {
                         c.set(f, 1).unwrap();
                     }
@@ -471,14 +471,14 @@ pub fn good(step: Step, st: u64, c: &mut ViewMut<'_, Qpc>) {
             c.set(Qpc::REMOTE_QPN, 0x1234).unwrap();
             c.set(Qpc::NEXT_RCV_PSN, 0x100).unwrap();
             roce_path(c);
-            if st == qp_st::RC {
+            if st == qp_st::RC || st == qp_st::XRC {
                 c.set(Qpc::LOG_RRA_MAX, 4).unwrap();
                 c.set(Qpc::MIN_RNR_NAK, 12).unwrap();
             }
         }
         Step::Rtr2Rts => {
             c.set(Qpc::NEXT_SEND_PSN, 0x200).unwrap();
-            if st == qp_st::RC {
+            if st == qp_st::RC || st == qp_st::XRC {
                 c.set(Qpc::RETRY_COUNT, 7).unwrap();
                 c.set(Qpc::RNR_RETRY, 7).unwrap();
                 c.set(Qpc::LOG_SRA_MAX, 4).unwrap();
