@@ -35,6 +35,16 @@ if [ -n "$(sed -n 's/.*linuxsim.up=\(1\).*/\1/p' /proc/cmdline)" ]; then
     ip link set "$(basename "$n")" up && echo "GUEST: link up $(basename "$n") requested"
   done
   sleep "${wait_s:-20}"
+  # linuxsim.pyverbs=1 (a short linuxsim.wait): the suite needs every port's carrier; up to
+  # 60 s more for it.
+  if grep -q 'linuxsim.pyverbs=1' /proc/cmdline; then
+    for _ in $(seq 60); do
+      down=0
+      for n in /sys/class/net/eth*; do [ "$(cat "$n/carrier" 2>/dev/null)" = 1 ] || down=1; done
+      [ "$down" = 0 ] && break
+      sleep 1
+    done
+  fi
   for n in /sys/class/net/eth*; do
     [ -e "$n" ] && echo "GUEST-LINK $(basename "$n") operstate=$(cat "$n/operstate") carrier=$(cat "$n/carrier" 2>/dev/null)"
   done
@@ -119,6 +129,44 @@ if grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
   mkdir -p /sys/kernel/debug && mount -t debugfs none /sys/kernel/debug 2>/dev/null
   for f in /sys/kernel/debug/mlx5/*/pages/*; do [ -f "$f" ] && echo "GUEST-PAGESTAT: $f $(cat "$f")"; done
 fi
+# linuxsim.pyverbs=1: rdma-core's pyverbs test suite (its tests/, with our pyv_runner.py) on
+# mlx5_0, port 1, GID 1 (RoCE v2): both ends of every traffic test are QPs of that one port.
+# The RDMA CM tests take their address from eth0; the huge-page tests want 2 MiB pages. The
+# console shows only urgent kernel messages meanwhile (a message printed in the middle of a
+# result line would break it); the suite's kernel messages follow as GUEST-PYV-DMESG, and its
+# failed commands do not count in the unload's line below.
+pyv_errs=0 pyv_warns=0
+if grep -q 'linuxsim.pyverbs=1' /proc/cmdline && [ -x /usr/bin/python3 ]; then
+  ip link set lo up
+  ip addr add 10.11.0.1/24 dev eth0 && echo "GUEST-PYV: eth0 10.11.0.1/24"
+  echo 128 > /proc/sys/vm/nr_hugepages
+  echo "GUEST-PYV: huge pages $(cat /proc/sys/vm/nr_hugepages) x 2 MiB"
+  mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm
+  echo "GUEST-PYV: $(/bin/ip -V 2>&1); $(/sbin/devlink -V 2>&1)"
+  /bin/ip -br addr show eth0 | sed 's/^/GUEST-PYV: /'
+  for d in /sys/bus/pci/devices/*/infiniband/mlx5_0; do
+    p=$(echo "$d" | cut -d/ -f6)
+    echo "GUEST-PYV: devlink eswitch of $p: $(/sbin/devlink dev eswitch show "pci/$p" 2>&1; echo "(exit $?)")" | tr '\n' ' '; echo
+  done
+  g=/sys/class/infiniband/mlx5_0/ports/1
+  echo "GUEST-PYV: mlx5_0 port 1 $(cat $g/state) gid 1 $(cat $g/gids/1 2>/dev/null) $(cat $g/gid_attrs/types/1 2>/dev/null)"
+  errs0=$(dmesg | grep -c 'mlx5_cmd_out_err') warns0=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')
+  lines0=$(dmesg | wc -l)
+  level=$(cut -f1 /proc/sys/kernel/printk)
+  echo 1 > /proc/sys/kernel/printk
+  # (busybox sh prefers its own applets, ip among them; the suite's subprocesses look iproute2's
+  # ip and devlink up in PATH.)
+  (cd /tests && PATH=/usr/sbin:/usr/bin:/sbin:/bin python3 pyv_runner.py --dev mlx5_0 --port 1 --gid 1) 2>&1
+  rc=$?
+  echo "$level" > /proc/sys/kernel/printk
+  echo "GUEST-PYV: exit $rc"
+  # The suite's kernel messages, each distinct one once with its count (timestamps dropped).
+  dmesg | tail -n +$((lines0 + 1)) | sed 's/^\[[ 0-9.]*\] //; s/(pid [0-9]*)/(pid)/' | sort | uniq -c | sort -rn | head -200 |
+    sed 's/^/GUEST-PYV-DMESG: /'
+  pyv_errs=$(($(dmesg | grep -c 'mlx5_cmd_out_err') - errs0))
+  pyv_warns=$(($(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace') - warns0))
+  echo "GUEST-PYV-KERNEL cmd_errors=$pyv_errs warnings=$pyv_warns"
+fi
 # Unload: Linux tears the device down (objects, pages, TEARDOWN_HCA, DISABLE_HCA); the simulator
 # reports its accounts when the guest is gone.
 for m in mlx5_ib mlx5_core; do
@@ -132,7 +180,8 @@ if grep -q 'linuxsim.dbgpages=1' /proc/cmdline; then
   echo "GUEST-PAGES: $(wc -l < /tmp/pages) page lines"
   sed 's/^/GUEST-PAGES: /' /tmp/pages
 fi
-echo "GUEST-UNLOAD cmd_errors=$(dmesg | grep -c 'mlx5_cmd_out_err') warnings=$(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace')"
+# (Without the pyverbs suite's own, counted in GUEST-PYV-KERNEL above.)
+echo "GUEST-UNLOAD cmd_errors=$(($(dmesg | grep -c 'mlx5_cmd_out_err') - pyv_errs)) warnings=$(($(dmesg | grep -c -E 'WARNING:|BUG:|Call Trace') - pyv_warns))"
 # Issue #11 item 5: the same NICs through the guest kernel's VFIO, behind its (emulated VT-d)
 # IOMMU, driven by this project's mlx5ctl: every DMA address it gives the device is an IOVA the
 # guest's vfio_iommu_type1 mapped, and the simulator reaches nothing else.

@@ -25,7 +25,13 @@
 # umr_modify_entity_size_disabled, so mlx5_ib registers user memory by CREATE_MKEY instead of UMR
 # WQEs on its MR cache — how tools/tests/data/rdma-core-pingpong.jsonl was captured), GID (their GID index, default 1, the RoCE v2 GID; 0 is the RoCE v1 GID), PING
 # (default TRAFFIC: eth1 in a namespace of its own, ping both ways and a 1 MiB TCP stream), SIM (mlx5ctl sim's profile, default cx5), DBGPAGES (1: mlx5_core's
-# debug messages kept from boot and its page lines and debugfs page counters printed; slow).
+# debug messages kept from boot and its page lines and debugfs page counters printed; slow),
+# PYVERBS (1: rdma-core's own test suite, from Debian's python3-pyverbs of the guest's rdma-core
+# version, 44.0-2, run in the guest on mlx5_0 port 1 GID 1 by our pyv_runner.py (a line per test)
+# with Debian's Python 3.11, iproute2 and the RDMA CM modules; implies UP=1 VFIO=0 TRAFFIC=0 WAIT=5,
+# TIMEOUT 900, 2 GiB guest; checked: the suite ran to its summary, no failure, no error, and every
+# skip is one tests/linux-on-sim/pyverbs-expected.txt allows, with its reason; downloads cached
+# under target/linux-on-sim/pyv-debs).
 #
 # CI runs it twice: as is (Linux's probe and unload on the real cx5 profile, then mlx5ctl
 # through vfio-pci), and with TRAFFIC=1 UP=1 VFIO=0.
@@ -37,8 +43,12 @@ WORK=$ROOT/target/linux-on-sim
 KCACHE_DIR=$ROOT/target/vfio-qemu
 mkdir -p "$KCACHE_DIR"
 NICS=${NICS:-2}
-TIMEOUT=${TIMEOUT:-$([ "${DBGPAGES:-0}" = 1 ] && echo 1200 || echo 420)}
+# PYVERBS=1: rdma-core's pyverbs test suite on Linux's drivers (no mlx5ctl, no pingpongs).
+PYVERBS=${PYVERBS:-0}
+if [ "$PYVERBS" = 1 ]; then UP=${UP:-1} VFIO=${VFIO:-0} TRAFFIC=${TRAFFIC:-0} WAIT=${WAIT:-5}; fi
+TIMEOUT=${TIMEOUT:-$([ "${DBGPAGES:-0}" = 1 ] && echo 1200 || { [ "$PYVERBS" = 1 ] && echo 900; } || echo 420)}
 WAIT=${WAIT:-20}
+MEM=$([ "$PYVERBS" = 1 ] && echo 2G || echo 1G)
 mkdir -p "$WORK"
 cannot() { echo "linux-on-sim: CANNOT RUN here: $*" >&2; exit 2; }
 say() { echo "linux-on-sim: $*"; }
@@ -115,7 +125,66 @@ if [ "${VFIO:-1}" = 1 ]; then
     cannot "could not build the static vfio_rc_ping example for the guest"
   cp "${CARGO_TARGET_DIR:-$ROOT/target}/x86_64-unknown-linux-musl/release/examples/vfio_rc_ping" "$STAGE/bin/vfio_rc_ping"
 fi
+# PYVERBS=1: rdma-core's own test suite (pyverbs, unittest) run in the guest against mlx5_0.
+# Debian's python3-pyverbs of the same version as the guest's libibverbs1 (it ships the suite,
+# gzipped, as documentation), Debian's Python 3.11 (the ABI pyverbs is built for) with its
+# standard library less what the suite never imports, iproute2's ip and devlink (the tests run
+# `ip -j addr` and `devlink dev eswitch show`), the RDMA CM modules, and our runner
+# (pyv_runner.py: one result line per test as it ends).
+if [ "$PYVERBS" = 1 ]; then
+  PYV=$WORK/pyv-debs
+  RVER=$(dpkg-deb -f "$RDEBS"/libibverbs1_*.deb Version)
+  if [ ! -x "$PYV/root/usr/bin/python3.11" ] || [ ! -x "$PYV/root/bin/ip" ] ||
+     [ "$(cat "$PYV/pyverbs-version" 2>/dev/null)" != "$RVER" ]; then
+    command -v apt-get >/dev/null || cannot "needs apt-get to download pyverbs and Python"
+    rm -rf "$PYV" && mkdir -p "$PYV/root"
+    (cd "$PYV" && apt-get download -qq -o APT::Sandbox::User=root "python3-pyverbs=$RVER" \
+        python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libpython3.11 iproute2) ||
+      cannot "could not download python3-pyverbs $RVER (the guest's rdma-core), Python 3.11 or iproute2"
+    for d in "$PYV"/*.deb; do dpkg-deb -x "$d" "$PYV/root"; done
+    echo "$RVER" > "$PYV/pyverbs-version"
+  fi
+  say "pyverbs: $(cd "$PYV" && ls *.deb | sed 's/_amd64.deb//; s/_all.deb//' | tr '\n' ' ')"
+  for m in configfs ib_cm iw_cm rdma_cm rdma_ucm; do
+    f=$(find "$KROOT/lib/modules/$KVER/kernel" -name "$m.ko" | head -1)
+    [ -n "$f" ] || cannot "module $m not in $KDEB"
+    cp "$f" "$STAGE/lib/modules/$m.ko"; echo "$m" >> "$STAGE/lib/modules/order"
+  done
+  P=$PYV/root
+  mkdir -p "$STAGE/usr/bin" "$STAGE/usr/lib/python3" "$STAGE/sbin" "$STAGE/tests"
+  cp -a "$P/usr/bin/python3.11" "$STAGE/usr/bin/"; ln -sf python3.11 "$STAGE/usr/bin/python3"
+  cp -a "$P/usr/lib/python3.11" "$STAGE/usr/lib/"
+  cp -a "$P/usr/lib/python3/dist-packages" "$STAGE/usr/lib/python3/"
+  cp -a "$P"/usr/lib/x86_64-linux-gnu/libpython3.11.so* "$STAGE/usr/lib/x86_64-linux-gnu/"
+  # iproute2's ip and devlink (the guest's busybox sh runs its own ip applet for a bare `ip`;
+  # the suite's subprocesses find these through PATH).
+  cp -a "$P/bin/ip" "$STAGE/bin/"; cp -a "$P/sbin/devlink" "$STAGE/sbin/"; ln -sf /bin/ip "$STAGE/sbin/ip"
+  # The standard library without its tests, IDLE, Tk, 2to3, pip's bootstrap and the modules
+  # whose C libraries the suite never needs (curses, readline, dbm, sqlite).
+  L=$STAGE/usr/lib/python3.11
+  rm -rf "$L"/{test,idlelib,tkinter,turtledemo,lib2to3,ensurepip,pydoc_data,curses,dbm,sqlite3,turtle.py}
+  find "$L" -depth -type d \( -name test -o -name tests -o -name idle_test \) -exec rm -rf {} +
+  rm -f "$L"/lib-dynload/{_curses,_curses_panel,readline,_dbm,_gdbm,_sqlite3,_tkinter}.*so
+  # The suite: gunzipped, as the package's test directory is laid out in rdma-core's tree.
+  cp -a "$P/usr/share/doc/rdma-core/tests/." "$STAGE/tests/"
+  gunzip -f "$STAGE"/tests/*.gz
+  cp "$HERE/pyv_runner.py" "$STAGE/tests/"
+  # The C libraries of python3.11, of every extension module (the standard library's and
+  # pyverbs') and of ip and devlink that neither package tree holds: the host's.
+  LIBS=$(LD_LIBRARY_PATH="$P/usr/lib/x86_64-linux-gnu:$RDEBS/root/usr/lib/x86_64-linux-gnu" ldd \
+           "$P/usr/bin/python3.11" "$P/bin/ip" "$P/sbin/devlink" \
+           $(find "$L/lib-dynload" "$STAGE/usr/lib/python3/dist-packages" -name '*.so') 2>/dev/null)
+  MISSING=$(echo "$LIBS" | awk '/not found/ { print $1 }' | sort -u | tr '\n' ' ')
+  [ -z "$MISSING" ] || say "pyverbs: WARNING: libraries ldd cannot find (their modules will not import): $MISSING"
+  for l in $(echo "$LIBS" | awk '$3 ~ /^\// { print $3 }' | sort -u | grep -v -e "^$P/" -e "^$RDEBS/"); do
+    [ -e "$STAGE/lib/x86_64-linux-gnu/$(basename "$l")" ] || cp -L "$l" "$STAGE/lib/x86_64-linux-gnu/"
+  done
+  for l in $(echo "$LIBS" | awk '$3 ~ /^\// { print $3 }' | sort -u | grep "^$P/usr/lib/x86_64-linux-gnu/"); do
+    cp -L "$l" "$STAGE/usr/lib/x86_64-linux-gnu/"
+  done
+fi
 (cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) > "$WORK/initramfs.gz"
+say "initramfs: $(du -k "$WORK/initramfs.gz" | cut -f1) KiB gzipped, $(du -sk "$STAGE" | cut -f1) KiB unpacked"
 
 # --- the simulated NICs -------------------------------------------------------------------
 cargo build --release --locked -q -p mlx5-tools --bin mlx5ctl
@@ -140,10 +209,10 @@ for s in "${SOCKS[@]}"; do for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0
 say "booting $KVER with $NICS simulated ConnectX-5 (TCG)"
 set +e
 timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabios \
-  -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=1G,share=on \
-  -cpu max -smp 1 -m 1G -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
+  -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=$MEM,share=on \
+  -cpu max -smp 1 -m $MEM -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.ping=${PING:-${TRAFFIC:-0}} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.ping=${PING:-${TRAFFIC:-0}} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} linuxsim.pyverbs=$PYVERBS log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
   tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}
@@ -240,6 +309,79 @@ if grep -aq '^GUEST-PING:' "$WORK/guest.log"; then
   check "ping eth0 -> eth1 over the simulated Ethernet (ARP, ICMP; Linux's mlx5e both ends)" "grep -aq '^GUEST-PING: ping eth0 -> eth1 exit 0' '$WORK/guest.log'"
   check "ping eth1 -> eth0" "grep -aq '^GUEST-PING: ping eth1 -> eth0 exit 0' '$WORK/guest.log'"
   check "a TCP stream of 1 MiB (busybox nc) arrives byte for byte" "grep -aqE '^GUEST-PING: tcp 1 MiB sent ([0-9a-f]{32}) received \\1 bytes 1048576' '$WORK/guest.log'"
+fi
+if [ "$PYVERBS" = 1 ]; then
+  # rdma-core's pyverbs suite (pyv_runner.py's PYV-RESULT lines) against the skips
+  # pyverbs-expected.txt allows, each with its reason. `pyv counts` only prints.
+  pyv() { python3 - "$WORK/guest.log" "$HERE/pyverbs-expected.txt" "$1" <<'PY'
+import fnmatch, re, sys
+log, listing, what = sys.argv[1:4]
+res, started, summary, aborted, exit_line = {}, [], None, False, None
+player = {}   # what the RDMA CM tests' processes printed of their failure ("Player active got: ...")
+for l in open(log, errors='replace'):
+    m = re.search(r'PYV-RESULT (ok|fail|error|skip|xfail|xpass) (\S+) ([0-9.]+) (.*)$', l)
+    if m: res[m.group(2)] = (m.group(1), float(m.group(3)), m.group(4).strip())
+    m = re.search(r'PYV-START (\S+)', l)
+    if m: started.append(m.group(1))
+    m = re.match(r'Player \w+ got: (.*)', l)
+    if m and started: player.setdefault(started[-1], m.group(1).strip())
+    m = re.search(r'PYV-SUMMARY (\d+) tests: (\d+) ok, (\d+) failed, (\d+) errors, (\d+) skipped', l)
+    if m: summary = tuple(int(x) for x in m.groups())
+    aborted |= 'PYV-ABORT' in l
+    m = re.match(r'GUEST-PYV: exit (\d+)', l)
+    if m: exit_line = int(m.group(1))
+entries = []   # (pattern, reason) in file order
+for l in open(listing):
+    l = l.strip()
+    if not l or l.startswith('#'): continue
+    pat, reason = (l.split(None, 1) + [''])[:2]
+    entries.append((pat, reason.strip()))
+def matches(pat, name):
+    if any(c in pat for c in '*?['): return fnmatch.fnmatchcase(name, pat)
+    return name == pat or name.startswith(pat + '.')
+def entry(name):
+    return next((e for e in entries if matches(e[0], name)), None)
+by = lambda *st: sorted(n for n, r in res.items() if r[0] in st)
+ok, failed, errors, skipped = by('ok', 'xfail'), by('fail', 'xpass'), by('error'), by('skip')
+expected = [n for n in skipped if entry(n)]
+unexpected = [n for n in skipped if not entry(n)]
+if what == 'counts':
+    print(f'linux-on-sim: pyverbs: {len(res)} tests, {len(ok)} ok, {len(failed)} failed, {len(errors)} errors, '
+          f'{len(skipped)} skipped ({len(expected)} expected skips)')
+    groups = {}
+    for n in expected: groups.setdefault(entry(n)[1], []).append(n)
+    print('linux-on-sim: pyverbs: skips by the reason pyverbs-expected.txt gives:')
+    for reason, names in sorted(groups.items(), key=lambda g: -len(g[1])): print(f'   {len(names):3} {reason}')
+    stale = [e for e in entries if not any(matches(e[0], n) for n in skipped)]
+    if stale:
+        print(f'linux-on-sim: pyverbs: {len(stale)} entries of pyverbs-expected.txt skipped nothing this run (information):')
+        for pat, reason in stale:
+            now = sorted({res[n][0] for n in res if matches(pat, n)})
+            print(f'   {pat} ({"/".join(now) or "no such test"}): {reason}')
+    sys.exit(0)
+if what == 'ran':
+    mine = (len(res), len(ok), len(failed), len(errors), len(skipped))
+    lost = [n for n in started if n not in res]
+    print(f'linux-on-sim: pyverbs: summary {summary}, result lines {mine}, guest exit {exit_line}'
+          + (', the runner aborted on a hung test' if aborted else ''))
+    for n in lost: print(f'   started, no result: {n}')
+    sys.exit(0 if summary == mine and not lost and not aborted and exit_line is not None and res else 1)
+bad = {'fail': failed, 'error': errors, 'skips': unexpected}[what]
+def short(t):
+    if len(t) <= 200: return t
+    dc = re.search(r'DC type\s*:\s*(\w+)', t)   # an mlx5dv QP's attributes: say which DC type
+    return t[:90] + (f' ... DC type: {dc.group(1)}' if dc else '') + ' ... ' + t[-60:]
+for n in bad:
+    print(f'   {n}: {short(res[n][2])}' + (f' [{short(player[n])}]' if n in player else ''))
+sys.exit(1 if bad else 0)
+PY
+  }
+  pyv counts
+  check "pyverbs: rdma-core's suite ran in the guest to its summary (each test a result line, none hung)" "pyv ran"
+  check "pyverbs: no test failed" "pyv fail"
+  check "pyverbs: no test ended in an error" "pyv error"
+  check "pyverbs: every test that skipped is one tests/linux-on-sim/pyverbs-expected.txt allows to skip" "pyv skips"
+  check "pyverbs: the suite made the kernel warn nowhere (WARNING, BUG, Call Trace)" "grep -aq '^GUEST-PYV-KERNEL cmd_errors=[0-9]* warnings=0' '$WORK/guest.log'"
 fi
 if grep -aq '^GUEST-TRAFFIC: rc server exit 0' "$WORK/guest.log"; then
   # Issue #11 item 6: rdma-core's commands of this run (the PD-to-PD blocks with a QP on NIC 0:
