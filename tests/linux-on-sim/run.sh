@@ -336,6 +336,10 @@ for l in open(listing):
     if not l or l.startswith('#'): continue
     pat, reason = (l.split(None, 1) + [''])[:2]
     entries.append((pat, reason.strip()))
+# `error:<pattern>` entries: tests whose error has a known cause outside the simulator's
+# reach this issue (listed, with the cause, in every run; any other error fails the check).
+err_entries = [(p[len('error:'):], r) for p, r in entries if p.startswith('error:')]
+entries = [(p, r) for p, r in entries if not p.startswith('error:')]
 def matches(pat, name):
     if any(c in pat for c in '*?['): return fnmatch.fnmatchcase(name, pat)
     return name == pat or name.startswith(pat + '.')
@@ -343,6 +347,8 @@ def entry(name):
     return next((e for e in entries if matches(e[0], name)), None)
 by = lambda *st: sorted(n for n, r in res.items() if r[0] in st)
 ok, failed, errors, skipped = by('ok', 'xfail'), by('fail', 'xpass'), by('error'), by('skip')
+err_entry = lambda name: next((e for e in err_entries if matches(e[0], name)), None)
+known_errors = [n for n in errors if err_entry(n)]
 expected = [n for n in skipped if entry(n)]
 unexpected = [n for n in skipped if not entry(n)]
 if what == 'counts':
@@ -352,6 +358,9 @@ if what == 'counts':
     for n in expected: groups.setdefault(entry(n)[1], []).append(n)
     print('linux-on-sim: pyverbs: skips by the reason pyverbs-expected.txt gives:')
     for reason, names in sorted(groups.items(), key=lambda g: -len(g[1])): print(f'   {len(names):3} {reason}')
+    if known_errors:
+        print(f'linux-on-sim: pyverbs: {len(known_errors)} errors of a known cause (pyverbs-expected.txt, error: entries):')
+        for n in known_errors: print(f'   {n}: {err_entry(n)[1]}')
     stale = [e for e in entries if not any(matches(e[0], n) for n in skipped)]
     if stale:
         print(f'linux-on-sim: pyverbs: {len(stale)} entries of pyverbs-expected.txt skipped nothing this run (information):')
@@ -366,7 +375,7 @@ if what == 'ran':
           + (', the runner aborted on a hung test' if aborted else ''))
     for n in lost: print(f'   started, no result: {n}')
     sys.exit(0 if summary == mine and not lost and not aborted and exit_line is not None and res else 1)
-bad = {'fail': failed, 'error': errors, 'skips': unexpected}[what]
+bad = {'fail': failed, 'error': [n for n in errors if not err_entry(n)], 'skips': unexpected}[what]
 def short(t):
     if len(t) <= 200: return t
     dc = re.search(r'DC type\s*:\s*(\w+)', t)   # an mlx5dv QP's attributes: say which DC type
@@ -379,7 +388,7 @@ PY
   pyv counts
   check "pyverbs: rdma-core's suite ran in the guest to its summary (each test a result line, none hung)" "pyv ran"
   check "pyverbs: no test failed" "pyv fail"
-  check "pyverbs: no test ended in an error" "pyv error"
+  check "pyverbs: no test ended in an error (but those pyverbs-expected.txt lists with their known cause)" "pyv error"
   check "pyverbs: every test that skipped is one tests/linux-on-sim/pyverbs-expected.txt allows to skip" "pyv skips"
   check "pyverbs: the suite made the kernel warn nowhere (WARNING, BUG, Call Trace)" "grep -aq '^GUEST-PYV-KERNEL cmd_errors=[0-9]* warnings=0' '$WORK/guest.log'"
 fi

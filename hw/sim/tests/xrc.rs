@@ -104,13 +104,18 @@ fn xrc_seg(srqn: u32) -> Seg {
 
 /// An XRC initiator on `a` and a target on `b` (domain `xrcd`), connected to each other.
 fn xrc_pair(a: &mut Node, b: &mut Node, xrcd: u32) -> (Qp, Qp) {
-    // Linux gives each the device's own SRQ (`rq_type` SRQ) and the initiator its spare domain.
-    let (a_spare, a_srq, b_srq) = (alloc_xrcd(a), a.fx.create_rmp(), b.fx.create_rmp());
+    // Linux gives each the device's own SRQ `s0` (`rq_type` SRQ; an XRC SRQ of the device's
+    // domain `x0`) and the initiator its spare domain `x1`; here an RMP for the initiator.
+    let (a_spare, a_srq) = (alloc_xrcd(a), a.fx.create_rmp());
+    let b_x0 = alloc_xrcd(b);
+    let b_srq = xrc_srq(b, b_x0).srqn;
     let ini = a.create_qp_with(XRC, Some(a_srq), |c| {
         c.set(Qpc::XRCD, a_spare.into()).unwrap();
     });
+    // The target as mlx5_ib's create_xrc_tgt_qp makes it: no send queue, no UAR.
     let tgt = b.create_qp_with(XRC, Some(b_srq), |c| {
         c.set(Qpc::NO_SQ, 1).unwrap();
+        c.set(Qpc::UAR_PAGE, 0).unwrap();
         c.set(Qpc::LOG_SQ_SIZE, 0).unwrap();
         c.set(Qpc::XRCD, xrcd.into()).unwrap();
     });

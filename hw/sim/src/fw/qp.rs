@@ -15,8 +15,9 @@
 //! 3. `no_sq` = 1 — `log_sq_size` 0 (SQ_SIZE_WITH_NO_SQ); else `log_sq_size` ≤ `log_max_qp_sz`
 //!    (SQ_TOO_BIG);
 //! 4. `pd` allocated (BAD_RES UNKNOWN_PD); `cqn_snd` and `cqn_rcv` live CQs (UNKNOWN_CQ); with
-//!    `rq_type` 1, `srqn_rmpn_xrqn` a live SRQ or RMP (UNKNOWN_SRQ); `uar_page` allocated
-//!    (UNKNOWN_UAR);
+//!    `rq_type` 1, `srqn_rmpn_xrqn` a live SRQ or RMP — for an XRC QP also an XRC SRQ
+//!    (UNKNOWN_SRQ); `uar_page` allocated (UNKNOWN_UAR), or 0 on a QP with `no_sq` (it rings
+//!    no doorbell);
 //! 5. the 8-byte doorbell record at `dbr_addr`; the buffer — RQ (`2^log_rq_size` strides,
 //!    regular RQ only) then SQ (`2^log_sq_size` 64-byte WQEBBs) — see [`super::queue`] (a QP
 //!    with neither needs no PAS);
@@ -189,6 +190,12 @@ pub(crate) fn create_qp(
     let srq = match srq {
         Some(n) if model.objects.contains(ObjectKind::Srq, n) => Some((ObjectKind::Srq, n)),
         Some(n) if model.objects.contains(ObjectKind::Rmp, n) => Some((ObjectKind::Rmp, n)),
+        // An XRC QP may sit on an XRC SRQ (mlx5_ib gives both ends its device SRQ `s0`, an XRC
+        // SRQ); it receives nothing through it (a target takes each request's SRQ from the
+        // XRCETH, an initiator receives nothing).
+        Some(n) if st == qp_st::XRC && model.objects.contains(ObjectKind::XrcSrq, n) => {
+            Some((ObjectKind::XrcSrq, n))
+        }
         Some(_) => return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_SRQ)),
         None => None,
     };
@@ -197,8 +204,12 @@ pub(crate) fn create_qp(
     if let Some(x) = xrcd {
         queue::require(model, ObjectKind::Xrcd, x, syn::UNKNOWN_XRCD)?;
     }
-    let uar = c.get32(Qpc::UAR_PAGE);
-    queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
+    // A QP without a send queue rings no doorbell: it may name no UAR (mlx5_ib's XRC target
+    // sets none).
+    let uar = Some(c.get32(Qpc::UAR_PAGE)).filter(|&u| u != 0 || c.get(Qpc::NO_SQ) == 0);
+    if let Some(u) = uar {
+        queue::require(model, ObjectKind::Uar, u, syn::UNKNOWN_UAR)?;
+    }
     queue::doorbell_record(env, "CREATE_QP", c.get(Qpc::DBR_ADDR), QP_DBR_BYTES)?;
     let pas = queue::buffer(
         env,
@@ -216,7 +227,7 @@ pub(crate) fn create_qp(
     let mut v = encoded(ViewMut::<Qpc>::new(&mut ctx))?;
     copy(&mut v, &c, CREATE_FIELDS)?;
     encoded(v.set(Qpc::STATE, qp_state::RST))?;
-    let mut q = queue::new_queue(ctx, pas, Some(uar));
+    let mut q = queue::new_queue(ctx, pas, uar);
     q.holds
         .extend((!umr_without_pd).then_some((ObjectKind::Pd, pd)));
     q.holds
