@@ -7,6 +7,7 @@
 
 use core::sync::atomic::{AtomicU8, Ordering};
 
+use mlx5_ifc::consts::mkey_access_mode;
 use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, DestroyMkeyIn, DestroyMkeyOut, Mkc};
 use mlx5_ifc::Opcode;
 
@@ -18,8 +19,6 @@ use crate::io::platform::Platform;
 use crate::io::DmaBuf;
 use crate::verbs::pd::Pd;
 
-/// `access_mode` MTT.
-const ACCESS_MODE_MTT: u64 = 1;
 /// The variant byte of the next key (keys of reused indices differ).
 static VARIANT: AtomicU8 = AtomicU8::new(0x5a);
 
@@ -223,7 +222,7 @@ impl<P: Platform> Device<P> {
                     let octwords = pas.npages().div_ceil(2) as u64;
                     v.set(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE, octwords)?;
                     let mut m = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
-                    m.set(Mkc::ACCESS_MODE_1_0, ACCESS_MODE_MTT)?;
+                    m.set(Mkc::ACCESS_MODE_1_0, mkey_access_mode::MTT)?;
                     m.set(Mkc::LR, 1)?;
                     m.set(Mkc::LW, u64::from(access.local_write))?;
                     m.set(Mkc::RR, u64::from(access.remote_read))?;

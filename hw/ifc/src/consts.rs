@@ -270,6 +270,16 @@ pub mod cqe_sz {
     pub const BYTES_128: u64 = 1;
 }
 
+/// `mkc.access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`): how a memory key translates.
+pub mod mkey_access_mode {
+    /// Physical addresses (IOVAs) as given.
+    pub const PA: u64 = 0;
+    /// Through a list of page addresses (MTT entries).
+    pub const MTT: u64 = 1;
+    /// Indirect: through a list of (byte count, key, address) entries (KLMs); memory windows.
+    pub const KLMS: u64 = 2;
+}
+
 /// MODIFY_CQ: its `op_mod`s and the bits of `modify_field_select_resize_field_select`.
 pub mod modify_cq {
     /// `op_mod`: change the moderation (`modify_field_select`).

@@ -76,6 +76,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::ATOMIC, 1),
     (C::CQ_OI, 1),
     (C::CQ_RESIZE, 1),
+    // Memory windows (type 1 and 2B: KLM keys bound by UMR WQEs); mlx5_ib reports MEM_WINDOW,
+    // MEM_WINDOW_TYPE_2B and `max_mw` = 2^log_max_mkey from it (real-cx5.md rows 12, 24).
+    (C::IMAICL, 1),
     // Multicast loopback blocking per QP (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`).
     (C::BLOCK_LB_MC, 1),
     (C::CQ_MODERATION, 1),

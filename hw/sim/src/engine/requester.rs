@@ -121,7 +121,9 @@ pub(crate) fn local_syndrome(e: LocalError) -> (u8, u8) {
 fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
     let opcode = View::<CtrlSeg>::new(bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
     let too_big = bytes.len() as u64 > hw.model.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
-    if opcode == wop::UMR && (info.umr || info.st == qp_st::RC) {
+    // UMR: the REG_UMR QP's, and on RC and UC QPs rdma-core's memory window binds and local
+    // invalidations (`IBV_WR_BIND_MW`, `IBV_WR_LOCAL_INV`).
+    if opcode == wop::UMR && (info.umr || matches!(info.st, qp_st::RC | qp_st::UC)) {
         umr(hw, info, cc, bytes, too_big);
         return;
     }

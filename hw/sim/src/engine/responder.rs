@@ -381,7 +381,7 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
         };
     }
     if let (Some(rkey), None) = (p.ieth, p.imm) {
-        if let Err(e) = translation::invalidate_remote(hw.model, rkey, info.pd) {
+        if let Err(e) = translation::invalidate_remote(hw.model, rkey, (info.pd, info.qpn)) {
             log::info!(
                 "mlx5-sim: QP {:#x}: SEND with invalidate of rkey {rkey:#x}: {e:?}",
                 info.qpn
@@ -444,13 +444,13 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
         if !info.rwe {
             return access_error(reliable);
         }
-        match translation::translate(
+        match translation::translate_remote(
             hw.model,
             r.rkey,
             r.va,
             r.len.into(),
             access::REMOTE_WRITE,
-            info.pd,
+            (info.pd, info.qpn),
         ) {
             Ok(pieces) => {
                 qp_rt(&mut hw.model.rt, info).write = Some(WriteCtx {
@@ -484,7 +484,14 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
         // WRITE whose MR was deregistered after its first packet is refused (remote access
         // NAK), never placed through the translation of a key that is gone.
         let at = ctx.va.wrapping_add(ctx.written);
-        match translation::translate(hw.model, ctx.key, at, len, access::REMOTE_WRITE, info.pd) {
+        match translation::translate_remote(
+            hw.model,
+            ctx.key,
+            at,
+            len,
+            access::REMOTE_WRITE,
+            (info.pd, info.qpn),
+        ) {
             Ok(pieces) => (ctx.pieces, ctx.at, ctx.used) = (pieces, 0, 0),
             Err(e) => {
                 log::info!(
@@ -558,18 +565,24 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     if !info.rre {
         return access_error(true);
     }
-    let pieces =
-        match translation::translate(hw.model, r.rkey, r.va, len, access::REMOTE_READ, info.pd) {
-            Ok(p) => p,
-            Err(e) => {
-                log::info!(
-                    "mlx5-sim: QP {:#x}: RDMA READ rkey {:#x}: {e:?}",
-                    info.qpn,
-                    r.rkey
-                );
-                return access_error(true);
-            }
-        };
+    let pieces = match translation::translate_remote(
+        hw.model,
+        r.rkey,
+        r.va,
+        len,
+        access::REMOTE_READ,
+        (info.pd, info.qpn),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            log::info!(
+                "mlx5-sim: QP {:#x}: RDMA READ rkey {:#x}: {e:?}",
+                info.qpn,
+                r.rkey
+            );
+            return access_error(true);
+        }
+    };
     let mut data = Vec::with_capacity(len as usize);
     for &(iova, n) in pieces.iter() {
         let at = data.len();
@@ -643,7 +656,14 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     if info.atomic_mode == 0 {
         return invalid(true);
     }
-    let iova = match translation::translate(hw.model, a.rkey, a.va, 8, access::ATOMIC, info.pd) {
+    let iova = match translation::translate_remote(
+        hw.model,
+        a.rkey,
+        a.va,
+        8,
+        access::ATOMIC,
+        (info.pd, info.qpn),
+    ) {
         Ok(pieces) if pieces.len() == 1 => pieces[0].0,
         _ => return access_error(true),
     };

@@ -1,7 +1,10 @@
-//! UMR (user-mode memory registration) send WQEs: a QP of type REG_UMR (or RC) changes a
+//! UMR (user-mode memory registration) send WQEs: a QP of type REG_UMR (or RC, UC) changes a
 //! memory key from its send queue — enables it with its translations, revokes it (free), or
 //! changes its PD and access — without a command. Linux's mlx5_ib registers user memory this
-//! way on the keys of its MR cache (created free, `umr_en`, by CREATE_MKEY).
+//! way on the keys of its MR cache (created free, `umr_en`, by CREATE_MKEY); rdma-core binds
+//! and invalidates memory windows this way (`set_bind_wr` in its mlx5 provider: a KLM entry
+//! naming the MR inline, the window's new key byte, its access, and for a type 2 window the
+//! QP it is bound to).
 //!
 //! The WQE (opcode 0x25): the control segment's `imm` holds the target key (found by its index,
 //! `imm >> 8`: a fast registration names the key's *new* variant); a UMR control segment (48
@@ -15,14 +18,18 @@
 //! * `flags` bits 6:5 — 1: the key must be free (`CHECK_NOT_FREE`, what an enable sends),
 //!   2: it must not be (`CHECK_FREE`) (LOCAL_PROT_ERR: the syndrome firmware gives is not
 //!   documented in any source this project has; Linux handles every non-flush syndrome alike);
-//! * translations only into an MTT key, entries of 8 bytes at byte offset `xlt_offset × 16`
-//!   (with `flags` bit 4; else 0), within the key's table rounded up to 64 bytes — Linux writes
-//!   whole 64-byte chunks, past a `translations_octword_size` that is not a multiple of 4
-//!   (LOCAL_LENGTH_ERR);
+//! * `flags` bit 3 (CHECK_QPN): the key must be bound to the QP executing the WQE
+//!   (LOCAL_PROT_ERR);
+//! * translations only into an MTT key — entries of 8 bytes at byte offset `xlt_offset × 16`
+//!   (with `flags` bit 4; else 0), within the key's table rounded up to 64 bytes: Linux writes
+//!   whole 64-byte chunks, past a `translations_octword_size` that is not a multiple of 4 — or
+//!   a KLM key (16-byte entries: byte count, key, address; they replace the list from the
+//!   offset on) (LOCAL_LENGTH_ERR);
 //! * a new `log_page_size` 12..=30, a new PD that exists (LOCAL_PROT_ERR).
 //!
 //! `mkey_mask` selects the fields the mkey segment changes: LEN (with `length64`), PAGE_SIZE,
-//! START_ADDR, PD, EN_RINVAL, KEY (`mkey_7_0`), QPN, LR, LW, RR, RW, A and FREE; the others
+//! START_ADDR, PD, EN_RINVAL, KEY (`mkey_7_0`), QPN (the QP a window is bound to), LR, LW,
+//! RR, RW, A and FREE; the others
 //! (fence, relaxed ordering, BSF) change nothing this model keeps. The key's context image
 //! follows, so QUERY_MKEY shows the result. Entry low 12 bits (read/write present flags) are
 //! masked off, as CREATE_MKEY does.
@@ -33,7 +40,7 @@ use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::dma;
 use super::wqe::{LocalError, Piece};
-use crate::model::mkey::access;
+use crate::model::mkey::{access, Klm, Mkey};
 use crate::model::objects::ObjectKind;
 use crate::model::runtime::Sge;
 use crate::model::Hw;
@@ -46,6 +53,9 @@ const TRANSLATION_OFFSET_EN: u8 = 0x10;
 const CHECK_MASK: u8 = 0x60;
 const CHECK_NOT_FREE: u8 = 0x20;
 const CHECK_FREE: u8 = 0x40;
+/// The key must be bound to the QP executing the WQE (rdma-core's local invalidation of a
+/// type 2 window).
+const CHECK_QPN: u8 = 0x08;
 const INLINE: u8 = 0x80;
 /// `mkey_mask` bits.
 mod mask {
@@ -95,20 +105,27 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
     let m = hw.model.objects.mkey(index).ok_or(LocalError::Protection)?;
     let umr_en = View::<Mkc>::new(&m.ctx).is_ok_and(|v| v.get(Mkc::UMR_EN) == 1);
     let check = flags & CHECK_MASK;
-    if !umr_en || (check == CHECK_NOT_FREE && !m.free) || (check == CHECK_FREE && m.free) {
+    let own_qpn = c.get32(CtrlSeg::QPN);
+    let qpn_refused = flags & CHECK_QPN != 0 && m.qpn != own_qpn;
+    if !umr_en
+        || (check == CHECK_NOT_FREE && !m.free)
+        || (check == CHECK_FREE && m.free)
+        || qpn_refused
+    {
         log::info!(
-            "mlx5-sim: UMR on mkey {index:#x}: umr_en {umr_en}, free {}, check {check:#x}",
-            m.free
+            "mlx5-sim: UMR on mkey {index:#x}: umr_en {umr_en}, free {}, check {check:#x}, bound to QP {:#x} (the WQE's QP {own_qpn:#x})",
+            m.free,
+            m.qpn
         );
         return Err(LocalError::Protection);
     }
 
-    // The translation entries.
-    let entries = if octowords == 0 {
+    // The translation entries: their bytes.
+    let xlt = if octowords == 0 {
         Vec::new()
     } else {
         let bytes = octowords * 16;
-        let xlt = if flags & INLINE != 0 {
+        if flags & INLINE != 0 {
             let at = seg_at + MKEY_SEG_BYTES;
             w.get(at..at + bytes).ok_or(LocalError::Length)?.to_vec()
         } else {
@@ -123,10 +140,7 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
             // The UMR QP has no PD: the lkey is taken in its own.
             let pd = hw.model.objects.mkey(sge.lkey >> 8).map_or(0, |k| k.pd);
             dma::gather(hw, pd, &[Piece::Data(sge)], bytes as u64)?
-        };
-        xlt.chunks_exact(8)
-            .map(|e| u64::from_be_bytes(e.try_into().unwrap_or([0; 8])) & !MTT_FLAGS)
-            .collect()
+        }
     };
 
     // The new PD must exist.
@@ -145,20 +159,8 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
         .mkey_mut(index)
         .ok_or(LocalError::Protection)?;
     let octo_size = View::<Mkc>::new(&m.ctx).map_or(0, |v| v.get(Mkc::TRANSLATIONS_OCTWORD_SIZE));
-    if !entries.is_empty() {
-        let Some((_, pages)) = m.mtt.as_mut() else {
-            return Err(LocalError::Protection);
-        };
-        // Whole 64-byte chunks of the table (8 entries each).
-        let cap = (octo_size as usize * 2).next_multiple_of(8);
-        let first = (offset / 8) as usize;
-        if first + entries.len() > cap {
-            return Err(LocalError::Length);
-        }
-        if pages.len() < first + entries.len() {
-            pages.resize(first + entries.len(), 0);
-        }
-        pages[first..first + entries.len()].copy_from_slice(&entries);
+    if !xlt.is_empty() {
+        write_translations(m, &xlt, offset, octo_size as usize)?;
     }
     let old_pd = m.pd;
     let bit = |f| s.get(f) == 1;
@@ -198,6 +200,9 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
     if mkey_mask & mask::FREE != 0 {
         m.free = bit(Mkc::FREE);
     }
+    if mkey_mask & mask::QPN != 0 {
+        m.qpn = s.get32(Mkc::QPN);
+    }
     // The context image follows every field the mask names.
     let fields = [
         (mask::LEN, &[Mkc::LEN, Mkc::LENGTH64][..]),
@@ -227,5 +232,55 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
         hw.model.objects.release(&[(ObjectKind::Pd, old_pd)]);
         hw.model.objects.hold(&[(ObjectKind::Pd, new_pd)]);
     }
+    Ok(())
+}
+
+/// Writes translation bytes `xlt` at byte `offset` of key `m`'s table of `octo_size` octwords:
+/// MTT entries (8 bytes, flag bits masked; whole 64-byte chunks, as Linux writes them) into an
+/// MTT key, KLM entries (16 bytes) into an indirect one; a PA key has no table.
+fn write_translations(
+    m: &mut Mkey,
+    xlt: &[u8],
+    offset: u64,
+    octo_size: usize,
+) -> Result<(), LocalError> {
+    if let Some(list) = m.klm.as_mut() {
+        let entries: Vec<Klm> = xlt
+            .chunks_exact(Klm::BYTES)
+            .filter_map(Klm::parse)
+            .collect();
+        let first = (offset / Klm::BYTES as u64) as usize;
+        if first + entries.len() > octo_size.next_multiple_of(4) {
+            return Err(LocalError::Length);
+        }
+        list.truncate(first);
+        list.resize(
+            first,
+            Klm {
+                bytes: 0,
+                key: 0,
+                addr: 0,
+            },
+        );
+        list.extend(entries);
+        return Ok(());
+    }
+    let Some((_, pages)) = m.mtt.as_mut() else {
+        return Err(LocalError::Protection);
+    };
+    let entries: Vec<u64> = xlt
+        .chunks_exact(8)
+        .map(|e| u64::from_be_bytes(e.try_into().unwrap_or([0; 8])) & !MTT_FLAGS)
+        .collect();
+    // Whole 64-byte chunks of the table (8 entries each).
+    let cap = (octo_size * 2).next_multiple_of(8);
+    let first = (offset / 8) as usize;
+    if first + entries.len() > cap {
+        return Err(LocalError::Length);
+    }
+    if pages.len() < first + entries.len() {
+        pages.resize(first + entries.len(), 0);
+    }
+    pages[first..first + entries.len()].copy_from_slice(&entries);
     Ok(())
 }

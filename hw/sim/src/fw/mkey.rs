@@ -2,8 +2,8 @@
 //!
 //! CREATE_MKEY checks, in order, each with its own syndrome:
 //!
-//! 1. `access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`) is PA (0) or MTT (1)
-//!    (BAD_PARAM MKEY_ACCESS_MODE);
+//! 1. `access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`) is PA (0), MTT (1) or KLMS (2,
+//!    an indirect key: mlx5_ib's memory windows) (BAD_PARAM MKEY_ACCESS_MODE);
 //! 2. `pd` allocated (BAD_RES UNKNOWN_PD);
 //! 3. the range: MTT with `length64` set, or `start_addr + len` past 2^64 (BAD_PARAM
 //!    MKEY_LENGTH). PA with `length64` covers the whole IOVA space;
@@ -23,13 +23,15 @@
 //!
 //! Mkey indices come from 3 (index 1 is the reserved lkey 0x100, 2 the null mkey 0x200); the
 //! key the data path uses is `mkey_index << 8 | mkey_7_0`. An mkey holds its PD. `free` = 1
-//! creates the mkey unusable (every access through it fails) until UMR, which the simulator
-//! does not implement. QUERY_MKEY returns the context as created (`free` set once a peer
+//! creates the mkey unusable (every access through it fails) until a UMR WQE enables it
+//! ([`crate::engine::umr`]). A KLM key's entries (`translations_octword_actual_size` of them,
+//! 16 bytes each) follow the context, at most `translations_octword_size`. QUERY_MKEY returns the context as created (`free` set once a peer
 //! invalidated the key) and the first four MTT entries (flag bits cleared).
 //!
 //! The keys themselves, their translation and remote invalidation are the model's
 //! ([`crate::model::mkey`]).
 
+use mlx5_ifc::consts::mkey_access_mode;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::mr::{
     CreateMkeyIn, CreateMkeyOut, DestroyMkeyIn, Mkc, QueryMkeyIn, QueryMkeyOut,
@@ -39,7 +41,7 @@ use mlx5_ifc::{Be64, CmdStatus, View};
 use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Failure, Req};
 use super::queue;
 use crate::fault::{DmaFault, DmaFaultKind};
-use crate::model::mkey::{access, Mkey};
+use crate::model::mkey::{access, Klm, Mkey};
 use crate::model::objects::{Object, ObjectKind};
 use crate::model::Model;
 use crate::syndrome as syn;
@@ -124,6 +126,30 @@ fn mtt(
     Ok((shift, pages))
 }
 
+/// The KLM list of a new indirect mkey: `translations_octword_actual_size` entries of 16 bytes
+/// (one octword each) after the context, at most `translations_octword_size`
+/// (BAD_PARAM MKEY_MTT_SIZE); an input shorter than the list is refused (INLEN_MKEY_MTT). Their
+/// keys are checked when the key is used (a window is typically created free, without any).
+fn klms(req: &Req<'_>, c: &View<'_, Mkc>) -> Result<Vec<Klm>, Failure> {
+    let actual = input::<CreateMkeyIn>(req)?.get(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE);
+    if actual > c.get(Mkc::TRANSLATIONS_OCTWORD_SIZE) {
+        return Err(bad_param(syn::MKEY_MTT_SIZE));
+    }
+    let off = CreateMkeyIn::KLM_PAS_MTT.offset();
+    let end = usize::try_from(actual)
+        .ok()
+        .and_then(|n| n.checked_mul(Klm::BYTES))
+        .and_then(|b| b.checked_add(off));
+    let list = match end {
+        Some(end) if req.input.len() >= end => &req.input[off..end],
+        _ => return Err(fail(CmdStatus::BadInputLen, syn::INLEN_MKEY_MTT)),
+    };
+    Ok(list
+        .chunks_exact(Klm::BYTES)
+        .filter_map(Klm::parse)
+        .collect())
+}
+
 pub(crate) fn create_mkey(
     model: &mut Model,
     env: &mut Env<'_>,
@@ -133,7 +159,7 @@ pub(crate) fn create_mkey(
     let i = input::<CreateMkeyIn>(req)?;
     let c = i.nested(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
     let mode = (c.get(Mkc::ACCESS_MODE_4_2) << 2) | c.get(Mkc::ACCESS_MODE_1_0);
-    if mode > 1 {
+    if mode > mkey_access_mode::KLMS {
         return Err(bad_param(syn::MKEY_ACCESS_MODE));
     }
     let pd = c.get32(Mkc::PD);
@@ -143,11 +169,16 @@ pub(crate) fn create_mkey(
         c.get(Mkc::LEN),
         c.get(Mkc::LENGTH64) == 1,
     );
-    if (whole && mode == 1) || (!whole && start.checked_add(len).is_none()) {
+    if (whole && mode == mkey_access_mode::MTT) || (!whole && start.checked_add(len).is_none()) {
         return Err(bad_param(syn::MKEY_LENGTH));
     }
-    let mtt = if mode == 1 {
+    let mtt = if mode == mkey_access_mode::MTT {
         Some(mtt(env, req, &c, start, len)?)
+    } else {
+        None
+    };
+    let klm = if mode == mkey_access_mode::KLMS {
+        Some(klms(req, &c)?)
     } else {
         None
     };
@@ -170,6 +201,8 @@ pub(crate) fn create_mkey(
             | bit(Mkc::RW, access::REMOTE_WRITE)
             | bit(Mkc::A, access::ATOMIC),
         mtt,
+        klm,
+        qpn: c.get32(Mkc::QPN),
         free: c.get(Mkc::FREE) == 1,
         rinval: c.get(Mkc::EN_RINVAL) == 1,
     };

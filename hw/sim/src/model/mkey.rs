@@ -17,7 +17,11 @@
 //! Translation ([`super::translation::translate`]): a key names a live mkey whose variant byte matches, created not
 //! free ([`KeyError::BadKey`]); its PD is the QP's ([`KeyError::Pd`]); it grants the access
 //! asked for ([`KeyError::Access`]); `[va, va + len)` lies inside `[start_addr, start_addr +
-//! len)` ([`KeyError::Bounds`]). The reserved lkey ([`RESD_LKEY`]) is a PA key of every PD with
+//! len)` ([`KeyError::Bounds`]). An indirect (KLM) key — a memory window — maps its range
+//! through its entries, in order, each onto a direct key of the same PD, which must grant the
+//! local side of the access (local read for a read, local write for a write or an atomic); a
+//! remote access through a type 2 window bound to a QP must arrive on that QP
+//! ([`super::translation::translate_remote`]; [`KeyError::Access`]). The reserved lkey ([`RESD_LKEY`]) is a PA key of every PD with
 //! local read and write access only; the null mkey fails every access.
 
 /// The reserved lkey (QUERY_SPECIAL_CONTEXTS `resd_lkey`): a PA key of every PD.
@@ -46,12 +50,46 @@ pub(crate) struct Mkey {
     /// `length64`: the whole address space.
     pub(crate) whole: bool,
     pub(crate) access: u8,
-    /// MTT mode: page shift and page addresses; `None` in PA mode.
+    /// MTT mode: page shift and page addresses; `None` in PA and KLM mode.
     pub(crate) mtt: Option<(u32, Vec<u64>)>,
+    /// KLM mode (an indirect key, e.g. a memory window): its entries, in order; `None` in the
+    /// other modes.
+    pub(crate) klm: Option<Vec<Klm>>,
+    /// The QP a type 2 memory window is bound to (`qpn`; 0xffffff: none).
+    pub(crate) qpn: u32,
     pub(crate) free: bool,
     /// `en_rinval`: a peer's SEND with invalidate may invalidate the key.
     pub(crate) rinval: bool,
 }
+
+/// One KLM entry of an indirect key: `bytes` of the key's range map to `[addr, addr + bytes)`
+/// through `key` (a direct key: PA or MTT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Klm {
+    pub(crate) bytes: u32,
+    pub(crate) key: u32,
+    pub(crate) addr: u64,
+}
+
+impl Klm {
+    /// Bytes of a KLM entry (`mlx5_wqe_umr_klm_seg`, `klm` of mlx5_ifc): byte count, key,
+    /// address, all big-endian.
+    pub(crate) const BYTES: usize = 16;
+
+    /// The entry of bytes `b` (16 of them).
+    pub(crate) fn parse(b: &[u8]) -> Option<Klm> {
+        let w = |at: usize| -> Option<[u8; 4]> { b.get(at..at + 4)?.try_into().ok() };
+        let a: [u8; 8] = b.get(8..16)?.try_into().ok()?;
+        Some(Klm {
+            bytes: u32::from_be_bytes(w(0)?),
+            key: u32::from_be_bytes(w(4)?),
+            addr: u64::from_be_bytes(a),
+        })
+    }
+}
+
+/// `qpn` of a key bound to no QP.
+pub(crate) const NO_QPN: u32 = 0xff_ffff;
 
 /// Why a key does not grant an access.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
