@@ -127,12 +127,13 @@ impl Net<'_> {
 }
 
 /// Every counter a device drops or delivers a received frame under (the rest were taken by a
-/// RoCE QP).
+/// RoCE QP); its own multicast looped back and blocked by its TIRs among them.
 pub fn buckets(c: &DatapathCounters) -> u64 {
     c.eth_rx_steering_drops
         + c.eth_rx_out_of_buffer
         + c.eth_rx_delivered
         + c.eth_rx_errors
+        + c.eth_rx_self_lb_blocked
         + c.rx_malformed
         + c.rx_not_ours
         + c.rx_icrc_errors

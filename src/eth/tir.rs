@@ -3,7 +3,7 @@
 //! spreading frames over an RQT by the Toeplitz hash of their addresses and ports (RSS).
 
 use mlx5_ifc::consts::rx_hash_field::{DST_IP, L4_DPORT, L4_SPORT, SRC_IP};
-use mlx5_ifc::consts::{rx_hash_fn, tir_disp_type};
+use mlx5_ifc::consts::{rx_hash_fn, self_lb_block, tir_disp_type};
 use mlx5_ifc::prm::tir::{
     CreateTirIn, CreateTirOut, DestroyTirIn, DestroyTirOut, RxHashFieldSelect as Sel, Tirc,
 };
@@ -15,6 +15,11 @@ use super::tis::TransportDomain;
 use crate::error::Result;
 use crate::fw::cmd::run;
 use crate::fw::cmd::run_create;
+
+/// Every TIR blocks the frames its own transport domain's SQs loop back (unicast and
+/// multicast), as Linux's mlx5e sets its TIRs (`mlx5e_refresh_tirs`): the port never receives
+/// its own broadcasts and multicast.
+const SELF_LB_BLOCK: u64 = self_lb_block::UNICAST | self_lb_block::MULTICAST;
 use crate::fw::queue::QueueBuf;
 use crate::io::platform::Platform;
 use crate::Device;
@@ -62,7 +67,8 @@ impl<'d, P: Platform> Tir<'d, P> {
                     v.nested_mut(CreateTirIn::CTX)
                         .set(Tirc::DISP_TYPE, tir_disp_type::DIRECT)?
                         .set(Tirc::INLINE_RQN, u64::from(rqn))?
-                        .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?;
+                        .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?
+                        .set(Tirc::SELF_LB_BLOCK, SELF_LB_BLOCK)?;
                     Ok(())
                 },
             )
@@ -108,7 +114,8 @@ impl<'d, P: Platform> Tir<'d, P> {
                     c.set(Tirc::DISP_TYPE, tir_disp_type::INDIRECT)?
                         .set(Tirc::INDIRECT_TABLE, u64::from(rqtn))?
                         .set(Tirc::RX_HASH_FN, rx_hash_fn::TOEPLITZ)?
-                        .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?;
+                        .set(Tirc::TRANSPORT_DOMAIN, u64::from(tdn))?
+                        .set(Tirc::SELF_LB_BLOCK, SELF_LB_BLOCK)?;
                     let k = c.bytes_mut(Tirc::RX_HASH_TOEPLITZ_KEY);
                     let n = k.len().min(key.len());
                     k[..n].copy_from_slice(&key[..n]);

@@ -59,6 +59,7 @@ fn delta(b: &DatapathCounters, a: &DatapathCounters) -> DatapathCounters {
     d.eth_rx_out_of_buffer -= b.eth_rx_out_of_buffer;
     d.eth_rx_delivered -= b.eth_rx_delivered;
     d.eth_rx_errors -= b.eth_rx_errors;
+    d.eth_rx_self_lb_blocked -= b.eth_rx_self_lb_blocked;
     d.rx_malformed -= b.rx_malformed;
     d.rx_not_ours -= b.rx_not_ours;
     d.rx_icrc_errors -= b.rx_icrc_errors;

@@ -270,6 +270,14 @@ pub mod cqe_sz {
     pub const BYTES_128: u64 = 1;
 }
 
+/// `tirc.self_lb_block`: which of its own transport domain's looped-back packets a TIR refuses.
+pub mod self_lb_block {
+    /// Unicast.
+    pub const UNICAST: u64 = 1 << 0;
+    /// Multicast and broadcast.
+    pub const MULTICAST: u64 = 1 << 1;
+}
+
 /// `mkc.access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`): how a memory key translates.
 pub mod mkey_access_mode {
     /// Physical addresses (IOVAs) as given.

@@ -187,7 +187,7 @@ impl Shared {
             let mut st = self.lock();
             let mut hw = st.hw(now);
             let r = f(&mut hw);
-            if !hw.model.rt.looped.is_empty() {
+            if !hw.model.rt.looped.is_empty() || !hw.model.rt.eth_looped.is_empty() {
                 engine::loop_back(&mut hw);
             }
             // The queued frames out, a spare (emptied earlier, its capacity kept) in.

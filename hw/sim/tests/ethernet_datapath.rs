@@ -77,6 +77,8 @@ fn checksums_ok(f: &[u8]) -> bool {
 /// One NIC's Ethernet queues: a transport domain, a TIS and SQ (A), or RQs, an RQT, a TIR and
 /// steering (B).
 struct Eth {
+    /// The sender's transport domain (0 for a receiver).
+    td: u32,
     sqn: u32,
     sq: DmaBlock,
     sq_dbr: DmaBlock,
@@ -130,6 +132,7 @@ fn sender(n: &mut Node) -> Eth {
         0x10,
     );
     Eth {
+        td,
         sqn,
         sq,
         sq_dbr,
@@ -198,6 +201,7 @@ fn receiver(n: &mut Node, mr: &Mr, posted: u16) -> Eth {
         0x10,
     );
     Eth {
+        td: 0,
         sqn: 0,
         sq: rqs[0].1,
         sq_dbr: rqs[0].2,
@@ -407,4 +411,127 @@ fn an_rq_without_posted_buffers_drops_and_counts() {
     fabric.run_until_idle();
     let c = b.poll().expect("delivered once a buffer is posted");
     assert_eq!((c.opcode, c.byte_cnt, c.wqe_counter), (2, 60, 0));
+}
+
+/// A direct TIR of domain `td` (with `self_lb_block` `block`) over a new RDY RQ of 16 posted
+/// 2 KiB buffers at `mr` + `16 * slot * BUF`: `(tir, rqn)`.
+fn direct_rx(n: &mut Node, mr: &Mr, slot: u64, td: u32, block: u64) -> (u32, u32) {
+    let (r, buf, dbr) = ring(n, 1);
+    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, |_| {}), CreateRqOut::RQN);
+    n.fx.p.ok(
+        &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
+            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
+            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
+        }),
+        0x10,
+    );
+    let dev = n.dev();
+    for k in 0..16u64 {
+        let mut w = [0u8; 64];
+        w[..4].copy_from_slice(&(BUF as u32).to_be_bytes());
+        w[4..8].copy_from_slice(&mr.key.to_be_bytes());
+        w[8..16].copy_from_slice(&mr.va((slot * 16 + k) * BUF).to_be_bytes());
+        w[20..24].copy_from_slice(&0x100u32.to_be_bytes());
+        dev.dma_write(buf.iova + k * 64, &w).unwrap();
+    }
+    dev.dma_write(dbr.iova, &16u32.to_be_bytes()).unwrap();
+    let tir_in = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
+        let mut c = v.nested_mut(CreateTirIn::CTX);
+        c.set(Tirc::INLINE_RQN, rqn.into()).unwrap();
+        c.set(Tirc::TRANSPORT_DOMAIN, td.into()).unwrap();
+        c.set(Tirc::SELF_LB_BLOCK, block).unwrap();
+    });
+    (
+        made::<CreateTirOut>(&mut n.fx, &tir_in, CreateTirOut::TIRN),
+        rqn,
+    )
+}
+
+/// A device loops the multicast its SQs send back to its own port, as Linux's users rely on
+/// (rdma-core's raw packet flow tests send to a multicast MAC between two QPs of one port;
+/// mlx5e's TIRs block their own domain's with `self_lb_block`, mlx5_ib's vport setting turns
+/// local loopback off when one user context is alone): the flow tables steer the copy, a TIR
+/// of the sender's transport domain that blocks multicast self-loopback does not take it, one
+/// of another domain does; with the vport's `disable_mc_local_lb` set nothing comes back.
+#[test]
+fn multicast_an_sq_sends_comes_back_past_the_tirs_of_its_domain_that_block_it() {
+    use mlx5_ifc::prm::vport::{
+        ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as FieldSel,
+        NicVportContext as Ctx,
+    };
+    let mut n = Node::new(Mode::Sync, 1);
+    let mr = n.reg_mr(64 * 1024, false, false, false);
+    let mut a = sender(&mut n);
+    let other = transport_domain(&mut n);
+    let (open_tir, open_rq) = direct_rx(&mut n, &mr, 0, other, 0);
+    let (blocking_tir, _) = direct_rx(&mut n, &mr, 1, a.td, 2);
+    let group_mac = [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb];
+    let table =
+        made::<CreateFlowTableOut>(&mut n.fx, &table_in(0, None), CreateFlowTableOut::TABLE_ID);
+    let group = made::<CreateFlowGroupOut>(
+        &mut n.fx,
+        &dmac_group_in(table, 0, 0),
+        CreateFlowGroupOut::GROUP_ID,
+    );
+    n.fx.p.ok(
+        &dmac_fte_in(
+            table,
+            group,
+            0,
+            group_mac,
+            &[(2, open_tir), (2, blocking_tir)],
+        ),
+        0x10,
+    );
+    n.fx.p.ok(
+        &cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, 0, |v| {
+            v.set(SetFlowTableRootIn::TABLE_ID, table.into()).unwrap();
+        }),
+        0x10,
+    );
+    let f = frame(group_mac, n.mac(), 17, &[5; 40]);
+    let src = n.reg_mr(4096, false, false, false);
+    send(&n, &mut a, &src, &f, 14, None);
+    let cqes = n.drain();
+    let rx = cqes.iter().filter(|c| c.opcode == 0x2).count();
+    assert_eq!(rx, 1, "received once");
+    assert_eq!(
+        received(&n, &mr, 0, 0, f.len())[..12],
+        f[..12],
+        "in RQ {open_rq:#x}, the other domain's TIR's"
+    );
+    assert_eq!(
+        received(&n, &mr, 1, 0, 12),
+        vec![0; 12],
+        "not through the blocking TIR"
+    );
+    let c = n.dev().datapath_counters();
+    assert_eq!((c.eth_rx_delivered, c.eth_rx_self_lb_blocked), (1, 1));
+
+    // The vport turns multicast local loopback off: the next frame does not come back.
+    n.fx.p.ok(
+        &cmd::<ModIn>(Opcode::ModifyNicVportContext, 0, |v| {
+            v.nested_mut(ModIn::FIELD_SELECT)
+                .set(FieldSel::DISABLE_MC_LOCAL_LB, 1)
+                .unwrap();
+            v.nested_mut(ModIn::NIC_VPORT_CONTEXT)
+                .set(Ctx::DISABLE_MC_LOCAL_LB, 1)
+                .unwrap();
+        }),
+        0x10,
+    );
+    send(&n, &mut a, &src, &f, 14, None);
+    assert!(
+        n.drain().iter().all(|c| c.opcode != 0x2),
+        "nothing received"
+    );
+    let c = n.dev().datapath_counters();
+    assert_eq!(
+        (
+            c.eth_rx_delivered,
+            c.eth_rx_self_lb_blocked,
+            c.eth_tx_frames
+        ),
+        (1, 1, 2)
+    );
 }

@@ -23,6 +23,7 @@
 
 use mlx5_ifc::consts::sq_rq_state::{ERR, RDY};
 use mlx5_ifc::prm::sq_rq::Sqc;
+use mlx5_ifc::prm::tir::Tisc;
 use mlx5_ifc::wqe::{eth_cs, fm_ce_se, opcode, CtrlSeg, DataSeg, EthSeg};
 use mlx5_ifc::{Layout, View, ViewMut};
 
@@ -53,6 +54,8 @@ const MIN_FRAME: usize = 60;
 struct SqInfo {
     state: u64,
     cqn: u32,
+    /// The transport domain of its TIS (what a looped-back frame is blocked by).
+    td: u32,
     /// Its ring, in WQEBBs.
     ring: WqRing,
 }
@@ -62,9 +65,20 @@ fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
     let c = View::<Sqc>::new(&q.ctx).ok()?;
     let mut ring = WqRing::of(&c.nested(Sqc::WQ), &q.pas);
     ring.stride = WQEBB;
+    let td = hw
+        .model
+        .objects
+        .queue(ObjectKind::Tis, c.get32(Sqc::TIS_NUM_0))
+        .and_then(|t| {
+            View::<Tisc>::new(&t.ctx)
+                .ok()
+                .map(|v| v.get32(Tisc::TRANSPORT_DOMAIN))
+        })
+        .unwrap_or(0);
     Some(SqInfo {
         state: c.get(Sqc::STATE),
         cqn: c.get32(Sqc::CQN),
+        td,
         ring,
     })
 }
@@ -135,8 +149,9 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                     .and_then(|w| frames(hw, sq.ring.pd, &w, op_code == opcode::TSO));
                 match sent {
                     Ok(frames) => {
+                        let lb = !hw.model.vport.disable_mc_local_lb;
                         for f in frames {
-                            hw.model.rt.send_raw(f);
+                            hw.model.rt.send_raw(f, sq.td, lb);
                         }
                     }
                     Err(e) => {

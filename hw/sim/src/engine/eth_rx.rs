@@ -19,9 +19,11 @@
 //!   RSS hash and its type, the steering entry's flow tag in `sop_drop_qpn`, and the RQ's
 //!   `user_index` (CQE version 1).
 
+use mlx5_ifc::consts::self_lb_block;
 use mlx5_ifc::consts::sq_rq_state::RDY;
 use mlx5_ifc::cqe::{l3_hdr_type, l4_hdr_type};
 use mlx5_ifc::prm::sq_rq::Rqc;
+use mlx5_ifc::prm::tir::Tirc;
 use mlx5_ifc::View;
 
 use super::wqe::{recv_sges, LocalError};
@@ -59,6 +61,17 @@ fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
 
 /// Takes a frame that is not RoCE from the wire.
 pub(crate) fn receive(hw: &mut Hw<'_>, f: &[u8]) {
+    receive_from(hw, f, None);
+}
+
+/// Takes a frame the port sent itself (a looped-back multicast or broadcast frame of an SQ of
+/// transport domain `td`): steered as any other, but a TIR of that domain with `self_lb_block`
+/// for multicast does not take it.
+pub(crate) fn looped_back(hw: &mut Hw<'_>, f: &[u8], td: u32) {
+    receive_from(hw, f, Some(td));
+}
+
+fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
     hw.model.rt.counters.eth_rx_frames += 1;
     let Some(h) = packet::parse(f) else {
         hw.model.rt.counters.rx_malformed += 1;
@@ -68,6 +81,10 @@ pub(crate) fn receive(hw: &mut Hw<'_>, f: &[u8]) {
     match steering::lookup(hw.model, &img) {
         Ok(s) => {
             for tirn in s.tirs {
+                if origin.is_some_and(|td| self_blocked(hw, tirn, td)) {
+                    hw.model.rt.counters.eth_rx_self_lb_blocked += 1;
+                    continue;
+                }
                 deliver(hw, tirn, f, &h, s.flow_tag);
             }
         }
@@ -76,6 +93,20 @@ pub(crate) fn receive(hw: &mut Hw<'_>, f: &[u8]) {
             hw.model.rt.counters.eth_rx_steering_drops += 1;
         }
     }
+}
+
+/// Whether TIR `tirn` refuses a multicast frame looped back from its own transport domain `td`.
+fn self_blocked(hw: &Hw<'_>, tirn: u32, td: u32) -> bool {
+    hw.model
+        .objects
+        .queue(ObjectKind::Tir, tirn)
+        .and_then(|t| {
+            View::<Tirc>::new(&t.ctx).ok().map(|c| {
+                c.get32(Tirc::TRANSPORT_DOMAIN) == td
+                    && c.get(Tirc::SELF_LB_BLOCK) & self_lb_block::MULTICAST != 0
+            })
+        })
+        .unwrap_or(false)
 }
 
 /// Delivers a copy of `f` through TIR `tirn`.
@@ -183,10 +214,10 @@ fn offloads(f: &[u8], h: &Headers, vlan: Option<u16>, rss_hash: u32, rss_type: u
         return e;
     }
     e.check_sum = packet::fold(packet::sum(&f[h.l3_at..], 0));
-    if packet::l3_ok(f, h) {
+    if packet::l3_ok(f, h) && !h.short {
         e.hds_ip_ext |= L3_OK;
     }
-    if h.l4_at.is_some() && packet::l4_ok(f, h) {
+    if h.l4_at.is_some() && packet::l4_ok(f, h) && !h.short {
         e.hds_ip_ext |= L4_OK;
     }
     e.l4_hdr_type = if h.udp() {

@@ -49,8 +49,12 @@ pub(crate) struct Headers {
     pub(crate) proto: u8,
     /// A fragment (IPv4 MF or a fragment offset): no L4 header to parse.
     pub(crate) frag: bool,
-    /// The IP header's declared end (IPv4 total length, IPv6 40 + payload length).
+    /// The IP header's declared end (IPv4 total length, IPv6 40 + payload length), within the
+    /// frame.
     pub(crate) ip_end: usize,
+    /// The IPv6 payload length runs past the frame: the headers were parsed (steering matches
+    /// them), but neither L3 nor L4 is reported OK.
+    pub(crate) short: bool,
     pub(crate) tos: u8,
     pub(crate) ttl: u8,
     /// Source and destination addresses (IPv4 in the last four bytes, as flow tables hold them).
@@ -119,10 +123,12 @@ pub(crate) fn parse(f: &[u8]) -> Option<Headers> {
             h.dst[12..].copy_from_slice(&ip[16..20]);
         }
         ETHERTYPE_IPV6 if ip.len() >= IPV6_BYTES && ip[0] >> 4 == 6 => {
-            let total = IPV6_BYTES + usize::from(be16(ip, 4));
-            if total > ip.len() {
-                return Some(h);
-            }
+            // A payload length past the frame still leaves the fixed header to parse (a
+            // ConnectX steers such frames by their addresses: rdma-core's IPv6 flow tests send
+            // them); the rest is taken as far as the frame goes.
+            let declared = IPV6_BYTES + usize::from(be16(ip, 4));
+            h.short = declared > ip.len();
+            let total = declared.min(ip.len());
             h.l3 = L3::V6;
             h.l3_len = IPV6_BYTES;
             h.ip_end = h.l3_at + total;
@@ -158,10 +164,11 @@ pub(crate) fn parse(f: &[u8]) -> Option<Headers> {
     Some(h)
 }
 
-/// Whether `f` is RoCE (v1 by ethertype, v2 by UDP destination port 4791).
+/// Whether `f` is RoCE (v1 by ethertype, v2 by UDP destination port 4791 in a whole IP packet).
 pub(crate) fn is_roce(f: &[u8]) -> bool {
     parse(f).is_some_and(|h| {
-        h.ethertype == ETHERTYPE_ROCE_V1 || (h.udp() && h.dport == ROCE_PORT && h.vlan.is_none())
+        h.ethertype == ETHERTYPE_ROCE_V1
+            || (h.udp() && h.dport == ROCE_PORT && h.vlan.is_none() && !h.short)
     })
 }
 
@@ -297,6 +304,40 @@ pub(crate) fn segment(f: &[u8], mss: usize) -> Option<Vec<Vec<u8>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// rdma-core's test packets (tests/utils.py `gen_packet`) give IPv6 a payload length that
+    /// counts the 40-byte header too, past the frame's end: the headers still parse — a
+    /// ConnectX steers these frames by address and port — but the frame is marked short.
+    #[test]
+    fn an_ipv6_payload_length_past_the_frame_still_parses_its_headers() {
+        let mut f = vec![0u8; ETH_BYTES + IPV6_BYTES + TCP_MIN + 10];
+        f[..6].copy_from_slice(&[1, 0x50, 0x56, 0x19, 0x20, 0xa7]);
+        f[12..14].copy_from_slice(&ETHERTYPE_IPV6.to_be_bytes());
+        let ip = &mut f[ETH_BYTES..];
+        ip[0] = 0x60;
+        let declared = (IPV6_BYTES + TCP_MIN + 10) as u16;
+        ip[4..6].copy_from_slice(&declared.to_be_bytes());
+        ip[6] = IPPROTO_TCP;
+        ip[7] = 64;
+        ip[8] = 0xa0;
+        ip[24] = 0xb0;
+        let t = &mut ip[IPV6_BYTES..];
+        t[..2].copy_from_slice(&1234u16.to_be_bytes());
+        t[2..4].copy_from_slice(&5678u16.to_be_bytes());
+        t[12] = 5 << 4;
+        let h = parse(&f).unwrap();
+        assert_eq!(
+            (h.l3, h.proto, h.src[0], h.dst[0]),
+            (L3::V6, IPPROTO_TCP, 0xa0, 0xb0)
+        );
+        assert_eq!((h.tcp(), h.sport, h.dport), (true, 1234, 5678));
+        assert!(h.short);
+        assert_eq!(h.ip_end, f.len());
+        // With the right length it is whole.
+        let right = (TCP_MIN + 10) as u16;
+        f[ETH_BYTES + 4..ETH_BYTES + 6].copy_from_slice(&right.to_be_bytes());
+        assert!(!parse(&f).unwrap().short);
+    }
 
     /// An IPv4/TCP frame of `payload` bytes (the example addresses of RFC 5737).
     fn tcp4(payload: usize, flags: u8) -> Vec<u8> {

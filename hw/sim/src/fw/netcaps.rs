@@ -60,6 +60,12 @@ pub(crate) fn flow_table_caps() -> Vec<u8> {
         let mut rx = v.nested_mut(FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE);
         rx.set(Prop::FT_SUPPORT, 1)?;
         rx.set(Prop::MODIFY_ROOT, 1)?;
+        // Chaining (what Linux's fs_core needs for its bypass, ethtool and offloads
+        // priorities, and so for ibv_create_flow): entries modified in place, a table's miss
+        // sent to a named table, and MODIFY_FLOW_TABLE.
+        rx.set(Prop::FLOW_MODIFY_EN, 1)?;
+        rx.set(Prop::IDENTIFIED_MISS_TABLE_MODE, 1)?;
+        rx.set(Prop::FLOW_TABLE_MODIFY, 1)?;
         rx.set(Prop::MAX_FT_LEVEL, 63)?;
         rx.set(Prop::LOG_MAX_FT_SIZE, 16)?;
         rx.set(Prop::LOG_MAX_FT_NUM, 8)?;

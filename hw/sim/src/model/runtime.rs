@@ -48,6 +48,9 @@ pub struct DatapathCounters {
     pub eth_rx_out_of_buffer: u64,
     /// Ethernet frames that met a receive error (too long for the WQE, a bad lkey): error CQEs.
     pub eth_rx_errors: u64,
+    /// Looped-back multicast frames a TIR of the sender's own transport domain refused
+    /// (`self_lb_block`).
+    pub eth_rx_self_lb_blocked: u64,
     /// Bytes handed to the wire.
     pub tx_bytes: u64,
     /// Frames received from the wire.
@@ -183,6 +186,10 @@ pub(crate) struct Runtime {
     /// Copies of the RoCE multicast frames sent, which the port receives too
     /// ([`crate::engine::loop_back`]).
     pub(crate) looped: Vec<Vec<u8>>,
+    /// Copies of the Ethernet multicast and broadcast frames an SQ sent, with the SQ's transport
+    /// domain: the port receives them too unless its vport disables multicast local loopback
+    /// ([`crate::engine::loop_back`]).
+    pub(crate) eth_looped: Vec<(Vec<u8>, u32)>,
     /// MSI-X vectors raised and not yet delivered (an EQE written to an armed EQ raises its
     /// `intr`); [`crate::SimDevice::set_interrupt_sink`] gets them once the state is unlocked.
     pub(crate) irqs: Vec<u16>,
@@ -235,11 +242,15 @@ impl Runtime {
             .min()
     }
 
-    /// Queues an Ethernet frame an SQ built.
-    pub(crate) fn send_raw(&mut self, f: Vec<u8>) {
+    /// Queues an Ethernet frame an SQ of transport domain `td` built; a multicast or broadcast
+    /// one is looped back to the port too when `mc_local_lb`.
+    pub(crate) fn send_raw(&mut self, f: Vec<u8>, td: u32, mc_local_lb: bool) {
         self.counters.tx_frames += 1;
         self.counters.eth_tx_frames += 1;
         self.counters.tx_bytes += f.len() as u64;
+        if mc_local_lb && f.first().is_some_and(|b| b & 1 != 0) {
+            self.eth_looped.push((f.clone(), td));
+        }
         self.tx.push(f);
     }
 

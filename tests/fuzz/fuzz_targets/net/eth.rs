@@ -200,6 +200,7 @@ struct Delta {
     eth_rx_steering_drops: u64,
     eth_rx_out_of_buffer: u64,
     eth_rx_errors: u64,
+    eth_rx_self_lb_blocked: u64,
     cqes_dropped: u64,
 }
 
@@ -211,6 +212,7 @@ fn delta(after: &DatapathCounters, before: &DatapathCounters) -> Delta {
         eth_rx_steering_drops: after.eth_rx_steering_drops - before.eth_rx_steering_drops,
         eth_rx_out_of_buffer: after.eth_rx_out_of_buffer - before.eth_rx_out_of_buffer,
         eth_rx_errors: after.eth_rx_errors - before.eth_rx_errors,
+        eth_rx_self_lb_blocked: after.eth_rx_self_lb_blocked - before.eth_rx_self_lb_blocked,
         cqes_dropped: after.cqes_dropped - before.cqes_dropped,
     }
 }
@@ -371,8 +373,12 @@ fn run_on(rig: &mut Rig, data: &[u8]) -> Summary {
     );
     assert_eq!(
         d.eth_rx_frames,
-        d.eth_rx_steering_drops + d.eth_rx_out_of_buffer + d.eth_rx_delivered + d.eth_rx_errors,
-        "every Ethernet frame dropped by steering or written to the RQ: {d:?}"
+        d.eth_rx_steering_drops
+            + d.eth_rx_out_of_buffer
+            + d.eth_rx_delivered
+            + d.eth_rx_errors
+            + d.eth_rx_self_lb_blocked,
+        "every Ethernet frame dropped by steering, written to the RQ, or its own looped back and blocked: {d:?}"
     );
     assert_eq!(
         d.eth_rx_delivered + d.eth_rx_errors,
