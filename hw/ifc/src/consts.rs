@@ -270,6 +270,16 @@ pub mod cqe_sz {
     pub const BYTES_128: u64 = 1;
 }
 
+/// `per_protocol_networking_offload_caps.wqe_inline_mode`: what a send WQE must carry inline.
+pub mod wqe_inline_mode {
+    /// The L2 header.
+    pub const L2: u64 = 0;
+    /// What the vport context's `min_wqe_inline_mode` says.
+    pub const VPORT_CONTEXT: u64 = 1;
+    /// Nothing: the frame may come wholly from data segments.
+    pub const NOT_REQUIRED: u64 = 2;
+}
+
 /// `tirc.self_lb_block`: which of its own transport domain's looped-back packets a TIR refuses.
 pub mod self_lb_block {
     /// Unicast.

@@ -11,8 +11,9 @@
 //! ICOSQ completion handlers read.
 //!
 //! A SEND or TSO WQE (`mlx5_wqe_eth_seg` after the control segment): `inline_hdr_sz` bytes of
-//! the frame inline from the Ethernet segment's byte 14 on (the L2 header at least, as
-//! `wqe_inline_mode` 0 requires; a TSO WQE inlines every header), then data segments to the
+//! the frame inline from the Ethernet segment's byte 14 on (none at all may be: the device
+//! reports `wqe_inline_mode` 2, not required, as a ConnectX-5 does; a TSO WQE inlines every
+//! header), then data segments to the
 //! WQE's end, gathered through their lkeys in the SQ's PD (an inline data segment, byte count
 //! bit 31, carries its bytes in the WQE). `inline_hdr_sz` with bit 15 set is instead a VLAN
 //! insertion (`insert.type`, the TCI in the next two bytes). `cs_flags` bit 6 computes the IPv4

@@ -7,6 +7,7 @@
 //! match fields. These capabilities are not settable (SET_HCA_CAP refuses them as any other
 //! type it does not take): MAX and CUR are the same.
 
+use mlx5_ifc::consts::wqe_inline_mode;
 use mlx5_ifc::prm::caps::{
     FlowTableFieldsSupported as Fields, FlowTableNicCap, FlowTablePropLayout as Prop,
     PerProtocolNetworkingOffloadCaps as Eth,
@@ -27,8 +28,10 @@ pub(crate) fn eth_caps() -> [u8; Eth::BYTES] {
         // 2^18 bytes of LSO; an RSS indirection table of 2^11 entries.
         v.set(Eth::MAX_LSO_CAP, 18)?;
         v.set(Eth::RSS_IND_TBL_CAP, 11)?;
-        // 0: the send WQE carries the L2 header inline (a ConnectX-4 Lx rule; the simplest).
-        v.set(Eth::WQE_INLINE_MODE, 0)?;
+        // 2, not required: a ConnectX-5 takes the whole frame from data segments ("ConnectX-5
+        // and later HW generations will report min inline mode == MLX5_INLINE_MODE_NONE",
+        // Linux commit a6f402e4; real-cx5.md row 59), so mlx5e stops inlining headers.
+        v.set(Eth::WQE_INLINE_MODE, wqe_inline_mode::NOT_REQUIRED)?;
         Ok(())
     });
     if let Err(e) = r {
