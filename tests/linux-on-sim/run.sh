@@ -258,6 +258,53 @@ print(f'linux-on-sim: ibv_devinfo vs mlx5ctl devinfo: {len(keys)} fields compare
 for b in bad: print('  ', *b)
 sys.exit(1 if bad or len(keys) < 20 else 0)
 PY"
+# The real card: `ibv_devinfo -v` in the guest against what public dumps of a real ConnectX-5
+# show (tests/linux-on-sim/real-cx5.txt, from ../shared/reference/real-cx5.md; issue #28).
+check "ibv_devinfo -v in the guest shows what a real ConnectX-5 shows, row by row (known differences listed with their reasons)" "python3 - '$WORK/guest.log' '$HERE/real-cx5.txt' <<'PY'
+import re, sys
+ibv, flags = {}, set()
+in_flags = False
+for l in open(sys.argv[1], errors='replace'):
+    if not l.startswith('GUEST-IBV: '): continue
+    l = l[len('GUEST-IBV: '):].rstrip('\n')
+    m = re.match(r'\s*([A-Za-z_ ]+?):\s+(\S.*)$', l)
+    if m:
+        ibv.setdefault(m.group(1).strip(), m.group(2).strip())
+        in_flags = m.group(1).strip() == 'device_cap_flags'
+    elif in_flags and l.strip() and re.fullmatch(r'\s*[A-Z0-9_]+', l):
+        flags.add(l.strip())
+    else:
+        in_flags = False
+ok, bad, known = 0, [], []
+for line in open(sys.argv[2]):
+    line = line.strip()
+    if not line or line.startswith('#'): continue
+    differs = line.startswith('differs ')
+    if differs: line = line[len('differs '):]
+    if line.startswith('flag '):
+        name, _, reason = line[5:].partition(' ')
+        have = name in flags
+        want, got = name, ('set' if have else 'clear')
+        agree = have
+    else:
+        key, _, rest = line.partition(' ')
+        rest = rest.strip()
+        got = ibv.get(key)
+        if differs:
+            want, _, reason = re.split(r'\s{2,}', rest, maxsplit=1)[0], None, (re.split(r'\s{2,}', rest, maxsplit=1) + [''])[1]
+        else:
+            want, reason = rest, ''
+        agree = got == want
+    if differs:
+        known.append((line.split()[0] if not line.startswith('flag ') else 'flag ' + want, got, reason.strip()))
+        if agree: bad.append(f'{line}: now agrees (drop the differs mark)')
+    elif agree: ok += 1
+    else: bad.append(f'{line}: the guest shows {got!r}')
+print(f'linux-on-sim: ibv_devinfo vs a real ConnectX-5: {ok} rows agree, {len(known)} known differences, {len(bad)} unexpected')
+for k, got, r in known: print(f'   differs: {k} (here {got}): {r}')
+for b in bad: print('  ', b)
+sys.exit(1 if bad or ok < 40 else 0)
+PY"
 check "no command Linux sent was unknown to the simulator (BAD_OP)" "! grep -q '\"syndrome\":\"0x5e020001\"' '$WORK/trace.jsonl'"
 check "rmmod tore everything down: no failed command" "grep -aq 'GUEST-UNLOAD cmd_errors=0 ' '$WORK/guest.log'"
 # The unload finding (docs/simulator.md): mlx5_core's "FW pages counter is -N after reclaiming

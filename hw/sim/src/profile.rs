@@ -105,7 +105,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::LOG_MAX_TIR, 16),
     (C::LOG_MAX_TIS, 16),
     (C::LOG_MAX_RMP, 23),
-    (C::LOG_MAX_RQT, 16),
+    // 2^20 RQ tables (`max_rwq_indirection_tables` 1048576 on firmware 16.31 and 16.32,
+    // real-cx5.md row 40; older stacks showed 65536).
+    (C::LOG_MAX_RQT, 20),
     // 2048 entries per RQ table (`max_rwq_indirection_table_size` on every ConnectX-5 dump,
     // real-cx5.md row 41; QUERY_ADAPTER's `rss_ind_tbl_cap` 11 says the same).
     (C::LOG_MAX_RQT_SIZE, 11),
