@@ -99,13 +99,19 @@ fn copy_to_new(dev: &SimDevice, old: (&DmaBlock, u32), new: (&DmaBlock, u32), ci
     }
 }
 
-#[test]
-fn a_resized_cq_ends_its_old_buffer_with_a_resize_cqe_and_counts_on_in_the_new_one() {
+/// A node with two RC QPs connected to each other on it, and a 4 KiB MR.
+fn looped_pair() -> (Node, Qp, Qp, Mr) {
     let mut n = Node::new(Mode::Sync, 1);
-    let (mut qa, mut qb) = (n.create_qp(RC), n.create_qp(RC));
+    let (qa, qb) = (n.create_qp(RC), n.create_qp(RC));
     n.connect(&qa, 1, qb.qpn, |_| {});
     n.connect(&qb, 1, qa.qpn, |_| {});
     let mr = n.reg_mr(4096, false, false, false);
+    (n, qa, qb, mr)
+}
+
+#[test]
+fn a_resized_cq_ends_its_old_buffer_with_a_resize_cqe_and_counts_on_in_the_new_one() {
+    let (mut n, mut qa, mut qb, mr) = looped_pair();
     let dev = n.dev();
     for _ in 0..5 {
         exchange(&mut n, &mut qa, &mut qb, &mr);
@@ -175,11 +181,7 @@ fn a_resized_cq_ends_its_old_buffer_with_a_resize_cqe_and_counts_on_in_the_new_o
 
 #[test]
 fn a_cq_shrinks_when_its_unpolled_cqes_and_the_resize_cqe_fit() {
-    let mut n = Node::new(Mode::Sync, 1);
-    let (mut qa, mut qb) = (n.create_qp(RC), n.create_qp(RC));
-    n.connect(&qa, 1, qb.qpn, |_| {});
-    n.connect(&qb, 1, qa.qpn, |_| {});
-    let mr = n.reg_mr(4096, false, false, false);
+    let (mut n, mut qa, mut qb, mr) = looped_pair();
     let dev = n.dev();
     for _ in 0..4 {
         exchange(&mut n, &mut qa, &mut qb, &mr);

@@ -141,32 +141,39 @@ fn sender(n: &mut Node) -> Eth {
     }
 }
 
+/// A RDY RQ of 16 WQEs, WQE `k` one 2 KiB buffer at `mr` + `(16 * slot + k) * BUF`, `posted` of
+/// them posted: `(rqn, ring, doorbell record)`.
+fn posted_rq(n: &mut Node, mr: &Mr, slot: u64, posted: u16) -> (u32, DmaBlock, DmaBlock) {
+    let (r, buf, dbr) = ring(n, 1);
+    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, |_| {}), CreateRqOut::RQN);
+    n.fx.p.ok(
+        &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
+            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
+            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
+        }),
+        0x10,
+    );
+    let dev = n.dev();
+    for k in 0..16u64 {
+        let mut w = [0u8; 64];
+        w[..4].copy_from_slice(&(BUF as u32).to_be_bytes());
+        w[4..8].copy_from_slice(&mr.key.to_be_bytes());
+        w[8..16].copy_from_slice(&mr.va((slot * 16 + k) * BUF).to_be_bytes());
+        w[20..24].copy_from_slice(&0x100u32.to_be_bytes()); // terminator
+        dev.dma_write(buf.iova + k * 64, &w).unwrap();
+    }
+    dev.dma_write(dbr.iova, &u32::from(posted).to_be_bytes())
+        .unwrap();
+    (rqn, buf, dbr)
+}
+
 /// B: two RQs of 16 WQEs (one 2 KiB buffer each, `posted` of them posted), an RQT, a Toeplitz
 /// TIR over IPv4/UDP 4-tuples, and a root table whose one entry matches B's MAC.
 fn receiver(n: &mut Node, mr: &Mr, posted: u16) -> Eth {
     let td = transport_domain(n);
     let mut rqs = Vec::new();
     for q in 0..2u64 {
-        let (r, buf, dbr) = ring(n, 1);
-        let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, |_| {}), CreateRqOut::RQN);
-        n.fx.p.ok(
-            &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
-                v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
-                v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
-            }),
-            0x10,
-        );
-        let dev = n.dev();
-        for k in 0..16u64 {
-            let mut w = [0u8; 64];
-            w[..4].copy_from_slice(&(BUF as u32).to_be_bytes());
-            w[4..8].copy_from_slice(&mr.key.to_be_bytes());
-            w[8..16].copy_from_slice(&mr.va((q * 16 + k) * BUF).to_be_bytes());
-            w[20..24].copy_from_slice(&0x100u32.to_be_bytes()); // terminator
-            dev.dma_write(buf.iova + k * 64, &w).unwrap();
-        }
-        dev.dma_write(dbr.iova, &u32::from(posted).to_be_bytes())
-            .unwrap();
+        let (rqn, buf, dbr) = posted_rq(n, mr, q, posted);
         rqs.push((rqn, buf, dbr));
     }
     let rqns: Vec<u32> = rqs.iter().map(|r| r.0).collect();
@@ -416,25 +423,7 @@ fn an_rq_without_posted_buffers_drops_and_counts() {
 /// A direct TIR of domain `td` (with `self_lb_block` `block`) over a new RDY RQ of 16 posted
 /// 2 KiB buffers at `mr` + `16 * slot * BUF`: `(tir, rqn)`.
 fn direct_rx(n: &mut Node, mr: &Mr, slot: u64, td: u32, block: u64) -> (u32, u32) {
-    let (r, buf, dbr) = ring(n, 1);
-    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, |_| {}), CreateRqOut::RQN);
-    n.fx.p.ok(
-        &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
-            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
-            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
-        }),
-        0x10,
-    );
-    let dev = n.dev();
-    for k in 0..16u64 {
-        let mut w = [0u8; 64];
-        w[..4].copy_from_slice(&(BUF as u32).to_be_bytes());
-        w[4..8].copy_from_slice(&mr.key.to_be_bytes());
-        w[8..16].copy_from_slice(&mr.va((slot * 16 + k) * BUF).to_be_bytes());
-        w[20..24].copy_from_slice(&0x100u32.to_be_bytes());
-        dev.dma_write(buf.iova + k * 64, &w).unwrap();
-    }
-    dev.dma_write(dbr.iova, &16u32.to_be_bytes()).unwrap();
+    let (rqn, _, _) = posted_rq(n, mr, slot, 16);
     let tir_in = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
         let mut c = v.nested_mut(CreateTirIn::CTX);
         c.set(Tirc::INLINE_RQN, rqn.into()).unwrap();
