@@ -11,6 +11,30 @@ use std::vec::Vec;
 use mlx5_ifc::{Be32, Be64};
 
 use super::{DmaBuf, SharedTable};
+
+/// What a test ends with: the first error a step met, instead of a panic.
+type TestResult = Result<(), Failed>;
+
+/// The errors the room's operations return, as a test reports them.
+#[derive(Debug)]
+#[allow(dead_code)] // read by the test harness through `Debug`
+enum Failed {
+    Platform(PlatformError),
+    Bounds(super::dma::OutOfBounds),
+    Absent(&'static str),
+}
+
+impl From<PlatformError> for Failed {
+    fn from(e: PlatformError) -> Self {
+        Failed::Platform(e)
+    }
+}
+
+impl From<super::dma::OutOfBounds> for Failed {
+    fn from(e: super::dma::OutOfBounds) -> Self {
+        Failed::Bounds(e)
+    }
+}
 use crate::io::platform::{DmaRegion, Platform, PlatformError};
 
 /// DMA and host memory from the heap; no device. Counts what is live.
@@ -22,8 +46,9 @@ struct Heap {
     bar64: RefCell<Vec<(u64, Be64)>>,
 }
 
-fn layout(len: usize, align: usize) -> std::alloc::Layout {
-    std::alloc::Layout::from_size_align(len.max(1), align.max(8)).unwrap()
+/// The heap layout of a region (`None` for an alignment that is not a power of two).
+fn layout(len: usize, align: usize) -> Option<std::alloc::Layout> {
+    std::alloc::Layout::from_size_align(len.max(1), align.max(8)).ok()
 }
 
 // SAFETY: DMA memory is fresh zeroed heap memory of the asked size and alignment, valid until
@@ -37,8 +62,9 @@ unsafe impl Platform for Heap {
         self.bar64.borrow_mut().push((offset, value));
     }
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
+        let l = layout(len, align).ok_or(PlatformError::OutOfDmaMemory { len, align })?;
         // SAFETY: non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout(len, align)) };
+        let p = unsafe { std::alloc::alloc_zeroed(l) };
         let cpu = NonNull::new(p).ok_or(PlatformError::OutOfDmaMemory { len, align })?;
         self.dma.borrow_mut().push((cpu, len, align));
         Ok(DmaRegion {
@@ -54,8 +80,10 @@ unsafe impl Platform for Heap {
             .position(|&(p, ..)| p == r.cpu)
             .ok_or(PlatformError::UnknownRegion { iova: r.iova })?;
         let (p, len, align) = live.swap_remove(i);
-        // SAFETY: allocated above with this layout, removed from the live list once.
-        unsafe { std::alloc::dealloc(p.as_ptr(), layout(len, align)) };
+        if let Some(l) = layout(len, align) {
+            // SAFETY: allocated above with this layout, removed from the live list once.
+            unsafe { std::alloc::dealloc(p.as_ptr(), l) };
+        }
         Ok(())
     }
     fn host_alloc(&self, len: usize, align: usize) -> Result<NonNull<u8>, PlatformError> {
@@ -74,29 +102,29 @@ unsafe impl Platform for Heap {
 }
 
 #[test]
-fn every_accessor_stays_in_bounds_and_round_trips() {
+fn every_accessor_stays_in_bounds_and_round_trips() -> TestResult {
     let h = Heap::default();
-    let b = DmaBuf::alloc(&h, 256, 64).unwrap();
-    b.write_u8(3, 0xab).unwrap();
-    assert_eq!(b.read_u8(3).unwrap(), 0xab);
-    b.write_u8_release(4, 0xcd).unwrap();
-    assert_eq!(b.read_u8_acquire(4).unwrap(), 0xcd);
-    b.write_be32(8, Be32::new(0x0102_0304)).unwrap();
-    assert_eq!(b.read_be32(8).unwrap().get(), 0x0102_0304);
-    assert_eq!(b.read_u8(8).unwrap(), 1, "big-endian in memory");
-    b.write_be64(16, Be64::new(0x1122_3344_5566_7788)).unwrap();
-    assert_eq!(b.read_be64(16).unwrap().get(), 0x1122_3344_5566_7788);
-    b.write_seg16(32, &[7; 16]).unwrap();
-    b.write_wqebb(64, &[9; 8]).unwrap();
-    assert_eq!(b.read_wqebb(64).unwrap(), [9; 8]);
-    assert_eq!(b.read_words::<16>(32).unwrap(), [7; 16]);
-    assert_eq!(b.read_u64_acquire(64).unwrap(), 9u64.to_ne_bytes());
-    b.write_bytes(130, &[1, 2, 3, 4, 5]).unwrap();
+    let b = DmaBuf::alloc(&h, 256, 64)?;
+    b.write_u8(3, 0xab)?;
+    assert_eq!(b.read_u8(3)?, 0xab);
+    b.write_u8_release(4, 0xcd)?;
+    assert_eq!(b.read_u8_acquire(4)?, 0xcd);
+    b.write_be32(8, Be32::new(0x0102_0304))?;
+    assert_eq!(b.read_be32(8)?.get(), 0x0102_0304);
+    assert_eq!(b.read_u8(8)?, 1, "big-endian in memory");
+    b.write_be64(16, Be64::new(0x1122_3344_5566_7788))?;
+    assert_eq!(b.read_be64(16)?.get(), 0x1122_3344_5566_7788);
+    b.write_seg16(32, &[7; 16])?;
+    b.write_wqebb(64, &[9; 8])?;
+    assert_eq!(b.read_wqebb(64)?, [9; 8]);
+    assert_eq!(b.read_words::<16>(32)?, [7; 16]);
+    assert_eq!(b.read_u64_acquire(64)?, 9u64.to_ne_bytes());
+    b.write_bytes(130, &[1, 2, 3, 4, 5])?;
     let mut got = [0u8; 5];
-    b.read_bytes(130, &mut got).unwrap();
+    b.read_bytes(130, &mut got)?;
     assert_eq!(got, [1, 2, 3, 4, 5]);
-    b.zero_range(128, 16).unwrap();
-    b.read_bytes(130, &mut got).unwrap();
+    b.zero_range(128, 16)?;
+    b.read_bytes(130, &mut got)?;
     assert_eq!(got, [0; 5]);
     // Out of bounds, misaligned, wrapping offsets: refused, never touched.
     assert!(b.write_u8(256, 1).is_err());
@@ -106,18 +134,21 @@ fn every_accessor_stays_in_bounds_and_round_trips() {
     assert!(b.write_bytes(usize::MAX, &[1]).is_err());
     assert!(b.read_bytes(250, &mut [0; 7]).is_err());
     assert!(b.read_words::<16>(248).is_err());
-    b.free(&h).unwrap();
+    b.free(&h)?;
     assert!(h.dma.borrow_mut().is_empty());
+    Ok(())
 }
 
 #[test]
-fn rings_and_segments_wrap_inside_the_buffer() {
+fn rings_and_segments_wrap_inside_the_buffer() -> TestResult {
     let h = Heap::default();
-    let b = DmaBuf::alloc(&h, 8 * 64, 64).unwrap();
+    let b = DmaBuf::alloc(&h, 8 * 64, 64)?;
     for i in 0..8u8 {
-        b.write_u8(usize::from(i) * 64 + 63, i).unwrap();
+        b.write_u8(usize::from(i) * 64 + 63, i)?;
     }
-    let ring = b.ring::<64>(8).unwrap();
+    let ring = b
+        .ring::<64>(8)
+        .ok_or(Failed::Absent("a ring of 8 WQEBBs"))?;
     assert!(
         b.ring::<64>(16).is_none(),
         "more entries than the buffer holds"
@@ -126,19 +157,29 @@ fn rings_and_segments_wrap_inside_the_buffer() {
     // A segment never wraps: from entry 6, at most 2.
     let seg = ring.segment(6, 5);
     assert_eq!(seg.len(), 2);
-    assert_eq!(seg.load_u64_acquire::<56>(1).unwrap()[7], 7);
+    assert_eq!(
+        seg.load_u64_acquire::<56>(1)
+            .ok_or(Failed::Absent("word 1 of the segment"))?[7],
+        7
+    );
     assert!(seg.load_u64_acquire::<56>(2).is_none());
     assert!(seg.load_be32::<60>(0).is_some());
     seg.prefetch_ahead::<16>(0);
     // Index 14 is entry 6 again.
-    assert_eq!(ring.segment(14, 1).load_u64_acquire::<56>(0).unwrap()[7], 6);
-    b.free(&h).unwrap();
+    assert_eq!(
+        ring.segment(14, 1)
+            .load_u64_acquire::<56>(0)
+            .ok_or(Failed::Absent("word 0 of the segment"))?[7],
+        6
+    );
+    b.free(&h)?;
+    Ok(())
 }
 
 #[test]
-fn shared_tables_live_in_host_memory_until_the_last_handle() {
+fn shared_tables_live_in_host_memory_until_the_last_handle() -> TestResult {
     let h = Heap::default();
-    let t = SharedTable::alloc(&h, 16).unwrap();
+    let t = SharedTable::alloc(&h, 16)?;
     assert!(
         h.dma.borrow_mut().is_empty(),
         "no DMA memory for bookkeeping"
@@ -160,7 +201,9 @@ fn shared_tables_live_in_host_memory_until_the_last_handle() {
     assert_eq!(t.swap(3, 7), Some(42));
     assert!(t.compare_exchange(3, 7, 8));
     assert!(!t.compare_exchange(3, 7, 9));
-    let pairs = t.pairs(2, 4).unwrap();
+    let pairs = t
+        .pairs(2, 4)
+        .ok_or(Failed::Absent("pairs 2..4 of the table"))?;
     assert_eq!(pairs.load_relaxed(1 + 4 * 1000), (5, 6), "masked index");
     pairs.store_relaxed(3 + 4 * 7, 11, 12);
     assert_eq!(
@@ -180,6 +223,7 @@ fn shared_tables_live_in_host_memory_until_the_last_handle() {
     assert_eq!(u.load(3), 8);
     u.release(&h);
     assert!(h.host.borrow_mut().is_empty(), "the last handle frees it");
+    Ok(())
 }
 
 #[test]
@@ -192,33 +236,32 @@ fn absurd_table_and_buffer_sizes_are_refused() {
 }
 
 #[test]
-fn a_ring_from_an_offset_takes_whole_wqebbs_at_masked_indices() {
+fn a_ring_from_an_offset_takes_whole_wqebbs_at_masked_indices() -> TestResult {
     let h = Heap::default();
-    let b = DmaBuf::alloc(&h, 320, 64).unwrap();
+    let b = DmaBuf::alloc(&h, 320, 64)?;
     assert!(
         b.ring_at::<64>(64, 8).is_none(),
         "64 + 8 x 64 bytes leave 320"
     );
     assert!(b.ring_at::<64>(4, 4).is_none(), "not 8-aligned");
     assert!(b.ring_at::<64>(64, 3).is_none(), "not a power of two");
-    let sq = b.ring_at::<64>(64, 4).unwrap();
+    let sq = b
+        .ring_at::<64>(64, 4)
+        .ok_or(Failed::Absent("the SQ ring"))?;
     sq.write_wqebb(5, &[7; 8]); // entry 5 & 3 = 1: bytes 128..192
-    assert_eq!(b.read_wqebb(128).unwrap(), [7; 8]);
+    assert_eq!(b.read_wqebb(128)?, [7; 8]);
     let words: [Be64; 8] = core::array::from_fn(|i| Be64::new(i as u64 + 1));
     sq.write_wqebb_be(3, &words);
-    assert_eq!(b.read_be64(256 + 8 * 7).unwrap(), Be64::new(8));
+    assert_eq!(b.read_be64(256 + 8 * 7)?, Be64::new(8));
     sq.write_wqebb_be(0, &[Be64::new(9); 12]); // only 8 words are stored
-    assert_eq!(
-        b.read_wqebb(0).unwrap(),
-        [0; 8],
-        "the RQ before the ring untouched"
-    );
-    assert_eq!(b.read_be64(64 + 56).unwrap(), Be64::new(9));
-    assert_eq!(b.read_be64(128).unwrap(), Be64::from_ne_raw(7));
-    let rq = b.ring_at::<16>(0, 4).unwrap();
+    assert_eq!(b.read_wqebb(0)?, [0; 8], "the RQ before the ring untouched");
+    assert_eq!(b.read_be64(64 + 56)?, Be64::new(9));
+    assert_eq!(b.read_be64(128)?, Be64::from_ne_raw(7));
+    let rq = b.ring_at::<16>(0, 4).ok_or(Failed::Absent("the RQ ring"))?;
     rq.write_seg(6, [3, 4]); // entry 6 & 3 = 2: bytes 32..48
-    assert_eq!(b.read_wqebb(0).unwrap()[4..6], [3, 4]);
-    b.free(&h).unwrap();
+    assert_eq!(b.read_wqebb(0)?[4..6], [3, 4]);
+    b.free(&h)?;
+    Ok(())
 }
 
 #[test]
@@ -237,9 +280,10 @@ fn the_default_blueflame_copy_is_one_store_per_word_in_order_and_no_write_combin
 }
 
 #[test]
-fn an_mmio_blueflame_copy_stores_every_word_inside_the_window_or_nothing() {
+fn an_mmio_blueflame_copy_stores_every_word_inside_the_window_or_nothing() -> TestResult {
     let mut mem = [0u64; 8];
-    let base = NonNull::new(mem.as_mut_ptr().cast::<u8>()).unwrap();
+    let base =
+        NonNull::new(mem.as_mut_ptr().cast::<u8>()).ok_or(Failed::Absent("a non-null window"))?;
     {
         // SAFETY: `mem` outlives the region, which is the only way it is reached meanwhile.
         let m = unsafe { super::MmioRegion::new(base, 64) };
@@ -251,4 +295,5 @@ fn an_mmio_blueflame_copy_stores_every_word_inside_the_window_or_nothing() {
         mem.map(|w| Be64::from_ne_raw(w).get()),
         [0, 0, 0xa, 0xb, 0, 0, 0, 0]
     );
+    Ok(())
 }
