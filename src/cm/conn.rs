@@ -12,6 +12,7 @@
 //! hands out events. Timers use the platform's clock.
 
 use heapless::{Deque, Vec};
+use mlx5_ifc::consts::roce;
 
 use super::gsi::{Gsi, MadAddr};
 use super::mad::{self, attr, dreq, ids, msg, reason, rej, rep, req, CmaHdr, Mad};
@@ -504,7 +505,7 @@ impl<'a, P: Platform> Cm<'a, P> {
             u64::from(c.cm_response_timeout),
         );
         m.set(req::RETRY_COUNT, u64::from(p.retry_count));
-        m.set(req::PKEY, 0xffff);
+        m.set(req::PKEY, roce::DEFAULT_PKEY.into());
         m.set(req::PATH_MTU, c.mtu as u64);
         m.set(req::RNR_RETRY, u64::from(p.rnr_retry_count));
         m.set(req::MAX_CM_RETRIES, u64::from(c.max_cm_retries));

@@ -420,7 +420,7 @@ mod tests {
         m.set(req::STARTING_PSN, 0xab_cdef);
         m.set(req::LOCAL_CM_RESPONSE_TIMEOUT, 20);
         m.set(req::RETRY_COUNT, 7);
-        m.set(req::PKEY, 0xffff);
+        m.set(req::PKEY, mlx5_ifc::consts::roce::DEFAULT_PKEY.into());
         m.set(req::PATH_MTU, 3);
         m.set(req::RNR_RETRY, 7);
         m.set(req::MAX_CM_RETRIES, 15);

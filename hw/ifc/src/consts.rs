@@ -217,6 +217,9 @@ pub mod roce {
     pub const L3_IPV6: u64 = 1;
     /// UDP destination port of RoCE v2.
     pub const UDP_DPORT: u16 = 4791;
+    /// The default P_Key (full membership of the default partition): entry 0 of a RoCE port's
+    /// P_Key table, the BTH P_Key a device sends, the P_Key of a CM path.
+    pub const DEFAULT_PKEY: u16 = 0xffff;
 }
 
 /// `opt_param_mask` bits of the QP modify commands (`MLX5_QP_OPTPAR_*`): which optional QP

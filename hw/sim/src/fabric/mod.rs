@@ -33,6 +33,7 @@
 //! a device, so the wire lock and a device's state lock are never held together, and no code
 //! holds two devices' state locks: no lock order can deadlock.
 
+pub(crate) mod bth;
 mod consts;
 pub(crate) mod external;
 pub(crate) mod frame;

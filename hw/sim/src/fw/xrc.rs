@@ -14,6 +14,7 @@
 //!   (`128 << pkey_table_size`) or 0xffff (all that fit the output): entry 0 is the default P_Key
 //!   0xffff, the rest 0 (a RoCE port has only the default partition).
 
+use mlx5_ifc::consts::roce::DEFAULT_PKEY;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::srq::{CreateXrcSrqIn, CreateXrcSrqOut, DestroyXrcSrqIn, XrcSrqc};
 use mlx5_ifc::prm::uar_pd::{AllocXrcdOut, DeallocXrcdIn};
@@ -28,8 +29,6 @@ use crate::syndrome as syn;
 
 /// Bytes of an SRQ doorbell record.
 const SRQ_DBR_BYTES: usize = 4;
-/// The default P_Key.
-const DEFAULT_PKEY: u16 = 0xffff;
 
 pub(crate) fn alloc_xrcd(
     model: &mut Model,
