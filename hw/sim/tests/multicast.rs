@@ -87,6 +87,17 @@ fn group_av(g: u8) -> Seg {
     Seg::Raw(av.to_vec())
 }
 
+/// A signaled UD SEND of `data` (inline) from `qp` to group `g`.
+fn send_to_group(n: &Node, qp: &mut Qp, g: u8, data: Vec<u8>) {
+    n.post_send(
+        qp,
+        SEND,
+        SIGNALED,
+        [0; 4],
+        &[group_av(g), Seg::Inline(data)],
+    );
+}
+
 /// A UD QP in RTS; `edit` applies to its CREATE_QP context.
 fn ud_qp(n: &mut Node, edit: impl FnOnce(&mut mlx5_ifc::ViewMut<'_, Qpc>)) -> Qp {
     let q = n.create_qp_with(UD, None, edit);
@@ -127,13 +138,7 @@ fn a_multicast_send_reaches_every_attached_qp_on_the_wire_and_on_its_own_port() 
     }
     a.post_recv(&mut near, &[(1000, ma.key, ma.va(0))]);
     let mut sender = sender;
-    a.post_send(
-        &mut sender,
-        SEND,
-        SIGNALED,
-        [0; 4],
-        &[group_av(1), Seg::Inline(vec![7; 24])],
-    );
+    send_to_group(&a, &mut sender, 1, vec![7; 24]);
     // 40 bytes of GRH, then the 24 of the message, on each QP of group 1 — the one on the
     // sending port included — and nowhere else.
     let mut far = vec![(far1.qpn, 64), (far2.qpn, 64)];
@@ -153,13 +158,7 @@ fn a_multicast_send_reaches_every_attached_qp_on_the_wire_and_on_its_own_port() 
         b.post_recv(q, &[(1000, mb.key, mb.va(0))]);
     }
     a.post_recv(&mut near, &[(1000, ma.key, ma.va(0))]);
-    a.post_send(
-        &mut sender,
-        SEND,
-        SIGNALED,
-        [0; 4],
-        &[group_av(1), Seg::Inline(vec![8; 8])],
-    );
+    send_to_group(&a, &mut sender, 1, vec![8; 8]);
     assert_eq!(received(&mut b), vec![(far2.qpn, 48)]);
     assert_eq!(received(&mut a), vec![(near.qpn, 48)]);
 
@@ -170,13 +169,7 @@ fn a_multicast_send_reaches_every_attached_qp_on_the_wire_and_on_its_own_port() 
     assert_eq!(status(&b.fx.p.exec(&i, 0x10)), (0, 0));
     assert_eq!(attach(&mut b, far1.qpn, group(1)), (0, 0));
     a.post_recv(&mut near, &[(1000, ma.key, ma.va(0))]);
-    a.post_send(
-        &mut sender,
-        SEND,
-        SIGNALED,
-        [0; 4],
-        &[group_av(1), Seg::Inline(vec![9; 8])],
-    );
+    send_to_group(&a, &mut sender, 1, vec![9; 8]);
     assert_eq!(received(&mut b), vec![(far1.qpn, 48)]);
     assert_eq!(received(&mut a), vec![(near.qpn, 48)]);
     assert!(a.dev().dma_faults().is_empty() && b.dev().dma_faults().is_empty());
@@ -197,23 +190,11 @@ fn block_lb_mc_keeps_a_qps_own_multicast_from_coming_back_to_it() {
         n.post_recv(q, &[(1000, m.key, m.va(0))]);
     }
     // The blocked QP sends: the plain one gets it, the sender does not.
-    n.post_send(
-        &mut blocked,
-        SEND,
-        SIGNALED,
-        [0; 4],
-        &[group_av(3), Seg::Inline(vec![1; 8])],
-    );
+    send_to_group(&n, &mut blocked, 3, vec![1; 8]);
     assert_eq!(received(&mut n), vec![(plain.qpn, 48)]);
     // The plain one sends: both get it, itself included.
     n.post_recv(&mut plain, &[(1000, m.key, m.va(0))]);
-    n.post_send(
-        &mut plain,
-        SEND,
-        SIGNALED,
-        [0; 4],
-        &[group_av(3), Seg::Inline(vec![2; 8])],
-    );
+    send_to_group(&n, &mut plain, 3, vec![2; 8]);
     let mut want = vec![(plain.qpn, 48), (blocked.qpn, 48)];
     want.sort_unstable();
     assert_eq!(received(&mut n), want);
