@@ -36,6 +36,22 @@ pub fn cap(s_wr: u32, r_wr: u32, sge: u32) -> QpCap {
     }
 }
 
+/// One scatter/gather entry: the first `length` bytes of `mr`.
+pub fn sge1(mr: &mlx5::MemoryRegion<'_, SimPlatform>, length: u32) -> [mlx5::qp::Sge; 1] {
+    [mlx5::qp::Sge {
+        addr: mr.addr(),
+        length,
+        lkey: mr.lkey(),
+    }]
+}
+
+/// `n` receive work requests (`wr_id` 0..n) over `sg`.
+pub fn recv_wrs(sg: &[mlx5::qp::Sge], n: u64) -> Vec<mlx5::qp::RecvWr<'_>> {
+    (0..n)
+        .map(|wr_id| mlx5::qp::RecvWr { wr_id, sg_list: sg })
+        .collect()
+}
+
 pub fn empty_wc() -> Wc {
     Wc::default()
 }

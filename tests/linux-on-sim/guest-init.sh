@@ -156,7 +156,9 @@ if grep -q 'linuxsim.pyverbs=1' /proc/cmdline && [ -x /usr/bin/python3 ]; then
   echo 1 > /proc/sys/kernel/printk
   # (busybox sh prefers its own applets, ip among them; the suite's subprocesses look iproute2's
   # ip and devlink up in PATH.)
-  (cd /tests && PATH=/usr/sbin:/usr/bin:/sbin:/bin python3 pyv_runner.py --dev mlx5_0 --port 1 --gid 1) 2>&1
+  # linuxsim.pyvtests=a,b: only these tests (unittest names under tests., for a focused run).
+  only=$(sed -n 's/.*linuxsim.pyvtests=\([A-Za-z0-9_.,]*\).*/\1/p' /proc/cmdline | tr ',' ' ')
+  (cd /tests && PATH=/usr/sbin:/usr/bin:/sbin:/bin python3 pyv_runner.py --dev mlx5_0 --port 1 --gid 1 $only) 2>&1
   rc=$?
   echo "$level" > /proc/sys/kernel/printk
   echo "GUEST-PYV: exit $rc"

@@ -31,7 +31,9 @@
 # with Debian's Python 3.11, iproute2 and the RDMA CM modules; implies UP=1 VFIO=0 TRAFFIC=0 WAIT=5,
 # TIMEOUT 900, 2 GiB guest; checked: the suite ran to its summary, no failure, no error, and every
 # skip is one tests/linux-on-sim/pyverbs-expected.txt allows, with its reason; downloads cached
-# under target/linux-on-sim/pyv-debs).
+# under target/linux-on-sim/pyv-debs), PYV_TESTS (with PYVERBS=1: only these tests, comma-separated
+# unittest names such as test_odp or test_odp.OdpTestCase.test_odp_rc_traffic; the skip and count
+# checks then fail, as not every test ran — for a focused look, not for CI).
 #
 # CI runs it twice: as is (Linux's probe and unload on the real cx5 profile, then mlx5ctl
 # through vfio-pci), and with TRAFFIC=1 UP=1 VFIO=0.
@@ -212,7 +214,7 @@ timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabi
   -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=$MEM,share=on \
   -cpu max -smp 1 -m $MEM -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.ping=${PING:-${TRAFFIC:-0}} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} linuxsim.pyverbs=$PYVERBS log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.ping=${PING:-${TRAFFIC:-0}} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} linuxsim.pyverbs=$PYVERBS${PYV_TESTS:+ linuxsim.pyvtests=$PYV_TESTS} log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
   tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}
@@ -262,12 +264,22 @@ PY"
 # show (tests/linux-on-sim/real-cx5.txt, from ../shared/reference/real-cx5.md; issue #28).
 check "ibv_devinfo -v in the guest shows what a real ConnectX-5 shows, row by row (known differences listed with their reasons)" "python3 - '$WORK/guest.log' '$HERE/real-cx5.txt' <<'PY'
 import re, sys
-ibv, flags = {}, set()
-in_flags = False
+ibv, flags, lists = {}, set(), {}
+in_flags, in_list = False, None
 for l in open(sys.argv[1], errors='replace'):
     if not l.startswith('GUEST-IBV: '): continue
     l = l[len('GUEST-IBV: '):].rstrip('\n')
     m = re.match(r'\s*([A-Za-z_ ]+?):\s+(\S.*)$', l)
+    h = re.fullmatch(r'\s*([a-z_]+_caps):\s*', l)
+    if h:
+        in_list = h.group(1) if h.group(1) not in lists else None
+        if in_list: lists[in_list] = set()
+        in_flags = False
+        continue
+    if in_list and re.fullmatch(r'\s+[A-Z0-9_ ]+', l):
+        if l.strip() != 'NO SUPPORT': lists[in_list].add(l.strip())
+        continue
+    in_list = None
     if m:
         ibv.setdefault(m.group(1).strip(), m.group(2).strip())
         in_flags = m.group(1).strip() == 'device_cap_flags'
@@ -286,6 +298,13 @@ for line in open(sys.argv[2]):
         have = name in flags
         want, got = name, ('set' if have else 'clear')
         agree = have
+    elif line.startswith('caps '):
+        # `caps <list> <NAME>...`: the list's entries, as a set (none: NO SUPPORT).
+        body, _, reason = line[5:].partition('  ')
+        key, *names = body.split()
+        want, got = key, ' '.join(sorted(lists.get(key, {'?'})))
+        agree = key in lists and lists[key] == set(names)
+        line = key + ' ' + ' '.join(names)
     else:
         key, _, rest = line.partition(' ')
         rest = rest.strip()

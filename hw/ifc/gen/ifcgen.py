@@ -71,6 +71,9 @@ ROOMS = {
         ("flow_table_prop_layout", "The properties of one flow table type (in `flow_table_nic_cap`)."),
         ("flow_table_fields_supported", "The match fields a flow table type supports."),
         ("flow_table_fields_supported_2", "More match fields a flow table type supports."),
+        ("odp_cap", "On-demand paging capabilities (HCA_CAP cap_type 2): the transport page-fault scheme's per-transport operations."),
+        ("odp_scheme_cap", "One page-fault scheme of `odp_cap`: which operations of each transport may fault."),
+        ("odp_per_transport_service_cap", "The operations of one transport that may take a page fault (send, receive, write, read, atomic, SRQ receive)."),
     ],
     "uar_pd": [
         ("alloc_uar_in", "ALLOC_UAR (0x802) input."),
@@ -126,6 +129,12 @@ ROOMS = {
         ("pages_req_event", "Event data of a PAGE_REQUEST event (type 0x0b): the function and the pages it wants (negative: return)."),
         ("port_state_change_event", "Event data of a PORT_CHANGE event (type 0x09): the port; the sub-type says what changed."),
         ("cmd_inter_comp_event", "Event data of a CMD event (type 0x0a): the command entries that completed."),
+        ("wqe_associated_page_fault_event", "Event data of a PAGE_FAULT event (type 0x0c) of sub-type WQE: the WQE, its queue and the fault's direction."),
+        ("rdma_page_fault_event", "Event data of a PAGE_FAULT event (type 0x0c) of sub-type RDMA: the remote key and range the responder could not reach."),
+        ("page_fault_resume_in", "PAGE_FAULT_RESUME (0x204) input: the fault resolved (or failed)."),
+        ("page_fault_resume_out", "PAGE_FAULT_RESUME (0x204) output."),
+        ("page_fault_resume_in_page_fault_info_auto", "The fault a PAGE_FAULT_RESUME names (a union)."),
+        ("trans_page_fault_info", "A transport page fault in PAGE_FAULT_RESUME: error, type, the queue and the fault's token."),
     ],
     "cq": [
         ("cqc", "Completion queue context (PRM \"CQ Context\")."),

@@ -299,6 +299,43 @@ pub mod mkey_access_mode {
     pub const MTT: u64 = 1;
     /// Indirect: through a list of (byte count, key, address) entries (KLMs); memory windows.
     pub const KLMS: u64 = 2;
+    /// Indirect with fixed-size entities: entry n (key, address) maps bytes `[n << log_page_size,
+    /// (n + 1) << log_page_size)` of the key's range; Linux's implicit ODP parent keys.
+    pub const KSM: u64 = 3;
+}
+
+/// On-demand paging: the flag bits of an MTT entry, the sub-types of a PAGE_FAULT event and the
+/// fault types of its data and of PAGE_FAULT_RESUME (docs/fields.md "ODP").
+pub mod odp {
+    /// MTT entry bit 0: the page may be read (present for reads). Honoured on entries written by
+    /// UMR and on CREATE_MKEY's list when `pg_access` is set; without `pg_access` the list's
+    /// pages are present for every access.
+    pub const MTT_READ: u64 = 1 << 0;
+    /// MTT entry bit 1: the page may be written.
+    pub const MTT_WRITE: u64 = 1 << 1;
+    /// PAGE_FAULT sub-type (EQE byte 3): the data segments of a WQE (send, receive, SRQ).
+    pub const SUBTYPE_WQE: u8 = 0;
+    /// PAGE_FAULT sub-type: a responder's RDMA access (WRITE, READ, atomic) through an rkey.
+    pub const SUBTYPE_RDMA: u8 = 1;
+    /// WQE fault type: a receive WQE of an SRQ / RMP (the event's queue is the SRQ).
+    pub const WQE_RMP: u8 = 0;
+    /// WQE fault type: a SEND or RDMA WRITE WQE of a send queue (its data is read).
+    pub const WQE_REQ_SEND_OR_WRITE: u8 = 1;
+    /// WQE fault type: a receive WQE of a QP's receive queue.
+    pub const WQE_RESP: u8 = 2;
+    /// WQE fault type: an RDMA READ or atomic WQE of a send queue (its local buffer is written).
+    pub const WQE_REQ_READ_OR_ATOMIC: u8 = 3;
+    /// RDMA fault flag: the faulting side is the requester.
+    pub const RDMA_REQUESTOR: u8 = 1 << 0;
+    /// RDMA fault flag: the access writes (RDMA WRITE, atomic).
+    pub const RDMA_WRITE: u8 = 1 << 1;
+    /// RDMA fault flag: an RDMA access (always set on an RDMA fault).
+    pub const RDMA_RDMA: u8 = 1 << 2;
+    /// CQE `syndrome` of an SRQ receive WQE given back because of a page fault (REMOTE_ABORTED):
+    /// rdma-core's mlx5 provider reposts the WQE and never shows the CQE.
+    pub const SRQ_FAULT_SYNDROME: u8 = 0x22;
+    /// CQE `vendor_err_synd` of that CQE (ODP page fault).
+    pub const SRQ_FAULT_VENDOR: u8 = 0x93;
 }
 
 /// MODIFY_CQ: its `op_mod`s and the bits of `modify_field_select_resize_field_select`.

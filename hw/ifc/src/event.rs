@@ -27,6 +27,10 @@ pub const PORT_CHANGE: u8 = 0x09;
 pub const CMD: u8 = 0x0a;
 /// Firmware page request.
 pub const PAGE_REQUEST: u8 = 0x0b;
+/// Page fault (on-demand paging): a WQE's or an RDMA access's pages are not present; the data
+/// is a [`crate::prm::eqe::WqeAssociatedPageFaultEvent`] or a
+/// [`crate::prm::eqe::RdmaPageFaultEvent`] by the sub-type ([`crate::consts::odp`]).
+pub const PAGE_FAULT: u8 = 0x0c;
 /// Invalid request on a work queue.
 pub const WQ_INVAL_REQ_ERROR: u8 = 0x10;
 /// Access violation on a work queue.

@@ -48,6 +48,7 @@ opcodes! {
     QueryMkey = 0x201, "QUERY_MKEY";
     DestroyMkey = 0x202, "DESTROY_MKEY";
     QuerySpecialContexts = 0x203, "QUERY_SPECIAL_CONTEXTS";
+    PageFaultResume = 0x204, "PAGE_FAULT_RESUME";
     CreateEq = 0x301, "CREATE_EQ";
     DestroyEq = 0x302, "DESTROY_EQ";
     QueryEq = 0x303, "QUERY_EQ";

@@ -16,8 +16,11 @@
 
 use std::path::Path;
 
-use mlx5_ifc::prm::caps::{AtomicCaps as A, CmdHcaCap as C, RoceCap as R};
-use mlx5_ifc::{Field, Layout, LayoutError, View, ViewMut};
+use mlx5_ifc::prm::caps::{
+    AtomicCaps as A, CmdHcaCap as C, OdpCap, OdpPerTransportServiceCap as T, OdpSchemeCap as S,
+    RoceCap as R,
+};
+use mlx5_ifc::{Field, Layout, LayoutError, Nested, View, ViewMut};
 
 use crate::model::pages::{PagePolicy, RandomPages};
 use crate::SimError;
@@ -29,6 +32,7 @@ pub struct Profile {
     hca_cap: [u8; C::BYTES],
     roce_cap: [u8; R::BYTES],
     atomic_cap: [u8; A::BYTES],
+    odp_cap: [u8; OdpCap::BYTES],
     fw: (u16, u16, u16),
     boot_pages: u32,
     init_pages: u32,
@@ -51,6 +55,15 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::LOG_MAX_MRW_SZ, 64),
     (C::FORCE_TEARDOWN, 1),
     (C::NULL_MKEY, 1),
+    // On-demand paging (`pg`): MTT entries' read/write bits name the present pages; a WQE or an
+    // RDMA access that meets an absent one raises a PAGE_FAULT event and waits for
+    // PAGE_FAULT_RESUME (issue #28; the operations per transport are `CX5_ODP`).
+    (C::PG, 1),
+    // Implicit ODP (mlx5_ib reports ODP_SUPPORT_IMPLICIT with `fixed_buffer_size`, `null_mkey`
+    // and `umr_extended_translation_offset`): KSM parent keys over the whole address space,
+    // their entities made present by UMR, an absent one a fault naming the parent.
+    (C::FIXED_BUFFER_SIZE, 1),
+    (C::UMR_EXTENDED_TRANSLATION_OFFSET, 1),
     (C::LOG_MAX_KLM_LIST_SIZE, 16),
     (C::LOG_MAX_RA_REQ_DC, 4),
     (C::LOG_MAX_RA_RES_DC, 4),
@@ -149,6 +162,49 @@ const CX5_ATOMIC: &[(Field<A>, u64)] = &[
     (A::ATOMIC_SIZE_DC, 0x8),
 ];
 
+/// A transport's operations in `odp_cap`'s transport page-fault scheme.
+type OdpOp = (Nested<S, T>, Field<T>);
+
+/// `odp_cap` (MAX) of the ConnectX-5 profile: the operations that may take a page fault, as
+/// every ConnectX-5 dump reports them (real-cx5.md row 34) — RC: SEND, RECV, WRITE, READ, SRQ;
+/// UD: SEND; XRC: SEND, WRITE, READ, SRQ. No atomics (no dump shows them), nothing for UC or DC.
+const CX5_ODP: &[OdpOp] = &[
+    (S::RC_ODP_CAPS, T::SEND),
+    (S::RC_ODP_CAPS, T::RECEIVE),
+    (S::RC_ODP_CAPS, T::WRITE),
+    (S::RC_ODP_CAPS, T::READ),
+    (S::RC_ODP_CAPS, T::SRQ_RECEIVE),
+    (S::UD_ODP_CAPS, T::SEND),
+    (S::XRC_ODP_CAPS, T::SEND),
+    (S::XRC_ODP_CAPS, T::WRITE),
+    (S::XRC_ODP_CAPS, T::READ),
+    (S::XRC_ODP_CAPS, T::SRQ_RECEIVE),
+];
+
+/// The `odp_cap` operations software turns on with SET_HCA_CAP (what Linux's mlx5_core raises
+/// to MAX at load, `handle_hca_cap_odp`): CUR starts without them.
+const ODP_SETTABLE: &[OdpOp] = &[
+    (S::UD_ODP_CAPS, T::SRQ_RECEIVE),
+    (S::RC_ODP_CAPS, T::SRQ_RECEIVE),
+    (S::XRC_ODP_CAPS, T::SRQ_RECEIVE),
+    (S::XRC_ODP_CAPS, T::SEND),
+    (S::XRC_ODP_CAPS, T::RECEIVE),
+    (S::XRC_ODP_CAPS, T::WRITE),
+    (S::XRC_ODP_CAPS, T::READ),
+    (S::XRC_ODP_CAPS, T::ATOMIC),
+    (S::DC_ODP_CAPS, T::SRQ_RECEIVE),
+];
+
+/// Sets (or clears) each operation of `ops` in the `odp_cap` image `buf`.
+fn odp_ops(buf: &mut [u8], ops: &[OdpOp], on: bool) -> Result<(), LayoutError> {
+    let mut v = ViewMut::<OdpCap>::new(buf)?;
+    let mut scheme = v.nested_mut(OdpCap::TRANSPORT_PAGE_FAULT_SCHEME_CAP);
+    for &(transport, op) in ops {
+        scheme.nested_mut(transport).set(op, u64::from(on))?;
+    }
+    Ok(())
+}
+
 /// How a PF's firmware asks for pages at run time, which every built-in profile does: each
 /// CQ, QP, SRQ/RMP and memory key needs a page of ICM the driver must give while the create
 /// waits; after a destroy the firmware offers back what it holds beyond 32 spare pages; and
@@ -243,6 +299,7 @@ impl Profile {
             hca_cap: [0; C::BYTES],
             roce_cap: [0; R::BYTES],
             atomic_cap: [0; A::BYTES],
+            odp_cap: [0; OdpCap::BYTES],
             fw: (16, 35, 2000),
             boot_pages: 16,
             init_pages: 64,
@@ -258,6 +315,9 @@ impl Profile {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         if let Err(e) = apply::<A>(&mut p.atomic_cap, CX5_ATOMIC) {
+            log::error!("mlx5-sim: built-in profile {name}: {e}");
+        }
+        if let Err(e) = odp_ops(&mut p.odp_cap, CX5_ODP, true) {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         p
@@ -382,6 +442,23 @@ impl Profile {
     /// The `atomic_caps` image (MAX, and the initial CUR).
     pub fn atomic_cap(&self) -> &[u8; 256] {
         &self.atomic_cap
+    }
+
+    /// The `odp_cap` image (MAX; all zero without `pg`).
+    pub fn odp_cap(&self) -> [u8; 256] {
+        if self.general_cap(C::PG) == 0 {
+            return [0; 256];
+        }
+        self.odp_cap
+    }
+
+    /// The `odp_cap` image CUR starts from: MAX without the operations software turns on.
+    pub fn odp_cap_initial(&self) -> [u8; 256] {
+        let mut i = self.odp_cap();
+        if let Err(e) = odp_ops(&mut i, ODP_SETTABLE, false) {
+            log::error!("mlx5-sim: odp_cap: {e}");
+        }
+        i
     }
 
     /// One `cmd_hca_cap` (MAX) field.

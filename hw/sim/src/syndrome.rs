@@ -99,6 +99,7 @@
 //! | `0x5e030068` MCG_QP_TYPE | BAD_PARAM | ATTACH_TO_MCG / DETACH_FROM_MCG of a QP that is not UD (or is QP1 or a UMR QP) |
 //! | `0x5e030069` MCG_GID | BAD_PARAM | ATTACH_TO_MCG / DETACH_FROM_MCG `multicast_gid` not a multicast address (0xff…, or IPv4-mapped 224.0.0.0/4) |
 //! | `0x5e03006a` MCG_NOT_ATTACHED | BAD_PARAM | DETACH_FROM_MCG of a QP not attached to that group |
+//! | `0x5e03006b` PAGE_FAULT_UNKNOWN | BAD_PARAM | PAGE_FAULT_RESUME naming no outstanding page fault (queue, type, token) |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -365,6 +366,8 @@ syndromes! {
     MCG_GID = 0x5e03_0069;
     /// BAD_PARAM: DETACH_FROM_MCG of a QP not in the group.
     MCG_NOT_ATTACHED = 0x5e03_006a;
+    /// PAGE_FAULT_RESUME names no outstanding page fault.
+    PAGE_FAULT_UNKNOWN = 0x5e03_006b;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

@@ -779,3 +779,72 @@ impl Layout for FlowTableFieldsSupported2 {
         Self::INNER_L4_TYPE.info, Self::OUTER_L4_TYPE.info, Self::BTH_OPCODE.info, Self::TUNNEL_HEADER_0_1.info,
     ];
 }
+
+/// On-demand paging capabilities (HCA_CAP cap_type 2): the transport page-fault scheme's per-transport operations.
+///
+/// `mlx5_ifc` structure `odp_cap`, 256 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct OdpCap;
+
+impl OdpCap {
+    #[doc = "`transport_page_fault_scheme_cap` (odp_scheme_cap): bit 0x0, width 512, byte 0x0."] pub const TRANSPORT_PAGE_FAULT_SCHEME_CAP: Nested<Self, OdpSchemeCap> = Nested::new("transport_page_fault_scheme_cap", 0x0, 512);
+    #[doc = "`memory_page_fault_scheme_cap` (odp_scheme_cap): bit 0x200, width 512, byte 0x40."] pub const MEMORY_PAGE_FAULT_SCHEME_CAP: Nested<Self, OdpSchemeCap> = Nested::new("memory_page_fault_scheme_cap", 0x200, 512);
+    #[doc = "`mem_page_fault`: bit 0x600, width 1, byte 0xc0."] pub const MEM_PAGE_FAULT: Field<Self> = Field::new("mem_page_fault", 0x600, 1);
+}
+
+impl Layout for OdpCap {
+    const NAME: &'static str = "odp_cap";
+    const BYTES: usize = 0x100;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::TRANSPORT_PAGE_FAULT_SCHEME_CAP.info, Self::MEMORY_PAGE_FAULT_SCHEME_CAP.info, Self::MEM_PAGE_FAULT.info,
+    ];
+}
+
+/// One page-fault scheme of `odp_cap`: which operations of each transport may fault.
+///
+/// `mlx5_ifc` structure `odp_scheme_cap`, 64 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct OdpSchemeCap;
+
+impl OdpSchemeCap {
+    #[doc = "`sig`: bit 0x40, width 1, byte 0x8."] pub const SIG: Field<Self> = Field::new("sig", 0x40, 1);
+    #[doc = "`page_prefetch`: bit 0x45, width 1, byte 0x8."] pub const PAGE_PREFETCH: Field<Self> = Field::new("page_prefetch", 0x45, 1);
+    #[doc = "`rc_odp_caps` (odp_per_transport_service_cap): bit 0x80, width 32, byte 0x10."] pub const RC_ODP_CAPS: Nested<Self, OdpPerTransportServiceCap> = Nested::new("rc_odp_caps", 0x80, 32);
+    #[doc = "`uc_odp_caps` (odp_per_transport_service_cap): bit 0xa0, width 32, byte 0x14."] pub const UC_ODP_CAPS: Nested<Self, OdpPerTransportServiceCap> = Nested::new("uc_odp_caps", 0xa0, 32);
+    #[doc = "`ud_odp_caps` (odp_per_transport_service_cap): bit 0xc0, width 32, byte 0x18."] pub const UD_ODP_CAPS: Nested<Self, OdpPerTransportServiceCap> = Nested::new("ud_odp_caps", 0xc0, 32);
+    #[doc = "`xrc_odp_caps` (odp_per_transport_service_cap): bit 0xe0, width 32, byte 0x1c."] pub const XRC_ODP_CAPS: Nested<Self, OdpPerTransportServiceCap> = Nested::new("xrc_odp_caps", 0xe0, 32);
+    #[doc = "`dc_odp_caps` (odp_per_transport_service_cap): bit 0x100, width 32, byte 0x20."] pub const DC_ODP_CAPS: Nested<Self, OdpPerTransportServiceCap> = Nested::new("dc_odp_caps", 0x100, 32);
+}
+
+impl Layout for OdpSchemeCap {
+    const NAME: &'static str = "odp_scheme_cap";
+    const BYTES: usize = 0x40;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::SIG.info, Self::PAGE_PREFETCH.info, Self::RC_ODP_CAPS.info, Self::UC_ODP_CAPS.info,
+        Self::UD_ODP_CAPS.info, Self::XRC_ODP_CAPS.info, Self::DC_ODP_CAPS.info,
+    ];
+}
+
+/// The operations of one transport that may take a page fault (send, receive, write, read, atomic, SRQ receive).
+///
+/// `mlx5_ifc` structure `odp_per_transport_service_cap`, 4 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct OdpPerTransportServiceCap;
+
+impl OdpPerTransportServiceCap {
+    #[doc = "`send`: bit 0x0, width 1, byte 0x0."] pub const SEND: Field<Self> = Field::new("send", 0x0, 1);
+    #[doc = "`receive`: bit 0x1, width 1, byte 0x0."] pub const RECEIVE: Field<Self> = Field::new("receive", 0x1, 1);
+    #[doc = "`write`: bit 0x2, width 1, byte 0x0."] pub const WRITE: Field<Self> = Field::new("write", 0x2, 1);
+    #[doc = "`read`: bit 0x3, width 1, byte 0x0."] pub const READ: Field<Self> = Field::new("read", 0x3, 1);
+    #[doc = "`atomic`: bit 0x4, width 1, byte 0x0."] pub const ATOMIC: Field<Self> = Field::new("atomic", 0x4, 1);
+    #[doc = "`srq_receive`: bit 0x5, width 1, byte 0x0."] pub const SRQ_RECEIVE: Field<Self> = Field::new("srq_receive", 0x5, 1);
+}
+
+impl Layout for OdpPerTransportServiceCap {
+    const NAME: &'static str = "odp_per_transport_service_cap";
+    const BYTES: usize = 0x4;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::SEND.info, Self::RECEIVE.info, Self::WRITE.info, Self::READ.info,
+        Self::ATOMIC.info, Self::SRQ_RECEIVE.info,
+    ];
+}

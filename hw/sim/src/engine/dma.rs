@@ -2,7 +2,7 @@
 
 use super::wqe::{LocalError, Piece};
 use crate::memory::queue::dma_fault;
-use crate::model::mkey::{access, IovaPieces};
+use crate::model::mkey::{access, IovaPieces, KeyError};
 use crate::model::runtime::Sge;
 use crate::model::runtime::WriteCtx;
 use crate::model::translation;
@@ -19,7 +19,10 @@ fn local(
 ) -> Result<IovaPieces, LocalError> {
     translation::translate(hw.model, lkey, addr, len, need, pd).map_err(|e| {
         log::info!("mlx5-sim: lkey {lkey:#x} at {addr:#x}+{len}: {e:?}");
-        LocalError::Protection
+        match e {
+            KeyError::Absent => LocalError::PageFault,
+            _ => LocalError::Protection,
+        }
     })
 }
 

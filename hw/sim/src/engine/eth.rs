@@ -159,7 +159,10 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                         log::info!("mlx5-sim: SQ {sqn:#x} WQE {cc}: {e:?}");
                         let syn = match e {
                             LocalError::Length => syndrome::LOCAL_LENGTH_ERR,
-                            LocalError::Protection => syndrome::LOCAL_PROT_ERR,
+                            // Ethernet queues take no page faults (no ODP for raw packets).
+                            LocalError::Protection | LocalError::PageFault => {
+                                syndrome::LOCAL_PROT_ERR
+                            }
                             LocalError::Dma => syndrome::LOCAL_QP_OP_ERR,
                         };
                         fail(hw, sqn, &sq, cc, op_code, syn, rest);

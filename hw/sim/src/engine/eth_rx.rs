@@ -187,7 +187,7 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
                 srqn_uidx,
                 syndrome: match e {
                     LocalError::Length => syndrome::LOCAL_LENGTH_ERR,
-                    LocalError::Protection => syndrome::LOCAL_PROT_ERR,
+                    LocalError::Protection | LocalError::PageFault => syndrome::LOCAL_PROT_ERR,
                     LocalError::Dma => syndrome::LOCAL_QP_OP_ERR,
                 },
                 vendor: if e == LocalError::Dma {

@@ -14,7 +14,8 @@
 //! * [`requester`]: executing the send queue; [`ack`]: ACK/NAK processing, retransmission and
 //!   the retry and RNR counts; [`timer`]: the ack timeout and RNR wait; [`psn`]: PSN arithmetic;
 //! * [`responder`]: inbound requests: receive WQE consumption, RDMA WRITE / READ / atomics
-//!   with rkey checks, ACK / NAK / RNR NAK generation; [`ud`]: datagrams and multicast;
+//!   with rkey checks, ACK / NAK / RNR NAK generation; [`odp`]: its page faults; [`ud`]:
+//!   datagrams and multicast;
 //!   [`recv`]: dropped frames and receive errors, which both share;
 //! * [`eth`], [`eth_rx`], [`steering`]: Ethernet send queues, receive, flow tables and RSS.
 //!
@@ -27,6 +28,7 @@ pub(crate) mod dma;
 pub(crate) mod doorbell;
 pub(crate) mod eth;
 pub(crate) mod eth_rx;
+pub(crate) mod odp;
 pub(crate) mod psn;
 pub(crate) mod recv;
 pub(crate) mod requester;
@@ -61,6 +63,21 @@ pub(crate) fn tick(hw: &mut Hw<'_>) {
         .collect();
     for qpn in due {
         ack::on_timer(hw, qpn);
+    }
+    // Send queues resumed after a page fault run again.
+    let resumed: Vec<u32> = hw
+        .model
+        .rt
+        .qps
+        .iter_mut()
+        .filter(|(_, q)| q.resume_at.is_some_and(|t| t <= hw.now))
+        .map(|(&n, q)| {
+            q.resume_at = None;
+            n
+        })
+        .collect();
+    for qpn in resumed {
+        requester::doorbell(hw, qpn);
     }
 }
 

@@ -18,7 +18,10 @@ pub(crate) fn drop_frame(hw: &mut Hw<'_>, why: &str) {
 pub(crate) fn error(hw: &mut Hw<'_>, info: &QpInfo, wqe_counter: u16, e: LocalError) -> u8 {
     let (s, nak) = match e {
         LocalError::Length => (syn::LOCAL_LENGTH_ERR, aeth::NAK_INVALID_REQ),
-        LocalError::Protection => (syn::LOCAL_PROT_ERR, aeth::NAK_REMOTE_OP),
+        // A page fault reaching here is one that may not wait (UD, UC) or that failed.
+        LocalError::Protection | LocalError::PageFault => {
+            (syn::LOCAL_PROT_ERR, aeth::NAK_REMOTE_OP)
+        }
         LocalError::Dma => (syn::LOCAL_PROT_ERR, aeth::NAK_REMOTE_OP),
     };
     let c = Cqe {

@@ -27,8 +27,8 @@
 //! `retry_count` times → TRANSPORT_RETRY_EXC_ERR (0x15). UC and UD requests complete once on
 //! the wire. A requester CQE is written when `fm_ce_se` asks for one (CE 2 or 3) or on error.
 
-use mlx5_ifc::consts::{qp_st, qp_state};
-use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::consts::{odp, qp_st, qp_state};
+use mlx5_ifc::prm::caps::{CmdHcaCap, OdpPerTransportServiceCap as T};
 use mlx5_ifc::wqe::CtrlSeg;
 use mlx5_ifc::View;
 
@@ -38,12 +38,13 @@ use super::wqe::{self, opcode as wop, LocalError, SendWqe};
 use super::{dma, timer};
 use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use crate::events::flush::{self, fetch};
+use crate::events::page_fault;
 use crate::fabric::frame::{op, AtomicEth, Packet, Reth, Route};
 use crate::fabric::pool;
 use crate::fault::{DmaFault, DmaFaultKind};
 use crate::model::qp::qp_rt;
 use crate::model::qp_info::QpInfo;
-use crate::model::runtime::SendReq;
+use crate::model::runtime::{FaultState, SendReq};
 use crate::model::Hw;
 
 /// The largest UD payload for a port MTU: the largest IB MTU that fits with the headers.
@@ -82,9 +83,26 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
         );
         return;
     };
+    // A page fault stops the queue at the WQE that faulted until PAGE_FAULT_RESUME; one resumed
+    // with `error` fails that WQE. A QP in ERR flushes whatever a fault held.
+    let mut fail_next = false;
+    let rt = qp_rt(&mut hw.model.rt, &info);
+    match rt.sq_fault {
+        Some(_) if info.state == qp_state::ERR => rt.sq_fault = None,
+        Some(f) if f.state == FaultState::Pending => return,
+        Some(_) => {
+            rt.sq_fault = None;
+            fail_next = true;
+        }
+        None => {}
+    }
     let mut budget = info.sq_wqebbs;
     while budget > 0 {
-        let cc = qp_rt(&mut hw.model.rt, &info).sq_cc;
+        let rt = qp_rt(&mut hw.model.rt, &info);
+        if rt.sq_fault.is_some() {
+            break;
+        }
+        let cc = rt.sq_cc;
         if cc == pi as u16 {
             break;
         }
@@ -102,6 +120,9 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
         budget = budget.saturating_sub(u32::from(bbs));
         if crate::model::qp::qp_state_of(hw.model, qpn) == Some(qp_state::ERR) {
             flush::flush_wqe(hw, &info, cc, bytes.get(3).copied().unwrap_or(0));
+        } else if std::mem::take(&mut fail_next) {
+            let opcode = View::<CtrlSeg>::new(&bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
+            flush::enter_error(hw, qpn, Some((cc, opcode, syn::LOCAL_PROT_ERR, 0)));
         } else {
             execute(hw, &info, cc, &bytes);
         }
@@ -112,7 +133,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
 pub(crate) fn local_syndrome(e: LocalError) -> (u8, u8) {
     match e {
         LocalError::Length => (syn::LOCAL_LENGTH_ERR, 0),
-        LocalError::Protection => (syn::LOCAL_PROT_ERR, 0),
+        LocalError::Protection | LocalError::PageFault => (syn::LOCAL_PROT_ERR, 0),
         LocalError::Dma => (syn::LOCAL_PROT_ERR, cqe::VENDOR_DMA),
     }
 }
@@ -157,11 +178,36 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
             }
             complete_ready(hw, info);
         }
+        Err(LocalError::PageFault) if may_fault(hw, info, w.opcode) => {
+            // The WQE waits, unexecuted, for PAGE_FAULT_RESUME; the queue stops at it.
+            hw.model.rt.counters.wqes_executed -= 1;
+            let kind = if matches!(w.opcode, wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA) {
+                odp::WQE_REQ_READ_OR_ATOMIC
+            } else {
+                odp::WQE_REQ_SEND_OR_WRITE
+            };
+            let len = u16::try_from(bytes.len()).unwrap_or(u16::MAX);
+            let f = page_fault::wqe_fault(hw, kind, info.qpn, cc, len);
+            let rt = qp_rt(&mut hw.model.rt, info);
+            rt.sq_cc = cc;
+            rt.sq_fault = Some(f);
+        }
         Err(e) => {
             let (s, vendor) = local_syndrome(e);
             flush::enter_error(hw, info.qpn, Some((cc, opcode, s, vendor)));
         }
     }
+}
+
+/// Whether a send WQE of `opcode` on `info` may wait for a page fault: the current ODP caps
+/// name the operation for the QP's transport (SEND and WRITE read their data: `send`).
+fn may_fault(hw: &Hw<'_>, info: &QpInfo, opcode: u8) -> bool {
+    let op = match opcode {
+        wop::RDMA_READ => T::READ,
+        wop::ATOMIC_CS | wop::ATOMIC_FA => T::ATOMIC,
+        _ => T::SEND,
+    };
+    hw.model.odp_allows(info.st, op)
 }
 
 /// A UMR WQE ([`super::umr`]): a local operation, done at once (its completion waits behind the

@@ -5,7 +5,7 @@
 //! READ response, atomic ACK) go to the [`super::requester`].
 //!
 //! RC: a PSN ahead of the expected one gets one NAK sequence error (until the expected PSN
-//! arrives); a PSN behind it is a duplicate — SEND and WRITE are acknowledged again, a READ is
+//! arrives; none after an RNR NAK, whose PSN the requester goes back to); a PSN behind it is a duplicate — SEND and WRITE are acknowledged again, a READ is
 //! executed again, an atomic gets its saved result again. In sequence:
 //!
 //! * SEND (FIRST / ONLY) consumes a receive WQE (RQ ring or SRQ list); with none posted the
@@ -39,24 +39,26 @@
 //! WQE it took is kept for the next message); a message without a receive WQE or with a bad
 //! rkey is dropped. UD: [`super::ud`].
 
-use mlx5_ifc::consts::{qp_st, qp_state};
+use mlx5_ifc::consts::{odp, qp_st, qp_state};
 use mlx5_ifc::event;
+use mlx5_ifc::prm::caps::OdpPerTransportServiceCap as T;
 use mlx5_ifc::prm::srq::XrcSrqc;
 use mlx5_ifc::View;
 
 use super::dma;
+use super::odp::Held;
 use super::psn::psn_add;
 use super::psn::psn_diff;
 use super::recv::{self, drop_frame};
 use super::wqe::{self, LocalError};
 use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use crate::fabric::frame::{aeth, op, Packet, Received};
-use crate::model::mkey::access;
+use crate::model::mkey::{access, KeyError};
 use crate::model::objects::ObjectKind;
 use crate::model::qp::qp_rt;
 use crate::model::qp_info::QpInfo;
-use crate::model::runtime::RecvCtx;
 use crate::model::runtime::WriteCtx;
+use crate::model::runtime::{PageFault, RecvCtx};
 use crate::model::translation;
 use crate::model::Hw;
 
@@ -241,7 +243,11 @@ fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         return duplicate(hw, info, p);
     }
     rt.nak_sent = false;
-    let verdict = request(hw, info, p, true);
+    let verdict = match super::odp::held(hw, info) {
+        Some(Held::Wait) => Verdict::Rnr,
+        Some(Held::Failed(f)) => fault_failed(hw, info, f),
+        None => request(hw, info, p, true),
+    };
     match verdict {
         Verdict::Done { psns, ack } => {
             let rt = qp_rt(&mut hw.model.rt, info);
@@ -250,7 +256,13 @@ fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
                 owe_ack(hw, info, p.psn);
             }
         }
-        Verdict::Rnr => send_aeth(hw, info, p.psn, aeth::RNR | (info.min_rnr_nak & 0x1f)),
+        Verdict::Rnr => {
+            // The rest of the message, already on its way, is out of sequence now: it is
+            // dropped without a sequence NAK (the requester goes back to this PSN after its RNR
+            // wait anyway).
+            qp_rt(&mut hw.model.rt, info).nak_sent = true;
+            send_aeth(hw, info, p.psn, aeth::RNR | (info.min_rnr_nak & 0x1f));
+        }
         Verdict::Nak(code, ev) => {
             send_aeth(hw, info, p.psn, code);
             if let Some(ev) = ev {
@@ -301,6 +313,20 @@ fn request(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdic
         op::READ_REQ => read(hw, info, p),
         op::CMP_SWAP | op::FETCH_ADD => atomic(hw, info, p),
         _ => Verdict::Drop,
+    }
+}
+
+/// The request after a page fault resumed with `error`: a receive WQE kept for it completes
+/// with LOCAL_PROT_ERR (NAK remote operational error); an SRQ's (given back already) or an
+/// RDMA access fails with a NAK remote operational / access error. The QP goes to ERR.
+fn fault_failed(hw: &mut Hw<'_>, info: &QpInfo, f: PageFault) -> Verdict {
+    match (f.subtype, f.kind) {
+        (odp::SUBTYPE_WQE, odp::WQE_RESP) => match qp_rt(&mut hw.model.rt, info).recv.take() {
+            Some(ctx) => recv_error(hw, info, ctx.wqe_counter, LocalError::PageFault),
+            None => Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
+        },
+        (odp::SUBTYPE_WQE, _) => Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR)),
+        _ => access_error(true),
     }
 }
 
@@ -370,7 +396,14 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
         return invalid(reliable);
     }
     if let Err(e) = dma::scatter(hw, info.pd, &ctx.sges, ctx.offset, p.payload) {
-        return recv_error(hw, info, ctx.wqe_counter, e);
+        let counter = ctx.wqe_counter;
+        if e == LocalError::PageFault
+            && reliable
+            && super::odp::recv_fault(hw, info, ctx, p.payload.len())
+        {
+            return Verdict::Rnr;
+        }
+        return recv_error(hw, info, counter, e);
     }
     ctx.offset += len;
     if !last {
@@ -463,6 +496,18 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
                     written: 0,
                 });
             }
+            Err(KeyError::Absent)
+                if reliable
+                    && super::odp::rdma_fault(
+                        hw,
+                        info,
+                        (r.rkey, r.va, r.len),
+                        p.payload.len(),
+                        T::WRITE,
+                    ) =>
+            {
+                return Verdict::Rnr;
+            }
             Err(e) => {
                 log::info!(
                     "mlx5-sim: QP {:#x}: RDMA WRITE rkey {:#x}: {e:?}",
@@ -493,6 +538,19 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
             (info.pd, info.qpn),
         ) {
             Ok(pieces) => (ctx.pieces, ctx.at, ctx.used) = (pieces, 0, 0),
+            Err(KeyError::Absent)
+                if reliable
+                    && super::odp::rdma_fault(
+                        hw,
+                        info,
+                        (ctx.key, at, ctx.total - ctx.written as u32),
+                        p.payload.len(),
+                        T::WRITE,
+                    ) =>
+            {
+                qp_rt(&mut hw.model.rt, info).write = Some(ctx);
+                return Verdict::Rnr;
+            }
             Err(e) => {
                 log::info!(
                     "mlx5-sim: QP {:#x}: RDMA WRITE rkey {:#x} at byte {} of {}: {e:?}",
@@ -574,6 +632,11 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
         (info.pd, info.qpn),
     ) {
         Ok(p) => p,
+        Err(KeyError::Absent)
+            if super::odp::rdma_fault(hw, info, (r.rkey, r.va, r.len), 0, T::READ) =>
+        {
+            return Verdict::Rnr;
+        }
         Err(e) => {
             log::info!(
                 "mlx5-sim: QP {:#x}: RDMA READ rkey {:#x}: {e:?}",
@@ -665,6 +728,11 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
         (info.pd, info.qpn),
     ) {
         Ok(pieces) if pieces.len() == 1 => pieces[0].0,
+        Err(KeyError::Absent)
+            if super::odp::rdma_fault(hw, info, (a.rkey, a.va, 8), 0, T::ATOMIC) =>
+        {
+            return Verdict::Rnr;
+        }
         _ => return access_error(true),
     };
     let cs = p.opcode & 0x1f == op::CMP_SWAP;

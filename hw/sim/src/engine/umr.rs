@@ -24,15 +24,17 @@
 //!   (with `flags` bit 4; else 0), within the key's table rounded up to 64 bytes: Linux writes
 //!   whole 64-byte chunks, past a `translations_octword_size` that is not a multiple of 4 — or
 //!   a KLM key (16-byte entries: byte count, key, address; they replace the list from the
-//!   offset on) (LOCAL_LENGTH_ERR);
+//!   offset on), or a KSM key (the same 16 bytes, one entity each, within
+//!   `translations_octword_size`; the null mkey's entries are absent) (LOCAL_LENGTH_ERR);
 //! * a new `log_page_size` 12..=30, a new PD that exists (LOCAL_PROT_ERR).
 //!
 //! `mkey_mask` selects the fields the mkey segment changes: LEN (with `length64`), PAGE_SIZE,
 //! START_ADDR, PD, EN_RINVAL, KEY (`mkey_7_0`), QPN (the QP a window is bound to), LR, LW,
 //! RR, RW, A and FREE; the others
 //! (fence, relaxed ordering, BSF) change nothing this model keeps. The key's context image
-//! follows, so QUERY_MKEY shows the result. Entry low 12 bits (read/write present flags) are
-//! masked off, as CREATE_MKEY does.
+//! follows, so QUERY_MKEY shows the result. An MTT entry's bits 1:0 (read, write) say whether
+//! its page is present (on-demand paging: a zapped or not yet faulted page has neither; Linux
+//! sets both on every page of a pinned MR); its other low bits are ignored.
 
 use mlx5_ifc::prm::mr::Mkc;
 use mlx5_ifc::wqe::{CtrlSeg, DataSeg};
@@ -40,7 +42,7 @@ use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::dma;
 use super::wqe::{LocalError, Piece};
-use crate::model::mkey::{access, Klm, Mkey};
+use crate::model::mkey::{access, Klm, Mkey, MTT_FLAGS, MTT_PRESENT, NULL_MKEY};
 use crate::model::objects::ObjectKind;
 use crate::model::runtime::Sge;
 use crate::model::Hw;
@@ -73,8 +75,6 @@ mod mask {
     pub(super) const A: u64 = 1 << 21;
     pub(super) const FREE: u64 = 1 << 29;
 }
-/// MTT entries carry flags in their low 12 bits.
-const MTT_FLAGS: u64 = 0xfff;
 
 fn be16(b: &[u8], at: usize) -> u64 {
     u64::from(u16::from_be_bytes([b[at], b[at + 1]]))
@@ -187,6 +187,9 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
         if let Some((shift, _)) = m.mtt.as_mut() {
             *shift = new_shift as u32;
         }
+        if let Some(t) = m.ksm.as_mut() {
+            t.shift = new_shift as u32;
+        }
     }
     if mkey_mask & mask::PD != 0 {
         m.pd = new_pd;
@@ -244,6 +247,27 @@ fn write_translations(
     offset: u64,
     octo_size: usize,
 ) -> Result<(), LocalError> {
+    if let Some(t) = m.ksm.as_mut() {
+        // KSM entries (an implicit ODP parent's): one octword each; the null mkey's are absent.
+        let first = offset / Klm::BYTES as u64;
+        let n = (xlt.len() / Klm::BYTES) as u64;
+        if first + n > octo_size as u64 {
+            return Err(LocalError::Length);
+        }
+        for (k, e) in xlt
+            .chunks_exact(Klm::BYTES)
+            .filter_map(Klm::parse)
+            .enumerate()
+        {
+            let at = first + k as u64;
+            if e.key == NULL_MKEY {
+                t.entries.remove(&at);
+            } else {
+                t.entries.insert(at, (e.key, e.addr));
+            }
+        }
+        return Ok(());
+    }
     if let Some(list) = m.klm.as_mut() {
         let entries: Vec<Klm> = xlt
             .chunks_exact(Klm::BYTES)
@@ -270,7 +294,10 @@ fn write_translations(
     };
     let entries: Vec<u64> = xlt
         .chunks_exact(8)
-        .map(|e| u64::from_be_bytes(e.try_into().unwrap_or([0; 8])) & !MTT_FLAGS)
+        .map(|e| {
+            let raw = u64::from_be_bytes(e.try_into().unwrap_or([0; 8]));
+            raw & (!MTT_FLAGS | MTT_PRESENT)
+        })
         .collect();
     // Whole 64-byte chunks of the table (8 entries each).
     let cap = (octo_size * 2).next_multiple_of(8);

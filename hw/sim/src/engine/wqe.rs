@@ -44,6 +44,9 @@ pub(crate) enum LocalError {
     Protection,
     /// A translated address is not mapped (a `DmaFault` is recorded).
     Dma,
+    /// A page is not present (on-demand paging): where the operation supports it, a page fault
+    /// is raised and the operation waits; elsewhere it is a protection error.
+    PageFault,
 }
 
 /// The segment of layout `L` at `*at` of the WQE `b`; moves `*at` past it.

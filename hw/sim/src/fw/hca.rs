@@ -92,6 +92,8 @@ pub(crate) fn query_hca_cap(
         (cap_type::ROCE, _) => &model.cur_roce,
         (cap_type::ATOMIC, cap_mode::MAX) => env.profile.atomic_cap(),
         (cap_type::ATOMIC, _) => &model.cur_atomic,
+        (cap_type::ODP, cap_mode::MAX) => &env.profile.odp_cap(),
+        (cap_type::ODP, _) => &model.cur_odp,
         // Not settable: MAX and CUR are the same.
         (cap_type::ETHERNET_OFFLOADS, _) => &super::netcaps::eth_caps()[..],
         (cap_type::FLOW_TABLE, _) => &super::netcaps::flow_table_caps()[..],
@@ -179,6 +181,16 @@ pub(crate) fn set_hca_cap(
                         .map(drop)
                 }),
             )?;
+        }
+        cap_type::ODP => {
+            // Any operation MAX offers may be turned on or off; none beyond it.
+            let max = env.profile.odp_cap();
+            let new = &cap[..max.len()];
+            if new.iter().zip(max.iter()).any(|(n, m)| n & !m != 0) {
+                log::info!("mlx5-sim: SET_HCA_CAP ODP: an operation beyond MAX");
+                return Err(bad_param(syn::CAP_EXCEEDS_MAX));
+            }
+            model.cur_odp.copy_from_slice(new);
         }
         _ => return Err(bad_param(syn::BAD_CAP_TYPE)),
     }

@@ -2,8 +2,10 @@
 //!
 //! CREATE_MKEY checks, in order, each with its own syndrome:
 //!
-//! 1. `access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`) is PA (0), MTT (1) or KLMS (2,
-//!    an indirect key: mlx5_ib's memory windows) (BAD_PARAM MKEY_ACCESS_MODE);
+//! 1. `access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`) is PA (0), MTT (1), KLMS (2,
+//!    an indirect key: mlx5_ib's memory windows) or KSM (3, fixed-size entities of
+//!    `2^log_page_size` bytes, 12 to 30: mlx5_ib's implicit ODP parents) (BAD_PARAM
+//!    MKEY_ACCESS_MODE, MKEY_PAGE_SIZE);
 //! 2. `pd` allocated (BAD_RES UNKNOWN_PD);
 //! 3. the range: MTT with `length64` set, or `start_addr + len` past 2^64 (BAD_PARAM
 //!    MKEY_LENGTH). PA with `length64` covers the whole IOVA space;
@@ -41,7 +43,7 @@ use mlx5_ifc::{Be64, CmdStatus, View};
 use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Failure, Req};
 use super::queue;
 use crate::fault::{DmaFault, DmaFaultKind};
-use crate::model::mkey::{access, Klm, Mkey};
+use crate::model::mkey::{access, Klm, Ksm, Mkey, MTT_FLAGS, MTT_PRESENT, NULL_MKEY};
 use crate::model::objects::{Object, ObjectKind};
 use crate::model::Model;
 use crate::syndrome as syn;
@@ -52,8 +54,6 @@ const FIRST_MKEY_INDEX: u32 = 3;
 const MIN_LOG_MTT_PAGE: u64 = 12;
 /// The largest MTT `log_page_size` (absolute: 1 GiB pages).
 const MAX_LOG_MTT_PAGE: u64 = 30;
-/// MTT entries carry flags in their low 12 bits.
-const MTT_FLAGS: u64 = 0xfff;
 
 fn read_be64(b: &[u8]) -> u64 {
     let mut w = [0u8; 8];
@@ -100,12 +100,25 @@ fn mtt(
     if announced.is_none_or(|end| req.input.len() < end) {
         return Err(fail(CmdStatus::BadInputLen, syn::INLEN_MKEY_MTT));
     }
+    // `pg_access`: the list's read/write bits say which pages are present (on-demand paging);
+    // without it every page of the list is present.
+    let pg_access = input::<CreateMkeyIn>(req)?.get(CreateMkeyIn::PG_ACCESS) == 1;
     let mut pages = Vec::with_capacity(list.len() / 8);
     let first = start & !(page - 1);
     for (k, e) in list.chunks_exact(8).enumerate() {
-        let addr = read_be64(e) & !MTT_FLAGS;
+        let raw = read_be64(e);
+        let addr = raw & !MTT_FLAGS;
         if addr % page != 0 {
             return Err(bad_param(syn::MKEY_MTT_UNALIGNED));
+        }
+        let present = if pg_access {
+            raw & MTT_PRESENT
+        } else {
+            MTT_PRESENT
+        };
+        if present == 0 {
+            pages.push(addr);
+            continue;
         }
         let vpage = first + (k as u64) * page;
         let lo = vpage.max(start) - vpage;
@@ -121,7 +134,7 @@ fn mtt(
             });
             return Err(bad_param(syn::MKEY_MTT_UNMAPPED));
         }
-        pages.push(addr);
+        pages.push(addr | present);
     }
     Ok((shift, pages))
 }
@@ -150,6 +163,25 @@ fn klms(req: &Req<'_>, c: &View<'_, Mkc>) -> Result<Vec<Klm>, Failure> {
         .collect())
 }
 
+/// The table of a new KSM key: entities of `2^log_page_size` bytes (12 to 30), entries as KLMs
+/// are laid out (their byte count unused), those naming the null mkey absent.
+fn ksm(req: &Req<'_>, c: &View<'_, Mkc>) -> Result<Ksm, Failure> {
+    let log = c.get(Mkc::LOG_PAGE_SIZE);
+    if !(MIN_LOG_MTT_PAGE..=MAX_LOG_MTT_PAGE).contains(&log) {
+        return Err(bad_param(syn::MKEY_PAGE_SIZE));
+    }
+    let mut t = Ksm {
+        shift: log as u32,
+        ..Ksm::default()
+    };
+    for (n, e) in klms(req, c)?.into_iter().enumerate() {
+        if e.key != NULL_MKEY {
+            t.entries.insert(n as u64, (e.key, e.addr));
+        }
+    }
+    Ok(t)
+}
+
 pub(crate) fn create_mkey(
     model: &mut Model,
     env: &mut Env<'_>,
@@ -159,7 +191,7 @@ pub(crate) fn create_mkey(
     let i = input::<CreateMkeyIn>(req)?;
     let c = i.nested(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
     let mode = (c.get(Mkc::ACCESS_MODE_4_2) << 2) | c.get(Mkc::ACCESS_MODE_1_0);
-    if mode > mkey_access_mode::KLMS {
+    if mode > mkey_access_mode::KSM {
         return Err(bad_param(syn::MKEY_ACCESS_MODE));
     }
     let pd = c.get32(Mkc::PD);
@@ -179,6 +211,11 @@ pub(crate) fn create_mkey(
     };
     let klm = if mode == mkey_access_mode::KLMS {
         Some(klms(req, &c)?)
+    } else {
+        None
+    };
+    let ksm = if mode == mkey_access_mode::KSM {
+        Some(ksm(req, &c)?)
     } else {
         None
     };
@@ -202,6 +239,7 @@ pub(crate) fn create_mkey(
             | bit(Mkc::A, access::ATOMIC),
         mtt,
         klm,
+        ksm,
         qpn: c.get32(Mkc::QPN),
         free: c.get(Mkc::FREE) == 1,
         rinval: c.get(Mkc::EN_RINVAL) == 1,
@@ -253,11 +291,13 @@ pub(crate) fn query_mkey(
         o.nested_mut(QueryMkeyOut::MEMORY_KEY_MKEY_ENTRY).as_bytes(),
         &m.ctx,
     );
-    let pages = m.mtt.as_ref().map(|(_, p)| p.as_slice()).unwrap_or(&[]);
-    queue::put_pas(o.bytes_mut(QueryMkeyOut::BSF0_KLM0_PAS_MTT0_1), pages);
-    queue::put_pas(
-        o.bytes_mut(QueryMkeyOut::BSF1_KLM1_PAS_MTT2_3),
-        pages.get(2..).unwrap_or(&[]),
-    );
+    let mut pages = [0u64; 4];
+    if let Some((_, p)) = &m.mtt {
+        for (d, s) in pages.iter_mut().zip(p.iter()) {
+            *d = s & !MTT_FLAGS;
+        }
+    }
+    queue::put_pas(o.bytes_mut(QueryMkeyOut::BSF0_KLM0_PAS_MTT0_1), &pages);
+    queue::put_pas(o.bytes_mut(QueryMkeyOut::BSF1_KLM1_PAS_MTT2_3), &pages[2..]);
     Ok(())
 }

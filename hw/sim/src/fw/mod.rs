@@ -39,6 +39,7 @@ pub(crate) mod mad;
 pub(crate) mod mcg;
 pub(crate) mod mkey;
 pub(crate) mod netcaps;
+pub(crate) mod odp;
 pub(crate) mod page_req;
 pub(crate) mod pages;
 pub(crate) mod qp;
@@ -53,8 +54,8 @@ pub(crate) mod xrc;
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::{
-    cq as c, eq as e, flow as f, hca as h, mr as m, qp as q, sq_rq as w, srq as s, tir as t,
-    uar_pd as u, vport as v,
+    cq as c, eq as e, eqe as ev, flow as f, hca as h, mr as m, qp as q, sq_rq as w, srq as s,
+    tir as t, uar_pd as u, vport as v,
 };
 use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
 
@@ -211,6 +212,11 @@ const SPECS: &[Spec] = &[
         mkey::destroy_mkey,
     ),
     spec::<m::QueryMkeyIn, m::QueryMkeyOut>(Opcode::QueryMkey, Gate::Initialized, mkey::query_mkey),
+    spec::<ev::PageFaultResumeIn, ev::PageFaultResumeOut>(
+        Opcode::PageFaultResume,
+        Gate::Initialized,
+        odp::page_fault_resume,
+    ),
     spec::<e::CreateEqIn, e::CreateEqOut>(Opcode::CreateEq, Gate::Initialized, eq::create_eq),
     spec::<e::DestroyEqIn, e::DestroyEqOut>(Opcode::DestroyEq, Gate::Initialized, eq::destroy_eq),
     spec::<e::QueryEqIn, e::QueryEqOut>(Opcode::QueryEq, Gate::Initialized, eq::query_eq),

@@ -4,7 +4,7 @@
 //! command handlers ([`crate::fw`]) and the data path ([`crate::engine`]) both work on it;
 //! neither is part of it.
 
-use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap};
+use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap, OdpCap, OdpPerTransportServiceCap, OdpSchemeCap};
 use mlx5_ifc::{consts, Field, Layout, View};
 
 use super::objects::{self, ObjectKind};
@@ -34,6 +34,8 @@ pub(crate) struct Model {
     pub(crate) cur_general: [u8; CmdHcaCap::BYTES],
     pub(crate) cur_roce: [u8; 256],
     pub(crate) cur_atomic: [u8; 256],
+    /// The current `odp_cap` (SET_HCA_CAP turns on what MAX allows).
+    pub(crate) cur_odp: [u8; 256],
     pub(crate) pages: pages::Pages,
     pub(crate) objects: objects::ObjectTable,
     pub(crate) vport: vport::Vport,
@@ -56,6 +58,7 @@ impl Model {
             cur_general: *profile.hca_cap_max(),
             cur_roce: profile.roce_cap_initial(),
             cur_atomic: *profile.atomic_cap(),
+            cur_odp: profile.odp_cap_initial(),
             pages: pages::Pages::new(profile.page_policy().clone()),
             objects: objects::ObjectTable::default(),
             vport: vport::Vport::new(profile),
@@ -76,6 +79,7 @@ impl Model {
         self.cur_general = *profile.hca_cap_max();
         self.cur_roce = profile.roce_cap_initial();
         self.cur_atomic = *profile.atomic_cap();
+        self.cur_odp = profile.odp_cap_initial();
         self.vport = vport::Vport::new(profile);
         self.driver_version = None;
     }
@@ -88,6 +92,24 @@ impl Model {
     /// One field of the current atomic capabilities.
     pub(crate) fn cur_atomic(&self, f: Field<AtomicCaps>) -> u64 {
         View::<AtomicCaps>::new(&self.cur_atomic).map_or(0, |v| v.get(f))
+    }
+
+    /// Whether an operation `op` of service type `st` may take a page fault: the current
+    /// `odp_cap` names it for the transport (RC, UD, XRC; UC, QP1 and UMR QPs take none).
+    pub(crate) fn odp_allows(&self, st: u64, op: Field<OdpPerTransportServiceCap>) -> bool {
+        use consts::qp_st;
+        let transport = match st {
+            qp_st::RC => OdpSchemeCap::RC_ODP_CAPS,
+            qp_st::UD => OdpSchemeCap::UD_ODP_CAPS,
+            qp_st::XRC => OdpSchemeCap::XRC_ODP_CAPS,
+            _ => return false,
+        };
+        View::<OdpCap>::new(&self.cur_odp).is_ok_and(|v| {
+            v.nested(OdpCap::TRANSPORT_PAGE_FAULT_SCHEME_CAP)
+                .nested(transport)
+                .get(op)
+                == 1
+        })
     }
 
     /// Whether entry and mailbox signatures are checked (CUR `cmdif_checksum` = 3).

@@ -50,11 +50,14 @@ pub(crate) struct Mkey {
     /// `length64`: the whole address space.
     pub(crate) whole: bool,
     pub(crate) access: u8,
-    /// MTT mode: page shift and page addresses; `None` in PA and KLM mode.
+    /// MTT mode: page shift and entries — each a page address with its present bits
+    /// ([`MTT_PRESENT`]) in bits 1:0; `None` in PA and KLM mode.
     pub(crate) mtt: Option<(u32, Vec<u64>)>,
     /// KLM mode (an indirect key, e.g. a memory window): its entries, in order; `None` in the
     /// other modes.
     pub(crate) klm: Option<Vec<Klm>>,
+    /// KSM mode (an implicit ODP parent): its table; `None` in the other modes.
+    pub(crate) ksm: Option<Ksm>,
     /// The QP a type 2 memory window is bound to (`qpn`; 0xffffff: none).
     pub(crate) qpn: u32,
     pub(crate) free: bool,
@@ -88,6 +91,23 @@ impl Klm {
     }
 }
 
+/// An MTT entry's present bits: readable, writable (on-demand paging; [`mlx5_ifc::consts::odp`]).
+pub(crate) const MTT_PRESENT: u64 =
+    mlx5_ifc::consts::odp::MTT_READ | mlx5_ifc::consts::odp::MTT_WRITE;
+/// An MTT entry's flag bits (its low 12 bits; the page address above them).
+pub(crate) const MTT_FLAGS: u64 = 0xfff;
+
+/// The table of a KSM key: entity `n` — bytes `[start + n << shift, + 1 << shift)` of the key's
+/// range — maps through `(key, address)`; an entry naming the null mkey is absent and not kept
+/// (Linux's implicit ODP parent has 2^17 entries of 1 GiB, nearly all null).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Ksm {
+    /// log2 of the entity size (the key's `log_page_size`).
+    pub(crate) shift: u32,
+    /// The non-null entries: entity → (key, address).
+    pub(crate) entries: std::collections::BTreeMap<u64, (u32, u64)>,
+}
+
 /// `qpn` of a key bound to no QP.
 pub(crate) const NO_QPN: u32 = 0xff_ffff;
 
@@ -102,6 +122,9 @@ pub(crate) enum KeyError {
     Access,
     /// The range is outside the mkey.
     Bounds,
+    /// A page of the range is not present for the access (an MTT entry without its read or
+    /// write bit while the device pages on demand, `pg`): a page fault.
+    Absent,
 }
 
 /// The IOVA pieces of a translated range, in order: a few (a message within a few pages)

@@ -72,6 +72,12 @@ pub struct DatapathCounters {
     pub naks_sent: u64,
     /// RNR NAKs sent.
     pub rnr_naks_sent: u64,
+    /// PAGE_FAULT events raised (on-demand paging: a WQE's or an RDMA access's page absent).
+    pub page_faults: u64,
+    /// Page faults resumed by PAGE_FAULT_RESUME (`error` clear).
+    pub page_faults_resolved: u64,
+    /// Page faults resumed with `error` set: the WQE or request completes in error.
+    pub page_faults_failed: u64,
 }
 
 /// A data segment: `byte_count`, `lkey`, `addr`.
@@ -127,6 +133,30 @@ pub(crate) struct WriteCtx {
     pub(crate) written: u64,
 }
 
+/// Where a page fault stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FaultState {
+    /// Raised; PAGE_FAULT_RESUME has not come.
+    Pending,
+    /// Resumed with `error`: the WQE or request it stopped completes in error.
+    Failed,
+}
+
+/// A page fault the device raised on a QP's queue and waits on: what PAGE_FAULT_RESUME must
+/// name (`page_fault_type`, `wq_number`, `token`) and where it stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageFault {
+    /// The event's sub-type ([`mlx5_ifc::consts::odp`]: RDMA or WQE).
+    pub(crate) subtype: u8,
+    /// The fault type: a WQE fault type, or an RDMA fault's flags.
+    pub(crate) kind: u8,
+    /// The queue: the QP, or the SRQ of an SRQ receive WQE.
+    pub(crate) wq: u32,
+    /// The token the event carried (an RDMA fault's is its QP).
+    pub(crate) token: u32,
+    pub(crate) state: FaultState,
+}
+
 /// The transport state of one QP (beyond its context).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct QpRt {
@@ -155,6 +185,13 @@ pub(crate) struct QpRt {
     pub(crate) atomics: VecDeque<(u32, u64)>,
     /// Responder: the ACK owed, `(PSN, MSN)` (coalesced: sent when the device goes idle).
     pub(crate) ack_owed: Option<(u32, u32)>,
+    /// The send queue's page fault: its WQEs wait from `sq_cc` until it is resumed.
+    pub(crate) sq_fault: Option<PageFault>,
+    /// The responder's page fault (a receive WQE's, an RDMA access's): requests are answered
+    /// with RNR NAKs until it is resumed.
+    pub(crate) rq_fault: Option<PageFault>,
+    /// The send queue was resumed: it runs again at this time (device time).
+    pub(crate) resume_at: Option<u64>,
 }
 
 /// CQ state: producer counter, error, CQEs written.
@@ -199,6 +236,8 @@ pub(crate) struct Runtime {
     pub(super) qp_cache: BTreeMap<u32, Arc<QpInfo>>,
     /// The QPs that owe an ACK ([`QpRt::ack_owed`]).
     pub(crate) acks_owed: Vec<u32>,
+    /// The token of the last WQE page fault raised (24 bits, counting).
+    pub(crate) fault_token: u32,
 }
 
 impl Runtime {
@@ -237,7 +276,7 @@ impl Runtime {
     pub(crate) fn deadline(&self) -> Option<u64> {
         self.qps
             .values()
-            .flat_map(|q| [q.timer, q.resend_at])
+            .flat_map(|q| [q.timer, q.resend_at, q.resume_at])
             .flatten()
             .min()
     }

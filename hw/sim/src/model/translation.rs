@@ -3,7 +3,10 @@
 
 use mlx5_ifc::prm::mr::Mkc;
 
-use super::mkey::{access, IovaPieces, KeyError, Klm, Mkey, NO_QPN, RESD_LKEY};
+use mlx5_ifc::consts::odp;
+use mlx5_ifc::prm::caps::CmdHcaCap;
+
+use super::mkey::{access, IovaPieces, KeyError, Klm, Ksm, Mkey, MTT_FLAGS, NO_QPN, RESD_LKEY};
 use super::Model;
 
 /// Translates `[va, va + len)` through `key` for `need` (bits of [`access`]) on behalf of a QP
@@ -41,7 +44,76 @@ pub(crate) fn translate(
     if let Some(klm) = &m.klm {
         return indirect(model, m, klm, va, len, need, pd);
     }
-    direct(m, va, end, len)
+    if let Some(t) = &m.ksm {
+        return entities(model, m, t, (va, end), need, pd);
+    }
+    direct(m, va, end, len, presence(model, need))
+}
+
+/// A KSM key's pieces of `[va, end)`: each entity's bytes through its entry's key — a direct
+/// key of PD `pd` granting `need` — at the entry's address plus the offset in the entity. An
+/// entity without an entry (the null mkey's) is an absent page while the device pages on
+/// demand (an implicit ODP parent's fault names the parent, the key the access used), else a
+/// bad key.
+fn entities(
+    model: &Model,
+    m: &Mkey,
+    t: &Ksm,
+    (va, end): (u64, u64),
+    need: u8,
+    pd: u32,
+) -> Result<IovaPieces, KeyError> {
+    let size = 1u64.checked_shl(t.shift).ok_or(KeyError::Bounds)?;
+    let present = presence(model, need);
+    let mut out = IovaPieces::new();
+    let mut at = va;
+    while at < end {
+        let rel = at.checked_sub(m.start).ok_or(KeyError::Bounds)?;
+        let off = rel & (size - 1);
+        let n = (size - off).min(end - at);
+        let Some(&(key, addr)) = t.entries.get(&(rel >> t.shift)) else {
+            return Err(if present.is_some() {
+                KeyError::Absent
+            } else {
+                KeyError::BadKey
+            });
+        };
+        let k = model
+            .objects
+            .mkey(key >> 8)
+            .filter(|k| k.variant == key as u8 && !k.free && k.klm.is_none() && k.ksm.is_none())
+            .ok_or(KeyError::BadKey)?;
+        if k.pd != pd {
+            return Err(KeyError::Pd);
+        }
+        if k.access & need != need {
+            return Err(KeyError::Access);
+        }
+        let from = addr.checked_add(off).ok_or(KeyError::Bounds)?;
+        let to = from.checked_add(n).ok_or(KeyError::Bounds)?;
+        if !k.whole && (from < k.start || to > k.start.saturating_add(k.len)) {
+            return Err(KeyError::Bounds);
+        }
+        for piece in direct(k, from, to, n, present)?.iter() {
+            out.push(*piece);
+        }
+        at += n;
+    }
+    Ok(out)
+}
+
+/// The MTT entry bit that must be set for an access of `need` while the device pages on
+/// demand (`pg`): write for writes and atomics, else read. `None`: the bits are not looked at.
+fn presence(model: &Model, need: u8) -> Option<u64> {
+    if model.cur(CmdHcaCap::PG) == 0 {
+        return None;
+    }
+    let writes = access::LOCAL_WRITE | access::REMOTE_WRITE | access::ATOMIC;
+    Some(if need & writes != 0 {
+        odp::MTT_WRITE
+    } else {
+        odp::MTT_READ
+    })
 }
 
 /// Like [`translate`], for a remote access arriving on QP `qpn`: a type 2 memory window bound
@@ -65,8 +137,15 @@ pub(crate) fn translate_remote(
     translate(model, key, va, len, need, pd)
 }
 
-/// A direct key's pieces of `[va, end)` (`len` bytes).
-fn direct(m: &Mkey, va: u64, end: u64, len: u64) -> Result<IovaPieces, KeyError> {
+/// A direct key's pieces of `[va, end)` (`len` bytes); an MTT entry without the `present` bit
+/// is an absent page.
+fn direct(
+    m: &Mkey,
+    va: u64,
+    end: u64,
+    len: u64,
+    present: Option<u64>,
+) -> Result<IovaPieces, KeyError> {
     match &m.mtt {
         None => Ok(split(va, len, u64::MAX)),
         Some((shift, pages)) => {
@@ -75,8 +154,18 @@ fn direct(m: &Mkey, va: u64, end: u64, len: u64) -> Result<IovaPieces, KeyError>
             let mut out = IovaPieces::new();
             let mut at = va;
             while at < end {
-                let k = usize::try_from((at - base) >> shift).map_err(|_| KeyError::Bounds)?;
-                let addr = *pages.get(k).ok_or(KeyError::Bounds)?;
+                let rel = at.checked_sub(base).ok_or(KeyError::Bounds)?;
+                let k = usize::try_from(rel >> shift).map_err(|_| KeyError::Bounds)?;
+                // An entry never written is zero: absent while paging.
+                let entry = match (pages.get(k), present) {
+                    (Some(&e), _) => e,
+                    (None, Some(_)) => 0,
+                    (None, None) => return Err(KeyError::Bounds),
+                };
+                if present.is_some_and(|bit| entry & bit == 0) {
+                    return Err(KeyError::Absent);
+                }
+                let addr = entry & !MTT_FLAGS;
                 let off = at & (page - 1);
                 let n = (page - off).min(end - at);
                 out.push((addr + off, n as usize));
@@ -135,7 +224,7 @@ fn indirect(
         if !k.whole && (at < k.start || end > k.start.saturating_add(k.len)) {
             return Err(KeyError::Bounds);
         }
-        for piece in direct(k, at, end, n)?.iter() {
+        for piece in direct(k, at, end, n, presence(model, local))?.iter() {
             out.push(*piece);
         }
         off += n;
