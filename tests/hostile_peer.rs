@@ -428,7 +428,7 @@ fn soak() {
         ports[1].rx_frames,
         ports[1].rx_checksum_drops
     );
-    let ext = attacker.finish();
+    let ext = attacker.finish(&net);
     let hwm = status_kib("VmHWM:");
     // Most of what the process holds is the simulator's command traces (each command's input
     // and output, TRACE_CAPACITY a device, the oldest forgotten): a few hundred bytes a

@@ -170,6 +170,8 @@ pub struct RoceV2 {
     pub dqpn: u32,
     pub ack_req: bool,
     pub psn: u32,
+    /// The BTH P_Key; `None`: the default, 0xffff.
+    pub pkey: Option<u16>,
     /// Extension headers (RETH, DETH, AETH...), as bytes.
     pub ext: Vec<u8>,
     pub payload: Vec<u8>,
@@ -189,7 +191,8 @@ impl RoceV2 {
         f.extend_from_slice(&[0, 0]);
         f.push(self.opcode);
         f.push((self.pad & 3) << 4);
-        f.extend_from_slice(&[0xff, 0xff, 0]);
+        f.extend_from_slice(&self.pkey.unwrap_or(0xffff).to_be_bytes());
+        f.push(0);
         f.extend_from_slice(&self.dqpn.to_be_bytes()[1..]);
         f.push(if self.ack_req { 0x80 } else { 0 });
         f.extend_from_slice(&self.psn.to_be_bytes()[1..]);

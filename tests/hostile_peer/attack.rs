@@ -567,7 +567,7 @@ impl<'a> Attacker<'a> {
     }
 
     /// The port's counters, checked once more, for the summary.
-    pub fn finish(&mut self) -> String {
+    pub fn finish(&mut self, net: &Net<'_>) -> String {
         self.ext.fence();
         let s = self.ext.snap();
         let c = self.ext.port.counters();
@@ -577,9 +577,15 @@ impl<'a> Attacker<'a> {
             "the attacker's socket took every frame the port sent"
         );
         assert_eq!(s.evicted, self.ext.model.evicted);
+        let pkv = net.sims[1].datapath_counters().pkey_violations;
+        assert!(
+            pkv >= self.exposed.bad_pkeys,
+            "every frame with a P_Key not the QP's counted: {pkv} of {}",
+            self.exposed.bad_pkeys
+        );
         format!(
             "rx {} runts {} answered {} tx {} neighbours held {} (high-water {}/{}) evicted {}; \
-             exposed QP: {} windows, reset {} times",
+             exposed QP: {} windows, reset {} times, {} frames with another P_Key",
             s.rx,
             s.runts,
             s.answered,
@@ -589,7 +595,8 @@ impl<'a> Attacker<'a> {
             mlx5::sim::MAX_NEIGHBOURS,
             s.evicted,
             self.exposed.windows,
-            self.exposed.resets
+            self.exposed.resets,
+            self.exposed.bad_pkeys
         )
     }
 }

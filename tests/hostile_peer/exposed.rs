@@ -7,7 +7,7 @@
 use super::attack::Victims;
 use super::common::wire;
 use super::common::Dev;
-use super::frames::Out;
+use super::frames::{pick, Out};
 use super::{Net, Rng, ATTACKER_IP, ATTACKER_MAC, IP_B};
 use mlx5::cm::mapped;
 use mlx5::ifc::consts::qp_state;
@@ -30,6 +30,8 @@ pub struct Exposed<'a> {
     bytes: Vec<u8>,
     pub windows: u64,
     pub resets: u64,
+    /// Frames sent with a P_Key that is not the QP's.
+    pub bad_pkeys: u64,
 }
 
 impl<'a> Exposed<'a> {
@@ -46,6 +48,7 @@ impl<'a> Exposed<'a> {
             bytes: vec![0; 4096],
             windows: 0,
             resets: 0,
+            bad_pkeys: 0,
         };
         e.connect(rng);
         e
@@ -112,7 +115,16 @@ impl<'a> Exposed<'a> {
                 p.payload = data;
             };
             match rng.below(100) {
-                0..=34 => {
+                0..=4 => {
+                    // In sequence, in bounds, with a P_Key of another partition (0x7fff, a
+                    // limited member of the default one, would match the QP's full-member
+                    // 0xffff): dropped and counted as a P_Key violation; nothing changes.
+                    let data = rng.bytes(len);
+                    write(&mut p, base + off as u64, key, data);
+                    p.pkey = Some(pick(rng, &[0x7ffe, 0x8001, 0x1234, 0x0000]));
+                    self.bad_pkeys += 1;
+                }
+                5..=34 => {
                     let data = rng.bytes(len);
                     if self.alive {
                         self.bytes[off..off + len].copy_from_slice(&data);

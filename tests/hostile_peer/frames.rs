@@ -129,6 +129,7 @@ pub fn packet(aim: &Aim<'_>, rng: &mut Rng, op: u8, dqpn: u32) -> RoceV2 {
         dqpn,
         ack_req: rng.chance(50),
         psn: rng.below(1 << 24) as u32,
+        pkey: None,
         ext,
         payload,
     }

@@ -88,6 +88,11 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::ROCE, 1),
     (C::ATOMIC, 1),
     (C::CQ_OI, 1),
+    // P_Key and Q_Key violation counters: a packet whose BTH P_Key does not match the QP's, a
+    // datagram with another Q_Key, is dropped and counted (DatapathCounters::pkey_violations,
+    // qkey_violations); mlx5_ib reports BAD_PKEY_CNTR and BAD_QKEY_CNTR (real-cx5.md).
+    (C::PKV, 1),
+    (C::QKV, 1),
     (C::CQ_RESIZE, 1),
     // Memory windows (type 1 and 2B: KLM keys bound by UMR WQEs); mlx5_ib reports MEM_WINDOW,
     // MEM_WINDOW_TYPE_2B and `max_mw` = 2^log_max_mkey from it (real-cx5.md rows 12, 24).

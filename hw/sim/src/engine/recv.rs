@@ -41,3 +41,28 @@ pub(crate) fn error(hw: &mut Hw<'_>, info: &QpInfo, wqe_counter: u16, e: LocalEr
     crate::events::flush::enter_error(hw, info.qpn, None);
     nak
 }
+
+/// Whether BTH P_Key `pkey` matches the QP's: every QP has P_Key index 0 (a RoCE port's
+/// only entry, the default P_Key 0xffff; other indices are refused at modify). IBTA's rule: the
+/// low 15 bits equal, and at least one of the two a full member (bit 15).
+pub(crate) fn pkey_member(pkey: u16) -> bool {
+    let own = mlx5_ifc::consts::roce::DEFAULT_PKEY;
+    (pkey & 0x7fff) == (own & 0x7fff) && (pkey | own) & 0x8000 != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pkey_member;
+
+    #[test]
+    fn p_key_membership_follows_ibta() {
+        // The QP's P_Key is the default, 0xffff (full member).
+        assert!(pkey_member(0xffff));
+        // A limited member of the same partition talks to a full member.
+        assert!(pkey_member(0x7fff));
+        // Another partition, full or limited; the invalid P_Key.
+        for other in [0x8001, 0x0001, 0x1234, 0x7ffe, 0x0000, 0x8000] {
+            assert!(!pkey_member(other), "{other:#06x}");
+        }
+    }
+}

@@ -1,7 +1,9 @@
 //! The responder: what a device does with a request that arrives from the wire.
 //!
-//! A decoded frame goes to the QP its BTH names if that QP exists, its service type matches the
-//! opcode's and it is in RTR, RTS or SQD (else it is dropped and counted); RC responses (ACK,
+//! A decoded frame goes to the QP its BTH names if that QP exists, its BTH P_Key matches the
+//! QP's (IBTA's membership rule against the default P_Key; else a P_Key violation, counted),
+//! its service type matches the opcode's and it is in RTR, RTS or SQD (else it is dropped and
+//! counted); RC responses (ACK,
 //! READ response, atomic ACK) go to the [`super::requester`].
 //!
 //! RC: a PSN ahead of the expected one gets one NAK sequence error (until the expected PSN
@@ -95,6 +97,10 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
     let Some(info) = QpInfo::load(hw.model, dqpn) else {
         return drop_frame(hw, "no such QP");
     };
+    if !super::recv::pkey_member(p.pkey) {
+        hw.model.rt.counters.pkey_violations += 1;
+        return drop_frame(hw, "P_Key violation");
+    }
     if !matches!(info.st, qp_st::RC | qp_st::UC | qp_st::UD | qp_st::XRC) {
         return drop_frame(hw, "QP of an unsupported service type");
     }

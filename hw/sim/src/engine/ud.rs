@@ -1,6 +1,6 @@
 //! UD receives: a datagram to its QP, and multicast to every QP of a group.
 //!
-//! The DETH Q_Key must equal the QP's (else dropped); a message too long for the receive WQE is
+//! The DETH Q_Key must equal the QP's (else dropped and counted as a Q_Key violation); a message too long for the receive WQE is
 //! dropped and the WQE kept (IBA class D; the QP stays up); the receive buffer gets the 40-byte
 //! GRH first (IPv6: the IPv6 header; IPv4: 20 zero bytes then the IPv4 header), the CQE the
 //! source QPN, the GRH flag and the RoCE L3 header type (25:24: 0 GRH, 1 IPv6, 2 IPv4) in
@@ -32,6 +32,10 @@ pub(crate) fn multicast(hw: &mut Hw<'_>, rx: &Received, looped: bool) {
     if p.dqpn != MULTICAST_QPN || p.opcode & 0xe0 != op::UD {
         return drop_frame(hw, "group-addressed, but not a UD multicast");
     }
+    if !super::recv::pkey_member(p.pkey) {
+        hw.model.rt.counters.pkey_violations += 1;
+        return drop_frame(hw, "P_Key violation");
+    }
     let members = hw.model.mcg.members(&rx.route.dgid).to_vec();
     if members.is_empty() {
         return drop_frame(hw, "multicast GID no QP is attached to");
@@ -59,6 +63,7 @@ pub(crate) fn receive(hw: &mut Hw<'_>, info: &QpInfo, rx: &Received) {
         return drop_frame(hw, "UD without DETH");
     };
     if qkey != info.q_key {
+        hw.model.rt.counters.qkey_violations += 1;
         return drop_frame(hw, "Q_Key mismatch");
     }
     // What the WQE was taken from, to give it back to a message too long for it.

@@ -78,6 +78,12 @@ pub struct DatapathCounters {
     pub page_faults_resolved: u64,
     /// Page faults resumed with `error` set: the WQE or request completes in error.
     pub page_faults_failed: u64,
+    /// Requests and responses dropped because their BTH P_Key does not match the QP's (`pkv`:
+    /// the P_Key violation counter; counted in `rx_dropped` too).
+    pub pkey_violations: u64,
+    /// Datagrams dropped because their DETH Q_Key is not the QP's (`qkv`: the Q_Key violation
+    /// counter; counted in `rx_dropped` too).
+    pub qkey_violations: u64,
 }
 
 /// A data segment: `byte_count`, `lkey`, `addr`.
