@@ -114,9 +114,11 @@ fn refusals() {
     };
     let cases: Vec<(Vec<u8>, (u8, u32))> = vec![
         (
-            // KSM (3): an access mode the simulator does not model (PA, MTT and KLMS it does).
+            // SW_ICM (4: `access_mode_4_2` 1): an access mode the simulator does not model
+            // (PA, MTT, KLMS and KSM it does).
             mkey_in(pd, 0, 8192, &pages, |c| {
-                c.set(Mkc::ACCESS_MODE_1_0, 3).unwrap();
+                c.set(Mkc::ACCESS_MODE_1_0, 0).unwrap();
+                c.set(Mkc::ACCESS_MODE_4_2, 1).unwrap();
             }),
             (BAD_PARAM, syn::MKEY_ACCESS_MODE),
         ),

@@ -2,6 +2,8 @@
 //! free MR-cache key (CHECK_NOT_FREE, translations behind a data segment, the ENABLE mask),
 //! using it from the wire, revoking it (INLINE, PD|FREE), and a refused check — an error CQE,
 //! the QP in ERR and the next WQE flushed, which Linux's UMR recovery relies on.
+//! A guest may not make the simulator hold more translation entries than its budget (2^24 for
+//! the device): such a UMR fails with LOCAL_LENGTH_ERR.
 
 mod common;
 
@@ -179,4 +181,58 @@ fn a_refused_check_stops_the_umr_qp_and_flushes_the_next_wqe() {
     );
     let c = b.poll().expect("a flush CQE");
     assert_eq!((c.opcode, c.syndrome), (0xd, 0x05), "WR_FLUSH_ERR");
+}
+
+#[test]
+fn a_umr_may_not_make_the_simulator_hold_more_than_its_translation_budget() {
+    let (_fabric, _a, mut b) = pair(Mode::Sync);
+    let xlt = b.reg_mr(4096, false, false, false);
+    // A free key whose table claims 2^26 MTT entries (room a guest may ask for).
+    let pd = b.fx.pd;
+    let input = cmd::<CreateMkeyIn>(Opcode::CreateMkey, 0, |v| {
+        let mut c = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
+        c.set(Mkc::FREE, 1).unwrap();
+        c.set(Mkc::UMR_EN, 1).unwrap();
+        c.set(Mkc::LR, 1).unwrap();
+        c.set(Mkc::ACCESS_MODE_1_0, 1).unwrap();
+        c.set(Mkc::QPN, 0xff_ffff).unwrap();
+        c.set(Mkc::PD, pd.into()).unwrap();
+        c.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, 1 << 25).unwrap();
+        c.set(Mkc::LOG_PAGE_SIZE, 12).unwrap();
+    });
+    let out = b.fx.p.ok(&input, CreateMkeyOut::BYTES);
+    let key = View::<CreateMkeyOut>::new(&out)
+        .unwrap()
+        .get32(CreateMkeyOut::MKEY_INDEX)
+        << 8;
+    let mut umr = umr_qp(&mut b);
+    // Eight entries at entry 2^24 (byte 2^27, octword 2^23): the table would hold 2^24 + 8,
+    // past the simulator's budget of 2^24 entries for the whole device.
+    let update = |n: &Node, umr: &mut Qp, octword: u64| {
+        let mut body = vec![0u8; 48 + 64];
+        body[0] = 0x10 | 0x40; // TRANSLATION_OFFSET_EN | CHECK_FREE
+        body[4..6].copy_from_slice(&4u16.to_be_bytes());
+        body[6..8].copy_from_slice(&(octword as u16).to_be_bytes());
+        body[16..20].copy_from_slice(&((octword >> 16) as u32).to_be_bytes());
+        body.extend_from_slice(&64u32.to_be_bytes());
+        body.extend_from_slice(&xlt.key.to_be_bytes());
+        body.extend_from_slice(&xlt.va.to_be_bytes());
+        post_umr(n, umr, key, &body)
+    };
+    // The key must not be free for CHECK_FREE: enable it first, entries at the start.
+    enable_at_start(&mut b, &mut umr, key, &xlt);
+    update(&b, &mut umr, 1 << 23);
+    let c = b.poll().expect("an error CQE");
+    assert_eq!(
+        (c.opcode, c.syndrome),
+        (0xd, 0x01),
+        "REQ_ERR, LOCAL_LENGTH_ERR"
+    );
+}
+
+/// Enables the free `key` over 4 pages at its start (the ENABLE mask); waits for it.
+fn enable_at_start(n: &mut Node, qp: &mut Qp, key: u32, xlt: &Mr) {
+    let buf = n.dev().dma_alloc(16384, 4096).unwrap();
+    enable(n, qp, key, buf.iova, xlt);
+    assert_eq!(n.poll().map(|c| c.opcode), Some(0), "enabled");
 }

@@ -26,7 +26,11 @@
 //!   a KLM key (16-byte entries: byte count, key, address; they replace the list from the
 //!   offset on), or a KSM key (the same 16 bytes, one entity each, within
 //!   `translations_octword_size`; the null mkey's entries are absent) (LOCAL_LENGTH_ERR);
-//! * a new `log_page_size` 12..=30, a new PD that exists (LOCAL_PROT_ERR).
+//! * a new `log_page_size` 12..=30, a new PD that exists (LOCAL_PROT_ERR);
+//! * the simulator's own bound: the device's keys together hold at most
+//!   [`TRANSLATION_BUDGET`] translation entries — a UMR that would make it hold more (a guest
+//!   placing entries far into a huge table) fails (LOCAL_LENGTH_ERR) instead of exhausting the
+//!   host.
 //!
 //! `mkey_mask` selects the fields the mkey segment changes: LEN (with `length64`), PAGE_SIZE,
 //! START_ADDR, PD, EN_RINVAL, KEY (`mkey_7_0`), QPN (the QP a window is bound to), LR, LW,
@@ -43,7 +47,7 @@ use mlx5_ifc::{Layout, View, ViewMut};
 use super::dma;
 use super::wqe::{LocalError, Piece};
 use crate::model::mkey::{access, Klm, Mkey, MTT_FLAGS, MTT_PRESENT, NULL_MKEY};
-use crate::model::objects::ObjectKind;
+use crate::model::objects::{ObjectKind, TRANSLATION_BUDGET};
 use crate::model::runtime::Sge;
 use crate::model::Hw;
 
@@ -153,6 +157,25 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
         return Err(LocalError::Protection);
     }
 
+    // The simulator's own bound on the tables it keeps (a guest's UMR may not make it hold
+    // more than TRANSLATION_BUDGET entries).
+    let before = hw.model.objects.mkey(index).map_or(0, |m| m.translations());
+    let growth = hw.model.objects.mkey(index).map_or(0, |m| {
+        let (entry, held) = match (&m.mtt, &m.klm) {
+            (Some((_, pages)), _) => (8, pages.len()),
+            (None, Some(list)) => (Klm::BYTES as u64, list.len()),
+            // KSM: at most one new entry an octword.
+            _ => (Klm::BYTES as u64, 0),
+        };
+        let reach = if m.ksm.is_some() { 0 } else { offset / entry };
+        (reach + xlt.len() as u64 / entry).saturating_sub(held as u64)
+    });
+    if hw.model.objects.translations().saturating_add(growth) > TRANSLATION_BUDGET {
+        log::warn!(
+            "mlx5-sim: UMR on mkey {index:#x}: {growth} more translation entries would pass the simulator's budget of {TRANSLATION_BUDGET}"
+        );
+        return Err(LocalError::Length);
+    }
     let m = hw
         .model
         .objects
@@ -160,8 +183,13 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
         .ok_or(LocalError::Protection)?;
     let octo_size = View::<Mkc>::new(&m.ctx).map_or(0, |v| v.get(Mkc::TRANSLATIONS_OCTWORD_SIZE));
     if !xlt.is_empty() {
-        write_translations(m, &xlt, offset, octo_size as usize)?;
+        let written = write_translations(m, &xlt, offset, octo_size as usize);
+        hw.model.objects.translations_changed(index, before);
+        written?;
     }
+    let Some(m) = hw.model.objects.mkey_mut(index) else {
+        return Err(LocalError::Protection);
+    };
     let old_pd = m.pd;
     let bit = |f| s.get(f) == 1;
     let grant = [

@@ -65,6 +65,17 @@ pub(crate) struct Mkey {
     pub(crate) rinval: bool,
 }
 
+impl Mkey {
+    /// The translation entries it holds: MTT, KLM and KSM entries (against the device's
+    /// [`super::objects::TRANSLATION_BUDGET`]).
+    pub(crate) fn translations(&self) -> u64 {
+        let mtt = self.mtt.as_ref().map_or(0, |(_, p)| p.len());
+        let klm = self.klm.as_ref().map_or(0, Vec::len);
+        let ksm = self.ksm.as_ref().map_or(0, |t| t.entries.len());
+        (mtt + klm + ksm) as u64
+    }
+}
+
 /// One KLM entry of an indirect key: `bytes` of the key's range map to `[addr, addr + bytes)`
 /// through `key` (a direct key: PA or MTT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

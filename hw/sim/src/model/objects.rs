@@ -106,7 +106,16 @@ struct Table {
 #[derive(Debug, Default)]
 pub(crate) struct ObjectTable {
     tables: BTreeMap<ObjectKind, Table>,
+    /// Translation entries the live mkeys hold (MTT entries and KSM entries), against
+    /// [`TRANSLATION_BUDGET`].
+    translations: u64,
 }
+
+/// The most translation entries the simulator keeps for all of a device's mkeys together
+/// (16 Mi: 128 MiB of MTT entries): a driver — a guest — that would make it hold more through
+/// UMR WQEs is refused (the WQE fails with LOCAL_LENGTH_ERR). Linux's largest tables are an
+/// implicit ODP child's 2^18 entries.
+pub(crate) const TRANSLATION_BUDGET: u64 = 1 << 24;
 
 impl ObjectTable {
     /// Allocates a handle in `first..end` for `obj`; `None` when the range is full.
@@ -130,6 +139,10 @@ impl ObjectTable {
         obj: Object,
     ) -> Option<u32> {
         let span = end.checked_sub(first).filter(|&s| s > 0)?;
+        let held = match &obj {
+            Object::Mkey(m) => m.translations(),
+            _ => 0,
+        };
         let taken = |tables: &BTreeMap<ObjectKind, Table>, id: u32| {
             shared
                 .iter()
@@ -146,6 +159,7 @@ impl ObjectTable {
                 let t = self.tables.entry(kind).or_default();
                 if let Entry::Vacant(slot) = t.live.entry(id) {
                     slot.insert(Slot { obj, refs: 0 });
+                    self.translations += held;
                     t.cursor = id.wrapping_add(1);
                     return Some(id);
                 }
@@ -164,10 +178,26 @@ impl ObjectTable {
     /// Removes `id` and returns it (only through [`super::Model::remove`], which also forgets its
     /// runtime).
     pub(super) fn remove(&mut self, kind: ObjectKind, id: u32) -> Option<Object> {
-        self.tables
+        let o = self
+            .tables
             .get_mut(&kind)
             .and_then(|t| t.live.remove(&id))
-            .map(|s| s.obj)
+            .map(|s| s.obj);
+        if let Some(Object::Mkey(m)) = &o {
+            self.translations = self.translations.saturating_sub(m.translations());
+        }
+        o
+    }
+
+    /// Translation entries the live mkeys hold.
+    pub(crate) fn translations(&self) -> u64 {
+        self.translations
+    }
+
+    /// Mkey `index`'s table changed from `before` entries to what it holds now.
+    pub(crate) fn translations_changed(&mut self, index: u32, before: u64) {
+        let now = self.mkey(index).map_or(0, |m| m.translations());
+        self.translations = (self.translations + now).saturating_sub(before);
     }
 
     /// The object `id` of `kind`, if live.
