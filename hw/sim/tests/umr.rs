@@ -27,6 +27,11 @@ const VA: u64 = 0x5500_0000_0000;
 
 /// A key as mlx5_ib's MR cache makes them: free, `umr_en`, MTT with room for 4 pages, no range.
 fn cache_key(n: &mut Node, variant: u8) -> u32 {
+    sized_cache_key(n, variant, 2)
+}
+
+/// Like `cache_key`, with room for `octwords` × 2 pages.
+fn sized_cache_key(n: &mut Node, variant: u8, octwords: u64) -> u32 {
     let pd = n.fx.pd;
     let input = cmd::<CreateMkeyIn>(Opcode::CreateMkey, 0, |v| {
         let mut c = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
@@ -37,7 +42,7 @@ fn cache_key(n: &mut Node, variant: u8) -> u32 {
         c.set(Mkc::QPN, 0xff_ffff).unwrap();
         c.set(Mkc::MKEY_7_0, variant.into()).unwrap();
         c.set(Mkc::PD, pd.into()).unwrap();
-        c.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, 2).unwrap();
+        c.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, octwords).unwrap();
         c.set(Mkc::LOG_PAGE_SIZE, 12).unwrap();
     });
     let out = n.fx.p.ok(&input, CreateMkeyOut::BYTES);
@@ -188,23 +193,7 @@ fn a_umr_may_not_make_the_simulator_hold_more_than_its_translation_budget() {
     let (_fabric, _a, mut b) = pair(Mode::Sync);
     let xlt = b.reg_mr(4096, false, false, false);
     // A free key whose table claims 2^26 MTT entries (room a guest may ask for).
-    let pd = b.fx.pd;
-    let input = cmd::<CreateMkeyIn>(Opcode::CreateMkey, 0, |v| {
-        let mut c = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
-        c.set(Mkc::FREE, 1).unwrap();
-        c.set(Mkc::UMR_EN, 1).unwrap();
-        c.set(Mkc::LR, 1).unwrap();
-        c.set(Mkc::ACCESS_MODE_1_0, 1).unwrap();
-        c.set(Mkc::QPN, 0xff_ffff).unwrap();
-        c.set(Mkc::PD, pd.into()).unwrap();
-        c.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, 1 << 25).unwrap();
-        c.set(Mkc::LOG_PAGE_SIZE, 12).unwrap();
-    });
-    let out = b.fx.p.ok(&input, CreateMkeyOut::BYTES);
-    let key = View::<CreateMkeyOut>::new(&out)
-        .unwrap()
-        .get32(CreateMkeyOut::MKEY_INDEX)
-        << 8;
+    let key = sized_cache_key(&mut b, 0, 1 << 25);
     let mut umr = umr_qp(&mut b);
     // Eight entries at entry 2^24 (byte 2^27, octword 2^23): the table would hold 2^24 + 8,
     // past the simulator's budget of 2^24 entries for the whole device.
