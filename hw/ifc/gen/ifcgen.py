@@ -74,6 +74,7 @@ ROOMS = {
         ("odp_cap", "On-demand paging capabilities (HCA_CAP cap_type 2): the transport page-fault scheme's per-transport operations."),
         ("odp_scheme_cap", "One page-fault scheme of `odp_cap`: which operations of each transport may fault."),
         ("odp_per_transport_service_cap", "The operations of one transport that may take a page fault (send, receive, write, read, atomic, SRQ receive)."),
+        ("qos_cap", "QoS capabilities (HCA_CAP cap_type 0xc): packet pacing (rate-limited send queues) and scheduling."),
     ],
     "uar_pd": [
         ("alloc_uar_in", "ALLOC_UAR (0x802) input."),
@@ -241,6 +242,9 @@ ROOMS = {
         ("rq_num", "One RQ number of an RQT."),
     ],
     "sq_rq": [
+        ("set_pp_rate_limit_in", "SET_PP_RATE_LIMIT (0x780) input: one entry of the packet pacing rate table."),
+        ("set_pp_rate_limit_out", "SET_PP_RATE_LIMIT (0x780) output."),
+        ("set_pp_rate_limit_context", "A packet pacing rate table entry: the rate (kbit/s; 0 frees it), burst bound, typical packet size."),
         ("create_sq_in", "CREATE_SQ (0x904) input."),
         ("create_sq_out", "CREATE_SQ (0x904) output."),
         ("modify_sq_in", "MODIFY_SQ (0x905) input."),

@@ -14,6 +14,8 @@ pub mod cap_type {
     pub const ROCE: u16 = 0x4;
     /// Flow tables (`flow_table_nic_cap`).
     pub const FLOW_TABLE: u16 = 0x7;
+    /// QoS: packet pacing, scheduling (`qos_cap`).
+    pub const QOS: u16 = 0xc;
     /// General capabilities 2.
     pub const GENERAL_2: u16 = 0x20;
 }

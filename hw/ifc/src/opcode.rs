@@ -90,6 +90,7 @@ opcodes! {
     AllocQCounter = 0x771, "ALLOC_Q_COUNTER";
     DeallocQCounter = 0x772, "DEALLOC_Q_COUNTER";
     QueryQCounter = 0x773, "QUERY_Q_COUNTER";
+    SetPpRateLimit = 0x780, "SET_PP_RATE_LIMIT";
     AllocPd = 0x800, "ALLOC_PD";
     DeallocPd = 0x801, "DEALLOC_PD";
     AllocUar = 0x802, "ALLOC_UAR";

@@ -18,7 +18,7 @@ use std::path::Path;
 
 use mlx5_ifc::prm::caps::{
     AtomicCaps as A, CmdHcaCap as C, OdpCap, OdpPerTransportServiceCap as T, OdpSchemeCap as S,
-    RoceCap as R,
+    QosCap as Q, RoceCap as R,
 };
 use mlx5_ifc::{Field, Layout, LayoutError, Nested, View, ViewMut};
 
@@ -33,6 +33,7 @@ pub struct Profile {
     roce_cap: [u8; R::BYTES],
     atomic_cap: [u8; A::BYTES],
     odp_cap: [u8; OdpCap::BYTES],
+    qos_cap: [u8; Q::BYTES],
     fw: (u16, u16, u16),
     boot_pages: u32,
     init_pages: u32,
@@ -88,6 +89,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::ROCE, 1),
     (C::ATOMIC, 1),
     (C::CQ_OI, 1),
+    // QoS: packet pacing only (`qos_cap`: CX5_QOS) — rate-limited send queues, the rate kept on
+    // the simulated wire.
+    (C::QOS, 1),
     // P_Key and Q_Key violation counters: a packet whose BTH P_Key does not match the QP's, a
     // datagram with another Q_Key, is dropped and counted (DatapathCounters::pkey_violations,
     // qkey_violations); mlx5_ib reports BAD_PKEY_CNTR and BAD_QKEY_CNTR (real-cx5.md).
@@ -165,6 +169,17 @@ const CX5_ATOMIC: &[(Field<A>, u64)] = &[
     (A::ATOMIC_OPERATIONS, 0x3),
     (A::ATOMIC_SIZE_QP, 0x8),
     (A::ATOMIC_SIZE_DC, 0x8),
+];
+
+/// `qos_cap` of the ConnectX-5 profile: packet pacing with a table of 128 rates (Linux: "Rate
+/// limit: 127 rates are supported"), 1 kbit/s to the port's 100 Gbit/s (real-cx5.md rows 44 and
+/// 63: a 100 GbE ConnectX-5 reports `qp_rate_limit_max` 100000000 kbps, min 1). No burst bound
+/// or typical packet size, no scheduling elements (eswitch or NIC SQ scheduling).
+const CX5_QOS: &[(Field<Q>, u64)] = &[
+    (Q::PACKET_PACING, 1),
+    (Q::PACKET_PACING_MAX_RATE, 100_000_000),
+    (Q::PACKET_PACING_MIN_RATE, 1),
+    (Q::PACKET_PACING_RATE_TABLE_SIZE, 128),
 ];
 
 /// A transport's operations in `odp_cap`'s transport page-fault scheme.
@@ -305,6 +320,7 @@ impl Profile {
             roce_cap: [0; R::BYTES],
             atomic_cap: [0; A::BYTES],
             odp_cap: [0; OdpCap::BYTES],
+            qos_cap: [0; Q::BYTES],
             fw: (16, 35, 2000),
             boot_pages: 16,
             init_pages: 64,
@@ -323,6 +339,9 @@ impl Profile {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         if let Err(e) = odp_ops(&mut p.odp_cap, CX5_ODP, true) {
+            log::error!("mlx5-sim: built-in profile {name}: {e}");
+        }
+        if let Err(e) = apply::<Q>(&mut p.qos_cap, CX5_QOS) {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         p
@@ -464,6 +483,19 @@ impl Profile {
             log::error!("mlx5-sim: odp_cap: {e}");
         }
         i
+    }
+
+    /// The `qos_cap` image (MAX and CUR; all zero without `qos`).
+    pub fn qos_cap(&self) -> [u8; 256] {
+        if self.general_cap(C::QOS) == 0 {
+            return [0; 256];
+        }
+        self.qos_cap
+    }
+
+    /// One `qos_cap` field.
+    pub fn qos_field(&self, f: Field<Q>) -> u64 {
+        View::<Q>::new(&self.qos_cap()).map_or(0, |v| v.get(f))
     }
 
     /// One `cmd_hca_cap` (MAX) field.

@@ -100,6 +100,8 @@
 //! | `0x5e030069` MCG_GID | BAD_PARAM | ATTACH_TO_MCG / DETACH_FROM_MCG `multicast_gid` not a multicast address (0xff…, or IPv4-mapped 224.0.0.0/4) |
 //! | `0x5e03006a` MCG_NOT_ATTACHED | BAD_PARAM | DETACH_FROM_MCG of a QP not attached to that group |
 //! | `0x5e03006b` PAGE_FAULT_UNKNOWN | BAD_PARAM | PAGE_FAULT_RESUME naming no outstanding page fault (queue, type, token) |
+//! | `0x5e03006c` PP_RATE_INDEX | BAD_PARAM | SET_PP_RATE_LIMIT index 0 or past `packet_pacing_rate_table_size`; an SQ's rate index not set (or no packet pacing) |
+//! | `0x5e03006d` PP_RATE_RANGE | BAD_PARAM | SET_PP_RATE_LIMIT rate outside `packet_pacing_min_rate`..`_max_rate`, or a burst bound / typical size the device does not offer |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
 //! | `0x5e040003` NOT_INITIALIZED | BAD_SYS_STATE | a command that needs INIT_HCA before it (or after TEARDOWN_HCA) |
@@ -368,6 +370,10 @@ syndromes! {
     MCG_NOT_ATTACHED = 0x5e03_006a;
     /// PAGE_FAULT_RESUME names no outstanding page fault.
     PAGE_FAULT_UNKNOWN = 0x5e03_006b;
+    /// BAD_PARAM: a packet pacing rate index outside the table or not set.
+    PP_RATE_INDEX = 0x5e03_006c;
+    /// BAD_PARAM: a packet pacing rate outside the device's range, or a burst bound it lacks.
+    PP_RATE_RANGE = 0x5e03_006d;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

@@ -559,3 +559,82 @@ fn a_send_without_inline_headers_sends_the_frame_from_its_data_segment() {
     assert_eq!(got, want);
     assert!(checksums_ok(&got));
 }
+
+/// Packet pacing as Linux's `mlx5_rl_add_rate` and mlx5_ib's raw packet QP rate limit drive it:
+/// the QOS capability page, SET_PP_RATE_LIMIT and its refusals, MODIFY_SQ's rate index — and the
+/// rate kept on the wire: each frame leaves once the previous one's bits have gone at the rate.
+#[test]
+fn a_rate_limited_sq_keeps_its_rate_on_the_wire() {
+    use mlx5_ifc::consts::{cap_mode, cap_type};
+    use mlx5_ifc::prm::caps::QosCap;
+    use mlx5_ifc::prm::sq_rq::{SetPpRateLimitContext as Ctx, SetPpRateLimitIn};
+    let (fabric, mut a, _b) = pair(Mode::Sync);
+    let qos = a.fx.p.query_cap(cap_type::QOS, cap_mode::CUR);
+    let q = View::<QosCap>::new(&qos).unwrap();
+    assert_eq!(
+        [
+            QosCap::PACKET_PACING,
+            QosCap::PACKET_PACING_MIN_RATE,
+            QosCap::PACKET_PACING_MAX_RATE,
+            QosCap::PACKET_PACING_RATE_TABLE_SIZE
+        ]
+        .map(|f| q.get(f)),
+        [1, 1, 100_000_000, 128],
+        "a 100 GbE ConnectX-5's packet pacing"
+    );
+    let rate = |index: u64, kbps: u64| {
+        cmd::<SetPpRateLimitIn>(Opcode::SetPpRateLimit, 0, |v| {
+            v.set(SetPpRateLimitIn::RATE_LIMIT_INDEX, index).unwrap();
+            v.nested_mut(SetPpRateLimitIn::CTX)
+                .set(Ctx::RATE_LIMIT, kbps)
+                .unwrap();
+        })
+    };
+    let (bad_index, bad_range) = ((0x03, 0x5e03_006c), (0x03, 0x5e03_006d));
+    a.fx.expect(&rate(0, 1000), 0x10, bad_index);
+    a.fx.expect(&rate(128, 1000), 0x10, bad_index);
+    a.fx.expect(&rate(1, 100_000_001), 0x10, bad_range);
+    // 8000 kbit/s: a byte a microsecond.
+    a.fx.expect(&rate(1, 8000), 0x10, (0, 0));
+    let amr = a.reg_mr(64 * 1024, false, false, false);
+    let mut tx = sender(&mut a);
+    let sqn = tx.sqn;
+    let modify = |index: u64| {
+        cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
+            v.set(ModifySqIn::SQN, sqn.into()).unwrap();
+            v.set(ModifySqIn::SQ_STATE, 1).unwrap();
+            v.set(ModifySqIn::MODIFY_BITMASK, 1).unwrap();
+            let mut c = v.nested_mut(ModifySqIn::CTX);
+            c.set(Sqc::STATE, 1).unwrap();
+            c.set(Sqc::PACKET_PACING_RATE_LIMIT_INDEX, index).unwrap();
+        })
+    };
+    a.fx.expect(&modify(2), 0x10, bad_index);
+    a.fx.expect(&modify(1), 0x10, (0, 0));
+
+    fabric.keep_frames(16);
+    let f = frame([0x02, 0, 0, 0, 0, 0x99], a.mac(), 17, &[7; 958]);
+    for _ in 0..4 {
+        send(&a, &mut tx, &amr, &f, 0, None);
+    }
+    let done: Vec<_> = std::iter::from_fn(|| a.wait(20_000_000)).take(4).collect();
+    assert_eq!(done.len(), 4, "every frame sent");
+    let times: Vec<u64> = fabric.captured().iter().map(|(t, _)| *t).collect();
+    assert_eq!(times.len(), 4);
+    let gap = f.len() as u64 * 1000;
+    for w in times.windows(2) {
+        assert!(
+            w[1] - w[0] >= gap,
+            "{times:?}: {gap} ns a frame at the rate"
+        );
+    }
+    // Unpaced again (index 0): the next frames leave at once.
+    a.fx.expect(&modify(0), 0x10, (0, 0));
+    for _ in 0..2 {
+        send(&a, &mut tx, &amr, &f, 0, None);
+    }
+    fabric.run_until_idle();
+    let times: Vec<u64> = fabric.captured().iter().map(|(t, _)| *t).collect();
+    assert_eq!(times.len(), 6);
+    assert!(times[5] - times[4] < gap, "{times:?}");
+}

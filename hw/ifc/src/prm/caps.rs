@@ -848,3 +848,49 @@ impl Layout for OdpPerTransportServiceCap {
         Self::ATOMIC.info, Self::SRQ_RECEIVE.info,
     ];
 }
+
+/// QoS capabilities (HCA_CAP cap_type 0xc): packet pacing (rate-limited send queues) and scheduling.
+///
+/// `mlx5_ifc` structure `qos_cap`, 256 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QosCap;
+
+impl QosCap {
+    #[doc = "`packet_pacing`: bit 0x0, width 1, byte 0x0."] pub const PACKET_PACING: Field<Self> = Field::new("packet_pacing", 0x0, 1);
+    #[doc = "`esw_scheduling`: bit 0x1, width 1, byte 0x0."] pub const ESW_SCHEDULING: Field<Self> = Field::new("esw_scheduling", 0x1, 1);
+    #[doc = "`esw_bw_share`: bit 0x2, width 1, byte 0x0."] pub const ESW_BW_SHARE: Field<Self> = Field::new("esw_bw_share", 0x2, 1);
+    #[doc = "`esw_rate_limit`: bit 0x3, width 1, byte 0x0."] pub const ESW_RATE_LIMIT: Field<Self> = Field::new("esw_rate_limit", 0x3, 1);
+    #[doc = "`packet_pacing_burst_bound`: bit 0x5, width 1, byte 0x0."] pub const PACKET_PACING_BURST_BOUND: Field<Self> = Field::new("packet_pacing_burst_bound", 0x5, 1);
+    #[doc = "`packet_pacing_typical_size`: bit 0x6, width 1, byte 0x0."] pub const PACKET_PACING_TYPICAL_SIZE: Field<Self> = Field::new("packet_pacing_typical_size", 0x6, 1);
+    #[doc = "`nic_sq_scheduling`: bit 0x8, width 1, byte 0x1."] pub const NIC_SQ_SCHEDULING: Field<Self> = Field::new("nic_sq_scheduling", 0x8, 1);
+    #[doc = "`nic_bw_share`: bit 0x9, width 1, byte 0x1."] pub const NIC_BW_SHARE: Field<Self> = Field::new("nic_bw_share", 0x9, 1);
+    #[doc = "`nic_rate_limit`: bit 0xa, width 1, byte 0x1."] pub const NIC_RATE_LIMIT: Field<Self> = Field::new("nic_rate_limit", 0xa, 1);
+    #[doc = "`packet_pacing_uid`: bit 0xb, width 1, byte 0x1."] pub const PACKET_PACING_UID: Field<Self> = Field::new("packet_pacing_uid", 0xb, 1);
+    #[doc = "`log_esw_max_sched_depth`: bit 0xc, width 4, byte 0x1."] pub const LOG_ESW_MAX_SCHED_DEPTH: Field<Self> = Field::new("log_esw_max_sched_depth", 0xc, 4);
+    #[doc = "`log_max_qos_nic_queue_group`: bit 0x2b, width 5, byte 0x5."] pub const LOG_MAX_QOS_NIC_QUEUE_GROUP: Field<Self> = Field::new("log_max_qos_nic_queue_group", 0x2b, 5);
+    #[doc = "`packet_pacing_max_rate`: bit 0x40, width 32, byte 0x8."] pub const PACKET_PACING_MAX_RATE: Field<Self> = Field::new("packet_pacing_max_rate", 0x40, 32);
+    #[doc = "`packet_pacing_min_rate`: bit 0x60, width 32, byte 0xc."] pub const PACKET_PACING_MIN_RATE: Field<Self> = Field::new("packet_pacing_min_rate", 0x60, 32);
+    #[doc = "`packet_pacing_rate_table_size`: bit 0x90, width 16, byte 0x12."] pub const PACKET_PACING_RATE_TABLE_SIZE: Field<Self> = Field::new("packet_pacing_rate_table_size", 0x90, 16);
+    #[doc = "`esw_element_type`: bit 0xa0, width 16, byte 0x14."] pub const ESW_ELEMENT_TYPE: Field<Self> = Field::new("esw_element_type", 0xa0, 16);
+    #[doc = "`esw_tsar_type`: bit 0xb0, width 16, byte 0x16."] pub const ESW_TSAR_TYPE: Field<Self> = Field::new("esw_tsar_type", 0xb0, 16);
+    #[doc = "`max_qos_para_vport`: bit 0xd0, width 16, byte 0x1a."] pub const MAX_QOS_PARA_VPORT: Field<Self> = Field::new("max_qos_para_vport", 0xd0, 16);
+    #[doc = "`max_tsar_bw_share`: bit 0xe0, width 32, byte 0x1c."] pub const MAX_TSAR_BW_SHARE: Field<Self> = Field::new("max_tsar_bw_share", 0xe0, 32);
+    #[doc = "`nic_element_type`: bit 0x100, width 16, byte 0x20."] pub const NIC_ELEMENT_TYPE: Field<Self> = Field::new("nic_element_type", 0x100, 16);
+    #[doc = "`nic_tsar_type`: bit 0x110, width 16, byte 0x22."] pub const NIC_TSAR_TYPE: Field<Self> = Field::new("nic_tsar_type", 0x110, 16);
+    #[doc = "`log_meter_aso_granularity`: bit 0x123, width 5, byte 0x24."] pub const LOG_METER_ASO_GRANULARITY: Field<Self> = Field::new("log_meter_aso_granularity", 0x123, 5);
+    #[doc = "`log_meter_aso_max_alloc`: bit 0x12b, width 5, byte 0x25."] pub const LOG_METER_ASO_MAX_ALLOC: Field<Self> = Field::new("log_meter_aso_max_alloc", 0x12b, 5);
+    #[doc = "`log_max_num_meter_aso`: bit 0x133, width 5, byte 0x26."] pub const LOG_MAX_NUM_METER_ASO: Field<Self> = Field::new("log_max_num_meter_aso", 0x133, 5);
+}
+
+impl Layout for QosCap {
+    const NAME: &'static str = "qos_cap";
+    const BYTES: usize = 0x100;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::PACKET_PACING.info, Self::ESW_SCHEDULING.info, Self::ESW_BW_SHARE.info, Self::ESW_RATE_LIMIT.info,
+        Self::PACKET_PACING_BURST_BOUND.info, Self::PACKET_PACING_TYPICAL_SIZE.info, Self::NIC_SQ_SCHEDULING.info, Self::NIC_BW_SHARE.info,
+        Self::NIC_RATE_LIMIT.info, Self::PACKET_PACING_UID.info, Self::LOG_ESW_MAX_SCHED_DEPTH.info, Self::LOG_MAX_QOS_NIC_QUEUE_GROUP.info,
+        Self::PACKET_PACING_MAX_RATE.info, Self::PACKET_PACING_MIN_RATE.info, Self::PACKET_PACING_RATE_TABLE_SIZE.info, Self::ESW_ELEMENT_TYPE.info,
+        Self::ESW_TSAR_TYPE.info, Self::MAX_QOS_PARA_VPORT.info, Self::MAX_TSAR_BW_SHARE.info, Self::NIC_ELEMENT_TYPE.info,
+        Self::NIC_TSAR_TYPE.info, Self::LOG_METER_ASO_GRANULARITY.info, Self::LOG_METER_ASO_MAX_ALLOC.info, Self::LOG_MAX_NUM_METER_ASO.info,
+    ];
+}

@@ -21,6 +21,11 @@
 //! TSO cuts the TCP payload into `mss`-byte segments ([`packet::segment`]). Frames shorter than
 //! 60 bytes are padded, as a MAC does. A gather error (a bad lkey, a frame over 256 KiB) is an
 //! error CQE and the SQ goes to ERR.
+//!
+//! Packet pacing: an SQ whose `packet_pacing_rate_limit_index` names a set rate
+//! ([`crate::fw`]'s `pacing`) sends a SEND or TSO WQE's frames only once the frames before have
+//! gone at that rate (`bytes × 8 / rate` after the later of their slot and now); until then its
+//! doorbell waits, and the timer tick runs it on.
 
 use mlx5_ifc::consts::sq_rq_state::{ERR, RDY};
 use mlx5_ifc::prm::sq_rq::Sqc;
@@ -59,6 +64,8 @@ struct SqInfo {
     td: u32,
     /// Its ring, in WQEBBs.
     ring: WqRing,
+    /// Its packet pacing rate (kbit/s), if its rate index names a set rate.
+    rate: Option<u32>,
 }
 
 fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
@@ -76,12 +83,61 @@ fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
                 .map(|v| v.get32(Tisc::TRANSPORT_DOMAIN))
         })
         .unwrap_or(0);
+    let index = c.get(Sqc::PACKET_PACING_RATE_LIMIT_INDEX) as u16;
     Some(SqInfo {
         state: c.get(Sqc::STATE),
         cqn: c.get32(Sqc::CQN),
         td,
         ring,
+        rate: (index != 0)
+            .then(|| hw.model.rates.get(&index).copied())
+            .flatten(),
     })
+}
+
+/// Whether SQ `sq` (`sqn`) is rate limited and its next frame may not leave yet: then the
+/// doorbell (its last WQE, `last`) waits for that time, which the timer tick serves.
+fn paced_wait(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, last: u16) -> bool {
+    if sq.rate.is_none() {
+        return false;
+    }
+    let now = hw.now;
+    let p = hw.model.rt.paced.entry(sqn).or_default();
+    if p.next_at <= now {
+        p.waiting = None;
+        return false;
+    }
+    p.waiting = Some(last);
+    true
+}
+
+/// A rate-limited SQ sent `bytes` on the wire: its next frame may leave once they have gone at
+/// its rate (kbit/s: `bytes × 8 × 10^6 / rate` ns after the later of now and the last frame's
+/// slot).
+fn paced_sent(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, bytes: usize) {
+    let Some(rate) = sq.rate.filter(|&r| r > 0) else {
+        return;
+    };
+    let now = hw.now;
+    let p = hw.model.rt.paced.entry(sqn).or_default();
+    let ns = (bytes as u64).saturating_mul(8_000_000) / u64::from(rate);
+    p.next_at = p.next_at.max(now).saturating_add(ns);
+}
+
+/// The rate-limited SQs whose waiting doorbell is due now run on.
+pub(crate) fn paced_due(hw: &mut Hw<'_>) {
+    let now = hw.now;
+    let due: Vec<(u32, u16)> = hw
+        .model
+        .rt
+        .paced
+        .iter_mut()
+        .filter(|(_, p)| p.next_at <= now)
+        .filter_map(|(&sqn, p)| p.waiting.take().map(|last| (sqn, last)))
+        .collect();
+    for (sqn, last) in due {
+        doorbell(hw, sqn, last);
+    }
 }
 
 /// A send doorbell for SQ `sqn` whose last WQE has counter `last`: executes every WQE from the
@@ -141,6 +197,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         let rest = Some((cc.wrapping_add(ds.div_ceil(WQEBB / 16) as u16), last));
         match op_code {
             opcode::NOP => {}
+            opcode::SEND | opcode::TSO if paced_wait(hw, sqn, &sq, last) => return,
             opcode::SEND | opcode::TSO => {
                 let wqe_iova =
                     sq.ring.pas.first().copied().unwrap_or(0) + sq.ring.start + slot * WQEBB;
@@ -151,9 +208,11 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                 match sent {
                     Ok(frames) => {
                         let lb = !hw.model.vport.disable_mc_local_lb;
+                        let bytes: usize = frames.iter().map(Vec::len).sum();
                         for f in frames {
                             hw.model.rt.send_raw(f, sq.td, lb);
                         }
+                        paced_sent(hw, sqn, &sq, bytes);
                     }
                     Err(e) => {
                         log::info!("mlx5-sim: SQ {sqn:#x} WQE {cc}: {e:?}");

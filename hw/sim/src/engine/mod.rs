@@ -79,6 +79,7 @@ pub(crate) fn tick(hw: &mut Hw<'_>) {
     for qpn in resumed {
         requester::doorbell(hw, qpn);
     }
+    eth::paced_due(hw);
 }
 
 /// A write to a UAR page: EQ and CQ doorbells ([`doorbell`]), send doorbells and

@@ -40,6 +40,7 @@ pub(crate) mod mcg;
 pub(crate) mod mkey;
 pub(crate) mod netcaps;
 pub(crate) mod odp;
+pub(crate) mod pacing;
 pub(crate) mod page_req;
 pub(crate) mod pages;
 pub(crate) mod qp;
@@ -212,6 +213,11 @@ const SPECS: &[Spec] = &[
         mkey::destroy_mkey,
     ),
     spec::<m::QueryMkeyIn, m::QueryMkeyOut>(Opcode::QueryMkey, Gate::Initialized, mkey::query_mkey),
+    spec::<w::SetPpRateLimitIn, w::SetPpRateLimitOut>(
+        Opcode::SetPpRateLimit,
+        Gate::Initialized,
+        pacing::set_pp_rate_limit,
+    ),
     spec::<ev::PageFaultResumeIn, ev::PageFaultResumeOut>(
         Opcode::PageFaultResume,
         Gate::Initialized,

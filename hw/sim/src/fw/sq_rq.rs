@@ -19,6 +19,8 @@
 //!   RQ `modify_bitmask` (Linux's `MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_*`): bit 1 sets `vsd`
 //!   (VLAN stripping off), bit 2 `scatter_fcs`, bit 3 `counter_set_id` (an allocated Q counter
 //!   or 0); bit 1 meant the counter set here until session 8 (the Ethernet fact sheet found it).
+//!   SQ `modify_bitmask` bit 0: `packet_pacing_rate_limit_index`, 0 or a set rate (BAD_PARAM
+//!   PP_RATE_INDEX; [`super::pacing`]), checked at CREATE_SQ too.
 //! * Q counters: ids 1..=`max_qp_cnt` (none when it is 0: EXCEED_LIM NET_EXHAUSTED); QUERY
 //!   answers zeros (the data path keeps no per-queue counters yet), QUERY_VPORT_COUNTER too.
 
@@ -90,6 +92,10 @@ fn insert(
     queue::insert_limited(model, kind, log_max, q, syn::NET_EXHAUSTED)
 }
 
+/// MODIFY_SQ `modify_bitmask` bit 0: the packet pacing rate index (Linux's
+/// `MLX5_MODIFY_SQ_BITMASK_PACKET_PACING_RATE_LIMIT_INDEX`).
+const MODIFY_SQ_RATE_LIMIT_INDEX: u64 = 1 << 0;
+
 /// MODIFY_RQ `modify_bitmask` bits (Linux's `MLX5_MODIFY_RQ_IN_MODIFY_BITMASK_*`): VLAN
 /// stripping disable, FCS scatter, the counter set.
 const MODIFY_RQ_VSD: u64 = 1 << 1;
@@ -148,6 +154,7 @@ pub(crate) fn create_sq(
     {
         return Err(bad_param(syn::BAD_WQ_TYPE));
     }
+    super::pacing::check_index(model, c.get(Sqc::PACKET_PACING_RATE_LIMIT_INDEX))?;
     let cqn = c.get32(Sqc::CQN);
     queue::require(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
     // A send queue to the wire names its TIS; an internal one (mlx5e's ICOSQs) names none.
@@ -259,7 +266,12 @@ pub(crate) fn modify_sq(
     let c = i.nested(ModifySqIn::CTX);
     let sqn = i.get32(ModifySqIn::SQN);
     let states = (i.get(ModifySqIn::SQ_STATE), c.get(Sqc::STATE));
-    transition(
+    let rate = (i.get(ModifySqIn::MODIFY_BITMASK) & MODIFY_SQ_RATE_LIMIT_INDEX != 0)
+        .then(|| c.get(Sqc::PACKET_PACING_RATE_LIMIT_INDEX));
+    if let Some(index) = rate {
+        super::pacing::check_index(model, index)?;
+    }
+    let q = transition(
         model,
         ObjectKind::Sq,
         sqn,
@@ -267,6 +279,12 @@ pub(crate) fn modify_sq(
         Sqc::STATE,
         states,
     )?;
+    if let Some(index) = rate {
+        encoded(
+            ViewMut::<Sqc>::new(&mut q.ctx)
+                .and_then(|mut v| v.set(Sqc::PACKET_PACING_RATE_LIMIT_INDEX, index).map(drop)),
+        )?;
+    }
     if states.1 == RST {
         // Back to empty: the device's WQE counter starts over.
         model.rt.forget(ObjectKind::Sq, sqn);

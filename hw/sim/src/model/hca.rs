@@ -44,6 +44,8 @@ pub(crate) struct Model {
     pub(crate) flow_root: [Option<u32>; 2],
     /// Multicast groups (ATTACH_TO_MCG).
     pub(crate) mcg: super::mcg::Groups,
+    /// The packet pacing rate table (SET_PP_RATE_LIMIT): index → rate in kbit/s.
+    pub(crate) rates: std::collections::BTreeMap<u16, u32>,
     /// The data path's runtime state.
     pub(crate) rt: Runtime,
     /// The injected faults waiting for their event, and the record of those that acted.
@@ -65,6 +67,7 @@ impl Model {
             driver_version: None,
             flow_root: [None; 2],
             mcg: super::mcg::Groups::default(),
+            rates: std::collections::BTreeMap::new(),
             rt: Runtime::default(),
             injected: Faults::default(),
         }

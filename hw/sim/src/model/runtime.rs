@@ -139,6 +139,15 @@ pub(crate) struct WriteCtx {
     pub(crate) written: u64,
 }
 
+/// A rate-limited send queue's clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Paced {
+    /// Device time at which the next frame may leave.
+    pub(crate) next_at: u64,
+    /// The last WQE of a doorbell whose WQEs wait for `next_at`.
+    pub(crate) waiting: Option<u16>,
+}
+
 /// Where a page fault stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum FaultState {
@@ -218,6 +227,9 @@ pub(crate) struct Runtime {
     pub(crate) srqs: BTreeMap<u32, (u16, u16)>,
     /// Ethernet SQs: the consumer counter (WQEBBs).
     pub(crate) eth_sqs: BTreeMap<u32, u16>,
+    /// Rate-limited Ethernet SQs: when the next frame may leave, and the doorbell (its last
+    /// WQE) that waits for that time.
+    pub(crate) paced: BTreeMap<u32, Paced>,
     /// Ethernet RQs: the consumer counter (WQEs).
     pub(crate) eth_rqs: BTreeMap<u32, u16>,
     /// EQ producer counters.
@@ -270,6 +282,7 @@ impl Runtime {
             }
             ObjectKind::Sq => {
                 self.eth_sqs.remove(&id);
+                self.paced.remove(&id);
             }
             ObjectKind::Rq => {
                 self.eth_rqs.remove(&id);
@@ -280,10 +293,16 @@ impl Runtime {
 
     /// The earliest timer of any QP (device time).
     pub(crate) fn deadline(&self) -> Option<u64> {
+        let paced = self
+            .paced
+            .values()
+            .filter(|p| p.waiting.is_some())
+            .map(|p| p.next_at);
         self.qps
             .values()
             .flat_map(|q| [q.timer, q.resend_at, q.resume_at])
             .flatten()
+            .chain(paced)
             .min()
     }
 
