@@ -299,7 +299,7 @@ for line in open(sys.argv[2]):
         want, got = name, ('set' if have else 'clear')
         agree = have
     elif line.startswith('caps '):
-        # `caps <list> <NAME>...`: the list's entries, as a set (none: NO SUPPORT).
+        # A caps row: the list's entries, as a set (none: NO SUPPORT).
         body, _, reason = line[5:].partition('  ')
         key, *names = body.split()
         want, got = key, ' '.join(sorted(lists.get(key, {'?'})))

@@ -74,6 +74,7 @@ ROOMS = {
         ("odp_cap", "On-demand paging capabilities (HCA_CAP cap_type 2): the transport page-fault scheme's per-transport operations."),
         ("odp_scheme_cap", "One page-fault scheme of `odp_cap`: which operations of each transport may fault."),
         ("odp_per_transport_service_cap", "The operations of one transport that may take a page fault (send, receive, write, read, atomic, SRQ receive)."),
+        ("device_mem_cap", "Device memory capabilities (HCA_CAP cap_type 0xf): the MEMIC window in BAR0 and its allocations; SW ICM."),
         ("qos_cap", "QoS capabilities (HCA_CAP cap_type 0xc): packet pacing (rate-limited send queues) and scheduling."),
     ],
     "uar_pd": [
@@ -204,6 +205,10 @@ ROOMS = {
         ("detach_from_mcg_out", "DETACH_FROM_MCG (0x807) output."),
     ],
     "mr": [
+        ("alloc_memic_in", "ALLOC_MEMIC (0x205) input: device memory from a range of the MEMIC window."),
+        ("alloc_memic_out", "ALLOC_MEMIC (0x205) output: the allocation's BAR0 offset."),
+        ("dealloc_memic_in", "DEALLOC_MEMIC (0x206) input."),
+        ("dealloc_memic_out", "DEALLOC_MEMIC (0x206) output."),
         ("mkc", "Memory key context (PRM \"MKey Context\")."),
         ("create_mkey_in", "CREATE_MKEY (0x200) input; MTT/KLM list at byte 0x110."),
         ("create_mkey_out", "CREATE_MKEY (0x200) output."),

@@ -16,6 +16,8 @@ pub mod cap_type {
     pub const FLOW_TABLE: u16 = 0x7;
     /// QoS: packet pacing, scheduling (`qos_cap`).
     pub const QOS: u16 = 0xc;
+    /// Device memory (`device_mem_cap`).
+    pub const DEV_MEM: u16 = 0xf;
     /// General capabilities 2.
     pub const GENERAL_2: u16 = 0x20;
 }
@@ -304,6 +306,9 @@ pub mod mkey_access_mode {
     /// Indirect with fixed-size entities: entry n (key, address) maps bytes `[n << log_page_size,
     /// (n + 1) << log_page_size)` of the key's range; Linux's implicit ODP parent keys.
     pub const KSM: u64 = 3;
+    /// Device memory (MEMIC): `start_addr` is a BAR0 offset in the MEMIC window and the key is
+    /// zero-based — an access at address `a` reaches `start_addr + a`.
+    pub const MEMIC: u64 = 5;
 }
 
 /// On-demand paging: the flag bits of an MTT entry, the sub-types of a PAGE_FAULT event and the

@@ -49,6 +49,8 @@ opcodes! {
     DestroyMkey = 0x202, "DESTROY_MKEY";
     QuerySpecialContexts = 0x203, "QUERY_SPECIAL_CONTEXTS";
     PageFaultResume = 0x204, "PAGE_FAULT_RESUME";
+    AllocMemic = 0x205, "ALLOC_MEMIC";
+    DeallocMemic = 0x206, "DEALLOC_MEMIC";
     CreateEq = 0x301, "CREATE_EQ";
     DestroyEq = 0x302, "DESTROY_EQ";
     QueryEq = 0x303, "QUERY_EQ";

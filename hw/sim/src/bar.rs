@@ -20,7 +20,9 @@
 //!
 //! BAR0 is [`BAR_SIZE`] bytes. Pages 0–4 hold the init segment, the MSI-X table (0x2000) and the
 //! PBA (0x3000) and read as the image / zero; UAR page `n` sits at `n * 4096` (n ≥ 5) and reads as
-//! zero. Writes to UAR pages are recorded ([`UarWrite`]); the firmware acts on the EQ and CQ
+//! zero, below the MEMIC window — the top 128 KiB, device memory, which reads and writes as
+//! memory (`crate::model::memic`, served by [`crate::SimDevice::bar_read32`] and
+//! [`crate::SimDevice::bar_write_bytes`] before this module sees the access). Writes to UAR pages are recorded ([`UarWrite`]); the firmware acts on the EQ and CQ
 //! doorbells among them (`fw::doorbell`).
 
 use std::collections::BTreeMap;
@@ -30,8 +32,7 @@ use mlx5_ifc::{regs, Field, FieldInfo, Layout, View, ViewMut};
 
 use crate::Profile;
 
-/// Size of BAR0.
-pub const BAR_SIZE: u64 = 32 << 20;
+pub use crate::profile::BAR_SIZE;
 /// Device time after creation until `initializing` clears.
 pub const INIT_DELAY_NS: u64 = 2_000_000;
 /// Device time per `health_counter` increment.

@@ -256,6 +256,11 @@ impl SimDevice {
     pub fn bar_read32(&self, off: u64) -> Be32 {
         let now = self.now_ns();
         let mut st = self.shared().lock();
+        if st.model.memic.contains(off, 4) && !st.bar.off_bus() {
+            let mut b = [0u8; 4];
+            let _ = st.model.memic.read(off, &mut b);
+            return Be32::from_bytes(b);
+        }
         let stuck = st.model.injected.stuck_initializing;
         Be32::new(st.bar.read32(off, now, stuck))
     }
@@ -265,6 +270,9 @@ impl SimDevice {
     /// before this returns in [`Mode::Sync`]); an EQ doorbell in a UAR page updates the EQ.
     /// Lost while the device is off the bus ([`Fault::FellOffBus`]).
     pub fn bar_write32(&self, off: u64, v: Be32) {
+        if self.bar_write_bytes(off, &v.to_bytes()) {
+            return;
+        }
         let doorbell = {
             let mut st = self.shared().lock();
             if st.bar.off_bus() {
@@ -292,6 +300,9 @@ impl SimDevice {
     /// words (the rest of the half) are compared with the send queue
     /// ([`DmaFaultKind::BlueFlameMismatch`]). Lost while the device is off the bus.
     pub fn bar_write64(&self, off: u64, v: Be64) {
+        if self.bar_write_bytes(off, &v.to_bytes()) {
+            return;
+        }
         {
             let mut st = self.shared().lock();
             if st.bar.off_bus() {
@@ -351,6 +362,25 @@ impl SimDevice {
                 self.shared().sq_doorbell(qpn);
             }
         }
+    }
+
+    /// A write of `data` (any size) to BAR0's MEMIC window — device memory, which the host
+    /// writes as plain memory (rdma-core maps it write-combining). `false`, and nothing written,
+    /// outside the window (or off the bus, which loses the write).
+    pub fn bar_write_bytes(&self, off: u64, data: &[u8]) -> bool {
+        let mut st = self.shared().lock();
+        if !st.model.memic.contains(off, data.len()) {
+            return false;
+        }
+        if !st.bar.off_bus() {
+            let _ = st.model.memic.write(off, data);
+        }
+        true
+    }
+
+    /// Device memory allocations (ALLOC_MEMIC) not yet given back.
+    pub fn memic_allocations(&self) -> usize {
+        self.shared().lock().model.memic.live()
     }
 
     /// Size of BAR0 (32 MiB).

@@ -17,8 +17,8 @@
 use std::path::Path;
 
 use mlx5_ifc::prm::caps::{
-    AtomicCaps as A, CmdHcaCap as C, OdpCap, OdpPerTransportServiceCap as T, OdpSchemeCap as S,
-    QosCap as Q, RoceCap as R,
+    AtomicCaps as A, CmdHcaCap as C, DeviceMemCap as D, OdpCap, OdpPerTransportServiceCap as T,
+    OdpSchemeCap as S, QosCap as Q, RoceCap as R,
 };
 use mlx5_ifc::{Field, Layout, LayoutError, Nested, View, ViewMut};
 
@@ -34,6 +34,7 @@ pub struct Profile {
     atomic_cap: [u8; A::BYTES],
     odp_cap: [u8; OdpCap::BYTES],
     qos_cap: [u8; Q::BYTES],
+    dev_mem_cap: [u8; D::BYTES],
     fw: (u16, u16, u16),
     boot_pages: u32,
     init_pages: u32,
@@ -89,6 +90,8 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::ROCE, 1),
     (C::ATOMIC, 1),
     (C::CQ_OI, 1),
+    // Device memory (MEMIC, `ibv_alloc_dm`): `device_mem_cap` is CX5_DEV_MEM.
+    (C::DEVICE_MEMORY, 1),
     // QoS: packet pacing only (`qos_cap`: CX5_QOS) — rate-limited send queues, the rate kept on
     // the simulated wire.
     (C::QOS, 1),
@@ -180,6 +183,24 @@ const CX5_QOS: &[(Field<Q>, u64)] = &[
     (Q::PACKET_PACING_MAX_RATE, 100_000_000),
     (Q::PACKET_PACING_MIN_RATE, 1),
     (Q::PACKET_PACING_RATE_TABLE_SIZE, 128),
+];
+
+/// Size of BAR0 (a ConnectX-5's is 32 MiB).
+pub const BAR_SIZE: u64 = 32 << 20;
+
+/// The size of the MEMIC window and of the device memory a ConnectX-5 offers: 128 KiB
+/// (`max_dm_size` 131072 on every dump, real-cx5.md row 47).
+pub(crate) const MEMIC_BYTES: u64 = 128 << 10;
+
+/// `device_mem_cap` of the ConnectX-5 profile: MEMIC only (no SW ICM, no MEMIC operations), a
+/// window of [`MEMIC_BYTES`] at the top of BAR0 (where no UAR page is handed out), allocations
+/// aligned up to 4 KiB (64 << 6). Where the real card puts its window is not public.
+const CX5_DEV_MEM: &[(Field<D>, u64)] = &[
+    (D::MEMIC, 1),
+    (D::LOG_MAX_MEMIC_ADDR_ALIGNMENT, 6),
+    (D::MEMIC_BAR_START_ADDR, BAR_SIZE - MEMIC_BYTES),
+    (D::MEMIC_BAR_SIZE, MEMIC_BYTES),
+    (D::MAX_MEMIC_SIZE, MEMIC_BYTES),
 ];
 
 /// A transport's operations in `odp_cap`'s transport page-fault scheme.
@@ -321,6 +342,7 @@ impl Profile {
             atomic_cap: [0; A::BYTES],
             odp_cap: [0; OdpCap::BYTES],
             qos_cap: [0; Q::BYTES],
+            dev_mem_cap: [0; D::BYTES],
             fw: (16, 35, 2000),
             boot_pages: 16,
             init_pages: 64,
@@ -342,6 +364,9 @@ impl Profile {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         if let Err(e) = apply::<Q>(&mut p.qos_cap, CX5_QOS) {
+            log::error!("mlx5-sim: built-in profile {name}: {e}");
+        }
+        if let Err(e) = apply::<D>(&mut p.dev_mem_cap, CX5_DEV_MEM) {
             log::error!("mlx5-sim: built-in profile {name}: {e}");
         }
         p
@@ -491,6 +516,19 @@ impl Profile {
             return [0; 256];
         }
         self.qos_cap
+    }
+
+    /// The `device_mem_cap` image (MAX and CUR; all zero without `device_memory`).
+    pub fn dev_mem_cap(&self) -> [u8; 256] {
+        if self.general_cap(C::DEVICE_MEMORY) == 0 {
+            return [0; 256];
+        }
+        self.dev_mem_cap
+    }
+
+    /// One `device_mem_cap` field.
+    pub fn dev_mem_field(&self, f: Field<D>) -> u64 {
+        View::<D>::new(&self.dev_mem_cap()).map_or(0, |v| v.get(f))
     }
 
     /// One `qos_cap` field.

@@ -101,6 +101,8 @@
 //! | `0x5e03006a` MCG_NOT_ATTACHED | BAD_PARAM | DETACH_FROM_MCG of a QP not attached to that group |
 //! | `0x5e03006b` PAGE_FAULT_UNKNOWN | BAD_PARAM | PAGE_FAULT_RESUME naming no outstanding page fault (queue, type, token) |
 //! | `0x5e03006c` PP_RATE_INDEX | BAD_PARAM | SET_PP_RATE_LIMIT index 0 or past `packet_pacing_rate_table_size`; an SQ's rate index not set (or no packet pacing) |
+//! | `0x5e03006e` MEMIC_PARAM | BAD_PARAM | ALLOC_MEMIC of size 0 or above `max_memic_size`, an alignment above `log_max_memic_addr_alignment`, a range outside the MEMIC window (or no `memic`) |
+//! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
 //! | `0x5e03006d` PP_RATE_RANGE | BAD_PARAM | SET_PP_RATE_LIMIT rate outside `packet_pacing_min_rate`..`_max_rate`, or a burst bound / typical size the device does not offer |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
 //! | `0x5e040002` ALREADY_ENABLED | BAD_SYS_STATE | ENABLE_HCA while enabled |
@@ -141,6 +143,7 @@
 //! | `0x5e06000c` FLOW_GROUP_IN_USE | RES_BUSY | DESTROY_FLOW_GROUP of a group with entries |
 //! | `0x5e06000d` XRCD_IN_USE | RES_BUSY | DEALLOC_XRCD of a domain an XRC SRQ uses |
 //! | `0x5e06000e` GSI_QP_EXISTS | RES_BUSY | CREATE_QP of a second QP1 (GSI QP) |
+//! | `0x5e06000f` MEMIC_IN_USE | RES_BUSY | DEALLOC_MEMIC of device memory a MEMIC key reaches |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
 //! | `0x5e080003` EQ_EXHAUSTED | EXCEED_LIM | `2^log_max_eq - 1` EQs live |
@@ -153,6 +156,7 @@
 //! | `0x5e08000a` MCG_EXHAUSTED | EXCEED_LIM | ATTACH_TO_MCG beyond `2^log_max_mcg` groups or `max_qp_mcg` QPs in the group |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
+//! | `0x5e0f0002` MEMIC_NO_ROOM | NO_RESOURCES | ALLOC_MEMIC with no free place of that size and alignment in its range (Linux tries its next page) |
 //! | `0x5e0f0001` PAGES_ALLOC_FAIL | NO_RESOURCES 0x0f | a command waiting for firmware pages when the driver answered MANAGE_PAGES op_mod 0 (it cannot give them) |
 //! | `0x5e500001` INLEN_BELOW_HEADER | BAD_INPUT_LEN 0x50 | `input_length` < 8 |
 //! | `0x5e500002` INLEN_BELOW_LAYOUT | BAD_INPUT_LEN | `input_length` < the command's `*_in` size |
@@ -374,6 +378,10 @@ syndromes! {
     PP_RATE_INDEX = 0x5e03_006c;
     /// BAD_PARAM: a packet pacing rate outside the device's range, or a burst bound it lacks.
     PP_RATE_RANGE = 0x5e03_006d;
+    /// BAD_PARAM: ALLOC_MEMIC's size, alignment or range.
+    MEMIC_PARAM = 0x5e03_006e;
+    /// BAD_PARAM: DEALLOC_MEMIC of no allocation.
+    MEMIC_UNKNOWN = 0x5e03_006f;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -452,6 +460,8 @@ syndromes! {
     XRCD_IN_USE = 0x5e06_000d;
     /// RES_BUSY: CREATE_QP of a second QP1 (GSI QP).
     GSI_QP_EXISTS = 0x5e06_000e;
+    /// RES_BUSY: DEALLOC_MEMIC of device memory a MEMIC key still reaches.
+    MEMIC_IN_USE = 0x5e06_000f;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.
@@ -478,6 +488,8 @@ syndromes! {
     WQ_WRONG_STATE = 0x5e09_0002;
     /// NO_RESOURCES: a command waiting for pages the driver said it cannot give.
     PAGES_ALLOC_FAIL = 0x5e0f_0001;
+    /// NO_RESOURCES: ALLOC_MEMIC found no room in its range.
+    MEMIC_NO_ROOM = 0x5e0f_0002;
     /// BAD_INPUT_LEN: `input_length` < 8.
     INLEN_BELOW_HEADER = 0x5e50_0001;
     /// BAD_INPUT_LEN: `input_length` < the `*_in` size.

@@ -276,7 +276,8 @@ impl Cx5 {
         Ok(())
     }
 
-    /// A BAR0 write: 4 or 8 bytes within the BAR; anything else refused.
+    /// A BAR0 write: 4 or 8 bytes within the BAR, any size in the MEMIC window (device memory);
+    /// anything else refused.
     fn bar_write(&mut self, off: u64, data: &[u8]) -> io::Result<()> {
         let size = self.sim.bar_size();
         let len = data.len();
@@ -288,6 +289,10 @@ impl Cx5 {
             return Err(invalid(format!(
                 "BAR0 write of {len} bytes at {off:#x}: past the BAR's {size:#x} bytes"
             )));
+        }
+        // Device memory (the MEMIC window) takes any size, as memory does.
+        if self.sim.bar_write_bytes(off, data) {
+            return Ok(());
         }
         match *data {
             [a, b, c, d] => self.sim.bar_write32(off, Be32::from_bytes([a, b, c, d])),

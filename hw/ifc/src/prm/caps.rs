@@ -849,6 +849,42 @@ impl Layout for OdpPerTransportServiceCap {
     ];
 }
 
+/// Device memory capabilities (HCA_CAP cap_type 0xf): the MEMIC window in BAR0 and its allocations; SW ICM.
+///
+/// `mlx5_ifc` structure `device_mem_cap`, 256 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceMemCap;
+
+impl DeviceMemCap {
+    #[doc = "`memic`: bit 0x0, width 1, byte 0x0."] pub const MEMIC: Field<Self> = Field::new("memic", 0x0, 1);
+    #[doc = "`log_min_memic_alloc_size`: bit 0x2b, width 5, byte 0x5."] pub const LOG_MIN_MEMIC_ALLOC_SIZE: Field<Self> = Field::new("log_min_memic_alloc_size", 0x2b, 5);
+    #[doc = "`log_max_memic_addr_alignment`: bit 0x38, width 8, byte 0x7."] pub const LOG_MAX_MEMIC_ADDR_ALIGNMENT: Field<Self> = Field::new("log_max_memic_addr_alignment", 0x38, 8);
+    #[doc = "`memic_bar_start_addr`: bit 0x40, width 64, byte 0x8."] pub const MEMIC_BAR_START_ADDR: Field<Self> = Field::new("memic_bar_start_addr", 0x40, 64);
+    #[doc = "`memic_bar_size`: bit 0x80, width 32, byte 0x10."] pub const MEMIC_BAR_SIZE: Field<Self> = Field::new("memic_bar_size", 0x80, 32);
+    #[doc = "`max_memic_size`: bit 0xa0, width 32, byte 0x14."] pub const MAX_MEMIC_SIZE: Field<Self> = Field::new("max_memic_size", 0xa0, 32);
+    #[doc = "`steering_sw_icm_start_address`: bit 0xc0, width 64, byte 0x18."] pub const STEERING_SW_ICM_START_ADDRESS: Field<Self> = Field::new("steering_sw_icm_start_address", 0xc0, 64);
+    #[doc = "`log_header_modify_sw_icm_size`: bit 0x108, width 8, byte 0x21."] pub const LOG_HEADER_MODIFY_SW_ICM_SIZE: Field<Self> = Field::new("log_header_modify_sw_icm_size", 0x108, 8);
+    #[doc = "`log_sw_icm_alloc_granularity`: bit 0x112, width 6, byte 0x22."] pub const LOG_SW_ICM_ALLOC_GRANULARITY: Field<Self> = Field::new("log_sw_icm_alloc_granularity", 0x112, 6);
+    #[doc = "`log_steering_sw_icm_size`: bit 0x118, width 8, byte 0x23."] pub const LOG_STEERING_SW_ICM_SIZE: Field<Self> = Field::new("log_steering_sw_icm_size", 0x118, 8);
+    #[doc = "`log_indirect_encap_sw_icm_size`: bit 0x120, width 8, byte 0x24."] pub const LOG_INDIRECT_ENCAP_SW_ICM_SIZE: Field<Self> = Field::new("log_indirect_encap_sw_icm_size", 0x120, 8);
+    #[doc = "`log_header_modify_pattern_sw_icm_size`: bit 0x138, width 8, byte 0x27."] pub const LOG_HEADER_MODIFY_PATTERN_SW_ICM_SIZE: Field<Self> = Field::new("log_header_modify_pattern_sw_icm_size", 0x138, 8);
+    #[doc = "`header_modify_sw_icm_start_address`: bit 0x140, width 64, byte 0x28."] pub const HEADER_MODIFY_SW_ICM_START_ADDRESS: Field<Self> = Field::new("header_modify_sw_icm_start_address", 0x140, 64);
+    #[doc = "`header_modify_pattern_sw_icm_start_address`: bit 0x1c0, width 64, byte 0x38."] pub const HEADER_MODIFY_PATTERN_SW_ICM_START_ADDRESS: Field<Self> = Field::new("header_modify_pattern_sw_icm_start_address", 0x1c0, 64);
+    #[doc = "`memic_operations`: bit 0x200, width 32, byte 0x40."] pub const MEMIC_OPERATIONS: Field<Self> = Field::new("memic_operations", 0x200, 32);
+    #[doc = "`indirect_encap_sw_icm_start_address`: bit 0x240, width 64, byte 0x48."] pub const INDIRECT_ENCAP_SW_ICM_START_ADDRESS: Field<Self> = Field::new("indirect_encap_sw_icm_start_address", 0x240, 64);
+}
+
+impl Layout for DeviceMemCap {
+    const NAME: &'static str = "device_mem_cap";
+    const BYTES: usize = 0x100;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::MEMIC.info, Self::LOG_MIN_MEMIC_ALLOC_SIZE.info, Self::LOG_MAX_MEMIC_ADDR_ALIGNMENT.info, Self::MEMIC_BAR_START_ADDR.info,
+        Self::MEMIC_BAR_SIZE.info, Self::MAX_MEMIC_SIZE.info, Self::STEERING_SW_ICM_START_ADDRESS.info, Self::LOG_HEADER_MODIFY_SW_ICM_SIZE.info,
+        Self::LOG_SW_ICM_ALLOC_GRANULARITY.info, Self::LOG_STEERING_SW_ICM_SIZE.info, Self::LOG_INDIRECT_ENCAP_SW_ICM_SIZE.info, Self::LOG_HEADER_MODIFY_PATTERN_SW_ICM_SIZE.info,
+        Self::HEADER_MODIFY_SW_ICM_START_ADDRESS.info, Self::HEADER_MODIFY_PATTERN_SW_ICM_START_ADDRESS.info, Self::MEMIC_OPERATIONS.info, Self::INDIRECT_ENCAP_SW_ICM_START_ADDRESS.info,
+    ];
+}
+
 /// QoS capabilities (HCA_CAP cap_type 0xc): packet pacing (rate-limited send queues) and scheduling.
 ///
 /// `mlx5_ifc` structure `qos_cap`, 256 bytes.

@@ -4,6 +4,90 @@
 #[allow(unused_imports)]
 use crate::layout::{Bytes, Field, FieldInfo, Layout, Nested};
 
+/// ALLOC_MEMIC (0x205) input: device memory from a range of the MEMIC window.
+///
+/// `mlx5_ifc` structure `alloc_memic_in`, 32 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocMemicIn;
+
+impl AllocMemicIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`log_memic_addr_alignment`: bit 0x78, width 8, byte 0xf."] pub const LOG_MEMIC_ADDR_ALIGNMENT: Field<Self> = Field::new("log_memic_addr_alignment", 0x78, 8);
+    #[doc = "`range_start_addr`: bit 0x80, width 64, byte 0x10."] pub const RANGE_START_ADDR: Field<Self> = Field::new("range_start_addr", 0x80, 64);
+    #[doc = "`range_size`: bit 0xc0, width 32, byte 0x18."] pub const RANGE_SIZE: Field<Self> = Field::new("range_size", 0xc0, 32);
+    #[doc = "`memic_size`: bit 0xe0, width 32, byte 0x1c."] pub const MEMIC_SIZE: Field<Self> = Field::new("memic_size", 0xe0, 32);
+}
+
+impl Layout for AllocMemicIn {
+    const NAME: &'static str = "alloc_memic_in";
+    const BYTES: usize = 0x20;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::LOG_MEMIC_ADDR_ALIGNMENT.info, Self::RANGE_START_ADDR.info,
+        Self::RANGE_SIZE.info, Self::MEMIC_SIZE.info,
+    ];
+}
+
+/// ALLOC_MEMIC (0x205) output: the allocation's BAR0 offset.
+///
+/// `mlx5_ifc` structure `alloc_memic_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocMemicOut;
+
+impl AllocMemicOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`memic_start_addr`: bit 0x40, width 64, byte 0x8."] pub const MEMIC_START_ADDR: Field<Self> = Field::new("memic_start_addr", 0x40, 64);
+}
+
+impl Layout for AllocMemicOut {
+    const NAME: &'static str = "alloc_memic_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::MEMIC_START_ADDR.info,
+    ];
+}
+
+/// DEALLOC_MEMIC (0x206) input.
+///
+/// `mlx5_ifc` structure `dealloc_memic_in`, 32 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocMemicIn;
+
+impl DeallocMemicIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`memic_start_addr`: bit 0x80, width 64, byte 0x10."] pub const MEMIC_START_ADDR: Field<Self> = Field::new("memic_start_addr", 0x80, 64);
+    #[doc = "`memic_size`: bit 0xc0, width 32, byte 0x18."] pub const MEMIC_SIZE: Field<Self> = Field::new("memic_size", 0xc0, 32);
+}
+
+impl Layout for DeallocMemicIn {
+    const NAME: &'static str = "dealloc_memic_in";
+    const BYTES: usize = 0x20;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::MEMIC_START_ADDR.info, Self::MEMIC_SIZE.info,
+    ];
+}
+
+/// DEALLOC_MEMIC (0x206) output.
+///
+/// `mlx5_ifc` structure `dealloc_memic_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocMemicOut;
+
+impl DeallocMemicOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for DeallocMemicOut {
+    const NAME: &'static str = "dealloc_memic_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}
+
 /// Memory key context (PRM "MKey Context").
 ///
 /// `mlx5_ifc` structure `mkc`, 64 bytes.

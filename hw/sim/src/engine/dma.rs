@@ -60,7 +60,7 @@ pub(crate) fn gather(
                     let start = at;
                     at += n;
                     let read = match out.get_mut(start..at) {
-                        Some(dst) => hw.iommu.read(iova, dst).is_ok(),
+                        Some(dst) => hw.dma_read(iova, dst).is_ok(),
                         None => false,
                     };
                     if !read {
@@ -124,7 +124,7 @@ pub(crate) fn scatter(
         let n = ((len - skip) as usize).min(data.len() - done);
         let parts = local(hw, pd, s.lkey, s.addr + skip, n as u64, access::LOCAL_WRITE)?;
         for &(iova, m) in parts.iter() {
-            if hw.iommu.write(iova, &data[done..done + m]).is_err() {
+            if hw.dma_write(iova, &data[done..done + m]).is_err() {
                 dma_fault(
                     hw.faults,
                     iova,
@@ -155,7 +155,7 @@ pub(crate) fn write_pieces(
         };
         let (iova, n) = (base + w.used as u64, len - w.used);
         let m = n.min(data.len() - done);
-        if hw.iommu.write(iova, &data[done..done + m]).is_err() {
+        if hw.dma_write(iova, &data[done..done + m]).is_err() {
             dma_fault(
                 hw.faults,
                 iova,

@@ -656,7 +656,7 @@ fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     for &(iova, n) in pieces.iter() {
         let at = data.len();
         data.resize(at + n, 0);
-        if hw.iommu.read(iova, &mut data[at..]).is_err() {
+        if hw.dma_read(iova, &mut data[at..]).is_err() {
             crate::memory::queue::dma_fault(
                 hw.faults,
                 iova,
@@ -745,7 +745,7 @@ fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     // The target word is in the responder host's byte order (HOST_ENDIANNESS); the original
     // value travels big-endian in the atomic ACK.
     let big_endian = hw.model.vport.host_big_endian();
-    let r = hw.iommu.fetch_update_u64(iova, big_endian, |old| {
+    let r = hw.dma_fetch_update_u64(iova, big_endian, |old| {
         if cs {
             if old == a.compare {
                 a.swap_add

@@ -96,6 +96,7 @@ pub(crate) fn query_hca_cap(
         (cap_type::ODP, _) => &model.cur_odp,
         // Not settable: MAX and CUR are the same.
         (cap_type::QOS, _) => &env.profile.qos_cap(),
+        (cap_type::DEV_MEM, _) => &env.profile.dev_mem_cap(),
         // Not settable: MAX and CUR are the same.
         (cap_type::ETHERNET_OFFLOADS, _) => &super::netcaps::eth_caps()[..],
         (cap_type::FLOW_TABLE, _) => &super::netcaps::flow_table_caps()[..],

@@ -4,8 +4,9 @@
 //!
 //! 1. `access_mode` (`access_mode_4_2 << 2 | access_mode_1_0`) is PA (0), MTT (1), KLMS (2,
 //!    an indirect key: mlx5_ib's memory windows) or KSM (3, fixed-size entities of
-//!    `2^log_page_size` bytes, 12 to 30: mlx5_ib's implicit ODP parents) (BAD_PARAM
-//!    MKEY_ACCESS_MODE, MKEY_PAGE_SIZE);
+//!    `2^log_page_size` bytes, 12 to 30: mlx5_ib's implicit ODP parents) or MEMIC (5, device
+//!    memory: `start_addr` a BAR0 offset, the key zero-based; `[start_addr, + len)` inside one
+//!    ALLOC_MEMIC allocation, MKEY_LENGTH) (BAD_PARAM MKEY_ACCESS_MODE, MKEY_PAGE_SIZE);
 //! 2. `pd` allocated (BAD_RES UNKNOWN_PD);
 //! 3. the range: MTT with `length64` set, or `start_addr + len` past 2^64 (BAD_PARAM
 //!    MKEY_LENGTH). PA with `length64` covers the whole IOVA space;
@@ -191,7 +192,7 @@ pub(crate) fn create_mkey(
     let i = input::<CreateMkeyIn>(req)?;
     let c = i.nested(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
     let mode = (c.get(Mkc::ACCESS_MODE_4_2) << 2) | c.get(Mkc::ACCESS_MODE_1_0);
-    if mode > mkey_access_mode::KSM {
+    if mode > mkey_access_mode::MEMIC || mode == mkey_access_mode::MEMIC - 1 {
         return Err(bad_param(syn::MKEY_ACCESS_MODE));
     }
     let pd = c.get32(Mkc::PD);
@@ -219,6 +220,11 @@ pub(crate) fn create_mkey(
     } else {
         None
     };
+    // Device memory: inside one allocation (a key of no bytes, at one), never the whole space.
+    let memic = mode == mkey_access_mode::MEMIC;
+    if memic && (whole || !model.memic.allocated(start, len.max(1))) {
+        return Err(bad_param(syn::MKEY_LENGTH));
+    }
     let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_MKEY);
     // The reserved lkey and the null mkey count against the limit.
     if !queue::below_limit(model.objects.count(ObjectKind::Mkey) + 2, log_max) {
@@ -240,6 +246,7 @@ pub(crate) fn create_mkey(
         mtt,
         klm,
         ksm,
+        memic,
         qpn: c.get32(Mkc::QPN),
         free: c.get(Mkc::FREE) == 1,
         rinval: c.get(Mkc::EN_RINVAL) == 1,
@@ -257,6 +264,15 @@ pub(crate) fn create_mkey(
     model.objects.hold(&[(ObjectKind::Pd, pd)]);
     encoded(output::<CreateMkeyOut>(out)?.set(CreateMkeyOut::MKEY_INDEX, index.into()))?;
     Ok(())
+}
+
+/// Whether a live MEMIC key reaches device memory `[start, start + size)`.
+pub(crate) fn memic_in_use(model: &Model, start: u64, size: u64) -> bool {
+    model.objects.mkeys().any(|m| {
+        m.memic
+            && m.start < start.saturating_add(size)
+            && start < m.start.saturating_add(m.len.max(1))
+    })
 }
 
 pub(crate) fn destroy_mkey(

@@ -37,6 +37,7 @@ pub(crate) mod flow;
 pub(crate) mod hca;
 pub(crate) mod mad;
 pub(crate) mod mcg;
+pub(crate) mod memic;
 pub(crate) mod mkey;
 pub(crate) mod netcaps;
 pub(crate) mod odp;
@@ -213,6 +214,16 @@ const SPECS: &[Spec] = &[
         mkey::destroy_mkey,
     ),
     spec::<m::QueryMkeyIn, m::QueryMkeyOut>(Opcode::QueryMkey, Gate::Initialized, mkey::query_mkey),
+    spec::<m::AllocMemicIn, m::AllocMemicOut>(
+        Opcode::AllocMemic,
+        Gate::Initialized,
+        memic::alloc_memic,
+    ),
+    spec::<m::DeallocMemicIn, m::DeallocMemicOut>(
+        Opcode::DeallocMemic,
+        Gate::Initialized,
+        memic::dealloc_memic,
+    ),
     spec::<w::SetPpRateLimitIn, w::SetPpRateLimitOut>(
         Opcode::SetPpRateLimit,
         Gate::Initialized,

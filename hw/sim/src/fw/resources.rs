@@ -22,7 +22,8 @@ use crate::syndrome as syn;
 /// The first UAR index ALLOC_UAR hands out.
 pub const FIRST_UAR_INDEX: u32 = 8;
 
-const UAR_END: u32 = (BAR_SIZE / regs::UAR_PAGE_SIZE) as u32;
+/// UAR pages end where the MEMIC window (device memory, the top of BAR0) begins.
+const UAR_END: u32 = ((BAR_SIZE - crate::profile::MEMIC_BYTES) / regs::UAR_PAGE_SIZE) as u32;
 
 pub(crate) fn alloc_uar(
     model: &mut Model,

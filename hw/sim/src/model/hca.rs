@@ -44,6 +44,8 @@ pub(crate) struct Model {
     pub(crate) flow_root: [Option<u32>; 2],
     /// Multicast groups (ATTACH_TO_MCG).
     pub(crate) mcg: super::mcg::Groups,
+    /// Device memory (MEMIC) and its allocations.
+    pub(crate) memic: super::memic::Memic,
     /// The packet pacing rate table (SET_PP_RATE_LIMIT): index → rate in kbit/s.
     pub(crate) rates: std::collections::BTreeMap<u16, u32>,
     /// The data path's runtime state.
@@ -68,6 +70,7 @@ impl Model {
             flow_root: [None; 2],
             mcg: super::mcg::Groups::default(),
             rates: std::collections::BTreeMap::new(),
+            memic: super::memic::Memic::new(profile),
             rt: Runtime::default(),
             injected: Faults::default(),
         }
@@ -83,6 +86,8 @@ impl Model {
         self.cur_roce = profile.roce_cap_initial();
         self.cur_atomic = *profile.atomic_cap();
         self.cur_odp = profile.odp_cap_initial();
+        self.memic = super::memic::Memic::new(profile);
+        self.rates.clear();
         self.vport = vport::Vport::new(profile);
         self.driver_version = None;
     }

@@ -58,6 +58,8 @@ pub(crate) struct Mkey {
     pub(crate) klm: Option<Vec<Klm>>,
     /// KSM mode (an implicit ODP parent): its table; `None` in the other modes.
     pub(crate) ksm: Option<Ksm>,
+    /// MEMIC mode: device memory from `start` (a BAR0 offset), zero-based.
+    pub(crate) memic: bool,
     /// The QP a type 2 memory window is bound to (`qpn`; 0xffffff: none).
     pub(crate) qpn: u32,
     pub(crate) free: bool,

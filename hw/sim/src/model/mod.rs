@@ -7,7 +7,7 @@
 //!   [`vport`]: the port, its addresses and registers; [`srq`]: SRQ / RMP limits;
 //! * [`qp`]: a QP as the data path sees it, its state; [`runtime`]: the data path's runtime of
 //!   every object, forgotten when the object is destroyed ([`Model::remove`]);
-//! * [`mcg`]: multicast groups and the UD QPs attached to them;
+//! * [`mcg`]: multicast groups and the UD QPs attached to them; [`memic`]: device memory;
 //! * [`status`]: what a failed command or model operation ends with;
 //! * [`hw`]: the handle the data path and the event writers work with (model, IOMMU, DMA
 //!   fault record, time).
@@ -15,6 +15,7 @@
 pub(crate) mod hca;
 pub(crate) mod hw;
 pub(crate) mod mcg;
+pub(crate) mod memic;
 pub(crate) mod mkey;
 pub(crate) mod objects;
 pub(crate) mod pages;

@@ -229,6 +229,18 @@ impl ObjectTable {
         }
     }
 
+    /// Every live memory key.
+    pub(crate) fn mkeys(&self) -> impl Iterator<Item = &super::mkey::Mkey> {
+        self.tables
+            .get(&ObjectKind::Mkey)
+            .into_iter()
+            .flat_map(|t| t.live.values())
+            .filter_map(|s| match &s.obj {
+                Object::Mkey(m) => Some(&**m),
+                _ => None,
+            })
+    }
+
     /// The memory key with index `index`, if live, writable.
     pub(crate) fn mkey_mut(&mut self, index: u32) -> Option<&mut super::mkey::Mkey> {
         match self

@@ -6,6 +6,7 @@ use mlx5_ifc::prm::mr::Mkc;
 use mlx5_ifc::consts::odp;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 
+use super::memic::DM_SPACE;
 use super::mkey::{access, IovaPieces, KeyError, Klm, Ksm, Mkey, MTT_FLAGS, NO_QPN, RESD_LKEY};
 use super::Model;
 
@@ -23,7 +24,10 @@ pub(crate) fn translate(
         if need & !(access::LOCAL_READ | access::LOCAL_WRITE) != 0 {
             return Err(KeyError::Access);
         }
-        va.checked_add(len).ok_or(KeyError::Bounds)?;
+        // Physical addresses are IOVAs: never the device memory space.
+        if va.checked_add(len).is_none_or(|e| e > DM_SPACE) {
+            return Err(KeyError::Bounds);
+        }
         return Ok(split(va, len, u64::MAX));
     }
     let m = model
@@ -36,6 +40,13 @@ pub(crate) fn translate(
     }
     if m.access & need != need {
         return Err(KeyError::Access);
+    }
+    if m.memic {
+        // Device memory, zero-based: the access's address is an offset into the key.
+        if va.checked_add(len).is_none_or(|e| e > m.len) {
+            return Err(KeyError::Bounds);
+        }
+        return Ok(split(DM_SPACE | (m.start + va), len, u64::MAX));
     }
     let end = va.checked_add(len).ok_or(KeyError::Bounds)?;
     if !m.whole && (va < m.start || end > m.start.saturating_add(m.len)) {
@@ -147,6 +158,8 @@ fn direct(
     present: Option<u64>,
 ) -> Result<IovaPieces, KeyError> {
     match &m.mtt {
+        // A PA key: IOVAs, never the device memory space.
+        None if end > DM_SPACE => Err(KeyError::Bounds),
         None => Ok(split(va, len, u64::MAX)),
         Some((shift, pages)) => {
             let page = 1u64 << shift;
@@ -166,6 +179,9 @@ fn direct(
                     return Err(KeyError::Absent);
                 }
                 let addr = entry & !MTT_FLAGS;
+                if addr >= DM_SPACE {
+                    return Err(KeyError::Bounds);
+                }
                 let off = at & (page - 1);
                 let n = (page - off).min(end - at);
                 out.push((addr + off, n as usize));
