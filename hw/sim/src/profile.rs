@@ -100,6 +100,10 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     // qkey_violations); mlx5_ib reports BAD_PKEY_CNTR and BAD_QKEY_CNTR (real-cx5.md).
     (C::PKV, 1),
     (C::QKV, 1),
+    // Automatic path migration: an ARMED QP moves to its alternate path when its retries run
+    // out on the primary one (a PATH_MIG event), or when software asks for MIGRATED;
+    // mlx5_ib reports AUTO_PATH_MIG (real-cx5.md).
+    (C::APM, 1),
     (C::CQ_RESIZE, 1),
     // Memory windows (type 1 and 2B: KLM keys bound by UMR WQEs); mlx5_ib reports MEM_WINDOW,
     // MEM_WINDOW_TYPE_2B and `max_mw` = 2^log_max_mkey from it (real-cx5.md rows 12, 24).

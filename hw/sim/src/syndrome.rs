@@ -59,7 +59,7 @@
 //! | `0x5e03002f` QP_ACCESS_NOT_SUPPORTED | BAD_PARAM | `rre`/`rae` on a UC QP, `rre`/`rwe`/`rae` on a UD QP |
 //! | `0x5e030030` BAD_PATH_MTU | BAD_PARAM | INIT2RTR (RC/UC) `mtu` not 1..=5 |
 //! | `0x5e030031` BAD_REMOTE_QPN | BAD_PARAM | INIT2RTR (RC/UC) `remote_qpn` 0 or 1 |
-//! | `0x5e030032` MISSING_RMAC | BAD_PARAM | INIT2RTR (RC/UC) primary path `rmac` 0 |
+//! | `0x5e030032` MISSING_RMAC | BAD_PARAM | INIT2RTR (RC/UC) primary path `rmac` 0; arming (PM_STATE REARM/ARMED) an alternate path whose `rmac` is 0 |
 //! | `0x5e030033` QP_GID_INDEX | BAD_PARAM | INIT2RTR (RC/UC) `src_addr_index` not below `roce_address_table_size` |
 //! | `0x5e030034` QP_GID_NOT_SET | BAD_PARAM | INIT2RTR (RC/UC) `src_addr_index` names a GID entry SET_ROCE_ADDRESS has not set |
 //! | `0x5e030035` RRA_MAX_TOO_BIG | BAD_PARAM | INIT2RTR (RC) `log_rra_max` above `log_max_ra_res_qp` |

@@ -131,11 +131,15 @@ fn legal_path(st: u64) {
         );
     }
 
-    let mask = opt::ACK_TIMEOUT | opt::RNR_TIMEOUT | opt::PM_STATE;
+    // PM_STATE REARM arms the alternate path loaded with it (and reads back ARMED).
+    let mask = opt::ACK_TIMEOUT | opt::RNR_TIMEOUT | opt::PM_STATE | opt::ALT_ADDR_PATH;
     let r = fx.step(Step::Rts2Rts, qpn, st, mask, |c| {
         c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
             .set(Ads::ACK_TIMEOUT, 20)
             .unwrap();
+        let mut alt = c.nested_mut(Qpc::SECONDARY_ADDRESS_PATH);
+        alt.set(Ads::RMAC_47_32, 0x02c5).unwrap();
+        alt.set(Ads::RMAC_31_0, 0x5a00_0003).unwrap();
         c.set(Qpc::MIN_RNR_NAK, 5).unwrap();
         c.set(Qpc::PM_STATE, 1).unwrap();
         c.set(Qpc::REMOTE_QPN, 0x999).unwrap();
@@ -145,7 +149,7 @@ fn legal_path(st: u64) {
     let c = View::<Qpc>::new(&ctx).unwrap();
     assert_eq!(c.get(Qpc::STATE), qp_state::RTS);
     assert_eq!(path(&c, Ads::ACK_TIMEOUT), 20);
-    assert_eq!((c.get(Qpc::MIN_RNR_NAK), c.get(Qpc::PM_STATE)), (5, 1));
+    assert_eq!((c.get(Qpc::MIN_RNR_NAK), c.get(Qpc::PM_STATE)), (5, 0));
     assert_ne!(c.get(Qpc::REMOTE_QPN), 0x999, "not an RTS2RTS attribute");
 
     for _ in 0..2 {

@@ -241,6 +241,20 @@ pub(crate) fn on_timer(hw: &mut Hw<'_>, qpn: u32) {
     let Some(oldest) = rt.outstanding.iter().find(|r| !r.done).map(|r| r.first_psn) else {
         return;
     };
+    if rt.retries >= info.retry_count && info.armed {
+        // Automatic path migration: the alternate path takes over, the retries start again,
+        // the driver hears of it (PATH_MIG).
+        log::info!("mlx5-sim: QP {qpn:#x}: retries out on the primary path; migrated");
+        rt.retries = 0;
+        crate::model::qp::migrate(hw.model, qpn);
+        crate::events::eqe::qp_event(hw, mlx5_ifc::event::PATH_MIG, qpn);
+        let Some(info) = QpInfo::load(hw.model, qpn) else {
+            return;
+        };
+        retransmit_from(hw, &info, oldest);
+        arm_timer(hw, &info);
+        return;
+    }
     if rt.retries >= info.retry_count {
         log::info!("mlx5-sim: QP {qpn:#x}: retry count exceeded");
         fail_at(hw, &info, oldest, syn::TRANSPORT_RETRY_EXC_ERR);

@@ -17,9 +17,14 @@
 //! | 2RST | any | the work queue counters and PSN bookkeeping reset; buffers and attributes kept | — |
 //!
 //! Optional bits apply: RRE/RAE/RWE the access flag (RAE with `atomic_mode`), PKEY_INDEX and
-//! PRI_PORT the path field (same checks as RST2INIT), Q_KEY `q_key`, PM_STATE `pm_state`,
-//! RNR_TIMEOUT `min_rnr_nak`, ACK_TIMEOUT and PRIMARY_ADDR_PATH the path `ack_timeout`,
-//! ALT_ADDR_PATH the whole secondary path. Access flags a service type lacks — `rre`/`rae` on UC,
+//! PRI_PORT the path field (same checks as RST2INIT), Q_KEY `q_key`, RNR_TIMEOUT
+//! `min_rnr_nak`, ACK_TIMEOUT and PRIMARY_ADDR_PATH the path `ack_timeout`, ALT_ADDR_PATH the
+//! whole secondary path, and PM_STATE the path migration state (after the secondary path):
+//! REARM or ARMED arms the alternate path — its RoCE fields checked as the primary path's — and
+//! reads back ARMED; MIGRATED while ARMED migrates at once (the secondary path becomes the
+//! primary one); otherwise only the current state (BAD_PM_STATE). An ARMED RC QP whose retries
+//! run out migrates by itself ([`crate::engine`]'s ack timer: a PATH_MIG event, the retries start
+//! again on the new path). Access flags a service type lacks — `rre`/`rae` on UC,
 //! any on UD — are refused when set (QP_ACCESS_NOT_SUPPORTED).
 
 use mlx5_ifc::consts::{atomic_mode, pm_state, port_type, qp_opt_param as opt, qp_st, qp_state};
@@ -212,7 +217,6 @@ fn optional(
     }
     let plain = [
         (opt::Q_KEY, Qpc::Q_KEY),
-        (opt::PM_STATE, Qpc::PM_STATE),
         (opt::RNR_TIMEOUT, Qpc::MIN_RNR_NAK),
     ];
     for (bit, f) in plain {
@@ -231,7 +235,45 @@ fn optional(
             &from[..n],
         );
     }
+    if mask & opt::PM_STATE != 0 {
+        pm_state_change(model, dst, src.get(Qpc::PM_STATE))?;
+    }
     Ok(())
+}
+
+/// A path's RoCE fields: `rmac` nonzero (MISSING_RMAC), `src_addr_index` inside the RoCE
+/// address table (QP_GID_INDEX) and a set entry (QP_GID_NOT_SET).
+fn roce_path(model: &Model, a: &View<'_, Ads>) -> CmdResult {
+    if a.get(Ads::RMAC_47_32) == 0 && a.get(Ads::RMAC_31_0) == 0 {
+        return Err(bad_param(syn::MISSING_RMAC));
+    }
+    let gid = usize::try_from(a.get(Ads::SRC_ADDR_INDEX)).unwrap_or(usize::MAX);
+    match model.vport.gid(gid) {
+        None => Err(bad_param(syn::QP_GID_INDEX)),
+        Some(entry) if entry.iter().all(|&b| b == 0) => Err(bad_param(syn::QP_GID_NOT_SET)),
+        Some(_) => Ok(()),
+    }
+}
+
+/// PM_STATE: the path migration state software asks for, from the current one. REARM (or ARMED)
+/// from MIGRATED or ARMED arms the alternate path the context holds — its RoCE fields checked as
+/// the primary path's — and reads back ARMED (the device is armed at once); MIGRATED from ARMED
+/// migrates now (the alternate path becomes the primary one); staying is allowed; anything else
+/// is BAD_PM_STATE.
+fn pm_state_change(model: &Model, dst: &mut ViewMut<'_, Qpc>, want: u64) -> CmdResult {
+    let cur = dst.get(Qpc::PM_STATE);
+    match (cur, want) {
+        (c, w) if c == w && w != pm_state::REARM => Ok(()),
+        (pm_state::MIGRATED | pm_state::ARMED, pm_state::REARM | pm_state::ARMED) => {
+            roce_path(model, &dst.as_view().nested(Qpc::SECONDARY_ADDRESS_PATH))?;
+            encoded(dst.set(Qpc::PM_STATE, pm_state::ARMED).map(drop))
+        }
+        (pm_state::ARMED, pm_state::MIGRATED) => {
+            crate::model::qp::migrate_ctx(dst);
+            Ok(())
+        }
+        _ => Err(bad_param(syn::BAD_PM_STATE)),
+    }
 }
 
 fn rst2init(
@@ -280,17 +322,7 @@ fn init2rtr(
         if src.get(Qpc::REMOTE_QPN) < 2 {
             return Err(bad_param(syn::BAD_REMOTE_QPN));
         }
-        if path(src, Ads::RMAC_47_32) == 0 && path(src, Ads::RMAC_31_0) == 0 {
-            return Err(bad_param(syn::MISSING_RMAC));
-        }
-        let gid = usize::try_from(path(src, Ads::SRC_ADDR_INDEX)).unwrap_or(usize::MAX);
-        match model.vport.gid(gid) {
-            None => return Err(bad_param(syn::QP_GID_INDEX)),
-            Some(entry) if entry.iter().all(|&b| b == 0) => {
-                return Err(bad_param(syn::QP_GID_NOT_SET))
-            }
-            Some(_) => {}
-        }
+        roce_path(model, &src.nested(Qpc::PRIMARY_ADDRESS_PATH))?;
         if reliable(st) && src.get(Qpc::LOG_RRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_RES_QP) {
             return Err(bad_param(syn::RRA_MAX_TOO_BIG));
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use mlx5_ifc::consts::{qp_st, rq_type};
 use mlx5_ifc::prm::qp::{Ads, Qpc};
 use mlx5_ifc::prm::vport::RoceAddrLayout;
-use mlx5_ifc::{View, ViewMut};
+use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::objects::ObjectKind;
 use super::qp_info::QpInfo;
@@ -110,6 +110,7 @@ impl QpInfo {
             rnr_retry: c.get(Qpc::RNR_RETRY) as u8,
             min_rnr_nak: c.get(Qpc::MIN_RNR_NAK) as u8,
             ack_timeout: a.get(Ads::ACK_TIMEOUT) as u8,
+            armed: c.get(Qpc::PM_STATE) == mlx5_ifc::consts::pm_state::ARMED,
             log_msg_max: c.get(Qpc::LOG_MSG_MAX) as u32,
             user_index: c.get32(Qpc::USER_INDEX),
             next_send_psn: c.get32(Qpc::NEXT_SEND_PSN),
@@ -128,6 +129,35 @@ pub(crate) fn set_qp_state(model: &mut Model, qpn: u32, state: u64) {
                 log::error!("mlx5-sim: QP {qpn:#x}: {e}");
             }
         }
+    }
+}
+
+/// Migrates QP `qpn` to its alternate path (automatic path migration, or software asking for
+/// MIGRATED while ARMED): the secondary address path becomes the primary one, `pm_state` becomes
+/// MIGRATED, as QUERY_QP then shows.
+pub(crate) fn migrate(model: &mut Model, qpn: u32) {
+    model.rt.qp_cache.remove(&qpn);
+    if let Some(q) = model.objects.queue_mut(ObjectKind::Qp, qpn) {
+        if let Ok(mut v) = ViewMut::<Qpc>::new(&mut q.ctx) {
+            migrate_ctx(&mut v);
+        }
+    }
+}
+
+/// [`migrate`] on a context image.
+pub(crate) fn migrate_ctx(v: &mut ViewMut<'_, Qpc>) {
+    let alt = v
+        .as_view()
+        .nested(Qpc::SECONDARY_ADDRESS_PATH)
+        .as_bytes()
+        .to_vec();
+    let mut primary = v.nested_mut(Qpc::PRIMARY_ADDRESS_PATH);
+    let dst = primary.as_bytes();
+    // A nested view runs to the end of the context: the path is its first `Ads::BYTES`.
+    let n = Ads::BYTES.min(dst.len()).min(alt.len());
+    dst[..n].copy_from_slice(&alt[..n]);
+    if let Err(e) = v.set(Qpc::PM_STATE, mlx5_ifc::consts::pm_state::MIGRATED) {
+        log::error!("mlx5-sim: migrating a QP: {e}");
     }
 }
 

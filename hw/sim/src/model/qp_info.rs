@@ -37,6 +37,9 @@ pub(crate) struct QpInfo {
     pub(crate) srq: Option<(ObjectKind, u32)>,
     pub(crate) mtu: u32,
     pub(crate) remote_qpn: u32,
+    /// `pm_state` ARMED: an alternate path waits; the requester migrates to it rather than
+    /// fail when its retries run out.
+    pub(crate) armed: bool,
     pub(crate) rre: bool,
     pub(crate) rwe: bool,
     pub(crate) rae: bool,
