@@ -270,13 +270,14 @@ for l in open(sys.argv[1], errors='replace'):
     if not l.startswith('GUEST-IBV: '): continue
     l = l[len('GUEST-IBV: '):].rstrip('\n')
     m = re.match(r'\s*([A-Za-z_ ]+?):\s+(\S.*)$', l)
-    h = re.fullmatch(r'\s*([a-z_]+_caps):\s*', l)
+    h = re.fullmatch(r'\s*([a-z_ ]+caps):\s*', l)
     if h:
-        in_list = h.group(1) if h.group(1) not in lists else None
+        name = h.group(1).replace(' ', '_')
+        in_list = name if name not in lists else None
         if in_list: lists[in_list] = set()
         in_flags = False
         continue
-    if in_list and re.fullmatch(r'\s+[A-Z0-9_ ]+', l):
+    if in_list and re.fullmatch(r'\s+[A-Z][A-Za-z0-9_ -]+', l):
         if l.strip() != 'NO SUPPORT': lists[in_list].add(l.strip())
         continue
     in_list = None
@@ -301,10 +302,11 @@ for line in open(sys.argv[2]):
     elif line.startswith('caps '):
         # A caps row: the list's entries, as a set (none: NO SUPPORT).
         body, _, reason = line[5:].partition('  ')
-        key, *names = body.split()
+        key, _, rest = body.partition(' ')
+        names = [n.strip() for n in rest.split('|')] if '|' in rest else rest.split()
         want, got = key, ' '.join(sorted(lists.get(key, {'?'})))
         agree = key in lists and lists[key] == set(names)
-        line = key + ' ' + ' '.join(names)
+        line = key + ' ' + '|'.join(names)
     else:
         key, _, rest = line.partition(' ')
         rest = rest.strip()

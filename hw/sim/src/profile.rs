@@ -98,6 +98,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     // P_Key and Q_Key violation counters: a packet whose BTH P_Key does not match the QP's, a
     // datagram with another Q_Key, is dropped and counted (DatapathCounters::pkey_violations,
     // qkey_violations); mlx5_ib reports BAD_PKEY_CNTR and BAD_QKEY_CNTR (real-cx5.md).
+    // PCI write end padding (`wq.end_padding_mode` 1: whole 64-byte lines at a receive's end);
+    // mlx5_ib reports PCI_WRITE_END_PADDING (real-cx5.md row 38).
+    (C::END_PAD, 1),
     (C::PKV, 1),
     (C::QKV, 1),
     // Automatic path migration: an ARMED QP moves to its alternate path when its retries run

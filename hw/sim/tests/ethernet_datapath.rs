@@ -18,7 +18,7 @@ use mlx5_ifc::prm::tir::{
     AllocTransportDomainIn, AllocTransportDomainOut, CreateRqtOut, CreateTirIn, CreateTirOut,
     CreateTisIn, CreateTisOut, RxHashFieldSelect as Sel, Tirc, Tisc,
 };
-use mlx5_ifc::{Be64, Opcode, View};
+use mlx5_ifc::{Be64, Opcode, View, ViewMut};
 use mlx5_sim::{DmaBlock, Mode};
 
 /// Microsoft's RSS verification key.
@@ -144,8 +144,19 @@ fn sender(n: &mut Node) -> Eth {
 /// A RDY RQ of 16 WQEs, WQE `k` one 2 KiB buffer at `mr` + `(16 * slot + k) * BUF`, `posted` of
 /// them posted: `(rqn, ring, doorbell record)`.
 fn posted_rq(n: &mut Node, mr: &Mr, slot: u64, posted: u16) -> (u32, DmaBlock, DmaBlock) {
+    posted_rq_with(n, mr, slot, posted, |_| {})
+}
+
+/// Like `posted_rq`, with `edit` applied to the RQ context at creation.
+fn posted_rq_with(
+    n: &mut Node,
+    mr: &Mr,
+    slot: u64,
+    posted: u16,
+    edit: impl Fn(&mut ViewMut<'_, Rqc>),
+) -> (u32, DmaBlock, DmaBlock) {
     let (r, buf, dbr) = ring(n, 1);
-    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, |_| {}), CreateRqOut::RQN);
+    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, &edit), CreateRqOut::RQN);
     n.fx.p.ok(
         &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
             v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
@@ -170,10 +181,15 @@ fn posted_rq(n: &mut Node, mr: &Mr, slot: u64, posted: u16) -> (u32, DmaBlock, D
 /// B: two RQs of 16 WQEs (one 2 KiB buffer each, `posted` of them posted), an RQT, a Toeplitz
 /// TIR over IPv4/UDP 4-tuples, and a root table whose one entry matches B's MAC.
 fn receiver(n: &mut Node, mr: &Mr, posted: u16) -> Eth {
+    receiver_with(n, mr, posted, |_| {})
+}
+
+/// Like `receiver`, with `edit` applied to both RQ contexts at creation.
+fn receiver_with(n: &mut Node, mr: &Mr, posted: u16, edit: impl Fn(&mut ViewMut<'_, Rqc>)) -> Eth {
     let td = transport_domain(n);
     let mut rqs = Vec::new();
     for q in 0..2u64 {
-        let (rqn, buf, dbr) = posted_rq(n, mr, q, posted);
+        let (rqn, buf, dbr) = posted_rq_with(n, mr, q, posted, &edit);
         rqs.push((rqn, buf, dbr));
     }
     let rqns: Vec<u32> = rqs.iter().map(|r| r.0).collect();
@@ -637,4 +653,71 @@ fn a_rate_limited_sq_keeps_its_rate_on_the_wire() {
     let times: Vec<u64> = fabric.captured().iter().map(|(t, _)| *t).collect();
     assert_eq!(times.len(), 6);
     assert!(times[5] - times[4] < gap, "{times:?}");
+}
+
+/// Scatter FCS and PCI write end padding, as mlx5_ib creates a raw packet QP's RQ for
+/// IBV_QP_CREATE_SCATTER_FCS and IBV_QP_CREATE_PCI_WRITE_END_PADDING: the frame's FCS (that of
+/// the frame on the wire, least significant byte first) follows it and counts in the byte count;
+/// the write then goes on with zeros to the end of its 64-byte line, which is not counted, and
+/// nothing past that line is touched.
+#[test]
+fn scatter_fcs_puts_the_wire_fcs_after_the_frame_and_end_padding_fills_the_line() {
+    use mlx5_ifc::prm::caps::{CmdHcaCap, PerProtocolNetworkingOffloadCaps as EthCaps};
+    use mlx5_ifc::prm::srq::Wq;
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let eth_caps = b.fx.p.query_cap(1, 1);
+    let general = b.fx.p.query_cap(0, 1);
+    assert_eq!(
+        (
+            View::<EthCaps>::new(&eth_caps)
+                .unwrap()
+                .get(EthCaps::SCATTER_FCS),
+            View::<CmdHcaCap>::new(&general)
+                .unwrap()
+                .get(CmdHcaCap::END_PAD)
+        ),
+        (1, 1)
+    );
+    let (amr, bmr) = (
+        a.reg_mr(64 * 1024, false, false, false),
+        b.reg_mr(64 * 1024, false, false, false),
+    );
+    b.dev().dma_write(bmr.buf.iova, &[0xee; 64 * 1024]).unwrap();
+    let mut tx = sender(&mut a);
+    let _rx = receiver_with(&mut b, &bmr, 8, |c| {
+        c.set(Rqc::SCATTER_FCS, 1).unwrap();
+        c.nested_mut(Rqc::WQ).set(Wq::END_PADDING_MODE, 1).unwrap();
+    });
+    fabric.keep_frames(4);
+    let payload: Vec<u8> = (0..100u8).collect();
+    let f = frame(b.mac(), a.mac(), 17, &payload);
+    send(&a, &mut tx, &amr, &f, 0, None);
+    fabric.run_until_idle();
+    assert_eq!(a.poll().map(|c| c.opcode), Some(0));
+    let c = b.poll().expect("B's receive completion");
+    assert_eq!(
+        (c.opcode, c.byte_cnt),
+        (2, f.len() as u32 + 4),
+        "frame and FCS"
+    );
+    let wire = fabric.captured()[0].1.clone();
+    let fcs = crc32fast::hash(&wire).to_le_bytes();
+    // The RQ the hash picked: find the buffer holding the frame.
+    let (q, k) = [(0, 0), (1, 0)]
+        .into_iter()
+        .find(|&(q, k)| received(&b, &bmr, q, k, 14)[..6] == b.mac())
+        .expect("the frame in an RQ's first buffer");
+    let got = received(&b, &bmr, q, k, 256);
+    let n = wire.len();
+    assert_eq!(&got[..n], &wire[..]);
+    assert_eq!(got[n..n + 4], fcs, "the FCS");
+    let line_end = (n + 4).next_multiple_of(64);
+    assert!(
+        got[n + 4..line_end].iter().all(|&x| x == 0),
+        "zeros to the line's end"
+    );
+    assert!(
+        got[line_end..].iter().all(|&x| x == 0xee),
+        "nothing past the line"
+    );
 }

@@ -12,6 +12,11 @@
 //!   not stop on a bad receive, as mlx5e's RX error handling expects).
 //! * VLAN stripping (`rqc.vlan_strip_disable` 0): the first C-VLAN tag is removed from the frame
 //!   and reported in the CQE (`cv`, `vlan_info`).
+//! * `rqc.scatter_fcs`: the FCS of the frame as it was on the wire (CRC-32, least significant
+//!   byte first) follows it in the buffers and counts in `byte_cnt` (the CQE's checksum does not
+//!   cover it, as mlx5e's RX-FCS handling expects). `wq.end_padding_mode` 1: the write goes on
+//!   with zeros to the end of the 64-byte line of its last byte (within that data segment), which
+//!   `byte_cnt` does not count.
 //! * The CQE (opcode RESP_SEND): `byte_cnt` the bytes written, `wqe_counter` the WQE's counter,
 //!   `check_sum` the 16-bit one's complement sum of everything from the IP header to the frame's
 //!   end (what Linux's CHECKSUM_COMPLETE takes), `hds_ip_ext` L3_OK (a good IPv4 header
@@ -23,15 +28,18 @@ use mlx5_ifc::consts::self_lb_block;
 use mlx5_ifc::consts::sq_rq_state::RDY;
 use mlx5_ifc::cqe::{l3_hdr_type, l4_hdr_type};
 use mlx5_ifc::prm::sq_rq::Rqc;
+use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::prm::tir::Tirc;
 use mlx5_ifc::View;
 
 use super::wqe::{recv_sges, LocalError};
 use super::{dma, steering};
 use crate::events::cqe::{self, op, syndrome, Cqe, EthRx};
+use crate::fabric::icrc::crc32;
 use crate::fabric::packet::{self, Headers, L3, TPID_CVLAN};
 use crate::memory::queue::{dma_fault, read_be32, WqRing};
 use crate::model::objects::ObjectKind;
+use crate::model::runtime::Sge;
 use crate::model::Hw;
 
 /// `hds_ip_ext` bits.
@@ -44,6 +52,10 @@ struct RqInfo {
     cqn: u32,
     user_index: u32,
     strip: bool,
+    /// `scatter_fcs`: the frame's FCS lands after it.
+    fcs: bool,
+    /// `end_padding_mode` 1: the last cache line written is written whole.
+    end_pad: bool,
     ring: WqRing,
 }
 
@@ -55,6 +67,8 @@ fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
         cqn: c.get32(Rqc::CQN),
         user_index: c.get32(Rqc::USER_INDEX),
         strip: c.get(Rqc::VSD) == 0,
+        fcs: c.get(Rqc::SCATTER_FCS) == 1,
+        end_pad: c.nested(Rqc::WQ).get(Wq::END_PADDING_MODE) == END_PAD_ALIGN,
         ring: WqRing::of(&c.nested(Rqc::WQ), &q.pas),
     })
 }
@@ -159,7 +173,17 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
     hw.model.rt.eth_rqs.insert(rqn, cc.wrapping_add(1));
     let sges = recv_sges(&wqe);
     let srqn_uidx = cqe::srqn_uidx(hw, rq.user_index, None);
-    let wrote = dma::scatter(hw, rq.ring.pd, &sges, 0, &frame);
+    // What lands in the buffers: the frame, its FCS (that of the frame on the wire) with
+    // `scatter_fcs`, zeros to the end of the last 64-byte line with end padding.
+    let mut data = frame.clone();
+    if rq.fcs {
+        data.extend_from_slice(&crc32(f).to_le_bytes());
+    }
+    let byte_cnt = data.len() as u32;
+    if rq.end_pad {
+        data.resize(data.len() + end_padding(&sges, data.len()), 0);
+    }
+    let wrote = dma::scatter(hw, rq.ring.pd, &sges, 0, &data);
     let c = match wrote {
         Ok(()) => {
             hw.model.rt.counters.eth_rx_delivered += 1;
@@ -167,7 +191,7 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
                 opcode: op::RESP_SEND,
                 qpn: flow_tag & 0xff_ffff,
                 wqe_counter: cc,
-                byte_cnt: frame.len() as u32,
+                byte_cnt,
                 srqn_uidx,
                 l3_hdr_type: match h.l3 {
                     L3::V4 => l3_hdr_type::IPV4,
@@ -200,6 +224,25 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         }
     };
     cqe::post(hw, rq.cqn, &c);
+}
+
+/// `wq.end_padding_mode` 1: writes end at a 64-byte (cache line) boundary.
+const END_PAD_ALIGN: u64 = 1;
+
+/// The bytes of padding that take a write of `len` bytes over `sges` to the end of the 64-byte
+/// line of its last byte (by the buffer's address), within that data segment.
+fn end_padding(sges: &[Sge], len: usize) -> usize {
+    let mut left = len as u64;
+    for s in sges {
+        let cap = u64::from(s.len);
+        if left <= cap {
+            let end = s.addr.wrapping_add(left);
+            let pad = end.next_multiple_of(64).wrapping_sub(end);
+            return pad.min(cap - left) as usize;
+        }
+        left -= cap;
+    }
+    0
 }
 
 /// The receive offload fields of a delivered frame.

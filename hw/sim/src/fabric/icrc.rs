@@ -4,8 +4,7 @@
 
 use super::consts::{BTH_BYTES, IPV4_BYTES, IPV6_BYTES, UDP_BYTES};
 
-/// CRC-32 (IEEE 802.3) of `bytes`.
-#[cfg(test)]
+/// CRC-32 (IEEE 802.3) of `bytes`: an Ethernet frame's FCS, too.
 pub(crate) fn crc32(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }

@@ -32,6 +32,9 @@ pub(crate) fn eth_caps() -> [u8; Eth::BYTES] {
         // and later HW generations will report min inline mode == MLX5_INLINE_MODE_NONE",
         // Linux commit a6f402e4; real-cx5.md row 59), so mlx5e stops inlining headers.
         v.set(Eth::WQE_INLINE_MODE, wqe_inline_mode::NOT_REQUIRED)?;
+        // A received frame's FCS scattered after it (`rqc.scatter_fcs`): raw packet QPs'
+        // IBV_QP_CREATE_SCATTER_FCS, mlx5e's rx-fcs (real-cx5.md rows 37, 38).
+        v.set(Eth::SCATTER_FCS, 1)?;
         Ok(())
     });
     if let Err(e) = r {
