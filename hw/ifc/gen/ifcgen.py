@@ -247,6 +247,8 @@ ROOMS = {
         ("rq_num", "One RQ number of an RQT."),
     ],
     "sq_rq": [
+        ("set_delay_drop_params_in", "SET_DELAY_DROP_PARAMS (0x910) input: how long an RQ with `delay_drop_en` and no WQE holds a frame (100 µs units; 0 disarms)."),
+        ("set_delay_drop_params_out", "SET_DELAY_DROP_PARAMS (0x910) output."),
         ("set_pp_rate_limit_in", "SET_PP_RATE_LIMIT (0x780) input: one entry of the packet pacing rate table."),
         ("set_pp_rate_limit_out", "SET_PP_RATE_LIMIT (0x780) output."),
         ("set_pp_rate_limit_context", "A packet pacing rate table entry: the rate (kbit/s; 0 frees it), burst bound, typical packet size."),

@@ -31,6 +31,11 @@ pub const PAGE_REQUEST: u8 = 0x0b;
 /// is a [`crate::prm::eqe::WqeAssociatedPageFaultEvent`] or a
 /// [`crate::prm::eqe::RdmaPageFaultEvent`] by the sub-type ([`crate::consts::odp`]).
 pub const PAGE_FAULT: u8 = 0x0c;
+/// A general event; sub-type 1 ([`DELAY_DROP_TIMEOUT`]): an RQ with delay drop held a frame
+/// past the timeout, dropped it and disarmed delay drop until SET_DELAY_DROP_PARAMS.
+pub const GENERAL_EVENT: u8 = 0x22;
+/// GENERAL_EVENT sub-type: the delay drop timeout expired.
+pub const DELAY_DROP_TIMEOUT: u8 = 0x01;
 /// Invalid request on a work queue.
 pub const WQ_INVAL_REQ_ERROR: u8 = 0x10;
 /// Access violation on a work queue.

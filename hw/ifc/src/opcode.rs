@@ -122,6 +122,7 @@ opcodes! {
     ModifyRmp = 0x90d, "MODIFY_RMP";
     DestroyRmp = 0x90e, "DESTROY_RMP";
     QueryRmp = 0x90f, "QUERY_RMP";
+    SetDelayDropParams = 0x910, "SET_DELAY_DROP_PARAMS";
     CreateTis = 0x912, "CREATE_TIS";
     ModifyTis = 0x913, "MODIFY_TIS";
     DestroyTis = 0x914, "DESTROY_TIS";

@@ -222,7 +222,7 @@ impl Shared {
         if !self.owes.load(Ordering::Acquire) {
             return false;
         }
-        self.datapath(false, engine::responder::owed_acks);
+        self.datapath(false, engine::verdict::owed_acks);
         true
     }
 

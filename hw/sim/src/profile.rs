@@ -101,6 +101,11 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     // PCI write end padding (`wq.end_padding_mode` 1: whole 64-byte lines at a receive's end);
     // mlx5_ib reports PCI_WRITE_END_PADDING (real-cx5.md row 38).
     (C::END_PAD, 1),
+    // Delay drop (`rq_delay_drop`, with the general events that carry its timeout): an RQ with
+    // `delay_drop_en` and no WQE holds frames until one is posted or the timeout; mlx5_ib
+    // reports the raw packet cap DELAY_DROP (real-cx5.md row 37).
+    (C::RQ_DELAY_DROP, 1),
+    (C::GENERAL_NOTIFICATION_EVENT, 1),
     (C::PKV, 1),
     (C::QKV, 1),
     // Automatic path migration: an ARMED QP moves to its alternate path when its retries run

@@ -102,6 +102,7 @@
 //! | `0x5e03006b` PAGE_FAULT_UNKNOWN | BAD_PARAM | PAGE_FAULT_RESUME naming no outstanding page fault (queue, type, token) |
 //! | `0x5e03006c` PP_RATE_INDEX | BAD_PARAM | SET_PP_RATE_LIMIT index 0 or past `packet_pacing_rate_table_size`; an SQ's rate index not set (or no packet pacing) |
 //! | `0x5e03006e` MEMIC_PARAM | BAD_PARAM | ALLOC_MEMIC of size 0 or above `max_memic_size`, an alignment above `log_max_memic_addr_alignment`, a range outside the MEMIC window (or no `memic`) |
+//! | `0x5e030070` DELAY_DROP_NOT_SUPPORTED | BAD_PARAM | SET_DELAY_DROP_PARAMS without `rq_delay_drop` |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
 //! | `0x5e03006d` PP_RATE_RANGE | BAD_PARAM | SET_PP_RATE_LIMIT rate outside `packet_pacing_min_rate`..`_max_rate`, or a burst bound / typical size the device does not offer |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
@@ -382,6 +383,8 @@ syndromes! {
     MEMIC_PARAM = 0x5e03_006e;
     /// BAD_PARAM: DEALLOC_MEMIC of no allocation.
     MEMIC_UNKNOWN = 0x5e03_006f;
+    /// BAD_PARAM: SET_DELAY_DROP_PARAMS on a device without delay drop.
+    DELAY_DROP_NOT_SUPPORTED = 0x5e03_0070;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

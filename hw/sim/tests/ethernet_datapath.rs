@@ -721,3 +721,59 @@ fn scatter_fcs_puts_the_wire_fcs_after_the_frame_and_end_padding_fills_the_line(
         "nothing past the line"
     );
 }
+
+/// Delay drop, as mlx5_ib arms it for an RQ made with IBV_WQ_FLAGS_DELAY_DROP: the RQ
+/// (`delay_drop_en`) without a WQE holds a frame until one is posted; when none comes before
+/// the timeout, the frame is dropped and counted, the device posts DELAY_DROP_TIMEOUT and
+/// disarms delay drop — the next frame without a WQE is dropped at once — until
+/// SET_DELAY_DROP_PARAMS again.
+#[test]
+fn an_rq_with_delay_drop_holds_frames_until_a_wqe_or_the_timeout() {
+    use mlx5_ifc::prm::sq_rq::SetDelayDropParamsIn;
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let (amr, bmr) = (
+        a.reg_mr(64 * 1024, false, false, false),
+        b.reg_mr(64 * 1024, false, false, false),
+    );
+    let arm = cmd::<SetDelayDropParamsIn>(Opcode::SetDelayDropParams, 0, |v| {
+        v.set(SetDelayDropParamsIn::DELAY_DROP_TIMEOUT, 10).unwrap(); // 1 ms
+    });
+    b.fx.expect(&arm, 0x10, (0, 0));
+    let mut tx = sender(&mut a);
+    let rx = receiver_with(&mut b, &bmr, 0, |c| {
+        c.set(Rqc::DELAY_DROP_EN, 1).unwrap();
+    });
+    let f = frame(b.mac(), a.mac(), 17, &[3; 100]);
+    send(&a, &mut tx, &amr, &f, 0, None);
+    fabric.run_until_idle();
+    assert!(b.poll().is_none(), "held: no WQE yet");
+    assert_eq!(b.dev().datapath_counters().eth_rx_out_of_buffer, 0);
+    // A WQE posted on every RQ (the hash picks one): the held frame lands within a poll.
+    for (_, _, dbr) in &rx.rqs {
+        b.dev().dma_write(dbr.iova, &1u32.to_be_bytes()).unwrap();
+    }
+    let c = b.wait(100_000).expect("the held frame lands");
+    assert_eq!((c.opcode, c.byte_cnt), (2, f.len() as u32));
+
+    // Again without a WQE: past the timeout, dropped and counted, the event, delay drop off.
+    let before = b.dev().datapath_counters().eth_rx_out_of_buffer;
+    let mut k = 0;
+    while b.dev().datapath_counters().eth_rx_out_of_buffer == before {
+        send(&a, &mut tx, &amr, &f, 0, None);
+        fabric.run_until_idle();
+        let _ = b.wait(2_000_000);
+        k += 1;
+        assert!(k < 8, "a frame is dropped in the end");
+    }
+    let ev = std::iter::from_fn(|| b.poll_eq()).find(|(t, _)| *t == 0x22);
+    let (_, data) = ev.expect("a GENERAL_EVENT");
+    assert_eq!(data[8] >> 4, 1, "port 1");
+    let dropped = b.dev().datapath_counters().eth_rx_out_of_buffer;
+    send(&a, &mut tx, &amr, &f, 0, None);
+    fabric.run_until_idle();
+    assert_eq!(
+        b.dev().datapath_counters().eth_rx_out_of_buffer,
+        dropped + 1,
+        "disarmed: dropped at once"
+    );
+}

@@ -241,6 +241,8 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("rx_hash_field_select", tir::RxHashFieldSelect::BYTES, tir::RxHashFieldSelect::FIELDS),
     ("rqtc", tir::Rqtc::BYTES, tir::Rqtc::FIELDS),
     ("rq_num", tir::RqNum::BYTES, tir::RqNum::FIELDS),
+    ("set_delay_drop_params_in", sq_rq::SetDelayDropParamsIn::BYTES, sq_rq::SetDelayDropParamsIn::FIELDS),
+    ("set_delay_drop_params_out", sq_rq::SetDelayDropParamsOut::BYTES, sq_rq::SetDelayDropParamsOut::FIELDS),
     ("set_pp_rate_limit_in", sq_rq::SetPpRateLimitIn::BYTES, sq_rq::SetPpRateLimitIn::FIELDS),
     ("set_pp_rate_limit_out", sq_rq::SetPpRateLimitOut::BYTES, sq_rq::SetPpRateLimitOut::FIELDS),
     ("set_pp_rate_limit_context", sq_rq::SetPpRateLimitContext::BYTES, sq_rq::SetPpRateLimitContext::FIELDS),

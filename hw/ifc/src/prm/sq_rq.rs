@@ -4,6 +4,45 @@
 #[allow(unused_imports)]
 use crate::layout::{Bytes, Field, FieldInfo, Layout, Nested};
 
+/// SET_DELAY_DROP_PARAMS (0x910) input: how long an RQ with `delay_drop_en` and no WQE holds a frame (100 µs units; 0 disarms).
+///
+/// `mlx5_ifc` structure `set_delay_drop_params_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct SetDelayDropParamsIn;
+
+impl SetDelayDropParamsIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`delay_drop_timeout`: bit 0x70, width 16, byte 0xe."] pub const DELAY_DROP_TIMEOUT: Field<Self> = Field::new("delay_drop_timeout", 0x70, 16);
+}
+
+impl Layout for SetDelayDropParamsIn {
+    const NAME: &'static str = "set_delay_drop_params_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::DELAY_DROP_TIMEOUT.info,
+    ];
+}
+
+/// SET_DELAY_DROP_PARAMS (0x910) output.
+///
+/// `mlx5_ifc` structure `set_delay_drop_params_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct SetDelayDropParamsOut;
+
+impl SetDelayDropParamsOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for SetDelayDropParamsOut {
+    const NAME: &'static str = "set_delay_drop_params_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}
+
 /// SET_PP_RATE_LIMIT (0x780) input: one entry of the packet pacing rate table.
 ///
 /// `mlx5_ifc` structure `set_pp_rate_limit_in`, 64 bytes.

@@ -10,6 +10,12 @@
 //!   their lkeys (the RQ's PD; local write). Too long for them: an error CQE, LOCAL_LENGTH_ERR;
 //!   a key that does not grant the write: LOCAL_PROT_ERR (the RQ stays RDY: Ethernet queues do
 //!   not stop on a bad receive, as mlx5e's RX error handling expects).
+//! * Delay drop (`rqc.delay_drop_en`, armed by SET_DELAY_DROP_PARAMS): an RQ without a WQE
+//!   holds its frames (at most [`MAX_HELD`], oldest first; later ones queue behind them) and
+//!   looks at its doorbell record every 10 µs of device time, landing them as WQEs come; when
+//!   the timeout passes first, the held frames are dropped (`eth_rx_out_of_buffer`), delay drop
+//!   is disarmed for the device and a GENERAL_EVENT of sub-type DELAY_DROP_TIMEOUT is posted —
+//!   mlx5_ib then arms it again.
 //! * VLAN stripping (`rqc.vlan_strip_disable` 0): the first C-VLAN tag is removed from the frame
 //!   and reported in the CQE (`cv`, `vlan_info`).
 //! * `rqc.scatter_fcs`: the FCS of the frame as it was on the wire (CRC-32, least significant
@@ -39,7 +45,7 @@ use crate::fabric::icrc::crc32;
 use crate::fabric::packet::{self, Headers, L3, TPID_CVLAN};
 use crate::memory::queue::{dma_fault, read_be32, WqRing};
 use crate::model::objects::ObjectKind;
-use crate::model::runtime::Sge;
+use crate::model::runtime::{HeldFrame, HeldRq, Sge};
 use crate::model::Hw;
 
 /// `hds_ip_ext` bits.
@@ -56,6 +62,8 @@ struct RqInfo {
     fcs: bool,
     /// `end_padding_mode` 1: the last cache line written is written whole.
     end_pad: bool,
+    /// `delay_drop_en`: without a WQE, frames wait (while delay drop is armed).
+    delay_drop: bool,
     ring: WqRing,
 }
 
@@ -69,6 +77,7 @@ fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
         strip: c.get(Rqc::VSD) == 0,
         fcs: c.get(Rqc::SCATTER_FCS) == 1,
         end_pad: c.nested(Rqc::WQ).get(Wq::END_PADDING_MODE) == END_PAD_ALIGN,
+        delay_drop: c.get(Rqc::DELAY_DROP_EN) == 1,
         ring: WqRing::of(&c.nested(Rqc::WQ), &q.pas),
     })
 }
@@ -123,7 +132,8 @@ fn self_blocked(hw: &Hw<'_>, tirn: u32, td: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Delivers a copy of `f` through TIR `tirn`.
+/// Delivers a copy of `f` through TIR `tirn`: to the RQ it picks, behind the frames that RQ
+/// holds; without a WQE, held (delay drop) or dropped.
 fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
     let Some((rqn, rss_hash, rss_type)) = steering::select_rq(hw.model, tirn, h) else {
         hw.model.rt.counters.eth_rx_steering_drops += 1;
@@ -133,6 +143,22 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         hw.model.rt.counters.eth_rx_out_of_buffer += 1;
         return;
     };
+    let held = HeldFrame {
+        frame: f.to_vec(),
+        h: *h,
+        flow_tag,
+        rss: (rss_hash, rss_type),
+    };
+    if hw.model.rt.held.contains_key(&rqn) || !land(hw, rqn, &rq, &held) {
+        hold(hw, rqn, &rq, held);
+    }
+}
+
+/// Lands `held` in RQ `rqn`'s next WQE with its CQE (an error CQE if it does not fit); `false`
+/// when no WQE is posted.
+fn land(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, held: &HeldFrame) -> bool {
+    let (f, h, flow_tag) = (&held.frame[..], &held.h, held.flow_tag);
+    let (rss_hash, rss_type) = held.rss;
     // VLAN stripping: the first C-VLAN tag leaves the frame for the CQE.
     let (frame, vlan, h) = match h.vlan {
         Some((TPID_CVLAN, tci)) if rq.strip => {
@@ -152,12 +178,11 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
             false,
             format!("RQ {rqn:#x} doorbell record"),
         );
-        return;
+        return true;
     };
     let cc = hw.model.rt.eth_rqs.get(&rqn).copied().unwrap_or(0);
     if pi as u16 == cc {
-        hw.model.rt.counters.eth_rx_out_of_buffer += 1;
-        return;
+        return false;
     }
     let mut wqe = vec![0u8; rq.ring.stride as usize];
     if let Err(iova) = rq.ring.read(hw.iommu, u64::from(cc), &mut wqe) {
@@ -168,7 +193,7 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
             false,
             format!("RQ {rqn:#x} WQE {cc}"),
         );
-        return;
+        return true;
     }
     hw.model.rt.eth_rqs.insert(rqn, cc.wrapping_add(1));
     let sges = recv_sges(&wqe);
@@ -224,6 +249,78 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         }
     };
     cqe::post(hw, rq.cqn, &c);
+    true
+}
+
+/// The most frames an RQ holds; more are dropped.
+pub(crate) const MAX_HELD: usize = 64;
+/// How often (device time) the device looks at a holding RQ's doorbell record.
+const HELD_POLL_NS: u64 = 10_000;
+
+/// A frame for RQ `rqn`, which has no WQE (or holds frames already): held while delay drop is
+/// armed and the RQ has it (at most [`MAX_HELD`]), else dropped (`eth_rx_out_of_buffer`).
+fn hold(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, f: HeldFrame) {
+    let Some(timeout) = hw.model.delay_drop_ns.filter(|_| rq.delay_drop) else {
+        hw.model.rt.counters.eth_rx_out_of_buffer += 1;
+        return;
+    };
+    let now = hw.now;
+    let q = hw.model.rt.held.entry(rqn).or_insert_with(|| HeldRq {
+        frames: Default::default(),
+        deadline: now.saturating_add(timeout),
+        poll_at: now.saturating_add(HELD_POLL_NS),
+    });
+    if q.frames.len() >= MAX_HELD {
+        hw.model.rt.counters.eth_rx_out_of_buffer += 1;
+        return;
+    }
+    q.frames.push_back(f);
+}
+
+/// The holding RQs due now: each lands what its posted WQEs take; one whose timeout passed
+/// drops the rest (counted), and delay drop is disarmed with a DELAY_DROP_TIMEOUT event.
+pub(crate) fn held_due(hw: &mut Hw<'_>) {
+    let now = hw.now;
+    let due: Vec<u32> = hw
+        .model
+        .rt
+        .held
+        .iter()
+        .filter(|(_, q)| q.poll_at <= now || q.deadline <= now)
+        .map(|(&n, _)| n)
+        .collect();
+    for rqn in due {
+        let rq = info(hw, rqn).filter(|rq| rq.state == RDY);
+        while let (Some(rq), Some(f)) = (
+            rq.as_ref(),
+            hw.model
+                .rt
+                .held
+                .get(&rqn)
+                .and_then(|q| q.frames.front().cloned()),
+        ) {
+            if !land(hw, rqn, rq, &f) {
+                break;
+            }
+            if let Some(q) = hw.model.rt.held.get_mut(&rqn) {
+                q.frames.pop_front();
+            }
+        }
+        let Some(q) = hw.model.rt.held.get_mut(&rqn) else {
+            continue;
+        };
+        if q.frames.is_empty() {
+            hw.model.rt.held.remove(&rqn);
+        } else if q.deadline <= now || rq.is_none() {
+            let n = q.frames.len() as u64;
+            hw.model.rt.held.remove(&rqn);
+            hw.model.rt.counters.eth_rx_out_of_buffer += n;
+            hw.model.delay_drop_ns = None;
+            crate::events::eqe::delay_drop_timeout(hw);
+        } else {
+            q.poll_at = now + HELD_POLL_NS;
+        }
+    }
 }
 
 /// `wq.end_padding_mode` 1: writes end at a 64-byte (cache line) boundary.

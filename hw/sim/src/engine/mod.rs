@@ -14,7 +14,8 @@
 //! * [`requester`]: executing the send queue; [`ack`]: ACK/NAK processing, retransmission and
 //!   the retry and RNR counts; [`timer`]: the ack timeout and RNR wait; [`psn`]: PSN arithmetic;
 //! * [`responder`]: inbound requests: receive WQE consumption, RDMA WRITE / READ / atomics
-//!   with rkey checks, ACK / NAK / RNR NAK generation; [`odp`]: its page faults; [`ud`]:
+//!   with rkey checks ([`remote`]: READ responses and atomics; [`verdict`]: ACK / NAK / RNR
+//!   NAK generation); [`odp`]: its page faults; [`ud`]:
 //!   datagrams and multicast;
 //!   [`recv`]: dropped frames and receive errors, which both share;
 //! * [`eth`], [`eth_rx`], [`steering`]: Ethernet send queues, receive, flow tables and RSS.
@@ -31,12 +32,14 @@ pub(crate) mod eth_rx;
 pub(crate) mod odp;
 pub(crate) mod psn;
 pub(crate) mod recv;
+pub(crate) mod remote;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod steering;
 pub(crate) mod timer;
 pub(crate) mod ud;
 pub(crate) mod umr;
+pub(crate) mod verdict;
 pub(crate) mod wqe;
 
 use doorbell::UarAction;
@@ -80,6 +83,7 @@ pub(crate) fn tick(hw: &mut Hw<'_>) {
         requester::doorbell(hw, qpn);
     }
     eth::paced_due(hw);
+    eth_rx::held_due(hw);
 }
 
 /// A write to a UAR page: EQ and CQ doorbells ([`doorbell`]), send doorbells and

@@ -52,6 +52,8 @@ use super::odp::Held;
 use super::psn::psn_add;
 use super::psn::psn_diff;
 use super::recv::{self, drop_frame};
+use super::remote::{atomic, atomic_ack, read};
+use super::verdict::{access_error, invalid, owe_ack, send_aeth, Verdict};
 use super::wqe::{self, LocalError};
 use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use crate::fabric::frame::{aeth, op, Packet, Received};
@@ -63,22 +65,6 @@ use crate::model::runtime::WriteCtx;
 use crate::model::runtime::{PageFault, RecvCtx};
 use crate::model::translation;
 use crate::model::Hw;
-
-/// The largest RDMA READ the simulator answers.
-const MAX_READ: u64 = 64 << 20;
-
-/// What to answer a request packet with.
-enum Verdict {
-    /// Accepted: the PSN advances by `psns`; acknowledge it when `ack`.
-    Done { psns: u32, ack: bool },
-    /// No receive WQE.
-    Rnr,
-    /// NAK with this code; the QP goes to ERR with `event` (if any) — already done for errors
-    /// reported by a CQE.
-    Nak(u8, Option<u8>),
-    /// Dropped silently.
-    Drop,
-}
 
 /// Routes a received frame to its QP (a multicast one to its group's, [`super::ud::multicast`]).
 pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
@@ -158,79 +144,6 @@ fn xrc_srq_view(hw: &Hw<'_>, info: &QpInfo, n: u32) -> Option<QpInfo> {
         c.get32(XrcSrqc::USER_INDEX)
     };
     Some(t)
-}
-
-/// Sends an ACK / NAK / RNR NAK for `psn` with AETH `syndrome` — after the ACK the QP owes,
-/// so that acknowledgements leave in PSN order.
-fn send_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
-    flush_ack(hw, info);
-    let msn = qp_rt(&mut hw.model.rt, info).msn;
-    put_aeth(hw, info, psn, syndrome, msn);
-}
-
-/// Puts an AETH packet on the wire now.
-fn put_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8, msn: u32) {
-    let p = Packet {
-        opcode: info.service() | op::ACK,
-        dqpn: info.remote_qpn,
-        psn,
-        aeth: Some((syndrome, msn)),
-        ..Packet::default()
-    };
-    let c = &mut hw.model.rt.counters;
-    match syndrome & 0xe0 {
-        aeth::ACK => c.acks_sent += 1,
-        aeth::RNR => c.rnr_naks_sent += 1,
-        _ => c.naks_sent += 1,
-    }
-    hw.model.rt.send(&info.route, &p);
-}
-
-/// Owes an ACK of `psn` (and of everything before it): it leaves when the device has taken in
-/// every frame the wire holds for it ([`owed_acks`]) or before any other response of the QP,
-/// so a burst of requests gets one coalesced ACK — as a ConnectX responder coalesces them.
-fn owe_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
-    let rt = qp_rt(&mut hw.model.rt, info);
-    let first = rt.ack_owed.is_none();
-    rt.ack_owed = Some((psn, rt.msn));
-    if first {
-        hw.model.rt.acks_owed.push(info.qpn);
-    }
-}
-
-/// Sends the ACK QP `info` owes, if any.
-pub(crate) fn flush_ack(hw: &mut Hw<'_>, info: &QpInfo) {
-    if let Some((psn, msn)) = hw
-        .model
-        .rt
-        .qps
-        .get_mut(&info.qpn)
-        .and_then(|rt| rt.ack_owed.take())
-    {
-        put_aeth(hw, info, psn, aeth::ACK | aeth::NO_CREDITS, msn);
-    }
-}
-
-/// The device has taken in every frame due for it: every ACK owed leaves (a QP that left the
-/// receiving states since sends none).
-pub(crate) fn owed_acks(hw: &mut Hw<'_>) {
-    let mut owed = std::mem::take(&mut hw.model.rt.acks_owed);
-    for &qpn in &owed {
-        let Some(info) = QpInfo::load(hw.model, qpn) else {
-            continue;
-        };
-        if matches!(info.state, qp_state::RTR | qp_state::RTS | qp_state::SQD) {
-            flush_ack(hw, &info);
-        } else if let Some(rt) = hw.model.rt.qps.get_mut(&qpn) {
-            rt.ack_owed = None;
-        }
-    }
-    // The list goes back empty, its capacity kept (nothing owed an ACK meanwhile: sending one
-    // owes none).
-    owed.clear();
-    if hw.model.rt.acks_owed.is_empty() {
-        hw.model.rt.acks_owed = owed;
-    }
 }
 
 fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
@@ -449,22 +362,6 @@ fn send(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
     Verdict::Done { psns: 1, ack: true }
 }
 
-fn invalid(reliable: bool) -> Verdict {
-    if reliable {
-        Verdict::Nak(aeth::NAK_INVALID_REQ, Some(event::WQ_INVAL_REQ_ERROR))
-    } else {
-        Verdict::Drop
-    }
-}
-
-fn access_error(reliable: bool) -> Verdict {
-    if reliable {
-        Verdict::Nak(aeth::NAK_REMOTE_ACCESS, Some(event::WQ_ACCESS_ERROR))
-    } else {
-        Verdict::Drop
-    }
-}
-
 fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict {
     let o = p.opcode & 0x1f;
     let first = matches!(o, op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM);
@@ -615,168 +512,6 @@ fn write(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdict 
     let rt = qp_rt(&mut hw.model.rt, info);
     rt.msn = psn_add(rt.msn, 1);
     Verdict::Done { psns: 1, ack: true }
-}
-
-/// Answers an RDMA READ request (also a duplicate one): the READ responses.
-fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
-    let Some(r) = p.reth else {
-        return invalid(true);
-    };
-    let len = u64::from(r.len);
-    if len > info.max_msg() || len > MAX_READ {
-        return invalid(true);
-    }
-    if !info.rre {
-        return access_error(true);
-    }
-    let pieces = match translation::translate_remote(
-        hw.model,
-        r.rkey,
-        r.va,
-        len,
-        access::REMOTE_READ,
-        (info.pd, info.qpn),
-    ) {
-        Ok(p) => p,
-        Err(KeyError::Absent)
-            if super::odp::rdma_fault(hw, info, (r.rkey, r.va, r.len), 0, T::READ) =>
-        {
-            return Verdict::Rnr;
-        }
-        Err(e) => {
-            log::info!(
-                "mlx5-sim: QP {:#x}: RDMA READ rkey {:#x}: {e:?}",
-                info.qpn,
-                r.rkey
-            );
-            return access_error(true);
-        }
-    };
-    let mut data = Vec::with_capacity(len as usize);
-    for &(iova, n) in pieces.iter() {
-        let at = data.len();
-        data.resize(at + n, 0);
-        if hw.dma_read(iova, &mut data[at..]).is_err() {
-            crate::memory::queue::dma_fault(
-                hw.faults,
-                iova,
-                n,
-                false,
-                "RDMA READ of host memory".to_string(),
-            );
-            return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR));
-        }
-    }
-    let mtu = info.mtu as usize;
-    let n = data.len().div_ceil(mtu).max(1);
-    flush_ack(hw, info);
-    let rt = qp_rt(&mut hw.model.rt, info);
-    rt.msn = psn_add(rt.msn, 1);
-    let msn = rt.msn;
-    for i in 0..n {
-        let o = match (i == 0, i + 1 == n) {
-            (true, true) => op::READ_RESP_ONLY,
-            (true, false) => op::READ_RESP_FIRST,
-            (false, true) => op::READ_RESP_LAST,
-            (false, false) => op::READ_RESP_MIDDLE,
-        };
-        let resp = Packet {
-            opcode: info.service() | o,
-            dqpn: info.remote_qpn,
-            psn: psn_add(p.psn, i as u32),
-            aeth: (o != op::READ_RESP_MIDDLE).then_some((aeth::ACK | aeth::NO_CREDITS, msn)),
-            payload: &data[(i * mtu).min(data.len())..((i + 1) * mtu).min(data.len())],
-            ..Packet::default()
-        };
-        hw.model.rt.send(&info.route, &resp);
-    }
-    Verdict::Done {
-        psns: n as u32,
-        ack: false,
-    }
-}
-
-fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
-    flush_ack(hw, info);
-    let msn = qp_rt(&mut hw.model.rt, info).msn;
-    let p = Packet {
-        opcode: info.service() | op::ATOMIC_ACK,
-        dqpn: info.remote_qpn,
-        psn,
-        aeth: Some((aeth::ACK | aeth::NO_CREDITS, msn)),
-        atomic_ack: Some(value),
-        ..Packet::default()
-    };
-    hw.model.rt.counters.acks_sent += 1;
-    hw.model.rt.send(&info.route, &p);
-}
-
-fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
-    let Some(a) = p.atomic else {
-        return invalid(true);
-    };
-    if a.va % 8 != 0 {
-        return invalid(true);
-    }
-    if !info.rae {
-        return access_error(true);
-    }
-    // `atomic_mode` 0 is no responder mode at all: the request is invalid.
-    if info.atomic_mode == 0 {
-        return invalid(true);
-    }
-    let iova = match translation::translate_remote(
-        hw.model,
-        a.rkey,
-        a.va,
-        8,
-        access::ATOMIC,
-        (info.pd, info.qpn),
-    ) {
-        Ok(pieces) if pieces.len() == 1 => pieces[0].0,
-        Err(KeyError::Absent)
-            if super::odp::rdma_fault(hw, info, (a.rkey, a.va, 8), 0, T::ATOMIC) =>
-        {
-            return Verdict::Rnr;
-        }
-        _ => return access_error(true),
-    };
-    let cs = p.opcode & 0x1f == op::CMP_SWAP;
-    // The target word is in the responder host's byte order (HOST_ENDIANNESS); the original
-    // value travels big-endian in the atomic ACK.
-    let big_endian = hw.model.vport.host_big_endian();
-    let r = hw.dma_fetch_update_u64(iova, big_endian, |old| {
-        if cs {
-            if old == a.compare {
-                a.swap_add
-            } else {
-                old
-            }
-        } else {
-            old.wrapping_add(a.swap_add)
-        }
-    });
-    let Ok(orig) = r else {
-        crate::memory::queue::dma_fault(
-            hw.faults,
-            iova,
-            8,
-            true,
-            "atomic on host memory".to_string(),
-        );
-        return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR));
-    };
-    let rt = qp_rt(&mut hw.model.rt, info);
-    rt.msn = psn_add(rt.msn, 1);
-    while rt.atomics.len() >= info.rra.max(1) {
-        rt.atomics.pop_front();
-    }
-    rt.atomics.push_back((p.psn, orig));
-    atomic_ack(hw, info, p.psn, orig);
-    Verdict::Done {
-        psns: 1,
-        ack: false,
-    }
 }
 
 /// A request whose PSN the responder has seen already.

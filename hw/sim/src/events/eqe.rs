@@ -273,6 +273,16 @@ pub(crate) fn async_event_sub(hw: &mut Hw<'_>, etype: u8, sub: u8, data: &[u8; E
     }
 }
 
+/// The GENERAL_EVENT of sub-type DELAY_DROP_TIMEOUT, naming port 1 (bits 7:4 of data byte 8,
+/// where mlx5_ib reads the port of a general event).
+pub(crate) fn delay_drop_timeout(hw: &mut Hw<'_>) {
+    let data = event_data::<mlx5_ifc::prm::eqe::PortStateChangeEvent>(|v| {
+        v.set(mlx5_ifc::prm::eqe::PortStateChangeEvent::PORT_NUM, 1)
+            .map(drop)
+    });
+    async_event_sub(hw, event::GENERAL_EVENT, event::DELAY_DROP_TIMEOUT, &data);
+}
+
 /// Posts a QP event (`WQ_CATAS_ERROR`, `WQ_INVAL_REQ_ERROR`, `WQ_ACCESS_ERROR`...) for `qpn`.
 pub(crate) fn qp_event(hw: &mut Hw<'_>, etype: u8, qpn: u32) {
     let data = event_data::<QpEvents>(|v| {

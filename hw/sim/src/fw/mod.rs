@@ -224,6 +224,11 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         memic::dealloc_memic,
     ),
+    spec::<w::SetDelayDropParamsIn, w::SetDelayDropParamsOut>(
+        Opcode::SetDelayDropParams,
+        Gate::Initialized,
+        sq_rq::set_delay_drop_params,
+    ),
     spec::<w::SetPpRateLimitIn, w::SetPpRateLimitOut>(
         Opcode::SetPpRateLimit,
         Gate::Initialized,

@@ -30,7 +30,7 @@ use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::sq_rq::{
     AllocQCounterOut, CreateRqIn, CreateRqOut, CreateSqIn, CreateSqOut, DeallocQCounterIn,
     DestroyRqIn, DestroySqIn, ModifyRqIn, ModifySqIn, QueryQCounterIn, QueryRqIn, QueryRqOut,
-    QuerySqIn, QuerySqOut, QueryVportCounterIn, Rqc, Sqc,
+    QuerySqIn, QuerySqOut, QueryVportCounterIn, Rqc, SetDelayDropParamsIn, Sqc,
 };
 use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::{CmdStatus, Field, View, ViewMut};
@@ -395,5 +395,22 @@ pub(crate) fn query_vport_counter(
     {
         return Err(bad_param(syn::BAD_VPORT));
     }
+    Ok(())
+}
+
+/// SET_DELAY_DROP_PARAMS (0x910): arms delay drop for `delay_drop_timeout` × 100 µs (0
+/// disarms it) — what mlx5_ib sends when the first RQ with delay drop is made and again after
+/// each DELAY_DROP_TIMEOUT event. Without `rq_delay_drop`: BAD_PARAM DELAY_DROP_NOT_SUPPORTED.
+pub(crate) fn set_delay_drop_params(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    if model.cur(CmdHcaCap::RQ_DELAY_DROP) == 0 {
+        return Err(bad_param(syn::DELAY_DROP_NOT_SUPPORTED));
+    }
+    let t = input::<SetDelayDropParamsIn>(req)?.get(SetDelayDropParamsIn::DELAY_DROP_TIMEOUT);
+    model.delay_drop_ns = (t != 0).then_some(t * 100_000);
     Ok(())
 }

@@ -46,6 +46,9 @@ pub(crate) struct Model {
     pub(crate) mcg: super::mcg::Groups,
     /// Device memory (MEMIC) and its allocations.
     pub(crate) memic: super::memic::Memic,
+    /// Delay drop (SET_DELAY_DROP_PARAMS): how long an RQ with `delay_drop_en` holds frames
+    /// while it has no WQE; `None` when disarmed (at start, after a timeout, or set to 0).
+    pub(crate) delay_drop_ns: Option<u64>,
     /// The packet pacing rate table (SET_PP_RATE_LIMIT): index → rate in kbit/s.
     pub(crate) rates: std::collections::BTreeMap<u16, u32>,
     /// The data path's runtime state.
@@ -70,6 +73,7 @@ impl Model {
             flow_root: [None; 2],
             mcg: super::mcg::Groups::default(),
             rates: std::collections::BTreeMap::new(),
+            delay_drop_ns: None,
             memic: super::memic::Memic::new(profile),
             rt: Runtime::default(),
             injected: Faults::default(),
@@ -88,6 +92,7 @@ impl Model {
         self.cur_odp = profile.odp_cap_initial();
         self.memic = super::memic::Memic::new(profile);
         self.rates.clear();
+        self.delay_drop_ns = None;
         self.vport = vport::Vport::new(profile);
         self.driver_version = None;
     }

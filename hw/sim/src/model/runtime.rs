@@ -139,6 +139,24 @@ pub(crate) struct WriteCtx {
     pub(crate) written: u64,
 }
 
+/// A frame an RQ with delay drop holds (what delivering it needs).
+#[derive(Debug, Clone)]
+pub(crate) struct HeldFrame {
+    pub(crate) frame: Vec<u8>,
+    pub(crate) h: crate::fabric::packet::Headers,
+    pub(crate) flow_tag: u32,
+    pub(crate) rss: (u32, u8),
+}
+
+/// An RQ's held frames, oldest first, the time they are dropped at, and the time the device
+/// looks at its doorbell record again.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HeldRq {
+    pub(crate) frames: VecDeque<HeldFrame>,
+    pub(crate) deadline: u64,
+    pub(crate) poll_at: u64,
+}
+
 /// A rate-limited send queue's clock.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Paced {
@@ -230,6 +248,8 @@ pub(crate) struct Runtime {
     /// Rate-limited Ethernet SQs: when the next frame may leave, and the doorbell (its last
     /// WQE) that waits for that time.
     pub(crate) paced: BTreeMap<u32, Paced>,
+    /// Ethernet RQs with delay drop holding frames until a WQE is posted.
+    pub(crate) held: BTreeMap<u32, HeldRq>,
     /// Ethernet RQs: the consumer counter (WQEs).
     pub(crate) eth_rqs: BTreeMap<u32, u16>,
     /// EQ producer counters.
@@ -286,6 +306,7 @@ impl Runtime {
             }
             ObjectKind::Rq => {
                 self.eth_rqs.remove(&id);
+                self.held.remove(&id);
             }
             _ => {}
         }
@@ -297,7 +318,8 @@ impl Runtime {
             .paced
             .values()
             .filter(|p| p.waiting.is_some())
-            .map(|p| p.next_at);
+            .map(|p| p.next_at)
+            .chain(self.held.values().map(|h| h.poll_at.min(h.deadline)));
         self.qps
             .values()
             .flat_map(|q| [q.timer, q.resend_at, q.resume_at])

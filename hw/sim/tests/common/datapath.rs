@@ -150,6 +150,7 @@ impl Node {
             m[7] = 0xff; // 0x00..0x07
                          // 0x08, 0x09, 0x0b — not CMD (0x0a): the fixture polls its commands.
             m[6] = 0x0b;
+            m[3] = 0x04; // 0x22, general events (delay drop timeouts)
         });
         let out = fx.p.ok(&with_pas(input, &[eq.iova]), CreateEqOut::BYTES);
         let eqn = View::<CreateEqOut>::new(&out)
