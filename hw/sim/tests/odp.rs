@@ -8,7 +8,10 @@
 //! * an RDMA WRITE into absent pages is answered with RNR NAKs (one RDMA fault: rkey, address,
 //!   length, the WRITE flag, the QP) until it is resumed, then placed;
 //! * a SEND into a receive WQE whose buffer is absent (a WQE fault of type RESP), the same;
-//! * a fault resumed with `error` fails its WQE; a resume naming no fault is refused.
+//! * a fault resumed with `error` fails its WQE; a resume naming no fault is refused;
+//! * a retransmission that meets a page invalidated since the first transmission faults the
+//!   same way and goes again after the resume;
+//! * an implicit parent's absent entity faults naming the parent.
 
 mod common;
 
@@ -514,4 +517,52 @@ fn an_implicit_parents_absent_entity_faults_naming_the_parent_until_a_child_maps
     assert_eq!(b.poll().map(|c| c.byte_cnt), Some(2000));
     // Entity 1 at offset 300 is the child's byte 300 (the child's range starts at its own VA).
     assert_eq!(read(&b.dev(), &dst, 0, 2000), &sent[300..2300]);
+}
+
+#[test]
+fn a_retransmission_that_meets_an_invalidated_page_faults_and_goes_again_after_resume() {
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let (mut qa, mut qb) = connected(&mut a, &mut b, qp_st::RC, |c| {
+        c.set(Qpc::RETRY_COUNT, 7).unwrap();
+        c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
+            .set(mlx5_ifc::prm::qp::Ads::ACK_TIMEOUT, 8)
+            .unwrap();
+    });
+    let mut odp = Odp::new(&mut a);
+    let src = odp_mr(&mut a);
+    odp.map(&mut a, &src);
+    let sent = fill(&a.dev(), &src, 9);
+    let dst = b.reg_mr(4096, false, false, false);
+    b.post_recv(&mut qb, &[(4096, dst.key, dst.va(0))]);
+
+    // The SEND (one packet: no later packet draws a sequence NAK) is lost; then the driver
+    // invalidates the pages (a UMR that zaps the entries) before the ack timeout sends it again.
+    fabric.inject(mlx5_sim::WireFault::Drop { count: 1 });
+    let first = a.post_send(
+        &mut qa,
+        SEND,
+        SIGNALED,
+        [0; 4],
+        &[Seg::Data(1000, src.key, src.va(0))],
+    );
+    odp.write_entries(&mut a, src.key, &[0; 64]);
+    let mut fault = None;
+    for _ in 0..100 {
+        if let Some(e) = odp.poll(&a) {
+            fault = Some(wqe_fault(&e));
+            break;
+        }
+        assert!(
+            a.wait(100_000).is_none(),
+            "nothing completes while the page is gone"
+        );
+    }
+    let (sub, kind, wq, index, token) = fault.expect("the retransmission's page fault");
+    assert_eq!((sub, kind, wq, index), (0, 1, qa.qpn, first));
+    odp.map(&mut a, &src);
+    assert_eq!(resume(&mut a, (kind, wq, token), false), (0, 0));
+    let c = a.wait(100_000_000).expect("the SEND completes");
+    assert_eq!((c.opcode, c.wqe_counter), (0, first));
+    assert_eq!(b.poll().map(|c| c.byte_cnt), Some(1000));
+    assert_eq!(read(&b.dev(), &dst, 0, 1000), &sent[..1000]);
 }

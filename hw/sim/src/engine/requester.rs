@@ -15,7 +15,9 @@
 //! with WR_FLUSH_ERR, in order, and so do the posted receive WQEs of its RQ.
 //!
 //! RC: each request takes PSNs from `next_send_psn` (READ: one per response packet); nothing of
-//! its frames is kept — a retransmission reads the WQE and its data again, as ConnectX does.
+//! its frames is kept — a retransmission reads the WQE and its data again, as ConnectX does
+//! (a page of it invalidated meanwhile is a page fault, and nothing goes again until the
+//! resume).
 //! An ACK completes every request it covers, in order; a READ completes with its last response,
 //! an atomic with its atomic ACK (the original value goes to the local buffer). NAK sequence
 //! error: go back to the NAK'd PSN, using up one of the `retry_count` retries as an ack timeout
@@ -90,6 +92,17 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
     match rt.sq_fault {
         Some(_) if info.state == qp_state::ERR => rt.sq_fault = None,
         Some(f) if f.state == FaultState::Pending => return,
+        // A retransmission's fault (its WQE went out already): that WQE fails.
+        Some(f) if f.wqe != rt.sq_cc => {
+            rt.sq_fault = None;
+            let opcode = fetch(hw, &info, f.wqe).map_or(0, |(b, _)| {
+                let o = View::<CtrlSeg>::new(&b).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
+                pool::give(b);
+                o
+            });
+            flush::enter_error(hw, qpn, Some((f.wqe, opcode, syn::LOCAL_PROT_ERR, 0)));
+            return;
+        }
         Some(_) => {
             rt.sq_fault = None;
             fail_next = true;
@@ -469,6 +482,11 @@ fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32)
 /// gathered again — nothing of the first transmission is kept. A WQE that cannot be read, or
 /// no longer parses or gathers, fails the QP as it would have the first time. The frames sent.
 pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, from: u32) -> u64 {
+    // A page fault the queue waits on: nothing goes again until it is resumed (the ack timer
+    // tries again then).
+    if qp_rt(&mut hw.model.rt, info).sq_fault.is_some() {
+        return 0;
+    }
     let Some((bytes, _)) = fetch(hw, info, cc) else {
         if crate::model::qp::qp_state_of(hw.model, info.qpn) != Some(qp_state::ERR) {
             flush::enter_error(hw, info.qpn, None);
@@ -489,6 +507,15 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
                 Ok(data) => {
                     message(hw, info, cc, &w, &data, Some((first_psn, from)));
                     pool::give_spare(data);
+                    None
+                }
+                // A page of the data went away since the first transmission (the driver
+                // invalidated it): the same WQE fault; the queue waits for the resume.
+                Err(LocalError::PageFault) if may_fault(hw, info, w.opcode) => {
+                    let len = u16::try_from(bytes.len()).unwrap_or(u16::MAX);
+                    let f =
+                        page_fault::wqe_fault(hw, odp::WQE_REQ_SEND_OR_WRITE, info.qpn, cc, len);
+                    qp_rt(&mut hw.model.rt, info).sq_fault = Some(f);
                     None
                 }
                 Err(e) => Some(local_syndrome(e)),

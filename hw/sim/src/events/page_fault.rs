@@ -47,7 +47,11 @@ pub(crate) fn wqe_fault(hw: &mut Hw<'_>, kind: u8, wq: u32, wqe_index: u16, len:
     });
     data[WQE_TOKEN_AT..WQE_TOKEN_AT + 4].copy_from_slice(&token.to_be_bytes());
     log::debug!("mlx5-sim: page fault (WQE, type {kind}) on queue {wq:#x} WQE {wqe_index}, token {token:#x}");
-    raise(hw, odp::SUBTYPE_WQE, kind, (wq, token), &data)
+    let f = raise(hw, odp::SUBTYPE_WQE, kind, (wq, token), &data);
+    PageFault {
+        wqe: wqe_index,
+        ..f
+    }
 }
 
 /// Posts the event of sub-type `subtype` with `data`, counts it, and returns the fault of
@@ -66,6 +70,7 @@ fn raise(
         kind,
         wq,
         token,
+        wqe: 0,
         state: FaultState::Pending,
     }
 }

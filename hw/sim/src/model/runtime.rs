@@ -187,6 +187,8 @@ pub(crate) struct PageFault {
     pub(crate) wq: u32,
     /// The token the event carried (an RDMA fault's is its QP).
     pub(crate) token: u32,
+    /// A WQE fault's WQE counter (0 for an RDMA fault).
+    pub(crate) wqe: u16,
     pub(crate) state: FaultState,
 }
 
