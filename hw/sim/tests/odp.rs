@@ -10,7 +10,8 @@
 //! * a SEND into a receive WQE whose buffer is absent (a WQE fault of type RESP), the same;
 //! * a fault resumed with `error` fails its WQE; a resume naming no fault is refused;
 //! * a retransmission that meets a page invalidated since the first transmission faults the
-//!   same way and goes again after the resume;
+//!   same way and goes again after the resume; a READ response for a buffer invalidated
+//!   meanwhile faults (REQ_READ_OR_ATOMIC), and the READ goes again after the resume;
 //! * an implicit parent's absent entity faults naming the parent.
 
 mod common;
@@ -137,6 +138,21 @@ impl Odp {
         }
     }
 
+    /// Waits (relaxing `n`, which completes nothing meanwhile) for a WQE page fault: its
+    /// `(sub-type, type, queue, WQE index, token)`.
+    fn wait_fault(&mut self, n: &mut Node) -> (u8, u8, u32, u16, u32) {
+        for _ in 0..100 {
+            if let Some(e) = self.poll(n) {
+                return wqe_fault(&e);
+            }
+            assert!(
+                n.wait(100_000).is_none(),
+                "nothing completes while the page is gone"
+            );
+        }
+        panic!("no page fault");
+    }
+
     /// The next page-fault EQE, whole.
     fn poll(&mut self, n: &Node) -> Option<[u8; 64]> {
         let dev = n.dev();
@@ -241,6 +257,18 @@ fn rc_pair(a: &mut Node, b: &mut Node) -> (Qp, Qp) {
     connected(a, b, qp_st::RC, |c| {
         c.set(Qpc::RNR_RETRY, 7).unwrap();
         c.set(Qpc::MIN_RNR_NAK, 12).unwrap();
+    })
+}
+
+/// Two connected RC QPs whose lost requests go again after an ack timeout of about 1 ms
+/// (`ack_timeout` 8), seven times at most; remote reads allowed.
+fn timed_pair(a: &mut Node, b: &mut Node) -> (Qp, Qp) {
+    connected(a, b, qp_st::RC, |c| {
+        c.set(Qpc::RETRY_COUNT, 7).unwrap();
+        c.set(Qpc::RRE, 1).unwrap();
+        c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
+            .set(mlx5_ifc::prm::qp::Ads::ACK_TIMEOUT, 8)
+            .unwrap();
     })
 }
 
@@ -522,12 +550,7 @@ fn an_implicit_parents_absent_entity_faults_naming_the_parent_until_a_child_maps
 #[test]
 fn a_retransmission_that_meets_an_invalidated_page_faults_and_goes_again_after_resume() {
     let (fabric, mut a, mut b) = pair(Mode::Sync);
-    let (mut qa, mut qb) = connected(&mut a, &mut b, qp_st::RC, |c| {
-        c.set(Qpc::RETRY_COUNT, 7).unwrap();
-        c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
-            .set(mlx5_ifc::prm::qp::Ads::ACK_TIMEOUT, 8)
-            .unwrap();
-    });
+    let (mut qa, mut qb) = timed_pair(&mut a, &mut b);
     let mut odp = Odp::new(&mut a);
     let src = odp_mr(&mut a);
     odp.map(&mut a, &src);
@@ -546,18 +569,7 @@ fn a_retransmission_that_meets_an_invalidated_page_faults_and_goes_again_after_r
         &[Seg::Data(1000, src.key, src.va(0))],
     );
     odp.write_entries(&mut a, src.key, &[0; 64]);
-    let mut fault = None;
-    for _ in 0..100 {
-        if let Some(e) = odp.poll(&a) {
-            fault = Some(wqe_fault(&e));
-            break;
-        }
-        assert!(
-            a.wait(100_000).is_none(),
-            "nothing completes while the page is gone"
-        );
-    }
-    let (sub, kind, wq, index, token) = fault.expect("the retransmission's page fault");
+    let (sub, kind, wq, index, token) = odp.wait_fault(&mut a);
     assert_eq!((sub, kind, wq, index), (0, 1, qa.qpn, first));
     odp.map(&mut a, &src);
     assert_eq!(resume(&mut a, (kind, wq, token), false), (0, 0));
@@ -565,4 +577,42 @@ fn a_retransmission_that_meets_an_invalidated_page_faults_and_goes_again_after_r
     assert_eq!((c.opcode, c.wqe_counter), (0, first));
     assert_eq!(b.poll().map(|c| c.byte_cnt), Some(1000));
     assert_eq!(read(&b.dev(), &dst, 0, 1000), &sent[..1000]);
+}
+
+#[test]
+fn a_read_response_for_an_invalidated_buffer_faults_and_the_read_goes_again() {
+    let (fabric, mut a, mut b) = pair(Mode::Sync);
+    let (mut qa, _qb) = timed_pair(&mut a, &mut b);
+    let mut odp = Odp::new(&mut a);
+    let local = odp_mr(&mut a);
+    odp.map(&mut a, &local);
+    let remote = b.reg_mr(4096, true, false, false);
+    let data = fill(&b.dev(), &remote, 4);
+
+    // The READ request is lost; the driver invalidates the local buffer before the ack timeout
+    // sends the request again; its response then meets the absent page.
+    fabric.inject(mlx5_sim::WireFault::Drop { count: 1 });
+    let read_op = 0x10;
+    let idx = a.post_send(
+        &mut qa,
+        read_op,
+        SIGNALED,
+        [0; 4],
+        &[
+            Seg::Raddr(remote.va(0), remote.key),
+            Seg::Data(512, local.key, local.va(0)),
+        ],
+    );
+    odp.write_entries(&mut a, local.key, &[0; 64]);
+    let (sub, kind, wq, index, token) = odp.wait_fault(&mut a);
+    assert_eq!(
+        (sub, kind, wq, index),
+        (0, 3, qa.qpn, idx),
+        "REQ_READ_OR_ATOMIC"
+    );
+    odp.map(&mut a, &local);
+    assert_eq!(resume(&mut a, (kind, wq, token), false), (0, 0));
+    let c = a.wait(100_000_000).expect("the READ completes");
+    assert_eq!((c.opcode, c.wqe_counter), (0, idx));
+    assert_eq!(read(&a.dev(), &local, 0, 512), &data[..512]);
 }

@@ -2,15 +2,17 @@
 //! ACKs, the ack timer and the RNR wait ([`super::timer`]), retransmission (see [`super::requester`] for the
 //! behaviour).
 
-use mlx5_ifc::consts::qp_state;
+use mlx5_ifc::consts::{odp, qp_state};
 
 use super::dma;
 use super::psn::psn_add;
 use super::psn::psn_diff;
-use super::requester::{complete_ready, local_syndrome, resend};
+use super::requester::{complete_ready, local_syndrome, may_fault, resend};
 use super::timer::{arm_timer, rnr_timer_ns};
+use super::wqe::LocalError;
 use crate::events::cqe::syndrome as syn;
 use crate::events::flush::enter_error;
+use crate::events::page_fault;
 use crate::fabric::frame::{op, Packet};
 use crate::model::qp::qp_rt;
 use crate::model::qp_info::QpInfo;
@@ -199,6 +201,22 @@ pub(crate) fn on_response(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         return;
     }
     if let Err(e) = dma::scatter(hw, info.pd, &local, u64::from(got), data) {
+        if e == LocalError::PageFault && may_fault(hw, info, opcode) {
+            // The READ's (atomic's) buffer lost a page since the request went out: a WQE fault;
+            // the response is dropped, and the request goes again after the resume.
+            if qp_rt(&mut hw.model.rt, info).sq_fault.is_none() {
+                let f = page_fault::wqe_fault(
+                    hw,
+                    odp::WQE_REQ_READ_OR_ATOMIC,
+                    info.qpn,
+                    wqe_counter,
+                    0,
+                );
+                qp_rt(&mut hw.model.rt, info).sq_fault = Some(f);
+            }
+            hw.model.rt.counters.rx_dropped += 1;
+            return;
+        }
         let (s, vendor) = local_syndrome(e);
         enter_error(hw, info.qpn, Some((wqe_counter, opcode, s, vendor)));
         return;

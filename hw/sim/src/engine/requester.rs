@@ -214,7 +214,7 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
 
 /// Whether a send WQE of `opcode` on `info` may wait for a page fault: the current ODP caps
 /// name the operation for the QP's transport (SEND and WRITE read their data: `send`).
-fn may_fault(hw: &Hw<'_>, info: &QpInfo, opcode: u8) -> bool {
+pub(super) fn may_fault(hw: &Hw<'_>, info: &QpInfo, opcode: u8) -> bool {
     let op = match opcode {
         wop::RDMA_READ => T::READ,
         wop::ATOMIC_CS | wop::ATOMIC_FA => T::ATOMIC,
