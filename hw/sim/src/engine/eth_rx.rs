@@ -11,7 +11,8 @@
 //!   a key that does not grant the write: LOCAL_PROT_ERR (the RQ stays RDY: Ethernet queues do
 //!   not stop on a bad receive, as mlx5e's RX error handling expects).
 //! * Delay drop (`rqc.delay_drop_en`, armed by SET_DELAY_DROP_PARAMS): an RQ without a WQE
-//!   holds its frames (at most [`MAX_HELD`], oldest first; later ones queue behind them) and
+//!   holds its frames (at most [`MAX_HELD`], [`MAX_HELD_DEVICE`] for all RQs together, oldest
+//!   first; later ones queue behind them) and
 //!   looks at its doorbell record every 10 µs of device time, landing them as WQEs come; when
 //!   the timeout passes first, the held frames are dropped (`eth_rx_out_of_buffer`), delay drop
 //!   is disarmed for the device and a GENERAL_EVENT of sub-type DELAY_DROP_TIMEOUT is posted —
@@ -254,16 +255,25 @@ fn land(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, held: &HeldFrame) -> bool {
 
 /// The most frames an RQ holds; more are dropped.
 pub(crate) const MAX_HELD: usize = 64;
+/// The most frames the device holds for all its RQs together (a packet buffer is finite: a
+/// sender — or a guest making RQs — cannot make the simulator hold more).
+pub(crate) const MAX_HELD_DEVICE: usize = 1024;
 /// How often (device time) the device looks at a holding RQ's doorbell record.
 const HELD_POLL_NS: u64 = 10_000;
 
 /// A frame for RQ `rqn`, which has no WQE (or holds frames already): held while delay drop is
-/// armed and the RQ has it (at most [`MAX_HELD`]), else dropped (`eth_rx_out_of_buffer`).
+/// armed and the RQ has it (at most [`MAX_HELD`] for the RQ, [`MAX_HELD_DEVICE`] for the
+/// device), else dropped (`eth_rx_out_of_buffer`).
 fn hold(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, f: HeldFrame) {
     let Some(timeout) = hw.model.delay_drop_ns.filter(|_| rq.delay_drop) else {
         hw.model.rt.counters.eth_rx_out_of_buffer += 1;
         return;
     };
+    let held: usize = hw.model.rt.held.values().map(|q| q.frames.len()).sum();
+    if held >= MAX_HELD_DEVICE {
+        hw.model.rt.counters.eth_rx_out_of_buffer += 1;
+        return;
+    }
     let now = hw.now;
     let q = hw.model.rt.held.entry(rqn).or_insert_with(|| HeldRq {
         frames: Default::default(),
