@@ -460,6 +460,22 @@ fn direct_rx(n: &mut Node, mr: &Mr, slot: u64, td: u32, block: u64) -> (u32, u32
 /// of another domain does; with the vport's `disable_mc_local_lb` set nothing comes back.
 #[test]
 fn multicast_an_sq_sends_comes_back_past_the_tirs_of_its_domain_that_block_it() {
+    looped_back_past_blocking_tirs(false);
+}
+
+/// A frame an SQ sends to its own port's MAC stays in the device — never on the wire — and
+/// comes back as multicast does, past the TIRs of the sender's domain that block unicast
+/// self-loopback (`self_lb_block` bit 0, as mlx5e's TIRs set it); the vport's
+/// `disable_uc_local_lb` turns it off.
+#[test]
+fn unicast_to_the_ports_own_mac_comes_back_inside_the_device() {
+    looped_back_past_blocking_tirs(true);
+}
+
+/// Sends a frame to a multicast group (or, `unicast`, to the port's own MAC) from an SQ and
+/// checks who gets it back: a TIR of another domain does, one of the sender's domain that
+/// blocks that kind does not; with the vport's local loopback of that kind off, nobody does.
+fn looped_back_past_blocking_tirs(unicast: bool) {
     use mlx5_ifc::prm::vport::{
         ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as FieldSel,
         NicVportContext as Ctx,
@@ -468,9 +484,14 @@ fn multicast_an_sq_sends_comes_back_past_the_tirs_of_its_domain_that_block_it() 
     let mr = n.reg_mr(64 * 1024, false, false, false);
     let mut a = sender(&mut n);
     let other = transport_domain(&mut n);
+    let block = if unicast { 1 } else { 2 };
     let (open_tir, open_rq) = direct_rx(&mut n, &mr, 0, other, 0);
-    let (blocking_tir, _) = direct_rx(&mut n, &mr, 1, a.td, 2);
-    let group_mac = [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb];
+    let (blocking_tir, _) = direct_rx(&mut n, &mr, 1, a.td, block);
+    let dmac = if unicast {
+        n.mac()
+    } else {
+        [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb]
+    };
     let table =
         made::<CreateFlowTableOut>(&mut n.fx, &table_in(0, None), CreateFlowTableOut::TABLE_ID);
     let group = made::<CreateFlowGroupOut>(
@@ -479,13 +500,7 @@ fn multicast_an_sq_sends_comes_back_past_the_tirs_of_its_domain_that_block_it() 
         CreateFlowGroupOut::GROUP_ID,
     );
     n.fx.p.ok(
-        &dmac_fte_in(
-            table,
-            group,
-            0,
-            group_mac,
-            &[(2, open_tir), (2, blocking_tir)],
-        ),
+        &dmac_fte_in(table, group, 0, dmac, &[(2, open_tir), (2, blocking_tir)]),
         0x10,
     );
     n.fx.p.ok(
@@ -494,7 +509,7 @@ fn multicast_an_sq_sends_comes_back_past_the_tirs_of_its_domain_that_block_it() 
         }),
         0x10,
     );
-    let f = frame(group_mac, n.mac(), 17, &[5; 40]);
+    let f = frame(dmac, n.mac(), 17, &[5; 40]);
     let src = n.reg_mr(4096, false, false, false);
     send(&n, &mut a, &src, &f, 14, None);
     let cqes = n.drain();
@@ -512,15 +527,20 @@ fn multicast_an_sq_sends_comes_back_past_the_tirs_of_its_domain_that_block_it() 
     );
     let c = n.dev().datapath_counters();
     assert_eq!((c.eth_rx_delivered, c.eth_rx_self_lb_blocked), (1, 1));
+    // A unicast frame to the port itself never reaches the wire; a multicast one does.
+    assert_eq!(c.tx_frames, if unicast { 0 } else { 1 });
 
-    // The vport turns multicast local loopback off: the next frame does not come back.
+    // The vport turns that kind of local loopback off: the next frame does not come back.
     n.fx.p.ok(
         &cmd::<ModIn>(Opcode::ModifyNicVportContext, 0, |v| {
-            v.nested_mut(ModIn::FIELD_SELECT)
-                .set(FieldSel::DISABLE_MC_LOCAL_LB, 1)
-                .unwrap();
+            let (sel, field) = if unicast {
+                (FieldSel::DISABLE_UC_LOCAL_LB, Ctx::DISABLE_UC_LOCAL_LB)
+            } else {
+                (FieldSel::DISABLE_MC_LOCAL_LB, Ctx::DISABLE_MC_LOCAL_LB)
+            };
+            v.nested_mut(ModIn::FIELD_SELECT).set(sel, 1).unwrap();
             v.nested_mut(ModIn::NIC_VPORT_CONTEXT)
-                .set(Ctx::DISABLE_MC_LOCAL_LB, 1)
+                .set(field, 1)
                 .unwrap();
         }),
         0x10,

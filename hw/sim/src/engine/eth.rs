@@ -207,10 +207,11 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                     .and_then(|w| frames(hw, sq.ring.pd, &w, op_code == opcode::TSO));
                 match sent {
                     Ok(frames) => {
-                        let lb = !hw.model.vport.disable_mc_local_lb;
+                        let v = &hw.model.vport;
+                        let (own, lb) = (v.mac(), (!v.disable_uc_local_lb, !v.disable_mc_local_lb));
                         let bytes: usize = frames.iter().map(Vec::len).sum();
                         for f in frames {
-                            hw.model.rt.send_raw(f, sq.td, lb);
+                            hw.model.rt.send_raw(f, sq.td, own, lb);
                         }
                         paced_sent(hw, sqn, &sq, bytes);
                     }

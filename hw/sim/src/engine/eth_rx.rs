@@ -88,9 +88,9 @@ pub(crate) fn receive(hw: &mut Hw<'_>, f: &[u8]) {
     receive_from(hw, f, None);
 }
 
-/// Takes a frame the port sent itself (a looped-back multicast or broadcast frame of an SQ of
-/// transport domain `td`): steered as any other, but a TIR of that domain with `self_lb_block`
-/// for multicast does not take it.
+/// Takes a frame the port sent itself (a looped-back frame of an SQ of transport domain `td`:
+/// multicast or broadcast, or unicast to the port's own MAC): steered as any other, but a TIR
+/// of that domain with `self_lb_block` for its kind does not take it.
 pub(crate) fn looped_back(hw: &mut Hw<'_>, f: &[u8], td: u32) {
     receive_from(hw, f, Some(td));
 }
@@ -105,7 +105,7 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
     match steering::lookup(hw.model, &img) {
         Ok(s) => {
             for tirn in s.tirs {
-                if origin.is_some_and(|td| self_blocked(hw, tirn, td)) {
+                if origin.is_some_and(|td| self_blocked(hw, tirn, td, f)) {
                     hw.model.rt.counters.eth_rx_self_lb_blocked += 1;
                     continue;
                 }
@@ -119,15 +119,20 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
     }
 }
 
-/// Whether TIR `tirn` refuses a multicast frame looped back from its own transport domain `td`.
-fn self_blocked(hw: &Hw<'_>, tirn: u32, td: u32) -> bool {
+/// Whether TIR `tirn` refuses frame `f` looped back from its own transport domain `td`:
+/// `self_lb_block` bit 1 for a multicast or broadcast frame, bit 0 for a unicast one.
+fn self_blocked(hw: &Hw<'_>, tirn: u32, td: u32, f: &[u8]) -> bool {
+    let bit = if f.first().is_some_and(|b| b & 1 != 0) {
+        self_lb_block::MULTICAST
+    } else {
+        self_lb_block::UNICAST
+    };
     hw.model
         .objects
         .queue(ObjectKind::Tir, tirn)
         .and_then(|t| {
             View::<Tirc>::new(&t.ctx).ok().map(|c| {
-                c.get32(Tirc::TRANSPORT_DOMAIN) == td
-                    && c.get(Tirc::SELF_LB_BLOCK) & self_lb_block::MULTICAST != 0
+                c.get32(Tirc::TRANSPORT_DOMAIN) == td && c.get(Tirc::SELF_LB_BLOCK) & bit != 0
             })
         })
         .unwrap_or(false)

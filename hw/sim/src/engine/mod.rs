@@ -180,8 +180,9 @@ fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
 
 /// The port receives the multicast it sent, as a device loops its multicast back: each RoCE
 /// group's QPs on this port get a copy ([`ud::multicast`]); an Ethernet multicast or broadcast
-/// frame goes through the receive flow tables, past the TIRs of the sender's transport domain
-/// that block self-loopback ([`eth_rx::looped_back`]).
+/// frame — and an Ethernet frame to the port's own MAC, which never reaches the wire — goes
+/// through the receive flow tables, past the TIRs of the sender's transport domain that block
+/// self-loopback of its kind ([`eth_rx::looped_back`]).
 pub(crate) fn loop_back(hw: &mut Hw<'_>) {
     let frames = std::mem::take(&mut hw.model.rt.looped);
     for f in &frames {

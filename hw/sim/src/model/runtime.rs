@@ -330,13 +330,21 @@ impl Runtime {
             .min()
     }
 
-    /// Queues an Ethernet frame an SQ of transport domain `td` built; a multicast or broadcast
-    /// one is looped back to the port too when `mc_local_lb`.
-    pub(crate) fn send_raw(&mut self, f: Vec<u8>, td: u32, mc_local_lb: bool) {
-        self.counters.tx_frames += 1;
+    /// Queues an Ethernet frame an SQ of transport domain `td` built on a port of MAC `own`: a
+    /// unicast one to `own` stays in the device — looped back to the port when `uc_local_lb`,
+    /// never on the wire — and a multicast or broadcast one is looped back too when
+    /// `mc_local_lb` (`(uc_local_lb, mc_local_lb)`: the vport's local loopback settings).
+    pub(crate) fn send_raw(&mut self, f: Vec<u8>, td: u32, own: [u8; 6], lb: (bool, bool)) {
         self.counters.eth_tx_frames += 1;
+        if f.get(..6) == Some(&own[..]) {
+            if lb.0 {
+                self.eth_looped.push((f, td));
+            }
+            return;
+        }
+        self.counters.tx_frames += 1;
         self.counters.tx_bytes += f.len() as u64;
-        if mc_local_lb && f.first().is_some_and(|b| b & 1 != 0) {
+        if lb.1 && f.first().is_some_and(|b| b & 1 != 0) {
             self.eth_looped.push((f.clone(), td));
         }
         self.tx.push(f);
