@@ -28,8 +28,8 @@ pub const CMD: u8 = 0x0a;
 /// Firmware page request.
 pub const PAGE_REQUEST: u8 = 0x0b;
 /// Page fault (on-demand paging): a WQE's or an RDMA access's pages are not present; the data
-/// is a [`crate::prm::eqe::WqeAssociatedPageFaultEvent`] or a
-/// [`crate::prm::eqe::RdmaPageFaultEvent`] by the sub-type ([`crate::consts::odp`]).
+/// is a [`crate::prm::odp::WqeAssociatedPageFaultEvent`] or a
+/// [`crate::prm::odp::RdmaPageFaultEvent`] by the sub-type ([`crate::consts::odp`]).
 pub const PAGE_FAULT: u8 = 0x0c;
 /// A general event; sub-type 1 ([`DELAY_DROP_TIMEOUT`]): an RQ with delay drop held a frame
 /// past the timeout, dropped it and disarmed delay drop until SET_DELAY_DROP_PARAMS.

@@ -40,7 +40,7 @@
 //!    each other;
 //! 4. `cmdif` (entries, mailboxes, delivery, held commands) and `device` (the device core:
 //!    BAR0 routing of commands to `fw` and doorbells to `engine`, time, the fabric link), with
-//!    `lib.rs` on top.
+//!    `lib.rs` on top and `bar0` (the handle's BAR0 accesses) beside it.
 //!
 //! Two modes ([`Mode`]): `Sync` executes a command — and a send doorbell, with every frame it
 //! causes — inside the doorbell write and runs on virtual time advanced by `relax()`;
@@ -55,6 +55,7 @@
 )]
 
 mod bar;
+mod bar0;
 mod cmdif;
 mod device;
 mod engine;
@@ -79,8 +80,6 @@ use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use mlx5_ifc::{Be32, Be64};
 
 pub use bar::{
     UarWrite, BAR_SIZE, HEALTH_TICK_NS, INIT_DELAY_NS, LOG_CMDQ_SIZE, LOG_CMDQ_STRIDE, UAR_LOG,
@@ -249,155 +248,6 @@ impl SimDevice {
     /// The device's profile.
     pub fn profile(&self) -> &Profile {
         &self.shared().profile
-    }
-
-    /// A 32-bit read of BAR0 at byte offset `off` (4-aligned; else all ones and a warning).
-    /// Injected [`Fault::InitSegWord`] and [`Fault::FellOffBus`] lies apply.
-    pub fn bar_read32(&self, off: u64) -> Be32 {
-        let now = self.now_ns();
-        let mut st = self.shared().lock();
-        if st.model.memic.contains(off, 4) && !st.bar.off_bus() {
-            let mut b = [0u8; 4];
-            let _ = st.model.memic.read(off, &mut b);
-            return Be32::from_bytes(b);
-        }
-        let stuck = st.model.injected.stuck_initializing;
-        Be32::new(st.bar.read32(off, now, stuck))
-    }
-
-    /// A 32-bit write of BAR0 at byte offset `off` (4-aligned; else ignored with a warning).
-    /// A write to `cmd_dbell` hands the entries whose bits are set to the firmware (executed
-    /// before this returns in [`Mode::Sync`]); an EQ doorbell in a UAR page updates the EQ.
-    /// Lost while the device is off the bus ([`Fault::FellOffBus`]).
-    pub fn bar_write32(&self, off: u64, v: Be32) {
-        if self.bar_write_bytes(off, &v.to_bytes()) {
-            return;
-        }
-        let doorbell = {
-            let mut st = self.shared().lock();
-            if st.bar.off_bus() {
-                return;
-            }
-            st.bar.write32(off, v.get())
-        };
-        if bar::is_uar_access(off, 4) {
-            self.shared()
-                .datapath(false, |hw| engine::uar_write(hw, off, v.get().into(), 32));
-        }
-        let Some(bits) = doorbell else { return };
-        match &self.inner.doorbells {
-            Some(tx) if tx.send(Work::Cmd(bits)).is_ok() => {}
-            _ => self.shared().ring(bits),
-        }
-    }
-
-    /// A 64-bit write of BAR0 (8-aligned; UAR doorbells, recorded: [`SimDevice::uar_writes_since`]).
-    /// EQ and CQ doorbells update the queue (see [`SimDevice::eq_armed`]); a doorbell naming
-    /// no queue on that UAR page is recorded as a [`DmaFaultKind::BadDoorbell`]. A send
-    /// doorbell (offset 0x800 + k·2^`log_bf_reg_size` of the QP's UAR page, either half)
-    /// executes the QP's send queue — inside this call in [`Mode::Sync`], with every frame it
-    /// sends delivered and answered; on the device thread in [`Mode::Threaded`]. BlueFlame
-    /// words (the rest of the half) are compared with the send queue
-    /// ([`DmaFaultKind::BlueFlameMismatch`]). Lost while the device is off the bus.
-    pub fn bar_write64(&self, off: u64, v: Be64) {
-        if self.bar_write_bytes(off, &v.to_bytes()) {
-            return;
-        }
-        {
-            let mut st = self.shared().lock();
-            if st.bar.off_bus() {
-                return;
-            }
-            st.bar.write64(off, v.get());
-        }
-        if !bar::is_uar_access(off, 8) {
-            return;
-        }
-        let sync = self.mode() == Mode::Sync || self.inner.doorbells.is_none();
-        let qpn = self.shared().datapath(sync, |hw| {
-            let qpn = engine::uar_write(hw, off, v.get(), 64);
-            if let (Some(qpn), true) = (qpn, sync) {
-                engine::requester::doorbell(hw, qpn);
-            }
-            qpn
-        });
-        if let (Some(qpn), Some(tx)) = (qpn, &self.inner.doorbells) {
-            if !sync && tx.send(Work::Sq(qpn)).is_err() {
-                self.shared().sq_doorbell(qpn);
-            }
-        }
-    }
-
-    /// A BlueFlame copy: `words` stored from `off` on, in order, as one burst (what a
-    /// write-combining mapping hands the device). Each word is recorded in
-    /// [`SimDevice::uar_writes_since`] and handled as by [`SimDevice::bar_write64`], under one lock;
-    /// a send doorbell among them (the copy's first word) executes the send queue once the
-    /// whole copy is in.
-    pub fn bar_write_bf(&self, off: u64, words: &[Be64]) {
-        {
-            let mut st = self.shared().lock();
-            if st.bar.off_bus() {
-                return;
-            }
-            for (i, w) in words.iter().enumerate() {
-                st.bar.write64(off + 8 * i as u64, w.get());
-            }
-        }
-        let sync = self.mode() == Mode::Sync || self.inner.doorbells.is_none();
-        let qpn = self.shared().datapath(sync, |hw| {
-            let mut qpn = None;
-            for (i, w) in words.iter().enumerate() {
-                let at = off + 8 * i as u64;
-                if bar::is_uar_access(at, 8) {
-                    qpn = engine::uar_write(hw, at, w.get(), 64).or(qpn);
-                }
-            }
-            if let (Some(qpn), true) = (qpn, sync) {
-                engine::requester::doorbell(hw, qpn);
-            }
-            qpn
-        });
-        if let (Some(qpn), Some(tx)) = (qpn, &self.inner.doorbells) {
-            if !sync && tx.send(Work::Sq(qpn)).is_err() {
-                self.shared().sq_doorbell(qpn);
-            }
-        }
-    }
-
-    /// A write of `data` (any size) to BAR0's MEMIC window — device memory, which the host
-    /// writes as plain memory (rdma-core maps it write-combining). `false`, and nothing written,
-    /// outside the window (or off the bus, which loses the write).
-    pub fn bar_write_bytes(&self, off: u64, data: &[u8]) -> bool {
-        let mut st = self.shared().lock();
-        if !st.model.memic.contains(off, data.len()) {
-            return false;
-        }
-        if !st.bar.off_bus() {
-            let _ = st.model.memic.write(off, data);
-        }
-        true
-    }
-
-    /// Device memory allocations (ALLOC_MEMIC) not yet given back.
-    pub fn memic_allocations(&self) -> usize {
-        self.shared().lock().model.memic.live()
-    }
-
-    /// Size of BAR0 (32 MiB).
-    pub fn bar_size(&self) -> u64 {
-        BAR_SIZE
-    }
-
-    /// How many writes to UAR pages there have been.
-    pub fn uar_write_count(&self) -> u64 {
-        self.shared().lock().bar.uar_write_count()
-    }
-
-    /// The writes to UAR pages from number `since` on (see [`SimDevice::uar_write_count`]), in
-    /// order — as far as kept: the last [`UAR_LOG`] (a long run's doorbells do not grow
-    /// the simulator's memory).
-    pub fn uar_writes_since(&self, since: u64) -> Vec<UarWrite> {
-        self.shared().lock().bar.uar_writes_since(since)
     }
 
     /// Allocates `len` zeroed bytes of DMA memory, mapped at an IOVA aligned to

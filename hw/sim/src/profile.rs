@@ -16,10 +16,10 @@
 
 use std::path::Path;
 
-use mlx5_ifc::prm::caps::{
-    AtomicCaps as A, CmdHcaCap as C, DeviceMemCap as D, OdpCap, OdpPerTransportServiceCap as T,
-    OdpSchemeCap as S, QosCap as Q, RoceCap as R,
-};
+use mlx5_ifc::prm::caps::{AtomicCaps as A, CmdHcaCap as C, RoceCap as R};
+use mlx5_ifc::prm::memic::DeviceMemCap as D;
+use mlx5_ifc::prm::odp::{OdpCap, OdpPerTransportServiceCap as T, OdpSchemeCap as S};
+use mlx5_ifc::prm::pacing::QosCap as Q;
 use mlx5_ifc::{Field, Layout, LayoutError, Nested, View, ViewMut};
 
 use crate::model::pages::{PagePolicy, RandomPages};

@@ -11,10 +11,8 @@ mod common;
 use common::cmd;
 use common::datapath::{connected, fill, pair, read, Node, Seg};
 use mlx5_ifc::consts::{cap_mode, cap_type, qp_st};
-use mlx5_ifc::prm::caps::DeviceMemCap as D;
-use mlx5_ifc::prm::mr::{
-    AllocMemicIn, AllocMemicOut, CreateMkeyIn, CreateMkeyOut, DeallocMemicIn, DestroyMkeyIn, Mkc,
-};
+use mlx5_ifc::prm::memic::{AllocMemicIn, AllocMemicOut, DeallocMemicIn, DeviceMemCap as D};
+use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, DestroyMkeyIn, Mkc};
 use mlx5_ifc::{Be32, Layout, Opcode, View};
 use mlx5_sim::{Mode, BAR_SIZE};
 

@@ -329,9 +329,9 @@ fn uars_run_out_where_the_memic_window_begins() {
     let mut p = initialized();
     // The top 128 KiB of BAR0 are device memory (device_mem_cap.memic_bar_start_addr).
     let caps = p.query_cap(mlx5_ifc::consts::cap_type::DEV_MEM, 1);
-    let window = mlx5_ifc::View::<mlx5_ifc::prm::caps::DeviceMemCap>::new(&caps)
+    let window = mlx5_ifc::View::<mlx5_ifc::prm::memic::DeviceMemCap>::new(&caps)
         .unwrap()
-        .get(mlx5_ifc::prm::caps::DeviceMemCap::MEMIC_BAR_START_ADDR);
+        .get(mlx5_ifc::prm::memic::DeviceMemCap::MEMIC_BAR_START_ADDR);
     assert_eq!(window, mlx5_sim::BAR_SIZE - (128 << 10));
     let n = (window / 4096) as u32 - mlx5_sim::FIRST_UAR_INDEX;
     for _ in 0..n {

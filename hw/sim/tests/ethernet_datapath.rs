@@ -602,8 +602,7 @@ fn a_send_without_inline_headers_sends_the_frame_from_its_data_segment() {
 #[test]
 fn a_rate_limited_sq_keeps_its_rate_on_the_wire() {
     use mlx5_ifc::consts::{cap_mode, cap_type};
-    use mlx5_ifc::prm::caps::QosCap;
-    use mlx5_ifc::prm::sq_rq::{SetPpRateLimitContext as Ctx, SetPpRateLimitIn};
+    use mlx5_ifc::prm::pacing::{QosCap, SetPpRateLimitContext as Ctx, SetPpRateLimitIn};
     let (fabric, mut a, _b) = pair(Mode::Sync);
     let qos = a.fx.p.query_cap(cap_type::QOS, cap_mode::CUR);
     let q = View::<QosCap>::new(&qos).unwrap();

@@ -20,13 +20,13 @@ use common::datapath::{connected, fill, pair, read, Mr, Node, Qp, Seg};
 use common::queues::{with_pas, Step};
 use common::{bare, cmd, Poster};
 use mlx5_ifc::consts::{cap_mode, cap_type, qp_st};
-use mlx5_ifc::prm::caps::{OdpCap, OdpPerTransportServiceCap as T, OdpSchemeCap as S};
 use mlx5_ifc::prm::eq::{CreateEqIn, CreateEqOut, Eqc};
-use mlx5_ifc::prm::eqe::{
-    PageFaultResumeIn, PageFaultResumeInPageFaultInfoAuto as Auto, TransPageFaultInfo as Info,
-};
 use mlx5_ifc::prm::hca::EnableHcaIn;
 use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, Mkc};
+use mlx5_ifc::prm::odp::{
+    OdpCap, OdpPerTransportServiceCap as T, OdpSchemeCap as S, PageFaultResumeIn,
+    PageFaultResumeInPageFaultInfoAuto as Auto, TransPageFaultInfo as Info,
+};
 use mlx5_ifc::prm::qp::Qpc;
 use mlx5_ifc::{Layout, Nested, Opcode, View, ViewMut};
 use mlx5_sim::{DmaBlock, Mode};

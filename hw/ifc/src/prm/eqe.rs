@@ -37,8 +37,8 @@ impl EventAuto {
     #[doc = "`comp_event` (comp_event): bit 0x0, width 224, byte 0x0."] pub const COMP_EVENT: Nested<Self, CompEvent> = Nested::new("comp_event", 0x0, 224);
     #[doc = "`dct_events` (bytes): bit 0x0, width 224, byte 0x0."] pub const DCT_EVENTS: Bytes<Self> = Bytes::new("dct_events", 0x0, 224);
     #[doc = "`qp_events` (qp_events): bit 0x0, width 224, byte 0x0."] pub const QP_EVENTS: Nested<Self, QpEvents> = Nested::new("qp_events", 0x0, 224);
-    #[doc = "`wqe_associated_page_fault_event` (wqe_associated_page_fault_event): bit 0x0, width 224, byte 0x0."] pub const WQE_ASSOCIATED_PAGE_FAULT_EVENT: Nested<Self, WqeAssociatedPageFaultEvent> = Nested::new("wqe_associated_page_fault_event", 0x0, 224);
-    #[doc = "`rdma_page_fault_event` (rdma_page_fault_event): bit 0x0, width 224, byte 0x0."] pub const RDMA_PAGE_FAULT_EVENT: Nested<Self, RdmaPageFaultEvent> = Nested::new("rdma_page_fault_event", 0x0, 224);
+    #[doc = "`wqe_associated_page_fault_event` (wqe_associated_page_fault_event): bit 0x0, width 224, byte 0x0."] pub const WQE_ASSOCIATED_PAGE_FAULT_EVENT: Nested<Self, super::odp::WqeAssociatedPageFaultEvent> = Nested::new("wqe_associated_page_fault_event", 0x0, 224);
+    #[doc = "`rdma_page_fault_event` (rdma_page_fault_event): bit 0x0, width 224, byte 0x0."] pub const RDMA_PAGE_FAULT_EVENT: Nested<Self, super::odp::RdmaPageFaultEvent> = Nested::new("rdma_page_fault_event", 0x0, 224);
     #[doc = "`cq_error` (cq_error): bit 0x0, width 224, byte 0x0."] pub const CQ_ERROR: Nested<Self, CqError> = Nested::new("cq_error", 0x0, 224);
     #[doc = "`dropped_packet_logged` (bytes): bit 0x0, width 224, byte 0x0."] pub const DROPPED_PACKET_LOGGED: Bytes<Self> = Bytes::new("dropped_packet_logged", 0x0, 224);
     #[doc = "`port_state_change_event` (port_state_change_event): bit 0x0, width 224, byte 0x0."] pub const PORT_STATE_CHANGE_EVENT: Nested<Self, PortStateChangeEvent> = Nested::new("port_state_change_event", 0x0, 224);
@@ -166,137 +166,5 @@ impl Layout for CmdInterCompEvent {
     const BYTES: usize = 0x1c;
     const FIELDS: &'static [FieldInfo] = &[
         Self::COMMAND_COMPLETION_VECTOR.info,
-    ];
-}
-
-/// Event data of a PAGE_FAULT event (type 0x0c) of sub-type WQE: the WQE, its queue and the fault's direction.
-///
-/// `mlx5_ifc` structure `wqe_associated_page_fault_event`, 28 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct WqeAssociatedPageFaultEvent;
-
-impl WqeAssociatedPageFaultEvent {
-    #[doc = "`bytes_committed`: bit 0x0, width 32, byte 0x0."] pub const BYTES_COMMITTED: Field<Self> = Field::new("bytes_committed", 0x0, 32);
-    #[doc = "`wqe_index`: bit 0x30, width 16, byte 0x6."] pub const WQE_INDEX: Field<Self> = Field::new("wqe_index", 0x30, 16);
-    #[doc = "`len`: bit 0x50, width 16, byte 0xa."] pub const LEN: Field<Self> = Field::new("len", 0x50, 16);
-    #[doc = "`rdma`: bit 0xc5, width 1, byte 0x18."] pub const RDMA: Field<Self> = Field::new("rdma", 0xc5, 1);
-    #[doc = "`write_read`: bit 0xc6, width 1, byte 0x18."] pub const WRITE_READ: Field<Self> = Field::new("write_read", 0xc6, 1);
-    #[doc = "`requestor`: bit 0xc7, width 1, byte 0x18."] pub const REQUESTOR: Field<Self> = Field::new("requestor", 0xc7, 1);
-    #[doc = "`qpn`: bit 0xc8, width 24, byte 0x19."] pub const QPN: Field<Self> = Field::new("qpn", 0xc8, 24);
-}
-
-impl Layout for WqeAssociatedPageFaultEvent {
-    const NAME: &'static str = "wqe_associated_page_fault_event";
-    const BYTES: usize = 0x1c;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::BYTES_COMMITTED.info, Self::WQE_INDEX.info, Self::LEN.info, Self::RDMA.info,
-        Self::WRITE_READ.info, Self::REQUESTOR.info, Self::QPN.info,
-    ];
-}
-
-/// Event data of a PAGE_FAULT event (type 0x0c) of sub-type RDMA: the remote key and range the responder could not reach.
-///
-/// `mlx5_ifc` structure `rdma_page_fault_event`, 28 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct RdmaPageFaultEvent;
-
-impl RdmaPageFaultEvent {
-    #[doc = "`bytes_committed`: bit 0x0, width 32, byte 0x0."] pub const BYTES_COMMITTED: Field<Self> = Field::new("bytes_committed", 0x0, 32);
-    #[doc = "`r_key`: bit 0x20, width 32, byte 0x4."] pub const R_KEY: Field<Self> = Field::new("r_key", 0x20, 32);
-    #[doc = "`packet_len`: bit 0x50, width 16, byte 0xa."] pub const PACKET_LEN: Field<Self> = Field::new("packet_len", 0x50, 16);
-    #[doc = "`rdma_op_len`: bit 0x60, width 32, byte 0xc."] pub const RDMA_OP_LEN: Field<Self> = Field::new("rdma_op_len", 0x60, 32);
-    #[doc = "`rdma_va`: bit 0x80, width 64, byte 0x10."] pub const RDMA_VA: Field<Self> = Field::new("rdma_va", 0x80, 64);
-    #[doc = "`rdma`: bit 0xc5, width 1, byte 0x18."] pub const RDMA: Field<Self> = Field::new("rdma", 0xc5, 1);
-    #[doc = "`write`: bit 0xc6, width 1, byte 0x18."] pub const WRITE: Field<Self> = Field::new("write", 0xc6, 1);
-    #[doc = "`requestor`: bit 0xc7, width 1, byte 0x18."] pub const REQUESTOR: Field<Self> = Field::new("requestor", 0xc7, 1);
-    #[doc = "`qp_number`: bit 0xc8, width 24, byte 0x19."] pub const QP_NUMBER: Field<Self> = Field::new("qp_number", 0xc8, 24);
-}
-
-impl Layout for RdmaPageFaultEvent {
-    const NAME: &'static str = "rdma_page_fault_event";
-    const BYTES: usize = 0x1c;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::BYTES_COMMITTED.info, Self::R_KEY.info, Self::PACKET_LEN.info, Self::RDMA_OP_LEN.info,
-        Self::RDMA_VA.info, Self::RDMA.info, Self::WRITE.info, Self::REQUESTOR.info,
-        Self::QP_NUMBER.info,
-    ];
-}
-
-/// PAGE_FAULT_RESUME (0x204) input: the fault resolved (or failed).
-///
-/// `mlx5_ifc` structure `page_fault_resume_in`, 16 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct PageFaultResumeIn;
-
-impl PageFaultResumeIn {
-    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
-    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
-    #[doc = "`page_fault_info` (page_fault_resume_in_page_fault_info_auto): bit 0x40, width 64, byte 0x8."] pub const PAGE_FAULT_INFO: Nested<Self, PageFaultResumeInPageFaultInfoAuto> = Nested::new("page_fault_info", 0x40, 64);
-}
-
-impl Layout for PageFaultResumeIn {
-    const NAME: &'static str = "page_fault_resume_in";
-    const BYTES: usize = 0x10;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::OPCODE.info, Self::OP_MOD.info, Self::PAGE_FAULT_INFO.info,
-    ];
-}
-
-/// PAGE_FAULT_RESUME (0x204) output.
-///
-/// `mlx5_ifc` structure `page_fault_resume_out`, 16 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct PageFaultResumeOut;
-
-impl PageFaultResumeOut {
-    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
-    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
-}
-
-impl Layout for PageFaultResumeOut {
-    const NAME: &'static str = "page_fault_resume_out";
-    const BYTES: usize = 0x10;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::STATUS.info, Self::SYNDROME.info,
-    ];
-}
-
-/// The fault a PAGE_FAULT_RESUME names (a union).
-///
-/// `mlx5_ifc` structure `page_fault_resume_in_page_fault_info_auto`, 8 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct PageFaultResumeInPageFaultInfoAuto;
-
-impl PageFaultResumeInPageFaultInfoAuto {
-    #[doc = "`trans_page_fault_info` (trans_page_fault_info): bit 0x0, width 64, byte 0x0."] pub const TRANS_PAGE_FAULT_INFO: Nested<Self, TransPageFaultInfo> = Nested::new("trans_page_fault_info", 0x0, 64);
-    #[doc = "`mem_page_fault_info` (bytes): bit 0x0, width 64, byte 0x0."] pub const MEM_PAGE_FAULT_INFO: Bytes<Self> = Bytes::new("mem_page_fault_info", 0x0, 64);
-}
-
-impl Layout for PageFaultResumeInPageFaultInfoAuto {
-    const NAME: &'static str = "page_fault_resume_in_page_fault_info_auto";
-    const BYTES: usize = 0x8;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::TRANS_PAGE_FAULT_INFO.info, Self::MEM_PAGE_FAULT_INFO.info,
-    ];
-}
-
-/// A transport page fault in PAGE_FAULT_RESUME: error, type, the queue and the fault's token.
-///
-/// `mlx5_ifc` structure `trans_page_fault_info`, 8 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct TransPageFaultInfo;
-
-impl TransPageFaultInfo {
-    #[doc = "`error`: bit 0x0, width 1, byte 0x0."] pub const ERROR: Field<Self> = Field::new("error", 0x0, 1);
-    #[doc = "`page_fault_type`: bit 0x5, width 3, byte 0x0."] pub const PAGE_FAULT_TYPE: Field<Self> = Field::new("page_fault_type", 0x5, 3);
-    #[doc = "`wq_number`: bit 0x8, width 24, byte 0x1."] pub const WQ_NUMBER: Field<Self> = Field::new("wq_number", 0x8, 24);
-    #[doc = "`fault_token`: bit 0x28, width 24, byte 0x5."] pub const FAULT_TOKEN: Field<Self> = Field::new("fault_token", 0x28, 24);
-}
-
-impl Layout for TransPageFaultInfo {
-    const NAME: &'static str = "trans_page_fault_info";
-    const BYTES: usize = 0x8;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::ERROR.info, Self::PAGE_FAULT_TYPE.info, Self::WQ_NUMBER.info, Self::FAULT_TOKEN.info,
     ];
 }

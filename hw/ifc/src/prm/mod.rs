@@ -34,6 +34,12 @@ pub mod tir;
 pub mod sq_rq;
 #[rustfmt::skip]
 pub mod flow;
+#[rustfmt::skip]
+pub mod odp;
+#[rustfmt::skip]
+pub mod memic;
+#[rustfmt::skip]
+pub mod pacing;
 
 use crate::layout::{FieldInfo, Layout};
 
@@ -85,11 +91,6 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("flow_table_prop_layout", caps::FlowTablePropLayout::BYTES, caps::FlowTablePropLayout::FIELDS),
     ("flow_table_fields_supported", caps::FlowTableFieldsSupported::BYTES, caps::FlowTableFieldsSupported::FIELDS),
     ("flow_table_fields_supported_2", caps::FlowTableFieldsSupported2::BYTES, caps::FlowTableFieldsSupported2::FIELDS),
-    ("odp_cap", caps::OdpCap::BYTES, caps::OdpCap::FIELDS),
-    ("odp_scheme_cap", caps::OdpSchemeCap::BYTES, caps::OdpSchemeCap::FIELDS),
-    ("odp_per_transport_service_cap", caps::OdpPerTransportServiceCap::BYTES, caps::OdpPerTransportServiceCap::FIELDS),
-    ("device_mem_cap", caps::DeviceMemCap::BYTES, caps::DeviceMemCap::FIELDS),
-    ("qos_cap", caps::QosCap::BYTES, caps::QosCap::FIELDS),
     ("alloc_uar_in", uar_pd::AllocUarIn::BYTES, uar_pd::AllocUarIn::FIELDS),
     ("alloc_uar_out", uar_pd::AllocUarOut::BYTES, uar_pd::AllocUarOut::FIELDS),
     ("dealloc_uar_in", uar_pd::DeallocUarIn::BYTES, uar_pd::DeallocUarIn::FIELDS),
@@ -137,12 +138,6 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("pages_req_event", eqe::PagesReqEvent::BYTES, eqe::PagesReqEvent::FIELDS),
     ("port_state_change_event", eqe::PortStateChangeEvent::BYTES, eqe::PortStateChangeEvent::FIELDS),
     ("cmd_inter_comp_event", eqe::CmdInterCompEvent::BYTES, eqe::CmdInterCompEvent::FIELDS),
-    ("wqe_associated_page_fault_event", eqe::WqeAssociatedPageFaultEvent::BYTES, eqe::WqeAssociatedPageFaultEvent::FIELDS),
-    ("rdma_page_fault_event", eqe::RdmaPageFaultEvent::BYTES, eqe::RdmaPageFaultEvent::FIELDS),
-    ("page_fault_resume_in", eqe::PageFaultResumeIn::BYTES, eqe::PageFaultResumeIn::FIELDS),
-    ("page_fault_resume_out", eqe::PageFaultResumeOut::BYTES, eqe::PageFaultResumeOut::FIELDS),
-    ("page_fault_resume_in_page_fault_info_auto", eqe::PageFaultResumeInPageFaultInfoAuto::BYTES, eqe::PageFaultResumeInPageFaultInfoAuto::FIELDS),
-    ("trans_page_fault_info", eqe::TransPageFaultInfo::BYTES, eqe::TransPageFaultInfo::FIELDS),
     ("cqc", cq::Cqc::BYTES, cq::Cqc::FIELDS),
     ("create_cq_in", cq::CreateCqIn::BYTES, cq::CreateCqIn::FIELDS),
     ("create_cq_out", cq::CreateCqOut::BYTES, cq::CreateCqOut::FIELDS),
@@ -203,10 +198,6 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("attach_to_mcg_out", qp::AttachToMcgOut::BYTES, qp::AttachToMcgOut::FIELDS),
     ("detach_from_mcg_in", qp::DetachFromMcgIn::BYTES, qp::DetachFromMcgIn::FIELDS),
     ("detach_from_mcg_out", qp::DetachFromMcgOut::BYTES, qp::DetachFromMcgOut::FIELDS),
-    ("alloc_memic_in", mr::AllocMemicIn::BYTES, mr::AllocMemicIn::FIELDS),
-    ("alloc_memic_out", mr::AllocMemicOut::BYTES, mr::AllocMemicOut::FIELDS),
-    ("dealloc_memic_in", mr::DeallocMemicIn::BYTES, mr::DeallocMemicIn::FIELDS),
-    ("dealloc_memic_out", mr::DeallocMemicOut::BYTES, mr::DeallocMemicOut::FIELDS),
     ("mkc", mr::Mkc::BYTES, mr::Mkc::FIELDS),
     ("create_mkey_in", mr::CreateMkeyIn::BYTES, mr::CreateMkeyIn::FIELDS),
     ("create_mkey_out", mr::CreateMkeyOut::BYTES, mr::CreateMkeyOut::FIELDS),
@@ -243,9 +234,6 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("rq_num", tir::RqNum::BYTES, tir::RqNum::FIELDS),
     ("set_delay_drop_params_in", sq_rq::SetDelayDropParamsIn::BYTES, sq_rq::SetDelayDropParamsIn::FIELDS),
     ("set_delay_drop_params_out", sq_rq::SetDelayDropParamsOut::BYTES, sq_rq::SetDelayDropParamsOut::FIELDS),
-    ("set_pp_rate_limit_in", sq_rq::SetPpRateLimitIn::BYTES, sq_rq::SetPpRateLimitIn::FIELDS),
-    ("set_pp_rate_limit_out", sq_rq::SetPpRateLimitOut::BYTES, sq_rq::SetPpRateLimitOut::FIELDS),
-    ("set_pp_rate_limit_context", sq_rq::SetPpRateLimitContext::BYTES, sq_rq::SetPpRateLimitContext::FIELDS),
     ("create_sq_in", sq_rq::CreateSqIn::BYTES, sq_rq::CreateSqIn::FIELDS),
     ("create_sq_out", sq_rq::CreateSqOut::BYTES, sq_rq::CreateSqOut::FIELDS),
     ("modify_sq_in", sq_rq::ModifySqIn::BYTES, sq_rq::ModifySqIn::FIELDS),
@@ -295,4 +283,22 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("fte_match_param", flow::FteMatchParam::BYTES, flow::FteMatchParam::FIELDS),
     ("fte_match_set_lyr_2_4", flow::FteMatchSetLyr24::BYTES, flow::FteMatchSetLyr24::FIELDS),
     ("fte_match_set_misc", flow::FteMatchSetMisc::BYTES, flow::FteMatchSetMisc::FIELDS),
+    ("odp_cap", odp::OdpCap::BYTES, odp::OdpCap::FIELDS),
+    ("odp_scheme_cap", odp::OdpSchemeCap::BYTES, odp::OdpSchemeCap::FIELDS),
+    ("odp_per_transport_service_cap", odp::OdpPerTransportServiceCap::BYTES, odp::OdpPerTransportServiceCap::FIELDS),
+    ("wqe_associated_page_fault_event", odp::WqeAssociatedPageFaultEvent::BYTES, odp::WqeAssociatedPageFaultEvent::FIELDS),
+    ("rdma_page_fault_event", odp::RdmaPageFaultEvent::BYTES, odp::RdmaPageFaultEvent::FIELDS),
+    ("page_fault_resume_in", odp::PageFaultResumeIn::BYTES, odp::PageFaultResumeIn::FIELDS),
+    ("page_fault_resume_out", odp::PageFaultResumeOut::BYTES, odp::PageFaultResumeOut::FIELDS),
+    ("page_fault_resume_in_page_fault_info_auto", odp::PageFaultResumeInPageFaultInfoAuto::BYTES, odp::PageFaultResumeInPageFaultInfoAuto::FIELDS),
+    ("trans_page_fault_info", odp::TransPageFaultInfo::BYTES, odp::TransPageFaultInfo::FIELDS),
+    ("device_mem_cap", memic::DeviceMemCap::BYTES, memic::DeviceMemCap::FIELDS),
+    ("alloc_memic_in", memic::AllocMemicIn::BYTES, memic::AllocMemicIn::FIELDS),
+    ("alloc_memic_out", memic::AllocMemicOut::BYTES, memic::AllocMemicOut::FIELDS),
+    ("dealloc_memic_in", memic::DeallocMemicIn::BYTES, memic::DeallocMemicIn::FIELDS),
+    ("dealloc_memic_out", memic::DeallocMemicOut::BYTES, memic::DeallocMemicOut::FIELDS),
+    ("qos_cap", pacing::QosCap::BYTES, pacing::QosCap::FIELDS),
+    ("set_pp_rate_limit_in", pacing::SetPpRateLimitIn::BYTES, pacing::SetPpRateLimitIn::FIELDS),
+    ("set_pp_rate_limit_out", pacing::SetPpRateLimitOut::BYTES, pacing::SetPpRateLimitOut::FIELDS),
+    ("set_pp_rate_limit_context", pacing::SetPpRateLimitContext::BYTES, pacing::SetPpRateLimitContext::FIELDS),
 ];

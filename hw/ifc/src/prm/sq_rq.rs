@@ -43,68 +43,6 @@ impl Layout for SetDelayDropParamsOut {
     ];
 }
 
-/// SET_PP_RATE_LIMIT (0x780) input: one entry of the packet pacing rate table.
-///
-/// `mlx5_ifc` structure `set_pp_rate_limit_in`, 64 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct SetPpRateLimitIn;
-
-impl SetPpRateLimitIn {
-    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
-    #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
-    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
-    #[doc = "`rate_limit_index`: bit 0x50, width 16, byte 0xa."] pub const RATE_LIMIT_INDEX: Field<Self> = Field::new("rate_limit_index", 0x50, 16);
-    #[doc = "`ctx` (set_pp_rate_limit_context): bit 0x80, width 384, byte 0x10."] pub const CTX: Nested<Self, SetPpRateLimitContext> = Nested::new("ctx", 0x80, 384);
-}
-
-impl Layout for SetPpRateLimitIn {
-    const NAME: &'static str = "set_pp_rate_limit_in";
-    const BYTES: usize = 0x40;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::RATE_LIMIT_INDEX.info,
-        Self::CTX.info,
-    ];
-}
-
-/// SET_PP_RATE_LIMIT (0x780) output.
-///
-/// `mlx5_ifc` structure `set_pp_rate_limit_out`, 16 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct SetPpRateLimitOut;
-
-impl SetPpRateLimitOut {
-    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
-    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
-}
-
-impl Layout for SetPpRateLimitOut {
-    const NAME: &'static str = "set_pp_rate_limit_out";
-    const BYTES: usize = 0x10;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::STATUS.info, Self::SYNDROME.info,
-    ];
-}
-
-/// A packet pacing rate table entry: the rate (kbit/s; 0 frees it), burst bound, typical packet size.
-///
-/// `mlx5_ifc` structure `set_pp_rate_limit_context`, 48 bytes.
-#[derive(Debug, Clone, Copy)]
-pub struct SetPpRateLimitContext;
-
-impl SetPpRateLimitContext {
-    #[doc = "`rate_limit`: bit 0x0, width 32, byte 0x0."] pub const RATE_LIMIT: Field<Self> = Field::new("rate_limit", 0x0, 32);
-    #[doc = "`burst_upper_bound`: bit 0x20, width 32, byte 0x4."] pub const BURST_UPPER_BOUND: Field<Self> = Field::new("burst_upper_bound", 0x20, 32);
-    #[doc = "`typical_packet_size`: bit 0x50, width 16, byte 0xa."] pub const TYPICAL_PACKET_SIZE: Field<Self> = Field::new("typical_packet_size", 0x50, 16);
-}
-
-impl Layout for SetPpRateLimitContext {
-    const NAME: &'static str = "set_pp_rate_limit_context";
-    const BYTES: usize = 0x30;
-    const FIELDS: &'static [FieldInfo] = &[
-        Self::RATE_LIMIT.info, Self::BURST_UPPER_BOUND.info, Self::TYPICAL_PACKET_SIZE.info,
-    ];
-}
-
 /// CREATE_SQ (0x904) input.
 ///
 /// `mlx5_ifc` structure `create_sq_in`, 272 bytes.

@@ -20,7 +20,7 @@
 //! that comes next in its place ([`held`]).
 
 use mlx5_ifc::consts::odp;
-use mlx5_ifc::prm::caps::OdpPerTransportServiceCap as T;
+use mlx5_ifc::prm::odp::OdpPerTransportServiceCap as T;
 use mlx5_ifc::Field;
 
 use crate::events::cqe::{self, op as cqe_op, Cqe};

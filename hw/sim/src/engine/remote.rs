@@ -4,7 +4,7 @@
 //! duplicate atomic gets its saved value ([`super::responder`]).
 
 use mlx5_ifc::event;
-use mlx5_ifc::prm::caps::OdpPerTransportServiceCap as T;
+use mlx5_ifc::prm::odp::OdpPerTransportServiceCap as T;
 
 use super::psn::psn_add;
 use super::verdict::{access_error, flush_ack, invalid, Verdict};

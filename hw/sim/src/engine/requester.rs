@@ -30,7 +30,8 @@
 //! the wire. A requester CQE is written when `fm_ce_se` asks for one (CE 2 or 3) or on error.
 
 use mlx5_ifc::consts::{odp, qp_st, qp_state};
-use mlx5_ifc::prm::caps::{CmdHcaCap, OdpPerTransportServiceCap as T};
+use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::odp::OdpPerTransportServiceCap as T;
 use mlx5_ifc::wqe::CtrlSeg;
 use mlx5_ifc::View;
 

@@ -43,7 +43,7 @@
 
 use mlx5_ifc::consts::{odp, qp_st, qp_state};
 use mlx5_ifc::event;
-use mlx5_ifc::prm::caps::OdpPerTransportServiceCap as T;
+use mlx5_ifc::prm::odp::OdpPerTransportServiceCap as T;
 use mlx5_ifc::prm::srq::XrcSrqc;
 use mlx5_ifc::View;
 

@@ -16,7 +16,7 @@
 
 use mlx5_ifc::consts::odp;
 use mlx5_ifc::event;
-use mlx5_ifc::prm::eqe::{RdmaPageFaultEvent, WqeAssociatedPageFaultEvent};
+use mlx5_ifc::prm::odp::{RdmaPageFaultEvent, WqeAssociatedPageFaultEvent};
 
 use super::eqe::{async_event_sub, event_data, EVENT_DATA_BYTES};
 use crate::model::runtime::{FaultState, PageFault};

@@ -12,7 +12,7 @@
 //! DEALLOC_MEMIC: exactly an allocation handed out, address and size (BAD_PARAM
 //! MEMIC_UNKNOWN); one that a MEMIC key still reaches is refused (RES_BUSY MEMIC_IN_USE).
 
-use mlx5_ifc::prm::mr::{AllocMemicIn, AllocMemicOut, DeallocMemicIn};
+use mlx5_ifc::prm::memic::{AllocMemicIn, AllocMemicOut, DeallocMemicIn};
 use mlx5_ifc::CmdStatus;
 
 use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};

@@ -56,8 +56,8 @@ pub(crate) mod xrc;
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::{
-    cq as c, eq as e, eqe as ev, flow as f, hca as h, mr as m, qp as q, sq_rq as w, srq as s,
-    tir as t, uar_pd as u, vport as v,
+    cq as c, eq as e, flow as f, hca as h, memic as dm, mr as m, odp as pf, pacing as pp, qp as q,
+    sq_rq as w, srq as s, tir as t, uar_pd as u, vport as v,
 };
 use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
 
@@ -214,12 +214,12 @@ const SPECS: &[Spec] = &[
         mkey::destroy_mkey,
     ),
     spec::<m::QueryMkeyIn, m::QueryMkeyOut>(Opcode::QueryMkey, Gate::Initialized, mkey::query_mkey),
-    spec::<m::AllocMemicIn, m::AllocMemicOut>(
+    spec::<dm::AllocMemicIn, dm::AllocMemicOut>(
         Opcode::AllocMemic,
         Gate::Initialized,
         memic::alloc_memic,
     ),
-    spec::<m::DeallocMemicIn, m::DeallocMemicOut>(
+    spec::<dm::DeallocMemicIn, dm::DeallocMemicOut>(
         Opcode::DeallocMemic,
         Gate::Initialized,
         memic::dealloc_memic,
@@ -229,12 +229,12 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         sq_rq::set_delay_drop_params,
     ),
-    spec::<w::SetPpRateLimitIn, w::SetPpRateLimitOut>(
+    spec::<pp::SetPpRateLimitIn, pp::SetPpRateLimitOut>(
         Opcode::SetPpRateLimit,
         Gate::Initialized,
         pacing::set_pp_rate_limit,
     ),
-    spec::<ev::PageFaultResumeIn, ev::PageFaultResumeOut>(
+    spec::<pf::PageFaultResumeIn, pf::PageFaultResumeOut>(
         Opcode::PageFaultResume,
         Gate::Initialized,
         odp::page_fault_resume,

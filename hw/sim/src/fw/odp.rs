@@ -17,7 +17,7 @@
 //! receive WQE with LOCAL_PROT_ERR and a NAK remote operational error, an RDMA access with a
 //! NAK remote access error — each moving the QP to ERR.
 
-use mlx5_ifc::prm::eqe::{
+use mlx5_ifc::prm::odp::{
     PageFaultResumeIn, PageFaultResumeInPageFaultInfoAuto, TransPageFaultInfo,
 };
 

@@ -15,8 +15,7 @@
 //! An SQ's index must be 0 or a set entry (PP_RATE_INDEX). Freeing an entry an SQ still uses
 //! leaves that SQ unpaced (as if its index were 0).
 
-use mlx5_ifc::prm::caps::QosCap;
-use mlx5_ifc::prm::sq_rq::{SetPpRateLimitContext as Ctx, SetPpRateLimitIn};
+use mlx5_ifc::prm::pacing::{QosCap, SetPpRateLimitContext as Ctx, SetPpRateLimitIn};
 
 use super::cmd::{bad_param, input, CmdResult, Env, Failure, Req};
 use crate::model::Model;

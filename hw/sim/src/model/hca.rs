@@ -4,7 +4,8 @@
 //! command handlers ([`crate::fw`]) and the data path ([`crate::engine`]) both work on it;
 //! neither is part of it.
 
-use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap, OdpCap, OdpPerTransportServiceCap, OdpSchemeCap};
+use mlx5_ifc::prm::caps::{AtomicCaps, CmdHcaCap};
+use mlx5_ifc::prm::odp::{OdpCap, OdpPerTransportServiceCap, OdpSchemeCap};
 use mlx5_ifc::{consts, Field, Layout, View};
 
 use super::objects::{self, ObjectKind};

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use mlx5_ifc::prm::caps::DeviceMemCap as D;
+use mlx5_ifc::prm::memic::DeviceMemCap as D;
 
 use crate::Profile;
 
