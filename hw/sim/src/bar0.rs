@@ -69,21 +69,8 @@ impl SimDevice {
             }
             st.bar.write64(off, v.get());
         }
-        if !bar::is_uar_access(off, 8) {
-            return;
-        }
-        let sync = self.mode() == Mode::Sync || self.inner.doorbells.is_none();
-        let qpn = self.shared().datapath(sync, |hw| {
-            let qpn = engine::uar_write(hw, off, v.get(), 64);
-            if let (Some(qpn), true) = (qpn, sync) {
-                engine::requester::doorbell(hw, qpn);
-            }
-            qpn
-        });
-        if let (Some(qpn), Some(tx)) = (qpn, &self.inner.doorbells) {
-            if !sync && tx.send(Work::Sq(qpn)).is_err() {
-                self.shared().sq_doorbell(qpn);
-            }
+        if bar::is_uar_access(off, 8) {
+            self.uar_words(off, &[v]);
         }
     }
 
@@ -102,6 +89,13 @@ impl SimDevice {
                 st.bar.write64(off + 8 * i as u64, w.get());
             }
         }
+        self.uar_words(off, words);
+    }
+
+    /// The data path's side of 64-bit `words` written from `off` on (recorded already): the
+    /// EQ, CQ and send doorbells among those in UAR pages; a send queue rung executes — inside
+    /// the call in [`Mode::Sync`] (or without a device thread), on the device thread otherwise.
+    fn uar_words(&self, off: u64, words: &[Be64]) {
         let sync = self.mode() == Mode::Sync || self.inner.doorbells.is_none();
         let qpn = self.shared().datapath(sync, |hw| {
             let mut qpn = None;
