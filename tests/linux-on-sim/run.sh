@@ -241,6 +241,9 @@ check() { if eval "$2"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $
 check "the guest booted and reported" "grep -q '^GUEST-RESULT' '$WORK/guest.log'"
 check "mlx5_core probed every simulated NIC" "grep -q 'GUEST-RESULT probe=ok' '$WORK/guest.log'"
 check "mlx5e registered a netdev" "grep -aq '^GUEST-NETDEV eth[0-9]* .*driver=mlx5_core' '$WORK/guest.log'"
+# mlx5e's receive queue as on a real ConnectX-5 (real-cx5.md row 60): the striding (MPWQE) RQ,
+# 128 strides of 2048 bytes per WQE, its pages mapped by UMR WQEs from an ICOSQ.
+check "mlx5e takes the striding RQ a real ConnectX-5 gets (dmesg: StrdRq(1) RqSz(8) StrdSz(2048))" "grep -aq 'MLX5E: StrdRq(1) RqSz(8) StrdSz(2048)' '$WORK/guest.log'"
 check "mlx5_ib registered an RDMA device" "grep -aq '^GUEST: ibdevs .*mlx5_0' '$WORK/guest.log'"
 check "no command failed during the probe (dmesg mlx5_cmd_out_err), no kernel warning" "grep -aq 'GUEST-RESULT .*cmd_errors=0 warnings=0' '$WORK/guest.log'"
 # rdma-core's ibv_devinfo in the guest against this project's mlx5ctl devinfo of the same

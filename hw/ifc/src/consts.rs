@@ -393,6 +393,26 @@ pub mod wq_type {
     pub const LINKED_LIST: u64 = 0;
     /// Cyclic.
     pub const CYCLIC: u64 = 1;
+    /// Linked list of multi-packet WQEs (a striding RQ; mlx5e's MPWQE RQ).
+    pub const LINKED_LIST_STRIDING_RQ: u64 = 2;
+    /// Cyclic ring of multi-packet WQEs (a striding RQ; mlx5_ib's striding WQs, DPDK's MPRQ).
+    pub const CYCLIC_STRIDING_RQ: u64 = 3;
+}
+
+/// The striding RQ's encodings (`wq.log_wqe_num_of_strides`, `wq.log_wqe_stride_size`).
+pub mod striding {
+    /// `log_wqe_num_of_strides` 0..=7 is 2^(9 + value) strides per WQE.
+    pub const LOG_NUM_STRIDES_BASE: u64 = 9;
+    /// With `ext_stride_num_range`, values 0xa..=0xf are 2^3..2^8 strides (the value is
+    /// `log - 9` in four bits).
+    pub const EXT_MIN_LOG_NUM_STRIDES: u64 = 3;
+    /// `log_wqe_stride_size` is 2^(6 + value) bytes per stride (64 B to 8 KiB).
+    pub const LOG_STRIDE_SIZE_BASE: u64 = 6;
+    /// A receive CQE's `byte_cnt` on a striding RQ: bit 31 a filler CQE (strides skipped, no
+    /// packet), bits 30:16 the strides consumed, bits 15:0 the packet's bytes.
+    pub const CQE_FILLER: u32 = 1 << 31;
+    /// The shift of the strides consumed in `byte_cnt`.
+    pub const CQE_STRIDES_SHIFT: u32 = 16;
 }
 
 /// `sqc.state` / `rqc.state` and the `sq_state` / `rq_state` of MODIFY_SQ / MODIFY_RQ

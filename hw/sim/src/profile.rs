@@ -113,6 +113,13 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     // mlx5_ib reports AUTO_PATH_MIG (real-cx5.md).
     (C::APM, 1),
     (C::CQ_RESIZE, 1),
+    // Striding (multi-packet) RQs: mlx5e's MPWQE RQ, its pages mapped by UMR WQEs from a send
+    // queue (`umr_ptr_rlky`: a UMR's translations may come through the reserved lkey), 8 to
+    // 2^16 strides per WQE (`ext_stride_num_range`: a real ConnectX-5's mlx5e uses 128 strides
+    // of 2048 bytes, "StrdRq(1) RqSz(8) StrdSz(2048)", real-cx5.md row 60).
+    (C::STRIDING_RQ, 1),
+    (C::UMR_PTR_RLKY, 1),
+    (C::EXT_STRIDE_NUM_RANGE, 1),
     // Memory windows (type 1 and 2B: KLM keys bound by UMR WQEs); mlx5_ib reports MEM_WINDOW,
     // MEM_WINDOW_TYPE_2B and `max_mw` = 2^log_max_mkey from it (real-cx5.md rows 12, 24).
     (C::IMAICL, 1),

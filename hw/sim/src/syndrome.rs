@@ -103,6 +103,7 @@
 //! | `0x5e03006c` PP_RATE_INDEX | BAD_PARAM | SET_PP_RATE_LIMIT index 0 or past `packet_pacing_rate_table_size`; an SQ's rate index not set (or no packet pacing) |
 //! | `0x5e03006e` MEMIC_PARAM | BAD_PARAM | ALLOC_MEMIC of size 0 or above `max_memic_size`, an alignment above `log_max_memic_addr_alignment`, a range outside the MEMIC window (or no `memic`) |
 //! | `0x5e030070` DELAY_DROP_NOT_SUPPORTED | BAD_PARAM | SET_DELAY_DROP_PARAMS without `rq_delay_drop` |
+//! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
 //! | `0x5e03006d` PP_RATE_RANGE | BAD_PARAM | SET_PP_RATE_LIMIT rate outside `packet_pacing_min_rate`..`_max_rate`, or a burst bound / typical size the device does not offer |
 //! | `0x5e040001` NOT_ENABLED | BAD_SYS_STATE 0x04 | a command other than ENABLE_HCA before ENABLE_HCA |
@@ -385,6 +386,9 @@ syndromes! {
     MEMIC_UNKNOWN = 0x5e03_006f;
     /// BAD_PARAM: SET_DELAY_DROP_PARAMS on a device without delay drop.
     DELAY_DROP_NOT_SUPPORTED = 0x5e03_0070;
+    /// BAD_PARAM: a striding RQ the device does not take (no `striding_rq`, a stride count
+    /// that is not encoded, a WQE stride below 32 bytes).
+    STRIDING_RQ = 0x5e03_0071;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

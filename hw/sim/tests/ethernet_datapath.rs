@@ -9,16 +9,13 @@
 
 mod common;
 
+use common::cmd;
 use common::datapath::{pair, Mr, Node};
+use common::eth_node::*;
 use common::ethernet::{self as eth, *};
-use common::{bare, cmd};
-use mlx5_ifc::prm::flow::{CreateFlowGroupOut, CreateFlowTableOut, SetFlowTableRootIn};
-use mlx5_ifc::prm::sq_rq::{CreateRqOut, CreateSqOut, ModifyRqIn, ModifySqIn, Rqc, Sqc};
-use mlx5_ifc::prm::tir::{
-    AllocTransportDomainIn, AllocTransportDomainOut, CreateRqtOut, CreateTirIn, CreateTirOut,
-    CreateTisIn, CreateTisOut, RxHashFieldSelect as Sel, Tirc, Tisc,
-};
-use mlx5_ifc::{Be64, Opcode, View, ViewMut};
+use mlx5_ifc::prm::sq_rq::{CreateRqOut, ModifyRqIn, ModifySqIn, Rqc, Sqc};
+use mlx5_ifc::prm::tir::{CreateRqtOut, CreateTirIn, CreateTirOut, RxHashFieldSelect as Sel, Tirc};
+use mlx5_ifc::{Opcode, View, ViewMut};
 use mlx5_sim::{DmaBlock, Mode};
 
 /// Microsoft's RSS verification key.
@@ -27,42 +24,11 @@ const KEY: [u8; 40] = [
     0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3, 0x80, 0x30, 0xf2, 0x0c,
     0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa,
 ];
-/// Its first vector: 66.9.149.187:2794 -> 161.142.100.80:1766, hash of addresses and ports.
-const SRC: [u8; 4] = [66, 9, 149, 187];
-const DST: [u8; 4] = [161, 142, 100, 80];
-const SPORT: u16 = 2794;
-const DPORT: u16 = 1766;
+/// Its hashes (addresses and ports, addresses only).
 const HASH_4_TUPLE: u32 = 0x51cc_c178;
 const HASH_2_TUPLE: u32 = 0x323e_8fc2;
 /// Receive buffers per WQE.
 const BUF: u64 = 2048;
-
-/// An Ethernet/IPv4 frame from A to `dmac` of protocol `proto` (17 UDP, 6 TCP) carrying
-/// `payload`, checksums zero (the SQ computes them).
-fn frame(dmac: [u8; 6], smac: [u8; 6], proto: u8, payload: &[u8]) -> Vec<u8> {
-    let l4 = if proto == 6 { 20 } else { 8 };
-    let mut f = Vec::new();
-    f.extend_from_slice(&dmac);
-    f.extend_from_slice(&smac);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + l4 + payload.len()) as u16;
-    f.extend_from_slice(&[0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, proto, 0, 0]);
-    f[16..18].copy_from_slice(&total.to_be_bytes());
-    f.extend_from_slice(&SRC);
-    f.extend_from_slice(&DST);
-    f.extend_from_slice(&SPORT.to_be_bytes());
-    f.extend_from_slice(&DPORT.to_be_bytes());
-    if proto == 6 {
-        f.extend_from_slice(&7000u32.to_be_bytes()); // seq
-        f.extend_from_slice(&0u32.to_be_bytes()); // ack
-        f.extend_from_slice(&[5 << 4, 0x18, 0xff, 0xff, 0, 0, 0, 0]); // PSH ACK
-    } else {
-        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
-    }
-    f.extend_from_slice(payload);
-    f
-}
 
 /// The checks a receiver makes: IPv4 header checksum, then TCP/UDP over the pseudo-header.
 fn checksums_ok(f: &[u8]) -> bool {
@@ -72,73 +38,6 @@ fn checksums_ok(f: &[u8]) -> bool {
     let seg = &ip[ihl..total];
     let pseudo = ones(&ip[12..20], u64::from(ip[9]) + seg.len() as u64);
     ones(&ip[..ihl], 0) == 0xffff && ones(seg, u64::from(pseudo)) == 0xffff
-}
-
-/// One NIC's Ethernet queues: a transport domain, a TIS and SQ (A), or RQs, an RQT, a TIR and
-/// steering (B).
-struct Eth {
-    /// The sender's transport domain (0 for a receiver).
-    td: u32,
-    sqn: u32,
-    sq: DmaBlock,
-    sq_dbr: DmaBlock,
-    sq_pi: u16,
-    rqs: Vec<(u32, DmaBlock, DmaBlock)>,
-}
-
-fn ring(n: &Node, pages: usize) -> (Ring, DmaBlock, DmaBlock) {
-    let dev = n.dev();
-    let buf = dev.dma_alloc(pages * 4096, 4096).unwrap();
-    let dbr = dev.dma_alloc(64, 64).unwrap();
-    let r = Ring {
-        pd: n.fx.pd,
-        uar: n.fx.uar,
-        dbr: dbr.iova,
-        pas: (0..pages as u64).map(|k| buf.iova + k * 4096).collect(),
-    };
-    (r, buf, dbr)
-}
-
-fn transport_domain(n: &mut Node) -> u32 {
-    let out = n.fx.p.ok(
-        &bare::<AllocTransportDomainIn>(Opcode::AllocTransportDomain, 0),
-        0x10,
-    );
-    View::<AllocTransportDomainOut>::new(&out)
-        .unwrap()
-        .get32(AllocTransportDomainOut::TRANSPORT_DOMAIN)
-}
-
-/// A: an SQ of 16 WQEBBs on the node's CQ, RDY.
-fn sender(n: &mut Node) -> Eth {
-    let td = transport_domain(n);
-    let tis_in = cmd::<CreateTisIn>(Opcode::CreateTis, 0, |v| {
-        v.nested_mut(CreateTisIn::CTX)
-            .set(Tisc::TRANSPORT_DOMAIN, td.into())
-            .unwrap();
-    });
-    let tis = made::<CreateTisOut>(&mut n.fx, &tis_in, CreateTisOut::TISN);
-    let (r, sq, sq_dbr) = ring(n, 1);
-    let sqn = made::<CreateSqOut>(
-        &mut n.fx,
-        &eth::sq_in(&r, n.cqn, tis, |_| {}),
-        CreateSqOut::SQN,
-    );
-    n.fx.p.ok(
-        &cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
-            v.set(ModifySqIn::SQN, sqn.into()).unwrap();
-            v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, 1).unwrap();
-        }),
-        0x10,
-    );
-    Eth {
-        td,
-        sqn,
-        sq,
-        sq_dbr,
-        sq_pi: 0,
-        rqs: Vec::new(),
-    }
 }
 
 /// A RDY RQ of 16 WQEs, WQE `k` one 2 KiB buffer at `mr` + `(16 * slot + k) * BUF`, `posted` of
@@ -208,21 +107,8 @@ fn receiver_with(n: &mut Node, mr: &Mr, posted: u16, edit: impl Fn(&mut ViewMut<
         s.set(Sel::SELECTED_FIELDS, 0xf).unwrap();
     });
     let tir = made::<CreateTirOut>(&mut n.fx, &tir_in, CreateTirOut::TIRN);
-    let table =
-        made::<CreateFlowTableOut>(&mut n.fx, &table_in(0, None), CreateFlowTableOut::TABLE_ID);
-    let group = made::<CreateFlowGroupOut>(
-        &mut n.fx,
-        &dmac_group_in(table, 0, 0),
-        CreateFlowGroupOut::GROUP_ID,
-    );
-    n.fx.p
-        .ok(&dmac_fte_in(table, group, 0, n.mac(), &[(2, tir)]), 0x10);
-    n.fx.p.ok(
-        &cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, 0, |v| {
-            v.set(SetFlowTableRootIn::TABLE_ID, table.into()).unwrap();
-        }),
-        0x10,
-    );
+    let mac = n.mac();
+    steer_mac_to(n, mac, &[tir]);
     Eth {
         td: 0,
         sqn: 0,
@@ -231,43 +117,6 @@ fn receiver_with(n: &mut Node, mr: &Mr, posted: u16, edit: impl Fn(&mut ViewMut<
         sq_pi: 0,
         rqs,
     }
-}
-
-/// Posts a SEND (`tso`: TSO with `mss`) of `f` from A: the first `inline` bytes in the WQE,
-/// the rest from `mr`; checksum offloads on; rings the doorbell.
-fn send(n: &Node, e: &mut Eth, mr: &Mr, f: &[u8], inline: usize, mss: Option<u16>) -> u16 {
-    let dev = n.dev();
-    dev.dma_write(mr.buf.iova, &f[inline..]).unwrap();
-    let mut w = vec![0u8; 32];
-    w[16 + 4] = 0xc0; // L3 and L4 checksums
-    if let Some(m) = mss {
-        w[16 + 6..16 + 8].copy_from_slice(&m.to_be_bytes());
-    }
-    w[16 + 12..16 + 14].copy_from_slice(&(inline as u16).to_be_bytes());
-    w.extend_from_slice(&[0; 16 * 8]);
-    w[30..30 + inline].copy_from_slice(&f[..inline]);
-    let data_at = 32 + 16 * (inline.saturating_sub(2)).div_ceil(16);
-    w.truncate(data_at);
-    w.extend_from_slice(&((f.len() - inline) as u32).to_be_bytes());
-    w.extend_from_slice(&mr.key.to_be_bytes());
-    w.extend_from_slice(&mr.va.to_be_bytes());
-    let ds = (w.len() / 16) as u32;
-    let opcode = if mss.is_some() { 0x0e } else { 0x0a };
-    let idx = e.sq_pi;
-    w[0..4].copy_from_slice(&((u32::from(idx) << 8) | opcode).to_be_bytes());
-    w[4..8].copy_from_slice(&((e.sqn << 8) | ds).to_be_bytes());
-    w[11] = 0x08; // CQ_UPDATE
-    w.resize(w.len().next_multiple_of(64), 0);
-    for (k, bb) in w.chunks(64).enumerate() {
-        let slot = (u64::from(idx) + k as u64) & 15;
-        dev.dma_write(e.sq.iova + slot * 64, bb).unwrap();
-    }
-    e.sq_pi = e.sq_pi.wrapping_add((w.len() / 64) as u16);
-    dev.dma_write(e.sq_dbr.iova + 4, &u32::from(e.sq_pi).to_be_bytes())
-        .unwrap();
-    let first = u64::from_be_bytes(w[..8].try_into().unwrap());
-    dev.bar_write64(u64::from(n.fx.uar) * 4096 + 0x800, Be64::new(first));
-    idx
 }
 
 /// The raw 64-byte CQE B wrote last (the node's poll parses fewer fields).
@@ -492,23 +341,7 @@ fn looped_back_past_blocking_tirs(unicast: bool) {
     } else {
         [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb]
     };
-    let table =
-        made::<CreateFlowTableOut>(&mut n.fx, &table_in(0, None), CreateFlowTableOut::TABLE_ID);
-    let group = made::<CreateFlowGroupOut>(
-        &mut n.fx,
-        &dmac_group_in(table, 0, 0),
-        CreateFlowGroupOut::GROUP_ID,
-    );
-    n.fx.p.ok(
-        &dmac_fte_in(table, group, 0, dmac, &[(2, open_tir), (2, blocking_tir)]),
-        0x10,
-    );
-    n.fx.p.ok(
-        &cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, 0, |v| {
-            v.set(SetFlowTableRootIn::TABLE_ID, table.into()).unwrap();
-        }),
-        0x10,
-    );
+    steer_mac_to(&mut n, dmac, &[open_tir, blocking_tir]);
     let f = frame(dmac, n.mac(), 17, &[5; 40]);
     let src = n.reg_mr(4096, false, false, false);
     send(&n, &mut a, &src, &f, 14, None);

@@ -5,8 +5,9 @@
 //! From the doorbell's WQE counter back to the SQ's consumer counter, WQE by WQE (each `DS × 16`
 //! bytes, in 64-byte WQEBBs): a WQE whose control segment names another SQ, or whose index is
 //! not the consumer counter, stops the queue (a [`DmaFaultKind::BadWqe`], the SQ goes to ERR
-//! with an error CQE); NOP completes; SEND and TSO put frames on the wire. Another opcode is a
-//! local QP operation error. A WQE with CQ_UPDATE (`fm_ce_se` bit 3) gets a requester CQE on the
+//! with an error CQE); NOP completes; SEND and TSO put frames on the wire; UMR, on an SQ made
+//! with `reg_umr` (mlx5e's ICOSQ, mapping a striding RQ's pages), changes a memory key
+//! ([`super::umr`]). Another opcode is a local QP operation error. A WQE with CQ_UPDATE (`fm_ce_se` bit 3) gets a requester CQE on the
 //! SQ's CQ: opcode REQ, the WQE's opcode, the SQN and its WQE counter — what mlx5e's TX and
 //! ICOSQ completion handlers read.
 //!
@@ -66,6 +67,8 @@ struct SqInfo {
     ring: WqRing,
     /// Its packet pacing rate (kbit/s), if its rate index names a set rate.
     rate: Option<u32>,
+    /// `reg_umr`: it executes UMR WQEs.
+    reg_umr: bool,
 }
 
 fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
@@ -92,6 +95,7 @@ fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
         rate: (index != 0)
             .then(|| hw.model.rates.get(&index).copied())
             .flatten(),
+        reg_umr: c.get(Sqc::REG_UMR) == 1,
     })
 }
 
@@ -197,6 +201,16 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         let rest = Some((cc.wrapping_add(ds.div_ceil(WQEBB / 16) as u16), last));
         match op_code {
             opcode::NOP => {}
+            opcode::UMR if sq.reg_umr => {
+                let done = read_wqe(hw, &sq, cc, ds as usize)
+                    .ok_or(LocalError::Dma)
+                    .and_then(|w| super::umr::execute(hw, &w));
+                if let Err(e) = done {
+                    log::info!("mlx5-sim: SQ {sqn:#x} UMR WQE {cc}: {e:?}");
+                    fail(hw, sqn, &sq, cc, op_code, local_syndrome(e), rest);
+                    return;
+                }
+            }
             opcode::SEND | opcode::TSO if paced_wait(hw, sqn, &sq, last) => return,
             opcode::SEND | opcode::TSO => {
                 let wqe_iova =
@@ -217,15 +231,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                     }
                     Err(e) => {
                         log::info!("mlx5-sim: SQ {sqn:#x} WQE {cc}: {e:?}");
-                        let syn = match e {
-                            LocalError::Length => syndrome::LOCAL_LENGTH_ERR,
-                            // Ethernet queues take no page faults (no ODP for raw packets).
-                            LocalError::Protection | LocalError::PageFault => {
-                                syndrome::LOCAL_PROT_ERR
-                            }
-                            LocalError::Dma => syndrome::LOCAL_QP_OP_ERR,
-                        };
-                        fail(hw, sqn, &sq, cc, op_code, syn, rest);
+                        fail(hw, sqn, &sq, cc, op_code, local_syndrome(e), rest);
                         return;
                     }
                 }
@@ -256,6 +262,16 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
         if done {
             return;
         }
+    }
+}
+
+/// The error CQE syndrome of a WQE that failed with `e`.
+fn local_syndrome(e: LocalError) -> u8 {
+    match e {
+        LocalError::Length => syndrome::LOCAL_LENGTH_ERR,
+        // Ethernet queues take no page faults (no ODP for raw packets).
+        LocalError::Protection | LocalError::PageFault => syndrome::LOCAL_PROT_ERR,
+        LocalError::Dma => syndrome::LOCAL_QP_OP_ERR,
     }
 }
 

@@ -39,6 +39,7 @@ use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::prm::tir::Tirc;
 use mlx5_ifc::View;
 
+use super::eth_mpw::{Landing, Placed};
 use super::wqe::{recv_sges, LocalError};
 use super::{dma, steering};
 use crate::events::cqe::{self, op, syndrome, Cqe, EthRx};
@@ -65,6 +66,8 @@ struct RqInfo {
     end_pad: bool,
     /// `delay_drop_en`: without a WQE, frames wait (while delay drop is armed).
     delay_drop: bool,
+    /// A striding RQ's geometry; `None` for a cyclic RQ of scatter lists.
+    striding: Option<super::eth_mpw::Striding>,
     ring: WqRing,
 }
 
@@ -79,6 +82,7 @@ fn info(hw: &Hw<'_>, rqn: u32) -> Option<RqInfo> {
         fcs: c.get(Rqc::SCATTER_FCS) == 1,
         end_pad: c.nested(Rqc::WQ).get(Wq::END_PADDING_MODE) == END_PAD_ALIGN,
         delay_drop: c.get(Rqc::DELAY_DROP_EN) == 1,
+        striding: super::eth_mpw::Striding::of(&c.nested(Rqc::WQ)),
         ring: WqRing::of(&c.nested(Rqc::WQ), &q.pas),
     })
 }
@@ -186,43 +190,31 @@ fn land(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, held: &HeldFrame) -> bool {
         );
         return true;
     };
-    let cc = hw.model.rt.eth_rqs.get(&rqn).copied().unwrap_or(0);
-    if pi as u16 == cc {
-        return false;
-    }
-    let mut wqe = vec![0u8; rq.ring.stride as usize];
-    if let Err(iova) = rq.ring.read(hw.iommu, u64::from(cc), &mut wqe) {
-        dma_fault(
-            hw.faults,
-            iova,
-            wqe.len(),
-            false,
-            format!("RQ {rqn:#x} WQE {cc}"),
-        );
-        return true;
-    }
-    hw.model.rt.eth_rqs.insert(rqn, cc.wrapping_add(1));
-    let sges = recv_sges(&wqe);
-    let srqn_uidx = cqe::srqn_uidx(hw, rq.user_index, None);
     // What lands in the buffers: the frame, its FCS (that of the frame on the wire) with
-    // `scatter_fcs`, zeros to the end of the last 64-byte line with end padding.
+    // `scatter_fcs`.
     let mut data = frame.clone();
     if rq.fcs {
         data.extend_from_slice(&crc32(f).to_le_bytes());
     }
-    let byte_cnt = data.len() as u32;
-    if rq.end_pad {
-        data.resize(data.len() + end_padding(&sges, data.len()), 0);
-    }
-    let wrote = dma::scatter(hw, rq.ring.pd, &sges, 0, &data);
-    let c = match wrote {
+    let placed = match &rq.striding {
+        Some(s) => super::eth_mpw::place(hw, rqn, rq.cqn, &rq.ring, s, pi as u16, &data),
+        None => place_cyclic(hw, rqn, rq, pi as u16, data),
+    };
+    let p = match placed {
+        Landing::NoWqe => return false,
+        Landing::Lost => return true,
+        Landing::At(p) => p,
+    };
+    let srqn_uidx = cqe::srqn_uidx(hw, rq.user_index, None);
+    let c = match p.wrote {
         Ok(()) => {
             hw.model.rt.counters.eth_rx_delivered += 1;
             Cqe {
                 opcode: op::RESP_SEND,
                 qpn: flow_tag & 0xff_ffff,
-                wqe_counter: cc,
-                byte_cnt,
+                wqe_counter: p.wqe_counter,
+                wqe_id: p.wqe_id,
+                byte_cnt: p.byte_cnt,
                 srqn_uidx,
                 l3_hdr_type: match h.l3 {
                     L3::V4 => l3_hdr_type::IPV4,
@@ -238,7 +230,8 @@ fn land(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, held: &HeldFrame) -> bool {
             Cqe {
                 opcode: op::RESP_ERR,
                 qpn: rqn,
-                wqe_counter: cc,
+                wqe_counter: p.wqe_counter,
+                wqe_id: p.wqe_id,
                 srqn_uidx,
                 syndrome: match e {
                     LocalError::Length => syndrome::LOCAL_LENGTH_ERR,
@@ -256,6 +249,39 @@ fn land(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, held: &HeldFrame) -> bool {
     };
     cqe::post(hw, rq.cqn, &c);
     true
+}
+
+/// Places `data` in the next WQE of cyclic RQ `rqn` (`pi` WQEs posted): scattered over its data
+/// segments, with end padding.
+fn place_cyclic(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, pi: u16, mut data: Vec<u8>) -> Landing {
+    let cc = hw.model.rt.eth_rqs.get(&rqn).copied().unwrap_or(0);
+    if pi == cc {
+        return Landing::NoWqe;
+    }
+    let mut wqe = vec![0u8; rq.ring.stride as usize];
+    if let Err(iova) = rq.ring.read(hw.iommu, u64::from(cc), &mut wqe) {
+        dma_fault(
+            hw.faults,
+            iova,
+            wqe.len(),
+            false,
+            format!("RQ {rqn:#x} WQE {cc}"),
+        );
+        return Landing::Lost;
+    }
+    hw.model.rt.eth_rqs.insert(rqn, cc.wrapping_add(1));
+    let sges = recv_sges(&wqe);
+    let byte_cnt = data.len() as u32;
+    if rq.end_pad {
+        data.resize(data.len() + end_padding(&sges, data.len()), 0);
+    }
+    let wrote = dma::scatter(hw, rq.ring.pd, &sges, 0, &data);
+    Landing::At(Placed {
+        wqe_counter: cc,
+        wqe_id: 0,
+        byte_cnt,
+        wrote,
+    })
 }
 
 /// The most frames an RQ holds; more are dropped.

@@ -28,6 +28,7 @@ pub(crate) mod ack;
 pub(crate) mod dma;
 pub(crate) mod doorbell;
 pub(crate) mod eth;
+pub(crate) mod eth_mpw;
 pub(crate) mod eth_rx;
 pub(crate) mod odp;
 pub(crate) mod psn;

@@ -45,6 +45,9 @@ pub(crate) struct Cqe {
     pub(crate) wqe_opcode: u8,
     pub(crate) qpn: u32,
     pub(crate) wqe_counter: u16,
+    /// A striding RQ's receive CQE: the WQE the frame went to (`wqe_counter` is then its first
+    /// stride, `byte_cnt` the strides consumed and the bytes).
+    pub(crate) wqe_id: u16,
     pub(crate) byte_cnt: u32,
     pub(crate) imm: [u8; 4],
     pub(crate) srqn_uidx: u32,
@@ -108,6 +111,7 @@ impl Cqe {
         v.set(Cqe64::WQE_OPCODE, self.wqe_opcode.into())?;
         v.set(Cqe64::QPN, (self.qpn & 0xff_ffff).into())?;
         v.set(Cqe64::WQE_COUNTER, self.wqe_counter.into())?;
+        v.set(Cqe64::WQE_ID, self.wqe_id.into())?;
         v.set(Cqe64::OPCODE, (self.opcode & 0xf).into())?;
         v.set(Cqe64::SE, self.solicited.into())?;
         v.set(Cqe64::OWNER, (owner & 1).into())?;

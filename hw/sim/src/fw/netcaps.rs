@@ -35,12 +35,21 @@ pub(crate) fn eth_caps() -> [u8; Eth::BYTES] {
         // A received frame's FCS scattered after it (`rqc.scatter_fcs`): raw packet QPs'
         // IBV_QP_CREATE_SCATTER_FCS, mlx5e's rx-fcs (real-cx5.md rows 37, 38).
         v.set(Eth::SCATTER_FCS, 1)?;
+        // Send queues that execute UMR WQEs (`sqc.reg_umr`): mlx5e's ICOSQ maps its striding
+        // RQs' pages with them (`mlx5e_check_fragmented_striding_rq_cap`).
+        v.set(Eth::REG_UMR_SQ, 1)?;
         Ok(())
     });
     if let Err(e) = r {
         log::error!("mlx5-sim: Ethernet caps: {e}");
     }
     img
+}
+
+/// One field of [`eth_caps`].
+pub(crate) fn eth_cap(f: Field<Eth>) -> u64 {
+    let img = eth_caps();
+    mlx5_ifc::View::<Eth>::new(&img).map_or(0, |v| v.get(f))
 }
 
 /// The outer header fields a NIC flow table can match.

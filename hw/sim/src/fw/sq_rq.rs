@@ -4,13 +4,16 @@
 //! Checks, each with its own syndrome:
 //!
 //! * both: the context `state` RST at create (BAD_PARAM WQ_STATE); `cqn` a live CQ (BAD_RES
-//!   UNKNOWN_CQ); the `wq`: `wq_type` cyclic (BAD_PARAM BAD_WQ_TYPE), `pd` 0 or a live PD,
+//!   UNKNOWN_CQ); the `wq`: `wq_type` cyclic, or for an RQ striding (linked list or cyclic;
+//!   BAD_PARAM STRIDING_RQ when the device does not take its geometry) (else BAD_PARAM
+//!   BAD_WQ_TYPE), `pd` 0 or a live PD,
 //!   `log_wq_sz` ≤ `log_max_wq_sz` and a stride of 16 B up to `max_wqe_sz_rq` / `max_wqe_sz_sq`
 //!   (WQ_SIZE), the doorbell record (4 bytes for an RQ, 8 for an SQ: receive and send counters)
 //!   and the buffer ([`super::queue`]); fewer than `2^log_max_rq` / `2^log_max_sq` live (EXCEED_LIM
 //!   NET_EXHAUSTED).
 //! * RQ: `mem_rq_type` 0 (the WQEs in the RQ's own buffer; BAD_PARAM WQ_TYPE); `counter_set_id` 0
-//!   or an allocated Q counter (BAD_RES UNKNOWN_Q_COUNTER). SQ: `uar_page` a live UAR, at most
+//!   or an allocated Q counter (BAD_RES UNKNOWN_Q_COUNTER). SQ: `reg_umr` only with the
+//!   Ethernet cap `reg_umr_sq` (BAD_PARAM BAD_WQ_TYPE); `uar_page` a live UAR, at most
 //!   one TIS (`tis_lst_sz` 0 for an internal queue, or 1 and `tis_num_0` a live TIS: BAD_RES
 //!   UNKNOWN_TIS), no hairpin, no SWP, no
 //!   multi-packet WQEs (BAD_PARAM WQ_TYPE).
@@ -26,7 +29,7 @@
 
 use mlx5_ifc::consts::sq_rq_state::{ERR, RDY, RST};
 use mlx5_ifc::consts::wq_type;
-use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::caps::{CmdHcaCap, PerProtocolNetworkingOffloadCaps as Eth};
 use mlx5_ifc::prm::sq_rq::{
     AllocQCounterOut, CreateRqIn, CreateRqOut, CreateSqIn, CreateSqOut, DeallocQCounterIn,
     DestroyRqIn, DestroySqIn, ModifyRqIn, ModifySqIn, QueryQCounterIn, QueryRqIn, QueryRqOut,
@@ -41,17 +44,22 @@ use crate::model::objects::ObjectKind;
 use crate::model::Model;
 use crate::syndrome as syn;
 
-/// Checks a cyclic work queue of the given stride limit; returns its buffer pages.
+/// Checks a work queue of the given stride limit — cyclic, or for an RQ (`striding_ok`) a
+/// striding one ([`striding_rq`]); returns its buffer pages.
 fn work_queue(
     model: &Model,
     env: &mut Env<'_>,
     what: &str,
     w: &View<'_, Wq>,
-    max_stride: u64,
+    (max_stride, striding_ok): (u64, bool),
     dbr_bytes: usize,
 ) -> Result<Vec<u64>, Failure> {
-    if w.get(Wq::WQ_TYPE) != wq_type::CYCLIC {
-        return Err(bad_param(syn::BAD_WQ_TYPE));
+    match w.get(Wq::WQ_TYPE) {
+        wq_type::CYCLIC => {}
+        wq_type::LINKED_LIST_STRIDING_RQ | wq_type::CYCLIC_STRIDING_RQ if striding_ok => {
+            striding_rq(model, w)?;
+        }
+        _ => return Err(bad_param(syn::BAD_WQ_TYPE)),
     }
     // PD 0 is accepted: Linux's mlx5e creates its drop RQ (a queue of no WQEs it never posts
     // to) without one, which firmware takes.
@@ -74,6 +82,19 @@ fn work_queue(
         w.get(Wq::PAGE_OFFSET),
         stride << log_sz,
     )
+}
+
+/// A striding RQ's geometry, checked (BAD_PARAM STRIDING_RQ): the device has `striding_rq`;
+/// `log_wqe_num_of_strides` encodes a stride count (the values 0xa..=0xf, 8 to 256 strides,
+/// only with `ext_stride_num_range`); a WQE holds its next segment and a data segment (a stride
+/// of 32 bytes or more). Every `log_wqe_stride_size` (64 B to 8 KiB) is one.
+fn striding_rq(model: &Model, w: &View<'_, Wq>) -> Result<(), Failure> {
+    let ext = model.cur(CmdHcaCap::EXT_STRIDE_NUM_RANGE) == 1;
+    let strides = crate::engine::eth_mpw::log_num_strides(w.get(Wq::LOG_WQE_NUM_OF_STRIDES), ext);
+    if model.cur(CmdHcaCap::STRIDING_RQ) == 0 || strides.is_none() || w.get(Wq::LOG_WQ_STRIDE) < 5 {
+        return Err(bad_param(syn::STRIDING_RQ));
+    }
+    Ok(())
 }
 
 /// The PD a work queue holds (none for PD 0).
@@ -123,7 +144,7 @@ pub(crate) fn create_rq(
         queue::require(model, ObjectKind::QCounter, counter, syn::UNKNOWN_Q_COUNTER)?;
     }
     let max = model.cur(CmdHcaCap::MAX_WQE_SZ_RQ);
-    let pas = work_queue(model, env, "CREATE_RQ", &c.nested(Rqc::WQ), max, 4)?;
+    let pas = work_queue(model, env, "CREATE_RQ", &c.nested(Rqc::WQ), (max, true), 4)?;
     let mut q = queue::new_queue(queue::image(&c)?, pas, None);
     q.holds.push((ObjectKind::Cq, cqn));
     q.holds.extend(pd_of(&c.nested(Rqc::WQ)));
@@ -154,6 +175,11 @@ pub(crate) fn create_sq(
     {
         return Err(bad_param(syn::BAD_WQ_TYPE));
     }
+    // A send queue that executes UMR WQEs (mlx5e's ICOSQ maps a striding RQ's pages with
+    // them) needs the Ethernet capability `reg_umr_sq`.
+    if c.get(Sqc::REG_UMR) == 1 && super::netcaps::eth_cap(Eth::REG_UMR_SQ) == 0 {
+        return Err(bad_param(syn::BAD_WQ_TYPE));
+    }
     super::pacing::check_index(model, c.get(Sqc::PACKET_PACING_RATE_LIMIT_INDEX))?;
     let cqn = c.get32(Sqc::CQN);
     queue::require(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
@@ -171,7 +197,7 @@ pub(crate) fn create_sq(
     let uar = w.get32(Wq::UAR_PAGE);
     queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
     let max = model.cur(CmdHcaCap::MAX_WQE_SZ_SQ);
-    let pas = work_queue(model, env, "CREATE_SQ", &w, max, 8)?;
+    let pas = work_queue(model, env, "CREATE_SQ", &w, (max, false), 8)?;
     let mut q = queue::new_queue(queue::image(&c)?, pas, Some(uar));
     q.holds.push((ObjectKind::Cq, cqn));
     q.holds.extend(tis.map(|t| (ObjectKind::Tis, t)));
@@ -253,6 +279,11 @@ pub(crate) fn modify_rq(
         }
         Ok(())
     }))?;
+    if states.1 == RST {
+        // Back to empty: the device's count of WQEs used (and a striding RQ's place) starts
+        // over.
+        model.rt.forget(ObjectKind::Rq, rqn);
+    }
     Ok(())
 }
 

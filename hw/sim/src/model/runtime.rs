@@ -48,6 +48,8 @@ pub struct DatapathCounters {
     pub eth_rx_out_of_buffer: u64,
     /// Ethernet frames that met a receive error (too long for the WQE, a bad lkey): error CQEs.
     pub eth_rx_errors: u64,
+    /// Filler CQEs of striding RQs: the strides a frame did not fit in, given back.
+    pub eth_rx_mpw_fillers: u64,
     /// Looped-back multicast frames a TIR of the sender's own transport domain refused
     /// (`self_lb_block`).
     pub eth_rx_self_lb_blocked: u64,
@@ -137,6 +139,15 @@ pub(crate) struct WriteCtx {
     pub(crate) va: u64,
     /// Bytes of the message placed so far.
     pub(crate) written: u64,
+}
+
+/// A striding RQ's place: the WQEs it has used up (against the doorbell record's count of
+/// WQEs posted), the index of the WQE it fills, and the strides of that WQE already used.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MpwRq {
+    pub(crate) consumed: u16,
+    pub(crate) index: u16,
+    pub(crate) used: u32,
 }
 
 /// A frame an RQ with delay drop holds (what delivering it needs).
@@ -254,6 +265,8 @@ pub(crate) struct Runtime {
     pub(crate) held: BTreeMap<u32, HeldRq>,
     /// Ethernet RQs: the consumer counter (WQEs).
     pub(crate) eth_rqs: BTreeMap<u32, u16>,
+    /// Striding Ethernet RQs: where the next frame goes.
+    pub(crate) mpw_rqs: BTreeMap<u32, MpwRq>,
     /// EQ producer counters.
     pub(crate) eqs: BTreeMap<u32, u32>,
     /// BlueFlame halves: BAR offset of the half → the WQE its last doorbell named.
@@ -308,6 +321,7 @@ impl Runtime {
             }
             ObjectKind::Rq => {
                 self.eth_rqs.remove(&id);
+                self.mpw_rqs.remove(&id);
                 self.held.remove(&id);
             }
             _ => {}

@@ -27,6 +27,8 @@ pub struct Cqe {
     pub wqe_opcode: u8,
     pub qpn: u32,
     pub wqe_counter: u16,
+    /// A striding RQ's receive: the WQE (bytes 2–3).
+    pub wqe_id: u16,
     pub byte_cnt: u32,
     pub imm: [u8; 4],
     pub flags_rqpn: u32,
@@ -43,6 +45,7 @@ impl Cqe {
             wqe_opcode: b[56],
             qpn: be32(56) & 0xff_ffff,
             wqe_counter: u16::from_be_bytes([b[60], b[61]]),
+            wqe_id: u16::from_be_bytes([b[2], b[3]]),
             byte_cnt: be32(44),
             imm: b[36..40].try_into().unwrap(),
             flags_rqpn: be32(24),

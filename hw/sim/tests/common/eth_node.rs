@@ -1,0 +1,183 @@
+//! A node's Ethernet send side at the byte level, shared by the Ethernet data path tests: a
+//! transport domain, a TIS and an RDY SQ (`sender`), a SEND or TSO WQE of a frame (`send`),
+//! and the IPv4 frames they carry (`frame`).
+
+use mlx5_ifc::prm::flow::{CreateFlowGroupOut, CreateFlowTableOut, SetFlowTableRootIn};
+use mlx5_ifc::prm::sq_rq::{CreateSqOut, ModifySqIn, Sqc};
+use mlx5_ifc::prm::tir::{
+    AllocTransportDomainIn, AllocTransportDomainOut, CreateTisIn, CreateTisOut, Tisc,
+};
+use mlx5_ifc::{Be64, Opcode, View, ViewMut};
+use mlx5_sim::DmaBlock;
+
+use super::datapath::{Mr, Node};
+use super::ethernet::{self as eth, made, Ring};
+use super::{bare, cmd};
+
+/// Its first vector: 66.9.149.187:2794 -> 161.142.100.80:1766, hash of addresses and ports.
+pub const SRC: [u8; 4] = [66, 9, 149, 187];
+pub const DST: [u8; 4] = [161, 142, 100, 80];
+pub const SPORT: u16 = 2794;
+pub const DPORT: u16 = 1766;
+
+/// An Ethernet/IPv4 frame from A to `dmac` of protocol `proto` (17 UDP, 6 TCP) carrying
+/// `payload`, checksums zero (the SQ computes them).
+pub fn frame(dmac: [u8; 6], smac: [u8; 6], proto: u8, payload: &[u8]) -> Vec<u8> {
+    let l4 = if proto == 6 { 20 } else { 8 };
+    let mut f = Vec::new();
+    f.extend_from_slice(&dmac);
+    f.extend_from_slice(&smac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + l4 + payload.len()) as u16;
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0x12, 0x34, 0x40, 0, 64, proto, 0, 0]);
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&SRC);
+    f.extend_from_slice(&DST);
+    f.extend_from_slice(&SPORT.to_be_bytes());
+    f.extend_from_slice(&DPORT.to_be_bytes());
+    if proto == 6 {
+        f.extend_from_slice(&7000u32.to_be_bytes()); // seq
+        f.extend_from_slice(&0u32.to_be_bytes()); // ack
+        f.extend_from_slice(&[5 << 4, 0x18, 0xff, 0xff, 0, 0, 0, 0]); // PSH ACK
+    } else {
+        f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        f.extend_from_slice(&[0, 0]);
+    }
+    f.extend_from_slice(payload);
+    f
+}
+
+/// One NIC's Ethernet queues: a transport domain, a TIS and SQ (A), or RQs, an RQT, a TIR and
+/// steering (B).
+pub struct Eth {
+    /// The sender's transport domain (0 for a receiver).
+    pub td: u32,
+    pub sqn: u32,
+    pub sq: DmaBlock,
+    pub sq_dbr: DmaBlock,
+    pub sq_pi: u16,
+    pub rqs: Vec<(u32, DmaBlock, DmaBlock)>,
+}
+
+pub fn ring(n: &Node, pages: usize) -> (Ring, DmaBlock, DmaBlock) {
+    let dev = n.dev();
+    let buf = dev.dma_alloc(pages * 4096, 4096).unwrap();
+    let dbr = dev.dma_alloc(64, 64).unwrap();
+    let r = Ring {
+        pd: n.fx.pd,
+        uar: n.fx.uar,
+        dbr: dbr.iova,
+        pas: (0..pages as u64).map(|k| buf.iova + k * 4096).collect(),
+    };
+    (r, buf, dbr)
+}
+
+pub fn transport_domain(n: &mut Node) -> u32 {
+    let out = n.fx.p.ok(
+        &bare::<AllocTransportDomainIn>(Opcode::AllocTransportDomain, 0),
+        0x10,
+    );
+    View::<AllocTransportDomainOut>::new(&out)
+        .unwrap()
+        .get32(AllocTransportDomainOut::TRANSPORT_DOMAIN)
+}
+
+/// A: an SQ of 16 WQEBBs on the node's CQ, RDY.
+pub fn sender(n: &mut Node) -> Eth {
+    let td = transport_domain(n);
+    let tis_in = cmd::<CreateTisIn>(Opcode::CreateTis, 0, |v| {
+        v.nested_mut(CreateTisIn::CTX)
+            .set(Tisc::TRANSPORT_DOMAIN, td.into())
+            .unwrap();
+    });
+    let tis = made::<CreateTisOut>(&mut n.fx, &tis_in, CreateTisOut::TISN);
+    let mut e = rdy_sq(n, tis, |_| {});
+    e.td = td;
+    e
+}
+
+/// An SQ of 16 WQEBBs on the node's CQ over TIS `tis` (`edit` applied to its context at
+/// creation), RDY.
+pub fn rdy_sq(n: &mut Node, tis: u32, edit: impl FnOnce(&mut ViewMut<'_, Sqc>)) -> Eth {
+    let (r, sq, sq_dbr) = ring(n, 1);
+    let sqn = made::<CreateSqOut>(
+        &mut n.fx,
+        &eth::sq_in(&r, n.cqn, tis, edit),
+        CreateSqOut::SQN,
+    );
+    n.fx.p.ok(
+        &cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
+            v.set(ModifySqIn::SQN, sqn.into()).unwrap();
+            v.nested_mut(ModifySqIn::CTX).set(Sqc::STATE, 1).unwrap();
+        }),
+        0x10,
+    );
+    Eth {
+        td: 0,
+        sqn,
+        sq,
+        sq_dbr,
+        sq_pi: 0,
+        rqs: Vec::new(),
+    }
+}
+
+/// A root receive flow table whose one entry sends frames to `dmac` to the TIRs `tirs`.
+pub fn steer_mac_to(n: &mut Node, dmac: [u8; 6], tirs: &[u32]) {
+    let table = made::<CreateFlowTableOut>(
+        &mut n.fx,
+        &eth::table_in(0, None),
+        CreateFlowTableOut::TABLE_ID,
+    );
+    let group = made::<CreateFlowGroupOut>(
+        &mut n.fx,
+        &eth::dmac_group_in(table, 0, 0),
+        CreateFlowGroupOut::GROUP_ID,
+    );
+    let dests: Vec<(u64, u32)> = tirs.iter().map(|&t| (2, t)).collect();
+    n.fx.p
+        .ok(&eth::dmac_fte_in(table, group, 0, dmac, &dests), 0x10);
+    n.fx.p.ok(
+        &cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, 0, |v| {
+            v.set(SetFlowTableRootIn::TABLE_ID, table.into()).unwrap();
+        }),
+        0x10,
+    );
+}
+
+/// Posts a SEND (`tso`: TSO with `mss`) of `f` from A: the first `inline` bytes in the WQE,
+/// the rest from `mr`; checksum offloads on; rings the doorbell.
+pub fn send(n: &Node, e: &mut Eth, mr: &Mr, f: &[u8], inline: usize, mss: Option<u16>) -> u16 {
+    let dev = n.dev();
+    dev.dma_write(mr.buf.iova, &f[inline..]).unwrap();
+    let mut w = vec![0u8; 32];
+    w[16 + 4] = 0xc0; // L3 and L4 checksums
+    if let Some(m) = mss {
+        w[16 + 6..16 + 8].copy_from_slice(&m.to_be_bytes());
+    }
+    w[16 + 12..16 + 14].copy_from_slice(&(inline as u16).to_be_bytes());
+    w.extend_from_slice(&[0; 16 * 8]);
+    w[30..30 + inline].copy_from_slice(&f[..inline]);
+    let data_at = 32 + 16 * (inline.saturating_sub(2)).div_ceil(16);
+    w.truncate(data_at);
+    w.extend_from_slice(&((f.len() - inline) as u32).to_be_bytes());
+    w.extend_from_slice(&mr.key.to_be_bytes());
+    w.extend_from_slice(&mr.va.to_be_bytes());
+    let ds = (w.len() / 16) as u32;
+    let opcode = if mss.is_some() { 0x0e } else { 0x0a };
+    let idx = e.sq_pi;
+    w[0..4].copy_from_slice(&((u32::from(idx) << 8) | opcode).to_be_bytes());
+    w[4..8].copy_from_slice(&((e.sqn << 8) | ds).to_be_bytes());
+    w[11] = 0x08; // CQ_UPDATE
+    w.resize(w.len().next_multiple_of(64), 0);
+    for (k, bb) in w.chunks(64).enumerate() {
+        let slot = (u64::from(idx) + k as u64) & 15;
+        dev.dma_write(e.sq.iova + slot * 64, bb).unwrap();
+    }
+    e.sq_pi = e.sq_pi.wrapping_add((w.len() / 64) as u16);
+    dev.dma_write(e.sq_dbr.iova + 4, &u32::from(e.sq_pi).to_be_bytes())
+        .unwrap();
+    let first = u64::from_be_bytes(w[..8].try_into().unwrap());
+    dev.bar_write64(u64::from(n.fx.uar) * 4096 + 0x800, Be64::new(first));
+    idx
+}
