@@ -90,21 +90,23 @@ for m in pci-hyperv-intf mlxfw mlx5_core ib_core ib_uverbs mlx5_ib; do
   cp "$f" "$STAGE/lib/modules/$m.ko"; echo "$m" >> "$STAGE/lib/modules/order"
 done
 # rdma-core's user space (Debian's packages, unmodified): libibverbs with its mlx5 provider and
-# ibverbs-utils, with the host's C library and loader (the guest has no other).
+# ibverbs-utils, perftest, and ethtool (the traffic run turns mlx5e's CQE compression on with
+# it), with the host's C library and loader (the guest has no other).
 RDEBS=$WORK/rdma-debs
-if [ ! -x "$RDEBS/root/usr/bin/ibv_devinfo" ] || [ ! -x "$RDEBS/root/usr/bin/ib_write_bw" ]; then
+if [ ! -x "$RDEBS/root/usr/bin/ibv_devinfo" ] || [ ! -x "$RDEBS/root/usr/bin/ib_write_bw" ] ||
+   [ ! -x "$RDEBS/root/sbin/ethtool" ]; then
   command -v apt-get >/dev/null || cannot "needs apt-get to download rdma-core's packages"
   rm -rf "$RDEBS" && mkdir -p "$RDEBS/root"
   (cd "$RDEBS" && apt-get download -qq -o APT::Sandbox::User=root \
       ibverbs-utils libibverbs1 ibverbs-providers libnl-3-200 libnl-route-3-200 \
-      perftest librdmacm1 libibumad3 libpci3) ||
+      perftest librdmacm1 libibumad3 libpci3 ethtool libmnl0) ||
     cannot "could not download rdma-core's packages"
   for d in "$RDEBS"/*.deb; do dpkg-deb -x "$d" "$RDEBS/root"; done
 fi
 cp -a "$RDEBS/root/." "$STAGE/"
 mkdir -p "$STAGE/lib/x86_64-linux-gnu" "$STAGE/lib64"
 for l in $(LD_LIBRARY_PATH="$RDEBS/root/usr/lib/x86_64-linux-gnu" ldd "$RDEBS/root/usr/bin/ibv_devinfo" \
-           "$RDEBS"/root/usr/bin/ib_write_bw |
+           "$RDEBS"/root/usr/bin/ib_write_bw "$RDEBS"/root/sbin/ethtool |
            awk '$3 ~ /^\// && $3 !~ /rdma-debs/ { print $3 }'); do
   cp -L "$l" "$STAGE/lib/x86_64-linux-gnu/"
 done
@@ -380,6 +382,9 @@ if grep -aq '^GUEST-PING:' "$WORK/guest.log"; then
   check "ping eth0 -> eth1 over the simulated Ethernet (ARP, ICMP; Linux's mlx5e both ends)" "grep -aq '^GUEST-PING: ping eth0 -> eth1 exit 0' '$WORK/guest.log'"
   check "ping eth1 -> eth0" "grep -aq '^GUEST-PING: ping eth1 -> eth0 exit 0' '$WORK/guest.log'"
   check "a TCP stream of 1 MiB (busybox nc) arrives byte for byte" "grep -aqE '^GUEST-PING: tcp 1 MiB sent ([0-9a-f]{32}) received \\1 bytes 1048576' '$WORK/guest.log'"
+  # Item 4 of issue #28: CQE compression on, Linux's mlx5e decompressing what the device wrote.
+  check "with mlx5e's rx_cqe_compress on, the stream arrives byte for byte again and Linux decompressed sessions the device wrote (rx_cqe_compress_pkts > 0)" "grep -aqE '^GUEST-ZIP: tcp 1 MiB sent ([0-9a-f]{32}) received \\1 bytes 1048576' '$WORK/guest.log' && grep -aqE '^GUEST-ZIP-STATS eth1 .*rx_cqe_compress_pkts: [1-9]' '$WORK/guest.log'"
+  check "and a ping with compression on" "grep -aq '^GUEST-ZIP: ping eth1 -> eth0 exit 0' '$WORK/guest.log'"
 fi
 if [ "$PYVERBS" = 1 ]; then
   # rdma-core's pyverbs suite (pyv_runner.py's PYV-RESULT lines) against the skips

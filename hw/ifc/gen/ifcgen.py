@@ -61,6 +61,7 @@ ROOMS = {
         ("ptys_reg", "PTYS register (0x5004): port type and speed."),
         ("pcmr_reg", "PCMR register (0x5041): port capabilities mask (FCS)."),
         ("ppcnt_reg", "PPCNT register (0x5008): port performance counters; the group's counters follow."),
+        ("pfcc_reg", "PFCC register (0x5007): port flow control — global pause and per-priority flow control, each way."),
     ],
     "caps": [
         ("cmd_hca_cap", "General device capabilities (HCA_CAP cap_type 0, PRM \"HCA Capabilities\")."),

@@ -105,6 +105,8 @@ pub mod reg {
     pub const PTYS: u16 = 0x5004;
     /// PAOS: port administrative and operational status.
     pub const PAOS: u16 = 0x5006;
+    /// PFCC: port flow control (global pause, per-priority flow control).
+    pub const PFCC: u16 = 0x5007;
     /// PPCNT: port performance counters.
     pub const PPCNT: u16 = 0x5008;
     /// PCMR: port capabilities mask.

@@ -190,6 +190,8 @@ impl Shared {
             if !hw.model.rt.looped.is_empty() || !hw.model.rt.eth_looped.is_empty() {
                 engine::loop_back(&mut hw);
             }
+            // The completions this pass made, compressed where the CQ asks for it.
+            crate::events::cqe::close_all(&mut hw);
             // The queued frames out, a spare (emptied earlier, its capacity kept) in.
             let spare = SPARE_TX.with(|s| std::mem::take(&mut *s.borrow_mut()));
             let frames = std::mem::replace(&mut hw.model.rt.tx, spare);

@@ -118,6 +118,14 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     // 2^16 strides per WQE (`ext_stride_num_range`: a real ConnectX-5's mlx5e uses 128 strides
     // of 2048 bytes, "StrdRq(1) RqSz(8) StrdSz(2048)", real-cx5.md row 60).
     (C::STRIDING_RQ, 1),
+    // CQE compression (`cqc.cqe_comp_en`): an Ethernet RQ's receive completions made together
+    // are written as sessions of mini CQEs (events::zip); at most 64 per session, the mini CQE
+    // formats HASH, CSUM and CSUM_STRIDX, 64- and 128-byte CQEs (mlx5dv's sample device in
+    // rdma-core's pyverbs documentation shows these; docs/fields.md).
+    (C::CQE_COMPRESSION, 1),
+    (C::CQE_COMPRESSION_128, 1),
+    (C::MINI_CQE_RESP_STRIDE_INDEX, 1),
+    (C::CQE_COMPRESSION_MAX_NUM, 64),
     (C::UMR_PTR_RLKY, 1),
     (C::EXT_STRIDE_NUM_RANGE, 1),
     // Memory windows (type 1 and 2B: KLM keys bound by UMR WQEs); mlx5_ib reports MEM_WINDOW,

@@ -103,6 +103,7 @@
 //! | `0x5e03006c` PP_RATE_INDEX | BAD_PARAM | SET_PP_RATE_LIMIT index 0 or past `packet_pacing_rate_table_size`; an SQ's rate index not set (or no packet pacing) |
 //! | `0x5e03006e` MEMIC_PARAM | BAD_PARAM | ALLOC_MEMIC of size 0 or above `max_memic_size`, an alignment above `log_max_memic_addr_alignment`, a range outside the MEMIC window (or no `memic`) |
 //! | `0x5e030070` DELAY_DROP_NOT_SUPPORTED | BAD_PARAM | SET_DELAY_DROP_PARAMS without `rq_delay_drop` |
+//! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
 //! | `0x5e03006d` PP_RATE_RANGE | BAD_PARAM | SET_PP_RATE_LIMIT rate outside `packet_pacing_min_rate`..`_max_rate`, or a burst bound / typical size the device does not offer |
@@ -389,6 +390,9 @@ syndromes! {
     /// BAD_PARAM: a striding RQ the device does not take (no `striding_rq`, a stride count
     /// that is not encoded, a WQE stride below 32 bytes).
     STRIDING_RQ = 0x5e03_0071;
+    /// BAD_PARAM: CQE compression the device does not offer (no `cqe_compression`, a mini CQE
+    /// format it lacks, 128-byte CQEs without `cqe_compression_128`, the enhanced layout).
+    CQE_COMPRESSION = 0x5e03_0072;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

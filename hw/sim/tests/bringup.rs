@@ -6,7 +6,7 @@ use common::{assert_clean, bare, cmd, status, Poster};
 use mlx5_ifc::consts::{cap_mode, cap_type, query_pages, reg};
 use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
 use mlx5_ifc::prm::hca::{
-    AccessRegisterIn, DisableHcaIn, EnableHcaIn, InitHcaIn, PaosReg, PmtuReg, QueryIssiIn,
+    AccessRegisterIn, DisableHcaIn, EnableHcaIn, InitHcaIn, PaosReg, PfccReg, PmtuReg, QueryIssiIn,
     QueryIssiOut, SetDriverVersionIn, SetIssiIn, TeardownHcaIn, TeardownHcaOut,
 };
 use mlx5_ifc::prm::uar_pd::{
@@ -202,6 +202,32 @@ fn bring_up_and_tear_down(mode: Mode) {
         ),
         (9216, 1500, 1500)
     );
+    // PFCC as mlx5e reads it (pause and PFC statistics) and writes it (ethtool -A, DCB): the
+    // defaults, then PFC on priorities 3 and 5 with global pause off, read back.
+    let pfcc = |p: &mut Poster, op, f: &dyn Fn(&mut ViewMut<'_, PfccReg>)| {
+        let out = p.ok(
+            &reg_cmd::<PfccReg>(reg::PFCC, op, |r| {
+                r.set(PfccReg::LOCAL_PORT, 1).unwrap();
+                f(r);
+            }),
+            0x10 + PfccReg::BYTES,
+        );
+        let v = View::<PfccReg>::new(&out[0x10..]).unwrap();
+        [PfccReg::PPTX, PfccReg::PPRX, PfccReg::PFCTX, PfccReg::PFCRX].map(|f| v.get(f))
+    };
+    assert_eq!(pfcc(&mut p, reg::READ, &|_| {}), [1, 1, 0, 0]);
+    let set = |r: &mut ViewMut<'_, PfccReg>| {
+        for (f, x) in [
+            (PfccReg::PRIO_MASK_TX, 0xff),
+            (PfccReg::PRIO_MASK_RX, 0xff),
+            (PfccReg::PFCTX, 0x28),
+            (PfccReg::PFCRX, 0x28),
+        ] {
+            r.set(f, x).unwrap();
+        }
+    };
+    assert_eq!(pfcc(&mut p, reg::WRITE, &set), [0, 0, 0x28, 0x28]);
+    assert_eq!(pfcc(&mut p, reg::READ, &|_| {}), [0, 0, 0x28, 0x28]);
     let out = p.ok(&bare::<QueryVportStateIn>(Opcode::QueryVportState, 0), 0x10);
     let vs = View::<QueryVportStateOut>::new(&out).unwrap();
     assert_eq!(

@@ -12,11 +12,11 @@ mod common;
 use common::cmd;
 use common::datapath::{pair, Mr, Node};
 use common::eth_node::*;
-use common::ethernet::{self as eth, *};
-use mlx5_ifc::prm::sq_rq::{CreateRqOut, ModifyRqIn, ModifySqIn, Rqc, Sqc};
+use common::ethernet::*;
+use mlx5_ifc::prm::sq_rq::{ModifySqIn, Rqc, Sqc};
 use mlx5_ifc::prm::tir::{CreateRqtOut, CreateTirIn, CreateTirOut, RxHashFieldSelect as Sel, Tirc};
 use mlx5_ifc::{Opcode, View, ViewMut};
-use mlx5_sim::{DmaBlock, Mode};
+use mlx5_sim::Mode;
 
 /// Microsoft's RSS verification key.
 const KEY: [u8; 40] = [
@@ -27,8 +27,6 @@ const KEY: [u8; 40] = [
 /// Its hashes (addresses and ports, addresses only).
 const HASH_4_TUPLE: u32 = 0x51cc_c178;
 const HASH_2_TUPLE: u32 = 0x323e_8fc2;
-/// Receive buffers per WQE.
-const BUF: u64 = 2048;
 
 /// The checks a receiver makes: IPv4 header checksum, then TCP/UDP over the pseudo-header.
 fn checksums_ok(f: &[u8]) -> bool {
@@ -38,43 +36,6 @@ fn checksums_ok(f: &[u8]) -> bool {
     let seg = &ip[ihl..total];
     let pseudo = ones(&ip[12..20], u64::from(ip[9]) + seg.len() as u64);
     ones(&ip[..ihl], 0) == 0xffff && ones(seg, u64::from(pseudo)) == 0xffff
-}
-
-/// A RDY RQ of 16 WQEs, WQE `k` one 2 KiB buffer at `mr` + `(16 * slot + k) * BUF`, `posted` of
-/// them posted: `(rqn, ring, doorbell record)`.
-fn posted_rq(n: &mut Node, mr: &Mr, slot: u64, posted: u16) -> (u32, DmaBlock, DmaBlock) {
-    posted_rq_with(n, mr, slot, posted, |_| {})
-}
-
-/// Like `posted_rq`, with `edit` applied to the RQ context at creation.
-fn posted_rq_with(
-    n: &mut Node,
-    mr: &Mr,
-    slot: u64,
-    posted: u16,
-    edit: impl Fn(&mut ViewMut<'_, Rqc>),
-) -> (u32, DmaBlock, DmaBlock) {
-    let (r, buf, dbr) = ring(n, 1);
-    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, &edit), CreateRqOut::RQN);
-    n.fx.p.ok(
-        &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
-            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
-            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
-        }),
-        0x10,
-    );
-    let dev = n.dev();
-    for k in 0..16u64 {
-        let mut w = [0u8; 64];
-        w[..4].copy_from_slice(&(BUF as u32).to_be_bytes());
-        w[4..8].copy_from_slice(&mr.key.to_be_bytes());
-        w[8..16].copy_from_slice(&mr.va((slot * 16 + k) * BUF).to_be_bytes());
-        w[20..24].copy_from_slice(&0x100u32.to_be_bytes()); // terminator
-        dev.dma_write(buf.iova + k * 64, &w).unwrap();
-    }
-    dev.dma_write(dbr.iova, &u32::from(posted).to_be_bytes())
-        .unwrap();
-    (rqn, buf, dbr)
 }
 
 /// B: two RQs of 16 WQEs (one 2 KiB buffer each, `posted` of them posted), an RQT, a Toeplitz

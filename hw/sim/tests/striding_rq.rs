@@ -8,29 +8,19 @@
 mod common;
 
 use common::cmd;
-use common::datapath::{Cqe, Mr, Node};
+use common::datapath::{Mr, Node};
 use common::eth_node::*;
-use common::ethernet::{self as eth, *};
+use common::ethernet as eth;
 use common::queues::with_pas;
 use mlx5_ifc::consts::striding::{CQE_FILLER, CQE_STRIDES_SHIFT};
 use mlx5_ifc::consts::wq_type;
 use mlx5_ifc::prm::caps::{CmdHcaCap, PerProtocolNetworkingOffloadCaps as EthCaps};
 use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, Mkc};
-use mlx5_ifc::prm::sq_rq::{CreateRqOut, ModifyRqIn, Rqc, Sqc};
+use mlx5_ifc::prm::sq_rq::{Rqc, Sqc};
 use mlx5_ifc::prm::srq::Wq;
-use mlx5_ifc::prm::tir::{CreateTirIn, CreateTirOut, Tirc};
-use mlx5_ifc::{Be64, CmdStatus, Layout, Opcode, View, ViewMut};
+use mlx5_ifc::{Be64, CmdStatus, Layout, Opcode, View};
 use mlx5_sim::syndrome as syn;
-use mlx5_sim::{DmaBlock, Mode};
-
-/// Bytes per stride and strides per WQE of the tests' RQs: a WQE is two 4 KiB pages.
-const STRIDE: u64 = 1024;
-const STRIDES: u32 = 8;
-const WQE_BYTES: u64 = STRIDE * STRIDES as u64;
-/// `log_wqe_num_of_strides` for 8 strides (log 3, extended range: (3 − 9) & 0xf) and
-/// `log_wqe_stride_size` for 1 KiB (log 10 − 6).
-const LOG_STRIDES_FIELD: u64 = 0xa;
-const LOG_STRIDE_FIELD: u64 = 4;
+use mlx5_sim::Mode;
 
 /// The UMR mkey mlx5e makes for a striding RQ: free, `umr_en`, MTT, local read and write,
 /// zero-based over `wqes` WQEs, every entry the overflow page (no present bits, no
@@ -119,73 +109,6 @@ fn umr_wqe(n: &Node, q: &mut Eth, key: u32, index: u16, pages: u64, xlt: Option<
     idx
 }
 
-/// A striding RQ of four 32-byte WQEs (`kind`: linked list or cyclic; `edit` applied to its
-/// work queue), RDY: `(rqn, ring, doorbell record)`.
-fn striding_rq(
-    n: &mut Node,
-    kind: u64,
-    edit: impl Fn(&mut ViewMut<'_, Wq>),
-) -> (u32, DmaBlock, DmaBlock) {
-    let (r, buf, dbr) = ring(n, 1);
-    let input = eth::rq_in(&r, n.cqn, |c| {
-        let mut w = c.nested_mut(Rqc::WQ);
-        w.set(Wq::WQ_TYPE, kind).unwrap();
-        w.set(Wq::LOG_WQ_STRIDE, 5).unwrap();
-        w.set(Wq::LOG_WQ_SZ, 2).unwrap();
-        w.set(Wq::LOG_WQE_NUM_OF_STRIDES, LOG_STRIDES_FIELD)
-            .unwrap();
-        w.set(Wq::LOG_WQE_STRIDE_SIZE, LOG_STRIDE_FIELD).unwrap();
-        edit(&mut w);
-    });
-    let rqn = made::<CreateRqOut>(&mut n.fx, &input, CreateRqOut::RQN);
-    n.fx.p.ok(
-        &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
-            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
-            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
-        }),
-        0x10,
-    );
-    (rqn, buf, dbr)
-}
-
-/// Writes WQE `index` of a striding RQ: next index `next`, one data segment (`lkey`, `addr`).
-fn write_wqe(n: &Node, buf: &DmaBlock, index: u64, next: u16, lkey: u32, addr: u64) {
-    let mut w = [0u8; 32];
-    w[2..4].copy_from_slice(&next.to_be_bytes());
-    w[16..20].copy_from_slice(&(WQE_BYTES as u32).to_be_bytes());
-    w[20..24].copy_from_slice(&lkey.to_be_bytes());
-    w[24..32].copy_from_slice(&addr.to_be_bytes());
-    n.dev().dma_write(buf.iova + index * 32, &w).unwrap();
-}
-
-/// A direct TIR over `rqn` and a root flow table sending the node's own MAC to it (frames an
-/// SQ of the node sends to itself loop back inside the device).
-fn steer_own_mac_to(n: &mut Node, rqn: u32) {
-    let td = transport_domain(n);
-    let tir_in = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
-        let mut c = v.nested_mut(CreateTirIn::CTX);
-        c.set(Tirc::INLINE_RQN, rqn.into()).unwrap();
-        c.set(Tirc::TRANSPORT_DOMAIN, td.into()).unwrap();
-    });
-    let tir = made::<CreateTirOut>(&mut n.fx, &tir_in, CreateTirOut::TIRN);
-    let mac = n.mac();
-    steer_mac_to(n, mac, &[tir]);
-}
-
-/// A frame to the node's own MAC with a UDP payload of `len - 42` bytes of `seed`.
-fn own_frame(n: &Node, len: usize, seed: u8) -> Vec<u8> {
-    let payload: Vec<u8> = (0..len - 42).map(|k| seed.wrapping_add(k as u8)).collect();
-    frame(n.mac(), n.mac(), 17, &payload)
-}
-
-/// The receive CQEs among `cqes` (the SQs' completions are opcode 0).
-fn receives(cqes: &[Cqe]) -> Vec<(u16, u16, u32)> {
-    cqes.iter()
-        .filter(|c| c.opcode == 2)
-        .map(|c| (c.wqe_id, c.wqe_counter, c.byte_cnt))
-        .collect()
-}
-
 #[test]
 fn a_striding_rq_fills_its_wqes_stride_by_stride_in_list_order_with_filler_cqes() {
     let mut n = Node::new(Mode::Sync, 1);
@@ -223,7 +146,7 @@ fn a_striding_rq_fills_its_wqes_stride_by_stride_in_list_order_with_filler_cqes(
         let c = n.poll().expect("the UMR's completion");
         assert_eq!((c.opcode, c.wqe_opcode, c.qpn), (0, 0x25, ico.sqn));
         assert_eq!(c.wqe_counter, umr);
-        write_wqe(&n, &rq, u64::from(index), next, key, at);
+        write_striding_wqe(&n, &rq, u64::from(index), next, key, at);
     }
     dev.dma_write(rq_dbr.iova, &3u32.to_be_bytes()).unwrap();
 
@@ -307,7 +230,7 @@ fn a_umr_on_the_icosq_may_take_its_translations_through_the_reserved_lkey() {
     umr_wqe(&n, &mut ico, key, 0, data.iova, Some(table.iova + 512));
     let c = n.poll().expect("the UMR's completion");
     assert_eq!((c.opcode, c.wqe_opcode), (0, 0x25));
-    write_wqe(&n, &rq, 0, 0, key, 0);
+    write_striding_wqe(&n, &rq, 0, 0, key, 0);
     dev.dma_write(rq_dbr.iova, &1u32.to_be_bytes()).unwrap();
     let mut tx = sender(&mut n);
     let src = n.reg_mr(8192, false, false, false);
@@ -335,7 +258,7 @@ fn a_cyclic_striding_rq_with_the_two_byte_shift() {
     steer_own_mac_to(&mut n, rqn);
     for k in 0..4u64 {
         // The next segment is not looked at in a ring.
-        write_wqe(&n, &rq, k, 0x7777, mr.key, mr.va(k * WQE_BYTES));
+        write_striding_wqe(&n, &rq, k, 0x7777, mr.key, mr.va(k * WQE_BYTES));
     }
     n.dev().dma_write(rq_dbr.iova, &2u32.to_be_bytes()).unwrap();
     let mut tx = sender(&mut n);

@@ -722,3 +722,42 @@ impl Layout for PpcntReg {
         Self::CLR.info, Self::PLANE_IND.info, Self::PRIO_TC.info, Self::COUNTER_SET.info,
     ];
 }
+
+/// PFCC register (0x5007): port flow control — global pause and per-priority flow control, each way.
+///
+/// `mlx5_ifc` structure `pfcc_reg`, 32 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct PfccReg;
+
+impl PfccReg {
+    #[doc = "`buf_ownership`: bit 0x4, width 2, byte 0x0."] pub const BUF_OWNERSHIP: Field<Self> = Field::new("buf_ownership", 0x4, 2);
+    #[doc = "`local_port`: bit 0x8, width 8, byte 0x1."] pub const LOCAL_PORT: Field<Self> = Field::new("local_port", 0x8, 8);
+    #[doc = "`ppan_mask_n`: bit 0x1b, width 1, byte 0x3."] pub const PPAN_MASK_N: Field<Self> = Field::new("ppan_mask_n", 0x1b, 1);
+    #[doc = "`minor_stall_mask`: bit 0x1c, width 1, byte 0x3."] pub const MINOR_STALL_MASK: Field<Self> = Field::new("minor_stall_mask", 0x1c, 1);
+    #[doc = "`critical_stall_mask`: bit 0x1d, width 1, byte 0x3."] pub const CRITICAL_STALL_MASK: Field<Self> = Field::new("critical_stall_mask", 0x1d, 1);
+    #[doc = "`ppan`: bit 0x20, width 4, byte 0x4."] pub const PPAN: Field<Self> = Field::new("ppan", 0x20, 4);
+    #[doc = "`prio_mask_tx`: bit 0x28, width 8, byte 0x5."] pub const PRIO_MASK_TX: Field<Self> = Field::new("prio_mask_tx", 0x28, 8);
+    #[doc = "`prio_mask_rx`: bit 0x38, width 8, byte 0x7."] pub const PRIO_MASK_RX: Field<Self> = Field::new("prio_mask_rx", 0x38, 8);
+    #[doc = "`pptx`: bit 0x40, width 1, byte 0x8."] pub const PPTX: Field<Self> = Field::new("pptx", 0x40, 1);
+    #[doc = "`aptx`: bit 0x41, width 1, byte 0x8."] pub const APTX: Field<Self> = Field::new("aptx", 0x41, 1);
+    #[doc = "`pptx_mask_n`: bit 0x42, width 1, byte 0x8."] pub const PPTX_MASK_N: Field<Self> = Field::new("pptx_mask_n", 0x42, 1);
+    #[doc = "`pfctx`: bit 0x48, width 8, byte 0x9."] pub const PFCTX: Field<Self> = Field::new("pfctx", 0x48, 8);
+    #[doc = "`pprx`: bit 0x60, width 1, byte 0xc."] pub const PPRX: Field<Self> = Field::new("pprx", 0x60, 1);
+    #[doc = "`aprx`: bit 0x61, width 1, byte 0xc."] pub const APRX: Field<Self> = Field::new("aprx", 0x61, 1);
+    #[doc = "`pprx_mask_n`: bit 0x62, width 1, byte 0xc."] pub const PPRX_MASK_N: Field<Self> = Field::new("pprx_mask_n", 0x62, 1);
+    #[doc = "`pfcrx`: bit 0x68, width 8, byte 0xd."] pub const PFCRX: Field<Self> = Field::new("pfcrx", 0x68, 8);
+    #[doc = "`device_stall_minor_watermark`: bit 0x80, width 16, byte 0x10."] pub const DEVICE_STALL_MINOR_WATERMARK: Field<Self> = Field::new("device_stall_minor_watermark", 0x80, 16);
+    #[doc = "`device_stall_critical_watermark`: bit 0x90, width 16, byte 0x12."] pub const DEVICE_STALL_CRITICAL_WATERMARK: Field<Self> = Field::new("device_stall_critical_watermark", 0x90, 16);
+}
+
+impl Layout for PfccReg {
+    const NAME: &'static str = "pfcc_reg";
+    const BYTES: usize = 0x20;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::BUF_OWNERSHIP.info, Self::LOCAL_PORT.info, Self::PPAN_MASK_N.info, Self::MINOR_STALL_MASK.info,
+        Self::CRITICAL_STALL_MASK.info, Self::PPAN.info, Self::PRIO_MASK_TX.info, Self::PRIO_MASK_RX.info,
+        Self::PPTX.info, Self::APTX.info, Self::PPTX_MASK_N.info, Self::PFCTX.info,
+        Self::PPRX.info, Self::APRX.info, Self::PPRX_MASK_N.info, Self::PFCRX.info,
+        Self::DEVICE_STALL_MINOR_WATERMARK.info, Self::DEVICE_STALL_CRITICAL_WATERMARK.info,
+    ];
+}

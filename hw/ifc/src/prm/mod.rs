@@ -83,6 +83,7 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("ptys_reg", hca::PtysReg::BYTES, hca::PtysReg::FIELDS),
     ("pcmr_reg", hca::PcmrReg::BYTES, hca::PcmrReg::FIELDS),
     ("ppcnt_reg", hca::PpcntReg::BYTES, hca::PpcntReg::FIELDS),
+    ("pfcc_reg", hca::PfccReg::BYTES, hca::PfccReg::FIELDS),
     ("cmd_hca_cap", caps::CmdHcaCap::BYTES, caps::CmdHcaCap::FIELDS),
     ("roce_cap", caps::RoceCap::BYTES, caps::RoceCap::FIELDS),
     ("atomic_caps", caps::AtomicCaps::BYTES, caps::AtomicCaps::FIELDS),

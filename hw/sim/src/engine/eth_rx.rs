@@ -247,7 +247,11 @@ fn land(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, held: &HeldFrame) -> bool {
             }
         }
     };
-    cqe::post(hw, rq.cqn, &c);
+    if c.is_error() {
+        cqe::post(hw, rq.cqn, &c);
+    } else {
+        cqe::post_rx(hw, rq.cqn, &c, rq.striding.is_some());
+    }
     true
 }
 

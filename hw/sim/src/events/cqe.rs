@@ -15,15 +15,17 @@
 //! writes a COMPLETION EQE to the CQ's EQ ([`super::eqe`]) and disarms the CQ.
 
 use mlx5_ifc::consts::{arm_state, cqe_sz};
-use mlx5_ifc::cqe::{Cqe64, CQE128_OFFSET, CQE_BYTES};
+use mlx5_ifc::cqe::{CQE128_OFFSET, CQE_BYTES};
 use mlx5_ifc::event;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::cq::Cqc;
 use mlx5_ifc::prm::eqe::CqError;
-use mlx5_ifc::{LayoutError, View, ViewMut};
+use mlx5_ifc::{View, ViewMut};
 
 use super::eqe::{async_event, completion_data, event_data, post_eqe, write_entry};
+use super::zip;
 use crate::memory::queue::{dma_fault, read_be32};
+use crate::model::completion::Session;
 use crate::model::objects::ObjectKind;
 use crate::model::Hw;
 
@@ -35,93 +37,9 @@ pub(crate) use mlx5_ifc::cqe::syndrome;
 /// The CQ_ERROR syndrome of a CQ overrun.
 const CQ_OVERRUN: u64 = 1;
 /// Vendor error syndrome of error CQEs whose cause is a DMA fault on host memory.
-pub(crate) const VENDOR_DMA: u8 = 0x51;
-
+pub(crate) use crate::model::completion::VENDOR_DMA;
 /// The fields of one CQE.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Cqe {
-    pub(crate) opcode: u8,
-    /// Requester CQEs: the send WQE opcode (`sop_drop_qpn` bits 31:24).
-    pub(crate) wqe_opcode: u8,
-    pub(crate) qpn: u32,
-    pub(crate) wqe_counter: u16,
-    /// A striding RQ's receive CQE: the WQE the frame went to (`wqe_counter` is then its first
-    /// stride, `byte_cnt` the strides consumed and the bytes).
-    pub(crate) wqe_id: u16,
-    pub(crate) byte_cnt: u32,
-    pub(crate) imm: [u8; 4],
-    pub(crate) srqn_uidx: u32,
-    pub(crate) flags_rqpn: u32,
-    /// `l3_hdr_type` ([`mlx5_ifc::cqe::l3_hdr_type`]).
-    pub(crate) l3_hdr_type: u8,
-    pub(crate) solicited: bool,
-    pub(crate) syndrome: u8,
-    pub(crate) vendor: u8,
-    /// Ethernet receives: what the device checked and stripped ([`EthRx`]).
-    pub(crate) eth: EthRx,
-}
-
-/// The fields of an Ethernet receive CQE (all zero otherwise).
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct EthRx {
-    /// One's complement sum from the IP header to the end of the frame.
-    pub(crate) check_sum: u16,
-    /// `hds_ip_ext`: L2/L3/L4 OK bits.
-    pub(crate) hds_ip_ext: u8,
-    /// [`mlx5_ifc::cqe::l4_hdr_type`].
-    pub(crate) l4_hdr_type: u8,
-    /// The stripped VLAN tag, if one was.
-    pub(crate) vlan: Option<u16>,
-    pub(crate) rss_hash: u32,
-    pub(crate) rss_type: u8,
-}
-
-impl Cqe {
-    /// The 64-byte image with owner bit `owner`. An error CQE has no byte count, and its
-    /// vendor syndrome and syndrome overwrite the last two bytes of the timestamp.
-    fn image(&self, owner: u8, timestamp: u64) -> [u8; CQE_BYTES] {
-        let mut b = [0u8; CQE_BYTES];
-        if let Err(e) = self.fill(&mut b, owner, timestamp) {
-            log::error!("mlx5-sim: CQE image: {e}");
-        }
-        b
-    }
-
-    fn fill(&self, b: &mut [u8], owner: u8, timestamp: u64) -> Result<(), LayoutError> {
-        let mut v = ViewMut::<Cqe64>::new(b)?;
-        v.set(Cqe64::FLAGS_RQPN, self.flags_rqpn.into())?;
-        v.set(Cqe64::L3_HDR_TYPE, self.l3_hdr_type.into())?;
-        let e = &self.eth;
-        v.set(Cqe64::CHECK_SUM, e.check_sum.into())?;
-        v.set(Cqe64::HDS_IP_EXT, e.hds_ip_ext.into())?;
-        v.set(Cqe64::L4_HDR_TYPE, e.l4_hdr_type.into())?;
-        v.set(Cqe64::CV, e.vlan.is_some().into())?;
-        v.set(Cqe64::VLAN_INFO, e.vlan.unwrap_or(0).into())?;
-        v.set(Cqe64::RSS_HASH_RESULT, e.rss_hash.into())?;
-        v.set(Cqe64::RSS_HASH_TYPE, e.rss_type.into())?;
-        v.set(Cqe64::SRQN_UIDX, self.srqn_uidx.into())?;
-        v.set(Cqe64::IMM_INVAL_PKEY, u32::from_be_bytes(self.imm).into())?;
-        v.set(Cqe64::TIMESTAMP, timestamp)?;
-        if self.is_error() {
-            v.set(Cqe64::VENDOR_ERR_SYND, self.vendor.into())?;
-            v.set(Cqe64::SYNDROME, self.syndrome.into())?;
-        } else {
-            v.set(Cqe64::BYTE_CNT, self.byte_cnt.into())?;
-        }
-        v.set(Cqe64::WQE_OPCODE, self.wqe_opcode.into())?;
-        v.set(Cqe64::QPN, (self.qpn & 0xff_ffff).into())?;
-        v.set(Cqe64::WQE_COUNTER, self.wqe_counter.into())?;
-        v.set(Cqe64::WQE_ID, self.wqe_id.into())?;
-        v.set(Cqe64::OPCODE, (self.opcode & 0xf).into())?;
-        v.set(Cqe64::SE, self.solicited.into())?;
-        v.set(Cqe64::OWNER, (owner & 1).into())?;
-        Ok(())
-    }
-
-    fn is_error(&self) -> bool {
-        self.opcode == op::REQ_ERR || self.opcode == op::RESP_ERR
-    }
-}
+pub(crate) use crate::model::completion::{Cqe, EthRx};
 
 /// `srqn_uidx` of a completion of QP `user_index` (CQE version 1), or `srqn` (version 0).
 pub(crate) fn srqn_uidx(hw: &Hw<'_>, user_index: u32, srqn: Option<u32>) -> u32 {
@@ -132,11 +50,119 @@ pub(crate) fn srqn_uidx(hw: &Hw<'_>, user_index: u32, srqn: Option<u32>) -> u32 
     }
 }
 
-/// Writes `cqe` to CQ `cqn` (see the module documentation).
+/// Writes `cqe` to CQ `cqn` (see the module documentation). A compression session open on the
+/// CQ is written first: CQEs land in the order the device made them.
 pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
+    close(hw, cqn);
+    write(
+        hw,
+        cqn,
+        1,
+        (cqe.solicited, cqe.is_error()),
+        |hw, owner, slot| {
+            let mut img = cqe.image(owner, hw.now);
+            if let Some((field, value)) = hw.model.injected.take_cqe() {
+                field.apply(&mut img, value);
+                let what = format!("CQE {slot} of CQ {cqn:#x}: {field:?} := {value:#x}");
+                hw.model.injected.log.push(hw.now, "CorruptCqe", what);
+            }
+            vec![(0, img)]
+        },
+    );
+}
+
+/// The compression of CQ `cqn` (`mini_cqe_res_format`, and the most completions a session
+/// holds), if it compresses.
+fn compression(hw: &Hw<'_>, cqn: u32) -> Option<(u64, usize)> {
+    let q = hw.model.objects.queue(ObjectKind::Cq, cqn)?;
+    let c = View::<Cqc>::new(&q.ctx).ok()?;
+    let max = (hw.model.cur(CmdHcaCap::CQE_COMPRESSION_MAX_NUM) as usize).min(zip::MAX_SESSION);
+    (c.get(Cqc::CQE_COMP_EN) == 1 && max >= 2).then(|| (c.get(Cqc::MINI_CQE_RES_FORMAT), max))
+}
+
+/// Posts the receive completion `cqe` of an Ethernet RQ (`striding`: a striding one) to CQ
+/// `cqn`. On a CQ that compresses ([`super::zip`]) it joins the CQ's open session when it may,
+/// else starts a new one (the open one written first); the sessions are written when the
+/// data path's pass ends ([`close_all`]) or when another CQE comes for the CQ.
+pub(crate) fn post_rx(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe, striding: bool) {
+    let Some((fmt, max)) = compression(hw, cqn).filter(|_| zip::compressible(cqe)) else {
+        post(hw, cqn, cqe);
+        return;
+    };
+    let joins =
+        hw.model.rt.zip.get(&cqn).is_some_and(|s| {
+            s.striding == striding && zip::joins(&s.cqes, cqe, fmt, striding, max)
+        });
+    if !joins {
+        close(hw, cqn);
+    }
+    let s = hw.model.rt.zip.entry(cqn).or_insert_with(|| Session {
+        cqes: Vec::new(),
+        striding,
+    });
+    s.cqes.push(*cqe);
+    if s.cqes.len() >= max {
+        close(hw, cqn);
+    }
+}
+
+/// Writes the open session of CQ `cqn`, if it has one: as a session of two or more
+/// completions the CQ has room for, else as plain CQEs.
+pub(crate) fn close(hw: &mut Hw<'_>, cqn: u32) {
+    let Some(s) = hw.model.rt.zip.remove(&cqn) else {
+        return;
+    };
+    let n = s.cqes.len() as u32;
+    let fmt = compression(hw, cqn).map_or(zip::res_format::CSUM, |(f, _)| f);
+    if n < 2 || room(hw, cqn).is_none_or(|room| room < n) {
+        for c in &s.cqes {
+            write(hw, cqn, 1, (false, false), |hw, owner, _| {
+                vec![(0, c.image(owner, hw.now))]
+            });
+        }
+        return;
+    }
+    write(hw, cqn, n, (false, false), |hw, owner, _| {
+        zip::session(&s.cqes, fmt, owner, hw.now)
+    });
+    hw.model.rt.counters.cqes_compressed += u64::from(n);
+    hw.model.rt.counters.cqe_sessions += 1;
+}
+
+/// Writes every open session (the end of a pass of the data path).
+pub(crate) fn close_all(hw: &mut Hw<'_>) {
+    let open: Vec<u32> = hw.model.rt.zip.keys().copied().collect();
+    for cqn in open {
+        close(hw, cqn);
+    }
+}
+
+/// Room CQ `cqn` has for CQEs now (its size less what it holds unpolled); `None` for a CQ
+/// that is gone or in error.
+pub(super) fn room(hw: &Hw<'_>, cqn: u32) -> Option<u32> {
+    let q = hw.model.objects.queue(ObjectKind::Cq, cqn)?;
+    let size = 1u32 << View::<Cqc>::new(&q.ctx).ok()?.get(Cqc::LOG_CQ_SIZE).min(24);
+    if hw.model.rt.cqs.get(&cqn).is_some_and(|r| r.error) {
+        return None;
+    }
+    Some(size.saturating_sub(unpolled(hw, cqn)?))
+}
+
+/// Writes `count` CQE slots of CQ `cqn` from its producer counter on: `build(hw, owner, pi)`
+/// gives the 64-byte images to write and their slots relative to the producer counter, in the
+/// order to write them (the one whose owner bit the driver polls last). A CQ that cannot take
+/// `count` more overflows (see the module documentation). `(solicited, error)`: what an arming
+/// for solicited completions fires on.
+pub(super) fn write(
+    hw: &mut Hw<'_>,
+    cqn: u32,
+    count: u32,
+    (solicited, error): (bool, bool),
+    build: impl FnOnce(&mut Hw<'_>, u8, u32) -> Vec<(u32, [u8; CQE_BYTES])>,
+) {
     let Some(q) = hw.model.objects.queue(ObjectKind::Cq, cqn) else {
         log::warn!("mlx5-sim: CQE for CQ {cqn:#x}, which does not exist");
-        hw.model.rt.counters.cqes_dropped += 1;
+        hw.model.rt.counters.cqes_dropped += u64::from(count);
         return;
     };
     let Ok(c) = View::<Cqc>::new(&q.ctx) else {
@@ -154,16 +180,16 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
     let pas = q.pas.clone();
     let rt = *hw.model.rt.cqs.entry(cqn).or_default();
     if rt.error {
-        hw.model.rt.counters.cqes_dropped += 1;
+        hw.model.rt.counters.cqes_dropped += u64::from(count);
         return;
     }
     let ci = read_be32(hw.iommu, dbr).unwrap_or(0) & 0xff_ffff;
-    if (rt.pi.wrapping_sub(ci) & 0xff_ffff) >= size {
+    if (rt.pi.wrapping_sub(ci) & 0xff_ffff) + count > size {
         log::warn!(
             "mlx5-sim: CQ {cqn:#x} overflow (producer {}, consumer {ci})",
             rt.pi
         );
-        hw.model.rt.counters.cqes_dropped += 1;
+        hw.model.rt.counters.cqes_dropped += u64::from(count);
         if let Some(r) = hw.model.rt.cqs.get_mut(&cqn) {
             r.error = true;
         }
@@ -180,36 +206,32 @@ pub(crate) fn post(hw: &mut Hw<'_>, cqn: u32, cqe: &Cqe) {
     } else {
         (CQE_BYTES as u64, 0)
     };
-    let off = u64::from(rt.pi & (size - 1)) * stride + at;
     let owner = ((rt.pi >> log_size) & 1) as u8;
-    let mut img = cqe.image(owner, hw.now);
-    if let Some((field, value)) = hw.model.injected.take_cqe() {
-        field.apply(&mut img, value);
-        let what = format!("CQE {} of CQ {cqn:#x}: {field:?} := {value:#x}", rt.pi);
-        hw.model.injected.log.push(hw.now, "CorruptCqe", what);
-    }
-    if let Err(iova) = write_entry(hw, &pas, page, start + off, &img) {
-        dma_fault(
-            hw.faults,
-            iova,
-            CQE_BYTES,
-            true,
-            format!("CQE {} of CQ {cqn:#x}", rt.pi),
-        );
-        return;
+    for (rel, img) in build(hw, owner, rt.pi) {
+        let n = rt.pi.wrapping_add(rel);
+        let off = u64::from(n & (size - 1)) * stride + at;
+        if let Err(iova) = write_entry(hw, &pas, page, start + off, &img) {
+            dma_fault(
+                hw.faults,
+                iova,
+                CQE_BYTES,
+                true,
+                format!("CQE {n} of CQ {cqn:#x}"),
+            );
+            return;
+        }
     }
     let counters = &mut hw.model.rt.counters;
-    counters.cqes += 1;
-    if cqe.is_error() {
+    counters.cqes += u64::from(count);
+    if error {
         counters.error_cqes += 1;
     }
     if let Some(r) = hw.model.rt.cqs.get_mut(&cqn) {
-        r.pi = (r.pi + 1) & 0xff_ffff;
-        r.written += 1;
+        r.pi = (r.pi + count) & 0xff_ffff;
+        r.written += u64::from(count);
     }
     let fire = armed
-        && (st == arm_state::ARMED
-            || (st == arm_state::SOLICITED_ARMED && (cqe.solicited || cqe.is_error())));
+        && (st == arm_state::ARMED || (st == arm_state::SOLICITED_ARMED && (solicited || error)));
     set_cq(hw, cqn, fire);
     if fire {
         post_eqe(hw, eqn, event::COMPLETION, &completion_data(cqn));
@@ -302,48 +324,6 @@ pub(crate) fn arm_check(hw: &mut Hw<'_>, cqn: u32, ci: u32) {
 mod tests {
     use super::*;
     use crate::events::eqe::eqe_image;
-
-    #[test]
-    fn cqe_image() {
-        let c = Cqe {
-            opcode: op::REQ,
-            wqe_opcode: 0x0a,
-            qpn: 0x123,
-            wqe_counter: 7,
-            byte_cnt: 16,
-            ..Cqe::default()
-        };
-        let b = c.image(1, 5);
-        assert_eq!(&b[56..60], &[0x0a, 0, 0x01, 0x23]);
-        assert_eq!(&b[60..62], &[0, 7]);
-        assert_eq!(b[63], 0x01);
-        assert_eq!(&b[44..48], &[0, 0, 0, 16]);
-    }
-
-    #[test]
-    fn error_cqe_image() {
-        let c = Cqe {
-            opcode: op::RESP_ERR,
-            qpn: 0x45,
-            wqe_counter: 3,
-            byte_cnt: 99,
-            srqn_uidx: 0x12,
-            flags_rqpn: 0x1000_0007,
-            l3_hdr_type: mlx5_ifc::cqe::l3_hdr_type::IPV4,
-            imm: [1, 2, 3, 4],
-            solicited: true,
-            syndrome: syndrome::WR_FLUSH_ERR,
-            vendor: VENDOR_DMA,
-            ..Cqe::default()
-        };
-        let b = c.image(0, 0x0102_0304_0506_0708);
-        assert_eq!(&b[..24], &[0; 24]);
-        assert_eq!(&b[24..30], &[0x10, 0, 0, 7, 0, 2 << 2]);
-        assert_eq!(&b[32..40], &[0, 0, 0, 0x12, 1, 2, 3, 4]);
-        assert_eq!(&b[44..48], &[0; 4], "an error CQE has no byte count");
-        assert_eq!(&b[48..56], &[1, 2, 3, 4, 5, 6, VENDOR_DMA, 0x05]);
-        assert_eq!(&b[56..64], &[0, 0, 0, 0x45, 0, 3, 0, 0xe2]);
-    }
 
     #[test]
     fn eqe_images() {

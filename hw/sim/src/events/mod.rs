@@ -8,3 +8,4 @@ pub(crate) mod cqe;
 pub(crate) mod eqe;
 pub(crate) mod flush;
 pub(crate) mod page_fault;
+pub(crate) mod zip;

@@ -1,7 +1,8 @@
 //! Completion queues: CREATE_CQ, DESTROY_CQ, QUERY_CQ, MODIFY_CQ.
 //!
 //! CREATE_CQ checks, in order: `log_cq_size` ≤ CUR `log_max_cq_sz` (BAD_PARAM CQ_TOO_BIG);
-//! `cqe_sz` 0 (64 B) or 1 (128 B) (BAD_PARAM BAD_CQE_SIZE); `c_eqn_or_apu_element` a live EQ
+//! `cqe_sz` 0 (64 B) or 1 (128 B) (BAD_PARAM BAD_CQE_SIZE); CQE compression the device offers
+//! ([`compression`]: BAD_PARAM CQE_COMPRESSION); `c_eqn_or_apu_element` a live EQ
 //! (BAD_RES UNKNOWN_EQ); `uar_page` an allocated UAR (BAD_RES UNKNOWN_UAR); the 8-byte doorbell
 //! record at `dbr_addr`; the buffer of `2^log_cq_size` CQEs ([`super::queue`]); fewer than
 //! `2^log_max_cq - 1` CQs live (EXCEED_LIM CQ_EXHAUSTED). CQ numbers are 24-bit, from 1. The CQ
@@ -56,6 +57,7 @@ pub(crate) fn create_cq(
         cqe_sz::BYTES_128 => 128,
         _ => return Err(bad_param(syn::BAD_CQE_SIZE)),
     };
+    compression(model, &c, cqe_bytes)?;
     let eqn = c.get32(Cqc::C_EQN_OR_APU_ELEMENT);
     queue::require(model, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ)?;
     let uar = c.get32(Cqc::UAR_PAGE);
@@ -96,6 +98,29 @@ pub(crate) fn create_cq(
         syn::CQ_EXHAUSTED,
     )?;
     encoded(output::<CreateCqOut>(out)?.set(CreateCqOut::CQN, cqn.into()))?;
+    Ok(())
+}
+
+/// CQE compression as the CQ asks for it (`cqe_comp_en`), checked against what the device
+/// offers (BAD_PARAM CQE_COMPRESSION): `cqe_compression`; the mini CQE format HASH (0) or CSUM
+/// (1), or CSUM_STRIDX (3) with `mini_cqe_resp_stride_index`; 128-byte CQEs with
+/// `cqe_compression_128`; the basic layout (`cqe_compression_layout` 0) only.
+fn compression(model: &Model, c: &View<'_, Cqc>, cqe_bytes: u64) -> CmdResult {
+    if c.get(Cqc::CQE_COMP_EN) == 0 {
+        return Ok(());
+    }
+    let format_ok = match c.get(Cqc::MINI_CQE_RES_FORMAT) {
+        0 | 1 => true,
+        3 => model.cur(CmdHcaCap::MINI_CQE_RESP_STRIDE_INDEX) == 1,
+        _ => false,
+    };
+    if model.cur(CmdHcaCap::CQE_COMPRESSION) == 0
+        || !format_ok
+        || (cqe_bytes == 128 && model.cur(CmdHcaCap::CQE_COMPRESSION_128) == 0)
+        || c.get(Cqc::CQE_COMPRESSION_LAYOUT) != 0
+    {
+        return Err(bad_param(syn::CQE_COMPRESSION));
+    }
     Ok(())
 }
 

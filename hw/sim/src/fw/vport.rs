@@ -8,7 +8,7 @@
 use mlx5_ifc::consts::{reg, roce};
 use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::hca::{
-    AccessRegisterIn, AccessRegisterOut, PaosReg, PcmrReg, PmtuReg, PpcntReg, PtysReg,
+    AccessRegisterIn, AccessRegisterOut, PaosReg, PcmrReg, PfccReg, PmtuReg, PpcntReg, PtysReg,
 };
 use mlx5_ifc::prm::vport::{
     ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as Sel, NicVportContext as Ctx,
@@ -20,7 +20,7 @@ use mlx5_ifc::{CmdStatus, Layout};
 use super::cmd::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Failure, Req};
 use crate::events::eqe::{async_event_sub, EVENT_DATA_BYTES};
 use crate::model::vport::{
-    HOST_ENDIANNESS_BYTES, MAX_MTU, PORT_CHANGE_ACTIVE, PORT_CHANGE_DOWN, PORT_DOWN, PORT_UP,
+    Vport, HOST_ENDIANNESS_BYTES, MAX_MTU, PORT_CHANGE_ACTIVE, PORT_CHANGE_DOWN, PORT_DOWN, PORT_UP,
 };
 use crate::model::{Hw, Model};
 use crate::syndrome as syn;
@@ -195,6 +195,7 @@ pub(crate) fn access_reg(
         reg::HOST_ENDIANNESS => HOST_ENDIANNESS_BYTES,
         reg::PTYS => PtysReg::BYTES,
         reg::PPCNT => PpcntReg::BYTES,
+        reg::PFCC => PfccReg::BYTES,
         reg::PCMR => PcmrReg::BYTES,
         reg::NODE_DESC => NODE_DESC_BYTES,
         _ => return Err(bad_param(syn::BAD_REGISTER_ID)),
@@ -270,6 +271,7 @@ pub(crate) fn access_reg(
             encoded(w.set(PpcntReg::GRP, r.get(PpcntReg::GRP)))?;
             encoded(w.set(PpcntReg::PRIO_TC, r.get(PpcntReg::PRIO_TC)))?;
         }
+        reg::PFCC => pfcc(vp, data, reg_out, write)?,
         reg::NODE_DESC => {
             // Read-only here: the description a ConnectX-5 reports, marked as simulated.
             if write {
@@ -295,6 +297,40 @@ pub(crate) fn access_reg(
             reg_out.copy_from_slice(&vp.host_endianness);
         }
     }
+    Ok(())
+}
+
+/// PFCC (0x5007): the port's flow control as Linux's `mlx5_query_port_pause` /
+/// `mlx5_query_port_pfc` read it (mlx5e's ethtool pause and per-priority statistics) and
+/// `mlx5_set_port_pause` / `mlx5_set_port_pfc` write it. A write sets global pause each way
+/// (unless its `pptx_mask_n` / `pprx_mask_n` says to leave it) and the PFC bits of the
+/// priorities `prio_mask_tx` / `prio_mask_rx` select. The port keeps what is written: the
+/// simulated wire has no congestion to pause for.
+fn pfcc(vp: &mut Vport, data: &[u8], reg_out: &mut [u8], write: bool) -> CmdResult {
+    let r = view::<PfccReg>(data)?;
+    if r.get(PfccReg::LOCAL_PORT) != 1 {
+        return Err(bad_param(syn::BAD_LOCAL_PORT));
+    }
+    if write {
+        if r.get(PfccReg::PPTX_MASK_N) == 0 {
+            vp.pause.0 = r.get(PfccReg::PPTX) == 1;
+        }
+        if r.get(PfccReg::PPRX_MASK_N) == 0 {
+            vp.pause.1 = r.get(PfccReg::PPRX) == 1;
+        }
+        let (mtx, mrx) = (
+            r.get(PfccReg::PRIO_MASK_TX) as u8,
+            r.get(PfccReg::PRIO_MASK_RX) as u8,
+        );
+        vp.pfc.0 = (vp.pfc.0 & !mtx) | (r.get(PfccReg::PFCTX) as u8 & mtx);
+        vp.pfc.1 = (vp.pfc.1 & !mrx) | (r.get(PfccReg::PFCRX) as u8 & mrx);
+    }
+    let mut w = output::<PfccReg>(reg_out)?;
+    encoded(w.set(PfccReg::LOCAL_PORT, 1))?;
+    encoded(w.set(PfccReg::PPTX, vp.pause.0.into()))?;
+    encoded(w.set(PfccReg::PPRX, vp.pause.1.into()))?;
+    encoded(w.set(PfccReg::PFCTX, vp.pfc.0.into()))?;
+    encoded(w.set(PfccReg::PFCRX, vp.pfc.1.into()))?;
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 //! * [`hw`]: the handle the data path and the event writers work with (model, IOMMU, DMA
 //!   fault record, time).
 
+pub(crate) mod completion;
 pub(crate) mod hca;
 pub(crate) mod hw;
 pub(crate) mod mcg;

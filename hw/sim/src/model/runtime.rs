@@ -48,6 +48,10 @@ pub struct DatapathCounters {
     pub eth_rx_out_of_buffer: u64,
     /// Ethernet frames that met a receive error (too long for the WQE, a bad lkey): error CQEs.
     pub eth_rx_errors: u64,
+    /// Completions written compressed (mini CQEs of CQE compression sessions).
+    pub cqes_compressed: u64,
+    /// CQE compression sessions written (title CQEs).
+    pub cqe_sessions: u64,
     /// Filler CQEs of striding RQs: the strides a frame did not fit in, given back.
     pub eth_rx_mpw_fillers: u64,
     /// Looped-back multicast frames a TIR of the sender's own transport domain refused
@@ -254,6 +258,8 @@ pub(crate) struct CqRt {
 pub(crate) struct Runtime {
     pub(crate) qps: BTreeMap<u32, QpRt>,
     pub(crate) cqs: BTreeMap<u32, CqRt>,
+    /// CQs with an open CQE compression session (written at the end of the data path's pass).
+    pub(crate) zip: BTreeMap<u32, super::completion::Session>,
     /// SRQ / RMP: `(next WQE index, WQEs consumed)`.
     pub(crate) srqs: BTreeMap<u32, (u16, u16)>,
     /// Ethernet SQs: the consumer counter (WQEBBs).
@@ -308,6 +314,7 @@ impl Runtime {
             }
             ObjectKind::Cq => {
                 self.cqs.remove(&id);
+                self.zip.remove(&id);
             }
             ObjectKind::Srq | ObjectKind::Rmp | ObjectKind::XrcSrq => {
                 self.srqs.remove(&id);

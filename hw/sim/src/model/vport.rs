@@ -32,6 +32,9 @@ pub(crate) struct Vport {
     /// followed an administrative change; raised when the command that made it completes.
     pub(crate) port_event: Option<u8>,
     pub(crate) pmtu_admin: u16,
+    /// PFCC: global pause `(tx, rx)` and per-priority flow control `(tx, rx)` bit masks.
+    pub(crate) pause: (bool, bool),
+    pub(crate) pfc: (u8, u8),
     pub(crate) host_endianness: [u8; HOST_ENDIANNESS_BYTES],
 }
 
@@ -53,6 +56,9 @@ impl Vport {
             paos_admin: PORT_UP,
             port_event: None,
             pmtu_admin: DEFAULT_MTU,
+            // Global pause on both ways, no PFC: a ConnectX-5 port's defaults (`ethtool -a`).
+            pause: (true, true),
+            pfc: (0, 0),
             host_endianness: [0; HOST_ENDIANNESS_BYTES],
         }
     }

@@ -120,13 +120,27 @@ pub fn gid(ip: u8) -> [u8; 16] {
 impl Node {
     /// A `cx5` device in `mode` with MAC 02:c5:5a:00:00:`ip` and IP 10.0.0.`ip`.
     pub fn new(mode: Mode, ip: u8) -> Node {
+        Node::with_cq(mode, ip, |_| {})
+    }
+
+    /// Like `new`, with `edit` applied to the CQ's context at creation.
+    pub fn with_cq(mode: Mode, ip: u8, edit: impl FnOnce(&mut ViewMut<'_, Cqc>)) -> Node {
         let json = format!(r#"{{"_mac": "02:c5:5a:00:00:{ip:02x}"}}"#);
         let profile = super::quiet(Profile::from_json_str(&json).unwrap());
-        Node::with_profile(profile, mode, ip)
+        Node::build(profile, mode, ip, edit)
     }
 
     /// Like `new`, on `profile` (whose `_mac` should be 02:c5:5a:00:00:`ip`).
     pub fn with_profile(profile: Profile, mode: Mode, ip: u8) -> Node {
+        Node::build(profile, mode, ip, |_| {})
+    }
+
+    fn build(
+        profile: Profile,
+        mode: Mode,
+        ip: u8,
+        edit: impl FnOnce(&mut ViewMut<'_, Cqc>),
+    ) -> Node {
         let mut fx = Fx::new(profile, mode, 1);
         let input = cmd::<SetRoceAddressIn>(Opcode::SetRoceAddress, 0, |v| {
             v.set(SetRoceAddressIn::VHCA_PORT_NUM, 1).unwrap();
@@ -170,6 +184,7 @@ impl Node {
             c.set(Cqc::UAR_PAGE, uar.into()).unwrap();
             c.set(Cqc::C_EQN_OR_APU_ELEMENT, eqn.into()).unwrap();
             c.set(Cqc::DBR_ADDR, cq_dbr.iova).unwrap();
+            edit(&mut c);
         });
         let out = fx.p.ok(&with_pas(input, &[cq.iova]), CreateCqOut::BYTES);
         let cqn = View::<CreateCqOut>::new(&out)

@@ -3,14 +3,16 @@
 //! and the IPv4 frames they carry (`frame`).
 
 use mlx5_ifc::prm::flow::{CreateFlowGroupOut, CreateFlowTableOut, SetFlowTableRootIn};
-use mlx5_ifc::prm::sq_rq::{CreateSqOut, ModifySqIn, Sqc};
+use mlx5_ifc::prm::sq_rq::{CreateRqOut, CreateSqOut, ModifyRqIn, ModifySqIn, Rqc, Sqc};
+use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::prm::tir::{
-    AllocTransportDomainIn, AllocTransportDomainOut, CreateTisIn, CreateTisOut, Tisc,
+    AllocTransportDomainIn, AllocTransportDomainOut, CreateTirIn, CreateTirOut, CreateTisIn,
+    CreateTisOut, Tirc, Tisc,
 };
 use mlx5_ifc::{Be64, Opcode, View, ViewMut};
 use mlx5_sim::DmaBlock;
 
-use super::datapath::{Mr, Node};
+use super::datapath::{Cqe, Mr, Node};
 use super::ethernet::{self as eth, made, Ring};
 use super::{bare, cmd};
 
@@ -180,4 +182,153 @@ pub fn send(n: &Node, e: &mut Eth, mr: &Mr, f: &[u8], inline: usize, mss: Option
     let first = u64::from_be_bytes(w[..8].try_into().unwrap());
     dev.bar_write64(u64::from(n.fx.uar) * 4096 + 0x800, Be64::new(first));
     idx
+}
+
+/// Receive buffers per WQE.
+pub const BUF: u64 = 2048;
+
+/// A RDY RQ of 16 WQEs, WQE `k` one 2 KiB buffer at `mr` + `(16 * slot + k) * BUF`, `posted` of
+/// them posted: `(rqn, ring, doorbell record)`.
+pub fn posted_rq(n: &mut Node, mr: &Mr, slot: u64, posted: u16) -> (u32, DmaBlock, DmaBlock) {
+    posted_rq_with(n, mr, slot, posted, |_| {})
+}
+
+/// Like `posted_rq`, with `edit` applied to the RQ context at creation.
+pub fn posted_rq_with(
+    n: &mut Node,
+    mr: &Mr,
+    slot: u64,
+    posted: u16,
+    edit: impl Fn(&mut ViewMut<'_, Rqc>),
+) -> (u32, DmaBlock, DmaBlock) {
+    let (r, buf, dbr) = ring(n, 1);
+    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, &edit), CreateRqOut::RQN);
+    n.fx.p.ok(
+        &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
+            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
+            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
+        }),
+        0x10,
+    );
+    let dev = n.dev();
+    for k in 0..16u64 {
+        let mut w = [0u8; 64];
+        w[..4].copy_from_slice(&(BUF as u32).to_be_bytes());
+        w[4..8].copy_from_slice(&mr.key.to_be_bytes());
+        w[8..16].copy_from_slice(&mr.va((slot * 16 + k) * BUF).to_be_bytes());
+        w[20..24].copy_from_slice(&0x100u32.to_be_bytes()); // terminator
+        dev.dma_write(buf.iova + k * 64, &w).unwrap();
+    }
+    dev.dma_write(dbr.iova, &u32::from(posted).to_be_bytes())
+        .unwrap();
+    (rqn, buf, dbr)
+}
+
+/// Posts a SEND of each of `frames` from `e` (frame `k`'s first 14 bytes inline, the rest from
+/// `mr` at `k × BUF`; checksum offloads on) and rings the doorbell once, for the last: the
+/// device executes them in one pass.
+pub fn send_burst(n: &Node, e: &mut Eth, mr: &Mr, frames: &[Vec<u8>]) {
+    let dev = n.dev();
+    let mut last = [0u8; 8];
+    for (k, f) in frames.iter().enumerate() {
+        let at = k as u64 * BUF;
+        dev.dma_write(mr.buf.iova + at, &f[14..]).unwrap();
+        let mut w = vec![0u8; 64];
+        let idx = e.sq_pi;
+        w[0..4].copy_from_slice(&((u32::from(idx) << 8) | 0x0a).to_be_bytes());
+        w[4..8].copy_from_slice(&((e.sqn << 8) | 4).to_be_bytes());
+        w[11] = 0x08; // CQ_UPDATE
+        w[16 + 4] = 0xc0; // L3 and L4 checksums
+        w[16 + 12..16 + 14].copy_from_slice(&14u16.to_be_bytes());
+        w[30..44].copy_from_slice(&f[..14]);
+        w[48..52].copy_from_slice(&((f.len() - 14) as u32).to_be_bytes());
+        w[52..56].copy_from_slice(&mr.key.to_be_bytes());
+        w[56..64].copy_from_slice(&mr.va(at).to_be_bytes());
+        dev.dma_write(e.sq.iova + u64::from(idx & 15) * 64, &w)
+            .unwrap();
+        e.sq_pi = e.sq_pi.wrapping_add(1);
+        last.copy_from_slice(&w[..8]);
+    }
+    dev.dma_write(e.sq_dbr.iova + 4, &u32::from(e.sq_pi).to_be_bytes())
+        .unwrap();
+    dev.bar_write64(
+        u64::from(n.fx.uar) * 4096 + 0x800,
+        Be64::new(u64::from_be_bytes(last)),
+    );
+}
+
+/// Bytes per stride and strides per WQE of the tests' RQs: a WQE is two 4 KiB pages.
+pub const STRIDE: u64 = 1024;
+pub const STRIDES: u32 = 8;
+pub const WQE_BYTES: u64 = STRIDE * STRIDES as u64;
+/// `log_wqe_num_of_strides` for 8 strides (log 3, extended range: (3 − 9) & 0xf) and
+/// `log_wqe_stride_size` for 1 KiB (log 10 − 6).
+pub const LOG_STRIDES_FIELD: u64 = 0xa;
+pub const LOG_STRIDE_FIELD: u64 = 4;
+
+/// A striding RQ of four 32-byte WQEs (`kind`: linked list or cyclic; `edit` applied to its
+/// work queue), RDY: `(rqn, ring, doorbell record)`.
+pub fn striding_rq(
+    n: &mut Node,
+    kind: u64,
+    edit: impl Fn(&mut ViewMut<'_, Wq>),
+) -> (u32, DmaBlock, DmaBlock) {
+    let (r, buf, dbr) = ring(n, 1);
+    let input = eth::rq_in(&r, n.cqn, |c| {
+        let mut w = c.nested_mut(Rqc::WQ);
+        w.set(Wq::WQ_TYPE, kind).unwrap();
+        w.set(Wq::LOG_WQ_STRIDE, 5).unwrap();
+        w.set(Wq::LOG_WQ_SZ, 2).unwrap();
+        w.set(Wq::LOG_WQE_NUM_OF_STRIDES, LOG_STRIDES_FIELD)
+            .unwrap();
+        w.set(Wq::LOG_WQE_STRIDE_SIZE, LOG_STRIDE_FIELD).unwrap();
+        edit(&mut w);
+    });
+    let rqn = made::<CreateRqOut>(&mut n.fx, &input, CreateRqOut::RQN);
+    n.fx.p.ok(
+        &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
+            v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
+            v.nested_mut(ModifyRqIn::CTX).set(Rqc::STATE, 1).unwrap();
+        }),
+        0x10,
+    );
+    (rqn, buf, dbr)
+}
+
+/// Writes WQE `index` of a striding RQ: next index `next`, one data segment (`lkey`, `addr`).
+pub fn write_striding_wqe(n: &Node, buf: &DmaBlock, index: u64, next: u16, lkey: u32, addr: u64) {
+    let mut w = [0u8; 32];
+    w[2..4].copy_from_slice(&next.to_be_bytes());
+    w[16..20].copy_from_slice(&(WQE_BYTES as u32).to_be_bytes());
+    w[20..24].copy_from_slice(&lkey.to_be_bytes());
+    w[24..32].copy_from_slice(&addr.to_be_bytes());
+    n.dev().dma_write(buf.iova + index * 32, &w).unwrap();
+}
+
+/// A direct TIR over `rqn` and a root flow table sending the node's own MAC to it (frames an
+/// SQ of the node sends to itself loop back inside the device).
+pub fn steer_own_mac_to(n: &mut Node, rqn: u32) {
+    let td = transport_domain(n);
+    let tir_in = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
+        let mut c = v.nested_mut(CreateTirIn::CTX);
+        c.set(Tirc::INLINE_RQN, rqn.into()).unwrap();
+        c.set(Tirc::TRANSPORT_DOMAIN, td.into()).unwrap();
+    });
+    let tir = made::<CreateTirOut>(&mut n.fx, &tir_in, CreateTirOut::TIRN);
+    let mac = n.mac();
+    steer_mac_to(n, mac, &[tir]);
+}
+
+/// A frame to the node's own MAC with a UDP payload of `len - 42` bytes of `seed`.
+pub fn own_frame(n: &Node, len: usize, seed: u8) -> Vec<u8> {
+    let payload: Vec<u8> = (0..len - 42).map(|k| seed.wrapping_add(k as u8)).collect();
+    frame(n.mac(), n.mac(), 17, &payload)
+}
+
+/// The receive CQEs among `cqes` (the SQs' completions are opcode 0).
+pub fn receives(cqes: &[Cqe]) -> Vec<(u16, u16, u32)> {
+    cqes.iter()
+        .filter(|c| c.opcode == 2)
+        .map(|c| (c.wqe_id, c.wqe_counter, c.byte_cnt))
+        .collect()
 }
