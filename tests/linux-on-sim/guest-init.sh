@@ -134,8 +134,9 @@ if grep -q 'linuxsim.ping=1' /proc/cmdline && [ -e /sys/class/net/eth1 ]; then
     sleep 1
     stream GUEST-ZIP
     in_b ping -c 3 -W 5 10.11.0.1 > /dev/null 2>&1; echo "GUEST-ZIP: ping eth1 -> eth0 exit $?"
-    echo "GUEST-ZIP-STATS eth0 $(ethtool -S eth0 | grep -E 'rx_cqe_compress_(blks|pkts):' | tr -s ' \n' ' ')"
-    echo "GUEST-ZIP-STATS eth1 $(in_b ethtool -S eth1 | grep -E 'rx_cqe_compress_(blks|pkts):' | tr -s ' \n' ' ')"
+    echo "GUEST-ZIP-STATS eth0 $(ethtool -S eth0 | grep -E '(rx_cqe_compress|tx_mpwqe)_(blks|pkts):' | tr -s ' \n' ' ')"
+    echo "GUEST-ZIP-STATS eth1 $(in_b ethtool -S eth1 | grep -E '(rx_cqe_compress|tx_mpwqe)_(blks|pkts):' | tr -s ' \n' ' ')"
+    echo "GUEST-ZIP: eth0 $(ethtool --show-priv-flags eth0 | grep skb_tx_mpwqe | tr -s ' ')"
   fi
   echo "GUEST-PING-STATS $(grep eth0 /proc/net/dev)"
   echo "GUEST-PING-STATS $(in_b grep eth1 /proc/net/dev)"

@@ -385,6 +385,8 @@ if grep -aq '^GUEST-PING:' "$WORK/guest.log"; then
   # Item 4 of issue #28: CQE compression on, Linux's mlx5e decompressing what the device wrote.
   check "with mlx5e's rx_cqe_compress on, the stream arrives byte for byte again and Linux decompressed sessions the device wrote (rx_cqe_compress_pkts > 0)" "grep -aqE '^GUEST-ZIP: tcp 1 MiB sent ([0-9a-f]{32}) received \\1 bytes 1048576' '$WORK/guest.log' && grep -aqE '^GUEST-ZIP-STATS eth1 .*rx_cqe_compress_pkts: [1-9]' '$WORK/guest.log'"
   check "and a ping with compression on" "grep -aq '^GUEST-ZIP: ping eth1 -> eth0 exit 0' '$WORK/guest.log'"
+  # Enhanced multi-packet send: mlx5e's skb_tx_mpwqe is on by default where the device offers it.
+  check "mlx5e sends with enhanced multi-packet WQEs (skb_tx_mpwqe on, tx_mpwqe_pkts > 0) and the traffic above went through them" "grep -aqE '^GUEST-ZIP: eth0 skb_tx_mpwqe ?: on' '$WORK/guest.log' && grep -aqE '^GUEST-ZIP-STATS eth[01] .*tx_mpwqe_pkts: [1-9]' '$WORK/guest.log'"
 fi
 if [ "$PYVERBS" = 1 ]; then
   # rdma-core's pyverbs suite (pyv_runner.py's PYV-RESULT lines) against the skips

@@ -219,6 +219,9 @@ pub mod opcode {
     pub const UMR: u8 = 0x25;
     /// Tag matching.
     pub const TAG_MATCHING: u8 = 0x28;
+    /// Enhanced multi-packet send (Ethernet): one Ethernet segment, then one packet per data
+    /// segment (a pointer, or inline data).
+    pub const ENHANCED_MPSW: u8 = 0x29;
     /// Flow table access.
     pub const FLOW_TBL_ACCESS: u8 = 0x2c;
     /// Memory-to-memory offload.

@@ -18,7 +18,7 @@ use mlx5_ifc::prm::caps::{CmdHcaCap, PerProtocolNetworkingOffloadCaps as EthCaps
 use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, Mkc};
 use mlx5_ifc::prm::sq_rq::{Rqc, Sqc};
 use mlx5_ifc::prm::srq::Wq;
-use mlx5_ifc::{Be64, CmdStatus, Layout, Opcode, View};
+use mlx5_ifc::{CmdStatus, Layout, Opcode, View};
 use mlx5_sim::syndrome as syn;
 use mlx5_sim::Mode;
 
@@ -70,11 +70,6 @@ fn map_wqe(n: &Node, q: &mut Eth, key: u32, index: u16, pages: u64) -> u16 {
 /// by a data segment through the reserved lkey (`umr_ptr_rlky`).
 fn umr_wqe(n: &Node, q: &mut Eth, key: u32, index: u16, pages: u64, xlt: Option<u64>) -> u16 {
     let mut w = vec![0u8; 16 + 48 + 64 + 16];
-    let idx = q.sq_pi;
-    let ds = (w.len() / 16) as u32;
-    w[0..4].copy_from_slice(&((u32::from(idx) << 8) | 0x25).to_be_bytes());
-    w[4..8].copy_from_slice(&((q.sqn << 8) | ds).to_be_bytes());
-    w[11] = 0x08;
     w[12..16].copy_from_slice(&key.to_be_bytes());
     let u = &mut w[16..64];
     // INLINE (unless through a pointer) | TRANSLATION_OFFSET_EN
@@ -95,18 +90,7 @@ fn umr_wqe(n: &Node, q: &mut Eth, key: u32, index: u16, pages: u64, xlt: Option<
             w[136..144].copy_from_slice(&at.to_be_bytes());
         }
     }
-    w.resize(w.len().next_multiple_of(64), 0);
-    let dev = n.dev();
-    for (k, bb) in w.chunks(64).enumerate() {
-        let slot = (u64::from(idx) + k as u64) & 15;
-        dev.dma_write(q.sq.iova + slot * 64, bb).unwrap();
-    }
-    q.sq_pi = q.sq_pi.wrapping_add((w.len() / 64) as u16);
-    dev.dma_write(q.sq_dbr.iova + 4, &u32::from(q.sq_pi).to_be_bytes())
-        .unwrap();
-    let first = u64::from_be_bytes(w[..8].try_into().unwrap());
-    dev.bar_write64(u64::from(n.fx.uar) * 4096 + 0x800, Be64::new(first));
-    idx
+    post_wqe(n, q, 0x25, w)
 }
 
 #[test]

@@ -5,7 +5,9 @@
 //! From the doorbell's WQE counter back to the SQ's consumer counter, WQE by WQE (each `DS × 16`
 //! bytes, in 64-byte WQEBBs): a WQE whose control segment names another SQ, or whose index is
 //! not the consumer counter, stops the queue (a [`DmaFaultKind::BadWqe`], the SQ goes to ERR
-//! with an error CQE); NOP completes; SEND and TSO put frames on the wire; UMR, on an SQ made
+//! with an error CQE); NOP completes; SEND and TSO put frames on the wire, and so does an
+//! enhanced multi-packet send (ENHANCED_MPSW, 0x29: one frame per data segment after the
+//! Ethernet segment, whose checksum flags and VLAN insertion apply to each); UMR, on an SQ made
 //! with `reg_umr` (mlx5e's ICOSQ, mapping a striding RQ's pages), changes a memory key
 //! ([`super::umr`]). Another opcode is a local QP operation error. A WQE with CQ_UPDATE (`fm_ce_se` bit 3) gets a requester CQE on the
 //! SQ's CQ: opcode REQ, the WQE's opcode, the SQN and its WQE counter — what mlx5e's TX and
@@ -211,14 +213,21 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                     return;
                 }
             }
-            opcode::SEND | opcode::TSO if paced_wait(hw, sqn, &sq, last) => return,
-            opcode::SEND | opcode::TSO => {
+            opcode::SEND | opcode::TSO | opcode::ENHANCED_MPSW
+                if paced_wait(hw, sqn, &sq, last) =>
+            {
+                return
+            }
+            opcode::SEND | opcode::TSO | opcode::ENHANCED_MPSW => {
                 let wqe_iova =
                     sq.ring.pas.first().copied().unwrap_or(0) + sq.ring.start + slot * WQEBB;
                 let sent = injected_read_fault(hw, sqn, cc, wqe_iova)
                     .and_then(|()| read_wqe(hw, &sq, cc, ds as usize))
                     .ok_or(LocalError::Dma)
-                    .and_then(|w| frames(hw, sq.ring.pd, &w, op_code == opcode::TSO));
+                    .and_then(|w| match op_code {
+                        opcode::ENHANCED_MPSW => mpw_frames(hw, sq.ring.pd, &w),
+                        _ => frames(hw, sq.ring.pd, &w, op_code == opcode::TSO),
+                    });
                 match sent {
                     Ok(frames) => {
                         let v = &hw.model.vport;
@@ -386,56 +395,117 @@ fn read_wqe(hw: &mut Hw<'_>, sq: &SqInfo, cc: u16, ds: usize) -> Option<Vec<u8>>
 
 /// The frames of a SEND or TSO WQE `w` (see the module documentation).
 fn frames(hw: &mut Hw<'_>, pd: u32, w: &[u8], tso: bool) -> Result<Vec<Vec<u8>>, LocalError> {
-    let eseg = CtrlSeg::BYTES;
-    // The layout spans the first 16 inline bytes too; a WQE may end before them.
-    let mut e = [0u8; EthSeg::BYTES];
-    let have = w.len().saturating_sub(eseg).min(EthSeg::BYTES);
-    e[..have].copy_from_slice(&w[eseg..eseg + have]);
-    let eth = View::<EthSeg>::new(&e).map_err(|_| LocalError::Length)?;
-    let cs = eth.get(EthSeg::CS_FLAGS) as u8;
-    let mss = eth.get(EthSeg::MSS) as usize;
-    let sz_field = eth.get(EthSeg::INLINE_HDR_SZ) as u16;
-    let (inline_len, vlan) = if sz_field & INSERT_VLAN != 0 {
-        let tci = u16::from_be_bytes([w[eseg + 14], w[eseg + 15]]);
-        (0, Some(tci))
-    } else {
-        (usize::from(sz_field & 0x3ff), None)
-    };
-    let hdr_at = eseg + 14;
+    let e = eth_seg(w)?;
     let inline = w
-        .get(hdr_at..hdr_at + inline_len)
+        .get(ETH_AT + 14..ETH_AT + 14 + e.inline_len)
         .ok_or(LocalError::Length)?;
     // Data segments start at the 16-byte unit after the inline header.
-    let mut at = eseg + 16 + 16 * inline_len.saturating_sub(2).div_ceil(16);
+    let at = ETH_AT + 16 + 16 * e.inline_len.saturating_sub(2).div_ceil(16);
     let mut pieces = Pieces::new();
     pieces
         .push(Piece::Inline(inline))
         .map_err(|_| LocalError::Length)?;
+    for p in data_segments(w, at)? {
+        pieces.push(p).map_err(|_| LocalError::Length)?;
+    }
+    let f = dma::gather(hw, pd, &pieces, MAX_GATHER)?;
+    if tso {
+        let f = with_vlan(f, e.vlan)?;
+        let mut out = packet::segment(&f, e.mss).ok_or(LocalError::Length)?;
+        for f in &mut out {
+            pad(f);
+        }
+        return Ok(out);
+    }
+    Ok(vec![finish(f, &e)?])
+}
+
+/// The frames of an enhanced multi-packet send WQE `w`: its Ethernet segment (checksum flags
+/// and a VLAN insertion, no inline headers) applies to every packet; each data segment after
+/// it is one whole frame — through its lkey, or inline (byte count bit 31, the bytes following
+/// in the WQE). A frame that cannot be gathered fails the WQE: none of its frames leave.
+fn mpw_frames(hw: &mut Hw<'_>, pd: u32, w: &[u8]) -> Result<Vec<Vec<u8>>, LocalError> {
+    let e = eth_seg(w)?;
+    if e.inline_len != 0 {
+        log::info!(
+            "mlx5-sim: an enhanced MPW WQE with {} bytes of inline headers",
+            e.inline_len
+        );
+        return Err(LocalError::Length);
+    }
+    let mut out = Vec::new();
+    for p in data_segments(w, ETH_AT + 16)? {
+        let mut one = Pieces::new();
+        one.push(p).map_err(|_| LocalError::Length)?;
+        let f = dma::gather(hw, pd, &one, MAX_GATHER)?;
+        out.push(finish(f, &e)?);
+    }
+    Ok(out)
+}
+
+/// Where the Ethernet segment starts in a send WQE (after the control segment).
+const ETH_AT: usize = CtrlSeg::BYTES;
+
+/// What a send WQE's Ethernet segment asks for.
+struct Eth {
+    cs: u8,
+    mss: usize,
+    inline_len: usize,
+    vlan: Option<u16>,
+}
+
+/// The Ethernet segment of send WQE `w`. `inline_hdr_sz` with bit 15 set is a VLAN insertion
+/// (`insert.type`; the TCI in the next two bytes), else the bytes of inline header.
+fn eth_seg(w: &[u8]) -> Result<Eth, LocalError> {
+    // The layout spans the first 16 inline bytes too; a WQE may end before them.
+    let mut e = [0u8; EthSeg::BYTES];
+    let have = w.len().saturating_sub(ETH_AT).min(EthSeg::BYTES);
+    e[..have].copy_from_slice(&w[ETH_AT..ETH_AT + have]);
+    let eth = View::<EthSeg>::new(&e).map_err(|_| LocalError::Length)?;
+    let sz_field = eth.get(EthSeg::INLINE_HDR_SZ) as u16;
+    let (inline_len, vlan) = if sz_field & INSERT_VLAN != 0 {
+        (0, Some(u16::from_be_bytes([e[14], e[15]])))
+    } else {
+        (usize::from(sz_field & 0x3ff), None)
+    };
+    Ok(Eth {
+        cs: eth.get(EthSeg::CS_FLAGS) as u8,
+        mss: eth.get(EthSeg::MSS) as usize,
+        inline_len,
+        vlan,
+    })
+}
+
+/// The data segments of send WQE `w` from byte `at` to its end: pointers (a zero byte count
+/// is skipped) and inline data (byte count bit 31: the bytes follow, padded to 16).
+fn data_segments(w: &[u8], mut at: usize) -> Result<Vec<Piece<'_>>, LocalError> {
+    let mut out = Vec::new();
     while at + DataSeg::BYTES <= w.len() {
         let d =
             View::<DataSeg>::new(&w[at..at + DataSeg::BYTES]).map_err(|_| LocalError::Length)?;
         let bc = d.get32(DataSeg::BYTE_COUNT);
         if bc & INLINE_SEG != 0 {
             let n = (bc & !INLINE_SEG) as usize;
-            let b = w.get(at + 4..at + 4 + n).ok_or(LocalError::Length)?;
-            pieces
-                .push(Piece::Inline(b))
-                .map_err(|_| LocalError::Length)?;
+            out.push(Piece::Inline(
+                w.get(at + 4..at + 4 + n).ok_or(LocalError::Length)?,
+            ));
             at += (4 + n).div_ceil(16) * 16;
             continue;
         }
         if bc != 0 {
-            pieces
-                .push(Piece::Data(Sge {
-                    len: bc,
-                    lkey: d.get32(DataSeg::LKEY),
-                    addr: d.get(DataSeg::ADDR),
-                }))
-                .map_err(|_| LocalError::Length)?;
+            out.push(Piece::Data(Sge {
+                len: bc,
+                lkey: d.get32(DataSeg::LKEY),
+                addr: d.get(DataSeg::ADDR),
+            }));
         }
         at += DataSeg::BYTES;
     }
-    let mut f = dma::gather(hw, pd, &pieces, MAX_GATHER)?;
+    Ok(out)
+}
+
+/// Frame `f` with the VLAN tag `vlan` inserted after its MAC addresses.
+fn with_vlan(mut f: Vec<u8>, vlan: Option<u16>) -> Result<Vec<u8>, LocalError> {
     if f.len() < 14 {
         return Err(LocalError::Length);
     }
@@ -445,23 +515,27 @@ fn frames(hw: &mut Hw<'_>, pd: u32, w: &[u8], tso: bool) -> Result<Vec<Vec<u8>>,
         tag[2..].copy_from_slice(&tci.to_be_bytes());
         f.splice(12..12, tag);
     }
-    let mut out = if tso {
-        packet::segment(&f, mss).ok_or(LocalError::Length)?
-    } else {
-        if let Some(h) = packet::parse(&f) {
-            packet::fill_checksums(
-                &mut f,
-                &h,
-                cs & eth_cs::L3_CSUM != 0,
-                cs & eth_cs::L4_CSUM != 0,
-            );
-        }
-        vec![f]
-    };
-    for f in &mut out {
-        if f.len() < MIN_FRAME {
-            f.resize(MIN_FRAME, 0);
-        }
+    Ok(f)
+}
+
+/// A frame as it leaves: its VLAN tag inserted, the checksums `e` asks for computed, padded.
+fn finish(f: Vec<u8>, e: &Eth) -> Result<Vec<u8>, LocalError> {
+    let mut f = with_vlan(f, e.vlan)?;
+    if let Some(h) = packet::parse(&f) {
+        packet::fill_checksums(
+            &mut f,
+            &h,
+            e.cs & eth_cs::L3_CSUM != 0,
+            e.cs & eth_cs::L4_CSUM != 0,
+        );
     }
-    Ok(out)
+    pad(&mut f);
+    Ok(f)
+}
+
+/// Frames shorter than 60 bytes are padded, as a MAC does.
+fn pad(f: &mut Vec<u8>) {
+    if f.len() < MIN_FRAME {
+        f.resize(MIN_FRAME, 0);
+    }
 }

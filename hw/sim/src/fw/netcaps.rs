@@ -2,7 +2,8 @@
 //! ETHERNET_OFFLOADS (cap type 1) and FLOW_TABLE (cap type 7) for QUERY_HCA_CAP, and
 //! QUERY_ADAPTER (0x101). Values for a ConnectX-5 PF with the features Linux's mlx5e needs and
 //! no optional ones (`linux-mlx5-probe.md` §9.1): checksum and VLAN offloads, LSO, an RSS
-//! indirection table, self-loopback control; no tunnels, LRO, multi-packet WQEs or SWP. NIC
+//! indirection table, self-loopback control; enhanced multi-packet send WQEs and UMR on an SQ;
+//! no tunnels, LRO, legacy multi-packet WQEs or SWP. NIC
 //! receive flow tables with a root that can be set, 64 levels of 2^16 entries; the outer L2–L4
 //! match fields. These capabilities are not settable (SET_HCA_CAP refuses them as any other
 //! type it does not take): MAX and CUR are the same.
@@ -38,6 +39,11 @@ pub(crate) fn eth_caps() -> [u8; Eth::BYTES] {
         // Send queues that execute UMR WQEs (`sqc.reg_umr`): mlx5e's ICOSQ maps its striding
         // RQs' pages with them (`mlx5e_check_fragmented_striding_rq_cap`).
         v.set(Eth::REG_UMR_SQ, 1)?;
+        // Enhanced multi-packet send WQEs (opcode 0x29), as ConnectX-5 introduced them (DPDK's
+        // "net/mlx5: add enhanced multi-packet send for ConnectX-5"): mlx5e then sends skbs
+        // and XDP frames several to a WQE. (The legacy `multi_pkt_send_wqe`, a ConnectX-4 Lx
+        // format, stays 0, and with it `sqc.allow_multi_pkt_send_wqe`.)
+        v.set(Eth::ENHANCED_MULTI_PKT_SEND_WQE, 1)?;
         Ok(())
     });
     if let Err(e) = r {

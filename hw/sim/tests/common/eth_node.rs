@@ -150,8 +150,7 @@ pub fn steer_mac_to(n: &mut Node, dmac: [u8; 6], tirs: &[u32]) {
 /// Posts a SEND (`tso`: TSO with `mss`) of `f` from A: the first `inline` bytes in the WQE,
 /// the rest from `mr`; checksum offloads on; rings the doorbell.
 pub fn send(n: &Node, e: &mut Eth, mr: &Mr, f: &[u8], inline: usize, mss: Option<u16>) -> u16 {
-    let dev = n.dev();
-    dev.dma_write(mr.buf.iova, &f[inline..]).unwrap();
+    n.dev().dma_write(mr.buf.iova, &f[inline..]).unwrap();
     let mut w = vec![0u8; 32];
     w[16 + 4] = 0xc0; // L3 and L4 checksums
     if let Some(m) = mss {
@@ -165,12 +164,20 @@ pub fn send(n: &Node, e: &mut Eth, mr: &Mr, f: &[u8], inline: usize, mss: Option
     w.extend_from_slice(&((f.len() - inline) as u32).to_be_bytes());
     w.extend_from_slice(&mr.key.to_be_bytes());
     w.extend_from_slice(&mr.va.to_be_bytes());
-    let ds = (w.len() / 16) as u32;
     let opcode = if mss.is_some() { 0x0e } else { 0x0a };
+    post_wqe(n, e, opcode, w)
+}
+
+/// Posts WQE `w` (its control segment's first 8 bytes and CQ_UPDATE are filled in here: the
+/// SQ's next counter, `opcode`, the SQN, DS from its length) on `e` and rings the doorbell
+/// with its first 8 bytes. Returns its counter.
+pub fn post_wqe(n: &Node, e: &mut Eth, opcode: u32, mut w: Vec<u8>) -> u16 {
+    let dev = n.dev();
+    let ds = (w.len().div_ceil(16)) as u32;
     let idx = e.sq_pi;
     w[0..4].copy_from_slice(&((u32::from(idx) << 8) | opcode).to_be_bytes());
     w[4..8].copy_from_slice(&((e.sqn << 8) | ds).to_be_bytes());
-    w[11] = 0x08; // CQ_UPDATE
+    w[11] |= 0x08; // CQ_UPDATE
     w.resize(w.len().next_multiple_of(64), 0);
     for (k, bb) in w.chunks(64).enumerate() {
         let slot = (u64::from(idx) + k as u64) & 15;
