@@ -14,6 +14,8 @@ import json, os, sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 REF = os.path.join(ROOT, "reference", "mlx5_ifc_offsets.json")
+# Fields Linux leaves reserved that rdma-core's PRM layouts name (DevX UMEM ids and offsets).
+NAMES = os.path.join(ROOT, "reference", "rdma-core-names.json")
 OUT = os.path.join(ROOT, "src", "prm")
 
 # room -> [(struct, doc)]
@@ -298,6 +300,18 @@ ROOMS = {
         ("page_fault_resume_in_page_fault_info_auto", "The fault a PAGE_FAULT_RESUME names (a union)."),
         ("trans_page_fault_info", "A transport page fault in PAGE_FAULT_RESUME: error, type, the queue and the fault's token."),
     ],
+    "devx": [
+        ("create_uctx_in", "CREATE_UCTX (0xa04) input: a user context (DevX) with the capabilities it asks for; no uid in the header."),
+        ("create_uctx_out", "CREATE_UCTX (0xa04) output: the context's uid, which its commands carry from then on."),
+        ("destroy_uctx_in", "DESTROY_UCTX (0xa06) input: the uid at byte 10, not in the header."),
+        ("destroy_uctx_out", "DESTROY_UCTX (0xa06) output."),
+        ("uctx", "A user context's capabilities (`cap`: RAW_TX 0x1, INTERNAL_DEV_RES 0x2)."),
+        ("create_umem_in", "CREATE_UMEM (0xa08) input: user memory registered for DevX objects; the MTT list follows the umem."),
+        ("create_umem_out", "CREATE_UMEM (0xa08) output: the umem id."),
+        ("destroy_umem_in", "DESTROY_UMEM (0xa0a) input."),
+        ("destroy_umem_out", "DESTROY_UMEM (0xa0a) output."),
+        ("umem", "A user memory region: page size, offset into the first page, and its MTT entries (a flexible tail)."),
+    ],
     "memic": [
         ("device_mem_cap", "Device memory capabilities (HCA_CAP cap_type 0xf): the MEMIC window in BAR0 and its allocations; SW ICM."),
         ("alloc_memic_in", "ALLOC_MEMIC (0x205) input: device memory from a range of the MEMIC window."),
@@ -329,6 +343,12 @@ def const_name(field):
 def main():
     check = "--check" in sys.argv
     facts = json.load(open(REF))
+    for struct, fields in json.load(open(NAMES)).items():
+        if struct.startswith("_"):
+            continue
+        merged = dict(facts[struct])
+        merged.update({f: tuple(v) for f, v in fields.items()})
+        facts[struct] = dict(sorted(merged.items(), key=lambda kv: (kv[1][0], kv[0])))
     generated = {s for room in ROOMS.values() for s, _ in room}
     room_of = {s: room for room, structs in ROOMS.items() for s, _ in structs}
     files = {}

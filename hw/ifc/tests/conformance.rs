@@ -1,5 +1,7 @@
 //! Every field mlx5-ifc defines, checked against the reference facts: the bit offset and width
-//! of each field of `mlx5_ifc.h` (Linux v6.12.113), copied into `reference/mlx5_ifc_offsets.json`.
+//! of each field of `mlx5_ifc.h` (Linux v6.12.113), copied into `reference/mlx5_ifc_offsets.json`,
+//! and the fields Linux leaves reserved that rdma-core's PRM layouts name
+//! (`reference/rdma-core-names.json`).
 
 use mlx5_ifc::layout::FieldKind;
 use mlx5_ifc::prm::ALL;
@@ -12,7 +14,27 @@ fn facts() -> Value {
         "/reference/mlx5_ifc_offsets.json"
     );
     let text = std::fs::read_to_string(path).expect("reference facts present");
-    serde_json::from_str(&text).expect("reference facts are JSON")
+    let mut facts: Value = serde_json::from_str(&text).expect("reference facts are JSON");
+    // Fields Linux leaves reserved that rdma-core's PRM layouts name
+    // (`reference/rdma-core-names.json`): checked as the other facts are.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/reference/rdma-core-names.json"
+    );
+    let text = std::fs::read_to_string(path).expect("rdma-core names present");
+    let names: Value = serde_json::from_str(&text).expect("rdma-core names are JSON");
+    for (layout, fields) in names.as_object().expect("an object") {
+        if layout.starts_with('_') {
+            continue;
+        }
+        let entry = facts[layout.as_str()]
+            .as_object_mut()
+            .expect("names extend structures of the reference");
+        for (f, v) in fields.as_object().expect("fields") {
+            entry.insert(f.clone(), v.clone());
+        }
+    }
+    facts
 }
 
 fn fact(facts: &Value, layout: &str, field: &str) -> Option<(u64, u64)> {
@@ -103,6 +125,9 @@ fn command_headers_match_every_command() {
         for f in hdr {
             if f.name == "uid" && fact(&facts, name, "uid").is_none() {
                 continue; // older commands keep those bits reserved
+            }
+            if f.name == "uid" && name == "destroy_uctx_in" {
+                continue; // the context it destroys is named in its body (byte 10), not the header
             }
             assert_eq!(
                 fact(&facts, name, f.name),

@@ -177,6 +177,11 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::NUM_OF_UARS_PER_PAGE, 1),
     (C::NUM_VHCA_PORTS, 1),
     (C::SW_OWNER_ID, 1),
+    // DevX stays off (`log_max_uctx` 0): the simulator models user contexts, uids and user
+    // memory (fw/devx.rs; a profile may turn them on with `log_max_uctx`, `log_max_umem`), but
+    // with them on rdma-core's suite still meets what is not modelled — UMR layouts of
+    // mlx5dv_create_mkey's KLM keys, a DevX RST2INIT without `pm_state`, DevX flow counters —
+    // and a device never advertises what it refuses (docs/simulator.md).
 ];
 
 /// `roce_cap` (MAX) of the ConnectX-5 profile.

@@ -29,7 +29,7 @@
 //! | `0x5e030011` BAD_LOCAL_PORT | BAD_PARAM | ACCESS_REG PAOS/PMTU `local_port` not 1 |
 //! | `0x5e030012` BAD_VPORT | BAD_PARAM | `other_vport` set or `vport_number` not 0 |
 //! | `0x5e030013` BAD_MTU | BAD_PARAM | MODIFY_NIC_VPORT_CONTEXT mtu 0 or above the port maximum |
-//! | `0x5e030014` BAD_UID | BAD_PARAM | `uid` not 0 while `log_max_uctx` is 0 |
+//! | `0x5e030014` BAD_UID | BAD_PARAM | `uid` not 0, the shared 0xffff or a live user context (any `uid` ≠ 0 while `log_max_uctx` is 0); CREATE_UMEM with uid 0 |
 //! | `0x5e030015` QUEUE_PAGE_SIZE | BAD_PARAM | queue `log_page_size` (`log_wq_pg_sz`) above 9 (pages above 2 MiB) |
 //! | `0x5e030016` QUEUE_PAGE_OFFSET | BAD_PARAM | queue `page_offset` of 64 or more (it counts 64ths of a page; a defensive check, the fields are at most 6 bits) |
 //! | `0x5e030017` QUEUE_PAS_MISSING | BAD_PARAM | a needed queue PAS entry is 0 (fewer pages than the queue needs) |
@@ -103,6 +103,9 @@
 //! | `0x5e03006c` PP_RATE_INDEX | BAD_PARAM | SET_PP_RATE_LIMIT index 0 or past `packet_pacing_rate_table_size`; an SQ's rate index not set (or no packet pacing) |
 //! | `0x5e03006e` MEMIC_PARAM | BAD_PARAM | ALLOC_MEMIC of size 0 or above `max_memic_size`, an alignment above `log_max_memic_addr_alignment`, a range outside the MEMIC window (or no `memic`) |
 //! | `0x5e030070` DELAY_DROP_NOT_SUPPORTED | BAD_PARAM | SET_DELAY_DROP_PARAMS without `rq_delay_drop` |
+//! | `0x5e030073` UCTX_CAP | BAD_PARAM | CREATE_UCTX asking for a `cap` bit `uctx_cap` does not offer |
+//! | `0x5e030074` UMEM_PARAM | BAD_PARAM | CREATE_UMEM: `log_page_size` above 18, `page_offset` not inside the first page, `num_of_mtt` 0 or above 2^18 |
+//! | `0x5e030075` UMEM_RANGE | BAD_PARAM | a queue or doorbell record in a umem (`*_umem_valid`) past its end, a queue not starting on a 64th of a umem page (or in pages over 2 MiB), a doorbell record across a page |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
@@ -132,6 +135,8 @@
 //! | `0x5e050010` UNKNOWN_FTE | BAD_RES | no flow table entry at that index |
 //! | `0x5e050011` UNKNOWN_Q_COUNTER | BAD_RES | a Q counter that is not allocated |
 //! | `0x5e050012` UNKNOWN_XRCD | BAD_RES | an XRC domain that is not allocated |
+//! | `0x5e050013` UNKNOWN_UCTX | BAD_RES | DESTROY_UCTX of a uid that is no user context |
+//! | `0x5e050014` UNKNOWN_UMEM | BAD_RES | a umem that is not registered (or another context's) |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
 //! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
@@ -147,6 +152,8 @@
 //! | `0x5e06000d` XRCD_IN_USE | RES_BUSY | DEALLOC_XRCD of a domain an XRC SRQ uses |
 //! | `0x5e06000e` GSI_QP_EXISTS | RES_BUSY | CREATE_QP of a second QP1 (GSI QP) |
 //! | `0x5e06000f` MEMIC_IN_USE | RES_BUSY | DEALLOC_MEMIC of device memory a MEMIC key reaches |
+//! | `0x5e060010` UCTX_IN_USE | RES_BUSY | DESTROY_UCTX of a context that still owns objects |
+//! | `0x5e060011` UMEM_IN_USE | RES_BUSY | DESTROY_UMEM of a umem an object lives in |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
 //! | `0x5e080003` EQ_EXHAUSTED | EXCEED_LIM | `2^log_max_eq - 1` EQs live |
@@ -157,6 +164,8 @@
 //! | `0x5e080008` NET_EXHAUSTED | EXCEED_LIM | `2^log_max_*` transport domains, TISes, TIRs, RQTs, RQs or SQs live, or `max_qp_cnt` Q counters |
 //! | `0x5e080009` FLOW_TABLE_EXHAUSTED | EXCEED_LIM | `2^log_max_ft_num` flow tables live (or no handle left for a group or an entry) |
 //! | `0x5e08000a` MCG_EXHAUSTED | EXCEED_LIM | ATTACH_TO_MCG beyond `2^log_max_mcg` groups or `max_qp_mcg` QPs in the group |
+//! | `0x5e08000b` UCTX_EXHAUSTED | EXCEED_LIM | `2^log_max_uctx - 1` user contexts live |
+//! | `0x5e08000c` UMEM_EXHAUSTED | EXCEED_LIM | `2^log_max_umem - 1` umems registered |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
 //! | `0x5e0f0002` MEMIC_NO_ROOM | NO_RESOURCES | ALLOC_MEMIC with no free place of that size and alignment in its range (Linux tries its next page) |
@@ -235,7 +244,7 @@ syndromes! {
     BAD_VPORT = 0x5e03_0012;
     /// BAD_PARAM: NIC vport MTU 0 or above the port maximum.
     BAD_MTU = 0x5e03_0013;
-    /// BAD_PARAM: `uid` not 0 while the device has no user contexts.
+    /// BAD_PARAM: `uid` not 0, 0xffff or a live user context.
     BAD_UID = 0x5e03_0014;
     /// BAD_PARAM: queue page size above 2 MiB.
     QUEUE_PAGE_SIZE = 0x5e03_0015;
@@ -393,6 +402,12 @@ syndromes! {
     /// BAD_PARAM: CQE compression the device does not offer (no `cqe_compression`, a mini CQE
     /// format it lacks, 128-byte CQEs without `cqe_compression_128`, the enhanced layout).
     CQE_COMPRESSION = 0x5e03_0072;
+    /// BAD_PARAM: CREATE_UCTX `cap` beyond `uctx_cap`.
+    UCTX_CAP = 0x5e03_0073;
+    /// BAD_PARAM: CREATE_UMEM page size, offset or page count.
+    UMEM_PARAM = 0x5e03_0074;
+    /// BAD_PARAM: a queue or doorbell record that a umem does not hold as asked.
+    UMEM_RANGE = 0x5e03_0075;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -443,6 +458,10 @@ syndromes! {
     UNKNOWN_Q_COUNTER = 0x5e05_0011;
     /// BAD_RES: an XRC domain that is not allocated.
     UNKNOWN_XRCD = 0x5e05_0012;
+    /// BAD_RES: no such user context.
+    UNKNOWN_UCTX = 0x5e05_0013;
+    /// BAD_RES: no such umem (for this context).
+    UNKNOWN_UMEM = 0x5e05_0014;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -473,6 +492,10 @@ syndromes! {
     GSI_QP_EXISTS = 0x5e06_000e;
     /// RES_BUSY: DEALLOC_MEMIC of device memory a MEMIC key still reaches.
     MEMIC_IN_USE = 0x5e06_000f;
+    /// RES_BUSY: DESTROY_UCTX of a context that owns objects.
+    UCTX_IN_USE = 0x5e06_0010;
+    /// RES_BUSY: DESTROY_UMEM of a umem in use.
+    UMEM_IN_USE = 0x5e06_0011;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.
@@ -493,6 +516,10 @@ syndromes! {
     FLOW_TABLE_EXHAUSTED = 0x5e08_0009;
     /// EXCEED_LIM: `2^log_max_mcg` groups, or `max_qp_mcg` QPs in the group.
     MCG_EXHAUSTED = 0x5e08_000a;
+    /// EXCEED_LIM: every user context uid is taken.
+    UCTX_EXHAUSTED = 0x5e08_000b;
+    /// EXCEED_LIM: every umem id is taken.
+    UMEM_EXHAUSTED = 0x5e08_000c;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.

@@ -23,6 +23,7 @@ impl Cqc {
     #[doc = "`mini_cqe_res_format`: bit 0x12, width 2, byte 0x2."] pub const MINI_CQE_RES_FORMAT: Field<Self> = Field::new("mini_cqe_res_format", 0x12, 2);
     #[doc = "`st`: bit 0x14, width 4, byte 0x2."] pub const ST: Field<Self> = Field::new("st", 0x14, 4);
     #[doc = "`cqe_compression_layout`: bit 0x1e, width 2, byte 0x3."] pub const CQE_COMPRESSION_LAYOUT: Field<Self> = Field::new("cqe_compression_layout", 0x1e, 2);
+    #[doc = "`dbr_umem_id`: bit 0x20, width 32, byte 0x4."] pub const DBR_UMEM_ID: Field<Self> = Field::new("dbr_umem_id", 0x20, 32);
     #[doc = "`page_offset`: bit 0x54, width 6, byte 0xa."] pub const PAGE_OFFSET: Field<Self> = Field::new("page_offset", 0x54, 6);
     #[doc = "`log_cq_size`: bit 0x63, width 5, byte 0xc."] pub const LOG_CQ_SIZE: Field<Self> = Field::new("log_cq_size", 0x63, 5);
     #[doc = "`uar_page`: bit 0x68, width 24, byte 0xd."] pub const UAR_PAGE: Field<Self> = Field::new("uar_page", 0x68, 24);
@@ -44,9 +45,10 @@ impl Layout for Cqc {
         Self::STATUS.info, Self::DBR_UMEM_VALID.info, Self::APU_CQ.info, Self::CQE_SZ.info,
         Self::CC.info, Self::SCQE_BREAK_MODERATION_EN.info, Self::OI.info, Self::CQ_PERIOD_MODE.info,
         Self::CQE_COMP_EN.info, Self::MINI_CQE_RES_FORMAT.info, Self::ST.info, Self::CQE_COMPRESSION_LAYOUT.info,
-        Self::PAGE_OFFSET.info, Self::LOG_CQ_SIZE.info, Self::UAR_PAGE.info, Self::CQ_PERIOD.info,
-        Self::CQ_MAX_COUNT.info, Self::C_EQN_OR_APU_ELEMENT.info, Self::LOG_PAGE_SIZE.info, Self::LAST_NOTIFIED_INDEX.info,
-        Self::LAST_SOLICIT_INDEX.info, Self::CONSUMER_COUNTER.info, Self::PRODUCER_COUNTER.info, Self::DBR_ADDR.info,
+        Self::DBR_UMEM_ID.info, Self::PAGE_OFFSET.info, Self::LOG_CQ_SIZE.info, Self::UAR_PAGE.info,
+        Self::CQ_PERIOD.info, Self::CQ_MAX_COUNT.info, Self::C_EQN_OR_APU_ELEMENT.info, Self::LOG_PAGE_SIZE.info,
+        Self::LAST_NOTIFIED_INDEX.info, Self::LAST_SOLICIT_INDEX.info, Self::CONSUMER_COUNTER.info, Self::PRODUCER_COUNTER.info,
+        Self::DBR_ADDR.info,
     ];
 }
 
@@ -61,6 +63,8 @@ impl CreateCqIn {
     #[doc = "`uid`: bit 0x10, width 16, byte 0x2."] pub const UID: Field<Self> = Field::new("uid", 0x10, 16);
     #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
     #[doc = "`cq_context` (cqc): bit 0x80, width 512, byte 0x10."] pub const CQ_CONTEXT: Nested<Self, Cqc> = Nested::new("cq_context", 0x80, 512);
+    #[doc = "`cq_umem_offset`: bit 0x280, width 64, byte 0x50."] pub const CQ_UMEM_OFFSET: Field<Self> = Field::new("cq_umem_offset", 0x280, 64);
+    #[doc = "`cq_umem_id`: bit 0x2c0, width 32, byte 0x58."] pub const CQ_UMEM_ID: Field<Self> = Field::new("cq_umem_id", 0x2c0, 32);
     #[doc = "`cq_umem_valid`: bit 0x2e0, width 1, byte 0x5c."] pub const CQ_UMEM_VALID: Field<Self> = Field::new("cq_umem_valid", 0x2e0, 1);
     #[doc = "`pas` (bytes): bit 0x880, width 0, byte 0x110."] pub const PAS: Bytes<Self> = Bytes::new("pas", 0x880, 0);
 }
@@ -70,7 +74,7 @@ impl Layout for CreateCqIn {
     const BYTES: usize = 0x110;
     const FIELDS: &'static [FieldInfo] = &[
         Self::OPCODE.info, Self::UID.info, Self::OP_MOD.info, Self::CQ_CONTEXT.info,
-        Self::CQ_UMEM_VALID.info, Self::PAS.info,
+        Self::CQ_UMEM_OFFSET.info, Self::CQ_UMEM_ID.info, Self::CQ_UMEM_VALID.info, Self::PAS.info,
     ];
 }
 

@@ -37,6 +37,8 @@ pub mod flow;
 #[rustfmt::skip]
 pub mod odp;
 #[rustfmt::skip]
+pub mod devx;
+#[rustfmt::skip]
 pub mod memic;
 #[rustfmt::skip]
 pub mod pacing;
@@ -293,6 +295,16 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("page_fault_resume_out", odp::PageFaultResumeOut::BYTES, odp::PageFaultResumeOut::FIELDS),
     ("page_fault_resume_in_page_fault_info_auto", odp::PageFaultResumeInPageFaultInfoAuto::BYTES, odp::PageFaultResumeInPageFaultInfoAuto::FIELDS),
     ("trans_page_fault_info", odp::TransPageFaultInfo::BYTES, odp::TransPageFaultInfo::FIELDS),
+    ("create_uctx_in", devx::CreateUctxIn::BYTES, devx::CreateUctxIn::FIELDS),
+    ("create_uctx_out", devx::CreateUctxOut::BYTES, devx::CreateUctxOut::FIELDS),
+    ("destroy_uctx_in", devx::DestroyUctxIn::BYTES, devx::DestroyUctxIn::FIELDS),
+    ("destroy_uctx_out", devx::DestroyUctxOut::BYTES, devx::DestroyUctxOut::FIELDS),
+    ("uctx", devx::Uctx::BYTES, devx::Uctx::FIELDS),
+    ("create_umem_in", devx::CreateUmemIn::BYTES, devx::CreateUmemIn::FIELDS),
+    ("create_umem_out", devx::CreateUmemOut::BYTES, devx::CreateUmemOut::FIELDS),
+    ("destroy_umem_in", devx::DestroyUmemIn::BYTES, devx::DestroyUmemIn::FIELDS),
+    ("destroy_umem_out", devx::DestroyUmemOut::BYTES, devx::DestroyUmemOut::FIELDS),
+    ("umem", devx::Umem::BYTES, devx::Umem::FIELDS),
     ("device_mem_cap", memic::DeviceMemCap::BYTES, memic::DeviceMemCap::FIELDS),
     ("alloc_memic_in", memic::AllocMemicIn::BYTES, memic::AllocMemicIn::FIELDS),
     ("alloc_memic_out", memic::AllocMemicOut::BYTES, memic::AllocMemicOut::FIELDS),

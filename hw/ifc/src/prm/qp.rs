@@ -132,6 +132,7 @@ impl Qpc {
     #[doc = "`cs_res`: bit 0x638, width 8, byte 0xc7."] pub const CS_RES: Field<Self> = Field::new("cs_res", 0x638, 8);
     #[doc = "`dc_access_key`: bit 0x640, width 64, byte 0xc8."] pub const DC_ACCESS_KEY: Field<Self> = Field::new("dc_access_key", 0x640, 64);
     #[doc = "`dbr_umem_valid`: bit 0x683, width 1, byte 0xd0."] pub const DBR_UMEM_VALID: Field<Self> = Field::new("dbr_umem_valid", 0x683, 1);
+    #[doc = "`dbr_umem_id`: bit 0x720, width 32, byte 0xe4."] pub const DBR_UMEM_ID: Field<Self> = Field::new("dbr_umem_id", 0x720, 32);
 }
 
 impl Layout for Qpc {
@@ -156,6 +157,7 @@ impl Layout for Qpc {
         Self::RQ_TYPE.info, Self::SRQN_RMPN_XRQN.info, Self::RMSN.info, Self::HW_SQ_WQEBB_COUNTER.info,
         Self::SW_SQ_WQEBB_COUNTER.info, Self::HW_RQ_COUNTER.info, Self::SW_RQ_COUNTER.info, Self::CGS.info,
         Self::CS_REQ.info, Self::CS_RES.info, Self::DC_ACCESS_KEY.info, Self::DBR_UMEM_VALID.info,
+        Self::DBR_UMEM_ID.info,
     ];
 }
 

@@ -31,7 +31,7 @@ use mlx5_ifc::prm::cq::{
 use mlx5_ifc::{CmdStatus, View, ViewMut};
 
 use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};
-use super::queue;
+use super::{devx, queue};
 use crate::events::cqe;
 use crate::model::objects::ObjectKind;
 use crate::model::{Hw, Model};
@@ -62,15 +62,31 @@ pub(crate) fn create_cq(
     queue::require(model, ObjectKind::Eq, eqn, syn::UNKNOWN_EQ)?;
     let uar = c.get32(Cqc::UAR_PAGE);
     queue::require(model, ObjectKind::Uar, uar, syn::UNKNOWN_UAR)?;
-    queue::doorbell_record(env, "CREATE_CQ", c.get(Cqc::DBR_ADDR), CQ_DBR_BYTES)?;
-    let pas = queue::buffer(
+    // DevX: the doorbell record and the buffer may live in umems (`dbr_umem_valid`,
+    // `cq_umem_valid`); the context then keeps their IOVA and page geometry.
+    let mut umems = Vec::new();
+    let dbr = devx::doorbell(
+        model,
+        &mut umems,
+        (c.get(Cqc::DBR_UMEM_VALID), c.get32(Cqc::DBR_UMEM_ID)),
+        c.get(Cqc::DBR_ADDR),
+        CQ_DBR_BYTES,
+    )?;
+    queue::doorbell_record(env, "CREATE_CQ", dbr, CQ_DBR_BYTES)?;
+    let buf = devx::buffer(
+        model,
         env,
-        "CREATE_CQ",
-        i.bytes(CreateCqIn::PAS),
-        c.get(Cqc::LOG_PAGE_SIZE),
-        c.get(Cqc::PAGE_OFFSET),
+        &mut umems,
+        (
+            i.get(CreateCqIn::CQ_UMEM_VALID),
+            i.get32(CreateCqIn::CQ_UMEM_ID),
+            i.get(CreateCqIn::CQ_UMEM_OFFSET),
+        ),
+        ("CREATE_CQ", i.bytes(CreateCqIn::PAS)),
+        (c.get(Cqc::LOG_PAGE_SIZE), c.get(Cqc::PAGE_OFFSET)),
         cqe_bytes << log_size,
     )?;
+
     let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_CQ);
     if !queue::below_limit(model.objects.count(ObjectKind::Cq), log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::CQ_EXHAUSTED));
@@ -79,6 +95,9 @@ pub(crate) fn create_cq(
     let mut v = encoded(ViewMut::<Cqc>::new(&mut ctx))?;
     encoded(v.set(Cqc::ST, arm_state::FIRED))?;
     encoded(v.set(Cqc::STATUS, 0))?;
+    encoded(v.set(Cqc::DBR_ADDR, dbr))?;
+    encoded(v.set(Cqc::LOG_PAGE_SIZE, buf.log_page_size))?;
+    encoded(v.set(Cqc::PAGE_OFFSET, buf.page_offset))?;
     for f in [
         Cqc::CONSUMER_COUNTER,
         Cqc::PRODUCER_COUNTER,
@@ -87,8 +106,9 @@ pub(crate) fn create_cq(
     ] {
         encoded(v.set(f, 0))?;
     }
-    let mut q = queue::new_queue(ctx, pas, Some(uar));
+    let mut q = queue::new_queue(ctx, buf.pas, Some(uar));
     q.holds.push((ObjectKind::Eq, eqn));
+    q.holds.extend(umems);
     let cqn = queue::insert(
         model,
         ObjectKind::Cq,
@@ -157,6 +177,7 @@ pub(crate) fn modify_cq(
     let i = input::<ModifyCqIn>(req)?;
     let select = queue::be_uint(i.bytes(ModifyCqIn::MODIFY_FIELD_SELECT_RESIZE_FIELD_SELECT));
     let cqn = i.get32(ModifyCqIn::CQN);
+    queue::changeable(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
     match req.op_mod {
         modify_cq::MODERATION => moderate(model, cqn, select, &i.nested(ModifyCqIn::CQ_CONTEXT)),
         modify_cq::RESIZE => resize(model, env, cqn, select, &i),

@@ -102,9 +102,14 @@ pub(crate) fn query_hca_cap(
         (cap_type::FLOW_TABLE, _) => &super::netcaps::flow_table_caps()[..],
         _ => return Err(bad_param(syn::BAD_CAP_TYPE)),
     };
-    let mut o = output::<QueryHcaCapOut>(out)?;
-    let cap = o.bytes_mut(QueryHcaCapOut::CAPABILITY);
-    cap[..image.len()].copy_from_slice(image);
+    // What fits of the page: the output may end before the layout does (at 2 KiB of it).
+    let at = QueryHcaCapOut::CAPABILITY.offset();
+    let room = out
+        .len()
+        .min(req.outlen)
+        .saturating_sub(at)
+        .min(image.len());
+    out[at..at + room].copy_from_slice(&image[..room]);
     Ok(())
 }
 

@@ -10,7 +10,9 @@
 //! 4. the state gate → BAD_SYS_STATE: before ENABLE_HCA only ENABLE_HCA runs; between
 //!    ENABLE_HCA and INIT_HCA (and after TEARDOWN_HCA) only the bring-up commands (ISSI, pages,
 //!    caps, ACCESS_REG, INIT_HCA, DISABLE_HCA, SET_DRIVER_VERSION); after INIT_HCA everything;
-//! 5. `uid` ≠ 0 while `log_max_uctx` is 0 → BAD_PARAM;
+//! 5. a `uid` that is not 0, the shared 0xffff or a live user context ([`devx`]) → BAD_PARAM;
+//!    the handler then runs as that uid: what it makes is that uid's, and it may change or
+//!    destroy only that uid's objects (uid 0 any);
 //! 6. the command's handler (in the module of its object), which checks its fields and acts.
 //!
 //! Objects: UAR pages and PDs ([`resources`]), EQs ([`eq`]), CQs ([`cq`]), SRQs and RMPs
@@ -32,6 +34,7 @@
 
 pub(crate) mod cmd;
 pub(crate) mod cq;
+pub(crate) mod devx;
 pub(crate) mod eq;
 pub(crate) mod flow;
 pub(crate) mod hca;
@@ -54,10 +57,9 @@ pub(crate) mod tir;
 pub(crate) mod vport;
 pub(crate) mod xrc;
 
-use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::{
-    cq as c, eq as e, flow as f, hca as h, memic as dm, mr as m, odp as pf, pacing as pp, qp as q,
-    sq_rq as w, srq as s, tir as t, uar_pd as u, vport as v,
+    cq as c, devx as dx, eq as e, flow as f, hca as h, memic as dm, mr as m, odp as pf,
+    pacing as pp, qp as q, sq_rq as w, srq as s, tir as t, uar_pd as u, vport as v,
 };
 use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
 
@@ -130,10 +132,13 @@ const SPECS: &[Spec] = &[
         Gate::Enabled,
         pages::manage_pages,
     ),
-    spec::<h::QueryHcaCapIn, h::QueryHcaCapOut>(
+    // The capability page is cut to the output's room: rdma-core's DevX tests read the
+    // general capabilities into a 2064-byte output (the page padded to 2048 bytes).
+    spec_out::<h::QueryHcaCapIn>(
         Opcode::QueryHcaCap,
         Gate::Enabled,
         hca::query_hca_cap,
+        h::QueryHcaCapOut::BYTES - 0x1000 + 0x800,
     ),
     spec::<h::SetHcaCapIn, h::SetHcaCapOut>(Opcode::SetHcaCap, Gate::Enabled, hca::set_hca_cap),
     spec::<h::QueryAdapterIn, h::QueryAdapterOut>(
@@ -398,6 +403,26 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         sq_rq::query_vport_counter,
     ),
+    spec::<dx::CreateUctxIn, dx::CreateUctxOut>(
+        Opcode::CreateUctx,
+        Gate::Initialized,
+        devx::create_uctx,
+    ),
+    spec::<dx::DestroyUctxIn, dx::DestroyUctxOut>(
+        Opcode::DestroyUctx,
+        Gate::Initialized,
+        devx::destroy_uctx,
+    ),
+    spec::<dx::CreateUmemIn, dx::CreateUmemOut>(
+        Opcode::CreateUmem,
+        Gate::Initialized,
+        devx::create_umem,
+    ),
+    spec::<dx::DestroyUmemIn, dx::DestroyUmemOut>(
+        Opcode::DestroyUmem,
+        Gate::Initialized,
+        devx::destroy_umem,
+    ),
     spec::<f::CreateFlowTableIn, f::CreateFlowTableOut>(
         Opcode::CreateFlowTable,
         Gate::Initialized,
@@ -480,9 +505,18 @@ fn dispatch(model: &mut Model, env: &mut Env<'_>, req: &Req<'_>, out: &mut [u8])
         (Gate::Enabled, _) | (Gate::Initialized, HcaState::Initialized) => {}
         (Gate::Initialized, _) => return Err(bad_state(syn::NOT_INITIALIZED)),
     }
-    let uid = input::<CmdInHeader>(req)?.get(CmdInHeader::UID);
-    if uid != 0 && model.cur(CmdHcaCap::LOG_MAX_UCTX) == 0 {
+    let uid = input::<CmdInHeader>(req)?.get(CmdInHeader::UID) as u16;
+    // CREATE_UCTX and DESTROY_UCTX have no uid in the header (bits 0x10–0x1f are reserved).
+    let uid = if matches!(spec.opcode, Opcode::CreateUctx | Opcode::DestroyUctx) {
+        0
+    } else {
+        uid
+    };
+    if !devx::uid_ok(model, uid) {
         return Err(bad_param(syn::BAD_UID));
     }
-    (spec.handler)(model, env, req, out)
+    model.objects.actor = uid;
+    let r = (spec.handler)(model, env, req, out);
+    model.objects.actor = 0;
+    r
 }

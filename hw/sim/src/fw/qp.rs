@@ -210,15 +210,33 @@ pub(crate) fn create_qp(
     if let Some(u) = uar {
         queue::require(model, ObjectKind::Uar, u, syn::UNKNOWN_UAR)?;
     }
-    queue::doorbell_record(env, "CREATE_QP", c.get(Qpc::DBR_ADDR), QP_DBR_BYTES)?;
-    let pas = queue::buffer(
+    // DevX: the doorbell record and the work queues may live in umems (`dbr_umem_valid`,
+    // `wq_umem_valid`); the context then keeps their IOVA and page geometry.
+    let mut umems = Vec::new();
+    let dbr = super::devx::doorbell(
+        model,
+        &mut umems,
+        (c.get(Qpc::DBR_UMEM_VALID), c.get32(Qpc::DBR_UMEM_ID)),
+        c.get(Qpc::DBR_ADDR),
+        QP_DBR_BYTES,
+    )?;
+    queue::doorbell_record(env, "CREATE_QP", dbr, QP_DBR_BYTES)?;
+    // (A QP with neither queue has no buffer, in a umem or not.)
+    let valid = i.get(CreateQpIn::WQ_UMEM_VALID) * u64::from(rq_bytes + sq_bytes > 0);
+    let buf = super::devx::buffer(
+        model,
         env,
-        "CREATE_QP",
-        i.bytes(CreateQpIn::PAS),
-        c.get(Qpc::LOG_PAGE_SIZE),
-        c.get(Qpc::PAGE_OFFSET),
+        &mut umems,
+        (
+            valid,
+            i.get32(CreateQpIn::WQ_UMEM_ID),
+            i.get(CreateQpIn::WQ_UMEM_OFFSET),
+        ),
+        ("CREATE_QP", i.bytes(CreateQpIn::PAS)),
+        (c.get(Qpc::LOG_PAGE_SIZE), c.get(Qpc::PAGE_OFFSET)),
         rq_bytes + sq_bytes,
     )?;
+
     let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_QP);
     if !queue::below_limit(model.objects.count(ObjectKind::Qp), log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::QP_EXHAUSTED));
@@ -227,7 +245,11 @@ pub(crate) fn create_qp(
     let mut v = encoded(ViewMut::<Qpc>::new(&mut ctx))?;
     copy(&mut v, &c, CREATE_FIELDS)?;
     encoded(v.set(Qpc::STATE, qp_state::RST))?;
-    let mut q = queue::new_queue(ctx, pas, uar);
+    encoded(v.set(Qpc::DBR_ADDR, dbr))?;
+    encoded(v.set(Qpc::LOG_PAGE_SIZE, buf.log_page_size))?;
+    encoded(v.set(Qpc::PAGE_OFFSET, buf.page_offset))?;
+    let mut q = queue::new_queue(ctx, buf.pas, uar);
+    q.holds.extend(umems);
     q.holds
         .extend((!umr_without_pd).then_some((ObjectKind::Pd, pd)));
     q.holds

@@ -392,6 +392,7 @@ fn modify(
     mask: u64,
     given: &View<'_, Qpc>,
 ) -> CmdResult {
+    queue::changeable(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
     let q = queue::find(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
     let mut ctx = q.ctx.clone();
     let mut v = encoded(ViewMut::<Qpc>::new(&mut ctx))?;
@@ -448,6 +449,7 @@ transition!(rts2rts_qp, Rts2rtsQpIn, RTS2RTS);
 
 /// Moves QP `qpn` to `to` from any state; `reset` also clears its counters.
 fn force(model: &mut Model, qpn: u32, to: u64, reset: bool) -> CmdResult {
+    queue::changeable(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
     let q = model
         .objects
         .queue_mut(ObjectKind::Qp, qpn)

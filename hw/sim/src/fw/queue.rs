@@ -67,27 +67,41 @@ pub(crate) fn buffer(
         let mut b = [0u8; 8];
         b.copy_from_slice(entry);
         let addr = Be64::from_bytes(b).get();
-        if addr == 0 {
-            return Err(bad_param(syn::QUEUE_PAS_MISSING));
-        }
-        if addr % page != 0 {
-            return Err(bad_param(syn::QUEUE_PAS_UNALIGNED));
-        }
         let used = page.min(bytes - k as u64 * page);
-        let len = usize::try_from(used).unwrap_or(usize::MAX);
-        if !env.iommu.is_mapped(addr, len) {
-            log::warn!("mlx5-sim: {what}: PAS entry {k} ({addr:#x}, {used} bytes) not mapped");
-            env.dma_faults.push(DmaFault {
-                iova: addr,
-                len,
-                kind: DmaFaultKind::QueueNotMapped,
-                what: format!("{what}: PAS entry {k} is not a mapped {page}-byte queue page"),
-            });
-            return Err(bad_param(syn::QUEUE_PAS_UNMAPPED));
-        }
+        page_entry(env, what, k, addr, (page, used))?;
         pages.push(addr);
     }
     Ok(pages)
+}
+
+/// Checks entry `k` of a page list, `addr`: not 0 (QUEUE_PAS_MISSING), aligned to `page`
+/// (QUEUE_PAS_UNALIGNED), its first `used` bytes mapped (QUEUE_PAS_UNMAPPED, a DMA fault
+/// recorded).
+pub(crate) fn page_entry(
+    env: &mut Env<'_>,
+    what: &str,
+    k: usize,
+    addr: u64,
+    (page, used): (u64, u64),
+) -> CmdResult {
+    if addr == 0 {
+        return Err(bad_param(syn::QUEUE_PAS_MISSING));
+    }
+    if addr % page != 0 {
+        return Err(bad_param(syn::QUEUE_PAS_UNALIGNED));
+    }
+    let len = usize::try_from(used).unwrap_or(usize::MAX);
+    if !env.iommu.is_mapped(addr, len) {
+        log::warn!("mlx5-sim: {what}: PAS entry {k} ({addr:#x}, {used} bytes) not mapped");
+        env.dma_faults.push(DmaFault {
+            iova: addr,
+            len,
+            kind: DmaFaultKind::QueueNotMapped,
+            what: format!("{what}: PAS entry {k} is not a mapped {page}-byte queue page"),
+        });
+        return Err(bad_param(syn::QUEUE_PAS_UNMAPPED));
+    }
+    Ok(())
 }
 
 /// Checks a doorbell record of `len` bytes at `addr`.
@@ -215,12 +229,23 @@ pub(crate) fn destroy(
     unknown: u32,
     busy: u32,
 ) -> CmdResult {
-    require(model, kind, id, unknown)?;
+    changeable(model, kind, id, unknown)?;
     if model.objects.refs(kind, id) > 0 {
         return Err(fail(CmdStatus::ResBusy, busy));
     }
     if let Some(Object::Queue(q)) = model.remove(kind, id) {
         model.objects.release(&q.holds);
+    }
+    Ok(())
+}
+
+/// Object `id` of `kind` is live and the command running may change or destroy it (its uid
+/// owns it, or it is the kernel's command: [`crate::model::objects::ObjectTable::may_change`]);
+/// else BAD_RES `unknown` — to a user context, another's object is not there.
+pub(crate) fn changeable(model: &Model, kind: ObjectKind, id: u32, unknown: u32) -> CmdResult {
+    require(model, kind, id, unknown)?;
+    if !model.objects.may_change(kind, id) {
+        return Err(fail(CmdStatus::BadRes, unknown));
     }
     Ok(())
 }

@@ -227,6 +227,7 @@ fn transition<L: mlx5_ifc::Layout>(
     state: Field<L>,
     (cur, next): (u64, u64),
 ) -> Result<&mut crate::model::objects::Queue, Failure> {
+    queue::changeable(model, kind, id, unknown)?;
     let q = model
         .objects
         .queue_mut(kind, id)

@@ -223,6 +223,7 @@ pub(crate) fn arm_rq(model: &mut Model, _: &mut Env<'_>, req: &Req<'_>, _: &mut 
         return Err(bad_param(syn::BAD_OP_MOD));
     }
     let n = i.get32(ArmRqIn::SRQ_NUMBER);
+    queue::changeable(model, ObjectKind::Srq, n, syn::UNKNOWN_SRQ)?;
     arm(model, ObjectKind::Srq, n, i.get32(ArmRqIn::LWM))
 }
 
@@ -235,7 +236,7 @@ pub(crate) fn modify_rmp(
 ) -> CmdResult {
     let i = input::<ModifyRmpIn>(req)?;
     let n = i.get32(ModifyRmpIn::RMPN);
-    queue::find(model, ObjectKind::Rmp, n, syn::UNKNOWN_SRQ)?;
+    queue::changeable(model, ObjectKind::Rmp, n, syn::UNKNOWN_SRQ)?;
     let ctx = i.nested(ModifyRmpIn::CTX);
     if i.get(ModifyRmpIn::RMP_STATE) != rmp_state::RDY || ctx.get(Rmpc::STATE) != rmp_state::RDY {
         return Err(bad_param(syn::BAD_RMP_STATE));

@@ -125,7 +125,7 @@ pub(crate) fn modify_tis(
 ) -> CmdResult {
     let i = input::<ModifyTisIn>(req)?;
     let tisn = i.get32(ModifyTisIn::TISN);
-    queue::find(model, ObjectKind::Tis, tisn, syn::UNKNOWN_TIS)?;
+    queue::changeable(model, ObjectKind::Tis, tisn, syn::UNKNOWN_TIS)?;
     let c = i.nested(ModifyTisIn::CTX);
     // Bit 0: prio; LAG affinity (bits 1, 2) is refused.
     if queue::be_uint(i.bytes(ModifyTisIn::BITMASK)) & !0x1 != 0 {
@@ -212,6 +212,7 @@ pub(crate) fn modify_rqt(
 ) -> CmdResult {
     let i = input::<ModifyRqtIn>(req)?;
     let rqtn = i.get32(ModifyRqtIn::RQTN);
+    queue::changeable(model, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
     let old = queue::find(model, ObjectKind::Rqt, rqtn, syn::UNKNOWN_RQT)?;
     let max = View::<Rqtc>::new(&old.ctx).map_or(0, |v| v.get(Rqtc::RQT_MAX_SIZE));
     // Bit 0: the RQ list (with `rqt_actual_size`); nothing else is modifiable.
@@ -301,6 +302,7 @@ pub(crate) fn modify_tir(
 ) -> CmdResult {
     let i = input::<ModifyTirIn>(req)?;
     let tirn = i.get32(ModifyTirIn::TIRN);
+    queue::changeable(model, ObjectKind::Tir, tirn, syn::UNKNOWN_TIR)?;
     let old = queue::find(model, ObjectKind::Tir, tirn, syn::UNKNOWN_TIR)?
         .ctx
         .clone();

@@ -57,7 +57,15 @@ pub enum ObjectKind {
     Xrcd,
     /// An XRC SRQ (CREATE_XRC_SRQ), numbered with the SRQs and RMPs.
     XrcSrq,
+    /// A user context (CREATE_UCTX, DevX); its handle is its uid.
+    Uctx,
+    /// User memory registered for DevX objects (CREATE_UMEM).
+    Umem,
 }
+
+/// The uid of resources shared by every user context (Linux's `MLX5_SHARED_RESOURCE_UID`):
+/// completion EQs, Q counters, shared packet pacing entries.
+pub(crate) const SHARED_UID: u16 = 0xffff;
 
 /// What the device keeps about a queue object (EQ, CQ, SRQ, RMP, QP).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,12 +96,40 @@ pub(crate) enum Object {
     Queue(Box<Queue>),
     /// A memory key.
     Mkey(Box<super::mkey::Mkey>),
+    /// A user context (its uid is its handle).
+    Uctx,
+    /// Registered user memory.
+    Umem(Box<Umem>),
+}
+
+/// A registered umem: its pages (IOVAs), their size, and where the region starts in the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Umem {
+    pub(crate) pages: std::sync::Arc<[u64]>,
+    pub(crate) page: u64,
+    pub(crate) offset: u64,
+}
+
+impl Umem {
+    /// The IOVA of byte `at` of the region, if it lies in it.
+    pub(crate) fn iova(&self, at: u64) -> Option<u64> {
+        let at = at.checked_add(self.offset)?;
+        let page = *self.pages.get(usize::try_from(at / self.page).ok()?)?;
+        Some(page + at % self.page)
+    }
+
+    /// Bytes of the region.
+    pub(crate) fn len(&self) -> u64 {
+        (self.pages.len() as u64 * self.page).saturating_sub(self.offset)
+    }
 }
 
 #[derive(Debug)]
 struct Slot {
     obj: Object,
     refs: u32,
+    /// The uid of the command that made it (0: the kernel's; [`SHARED_UID`]; a user context's).
+    uid: u16,
 }
 
 #[derive(Debug, Default)]
@@ -109,6 +145,9 @@ pub(crate) struct ObjectTable {
     /// Translation entries the live mkeys hold (MTT entries and KSM entries), against
     /// [`TRANSLATION_BUDGET`].
     translations: u64,
+    /// The uid of the command running (0 between commands): what an object made now is owned
+    /// by, and who may change or destroy one ([`ObjectTable::may_change`]).
+    pub(crate) actor: u16,
 }
 
 /// The most translation entries the simulator keeps for all of a device's mkeys together
@@ -158,7 +197,11 @@ impl ObjectTable {
             if !taken(&self.tables, id) {
                 let t = self.tables.entry(kind).or_default();
                 if let Entry::Vacant(slot) = t.live.entry(id) {
-                    slot.insert(Slot { obj, refs: 0 });
+                    slot.insert(Slot {
+                        obj,
+                        refs: 0,
+                        uid: self.actor,
+                    });
                     self.translations += held;
                     t.cursor = id.wrapping_add(1);
                     return Some(id);
@@ -175,9 +218,37 @@ impl ObjectTable {
         self.remove(kind, id).is_some()
     }
 
+    /// The uid that owns object `id` of `kind`, if it is live.
+    pub(crate) fn uid_of(&self, kind: ObjectKind, id: u32) -> Option<u16> {
+        self.tables
+            .get(&kind)
+            .and_then(|t| t.live.get(&id))
+            .map(|s| s.uid)
+    }
+
+    /// Whether the command running may change or destroy object `id` of `kind`: a command of
+    /// uid 0 (the kernel's) any; one of another uid only its own (the firmware keeps user
+    /// contexts apart by uid: to it, another context's object is not there). Queries and the
+    /// references a new object makes are not limited: Linux queries user objects with uid 0
+    /// and makes user objects that point at kernel and shared ones.
+    pub(crate) fn may_change(&self, kind: ObjectKind, id: u32) -> bool {
+        self.actor == 0 || self.uid_of(kind, id) == Some(self.actor)
+    }
+
+    /// Live objects owned by `uid`.
+    pub(crate) fn owned_by(&self, uid: u16) -> usize {
+        self.tables
+            .values()
+            .map(|t| t.live.values().filter(|s| s.uid == uid).count())
+            .sum()
+    }
+
     /// Removes `id` and returns it (only through [`super::Model::remove`], which also forgets its
-    /// runtime).
+    /// runtime); `None` if it is not live or the command running may not destroy it.
     pub(super) fn remove(&mut self, kind: ObjectKind, id: u32) -> Option<Object> {
+        if !self.may_change(kind, id) {
+            return None;
+        }
         let o = self
             .tables
             .get_mut(&kind)
