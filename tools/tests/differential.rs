@@ -48,6 +48,10 @@ const IDENTITY: &[&str] = &[
     "page_offset",
     "log_page_size@qpc",
     "user_index",
+    // The user context a command runs in: rdma-core asks for a DevX context on every open,
+    // so Linux's mlx5_ib puts that context's uid on the user's objects; this driver owns the
+    // device as mlx5_core does and runs as the kernel's uid 0 (docs/fields.md, "DevX").
+    "uid",
 ];
 
 struct Cmd {

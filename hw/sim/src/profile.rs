@@ -177,11 +177,12 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::NUM_OF_UARS_PER_PAGE, 1),
     (C::NUM_VHCA_PORTS, 1),
     (C::SW_OWNER_ID, 1),
-    // DevX stays off (`log_max_uctx` 0): the simulator models user contexts, uids and user
-    // memory (fw/devx.rs; a profile may turn them on with `log_max_uctx`, `log_max_umem`), but
-    // with them on rdma-core's suite still meets what is not modelled — UMR layouts of
-    // mlx5dv_create_mkey's KLM keys, a DevX RST2INIT without `pm_state`, DevX flow counters —
-    // and a device never advertises what it refuses (docs/simulator.md).
+    // DevX: user contexts (CREATE_UCTX; their uids on every command, objects owned by the uid
+    // that made them) and user memory (CREATE_UMEM; DevX CQs and QPs in umems). How many a real
+    // ConnectX-5 allows is not in any public dump: 2^10 contexts, 2^20 umems here. No
+    // `uctx_cap` bits (their firmware meaning is unknown).
+    (C::LOG_MAX_UCTX, 10),
+    (C::LOG_MAX_UMEM, 20),
 ];
 
 /// `roce_cap` (MAX) of the ConnectX-5 profile.

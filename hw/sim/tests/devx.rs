@@ -24,11 +24,9 @@ const BAD_PARAM: u8 = CmdStatus::BadParam.raw();
 const BAD_RES: u8 = CmdStatus::BadRes.raw();
 const RES_BUSY: u8 = CmdStatus::ResBusy.raw();
 
-/// A ConnectX-5 with DevX on: 2^10 user contexts, 2^20 umems (the cx5 profile leaves it off
-/// until rdma-core's DevX tests pass on it).
+/// The ConnectX-5 profile: DevX on, 2^10 user contexts, 2^20 umems.
 fn fx() -> Fx {
-    let p = Profile::from_json_str(r#"{"log_max_uctx": 10, "log_max_umem": 20}"#).unwrap();
-    Fx::new(quiet(p), Mode::Sync, 1)
+    Fx::new(quiet(Profile::connectx5()), Mode::Sync, 1)
 }
 
 /// `input` with `uid` in its header.
@@ -267,10 +265,12 @@ fn a_devx_cq_lives_in_umems_that_it_holds() {
     fx.p.ok(&destroy_uctx(other), 0x10);
 }
 
-/// The ConnectX-5 profile leaves DevX off: no user contexts, and a command with a uid refused.
+/// A device without DevX (`log_max_uctx` 0): no user contexts, and a command with a uid
+/// refused.
 #[test]
 fn without_devx_there_are_no_user_contexts() {
-    let mut fx = Fx::new(quiet(Profile::connectx5()), Mode::Sync, 1);
+    let p = Profile::from_json_str(r#"{"log_max_uctx": 0}"#).unwrap();
+    let mut fx = Fx::new(quiet(p), Mode::Sync, 1);
     let caps = fx.p.query_cap(0, 1);
     assert_eq!(
         View::<CmdHcaCap>::new(&caps)

@@ -236,3 +236,58 @@ fn a_type1_window_serves_any_qp_and_is_invalidated_by_a_zero_length_bind() {
         (REQ_ERR, REMOTE_ACCESS_ERR)
     );
 }
+
+/// rdma-core's interleaved layout on a KLM key (`mlx5dv_wr_mr_interleaved`,
+/// `umr_strided_seg_create`): a repeat block — one round's total bytes, `op` 0x400, the round
+/// count, the entry count — and its entries (stride, bytes, key, address); round `r` takes each
+/// entry's bytes at `address + r × stride`. Remote writes through the key land interleaved.
+/// Then rdma-core's local invalidation of that key — bound to no QP — with CHECK_QPN, which the
+/// device takes (rdma-core's mkey tests invalidate their mlx5dv keys so on real cards).
+#[test]
+fn an_interleaved_klm_layout_spreads_writes_and_a_key_bound_to_no_qp_is_invalidated() {
+    let (fabric, mut a, mut b, mut qa, mut qb, src, dst) = setup();
+    let mw = alloc_mw(&mut b, false);
+    let mut w = vec![0u8; 48 + 64 + 64];
+    w[0] = INLINE;
+    w[4..6].copy_from_slice(&4u16.to_be_bytes());
+    w[8..16].copy_from_slice(&(FREE | MKEY | LEN | ACCESS).to_be_bytes());
+    let s = &mut w[48..112];
+    s[2] = 0x20 | 0x08; // remote write, local write
+    s[4..8].copy_from_slice(&0xffff_ff07u32.to_be_bytes());
+    s[24..32].copy_from_slice(&48u64.to_be_bytes());
+    let x = &mut w[112..176];
+    x[..4].copy_from_slice(&16u32.to_be_bytes()); // one round: 8 + 8 bytes
+    x[4..8].copy_from_slice(&0x400u32.to_be_bytes());
+    x[8..12].copy_from_slice(&3u32.to_be_bytes()); // three rounds
+    x[14..16].copy_from_slice(&2u16.to_be_bytes()); // two entries
+    for (k, off) in [0u64, 100].into_iter().enumerate() {
+        let e = &mut x[16 + 16 * k..32 + 16 * k];
+        e[..2].copy_from_slice(&16u16.to_be_bytes()); // stride
+        e[2..4].copy_from_slice(&8u16.to_be_bytes()); // bytes
+        e[4..8].copy_from_slice(&dst.key.to_be_bytes());
+        e[8..16].copy_from_slice(&dst.va(off).to_be_bytes());
+    }
+    b.post_send(&mut qb, UMR, SIGNALED, mw.to_be_bytes(), &[Seg::Raw(w)]);
+    assert_eq!(b.poll().map(|c| c.opcode), Some(REQ), "the layout is taken");
+    let key = (mw & !0xff) | 7;
+    assert_eq!(write(&mut a, &mut qa, &src, key, 0, 48), (REQ, 0));
+    fabric.run_until_idle();
+    let sent = read(&a.dev(), &src, 0, 48);
+    for r in 0..3u64 {
+        for (k, off) in [0u64, 100].into_iter().enumerate() {
+            let from = (16 * r + 8 * k as u64) as usize;
+            assert_eq!(
+                read(&b.dev(), &dst, off + 16 * r, 8),
+                sent[from..from + 8],
+                "round {r}, entry {k}"
+            );
+        }
+    }
+    // The key is bound to no QP (qpn 0xffffff): CHECK_QPN passes, and the key is free after.
+    local_invalidate(&b, &mut qb, key);
+    assert_eq!(b.poll().map(|c| c.opcode), Some(REQ));
+    assert_eq!(
+        write(&mut a, &mut qa, &src, key, 0, 8),
+        (REQ_ERR, REMOTE_ACCESS_ERR)
+    );
+}

@@ -18,7 +18,8 @@
 //! * `flags` bits 6:5 — 1: the key must be free (`CHECK_NOT_FREE`, what an enable sends),
 //!   2: it must not be (`CHECK_FREE`) (LOCAL_PROT_ERR: the syndrome firmware gives is not
 //!   documented in any source this project has; Linux handles every non-flush syndrome alike);
-//! * `flags` bit 3 (CHECK_QPN): the key must be bound to the QP executing the WQE
+//! * `flags` bit 3 (CHECK_QPN): the key must be bound to the QP executing the WQE, or to no
+//!   QP (`qpn` 0xffffff: a memory key, which rdma-core's local invalidation checks this way)
 //!   (LOCAL_PROT_ERR);
 //! * translations only into an MTT key — entries of 8 bytes at byte offset `xlt_offset × 16`
 //!   (with `flags` bit 4; else 0), within the key's table rounded up to 64 bytes: Linux writes
@@ -46,7 +47,7 @@ use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::dma;
 use super::wqe::{LocalError, Piece};
-use crate::model::mkey::{access, Klm, Mkey, MTT_FLAGS, MTT_PRESENT, NULL_MKEY};
+use crate::model::mkey::{access, Klm, Mkey, MTT_FLAGS, MTT_PRESENT, NO_QPN, NULL_MKEY};
 use crate::model::objects::{ObjectKind, TRANSLATION_BUDGET};
 use crate::model::runtime::Sge;
 use crate::model::Hw;
@@ -110,7 +111,11 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
     let umr_en = View::<Mkc>::new(&m.ctx).is_ok_and(|v| v.get(Mkc::UMR_EN) == 1);
     let check = flags & CHECK_MASK;
     let own_qpn = c.get32(CtrlSeg::QPN);
-    let qpn_refused = flags & CHECK_QPN != 0 && m.qpn != own_qpn;
+    // CHECK_QPN passes for a key bound to this QP and for one bound to none (qpn 0xffffff):
+    // rdma-core's local invalidation is a UMR with CHECK_QPN whatever the key (`set_bind_wr`
+    // for a type 2 window of length 0), and its mkey tests invalidate mlx5dv mkeys, which are
+    // bound to no QP, that way on real cards.
+    let qpn_refused = flags & CHECK_QPN != 0 && m.qpn != own_qpn && m.qpn != NO_QPN;
     if !umr_en
         || (check == CHECK_NOT_FREE && !m.free)
         || (check == CHECK_FREE && m.free)
@@ -145,6 +150,19 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
             let pd = hw.model.objects.mkey(sge.lkey >> 8).map_or(0, |k| k.pd);
             dma::gather(hw, pd, &[Piece::Data(sge)], bytes as u64)?
         }
+    };
+
+    // A KLM key's translations may be a repeat block (rdma-core's interleaved layout): the
+    // table holds the block, the model the KLM entries it stands for.
+    let written = xlt.len() / Klm::BYTES;
+    let is_klm = hw
+        .model
+        .objects
+        .mkey(index)
+        .is_some_and(|m| m.klm.is_some());
+    let xlt = match repeat_block(&xlt).filter(|_| is_klm) {
+        Some(expanded) => expanded?,
+        None => xlt,
     };
 
     // The new PD must exist.
@@ -183,7 +201,7 @@ pub(crate) fn execute(hw: &mut Hw<'_>, w: &[u8]) -> Result<(), LocalError> {
         .ok_or(LocalError::Protection)?;
     let octo_size = View::<Mkc>::new(&m.ctx).map_or(0, |v| v.get(Mkc::TRANSLATIONS_OCTWORD_SIZE));
     if !xlt.is_empty() {
-        let written = write_translations(m, &xlt, offset, octo_size as usize);
+        let written = write_translations(m, &xlt, offset, (octo_size as usize, written));
         hw.model.objects.translations_changed(index, before);
         written?;
     }
@@ -273,7 +291,7 @@ fn write_translations(
     m: &mut Mkey,
     xlt: &[u8],
     offset: u64,
-    octo_size: usize,
+    (octo_size, written): (usize, usize),
 ) -> Result<(), LocalError> {
     if let Some(t) = m.ksm.as_mut() {
         // KSM entries (an implicit ODP parent's): one octword each; the null mkey's are absent.
@@ -302,7 +320,8 @@ fn write_translations(
             .filter_map(Klm::parse)
             .collect();
         let first = (offset / Klm::BYTES as u64) as usize;
-        if first + entries.len() > octo_size.next_multiple_of(4) {
+        // The table holds what the WQE wrote (a repeat block: its header and entries).
+        if first + written.min(entries.len()) > octo_size.next_multiple_of(4) {
             return Err(LocalError::Length);
         }
         list.truncate(first);
@@ -338,4 +357,40 @@ fn write_translations(
     }
     pages[first..first + entries.len()].copy_from_slice(&entries);
     Ok(())
+}
+
+/// `op` of a repeat block header (`mlx5_wqe_umr_repeat_block_seg`, bytes 4–7: where a KLM
+/// entry has its key).
+const REPEAT_BLOCK_OP: u32 = 0x400;
+
+/// The KLM entries a repeat block `xlt` stands for — rdma-core's interleaved layout
+/// (`umr_strided_seg_create`): a header (total bytes of one round, `op` 0x400, `repeat_count`,
+/// `num_ent`) and `num_ent` entries (`stride`, `byte_count`, `memkey`, `va`); round `r` takes
+/// each entry's `byte_count` bytes through `memkey` at `va + r × stride`. `None` when `xlt` is
+/// no repeat block; a block of no rounds or entries, or one whose expansion passes the
+/// simulator's translation budget, is a LOCAL_LENGTH_ERR.
+fn repeat_block(xlt: &[u8]) -> Option<Result<Vec<u8>, LocalError>> {
+    let h = xlt.get(..Klm::BYTES)?;
+    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    if be32(&h[4..8]) != REPEAT_BLOCK_OP {
+        return None;
+    }
+    let (repeat, n) = (u64::from(be32(&h[8..12])), be16(h, 14) as usize);
+    let Some(ents) = xlt.get(Klm::BYTES..Klm::BYTES * (1 + n)) else {
+        return Some(Err(LocalError::Length));
+    };
+    if repeat == 0 || n == 0 || repeat * n as u64 > TRANSLATION_BUDGET {
+        return Some(Err(LocalError::Length));
+    }
+    let mut out = Vec::with_capacity(repeat as usize * n * Klm::BYTES);
+    for r in 0..repeat {
+        for e in ents.chunks_exact(Klm::BYTES) {
+            let (stride, bytes) = (be16(e, 0), be16(e, 2) as u32);
+            let va = u64::from_be_bytes(e[8..16].try_into().unwrap_or([0; 8]));
+            out.extend_from_slice(&bytes.to_be_bytes());
+            out.extend_from_slice(&e[4..8]);
+            out.extend_from_slice(&va.wrapping_add(r * stride).to_be_bytes());
+        }
+    }
+    Some(Ok(out))
 }
