@@ -256,17 +256,17 @@ fn required_attributes() {
     type Edit = fn(&mut ViewMut<'_, Qpc>);
     let bad = |e: u32| (BAD_PARAM, e);
     let init: [(u32, u64, Edit, u32); 10] = [
-        // No alternate path: ARMED or REARM has nothing to migrate to.
+        // The reserved path-migration state.
         (
             rc,
             qp_st::RC,
-            |c| drop(c.set(Qpc::PM_STATE, 0)),
+            |c| drop(c.set(Qpc::PM_STATE, 2)),
             syn::BAD_PM_STATE,
         ),
         (
             ud,
             qp_st::UD,
-            |c| drop(c.set(Qpc::PM_STATE, 1)),
+            |c| drop(c.set(Qpc::PM_STATE, 2)),
             syn::BAD_PM_STATE,
         ),
         // Responder atomic modes stop at 8 (up to 256 bytes).
@@ -573,4 +573,24 @@ fn opt_param_mask_per_transition() {
         "only ack_timeout of the path"
     );
     teardown(fx, eqn, cqn, &[qpn]);
+}
+
+/// RST2INIT leaves a QP MIGRATED whatever ARMED or REARM the command says: no alternate path
+/// is loaded yet, so nothing can be armed (rdma-core's DevX test sends 0 there after creating the
+/// QP MIGRATED, and passes on real cards; Linux sends MIGRATED).
+#[test]
+fn rst2init_without_an_alternate_path_leaves_the_qp_migrated() {
+    let (mut fx, eqn, cqn) = setup(common::quiet(Profile::connectx5()));
+    let mut qps = Vec::new();
+    for asked in [0u64, 1] {
+        let qpn = fx.create_qp(qp_st::RC, cqn);
+        let r = fx.step(Step::Rst2Init, qpn, qp_st::RC, 0, |c| {
+            c.set(Qpc::PM_STATE, asked).unwrap();
+        });
+        assert_eq!(r, (0, 0), "pm_state {asked}");
+        let ctx = fx.qpc(qpn);
+        assert_eq!(View::<Qpc>::new(&ctx).unwrap().get(Qpc::PM_STATE), 3);
+        qps.push(qpn);
+    }
+    teardown(fx, eqn, cqn, &qps);
 }

@@ -7,7 +7,7 @@
 //!
 //! | transition | from | applies (always) | optional bits taken |
 //! |---|---|---|---|
-//! | RST2INIT | RST | path `pkey_index` (0 on Ethernet, BAD_PKEY_INDEX), `vhca_port_num` (must be 1, BAD_QP_PORT); `pm_state` (MIGRATED: no alternate path can be armed, BAD_PM_STATE); `rre`/`rwe`/`rae` (with `rae`, `atomic_mode` at most 8, BAD_ATOMIC_MODE); UD: `q_key` | none |
+//! | RST2INIT | RST | path `pkey_index` (0 on Ethernet, BAD_PKEY_INDEX), `vhca_port_num` (must be 1, BAD_QP_PORT); `pm_state` (the QP is MIGRATED: no alternate path can be armed yet, so ARMED and REARM leave it so; the reserved 2 is BAD_PM_STATE); `rre`/`rwe`/`rae` (with `rae`, `atomic_mode` at most 8, BAD_ATOMIC_MODE); UD: `q_key` | none |
 //! | INIT2INIT | INIT | — | RRE RAE RWE PKEY_INDEX PRI_PORT Q_KEY |
 //! | INIT2RTR | INIT | RC/UC: `mtu` (1..=5, BAD_PATH_MTU), `log_msg_max` (≤ `log_max_msg`, MSG_MAX_TOO_BIG), `remote_qpn` (≥ 2, BAD_REMOTE_QPN), `next_rcv_psn`, the primary path's RoCE fields (`rmac` nonzero, MISSING_RMAC; `src_addr_index` inside the RoCE address table, QP_GID_INDEX, and a set entry, QP_GID_NOT_SET); RC also `log_rra_max` (≤ `log_max_ra_res_qp`, RRA_MAX_TOO_BIG), `min_rnr_nak`; UD: nothing | ALT_ADDR_PATH RRE RAE RWE PKEY_INDEX Q_KEY |
 //! | RTR2RTS | RTR | `next_send_psn`; RC also `retry_count`, `rnr_retry`, `log_sra_max` (≤ `log_max_ra_req_qp`, SRA_MAX_TOO_BIG), path `ack_timeout` | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY |
@@ -255,6 +255,9 @@ fn roce_path(model: &Model, a: &View<'_, Ads>) -> CmdResult {
     }
 }
 
+/// The `pm_state` encoding no state has (ARMED 0, REARM 1, MIGRATED 3).
+const PM_STATE_RESERVED: u64 = 2;
+
 /// PM_STATE: the path migration state software asks for, from the current one. REARM (or ARMED)
 /// from MIGRATED or ARMED arms the alternate path the context holds — its RoCE fields checked as
 /// the primary path's — and reads back ARMED (the device is armed at once); MIGRATED from ARMED
@@ -285,12 +288,14 @@ fn rst2init(
 ) -> CmdResult {
     check_port(src)?;
     check_pkey(model, src)?;
-    // RST2INIT loads the path-migration state; with no alternate path loaded, only MIGRATED
-    // is consistent (ARMED or REARM would wait to migrate to a path that does not exist).
-    if src.get(Qpc::PM_STATE) != pm_state::MIGRATED {
+    // RST2INIT: with no alternate path loaded there is nothing to arm, so the QP is MIGRATED
+    // whatever ARMED or REARM the command says — Linux sends MIGRATED, rdma-core's DevX test
+    // (mlx5_base.py, Mlx5DevxRcResources) leaves the field 0 and passes on real cards. The
+    // reserved encoding 2 is refused.
+    if src.get(Qpc::PM_STATE) == PM_STATE_RESERVED {
         return Err(bad_param(syn::BAD_PM_STATE));
     }
-    copy(dst, src, &[Qpc::PM_STATE])?;
+    encoded(dst.set(Qpc::PM_STATE, pm_state::MIGRATED))?;
     copy_path(dst, src, &[Ads::PKEY_INDEX, Ads::VHCA_PORT_NUM])?;
     access(dst, src, st, ACCESS)?;
     if st == qp_st::UD {
