@@ -187,6 +187,23 @@ fn mlx5e_objects_and_steering_with_their_refusals() {
     fx.expect(&tir_in(1, 3), 0x10, (BAD_PARAM, syn::TIR_DISP));
     fx.expect(&tir_in(2, 0), 0x10, (BAD_PARAM, syn::TIR_DISP));
     let tirn = made::<CreateTirOut>(&mut fx, &tir_in(1, 2), CreateTirOut::TIRN);
+    // Transport domain 0 is none (rdma-core's DR tests make such a DevX TIR); a domain that is
+    // not allocated is refused.
+    let td_tir = |domain: u32| {
+        cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
+            let mut c = v.nested_mut(CreateTirIn::CTX);
+            c.set(Tirc::TRANSPORT_DOMAIN, domain.into()).unwrap();
+            c.set(Tirc::INLINE_RQN, rqn.into()).unwrap();
+        })
+    };
+    fx.expect(&td_tir(td + 100), 0x10, (BAD_RES, syn::UNKNOWN_TD));
+    let no_domain = made::<CreateTirOut>(&mut fx, &td_tir(0), CreateTirOut::TIRN);
+    fx.p.ok(
+        &cmd::<DestroyTirIn>(Opcode::DestroyTir, 0, |v| {
+            v.set(DestroyTirIn::TIRN, no_domain.into()).unwrap();
+        }),
+        0x10,
+    );
 
     // Steering: the anchor at a high level, a table above it missing to it, a group, entries.
     fx.expect(&table_in(64, None), 0x10, (BAD_PARAM, syn::FT_LEVEL));

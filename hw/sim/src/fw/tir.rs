@@ -11,7 +11,7 @@
 //! * CREATE_RQT: `rqt_max_size` 1..=`2^log_max_rqt_size`, `rqt_actual_size` 1..=max, `list_q_type`
 //!   0 (RQs) (BAD_PARAM RQT_SIZE); every listed RQ live (BAD_RES UNKNOWN_RQ). The RQT holds its RQs.
 //!   MODIFY_RQT with `bitmask` bit 0 replaces the list, checked the same way.
-//! * CREATE_TIR: `transport_domain` live; `disp_type` 0 (direct: `inline_rqn` a live RQ) or 1
+//! * CREATE_TIR: `transport_domain` 0 (none) or live; `disp_type` 0 (direct: `inline_rqn` a live RQ) or 1
 //!   (indirect: `indirect_table` a live RQT, `rx_hash_fn` 0 none, 1 XOR8 or 2 Toeplitz); no LRO
 //!   and no TLS (BAD_PARAM TIR_DISP). The TIR holds its domain and its RQ or RQT. MODIFY_TIR
 //!   takes `bitmask` bits 2 (hash) and 4 (`self_lb_en`); 0 (packet merge, LRO) is refused.
@@ -254,12 +254,20 @@ pub(crate) fn destroy_rqt(
 
 /// Checks a TIR context; returns what it holds.
 fn tir_holds(model: &Model, c: &View<'_, Tirc>) -> Result<Vec<(ObjectKind, u32)>, Failure> {
+    // Transport domain 0 is none (domains are numbered from 1): rdma-core's DR tests make a
+    // DevX TIR without one (test_mlx5_dr.py, `Mlx5DrTirResources`), and pass on real cards. A
+    // TIR of no domain blocks no self-loopback.
     let td = c.get32(Tirc::TRANSPORT_DOMAIN);
-    queue::require(model, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
+    if td != 0 {
+        queue::require(model, ObjectKind::TransportDomain, td, syn::UNKNOWN_TD)?;
+    }
     if c.get(Tirc::PACKET_MERGE_MASK) != 0 || c.get(Tirc::TLS_EN) != 0 {
         return Err(bad_param(syn::TIR_DISP));
     }
-    let mut holds = vec![(ObjectKind::TransportDomain, td)];
+    let mut holds: Vec<(ObjectKind, u32)> = (td != 0)
+        .then_some((ObjectKind::TransportDomain, td))
+        .into_iter()
+        .collect();
     match c.get(Tirc::DISP_TYPE) {
         tir_disp_type::DIRECT => {
             let rqn = c.get32(Tirc::INLINE_RQN);
