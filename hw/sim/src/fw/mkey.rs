@@ -49,8 +49,10 @@ use crate::model::objects::{Object, ObjectKind};
 use crate::model::Model;
 use crate::syndrome as syn;
 
-/// The first mkey index CREATE_MKEY hands out.
-const FIRST_MKEY_INDEX: u32 = 3;
+/// The first mkey index CREATE_MKEY hands out: above 4, so that no key of variant 0 reads
+/// 0x400 — the `op` of a UMR repeat block header, which stands where a KLM entry has its key
+/// (`engine/umr.rs: repeat_block`).
+const FIRST_MKEY_INDEX: u32 = 5;
 /// The smallest MTT `log_page_size` (absolute: 4 KiB pages).
 const MIN_LOG_MTT_PAGE: u64 = 12;
 /// The largest MTT `log_page_size` (absolute: 1 GiB pages).
@@ -251,7 +253,9 @@ pub(crate) fn create_mkey(
         free: c.get(Mkc::FREE) == 1,
         rinval: c.get(Mkc::EN_RINVAL) == 1,
     };
-    let end = queue::span(log_max);
+    // As many keys as from index 3 (the two below the first are never handed out), within
+    // the 24 bits of an index.
+    let end = (queue::span(log_max) + FIRST_MKEY_INDEX - 3).min(1 << 24);
     let index = model
         .objects
         .alloc(
