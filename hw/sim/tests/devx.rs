@@ -3,7 +3,7 @@
 //! that uid (or the kernel's 0) changing or destroying them, a context that owns objects not
 //! destroyed, a uid that is no context refused — and user memory: CREATE_UMEM's checks, a DevX
 //! CQ in umems (its buffer and doorbell record), umems held while a CQ lives in them, a queue
-//! past a umem's end refused.
+//! past a umem's end refused, and a DevX RC QP in umems carrying traffic both ways.
 
 mod common;
 
@@ -285,4 +285,121 @@ fn without_devx_there_are_no_user_contexts() {
         0x10,
         (BAD_PARAM, syn::BAD_UID),
     );
+}
+
+/// A DevX RC QP whose work queues and doorbell record live in umems (`wq_umem_valid`,
+/// `dbr_umem_valid`), as rdma-core's DevX test makes one: the device takes its receive and send
+/// WQEs from the umem's page and its doorbell record through the other umem, and traffic runs
+/// both ways with a plain QP on another device. The kernel's uid 0 moves it through its states
+/// (Linux modifies user objects with their uid; uid 0 may touch anything); its umems are held
+/// until it is destroyed.
+#[test]
+fn a_devx_qp_in_umems_carries_traffic() {
+    use common::datapath::{fill, pair, read, Qp, Seg};
+    use mlx5_ifc::consts::qp_st::RC;
+    use mlx5_ifc::prm::qp::{CreateQpIn, CreateQpOut, DestroyQpIn, Qpc};
+    let (_fabric, mut a, mut b) = pair(Mode::Sync);
+    let uid = create_uctx(&mut a.fx, 0);
+    let dev = a.dev();
+    let (buf, dbr) = (
+        dev.dma_alloc(4096, 4096).unwrap(),
+        dev.dma_alloc(4096, 4096).unwrap(),
+    );
+    let wq = create_umem(&mut a.fx, &umem_in(uid, &[buf.iova], 0, 0));
+    let db = create_umem(&mut a.fx, &umem_in(uid, &[dbr.iova], 0, 0));
+    let (pd, uar, cqn) = (a.fx.pd, a.fx.uar, a.cqn);
+    let input = as_uid(
+        cmd::<CreateQpIn>(Opcode::CreateQp, 0, |v| {
+            v.set(CreateQpIn::WQ_UMEM_VALID, 1).unwrap();
+            v.set(CreateQpIn::WQ_UMEM_ID, wq.into()).unwrap();
+            let mut c = v.nested_mut(CreateQpIn::QPC);
+            for (f, x) in [
+                (Qpc::ST, RC),
+                (Qpc::PM_STATE, 3),
+                (Qpc::PD, pd.into()),
+                (Qpc::UAR_PAGE, uar.into()),
+                (Qpc::CQN_SND, cqn.into()),
+                (Qpc::CQN_RCV, cqn.into()),
+                (Qpc::LOG_RQ_SIZE, 4),
+                (Qpc::LOG_RQ_STRIDE, 2),
+                (Qpc::LOG_SQ_SIZE, 4),
+                (Qpc::DBR_UMEM_VALID, 1),
+                (Qpc::DBR_UMEM_ID, db.into()),
+                (Qpc::DBR_ADDR, 0),
+            ] {
+                c.set(f, x).unwrap();
+            }
+        }),
+        uid,
+    );
+    let out = a.fx.p.ok(&input, CreateQpOut::BYTES);
+    let qpn = View::<CreateQpOut>::new(&out)
+        .unwrap()
+        .get32(CreateQpOut::QPN);
+    let mut qa = Qp {
+        qpn,
+        st: RC,
+        buf,
+        dbr,
+        sq_bbs: 16,
+        rq_wqes: 16,
+        rq_stride: 64,
+        sq_pi: 0,
+        rq_pi: 0,
+        bf_half: 0,
+    };
+    let mut qb = b.create_qp(RC);
+    let (ipa, ipb) = (a.ip, b.ip);
+    a.connect(&qa, ipb, qb.qpn, |_| {});
+    b.connect(&qb, ipa, qa.qpn, |_| {});
+
+    let (ma, mb) = (
+        a.reg_mr(8192, false, false, false),
+        b.reg_mr(8192, false, false, false),
+    );
+    // From the DevX QP (its send queue in the umem) ...
+    let sent = fill(&a.dev(), &ma, 5);
+    b.post_recv(&mut qb, &[(4096, mb.key, mb.va(0))]);
+    a.post_send(
+        &mut qa,
+        0x0a,
+        0x08,
+        [0; 4],
+        &[Seg::Data(3000, ma.key, ma.va(0))],
+    );
+    assert_eq!(b.poll().map(|c| (c.opcode, c.byte_cnt)), Some((2, 3000)));
+    assert_eq!(a.poll().map(|c| c.opcode), Some(0));
+    assert_eq!(read(&b.dev(), &mb, 0, 3000), sent[..3000]);
+    // ... and to it (its receive queue in the umem).
+    let back = fill(&b.dev(), &mb, 9);
+    a.post_recv(&mut qa, &[(4096, ma.key, ma.va(4096))]);
+    b.post_send(
+        &mut qb,
+        0x0a,
+        0x08,
+        [0; 4],
+        &[Seg::Data(2000, mb.key, mb.va(0))],
+    );
+    assert_eq!(
+        a.poll().map(|c| (c.opcode, c.qpn, c.byte_cnt)),
+        Some((2, qpn, 2000))
+    );
+    assert_eq!(b.poll().map(|c| c.opcode), Some(0));
+    assert_eq!(read(&a.dev(), &ma, 4096, 2000), back[..2000]);
+
+    // The umems stay while the QP lives in them.
+    a.fx.expect(&destroy_umem(uid, wq), 0x10, (RES_BUSY, syn::UMEM_IN_USE));
+    a.fx.p.ok(
+        &as_uid(
+            cmd::<DestroyQpIn>(Opcode::DestroyQp, 0, |v| {
+                v.set(DestroyQpIn::QPN, qpn.into()).unwrap();
+            }),
+            uid,
+        ),
+        0x10,
+    );
+    for id in [wq, db] {
+        a.fx.p.ok(&destroy_umem(uid, id), 0x10);
+    }
+    a.fx.p.ok(&destroy_uctx(uid), 0x10);
 }
