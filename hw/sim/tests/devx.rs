@@ -241,9 +241,24 @@ fn a_devx_cq_lives_in_umems_that_it_holds() {
         ]
         .concat()
     );
-    // The umems stay while the CQ lives in them; another context cannot reach them at all.
+    // The umems stay while the CQ lives in them; another context cannot reach them at all,
+    // nor query the CQ.
     fx.expect(&destroy_umem(uid, big), 0x10, (RES_BUSY, syn::UMEM_IN_USE));
     let other = create_uctx(&mut fx, 0);
+    let query_as = |u: u16| {
+        as_uid(
+            cmd::<QueryCqIn>(Opcode::QueryCq, 0, |v| {
+                v.set(QueryCqIn::CQN, cqn.into()).unwrap();
+            }),
+            u,
+        )
+    };
+    fx.expect(
+        &query_as(other),
+        QueryCqOut::BYTES + 16,
+        (BAD_RES, syn::UNKNOWN_CQ),
+    );
+    fx.p.ok(&query_as(uid), QueryCqOut::BYTES + 16);
     fx.expect(
         &destroy_umem(other, small),
         0x10,

@@ -161,7 +161,7 @@ pub(crate) fn query_cq(
     out: &mut [u8],
 ) -> CmdResult {
     let cqn = input::<QueryCqIn>(req)?.get32(QueryCqIn::CQN);
-    let q = queue::find(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
+    let q = queue::find_visible(model, ObjectKind::Cq, cqn, syn::UNKNOWN_CQ)?;
     let mut o = output::<QueryCqOut>(out)?;
     queue::put(o.nested_mut(QueryCqOut::CQ_CONTEXT).as_bytes(), &q.ctx);
     queue::put_pas(o.bytes_mut(QueryCqOut::PAS), &q.pas);

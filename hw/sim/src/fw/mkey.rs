@@ -302,6 +302,7 @@ pub(crate) fn query_mkey(
     out: &mut [u8],
 ) -> CmdResult {
     let index = input::<QueryMkeyIn>(req)?.get32(QueryMkeyIn::MKEY_INDEX);
+    queue::changeable(model, ObjectKind::Mkey, index, syn::UNKNOWN_MKEY)?;
     let m = model
         .objects
         .mkey(index)

@@ -287,7 +287,7 @@ pub(crate) fn query_qp(
     out: &mut [u8],
 ) -> CmdResult {
     let qpn = input::<QueryQpIn>(req)?.get32(QueryQpIn::QPN);
-    let q = queue::find(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
+    let q = queue::find_visible(model, ObjectKind::Qp, qpn, syn::UNKNOWN_QP)?;
     // The output must reach the end of the QP context (and the reserved words after it, 0x110
     // bytes: what Linux 6.1 asks for); the PAS list (or the QPC extension and PAS) follows
     // only as far as the output has room.

@@ -250,6 +250,19 @@ pub(crate) fn changeable(model: &Model, kind: ObjectKind, id: u32, unknown: u32)
     Ok(())
 }
 
+/// The live queue `id` of `kind` as a query sees it: the kernel's command (uid 0) sees any, a
+/// user context's only its own ([`changeable`]'s rule; Linux queries user objects with uid 0,
+/// a DevX context its own objects with its uid); else BAD_RES `unknown`.
+pub(crate) fn find_visible(
+    model: &Model,
+    kind: ObjectKind,
+    id: u32,
+    unknown: u32,
+) -> Result<&Queue, Failure> {
+    changeable(model, kind, id, unknown)?;
+    find(model, kind, id, unknown)
+}
+
 /// The live queue `id` of `kind`, or BAD_RES `unknown`.
 pub(crate) fn find(
     model: &Model,

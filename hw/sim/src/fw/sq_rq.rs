@@ -351,7 +351,7 @@ pub(crate) fn query_rq(
     out: &mut [u8],
 ) -> CmdResult {
     let rqn = input::<QueryRqIn>(req)?.get32(QueryRqIn::RQN);
-    let q = queue::find(model, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
+    let q = queue::find_visible(model, ObjectKind::Rq, rqn, syn::UNKNOWN_RQ)?;
     let mut o = output::<QueryRqOut>(out)?;
     queue::put(o.nested_mut(QueryRqOut::RQ_CONTEXT).as_bytes(), &q.ctx);
     Ok(())
@@ -364,7 +364,7 @@ pub(crate) fn query_sq(
     out: &mut [u8],
 ) -> CmdResult {
     let sqn = input::<QuerySqIn>(req)?.get32(QuerySqIn::SQN);
-    let q = queue::find(model, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ)?;
+    let q = queue::find_visible(model, ObjectKind::Sq, sqn, syn::UNKNOWN_SQ)?;
     let mut o = output::<QuerySqOut>(out)?;
     queue::put(o.nested_mut(QuerySqOut::SQ_CONTEXT).as_bytes(), &q.ctx);
     Ok(())

@@ -123,7 +123,7 @@ pub(crate) fn query_srq(
     out: &mut [u8],
 ) -> CmdResult {
     let srqn = input::<QuerySrqIn>(req)?.get32(QuerySrqIn::SRQN);
-    let q = queue::find(model, ObjectKind::Srq, srqn, syn::UNKNOWN_SRQ)?;
+    let q = queue::find_visible(model, ObjectKind::Srq, srqn, syn::UNKNOWN_SRQ)?;
     let mut o = output::<QuerySrqOut>(out)?;
     queue::put(
         o.nested_mut(QuerySrqOut::SRQ_CONTEXT_ENTRY).as_bytes(),
@@ -199,7 +199,7 @@ pub(crate) fn query_rmp(
     out: &mut [u8],
 ) -> CmdResult {
     let rmpn = input::<QueryRmpIn>(req)?.get32(QueryRmpIn::RMPN);
-    let q = queue::find(model, ObjectKind::Rmp, rmpn, syn::UNKNOWN_SRQ)?;
+    let q = queue::find_visible(model, ObjectKind::Rmp, rmpn, syn::UNKNOWN_SRQ)?;
     let mut o = output::<QueryRmpOut>(out)?;
     let mut c = o.nested_mut(QueryRmpOut::RMP_CONTEXT);
     queue::put(c.as_bytes(), &q.ctx);
