@@ -4,7 +4,8 @@
 //! * A user context is a uid (1..`2^log_max_uctx`, never 0 or the shared 0xffff). Commands
 //!   carry it in their header (bits 0x10–0x1f); a command whose uid is not 0, 0xffff or a live
 //!   context is refused (BAD_PARAM BAD_UID). An object is owned by the uid that made it, and
-//!   only that uid — or the kernel's 0 — may change or destroy it ([`super::queue::changeable`]).
+//!   only that uid — or the kernel's 0 — may change, destroy or query it
+//!   ([`super::queue::changeable`], [`super::queue::find_visible`]).
 //!   Linux's mlx5_ib makes one context at probe (its DevX whitelist context) and one per user
 //!   context that asks for DevX, which rdma-core does on every open.
 //! * CREATE_UCTX: no uid in the header; `uctx.cap` only bits of `uctx_cap` (BAD_PARAM
