@@ -126,8 +126,9 @@
 //!
 //! Layers (docs/architecture.md), one folder each:
 //! * [`mlx5_ifc`]: the hardware interface as data (bit-exact layouts, opcodes, statuses);
-//! * [`io`]: the single `unsafe` room — the [`Platform`] contract, DMA memory, the host-memory
-//!   tables of the driver's bookkeeping, MMIO, barriers;
+//! * [`io`]: the one room of code the compiler cannot check (Cargo.toml denies it elsewhere) —
+//!   the [`Platform`] contract, DMA memory, the host-memory tables of the driver's bookkeeping,
+//!   MMIO, barriers;
 //! * `fw`: the firmware interface — the command queue, firmware pages, HCA bring-up, EQs,
 //!   vport, UAR pages, capabilities, queue memory and its quarantine (private plumbing; its
 //!   types that callers see are re-exported here);
@@ -138,7 +139,6 @@
 //! * `raw` (cargo feature `raw`, off by default): plumbing for diagnostics, benches, fuzz
 //!   targets and tests, with no stability promise.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![deny(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(unreachable_pub)]
 // Without the `raw` feature, the plumbing only `mlx5::raw` exposes (the CM's MAD layouts field by

@@ -1,5 +1,7 @@
 //! The QP state machine on both sides (driver refusals before any command, firmware refusals of
 //! raw commands), and the CREATE_QP context decoded from the trace with the reference offsets.
+// Raw commands go through `mlx5::raw::raw_command`, an `unsafe fn` (the crate denies the lint).
+#![allow(unsafe_code)]
 
 use mlx5::ifc::prm::qp::{Init2rtrQpIn, Rst2initQpIn};
 use mlx5::ifc::{CmdStatus, Layout, Opcode, ViewMut};
