@@ -129,6 +129,7 @@ ROOMS = {
         ("pages_req_event", "Event data of a PAGE_REQUEST event (type 0x0b): the function and the pages it wants (negative: return)."),
         ("port_state_change_event", "Event data of a PORT_CHANGE event (type 0x09): the port; the sub-type says what changed."),
         ("cmd_inter_comp_event", "Event data of a CMD event (type 0x0a): the command entries that completed."),
+        ("dct_events", "Event data of a DCT event (DCT_DRAINED 0x1c, DCT_KEY_VIOLATION 0x1d): the DCT number."),
     ],
     "cq": [
         ("cqc", "Completion queue context (PRM \"CQ Context\")."),
@@ -195,6 +196,19 @@ ROOMS = {
         ("attach_to_mcg_out", "ATTACH_TO_MCG (0x806) output."),
         ("detach_from_mcg_in", "DETACH_FROM_MCG (0x807) input."),
         ("detach_from_mcg_out", "DETACH_FROM_MCG (0x807) output."),
+    ],
+    "dct": [
+        ("dctc", "DC target context (PRM \"DCT Context\"): the responder end of the Dynamically Connected transport."),
+        ("create_dct_in", "CREATE_DCT (0x710) input; the DCT context at byte 0x10."),
+        ("create_dct_out", "CREATE_DCT (0x710) output: the DCT number."),
+        ("destroy_dct_in", "DESTROY_DCT (0x711) input."),
+        ("destroy_dct_out", "DESTROY_DCT (0x711) output."),
+        ("query_dct_in", "QUERY_DCT (0x713) input."),
+        ("query_dct_out", "QUERY_DCT (0x713) output; the DCT context at byte 0x10."),
+        ("arm_dct_in", "ARM_DCT_FOR_KEY_VIOLATION (0x714) input."),
+        ("arm_dct_out", "ARM_DCT_FOR_KEY_VIOLATION (0x714) output."),
+        ("drain_dct_in", "DRAIN_DCT (0x712) input."),
+        ("drain_dct_out", "DRAIN_DCT (0x712) output."),
     ],
     "mr": [
         ("mkc", "Memory key context (PRM \"MKey Context\")."),

@@ -147,6 +147,9 @@ pub mod qp_st {
     pub const UD: u64 = 2;
     /// XRC.
     pub const XRC: u64 = 3;
+    /// A DC initiator (DCI): reliable, its destination (a DCT and its access key) named by each
+    /// send WQE's address vector.
+    pub const DCI: u64 = 5;
     /// QP1, the general services (GSI) QP: UD with the well-known number 1 on the wire.
     pub const QP1: u64 = 8;
     /// A send-only QP for UMR WQEs (memory-key updates), never on the wire.
@@ -379,6 +382,16 @@ pub mod arm_state {
 pub mod arm_rq {
     /// `op_mod`: the number names an SRQ (ISSI 0).
     pub const SRQ: u16 = 1;
+}
+
+/// DCT states (`dctc.state`, QUERY_DCT).
+pub mod dct_state {
+    /// Active: takes requests.
+    pub const ACTIVE: u64 = 0;
+    /// Draining (DRAIN_DCT): takes no new connection; DCT_DRAINED comes when none is left.
+    pub const DRAINING: u64 = 1;
+    /// Drained: ready for DESTROY_DCT.
+    pub const DRAINED: u64 = 2;
 }
 
 /// `rmp_state` / `rmpc.state`.

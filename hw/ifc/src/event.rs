@@ -36,6 +36,12 @@ pub const PAGE_FAULT: u8 = 0x0c;
 pub const GENERAL_EVENT: u8 = 0x22;
 /// GENERAL_EVENT sub-type: the delay drop timeout expired.
 pub const DELAY_DROP_TIMEOUT: u8 = 0x01;
+/// A DCT finished draining (DRAIN_DCT): no connection of it is left (`dct_events`); Linux's
+/// mlx5_ib waits for it before DESTROY_DCT. Its event mask bit is set when `dct` is offered.
+pub const DCT_DRAINED: u8 = 0x1c;
+/// A request reached a DCT with another DC access key, while the DCT was armed for it
+/// (ARM_DCT_FOR_KEY_VIOLATION): once per arming.
+pub const DCT_KEY_VIOLATION: u8 = 0x1d;
 /// Invalid request on a work queue.
 pub const WQ_INVAL_REQ_ERROR: u8 = 0x10;
 /// Access violation on a work queue.

@@ -633,6 +633,12 @@ impl SimDevice {
     pub fn datapath_counters(&self) -> DatapathCounters {
         self.shared().lock().model.rt.counters
     }
+
+    /// The DCT connections the device holds (one per initiator that reached a DCT and was
+    /// neither drained nor forgotten; at most 1024).
+    pub fn dc_connections(&self) -> usize {
+        self.shared().lock().model.dc.connections()
+    }
 }
 
 /// The MAC of a new device (read before its port exists).

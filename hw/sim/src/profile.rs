@@ -82,9 +82,10 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::STAT_RATE_SUPPORT, 0),
     (C::CQE_VERSION, 1),
     (C::CMDIF_CHECKSUM, 1),
-    // `dct` stays 0: a ConnectX-5 has Dynamically Connected transport, but the simulator does
-    // not model DCIs or DCTs (CREATE_QP of a DCI and CREATE_DCT are refused), and a device never
-    // advertises what it refuses (issue #28; docs/simulator.md's feature table).
+    // Dynamically Connected transport (DCIs: CREATE_QP `st` 5; DCTs: CREATE_DCT and the rest),
+    // as a ConnectX-5 has it (real-cx5.md row 64); its wire format is the simulator's own
+    // (fabric::bth, docs/fields.md "DC").
+    (C::DCT, 1),
     (C::ETH_NET_OFFLOADS, 1),
     (C::NIC_FLOW_TABLE, 1),
     (C::ROCE, 1),

@@ -106,6 +106,7 @@
 //! | `0x5e030073` UCTX_CAP | BAD_PARAM | CREATE_UCTX asking for a `cap` bit `uctx_cap` does not offer |
 //! | `0x5e030074` UMEM_PARAM | BAD_PARAM | CREATE_UMEM: `log_page_size` above 18, `page_offset` not inside the first page, `num_of_mtt` 0 or above 2^18 |
 //! | `0x5e030075` UMEM_RANGE | BAD_PARAM | a queue or doorbell record in a umem (`*_umem_valid`) past its end, a queue not starting on a 64th of a umem page (or in pages over 2 MiB), a doorbell record across a page |
+//! | `0x5e030076` BAD_CS_RES | BAD_PARAM | CREATE_DCT `cs_res` (responder scatter to CQE) not 0, 1 or 2 |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
@@ -137,6 +138,7 @@
 //! | `0x5e050012` UNKNOWN_XRCD | BAD_RES | an XRC domain that is not allocated |
 //! | `0x5e050013` UNKNOWN_UCTX | BAD_RES | DESTROY_UCTX of a uid that is no user context |
 //! | `0x5e050014` UNKNOWN_UMEM | BAD_RES | a umem that is not registered (or another context's) |
+//! | `0x5e050015` UNKNOWN_DCT | BAD_RES | a DCT number that is not a live DCT (DESTROY/DRAIN/QUERY_DCT, ARM_DCT_FOR_KEY_VIOLATION) |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
 //! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
@@ -168,6 +170,7 @@
 //! | `0x5e08000c` UMEM_EXHAUSTED | EXCEED_LIM | `2^log_max_umem - 1` umems registered |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
+//! | `0x5e090003` DCT_NOT_ACTIVE | BAD_RES_STATE | DRAIN_DCT or ARM_DCT_FOR_KEY_VIOLATION of a DCT draining or drained |
 //! | `0x5e0f0002` MEMIC_NO_ROOM | NO_RESOURCES | ALLOC_MEMIC with no free place of that size and alignment in its range (Linux tries its next page) |
 //! | `0x5e0f0001` PAGES_ALLOC_FAIL | NO_RESOURCES 0x0f | a command waiting for firmware pages when the driver answered MANAGE_PAGES op_mod 0 (it cannot give them) |
 //! | `0x5e500001` INLEN_BELOW_HEADER | BAD_INPUT_LEN 0x50 | `input_length` < 8 |
@@ -408,6 +411,8 @@ syndromes! {
     UMEM_PARAM = 0x5e03_0074;
     /// BAD_PARAM: a queue or doorbell record that a umem does not hold as asked.
     UMEM_RANGE = 0x5e03_0075;
+    /// BAD_PARAM: CREATE_DCT `cs_res` not 0, 1 or 2.
+    BAD_CS_RES = 0x5e03_0076;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -462,6 +467,8 @@ syndromes! {
     UNKNOWN_UCTX = 0x5e05_0013;
     /// BAD_RES: no such umem (for this context).
     UNKNOWN_UMEM = 0x5e05_0014;
+    /// BAD_RES: no such DCT.
+    UNKNOWN_DCT = 0x5e05_0015;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -524,6 +531,8 @@ syndromes! {
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.
     WQ_WRONG_STATE = 0x5e09_0002;
+    /// BAD_RES_STATE: DRAIN_DCT or ARM_DCT_FOR_KEY_VIOLATION of a DCT that is not active.
+    DCT_NOT_ACTIVE = 0x5e09_0003;
     /// NO_RESOURCES: a command waiting for pages the driver said it cannot give.
     PAGES_ALLOC_FAIL = 0x5e0f_0001;
     /// NO_RESOURCES: ALLOC_MEMIC found no room in its range.

@@ -340,9 +340,8 @@ fn qp_create_checks_and_query() {
     let cqn = fx.create_cq(eqn);
     let rmpn = fx.create_rmp();
     let cases: Vec<(u64, Edit<Qpc>, (u8, u32))> = vec![
-        // An XRC QP needs a live XRC domain; DC (5, a DCI) is not simulated.
+        // An XRC QP needs a live XRC domain; 7 (QP0, InfiniBand's SMI QP) is no RoCE type.
         (qp_st::XRC, |_| {}, (BAD_RES, syn::UNKNOWN_XRCD)),
-        (5, |_| {}, (BAD_PARAM, syn::BAD_QP_ST)),
         (7, |_| {}, (BAD_PARAM, syn::BAD_QP_ST)),
         (qp_st::UC, |_| {}, (BAD_PARAM, syn::QP_ST_NOT_SUPPORTED)),
         (

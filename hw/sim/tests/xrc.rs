@@ -14,7 +14,7 @@ use mlx5_ifc::prm::qp::Qpc;
 use mlx5_ifc::prm::srq::{CreateXrcSrqIn, CreateXrcSrqOut, XrcSrqc};
 use mlx5_ifc::prm::uar_pd::{AllocXrcdIn, AllocXrcdOut, DeallocXrcdIn};
 use mlx5_ifc::{Layout, Opcode, View};
-use mlx5_sim::{DmaBlock, Mode};
+use mlx5_sim::Mode;
 
 const SIGNALED: u8 = 0x08;
 const SEND_IMM: u8 = 0x0b;
@@ -29,14 +29,6 @@ const RES_BUSY: u8 = 0x06;
 const XRCD_IN_USE: u32 = 0x5e06_000d;
 const XRC_SRQ_USER_INDEX: u32 = 0x5a5a;
 
-/// An XRC SRQ of 4 WQEs of 64 bytes with its buffer and doorbell record.
-struct XrcSrq {
-    srqn: u32,
-    buf: DmaBlock,
-    dbr: DmaBlock,
-    posted: u32,
-}
-
 fn alloc_xrcd(n: &mut Node) -> u32 {
     let out = n.fx.p.ok(&bare::<AllocXrcdIn>(Opcode::AllocXrcd, 0), 0x10);
     View::<AllocXrcdOut>::new(&out)
@@ -44,7 +36,8 @@ fn alloc_xrcd(n: &mut Node) -> u32 {
         .get32(AllocXrcdOut::XRCD)
 }
 
-fn xrc_srq(n: &mut Node, xrcd: u32) -> XrcSrq {
+/// An XRC SRQ of 4 WQEs of 64 bytes with its buffer and doorbell record.
+fn xrc_srq(n: &mut Node, xrcd: u32) -> SrqRing {
     let dev = n.dev();
     let (buf, dbr) = (
         dev.dma_alloc(4096, 4096).unwrap(),
@@ -71,28 +64,13 @@ fn xrc_srq(n: &mut Node, xrcd: u32) -> XrcSrq {
     let srqn = View::<CreateXrcSrqOut>::new(&out)
         .unwrap()
         .get32(CreateXrcSrqOut::XRC_SRQN);
-    XrcSrq {
-        srqn,
+    SrqRing {
+        n: srqn,
         buf,
         dbr,
+        size: 4,
         posted: 0,
     }
-}
-
-/// Posts receive WQE `posted % 4` of the SRQ (its list links each WQE to the next), one data
-/// segment of `len` bytes at `mr` + `off`.
-fn post_srq(n: &Node, s: &mut XrcSrq, mr: &Mr, off: u64, len: u32) {
-    let dev = n.dev();
-    let i = u64::from(s.posted % 4);
-    let mut w = [0u8; 64];
-    w[2..4].copy_from_slice(&(((s.posted + 1) % 4) as u16).to_be_bytes());
-    w[16..20].copy_from_slice(&len.to_be_bytes());
-    w[20..24].copy_from_slice(&mr.key.to_be_bytes());
-    w[24..32].copy_from_slice(&mr.va(off).to_be_bytes());
-    w[36..40].copy_from_slice(&0x100u32.to_be_bytes());
-    dev.dma_write(s.buf.iova + 64 * i, &w).unwrap();
-    s.posted += 1;
-    dev.dma_write(s.dbr.iova, &s.posted.to_be_bytes()).unwrap();
 }
 
 /// The XRC segment naming XRC SRQ `srqn`.
@@ -108,7 +86,7 @@ fn xrc_pair(a: &mut Node, b: &mut Node, xrcd: u32) -> (Qp, Qp) {
     // domain `x0`) and the initiator its spare domain `x1`; here an RMP for the initiator.
     let (a_spare, a_srq) = (alloc_xrcd(a), a.fx.create_rmp());
     let b_x0 = alloc_xrcd(b);
-    let b_srq = xrc_srq(b, b_x0).srqn;
+    let b_srq = xrc_srq(b, b_x0).n;
     let ini = a.create_qp_with(XRC, Some(a_srq), |c| {
         c.set(Qpc::XRCD, a_spare.into()).unwrap();
     });
@@ -143,22 +121,22 @@ fn xrc_sends_land_in_the_srq_the_initiator_names_and_complete_on_its_cq() {
     let dst = b.reg_mr(8192, true, true, true);
     let data = fill(&a.dev(), &src, 3);
     fabric.keep_frames(16);
-    post_srq(&b, &mut s1, &dst, 0, 4096);
-    post_srq(&b, &mut s2, &dst, 4096, 4096);
+    s1.post(&b.dev(), &dst, 0, 4096);
+    s2.post(&b.dev(), &dst, 4096, 4096);
     // Two messages, one to each SRQ; the second spans three packets of 1 KiB.
     a.post_send(
         &mut ini,
         SEND_IMM,
         SIGNALED,
         [1, 1, 1, 1],
-        &[xrc_seg(s2.srqn), Seg::Data(100, src.key, src.va(0))],
+        &[xrc_seg(s2.n), Seg::Data(100, src.key, src.va(0))],
     );
     a.post_send(
         &mut ini,
         SEND_IMM,
         SIGNALED,
         [2, 2, 2, 2],
-        &[xrc_seg(s1.srqn), Seg::Data(2500, src.key, src.va(100))],
+        &[xrc_seg(s1.n), Seg::Data(2500, src.key, src.va(100))],
     );
     let r: Vec<(u8, u32, u32, u32, [u8; 4])> = b
         .drain()
@@ -196,11 +174,11 @@ fn xrc_sends_land_in_the_srq_the_initiator_names_and_complete_on_its_cq() {
     assert_eq!(
         bth,
         [
-            (0xa5, Some(s2.srqn)),
+            (0xa5, Some(s2.n)),
             (0xb1, None),
-            (0xa0, Some(s1.srqn)),
-            (0xa1, Some(s1.srqn)),
-            (0xa3, Some(s1.srqn)),
+            (0xa0, Some(s1.n)),
+            (0xa1, Some(s1.n)),
+            (0xa3, Some(s1.n)),
             (0xb1, None),
         ]
     );
@@ -213,7 +191,7 @@ fn xrc_sends_land_in_the_srq_the_initiator_names_and_complete_on_its_cq() {
         SIGNALED,
         [0; 4],
         &[
-            xrc_seg(s1.srqn),
+            xrc_seg(s1.n),
             Seg::Raddr(dst.va(6000), dst.key),
             Seg::Data(64, src.key, src.va(1000)),
         ],
@@ -224,7 +202,7 @@ fn xrc_sends_land_in_the_srq_the_initiator_names_and_complete_on_its_cq() {
         SIGNALED,
         [0; 4],
         &[
-            xrc_seg(s1.srqn),
+            xrc_seg(s1.n),
             Seg::Raddr(dst.va(6000), dst.key),
             Seg::Data(64, src.key, src.va(7000)),
         ],
@@ -238,7 +216,7 @@ fn xrc_sends_land_in_the_srq_the_initiator_names_and_complete_on_its_cq() {
         SIGNALED,
         [0; 4],
         &[
-            xrc_seg(s1.srqn),
+            xrc_seg(s1.n),
             Seg::Raddr(dst.va(7168), dst.key),
             Seg::Atomic(2, 0),
             Seg::Data(8, src.key, src.va(7200)),
@@ -279,13 +257,13 @@ fn an_xrc_srq_of_another_domain_is_an_invalid_request() {
     let (mut ini, _tgt) = xrc_pair(&mut a, &mut b, xrcd);
     let src = a.reg_mr(4096, false, false, false);
     let dst = b.reg_mr(4096, false, false, false);
-    post_srq(&b, &mut foreign, &dst, 0, 4096);
+    foreign.post(&b.dev(), &dst, 0, 4096);
     a.post_send(
         &mut ini,
         SEND_IMM,
         SIGNALED,
         [0; 4],
-        &[xrc_seg(foreign.srqn), Seg::Data(10, src.key, src.va(0))],
+        &[xrc_seg(foreign.n), Seg::Data(10, src.key, src.va(0))],
     );
     let c = a.poll().expect("an error completion");
     assert_eq!((c.opcode, c.syndrome), (REQ_ERR, REMOTE_INVAL_REQ_ERR));

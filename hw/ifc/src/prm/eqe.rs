@@ -35,7 +35,7 @@ pub struct EventAuto;
 
 impl EventAuto {
     #[doc = "`comp_event` (comp_event): bit 0x0, width 224, byte 0x0."] pub const COMP_EVENT: Nested<Self, CompEvent> = Nested::new("comp_event", 0x0, 224);
-    #[doc = "`dct_events` (bytes): bit 0x0, width 224, byte 0x0."] pub const DCT_EVENTS: Bytes<Self> = Bytes::new("dct_events", 0x0, 224);
+    #[doc = "`dct_events` (dct_events): bit 0x0, width 224, byte 0x0."] pub const DCT_EVENTS: Nested<Self, DctEvents> = Nested::new("dct_events", 0x0, 224);
     #[doc = "`qp_events` (qp_events): bit 0x0, width 224, byte 0x0."] pub const QP_EVENTS: Nested<Self, QpEvents> = Nested::new("qp_events", 0x0, 224);
     #[doc = "`wqe_associated_page_fault_event` (wqe_associated_page_fault_event): bit 0x0, width 224, byte 0x0."] pub const WQE_ASSOCIATED_PAGE_FAULT_EVENT: Nested<Self, super::odp::WqeAssociatedPageFaultEvent> = Nested::new("wqe_associated_page_fault_event", 0x0, 224);
     #[doc = "`rdma_page_fault_event` (rdma_page_fault_event): bit 0x0, width 224, byte 0x0."] pub const RDMA_PAGE_FAULT_EVENT: Nested<Self, super::odp::RdmaPageFaultEvent> = Nested::new("rdma_page_fault_event", 0x0, 224);
@@ -166,5 +166,23 @@ impl Layout for CmdInterCompEvent {
     const BYTES: usize = 0x1c;
     const FIELDS: &'static [FieldInfo] = &[
         Self::COMMAND_COMPLETION_VECTOR.info,
+    ];
+}
+
+/// Event data of a DCT event (DCT_DRAINED 0x1c, DCT_KEY_VIOLATION 0x1d): the DCT number.
+///
+/// `mlx5_ifc` structure `dct_events`, 28 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DctEvents;
+
+impl DctEvents {
+    #[doc = "`dct_number`: bit 0xc8, width 24, byte 0x19."] pub const DCT_NUMBER: Field<Self> = Field::new("dct_number", 0xc8, 24);
+}
+
+impl Layout for DctEvents {
+    const NAME: &'static str = "dct_events";
+    const BYTES: usize = 0x1c;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::DCT_NUMBER.info,
     ];
 }

@@ -27,6 +27,8 @@ pub mod srq;
 #[rustfmt::skip]
 pub mod qp;
 #[rustfmt::skip]
+pub mod dct;
+#[rustfmt::skip]
 pub mod mr;
 #[rustfmt::skip]
 pub mod tir;
@@ -141,6 +143,7 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("pages_req_event", eqe::PagesReqEvent::BYTES, eqe::PagesReqEvent::FIELDS),
     ("port_state_change_event", eqe::PortStateChangeEvent::BYTES, eqe::PortStateChangeEvent::FIELDS),
     ("cmd_inter_comp_event", eqe::CmdInterCompEvent::BYTES, eqe::CmdInterCompEvent::FIELDS),
+    ("dct_events", eqe::DctEvents::BYTES, eqe::DctEvents::FIELDS),
     ("cqc", cq::Cqc::BYTES, cq::Cqc::FIELDS),
     ("create_cq_in", cq::CreateCqIn::BYTES, cq::CreateCqIn::FIELDS),
     ("create_cq_out", cq::CreateCqOut::BYTES, cq::CreateCqOut::FIELDS),
@@ -201,6 +204,17 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("attach_to_mcg_out", qp::AttachToMcgOut::BYTES, qp::AttachToMcgOut::FIELDS),
     ("detach_from_mcg_in", qp::DetachFromMcgIn::BYTES, qp::DetachFromMcgIn::FIELDS),
     ("detach_from_mcg_out", qp::DetachFromMcgOut::BYTES, qp::DetachFromMcgOut::FIELDS),
+    ("dctc", dct::Dctc::BYTES, dct::Dctc::FIELDS),
+    ("create_dct_in", dct::CreateDctIn::BYTES, dct::CreateDctIn::FIELDS),
+    ("create_dct_out", dct::CreateDctOut::BYTES, dct::CreateDctOut::FIELDS),
+    ("destroy_dct_in", dct::DestroyDctIn::BYTES, dct::DestroyDctIn::FIELDS),
+    ("destroy_dct_out", dct::DestroyDctOut::BYTES, dct::DestroyDctOut::FIELDS),
+    ("query_dct_in", dct::QueryDctIn::BYTES, dct::QueryDctIn::FIELDS),
+    ("query_dct_out", dct::QueryDctOut::BYTES, dct::QueryDctOut::FIELDS),
+    ("arm_dct_in", dct::ArmDctIn::BYTES, dct::ArmDctIn::FIELDS),
+    ("arm_dct_out", dct::ArmDctOut::BYTES, dct::ArmDctOut::FIELDS),
+    ("drain_dct_in", dct::DrainDctIn::BYTES, dct::DrainDctIn::FIELDS),
+    ("drain_dct_out", dct::DrainDctOut::BYTES, dct::DrainDctOut::FIELDS),
     ("mkc", mr::Mkc::BYTES, mr::Mkc::FIELDS),
     ("create_mkey_in", mr::CreateMkeyIn::BYTES, mr::CreateMkeyIn::FIELDS),
     ("create_mkey_out", mr::CreateMkeyOut::BYTES, mr::CreateMkeyOut::FIELDS),

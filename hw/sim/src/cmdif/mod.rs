@@ -294,5 +294,6 @@ fn execute(st: &mut State, profile: &Profile, now: u64, cmd: Held, failed: Optio
         });
         page_req::after_command(&mut st.hw(now), profile, opcode);
         crate::fw::vport::after_command(&mut st.hw(now));
+        crate::fw::dct::after_command(&mut st.hw(now));
     }
 }

@@ -25,6 +25,8 @@
 //! (`tx`); the device hands them to its fabric once the lock is released.
 
 pub(crate) mod ack;
+pub(crate) mod dci;
+pub(crate) mod dct;
 pub(crate) mod dma;
 pub(crate) mod doorbell;
 pub(crate) mod eth;

@@ -61,7 +61,7 @@ pub(super) fn recv_fault(hw: &mut Hw<'_>, info: &QpInfo, ctx: RecvCtx, packet_le
     } else {
         T::RECEIVE
     };
-    if !hw.model.odp_allows(info.st, op) {
+    if !hw.model.odp_allows(info.odp_transport(), op) {
         return false;
     }
     let len = u16::try_from(packet_len).unwrap_or(u16::MAX);
@@ -99,7 +99,7 @@ pub(super) fn rdma_fault(
     packet_len: usize,
     op: Field<T>,
 ) -> bool {
-    if !hw.model.odp_allows(info.st, op) {
+    if !hw.model.odp_allows(info.odp_transport(), op) {
         return false;
     }
     let write = op.info.bit != T::READ.info.bit;

@@ -38,7 +38,7 @@ use mlx5_ifc::View;
 use super::psn::psn_add;
 use super::psn::psn_diff;
 use super::wqe::{self, opcode as wop, LocalError, SendWqe};
-use super::{dma, timer};
+use super::{dci, dma, timer};
 use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use crate::events::flush::{self, fetch};
 use crate::events::page_fault;
@@ -128,6 +128,12 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, qpn: u32) {
             crate::events::eqe::qp_event(hw, mlx5_ifc::event::WQ_CATAS_ERROR, qpn);
             return;
         };
+        if info.dci() && dci::must_wait(hw, &info, &bytes) {
+            // Another DCT than the one the DCI is connected to, with requests to that one
+            // unacknowledged: the WQE waits ([`complete_ready`] runs the queue again).
+            pool::give(bytes);
+            break;
+        }
         if let Some(rt) = hw.model.rt.qps.get_mut(&qpn) {
             rt.sq_cc = cc.wrapping_add(bbs);
         }
@@ -221,7 +227,7 @@ pub(super) fn may_fault(hw: &Hw<'_>, info: &QpInfo, opcode: u8) -> bool {
         wop::ATOMIC_CS | wop::ATOMIC_FA => T::ATOMIC,
         _ => T::SEND,
     };
-    hw.model.odp_allows(info.st, op)
+    hw.model.odp_allows(info.odp_transport(), op)
 }
 
 /// A UMR WQE ([`super::umr`]): a local operation, done at once (its completion waits behind the
@@ -388,13 +394,17 @@ fn message(
             (true, false, false) => op::WRITE_MIDDLE,
         };
         let (va, rkey) = w.raddr.unwrap_or_default();
+        let psn = psn_add(first_psn, i as u32);
+        let dceth =
+            dc_dest(w).and_then(|d| dci::dceth(hw, info, d, (first_psn, psn), again.is_some()));
         let p = Packet {
             opcode: svc | o,
             se: se && last,
             dqpn,
             ack_req: last && reliable,
             xrc_srqn: w.xrc_srqn,
-            psn: psn_add(first_psn, i as u32),
+            dceth,
+            psn,
             reth: (write && first).then_some(Reth {
                 va,
                 rkey,
@@ -435,7 +445,7 @@ fn remote_read(
         (len.div_ceil(u64::from(info.mtu)).max(1)) as u32
     };
     let psn = take_psns(hw, info, npkts);
-    read_request(hw, info, w, psn, len as u32);
+    read_request(hw, info, w, psn, len as u32, false);
     let mut req = request(cc, w, len as u32);
     req.first_psn = psn;
     req.last_psn = psn_add(psn, npkts - 1);
@@ -445,15 +455,19 @@ fn remote_read(
     Ok(req)
 }
 
-/// Sends the READ or atomic request of `w` (`len` bytes) with PSN `psn`.
-fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32) {
+/// Sends the READ or atomic request of `w` (`len` bytes) with PSN `psn` (`again`: a
+/// retransmission).
+fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32, again: bool) {
     let atomic = w.opcode != wop::RDMA_READ;
     let (va, rkey) = w.raddr.unwrap_or_default();
+    let (route, dqpn) = route_of(hw, info, w);
+    let dceth = dc_dest(w).and_then(|d| dci::dceth(hw, info, d, (psn, psn), again));
     let mut p = Packet {
-        dqpn: info.remote_qpn,
+        dqpn,
         ack_req: true,
         psn,
         xrc_srqn: w.xrc_srqn,
+        dceth,
         ..Packet::default()
     };
     if atomic {
@@ -474,7 +488,12 @@ fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32)
         p.opcode = info.service() | op::READ_REQ;
         p.reth = Some(Reth { va, rkey, len });
     }
-    hw.model.rt.send(&info.route, &p);
+    hw.model.rt.send(&route, &p);
+}
+
+/// A DCI's WQE's destination: `(DCT GID, DCT number, DC access key)`.
+fn dc_dest(w: &SendWqe) -> Option<([u8; 16], u32, u64)> {
+    w.av.map(|av| (av.rgid, av.dqpn, av.dc_key))
 }
 
 /// Sends the unfinished RC request of WQE `cc`, whose PSNs start at `first_psn`, again from PSN
@@ -501,7 +520,7 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
         Ok(w) if w.qpn == info.qpn => match w.opcode {
             wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA => {
                 let len = dma::capacity(&w.sges()) as u32;
-                read_request(hw, info, &w, first_psn, len);
+                read_request(hw, info, &w, first_psn, len, true);
                 None
             }
             _ => match dma::gather(hw, info.pd, &w.pieces, info.max_msg()) {
@@ -557,6 +576,9 @@ pub(crate) fn complete_ready(hw: &mut Hw<'_>, info: &QpInfo) {
         }
     }
     timer::arm_timer(hw, info);
+    if info.dci() && dci::may_go_on(hw, info) {
+        doorbell(hw, info.qpn);
+    }
 }
 
 #[cfg(test)]

@@ -75,6 +75,9 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
         return drop_frame(hw, "not for this port's MAC");
     }
     let p = &rx.packet;
+    if p.opcode & 0xe0 == op::DC {
+        return dc(hw, &rx);
+    }
     // QP number 1 on the wire is the GSI QP, whatever number CREATE_QP gave it.
     let dqpn = match p.dqpn {
         1 => crate::model::qp::gsi_qp(hw.model).unwrap_or(1),
@@ -106,6 +109,25 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
         qp_st::UC => uc(hw, &info, p),
         qp_st::XRC => xrc(hw, &info, p),
         _ => rc(hw, &info, p),
+    }
+}
+
+/// A DC packet: a response goes to its DCI's requester, a request to the DCT's connection
+/// ([`super::dct::target`]), which runs it as an RC responder.
+fn dc(hw: &mut Hw<'_>, rx: &Received<'_>) {
+    let p = &rx.packet;
+    if !super::recv::pkey_member(p.pkey) {
+        hw.model.rt.counters.pkey_violations += 1;
+        return drop_frame(hw, "P_Key violation");
+    }
+    if (op::READ_RESP_FIRST..=op::ATOMIC_ACK).contains(&(p.opcode & 0x1f)) {
+        return match QpInfo::load(hw.model, p.dqpn) {
+            Some(info) if info.dci() => super::ack::on_response(hw, &info, p),
+            _ => drop_frame(hw, "DC response for no DCI"),
+        };
+    }
+    if let Some(view) = super::dct::target(hw, rx) {
+        rc(hw, &view, p);
     }
 }
 
@@ -184,7 +206,8 @@ fn rc(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         }
         Verdict::Nak(code, ev) => {
             send_aeth(hw, info, p.psn, code);
-            if let Some(ev) = ev {
+            // A DCT serves other initiators: an error moves it nowhere.
+            if let Some(ev) = ev.filter(|_| !info.dct) {
                 crate::events::flush::enter_error(hw, info.qpn, None);
                 crate::events::eqe::qp_event(hw, ev, info.qpn);
             }

@@ -69,6 +69,11 @@ fn put_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8, msn: u32) {
 /// every frame the wire holds for it ([`owed_acks`]) or before any other response of the QP,
 /// so a burst of requests gets one coalesced ACK — as a ConnectX responder coalesces them.
 pub(super) fn owe_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32) {
+    if info.dct {
+        // A DCT connection is no QP the idle pass could find again: its ACK leaves now.
+        let msn = qp_rt(&mut hw.model.rt, info).msn;
+        return put_aeth(hw, info, psn, aeth::ACK | aeth::NO_CREDITS, msn);
+    }
     let rt = qp_rt(&mut hw.model.rt, info);
     let first = rt.ack_owed.is_none();
     rt.ack_owed = Some((psn, rt.msn));
@@ -83,7 +88,7 @@ pub(crate) fn flush_ack(hw: &mut Hw<'_>, info: &QpInfo) {
         .model
         .rt
         .qps
-        .get_mut(&info.qpn)
+        .get_mut(&info.rt_key)
         .and_then(|rt| rt.ack_owed.take())
     {
         put_aeth(hw, info, psn, aeth::ACK | aeth::NO_CREDITS, msn);

@@ -67,10 +67,12 @@ fn sge(d: View<'_, DataSeg>) -> Sge {
     }
 }
 
-/// The UD address vector of a datagram segment.
+/// The address vector of a datagram segment (UD; DC: the DCT and its access key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Av {
     pub(crate) qkey: u32,
+    /// `key.dc_key`: the DC access key (a DCI's WQE; the same bytes as `qkey` and the word after).
+    pub(crate) dc_key: u64,
     pub(crate) dqpn: u32,
     pub(crate) sport: u16,
     pub(crate) rmac: [u8; 6],
@@ -156,6 +158,12 @@ fn valid_for(op: u8, st: u64) -> bool {
         ),
         qp_st::UC => matches!(op, NOP | RDMA_WRITE | RDMA_WRITE_IMM | SEND | SEND_IMM),
         qp_st::UD => matches!(op, NOP | SEND | SEND_IMM),
+        // rdma-core's DCI send operations (`MLX5_SUPPORTED_SEND_OPS_FLAGS_DCI`): RC's without
+        // SEND with invalidate.
+        qp_st::DCI => matches!(
+            op,
+            NOP | RDMA_WRITE | RDMA_WRITE_IMM | SEND | SEND_IMM | RDMA_READ | ATOMIC_CS | ATOMIC_FA
+        ),
         _ => false,
     }
 }
@@ -176,14 +184,20 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe<'_>, &'static str>
         let x = seg::<XrcSeg>(b, &mut at)?;
         w.xrc_srqn = Some(x.get32(XrcSeg::XRC_SRQN));
     }
-    if st == qp_st::UD && op != opcode::NOP {
+    if matches!(st, qp_st::UD | qp_st::DCI) && op != opcode::NOP {
         let d = seg::<DatagramSeg>(b, &mut at)?;
+        // A DC destination on RoCE needs the MAC and GID only the extended (48-byte) address
+        // vector holds.
+        if st == qp_st::DCI && d.get(DatagramSeg::EXT) == 0 {
+            return Err("a DCI's address vector is not the extended one");
+        }
         let mut rmac = [0u8; 6];
         rmac.copy_from_slice(d.bytes(DatagramSeg::RMAC));
         let mut rgid = [0u8; 16];
         rgid.copy_from_slice(d.bytes(DatagramSeg::RGID));
         w.av = Some(Av {
             qkey: d.get32(DatagramSeg::QKEY),
+            dc_key: d.get(DatagramSeg::DC_KEY),
             dqpn: d.get32(DatagramSeg::DQPN),
             sport: d.get(DatagramSeg::RLID) as u16,
             rmac,

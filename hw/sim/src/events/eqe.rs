@@ -283,6 +283,18 @@ pub(crate) fn delay_drop_timeout(hw: &mut Hw<'_>) {
     async_event_sub(hw, event::GENERAL_EVENT, event::DELAY_DROP_TIMEOUT, &data);
 }
 
+/// The DCT event `etype` naming `dctn`, to every EQ subscribed to it.
+pub(crate) fn dct_event(hw: &mut Hw<'_>, etype: u8, dctn: u32) {
+    let data = event_data::<mlx5_ifc::prm::eqe::DctEvents>(|v| {
+        v.set(
+            mlx5_ifc::prm::eqe::DctEvents::DCT_NUMBER,
+            (dctn & 0xff_ffff).into(),
+        )
+        .map(drop)
+    });
+    async_event(hw, etype, &data);
+}
+
 /// Posts a QP event (`WQ_CATAS_ERROR`, `WQ_INVAL_REQ_ERROR`, `WQ_ACCESS_ERROR`...) for `qpn`.
 pub(crate) fn qp_event(hw: &mut Hw<'_>, etype: u8, qpn: u32) {
     let data = event_data::<QpEvents>(|v| {

@@ -1,13 +1,21 @@
 //! The InfiniBand transport headers of a RoCE packet: the BTH, the extension headers each
-//! opcode carries (XRCETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH), the payload
+//! opcode carries (XRCETH, DCETH, DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt, IETH), the payload
 //! and its pad — as [`Packet`], and as the bytes between the network header and the ICRC
 //! ([`put_transport`], [`parse_transport`]). The frame around them is [`super::frame`]'s.
 
 use super::consts::BTH_BYTES;
 
-/// InfiniBand transport opcodes: the service (`opcode >> 5`: 0 RC, 1 UC, 3 UD, 5 XRC) and the
-/// operation (`opcode & 0x1f`). XRC has RC's operations; its requests carry an XRCETH (the XRC
-/// SRQ at the target) right after the BTH.
+/// InfiniBand transport opcodes: the service (`opcode >> 5`: 0 RC, 1 UC, 3 UD, 5 XRC, 6 DC) and
+/// the operation (`opcode & 0x1f`). XRC has RC's operations; its requests carry an XRCETH (the
+/// XRC SRQ at the target) right after the BTH.
+///
+/// DC (Dynamically Connected) has RC's operations too. Its wire format is not public (no
+/// source — IBTA, Linux, rdma-core, Wireshark — describes it; docs/fields.md "DC"), so the
+/// simulated NICs speak the simulator's own: service bits 0xc0 (a value IBTA assigns to no
+/// transport), and on every request a 12-byte DCETH right after the BTH — the DC access key
+/// (8 bytes), a flags byte (bit 7: connect, on the packets that start a DCI's connection to the
+/// DCT at the PSN they carry) and the initiator's DCI number (24 bits). The BTH names the DCT
+/// on requests and the DCI on responses, which carry no DCETH.
 pub(crate) mod op {
     pub(crate) const SEND_FIRST: u8 = 0x00;
     pub(crate) const SEND_MIDDLE: u8 = 0x01;
@@ -40,6 +48,8 @@ pub(crate) mod op {
     pub(crate) const UD: u8 = 0x60;
     /// Service bits: XRC.
     pub(crate) const XRC: u8 = 0xa0;
+    /// Service bits: DC (the simulator's own encoding, see above).
+    pub(crate) const DC: u8 = 0xc0;
 }
 
 /// AETH syndromes (the top three bits; the low five carry credits, the RNR timer or a NAK code).
@@ -58,6 +68,7 @@ pub(crate) mod aeth {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Shape {
     xrceth: bool,
+    dceth: bool,
     deth: bool,
     reth: bool,
     atomic: bool,
@@ -93,7 +104,7 @@ fn shape(opcode: u8) -> Option<Shape> {
     if service == op::UC && o > op::WRITE_ONLY_IMM {
         return None;
     }
-    if service != op::RC && service != op::UC && service != op::XRC {
+    if service != op::RC && service != op::UC && service != op::XRC && service != op::DC {
         return None;
     }
     let s = match o {
@@ -138,13 +149,29 @@ fn shape(opcode: u8) -> Option<Shape> {
         },
         _ => return None,
     };
-    // Every XRC request names its XRC SRQ; responses do not.
+    // Every XRC request names its XRC SRQ, every DC request its key and initiator; responses
+    // do not.
     let response = (op::READ_RESP_FIRST..=op::ATOMIC_ACK).contains(&o);
     Some(Shape {
         xrceth: service == op::XRC && !response,
+        dceth: service == op::DC && !response,
         ..s
     })
 }
+
+/// DCETH (the simulator's DC encoding): what a DC request carries after its BTH.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Dceth {
+    /// The DC access key the DCT must hold.
+    pub(crate) key: u64,
+    /// The packet starts the DCI's connection to the DCT (at its PSN).
+    pub(crate) connect: bool,
+    /// The initiator's DCI number (24 bits).
+    pub(crate) dci: u32,
+}
+
+/// The connect flag in a DCETH's flags byte.
+const DCETH_CONNECT: u8 = 0x80;
 
 /// RETH: the remote buffer of an RDMA WRITE or READ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,6 +210,8 @@ pub(crate) struct Packet<'a> {
     pub(crate) psn: u32,
     /// XRCETH: the XRC SRQ at the target (24 bits).
     pub(crate) xrc_srqn: Option<u32>,
+    /// DCETH: a DC request's key, connect flag and initiator.
+    pub(crate) dceth: Option<Dceth>,
     /// DETH: `(q_key, source QP)`.
     pub(crate) deth: Option<(u32, u32)>,
     pub(crate) reth: Option<Reth>,
@@ -208,6 +237,7 @@ impl Default for Packet<'_> {
             ack_req: false,
             psn: 0,
             xrc_srqn: None,
+            dceth: None,
             deth: None,
             reth: None,
             atomic: None,
@@ -243,6 +273,7 @@ pub(super) fn transport_len(p: &Packet<'_>) -> usize {
     let pad = (4 - p.payload.len() % 4) % 4;
     BTH_BYTES
         + 4 * usize::from(s.xrceth)
+        + 12 * usize::from(s.dceth)
         + 8 * usize::from(s.deth)
         + 16 * usize::from(s.reth)
         + 28 * usize::from(s.atomic)
@@ -266,6 +297,16 @@ pub(super) fn put_transport(t: &mut Vec<u8>, p: &Packet<'_>) {
     let s = shape(p.opcode).unwrap_or_default();
     if s.xrceth {
         t.extend_from_slice(&(p.xrc_srqn.unwrap_or(0) & 0xff_ffff).to_be_bytes());
+    }
+    if s.dceth {
+        let d = p.dceth.unwrap_or(Dceth {
+            key: 0,
+            connect: false,
+            dci: 0,
+        });
+        t.extend_from_slice(&d.key.to_be_bytes());
+        t.push(if d.connect { DCETH_CONNECT } else { 0 });
+        t.extend_from_slice(&(d.dci & 0xff_ffff).to_be_bytes()[1..]);
     }
     if s.deth {
         let (qkey, sqpn) = p.deth.unwrap_or_default();
@@ -340,6 +381,14 @@ pub(super) fn parse_transport(t: &[u8]) -> Option<Packet<'_>> {
     if s.xrceth {
         let o = take(4)?;
         p.xrc_srqn = Some(be24(t, o + 1));
+    }
+    if s.dceth {
+        let o = take(12)?;
+        p.dceth = Some(Dceth {
+            key: be64(t, o),
+            connect: t[o + 8] & DCETH_CONNECT != 0,
+            dci: be24(t, o + 9),
+        });
     }
     if s.deth {
         let o = take(8)?;

@@ -19,7 +19,7 @@
 //! significant byte first ([`super::icrc`]). A v1 frame's ICRC covers the GRH (traffic class,
 //! flow label and hop limit masked as IPv6's) and the transport, after the same eight bytes.
 
-pub(crate) use super::bth::{aeth, op, AtomicEth, Packet, Reth};
+pub(crate) use super::bth::{aeth, op, AtomicEth, Dceth, Packet, Reth};
 use super::bth::{be16, be32, parse_transport, put_transport, transport_len};
 pub(crate) use super::consts::{
     BTH_BYTES, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1, ETH_BYTES, IPV4_BYTES,
@@ -341,6 +341,44 @@ mod tests {
             opcode: op::XRC | op::ACK,
             dqpn: 0x123,
             psn: 7,
+            aeth: Some((aeth::ACK | aeth::NO_CREDITS, 1)),
+            ..Packet::default()
+        };
+        let f = encode(&route, &ack);
+        assert_eq!(
+            f.len(),
+            ETH_BYTES + IPV6_BYTES + UDP_BYTES + BTH_BYTES + 4 + ICRC_BYTES
+        );
+        assert_eq!(decode(&f).unwrap().packet, ack);
+    }
+
+    /// DC (the simulator's encoding): a request carries a 12-byte DCETH (key, connect flag,
+    /// DCI) after the BTH; a response none.
+    #[test]
+    fn dc_requests_carry_a_dceth() {
+        let route = Route::default();
+        let send = Packet {
+            opcode: op::DC | op::SEND_ONLY,
+            dqpn: 0x300,
+            psn: 9,
+            dceth: Some(Dceth {
+                key: 0xbadc0de,
+                connect: true,
+                dci: 0x12_3456,
+            }),
+            payload: &[7; 5],
+            ..Packet::default()
+        };
+        let f = encode(&route, &send);
+        let t = &f[ETH_BYTES + IPV6_BYTES + UDP_BYTES..];
+        assert_eq!(t[0], 0xc4, "DC SEND only");
+        assert_eq!(&t[BTH_BYTES..BTH_BYTES + 8], &0xbadc0deu64.to_be_bytes());
+        assert_eq!(&t[BTH_BYTES + 8..BTH_BYTES + 12], &[0x80, 0x12, 0x34, 0x56]);
+        assert_eq!(decode(&f).unwrap().packet, send);
+        let ack = Packet {
+            opcode: op::DC | op::ACK,
+            dqpn: 0x12_3456,
+            psn: 9,
             aeth: Some((aeth::ACK | aeth::NO_CREDITS, 1)),
             ..Packet::default()
         };

@@ -34,6 +34,7 @@
 
 pub(crate) mod cmd;
 pub(crate) mod cq;
+pub(crate) mod dct;
 pub(crate) mod devx;
 pub(crate) mod eq;
 pub(crate) mod flow;
@@ -58,7 +59,7 @@ pub(crate) mod vport;
 pub(crate) mod xrc;
 
 use mlx5_ifc::prm::{
-    cq as c, devx as dx, eq as e, flow as f, hca as h, memic as dm, mr as m, odp as pf,
+    cq as c, dct as dc, devx as dx, eq as e, flow as f, hca as h, memic as dm, mr as m, odp as pf,
     pacing as pp, qp as q, sq_rq as w, srq as s, tir as t, uar_pd as u, vport as v,
 };
 use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
@@ -289,6 +290,23 @@ const SPECS: &[Spec] = &[
         xrc::query_hca_vport_pkey,
     ),
     spec::<q::CreateQpIn, q::CreateQpOut>(Opcode::CreateQp, Gate::Initialized, qp::create_qp),
+    spec::<dc::CreateDctIn, dc::CreateDctOut>(
+        Opcode::CreateDct,
+        Gate::Initialized,
+        dct::create_dct,
+    ),
+    spec::<dc::DestroyDctIn, dc::DestroyDctOut>(
+        Opcode::DestroyDct,
+        Gate::Initialized,
+        dct::destroy_dct,
+    ),
+    spec::<dc::DrainDctIn, dc::DrainDctOut>(Opcode::DrainDct, Gate::Initialized, dct::drain_dct),
+    spec::<dc::QueryDctIn, dc::QueryDctOut>(Opcode::QueryDct, Gate::Initialized, dct::query_dct),
+    spec::<dc::ArmDctIn, dc::ArmDctOut>(
+        Opcode::ArmDctForKeyViolation,
+        Gate::Initialized,
+        dct::arm_dct,
+    ),
     spec::<q::AttachToMcgIn, q::AttachToMcgOut>(
         Opcode::AttachToMcg,
         Gate::Initialized,

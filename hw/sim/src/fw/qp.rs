@@ -4,9 +4,9 @@
 //!
 //! 1. `st` RC, UC, UD, XRC (initiator with a send queue, target with `no_sq`; a live `xrcd`,
 //!    BAD_RES UNKNOWN_XRCD, which it holds), QP1 (the GSI QP, UD on the wire; one at a time: RES_BUSY
-//!    GSI_QP_EXISTS) or REG_UMR (a send-only UMR QP, which may have PD 0) (BAD_PARAM
-//!    BAD_QP_ST) whose capability (`rc`, `uc`, `ud`, `xrc`; `umr_extended_translation_offset` for
-//!    UMR) is 1 (BAD_PARAM QP_ST_NOT_SUPPORTED), and `block_lb_mc` (the QP's multicast does
+//!    GSI_QP_EXISTS), REG_UMR (a send-only UMR QP, which may have PD 0) or DCI (a DC initiator,
+//!    its destination in each WQE: [`crate::engine::dc`]) (BAD_PARAM BAD_QP_ST) whose capability
+//!    (`rc`, `uc`, `ud`, `xrc`, `dct`; `umr_extended_translation_offset` for UMR) is 1 (BAD_PARAM QP_ST_NOT_SUPPORTED), and `block_lb_mc` (the QP's multicast does
 //!    not loop back to it, [`crate::engine::responder::multicast`]) only with that capability
 //!    (QP_ST_NOT_SUPPORTED too); `pm_state` may be anything;
 //! 2. `rq_type`: 0 regular — `log_rq_stride` ≤ 5 and `16 << log_rq_stride` ≤ `max_wqe_sz_rq`
@@ -23,7 +23,7 @@
 //!    with neither needs no PAS);
 //! 6. fewer than `2^log_max_qp - 1` QPs live (EXCEED_LIM QP_EXHAUSTED).
 //!
-//! QP numbers are 24-bit, from 0x100 (0 and 1 are the special QPs). The QP starts in RST and
+//! QP numbers are 24-bit, from 0x100, shared with the DCTs ([`super::dct`]) (0 and 1 are the special QPs). The QP starts in RST and
 //! holds its PD, both CQs, its SRQ/RMP and its UAR. CREATE_QP keeps only the context fields a QP
 //! in RST has (type, queues, PD, CQs, UAR, doorbell record, buffer, offload options); the rest
 //! is programmed by the transitions. `srqn_rmpn_xrqn` and `xrcd` are kept as given with a
@@ -165,6 +165,7 @@ pub(crate) fn create_qp(
         qp_st::XRC => CmdHcaCap::XRC,
         qp_st::UD | qp_st::QP1 => CmdHcaCap::UD,
         qp_st::REG_UMR => CmdHcaCap::UD,
+        qp_st::DCI => CmdHcaCap::DCT,
         _ => return Err(bad_param(syn::BAD_QP_ST)),
     };
     if st == qp_st::QP1 && gsi_qp(model).is_some() {
@@ -260,7 +261,7 @@ pub(crate) fn create_qp(
     let qpn = queue::insert(
         model,
         ObjectKind::Qp,
-        &[],
+        &[ObjectKind::Dct],
         (FIRST_QPN, end),
         q,
         syn::QP_EXHAUSTED,

@@ -9,8 +9,8 @@
 //! |---|---|---|---|
 //! | RST2INIT | RST | path `pkey_index` (0 on Ethernet, BAD_PKEY_INDEX), `vhca_port_num` (must be 1, BAD_QP_PORT); `pm_state` (the QP is MIGRATED: no alternate path can be armed yet, so ARMED and REARM leave it so; the reserved 2 is BAD_PM_STATE); `rre`/`rwe`/`rae` (with `rae`, `atomic_mode` at most 8, BAD_ATOMIC_MODE); UD: `q_key` | none |
 //! | INIT2INIT | INIT | — | RRE RAE RWE PKEY_INDEX PRI_PORT Q_KEY |
-//! | INIT2RTR | INIT | RC/UC: `mtu` (1..=5, BAD_PATH_MTU), `log_msg_max` (≤ `log_max_msg`, MSG_MAX_TOO_BIG), `remote_qpn` (≥ 2, BAD_REMOTE_QPN), `next_rcv_psn`, the primary path's RoCE fields (`rmac` nonzero, MISSING_RMAC; `src_addr_index` inside the RoCE address table, QP_GID_INDEX, and a set entry, QP_GID_NOT_SET); RC also `log_rra_max` (≤ `log_max_ra_res_qp`, RRA_MAX_TOO_BIG), `min_rnr_nak`; UD: nothing | ALT_ADDR_PATH RRE RAE RWE PKEY_INDEX Q_KEY |
-//! | RTR2RTS | RTR | `next_send_psn`; RC also `retry_count`, `rnr_retry`, `log_sra_max` (≤ `log_max_ra_req_qp`, SRA_MAX_TOO_BIG), path `ack_timeout` | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY |
+//! | INIT2RTR | INIT | RC/UC: `mtu` (1..=5, BAD_PATH_MTU), `log_msg_max` (≤ `log_max_msg`, MSG_MAX_TOO_BIG), `remote_qpn` (≥ 2, BAD_REMOTE_QPN), `next_rcv_psn`, the primary path's RoCE fields (`rmac` nonzero, MISSING_RMAC; `src_addr_index` inside the RoCE address table, QP_GID_INDEX, and a set entry, QP_GID_NOT_SET); RC also `log_rra_max` (≤ `log_max_ra_res_qp`, RRA_MAX_TOO_BIG), `min_rnr_nak`; DCI: `mtu` and `log_msg_max` only (no path, no remote QP); UD: nothing | ALT_ADDR_PATH RRE RAE RWE PKEY_INDEX Q_KEY |
+//! | RTR2RTS | RTR | `next_send_psn`; RC and DCI also `retry_count`, `rnr_retry`, `log_sra_max` (≤ `log_max_ra_req_qp`, a DCI's `log_max_ra_req_dc`, SRA_MAX_TOO_BIG), path `ack_timeout` | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY |
 //! | RTS2RTS | RTS | — | ALT_ADDR_PATH RRE RAE RWE PM_STATE RNR_TIMEOUT Q_KEY PRIMARY_ADDR_PATH ACK_TIMEOUT |
 //! | every UD transition (not 2ERR/2RST) | | `mtu` (1..=5, BAD_PATH_MTU), `log_msg_max` (≤ `log_max_msg`, MSG_MAX_TOO_BIG) | |
 //! | 2ERR | any | — | — |
@@ -352,6 +352,10 @@ fn init2rtr(
             copy(dst, src, &[Qpc::LOG_RRA_MAX, Qpc::MIN_RNR_NAK])?;
         }
     }
+    if st == qp_st::DCI {
+        // A DCI has no path or remote QP: each WQE names its DCT.
+        ud_message(model, dst, src)?;
+    }
     optional(model, dst, src, st, mask)
 }
 
@@ -362,8 +366,13 @@ fn rtr2rts(
     st: u64,
     mask: u32,
 ) -> CmdResult {
-    if reliable(st) {
-        if src.get(Qpc::LOG_SRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_REQ_QP) {
+    if reliable(st) || st == qp_st::DCI {
+        let limit = if st == qp_st::DCI {
+            CmdHcaCap::LOG_MAX_RA_REQ_DC
+        } else {
+            CmdHcaCap::LOG_MAX_RA_REQ_QP
+        };
+        if src.get(Qpc::LOG_SRA_MAX) > model.cur(limit) {
             return Err(bad_param(syn::SRA_MAX_TOO_BIG));
         }
         copy(

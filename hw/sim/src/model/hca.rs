@@ -45,6 +45,8 @@ pub(crate) struct Model {
     pub(crate) flow_root: [Option<u32>; 2],
     /// Multicast groups (ATTACH_TO_MCG).
     pub(crate) mcg: super::mcg::Groups,
+    /// DC: the DCT connections, the DCTs armed or draining.
+    pub(crate) dc: super::dc::Dc,
     /// Device memory (MEMIC) and its allocations.
     pub(crate) memic: super::memic::Memic,
     /// Delay drop (SET_DELAY_DROP_PARAMS): how long an RQ with `delay_drop_en` holds frames
@@ -73,6 +75,7 @@ impl Model {
             driver_version: None,
             flow_root: [None; 2],
             mcg: super::mcg::Groups::default(),
+            dc: super::dc::Dc::default(),
             rates: std::collections::BTreeMap::new(),
             delay_drop_ns: None,
             memic: super::memic::Memic::new(profile),
@@ -109,13 +112,14 @@ impl Model {
     }
 
     /// Whether an operation `op` of service type `st` may take a page fault: the current
-    /// `odp_cap` names it for the transport (RC, UD, XRC; UC, QP1 and UMR QPs take none).
+    /// `odp_cap` names it for the transport (RC, UD, XRC, DC — [`qp_st::DCI`] for both ends; UC, QP1 and UMR QPs take none).
     pub(crate) fn odp_allows(&self, st: u64, op: Field<OdpPerTransportServiceCap>) -> bool {
         use consts::qp_st;
         let transport = match st {
             qp_st::RC => OdpSchemeCap::RC_ODP_CAPS,
             qp_st::UD => OdpSchemeCap::UD_ODP_CAPS,
             qp_st::XRC => OdpSchemeCap::XRC_ODP_CAPS,
+            qp_st::DCI => OdpSchemeCap::DC_ODP_CAPS,
             _ => return false,
         };
         View::<OdpCap>::new(&self.cur_odp).is_ok_and(|v| {
@@ -138,6 +142,14 @@ impl Model {
         self.rt.forget(kind, id);
         if kind == ObjectKind::Qp {
             self.mcg.forget_qp(id);
+        }
+        if kind == ObjectKind::Dct {
+            let qps = &mut self.rt.qps;
+            self.dc.close(id, &mut |key| {
+                qps.remove(&key);
+            });
+            self.dc.armed.remove(&id);
+            self.dc.draining.retain(|&d| d != id);
         }
         o
     }

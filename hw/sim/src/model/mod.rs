@@ -7,12 +7,14 @@
 //!   [`vport`]: the port, its addresses and registers; [`srq`]: SRQ / RMP limits;
 //! * [`qp`]: a QP as the data path sees it, its state; [`runtime`]: the data path's runtime of
 //!   every object, forgotten when the object is destroyed ([`Model::remove`]);
+//! * [`dc`]: the Dynamically Connected transport's connections and DCT events;
 //! * [`mcg`]: multicast groups and the UD QPs attached to them; [`memic`]: device memory;
 //! * [`status`]: what a failed command or model operation ends with;
 //! * [`hw`]: the handle the data path and the event writers work with (model, IOMMU, DMA
 //!   fault record, time).
 
 pub(crate) mod completion;
+pub(crate) mod dc;
 pub(crate) mod hca;
 pub(crate) mod hw;
 pub(crate) mod mcg;

@@ -61,6 +61,8 @@ pub enum ObjectKind {
     Uctx,
     /// User memory registered for DevX objects (CREATE_UMEM).
     Umem,
+    /// A DC target (CREATE_DCT), numbered with the QPs (a BTH names either).
+    Dct,
 }
 
 /// The uid of resources shared by every user context (Linux's `MLX5_SHARED_RESOURCE_UID`):

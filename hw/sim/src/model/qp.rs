@@ -116,6 +116,8 @@ impl QpInfo {
             next_send_psn: c.get32(Qpc::NEXT_SEND_PSN),
             next_rcv_psn: c.get32(Qpc::NEXT_RCV_PSN),
             route,
+            dct: false,
+            rt_key: qpn,
         })
     }
 }
@@ -163,7 +165,7 @@ pub(crate) fn migrate_ctx(v: &mut ViewMut<'_, Qpc>) {
 
 /// The runtime of QP `qpn`, PSNs initialized from its context.
 pub(crate) fn qp_rt<'a>(engine: &'a mut Runtime, info: &QpInfo) -> &'a mut QpRt {
-    let rt = engine.qps.entry(info.qpn).or_default();
+    let rt = engine.qps.entry(info.rt_key).or_default();
     if rt.epsn.is_none() {
         rt.epsn = Some(info.next_rcv_psn & 0xff_ffff);
     }

@@ -58,8 +58,14 @@ pub(crate) struct QpInfo {
     pub(crate) user_index: u32,
     pub(crate) next_send_psn: u32,
     pub(crate) next_rcv_psn: u32,
-    /// The primary path as a route (RC / UC).
+    /// The primary path as a route (RC / UC; a DCT connection: back to its initiator).
     pub(crate) route: Route,
+    /// A DCT connection seen as the RC responder it runs as (`qpn` the DCT, `remote_qpn` the
+    /// initiator's DCI, `st` RC): no QP state of its own to change, its packets DC's.
+    pub(crate) dct: bool,
+    /// The key of its runtime ([`super::runtime::Runtime::qps`]): the QP number, or a DCT
+    /// connection's key ([`super::dc::KEY_BASE`] and up).
+    pub(crate) rt_key: u32,
 }
 
 impl QpInfo {
@@ -75,12 +81,30 @@ impl QpInfo {
 
     /// The transport service bits of the QP's packets (BTH opcode bits 7:5).
     pub(crate) fn service(&self) -> u8 {
+        if self.dct {
+            return op::DC;
+        }
         match self.st {
+            qp_st::DCI => op::DC,
             qp_st::UC => op::UC,
             qp_st::UD => op::UD,
             qp_st::XRC => op::XRC,
             _ => op::RC,
         }
+    }
+
+    /// The service type whose ODP capabilities apply: a DCT connection's are DC's.
+    pub(crate) fn odp_transport(&self) -> u64 {
+        if self.dct {
+            qp_st::DCI
+        } else {
+            self.st
+        }
+    }
+
+    /// Whether the QP is a DC initiator.
+    pub(crate) fn dci(&self) -> bool {
+        self.st == qp_st::DCI
     }
 
     /// The largest message the QP takes: `2^log_msg_max`, literally (0 is one byte), capped at

@@ -90,6 +90,9 @@ pub struct DatapathCounters {
     /// Datagrams dropped because their DETH Q_Key is not the QP's (`qkv`: the Q_Key violation
     /// counter; counted in `rx_dropped` too).
     pub qkey_violations: u64,
+    /// DC requests dropped because their access key is not their DCT's (counted in
+    /// `rx_dropped` too; each DCT counts its own in `dc_access_key_violation_count`).
+    pub dc_key_violations: u64,
 }
 
 /// A data segment: `byte_count`, `lkey`, `addr`.
@@ -242,6 +245,11 @@ pub(crate) struct QpRt {
     pub(crate) rq_fault: Option<PageFault>,
     /// The send queue was resumed: it runs again at this time (device time).
     pub(crate) resume_at: Option<u64>,
+    /// A DCI: the DCT it is connected to now.
+    pub(crate) dc_peer: Option<super::dc::DciPeer>,
+    /// A DCI: the send queue waits at a WQE for another destination until every request to
+    /// the current one is acknowledged (a DCI talks to one DCT at a time).
+    pub(crate) dc_waits: bool,
 }
 
 /// CQ state: producer counter, error, CQEs written.

@@ -168,6 +168,7 @@ impl Node {
                          // 0x08, 0x09, 0x0b — not CMD (0x0a): the fixture polls its commands.
             m[6] = 0x0b;
             m[3] = 0x04; // 0x22, general events (delay drop timeouts)
+            m[4] = 0x30; // 0x1c, 0x1d: DCT drained, DCT key violation
         });
         let out = fx.p.ok(&with_pas(input, &[eq.iova]), CreateEqOut::BYTES);
         let eqn = View::<CreateEqOut>::new(&out)
@@ -585,4 +586,32 @@ pub fn read(dev: &SimDevice, mr: &Mr, off: u64, len: usize) -> Vec<u8> {
     let mut b = vec![0u8; len];
     dev.dma_read(mr.buf.iova + off, &mut b).unwrap();
     b
+}
+
+/// A shared receive queue's ring as its owner posts to it: `2^log_size` WQEs of 64 bytes
+/// (a next-WQE segment, one data segment, the terminator), each linked to the next.
+pub struct SrqRing {
+    /// The SRQ's (RMP's, XRC SRQ's) number.
+    pub n: u32,
+    pub buf: DmaBlock,
+    pub dbr: DmaBlock,
+    pub size: u32,
+    pub posted: u32,
+}
+
+impl SrqRing {
+    /// Posts the next WQE: one data segment of `len` bytes at `mr` + `off`.
+    pub fn post(&mut self, dev: &SimDevice, mr: &Mr, off: u64, len: u32) {
+        let i = u64::from(self.posted % self.size);
+        let mut w = [0u8; 64];
+        w[2..4].copy_from_slice(&(((self.posted + 1) % self.size) as u16).to_be_bytes());
+        w[16..20].copy_from_slice(&len.to_be_bytes());
+        w[20..24].copy_from_slice(&mr.key.to_be_bytes());
+        w[24..32].copy_from_slice(&mr.va(off).to_be_bytes());
+        w[36..40].copy_from_slice(&0x100u32.to_be_bytes());
+        dev.dma_write(self.buf.iova + 64 * i, &w).unwrap();
+        self.posted += 1;
+        dev.dma_write(self.dbr.iova, &self.posted.to_be_bytes())
+            .unwrap();
+    }
 }
