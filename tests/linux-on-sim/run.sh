@@ -133,18 +133,21 @@ fi
 # Debian's python3-pyverbs of the same version as the guest's libibverbs1 (it ships the suite,
 # gzipped, as documentation), Debian's Python 3.11 (the ABI pyverbs is built for) with its
 # standard library less what the suite never imports, iproute2's ip and devlink (the tests run
-# `ip -j addr` and `devlink dev eswitch show`), the RDMA CM modules, and our runner
+# `ip -j addr` and `devlink dev eswitch show`), scapy (the raw packet and DevX tests build their
+# packets and commands with it), the RDMA CM modules, and our runner
 # (pyv_runner.py: one result line per test as it ends).
 if [ "$PYVERBS" = 1 ]; then
   PYV=$WORK/pyv-debs
   RVER=$(dpkg-deb -f "$RDEBS"/libibverbs1_*.deb Version)
   if [ ! -x "$PYV/root/usr/bin/python3.11" ] || [ ! -x "$PYV/root/bin/ip" ] ||
+     [ ! -d "$PYV/root/usr/lib/python3/dist-packages/scapy" ] ||
      [ "$(cat "$PYV/pyverbs-version" 2>/dev/null)" != "$RVER" ]; then
     command -v apt-get >/dev/null || cannot "needs apt-get to download pyverbs and Python"
     rm -rf "$PYV" && mkdir -p "$PYV/root"
     (cd "$PYV" && apt-get download -qq -o APT::Sandbox::User=root "python3-pyverbs=$RVER" \
-        python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libpython3.11 iproute2) ||
-      cannot "could not download python3-pyverbs $RVER (the guest's rdma-core), Python 3.11 or iproute2"
+        python3.11-minimal libpython3.11-minimal libpython3.11-stdlib libpython3.11 iproute2 \
+        python3-scapy) ||
+      cannot "could not download python3-pyverbs $RVER (the guest's rdma-core), Python 3.11, iproute2 or scapy"
     for d in "$PYV"/*.deb; do dpkg-deb -x "$d" "$PYV/root"; done
     echo "$RVER" > "$PYV/pyverbs-version"
   fi

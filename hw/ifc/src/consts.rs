@@ -511,6 +511,24 @@ pub mod flow_action {
     pub const DROP: u64 = 0x2;
     /// Forward to the destination list.
     pub const FWD_DEST: u64 = 0x4;
+    /// Count in the counters listed after the destinations.
+    pub const COUNT: u64 = 0x8;
+    /// Reformat the packet with the context `packet_reformat_id` names.
+    pub const PACKET_REFORMAT: u64 = 0x10;
+}
+
+/// `packet_reformat_context_in.reformat_type` (`MLX5_REFORMAT_TYPE_*`).
+pub mod reformat_type {
+    /// Encapsulate an L2 frame in VXLAN (the header given).
+    pub const L2_TO_VXLAN: u64 = 0x0;
+    /// Encapsulate an L2 frame in NVGRE.
+    pub const L2_TO_NVGRE: u64 = 0x1;
+    /// Encapsulate an L2 frame in a general L2 tunnel header (the header given).
+    pub const L2_TO_L2_TUNNEL: u64 = 0x2;
+    /// Decapsulate an L3 tunnel to L2.
+    pub const L3_TUNNEL_TO_L2: u64 = 0x3;
+    /// Encapsulate an L2 frame in an L3 tunnel.
+    pub const L2_TO_L3_TUNNEL: u64 = 0x4;
 }
 
 /// `dest_format_struct.destination_type` (`MLX5_FLOW_DESTINATION_TYPE_*`).

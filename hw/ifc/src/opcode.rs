@@ -146,7 +146,12 @@ opcodes! {
     SetFlowTableEntry = 0x936, "SET_FLOW_TABLE_ENTRY";
     QueryFlowTableEntry = 0x937, "QUERY_FLOW_TABLE_ENTRY";
     DeleteFlowTableEntry = 0x938, "DELETE_FLOW_TABLE_ENTRY";
+    AllocFlowCounter = 0x939, "ALLOC_FLOW_COUNTER";
+    DeallocFlowCounter = 0x93a, "DEALLOC_FLOW_COUNTER";
+    QueryFlowCounter = 0x93b, "QUERY_FLOW_COUNTER";
     ModifyFlowTable = 0x93c, "MODIFY_FLOW_TABLE";
+    AllocPacketReformatContext = 0x93d, "ALLOC_PACKET_REFORMAT_CONTEXT";
+    DeallocPacketReformatContext = 0x93e, "DEALLOC_PACKET_REFORMAT_CONTEXT";
     CreateUctx = 0xa04, "CREATE_UCTX";
     DestroyUctx = 0xa06, "DESTROY_UCTX";
     CreateUmem = 0xa08, "CREATE_UMEM";

@@ -115,6 +115,10 @@ fn command_headers_match_every_command() {
     let mut ins = 0;
     let mut outs = 0;
     for &(name, _, _) in ALL {
+        // A context inside ALLOC_PACKET_REFORMAT_CONTEXT's input, named like a command's.
+        if name == "packet_reformat_context_in" {
+            continue;
+        }
         let (hdr, n): (&[mlx5_ifc::FieldInfo], &mut i32) = if name.ends_with("_in") {
             (CmdInHeader::FIELDS, &mut ins)
         } else if name.ends_with("_out") {

@@ -88,6 +88,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::DCT, 1),
     (C::ETH_NET_OFFLOADS, 1),
     (C::NIC_FLOW_TABLE, 1),
+    // Flow counters (ALLOC_FLOW_COUNTER, an entry's COUNT): 65 535 single counters, no bulks
+    // (`flow_counter_bulk_alloc` 0: Linux then allocates its counters one by one).
+    (C::MAX_FLOW_COUNTER_15_0, 0xffff),
     (C::ROCE, 1),
     (C::ATOMIC, 1),
     (C::CQ_OI, 1),

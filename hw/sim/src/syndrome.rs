@@ -107,6 +107,8 @@
 //! | `0x5e030074` UMEM_PARAM | BAD_PARAM | CREATE_UMEM: `log_page_size` above 18, `page_offset` not inside the first page, `num_of_mtt` 0 or above 2^18 |
 //! | `0x5e030075` UMEM_RANGE | BAD_PARAM | a queue or doorbell record in a umem (`*_umem_valid`) past its end, a queue not starting on a 64th of a umem page (or in pages over 2 MiB), a doorbell record across a page |
 //! | `0x5e030076` BAD_CS_RES | BAD_PARAM | CREATE_DCT `cs_res` (responder scatter to CQE) not 0, 1 or 2 |
+//! | `0x5e030077` COUNTER_BULK | BAD_PARAM | ALLOC_FLOW_COUNTER of a bulk (`flow_counter_bulk`, `flow_counter_bulk_log_size`): the device offers single counters (`flow_counter_bulk_alloc` 0) |
+//! | `0x5e030078` BAD_REFORMAT | BAD_PARAM | ALLOC_PACKET_REFORMAT_CONTEXT of a type the device does not offer, or data beyond `max_encap_header_size` or the input |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
@@ -139,6 +141,8 @@
 //! | `0x5e050013` UNKNOWN_UCTX | BAD_RES | DESTROY_UCTX of a uid that is no user context |
 //! | `0x5e050014` UNKNOWN_UMEM | BAD_RES | a umem that is not registered (or another context's) |
 //! | `0x5e050015` UNKNOWN_DCT | BAD_RES | a DCT number that is not a live DCT (DESTROY/DRAIN/QUERY_DCT, ARM_DCT_FOR_KEY_VIOLATION) |
+//! | `0x5e050016` UNKNOWN_FLOW_COUNTER | BAD_RES | a flow counter that is not allocated (DEALLOC/QUERY_FLOW_COUNTER, an FTE's counter list) |
+//! | `0x5e050017` UNKNOWN_PACKET_REFORMAT | BAD_RES | a packet reformat context that is not allocated (DEALLOC, an FTE's `packet_reformat_id`) |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
 //! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
@@ -156,6 +160,8 @@
 //! | `0x5e06000f` MEMIC_IN_USE | RES_BUSY | DEALLOC_MEMIC of device memory a MEMIC key reaches |
 //! | `0x5e060010` UCTX_IN_USE | RES_BUSY | DESTROY_UCTX of a context that still owns objects |
 //! | `0x5e060011` UMEM_IN_USE | RES_BUSY | DESTROY_UMEM of a umem an object lives in |
+//! | `0x5e060012` FLOW_COUNTER_IN_USE | RES_BUSY | DEALLOC_FLOW_COUNTER of a counter a flow table entry counts in |
+//! | `0x5e060013` PACKET_REFORMAT_IN_USE | RES_BUSY | DEALLOC_PACKET_REFORMAT_CONTEXT of a context an entry uses |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
 //! | `0x5e080003` EQ_EXHAUSTED | EXCEED_LIM | `2^log_max_eq - 1` EQs live |
@@ -168,6 +174,8 @@
 //! | `0x5e08000a` MCG_EXHAUSTED | EXCEED_LIM | ATTACH_TO_MCG beyond `2^log_max_mcg` groups or `max_qp_mcg` QPs in the group |
 //! | `0x5e08000b` UCTX_EXHAUSTED | EXCEED_LIM | `2^log_max_uctx - 1` user contexts live |
 //! | `0x5e08000c` UMEM_EXHAUSTED | EXCEED_LIM | `2^log_max_umem - 1` umems registered |
+//! | `0x5e08000d` FLOW_COUNTER_EXHAUSTED | EXCEED_LIM | `max_flow_counter` counters allocated |
+//! | `0x5e08000e` PACKET_REFORMAT_EXHAUSTED | EXCEED_LIM | `2^log_max_packet_reformat_context - 1` reformat contexts allocated |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
 //! | `0x5e090003` DCT_NOT_ACTIVE | BAD_RES_STATE | DRAIN_DCT or ARM_DCT_FOR_KEY_VIOLATION of a DCT draining or drained |
@@ -413,6 +421,10 @@ syndromes! {
     UMEM_RANGE = 0x5e03_0075;
     /// BAD_PARAM: CREATE_DCT `cs_res` not 0, 1 or 2.
     BAD_CS_RES = 0x5e03_0076;
+    /// BAD_PARAM: a bulk of flow counters; the device offers single ones.
+    COUNTER_BULK = 0x5e03_0077;
+    /// BAD_PARAM: a packet reformat type or size the device does not offer.
+    BAD_REFORMAT = 0x5e03_0078;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -469,6 +481,10 @@ syndromes! {
     UNKNOWN_UMEM = 0x5e05_0014;
     /// BAD_RES: no such DCT.
     UNKNOWN_DCT = 0x5e05_0015;
+    /// BAD_RES: no such flow counter.
+    UNKNOWN_FLOW_COUNTER = 0x5e05_0016;
+    /// BAD_RES: no such packet reformat context.
+    UNKNOWN_PACKET_REFORMAT = 0x5e05_0017;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -503,6 +519,10 @@ syndromes! {
     UCTX_IN_USE = 0x5e06_0010;
     /// RES_BUSY: DESTROY_UMEM of a umem in use.
     UMEM_IN_USE = 0x5e06_0011;
+    /// RES_BUSY: DEALLOC_FLOW_COUNTER of a counter an entry counts in.
+    FLOW_COUNTER_IN_USE = 0x5e06_0012;
+    /// RES_BUSY: DEALLOC_PACKET_REFORMAT_CONTEXT of a context an entry uses.
+    PACKET_REFORMAT_IN_USE = 0x5e06_0013;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.
@@ -527,6 +547,10 @@ syndromes! {
     UCTX_EXHAUSTED = 0x5e08_000b;
     /// EXCEED_LIM: every umem id is taken.
     UMEM_EXHAUSTED = 0x5e08_000c;
+    /// EXCEED_LIM: every flow counter is allocated.
+    FLOW_COUNTER_EXHAUSTED = 0x5e08_000d;
+    /// EXCEED_LIM: every packet reformat context is allocated.
+    PACKET_REFORMAT_EXHAUSTED = 0x5e08_000e;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.

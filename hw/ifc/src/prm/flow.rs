@@ -606,3 +606,266 @@ impl Layout for FteMatchSetMisc {
         Self::BTH_DST_QP.info, Self::INNER_ESP_SPI.info, Self::OUTER_ESP_SPI.info,
     ];
 }
+
+/// ALLOC_FLOW_COUNTER (0x939) input: one counter, or a bulk (`flow_counter_bulk_log_size`: 2^n; `flow_counter_bulk`: 128 × n).
+///
+/// `mlx5_ifc` structure `alloc_flow_counter_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocFlowCounterIn;
+
+impl AllocFlowCounterIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`flow_counter_bulk_log_size`: bit 0x73, width 5, byte 0xe."] pub const FLOW_COUNTER_BULK_LOG_SIZE: Field<Self> = Field::new("flow_counter_bulk_log_size", 0x73, 5);
+    #[doc = "`flow_counter_bulk`: bit 0x78, width 8, byte 0xf."] pub const FLOW_COUNTER_BULK: Field<Self> = Field::new("flow_counter_bulk", 0x78, 8);
+}
+
+impl Layout for AllocFlowCounterIn {
+    const NAME: &'static str = "alloc_flow_counter_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::FLOW_COUNTER_BULK_LOG_SIZE.info, Self::FLOW_COUNTER_BULK.info,
+    ];
+}
+
+/// ALLOC_FLOW_COUNTER (0x939) output: the (first) counter id; a bulk is the ids from it on.
+///
+/// `mlx5_ifc` structure `alloc_flow_counter_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocFlowCounterOut;
+
+impl AllocFlowCounterOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`flow_counter_id`: bit 0x40, width 32, byte 0x8."] pub const FLOW_COUNTER_ID: Field<Self> = Field::new("flow_counter_id", 0x40, 32);
+}
+
+impl Layout for AllocFlowCounterOut {
+    const NAME: &'static str = "alloc_flow_counter_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::FLOW_COUNTER_ID.info,
+    ];
+}
+
+/// DEALLOC_FLOW_COUNTER (0x93a) input: a counter, or a bulk by its first id.
+///
+/// `mlx5_ifc` structure `dealloc_flow_counter_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocFlowCounterIn;
+
+impl DeallocFlowCounterIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`flow_counter_id`: bit 0x40, width 32, byte 0x8."] pub const FLOW_COUNTER_ID: Field<Self> = Field::new("flow_counter_id", 0x40, 32);
+}
+
+impl Layout for DeallocFlowCounterIn {
+    const NAME: &'static str = "dealloc_flow_counter_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::FLOW_COUNTER_ID.info,
+    ];
+}
+
+/// DEALLOC_FLOW_COUNTER (0x93a) output.
+///
+/// `mlx5_ifc` structure `dealloc_flow_counter_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocFlowCounterOut;
+
+impl DeallocFlowCounterOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for DeallocFlowCounterOut {
+    const NAME: &'static str = "dealloc_flow_counter_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}
+
+/// QUERY_FLOW_COUNTER (0x93b) input: `num_of_counters` from `flow_counter_id` (0: one), `clear`.
+///
+/// `mlx5_ifc` structure `query_flow_counter_in`, 32 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryFlowCounterIn;
+
+impl QueryFlowCounterIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`clear`: bit 0xc0, width 1, byte 0x18."] pub const CLEAR: Field<Self> = Field::new("clear", 0xc0, 1);
+    #[doc = "`num_of_counters`: bit 0xd0, width 16, byte 0x1a."] pub const NUM_OF_COUNTERS: Field<Self> = Field::new("num_of_counters", 0xd0, 16);
+    #[doc = "`flow_counter_id`: bit 0xe0, width 32, byte 0x1c."] pub const FLOW_COUNTER_ID: Field<Self> = Field::new("flow_counter_id", 0xe0, 32);
+}
+
+impl Layout for QueryFlowCounterIn {
+    const NAME: &'static str = "query_flow_counter_in";
+    const BYTES: usize = 0x20;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::CLEAR.info, Self::NUM_OF_COUNTERS.info,
+        Self::FLOW_COUNTER_ID.info,
+    ];
+}
+
+/// QUERY_FLOW_COUNTER (0x93b) output; a traffic counter per counter from byte 0x10.
+///
+/// `mlx5_ifc` structure `query_flow_counter_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryFlowCounterOut;
+
+impl QueryFlowCounterOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`flow_statistics` (bytes): bit 0x80, width 0, byte 0x10."] pub const FLOW_STATISTICS: Bytes<Self> = Bytes::new("flow_statistics", 0x80, 0);
+}
+
+impl Layout for QueryFlowCounterOut {
+    const NAME: &'static str = "query_flow_counter_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::FLOW_STATISTICS.info,
+    ];
+}
+
+/// A flow counter's packets and octets.
+///
+/// `mlx5_ifc` structure `traffic_counter`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct TrafficCounter;
+
+impl TrafficCounter {
+    #[doc = "`packets`: bit 0x0, width 64, byte 0x0."] pub const PACKETS: Field<Self> = Field::new("packets", 0x0, 64);
+    #[doc = "`octets`: bit 0x40, width 64, byte 0x8."] pub const OCTETS: Field<Self> = Field::new("octets", 0x40, 64);
+}
+
+impl Layout for TrafficCounter {
+    const NAME: &'static str = "traffic_counter";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::PACKETS.info, Self::OCTETS.info,
+    ];
+}
+
+/// A counter in a flow table entry's list (after its destinations, their stride).
+///
+/// `mlx5_ifc` structure `flow_counter_list`, 8 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowCounterList;
+
+impl FlowCounterList {
+    #[doc = "`flow_counter_id`: bit 0x0, width 32, byte 0x0."] pub const FLOW_COUNTER_ID: Field<Self> = Field::new("flow_counter_id", 0x0, 32);
+}
+
+impl Layout for FlowCounterList {
+    const NAME: &'static str = "flow_counter_list";
+    const BYTES: usize = 0x8;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::FLOW_COUNTER_ID.info,
+    ];
+}
+
+/// ALLOC_PACKET_REFORMAT_CONTEXT (0x93d) input; the reformat data from byte 0x22.
+///
+/// `mlx5_ifc` structure `alloc_packet_reformat_context_in`, 36 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocPacketReformatContextIn;
+
+impl AllocPacketReformatContextIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`packet_reformat_context` (packet_reformat_context_in): bit 0xe0, width 64, byte 0x1c."] pub const PACKET_REFORMAT_CONTEXT: Nested<Self, PacketReformatContextIn> = Nested::new("packet_reformat_context", 0xe0, 64);
+}
+
+impl Layout for AllocPacketReformatContextIn {
+    const NAME: &'static str = "alloc_packet_reformat_context_in";
+    const BYTES: usize = 0x24;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::PACKET_REFORMAT_CONTEXT.info,
+    ];
+}
+
+/// ALLOC_PACKET_REFORMAT_CONTEXT (0x93d) output.
+///
+/// `mlx5_ifc` structure `alloc_packet_reformat_context_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AllocPacketReformatContextOut;
+
+impl AllocPacketReformatContextOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`packet_reformat_id`: bit 0x40, width 32, byte 0x8."] pub const PACKET_REFORMAT_ID: Field<Self> = Field::new("packet_reformat_id", 0x40, 32);
+}
+
+impl Layout for AllocPacketReformatContextOut {
+    const NAME: &'static str = "alloc_packet_reformat_context_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::PACKET_REFORMAT_ID.info,
+    ];
+}
+
+/// DEALLOC_PACKET_REFORMAT_CONTEXT (0x93e) input.
+///
+/// `mlx5_ifc` structure `dealloc_packet_reformat_context_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocPacketReformatContextIn;
+
+impl DeallocPacketReformatContextIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`packet_reformat_id`: bit 0x40, width 32, byte 0x8."] pub const PACKET_REFORMAT_ID: Field<Self> = Field::new("packet_reformat_id", 0x40, 32);
+}
+
+impl Layout for DeallocPacketReformatContextIn {
+    const NAME: &'static str = "dealloc_packet_reformat_context_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::PACKET_REFORMAT_ID.info,
+    ];
+}
+
+/// DEALLOC_PACKET_REFORMAT_CONTEXT (0x93e) output.
+///
+/// `mlx5_ifc` structure `dealloc_packet_reformat_context_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct DeallocPacketReformatContextOut;
+
+impl DeallocPacketReformatContextOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for DeallocPacketReformatContextOut {
+    const NAME: &'static str = "dealloc_packet_reformat_context_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}
+
+/// A packet reformat context: type, parameters, data size; the data follows.
+///
+/// `mlx5_ifc` structure `packet_reformat_context_in`, 8 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct PacketReformatContextIn;
+
+impl PacketReformatContextIn {
+    #[doc = "`reformat_type`: bit 0x0, width 8, byte 0x0."] pub const REFORMAT_TYPE: Field<Self> = Field::new("reformat_type", 0x0, 8);
+    #[doc = "`reformat_param_0`: bit 0xc, width 4, byte 0x1."] pub const REFORMAT_PARAM_0: Field<Self> = Field::new("reformat_param_0", 0xc, 4);
+    #[doc = "`reformat_data_size`: bit 0x16, width 10, byte 0x2."] pub const REFORMAT_DATA_SIZE: Field<Self> = Field::new("reformat_data_size", 0x16, 10);
+    #[doc = "`reformat_param_1`: bit 0x20, width 8, byte 0x4."] pub const REFORMAT_PARAM_1: Field<Self> = Field::new("reformat_param_1", 0x20, 8);
+    #[doc = "`reformat_data` (bytes): bit 0x30, width 16, byte 0x6."] pub const REFORMAT_DATA: Bytes<Self> = Bytes::new("reformat_data", 0x30, 16);
+    #[doc = "`more_reformat_data` (bytes): bit 0x40, width 0, byte 0x8."] pub const MORE_REFORMAT_DATA: Bytes<Self> = Bytes::new("more_reformat_data", 0x40, 0);
+}
+
+impl Layout for PacketReformatContextIn {
+    const NAME: &'static str = "packet_reformat_context_in";
+    const BYTES: usize = 0x8;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::REFORMAT_TYPE.info, Self::REFORMAT_PARAM_0.info, Self::REFORMAT_DATA_SIZE.info, Self::REFORMAT_PARAM_1.info,
+        Self::REFORMAT_DATA.info, Self::MORE_REFORMAT_DATA.info,
+    ];
+}

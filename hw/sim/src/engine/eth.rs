@@ -233,8 +233,12 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                         let v = &hw.model.vport;
                         let (own, lb) = (v.mac(), (!v.disable_uc_local_lb, !v.disable_mc_local_lb));
                         let bytes: usize = frames.iter().map(Vec::len).sum();
+                        // The NIC transmit tables first: a frame they drop is sent as far as
+                        // the WQE is concerned.
                         for f in frames {
-                            hw.model.rt.send_raw(f, sq.td, own, lb);
+                            if let Some(f) = super::steering::egress(hw.model, f) {
+                                hw.model.rt.send_raw(f, sq.td, own, lb);
+                            }
                         }
                         paced_sent(hw, sqn, &sq, bytes);
                     }

@@ -106,20 +106,34 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
         return;
     };
     let img = steering::image(f, &h);
-    match steering::lookup(hw.model, &img) {
-        Ok(s) => {
-            for tirn in s.tirs {
-                if origin.is_some_and(|td| self_blocked(hw, tirn, td, f)) {
-                    hw.model.rt.counters.eth_rx_self_lb_blocked += 1;
-                    continue;
-                }
-                deliver(hw, tirn, f, &h, s.flow_tag);
-            }
+    let s = steering::lookup(hw.model, steering::Direction::Rx, &img);
+    for &c in &s.counters {
+        crate::model::flow_counter::count(hw.model, c, f.len());
+    }
+    if let Some(why) = s.dropped {
+        log::trace!("mlx5-sim: Ethernet frame dropped by steering: {why:?}");
+        hw.model.rt.counters.eth_rx_steering_drops += 1;
+        return;
+    }
+    // A receive entry's reformat (a table of a type offering `reformat`) wraps the frame the
+    // TIRs get.
+    let wrapped = s
+        .reformat
+        .and_then(|r| hw.model.objects.queue(ObjectKind::PacketReformat, r))
+        .map(|q| steering::encapsulate(&q.ctx, f));
+    let (f, h) = match wrapped
+        .as_deref()
+        .and_then(|w| packet::parse(w).map(|h| (w, h)))
+    {
+        Some((w, wh)) => (w, wh),
+        None => (f, h),
+    };
+    for tirn in s.tirs {
+        if origin.is_some_and(|td| self_blocked(hw, tirn, td, f)) {
+            hw.model.rt.counters.eth_rx_self_lb_blocked += 1;
+            continue;
         }
-        Err(why) => {
-            log::trace!("mlx5-sim: Ethernet frame dropped by steering: {why:?}");
-            hw.model.rt.counters.eth_rx_steering_drops += 1;
-        }
+        deliver(hw, tirn, f, &h, s.flow_tag);
     }
 }
 

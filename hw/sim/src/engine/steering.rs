@@ -1,4 +1,5 @@
-//! Receive steering of Ethernet frames: the NIC receive flow tables, then a TIR, then an RQ.
+//! Steering of Ethernet frames: the NIC receive flow tables, then a TIR, then an RQ; the NIC
+//! transmit flow tables a frame from a send queue meets before the wire ([`egress`]).
 //!
 //! * **Flow tables** (from the root SET_FLOW_TABLE_ROOT made for `table_type` 0): a frame's
 //!   match image is built in the `fte_match_param` layout (outer L2–L4 headers; the misc
@@ -20,12 +21,12 @@
 //! The Toeplitz hash is Microsoft's RSS hash; the unit tests check it against the verification
 //! vectors of its specification.
 
-use mlx5_ifc::consts::flow_action::{ALLOW, DROP, FWD_DEST};
+use mlx5_ifc::consts::flow_action::{ALLOW, COUNT, DROP, FWD_DEST, PACKET_REFORMAT};
 use mlx5_ifc::consts::match_criteria::{MISC_PARAMETERS, OUTER_HEADERS};
 use mlx5_ifc::consts::rx_hash_field::{DST_IP, L4_DPORT, L4_SPORT, SRC_IP};
 use mlx5_ifc::consts::{flow_dest_type, rx_hash_fn, tir_disp_type};
 use mlx5_ifc::prm::flow::{CreateFlowGroupIn, FlowContext, FteMatchSetLyr24 as L24};
-use mlx5_ifc::prm::flow::{DestFormatStruct as Dest, SetFteIn};
+use mlx5_ifc::prm::flow::{DestFormatStruct as Dest, FlowCounterList as CounterEntry, SetFteIn};
 use mlx5_ifc::prm::tir::{RqNum, Rqtc, RxHashFieldSelect as Sel, Tirc};
 use mlx5_ifc::{Layout, View, ViewMut};
 
@@ -49,11 +50,23 @@ pub(crate) enum Dropped {
     Action,
 }
 
-/// Where steering sends a frame: the TIRs to deliver to and the matching entry's flow tag.
+/// The table types steering walks: NIC receive (0) and NIC transmit (1), the index of their
+/// root in [`Model::flow_root`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Rx = 0,
+    Tx = 1,
+}
+
+/// What steering does with a frame: the TIRs to deliver it to (receive), the matching entry's
+/// flow tag, the counters it counts in, the reformat context to apply, or why it is dropped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Steered {
     pub(crate) tirs: Vec<u32>,
     pub(crate) flow_tag: u32,
+    pub(crate) counters: Vec<u32>,
+    pub(crate) reformat: Option<u32>,
+    pub(crate) dropped: Option<Dropped>,
 }
 
 /// The frame's match image (`fte_match_param`'s first two sections).
@@ -164,10 +177,21 @@ fn miss(model: &Model, table: u32) -> Option<u32> {
     (c.get(Ftc::TABLE_MISS_ACTION) == 1).then(|| c.get32(Ftc::TABLE_MISS_ID))
 }
 
-/// Looks the frame's match image up from the NIC receive root.
-pub(crate) fn lookup(model: &Model, img: &[u8; IMAGE_BYTES]) -> Result<Steered, Dropped> {
-    let mut table = model.flow_root[0].ok_or(Dropped::NoRoot)?;
+/// Looks the frame's match image up from the root of `dir`'s tables. A matching entry counts
+/// the frame in its counters (COUNT) and names a reformat (PACKET_REFORMAT), then: DROP drops;
+/// ALLOW (or no FWD_DEST) goes on as a miss; FWD_DEST delivers to each TIR and goes on to a
+/// flow table destination if it has one. A miss follows the table's miss table; at the end,
+/// receive drops and transmit lets the frame go to the wire.
+pub(crate) fn lookup(model: &Model, dir: Direction, img: &[u8; IMAGE_BYTES]) -> Steered {
     let mut out = Steered::default();
+    let Some(mut table) = model.flow_root[dir as usize] else {
+        out.dropped = (dir == Direction::Rx).then_some(Dropped::NoRoot);
+        return out;
+    };
+    let end = |mut out: Steered| {
+        out.dropped = (dir == Direction::Rx).then_some(Dropped::Miss);
+        out
+    };
     let value_at = FlowContext::MATCH_VALUE.offset();
     let dest_at = FlowContext::DESTINATION.offset();
     for _ in 0..MAX_HOPS {
@@ -175,29 +199,43 @@ pub(crate) fn lookup(model: &Model, img: &[u8; IMAGE_BYTES]) -> Result<Steered, 
             .into_iter()
             .find(|(_, en, crit, ctx)| matches(img, crit, ctx.get(value_at..).unwrap_or(&[]), *en));
         let Some((_, _, _, ctx)) = hit else {
-            table = miss(model, table).ok_or(Dropped::Miss)?;
+            match miss(model, table) {
+                Some(t) => table = t,
+                None => return end(out),
+            }
             continue;
         };
         let Ok(c) = View::<FlowContext>::new(&ctx) else {
-            return Err(Dropped::Miss);
+            return end(out);
         };
         let action = c.get(FlowContext::ACTION);
         out.flow_tag = c.get32(FlowContext::FLOW_TAG);
+        let n = c.get(FlowContext::DESTINATION_LIST_SIZE) as usize;
+        let list = ctx.get(dest_at..).unwrap_or(&[]);
+        if action & COUNT != 0 {
+            let m = c.get(FlowContext::FLOW_COUNTER_LIST_SIZE) as usize;
+            for e in list.chunks_exact(Dest::BYTES).skip(n).take(m) {
+                if let Ok(e) = View::<CounterEntry>::new(e) {
+                    out.counters.push(e.get32(CounterEntry::FLOW_COUNTER_ID));
+                }
+            }
+        }
+        if action & PACKET_REFORMAT != 0 {
+            out.reformat = Some(c.get32(FlowContext::PACKET_REFORMAT_ID));
+        }
         if action & DROP != 0 {
-            return Err(Dropped::Action);
+            out.dropped = Some(Dropped::Action);
+            return out;
         }
         if action & ALLOW != 0 || action & FWD_DEST == 0 {
-            table = miss(model, table).ok_or(Dropped::Miss)?;
+            match miss(model, table) {
+                Some(t) => table = t,
+                None => return end(out),
+            }
             continue;
         }
-        let n = c.get(FlowContext::DESTINATION_LIST_SIZE) as usize;
         let mut next = None;
-        for d in ctx
-            .get(dest_at..)
-            .unwrap_or(&[])
-            .chunks_exact(Dest::BYTES)
-            .take(n)
-        {
+        for d in list.chunks_exact(Dest::BYTES).take(n) {
             let Ok(d) = View::<Dest>::new(d) else {
                 continue;
             };
@@ -209,11 +247,12 @@ pub(crate) fn lookup(model: &Model, img: &[u8; IMAGE_BYTES]) -> Result<Steered, 
         }
         match next {
             Some(t) => table = t,
-            None => return Ok(out),
+            None => return out,
         }
     }
     log::warn!("mlx5-sim: steering visited {MAX_HOPS} tables; frame dropped");
-    Err(Dropped::Miss)
+    out.dropped = Some(Dropped::Miss);
+    out
 }
 
 /// Microsoft's RSS Toeplitz hash of `input` under `key` (at least `input.len() + 4` bytes).
@@ -295,6 +334,62 @@ fn hash_input(h: &Headers, sel: &View<'_, Sel>, symmetric: bool) -> (Vec<u8>, u8
         ty |= l4_code << 6;
     }
     (input, ty)
+}
+
+/// What the NIC transmit tables do to frame `f` of a send queue: `None` drops it (DROP; the
+/// WQE completes as sent), else the frame to put on the wire — reformatted if an entry says so.
+/// Counters count the frame as it was sent. No transmit root: the frame as it is.
+pub(crate) fn egress(model: &mut Model, f: Vec<u8>) -> Option<Vec<u8>> {
+    if model.flow_root[Direction::Tx as usize].is_none() {
+        return Some(f);
+    }
+    let Some(h) = crate::fabric::packet::parse(&f) else {
+        return Some(f);
+    };
+    let s = lookup(model, Direction::Tx, &image(&f, &h));
+    for &c in &s.counters {
+        crate::model::flow_counter::count(model, c, f.len());
+    }
+    if s.dropped.is_some() {
+        return None;
+    }
+    match s
+        .reformat
+        .and_then(|r| model.objects.queue(ObjectKind::PacketReformat, r))
+    {
+        Some(q) => Some(encapsulate(&q.ctx, &f)),
+        None => Some(f),
+    }
+}
+
+/// Bytes of an Ethernet header without a VLAN tag, of an IPv4 header without options, of UDP's.
+const ETH: usize = 14;
+const IPV4: usize = 20;
+
+/// Frame `f` wrapped in `header` (an L2_TO_L2_TUNNEL context's): the header's IPv4 total length
+/// and checksum and its UDP length set for the frame, when it has them.
+/// L2_TO_L2_TUNNEL puts the header in front of the frame; where the header is Ethernet + IPv4
+/// (+ UDP), the device writes the IPv4 total length and header checksum and the UDP length for
+/// the frame it wraps (rdma-core's `test_tx_packet_reformat` leaves the IPv4 id, checksum and
+/// the UDP source port to the device).
+pub(crate) fn encapsulate(header: &[u8], f: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(header.len() + f.len());
+    out.extend_from_slice(header);
+    out.extend_from_slice(f);
+    let ipv4 = header.len() >= ETH + IPV4 && header[12..14] == [0x08, 0x00] && header[ETH] == 0x45;
+    if !ipv4 {
+        return out;
+    }
+    let total = u16::try_from(out.len() - ETH).unwrap_or(u16::MAX);
+    out[ETH + 2..ETH + 4].copy_from_slice(&total.to_be_bytes());
+    if header[ETH + 9] == 17 && header.len() >= ETH + IPV4 + 8 {
+        let udp = total.saturating_sub(IPV4 as u16);
+        out[ETH + IPV4 + 4..ETH + IPV4 + 6].copy_from_slice(&udp.to_be_bytes());
+    }
+    out[ETH + 10..ETH + 12].copy_from_slice(&[0, 0]);
+    let sum = crate::fabric::packet::checksum(&out[ETH..ETH + IPV4]);
+    out[ETH + 10..ETH + 12].copy_from_slice(&sum.to_be_bytes());
+    out
 }
 
 #[cfg(test)]
@@ -402,5 +497,28 @@ mod tests {
             matches(&frame, &crit, &value, MISC_PARAMETERS),
             "outer not enabled"
         );
+    }
+
+    #[test]
+    fn the_outer_ipv4_and_udp_lengths_and_checksum_fit_the_frame() {
+        // Ethernet, IPv4 (UDP, lengths and checksum 0), UDP, 8 bytes of VXLAN.
+        let mut h = vec![0u8; 50];
+        h[12..14].copy_from_slice(&[0x08, 0x00]);
+        h[14] = 0x45;
+        h[22] = 64;
+        h[23] = 17;
+        h[26..30].copy_from_slice(&[1, 1, 1, 1]);
+        h[30..34].copy_from_slice(&[2, 2, 2, 2]);
+        let inner = vec![0xab; 100];
+        let f = encapsulate(&h, &inner);
+        assert_eq!(f.len(), 150);
+        assert_eq!(u16::from_be_bytes([f[16], f[17]]), 136, "IPv4 total length");
+        assert_eq!(u16::from_be_bytes([f[38], f[39]]), 116, "UDP length");
+        assert_eq!(
+            crate::fabric::packet::checksum(&f[14..34]),
+            0,
+            "a valid checksum"
+        );
+        assert_eq!(&f[50..], &inner[..]);
     }
 }

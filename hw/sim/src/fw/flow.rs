@@ -10,7 +10,8 @@
 //! * CREATE_FLOW_TABLE: `level` ≤ `max_ft_level` (FT_LEVEL); `log_size` ≤ `log_max_ft_size`
 //!   (FT_SIZE); `table_miss_action` 0 (default: the next priority, or drop) or 1 (forward to
 //!   `table_miss_id`, a live table of the same type at a higher level; else FT_MISS_ACTION or
-//!   BAD_RES UNKNOWN_FLOW_TABLE); no software-owned, reformat or decap tables (FT_UNSUPPORTED_TYPE);
+//!   BAD_RES UNKNOWN_FLOW_TABLE); no software-owned or decap tables, and `reformat_en` only where
+//!   the type offers `reformat` (FT_UNSUPPORTED_TYPE);
 //!   fewer than `2^log_max_ft_num` tables live (EXCEED_LIM FLOW_TABLE_EXHAUSTED).
 //! * MODIFY_FLOW_TABLE: `modify_field_select` bit 0 (miss table) only, checked as at create.
 //! * SET_FLOW_TABLE_ROOT: needs `modify_root`; op_mod 0 makes `table_id` (a live table of the
@@ -21,10 +22,14 @@
 //!   `match_criteria_enable` only outer headers (bit 0) and misc parameters (bit 1) (FG_CRITERIA).
 //! * SET_FLOW_TABLE_ENTRY: op_mod 0 (a new entry; FTE_EXISTS if the index is taken) or 1 (modify:
 //!   needs `flow_modify_en`); `flow_index` inside the group `group_id` of that table (FTE_INDEX);
-//!   `action` only ALLOW (1), DROP (2) and FWD_DEST (4), with FWD_DEST iff destinations are
-//!   listed (FTE_ACTION); at most `2^log_max_destination` destinations, each a live TIR (type 2)
-//!   or a live flow table of the type at a higher level (type 1), no counters, no extended
-//!   destinations (FTE_DEST / BAD_RES UNKNOWN_TIR, UNKNOWN_FLOW_TABLE).
+//!   `action` one of ALLOW (1), DROP (2) and FWD_DEST (4), with FWD_DEST iff destinations are
+//!   listed, COUNT (8) iff counters are listed, PACKET_REFORMAT (0x10) where the type offers
+//!   `reformat` and not with DROP (FTE_ACTION); at most `2^log_max_destination` destinations,
+//!   each a live TIR (type 2) or a live flow table of the type at a higher level (type 1), at
+//!   most `2^log_max_flow_counter` counters after them at the same 8-byte stride, each a live
+//!   flow counter, no extended destinations (FTE_DEST / BAD_RES UNKNOWN_TIR,
+//!   UNKNOWN_FLOW_TABLE, UNKNOWN_FLOW_COUNTER); `packet_reformat_id` a live context
+//!   (UNKNOWN_PACKET_REFORMAT). The entry holds all of them.
 //! * DELETE_FLOW_TABLE_ENTRY: a live entry at (`table_id`, `flow_index`) (BAD_RES UNKNOWN_FTE).
 //! * A table with groups, entries forwarding to it or a table missing to it, and a group with
 //!   entries, are RES_BUSY on destroy (FLOW_TABLE_IN_USE, FLOW_GROUP_IN_USE).
@@ -32,14 +37,15 @@
 //! Each object keeps its command input as its context image; an entry holds its group and its
 //! destinations, a group its table, a table its miss table.
 
-use mlx5_ifc::consts::flow_action::{ALLOW, DROP, FWD_DEST};
+use mlx5_ifc::consts::flow_action::{ALLOW, COUNT, DROP, FWD_DEST, PACKET_REFORMAT};
 use mlx5_ifc::consts::flow_table_type::{NIC_RX, NIC_TX};
 use mlx5_ifc::consts::{flow_dest_type, match_criteria, set_flow_table_root, table_miss_action};
 use mlx5_ifc::prm::caps::{FlowTableNicCap, FlowTablePropLayout as Prop};
 use mlx5_ifc::prm::flow::{
     CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
     DestFormatStruct as Dest, DestroyFlowGroupIn, DestroyFlowTableIn, FlowContext,
-    FlowTableContext as Ftc, ModifyFlowTableIn, SetFlowTableRootIn, SetFteIn,
+    FlowCounterList as CounterEntry, FlowTableContext as Ftc, ModifyFlowTableIn,
+    SetFlowTableRootIn, SetFteIn,
 };
 use mlx5_ifc::{CmdStatus, Field, Layout, View};
 
@@ -126,14 +132,11 @@ pub(crate) fn create_flow_table(
     let ty = i.get(CreateFlowTableIn::TABLE_TYPE);
     let p = props(ty)?;
     let c = i.nested(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
-    if [
-        Ftc::SW_OWNER,
-        Ftc::REFORMAT_EN,
-        Ftc::DECAP_EN,
-        Ftc::TERMINATION_TABLE,
-    ]
-    .iter()
-    .any(|&f| c.get(f) != 0)
+    // A table may reformat (its entries' PACKET_REFORMAT) where the type offers `reformat`.
+    if [Ftc::SW_OWNER, Ftc::DECAP_EN, Ftc::TERMINATION_TABLE]
+        .iter()
+        .any(|&f| c.get(f) != 0)
+        || (c.get(Ftc::REFORMAT_EN) == 1 && prop(&p, Prop::REFORMAT) == 0)
     {
         return Err(bad_param(syn::FT_UNSUPPORTED_TYPE));
     }
@@ -376,25 +379,31 @@ fn entry_holds(
 ) -> Result<Vec<(ObjectKind, u32)>, Failure> {
     let action = c.get(FlowContext::ACTION);
     let dests = c.get(FlowContext::DESTINATION_LIST_SIZE);
-    if action & !(ALLOW | DROP | FWD_DEST) != 0
+    let counters = c.get(FlowContext::FLOW_COUNTER_LIST_SIZE);
+    let p = props(ty)?;
+    // One of ALLOW, DROP, FWD_DEST (FWD_DEST iff destinations are listed); COUNT iff counters
+    // are listed; PACKET_REFORMAT where the type offers `reformat`, not with DROP.
+    let primary = action & (ALLOW | DROP | FWD_DEST);
+    if action & !(ALLOW | DROP | FWD_DEST | COUNT | PACKET_REFORMAT) != 0
+        || primary.count_ones() != 1
         || (action & FWD_DEST != 0) != (dests > 0)
-        || action.count_ones() != 1
+        || (action & COUNT != 0) != (counters > 0)
+        || (action & PACKET_REFORMAT != 0 && (action & DROP != 0 || prop(&p, Prop::REFORMAT) == 0))
     {
         return Err(bad_param(syn::FTE_ACTION));
     }
-    let p = props(ty)?;
-    if c.get(FlowContext::FLOW_COUNTER_LIST_SIZE) != 0
-        || c.get(FlowContext::EXTENDED_DESTINATION) != 0
+    if c.get(FlowContext::EXTENDED_DESTINATION) != 0
         || dests > 1u64 << prop(&p, Prop::LOG_MAX_DESTINATION).min(24)
+        || counters > 1u64 << prop(&p, Prop::LOG_MAX_FLOW_COUNTER).min(24)
     {
         return Err(bad_param(syn::FTE_DEST));
     }
     let list = req
         .input
-        .get(DEST_LIST..DEST_LIST + dests as usize * Dest::BYTES)
+        .get(DEST_LIST..DEST_LIST + (dests + counters) as usize * Dest::BYTES)
         .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))?;
     let mut holds = Vec::new();
-    for d in list.chunks_exact(Dest::BYTES) {
+    for d in list.chunks_exact(Dest::BYTES).take(dests as usize) {
         let d = view::<Dest>(d)?;
         let id = d.get32(Dest::DESTINATION_ID);
         match d.get(Dest::DESTINATION_TYPE) {
@@ -411,6 +420,25 @@ fn entry_holds(
             }
             _ => return Err(bad_param(syn::FTE_DEST)),
         }
+    }
+    // Counters follow the destinations at their stride; an entry of the kernel's may count in a
+    // user context's counter (mlx5_ib's DevX flows do), so any live one is taken.
+    for e in list.chunks_exact(Dest::BYTES).skip(dests as usize) {
+        let id = view::<CounterEntry>(e)?.get32(CounterEntry::FLOW_COUNTER_ID);
+        let s = crate::model::flow_counter::slot(id)
+            .filter(|&s| model.objects.contains(ObjectKind::FlowCounter, s))
+            .ok_or(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_COUNTER))?;
+        holds.push((ObjectKind::FlowCounter, s));
+    }
+    if action & PACKET_REFORMAT != 0 {
+        let id = c.get32(FlowContext::PACKET_REFORMAT_ID);
+        queue::require(
+            model,
+            ObjectKind::PacketReformat,
+            id,
+            syn::UNKNOWN_PACKET_REFORMAT,
+        )?;
+        holds.push((ObjectKind::PacketReformat, id));
     }
     Ok(holds)
 }
@@ -446,8 +474,14 @@ pub(crate) fn set_fte(
     }
     let mut holds = entry_holds(model, req, ty, level, &c)?;
     holds.push((ObjectKind::FlowGroup, gid));
-    let dests = c.get(FlowContext::DESTINATION_LIST_SIZE) as usize;
-    let image = req.input[..DEST_LIST + dests * Dest::BYTES].to_vec();
+    // The entry keeps its input through its lists: destinations, then counters.
+    let listed = (c.get(FlowContext::DESTINATION_LIST_SIZE)
+        + c.get(FlowContext::FLOW_COUNTER_LIST_SIZE)) as usize;
+    let image = req
+        .input
+        .get(..DEST_LIST + listed * Dest::BYTES)
+        .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))?
+        .to_vec();
     if let Some(old) = existing {
         queue::destroy(
             model,

@@ -33,6 +33,7 @@
 //! [`crate::ObjectKind`].
 
 pub(crate) mod cmd;
+pub(crate) mod counter;
 pub(crate) mod cq;
 pub(crate) mod dct;
 pub(crate) mod devx;
@@ -51,6 +52,7 @@ pub(crate) mod pages;
 pub(crate) mod qp;
 pub(crate) mod qp_modify;
 pub(crate) mod queue;
+pub(crate) mod reformat;
 pub(crate) mod resources;
 pub(crate) mod sq_rq;
 pub(crate) mod srq;
@@ -476,6 +478,32 @@ const SPECS: &[Spec] = &[
         Opcode::DeleteFlowTableEntry,
         Gate::Initialized,
         flow::delete_fte,
+    ),
+    spec::<f::AllocFlowCounterIn, f::AllocFlowCounterOut>(
+        Opcode::AllocFlowCounter,
+        Gate::Initialized,
+        counter::alloc_flow_counter,
+    ),
+    spec::<f::DeallocFlowCounterIn, f::DeallocFlowCounterOut>(
+        Opcode::DeallocFlowCounter,
+        Gate::Initialized,
+        counter::dealloc_flow_counter,
+    ),
+    spec_out::<f::QueryFlowCounterIn>(
+        Opcode::QueryFlowCounter,
+        Gate::Initialized,
+        counter::query_flow_counter,
+        f::QueryFlowCounterOut::BYTES + f::TrafficCounter::BYTES,
+    ),
+    spec::<f::AllocPacketReformatContextIn, f::AllocPacketReformatContextOut>(
+        Opcode::AllocPacketReformatContext,
+        Gate::Initialized,
+        reformat::alloc_packet_reformat_context,
+    ),
+    spec::<f::DeallocPacketReformatContextIn, f::DeallocPacketReformatContextOut>(
+        Opcode::DeallocPacketReformatContext,
+        Gate::Initialized,
+        reformat::dealloc_packet_reformat_context,
     ),
 ];
 

@@ -74,28 +74,38 @@ const MATCH: &[Field<Fields>] = &[
     Fields::OUTER_TCP_DPORT,
 ];
 
-/// The flow table capabilities (`flow_table_nic_cap`): NIC receive tables only.
+/// The flow table capabilities (`flow_table_nic_cap`): NIC receive and NIC transmit tables,
+/// chained as Linux's fs_core needs (entries modified in place, a table's miss sent to a named
+/// table, MODIFY_FLOW_TABLE, a settable root), flow counters in entries (COUNT) and packet
+/// reformat (L2_TO_L2_TUNNEL: `encap_general_header`, headers up to 128 bytes).
 pub(crate) fn flow_table_caps() -> Vec<u8> {
     let mut img = vec![0u8; FlowTableNicCap::BYTES];
     let r = ViewMut::<FlowTableNicCap>::new(&mut img).and_then(|mut v| {
-        let mut rx = v.nested_mut(FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE);
-        rx.set(Prop::FT_SUPPORT, 1)?;
-        rx.set(Prop::MODIFY_ROOT, 1)?;
-        // Chaining (what Linux's fs_core needs for its bypass, ethtool and offloads
-        // priorities, and so for ibv_create_flow): entries modified in place, a table's miss
-        // sent to a named table, and MODIFY_FLOW_TABLE.
-        rx.set(Prop::FLOW_MODIFY_EN, 1)?;
-        rx.set(Prop::IDENTIFIED_MISS_TABLE_MODE, 1)?;
-        rx.set(Prop::FLOW_TABLE_MODIFY, 1)?;
-        rx.set(Prop::MAX_FT_LEVEL, 63)?;
-        rx.set(Prop::LOG_MAX_FT_SIZE, 16)?;
-        rx.set(Prop::LOG_MAX_FT_NUM, 8)?;
-        rx.set(Prop::LOG_MAX_DESTINATION, 8)?;
-        rx.set(Prop::LOG_MAX_FLOW, 16)?;
-        for half in [Prop::FT_FIELD_SUPPORT, Prop::FT_FIELD_BITMASK_SUPPORT] {
-            let mut f = rx.nested_mut(half);
-            for &m in MATCH {
-                f.set(m, 1)?;
+        v.set(FlowTableNicCap::ENCAP_GENERAL_HEADER, 1)?;
+        v.set(FlowTableNicCap::LOG_MAX_PACKET_REFORMAT_CONTEXT, 16)?;
+        v.set(FlowTableNicCap::MAX_ENCAP_HEADER_SIZE, MAX_ENCAP_HEADER)?;
+        for ty in [
+            FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE,
+            FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT,
+        ] {
+            let mut p = v.nested_mut(ty);
+            p.set(Prop::FT_SUPPORT, 1)?;
+            p.set(Prop::MODIFY_ROOT, 1)?;
+            p.set(Prop::FLOW_MODIFY_EN, 1)?;
+            p.set(Prop::IDENTIFIED_MISS_TABLE_MODE, 1)?;
+            p.set(Prop::FLOW_TABLE_MODIFY, 1)?;
+            p.set(Prop::REFORMAT, 1)?;
+            p.set(Prop::MAX_FT_LEVEL, 63)?;
+            p.set(Prop::LOG_MAX_FT_SIZE, 16)?;
+            p.set(Prop::LOG_MAX_FT_NUM, 8)?;
+            p.set(Prop::LOG_MAX_DESTINATION, 8)?;
+            p.set(Prop::LOG_MAX_FLOW_COUNTER, 8)?;
+            p.set(Prop::LOG_MAX_FLOW, 16)?;
+            for half in [Prop::FT_FIELD_SUPPORT, Prop::FT_FIELD_BITMASK_SUPPORT] {
+                let mut f = p.nested_mut(half);
+                for &m in MATCH {
+                    f.set(m, 1)?;
+                }
             }
         }
         Ok::<(), LayoutError>(())
@@ -105,6 +115,9 @@ pub(crate) fn flow_table_caps() -> Vec<u8> {
     }
     img
 }
+
+/// The longest header a packet reformat context takes (`max_encap_header_size`).
+const MAX_ENCAP_HEADER: u64 = 128;
 
 /// The PSID a ConnectX-5 EN card reports (16 bytes, zero-padded); Linux shows it as the board
 /// id.

@@ -15,6 +15,7 @@
 
 pub(crate) mod completion;
 pub(crate) mod dc;
+pub(crate) mod flow_counter;
 pub(crate) mod hca;
 pub(crate) mod hw;
 pub(crate) mod mcg;

@@ -63,6 +63,10 @@ pub enum ObjectKind {
     Umem,
     /// A DC target (CREATE_DCT), numbered with the QPs (a BTH names either).
     Dct,
+    /// A flow counter (ALLOC_FLOW_COUNTER); its context is its packets and octets (BE64 each).
+    FlowCounter,
+    /// A packet reformat context (ALLOC_PACKET_REFORMAT_CONTEXT); its context is the command's.
+    PacketReformat,
 }
 
 /// The uid of resources shared by every user context (Linux's `MLX5_SHARED_RESOURCE_UID`):
