@@ -160,6 +160,60 @@ fn a_cache_key_is_enabled_used_and_revoked_by_umr() {
     assert_eq!(c.opcode, 0xd, "requester error CQE");
 }
 
+/// mlx5_ib without its MR cache (on a VF, `reg_create` with no page list): a free, UMR-enabled
+/// MTT key with its range and table size but no entries in the input (272 bytes,
+/// `translations_octword_actual_size` 0) — accepted; the UMR that enables it brings the
+/// entries. A key that is not free still needs its list.
+#[test]
+fn a_free_key_created_without_its_list_is_enabled_by_umr() {
+    let (_fabric, mut a, mut b) = pair(Mode::Sync);
+    let (mut qa, _qb) = connected(&mut a, &mut b, qp_st::RC, |_| {});
+    let la = a.reg_mr(16384, false, false, false);
+    let xlt = b.reg_mr(4096, false, false, false);
+    let pd = b.fx.pd;
+    let key_in = |free: u64| {
+        cmd::<CreateMkeyIn>(Opcode::CreateMkey, 0, |v| {
+            let mut c = v.nested_mut(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
+            c.set(Mkc::FREE, free).unwrap();
+            c.set(Mkc::UMR_EN, 1).unwrap();
+            c.set(Mkc::LR, 1).unwrap();
+            c.set(Mkc::LW, 1).unwrap();
+            c.set(Mkc::RW, 1).unwrap();
+            c.set(Mkc::ACCESS_MODE_1_0, 1).unwrap();
+            c.set(Mkc::QPN, 0xff_ffff).unwrap();
+            c.set(Mkc::MKEY_7_0, 0x33).unwrap();
+            c.set(Mkc::PD, pd.into()).unwrap();
+            c.set(Mkc::START_ADDR, VA).unwrap();
+            c.set(Mkc::LEN, 16384).unwrap();
+            c.set(Mkc::TRANSLATIONS_OCTWORD_SIZE, 2).unwrap();
+            c.set(Mkc::LOG_PAGE_SIZE, 12).unwrap();
+        })
+    };
+    let out = b.fx.p.exec(&key_in(0), CreateMkeyOut::BYTES);
+    assert_eq!(common::status(&out), (0x50, 0x5e50_0006), "INLEN_MKEY_MTT");
+    let out = b.fx.p.ok(&key_in(1), CreateMkeyOut::BYTES);
+    let key = View::<CreateMkeyOut>::new(&out)
+        .unwrap()
+        .get32(CreateMkeyOut::MKEY_INDEX)
+        << 8
+        | 0x33;
+    let mut umr = umr_qp(&mut b);
+    let buf = b.dev().dma_alloc(16384, 4096).unwrap();
+    enable(&b, &mut umr, key, buf.iova, &xlt);
+    assert_eq!(b.poll().map(|c| c.opcode), Some(0));
+    let data = fill(&a.dev(), &la, 5);
+    a.post_send(
+        &mut qa,
+        WRITE,
+        0x08,
+        [0; 4],
+        &[Seg::Raddr(VA, key), Seg::Data(16384, la.key, la.va(0))],
+    );
+    assert_eq!(a.poll().map(|c| c.opcode), Some(0));
+    let region = Mr { key, buf, va: VA };
+    assert_eq!(read(&b.dev(), &region, 0, 16384), data);
+}
+
 #[test]
 fn a_refused_check_stops_the_umr_qp_and_flushes_the_next_wqe() {
     let (_fabric, _a, mut b) = pair(Mode::Sync);

@@ -17,7 +17,9 @@
 //!    `ceil((start_addr % page + len) / page)` — fit `translations_octword_size` × 2 (BAD_PARAM
 //!    MKEY_MTT_SIZE) and `input_length`, which must also hold the
 //!    `translations_octword_actual_size` octwords announced — an odd page count padded to an
-//!    even one (BAD_INPUT_LEN INLEN_MKEY_MTT); each entry, its low 12
+//!    even one (BAD_INPUT_LEN INLEN_MKEY_MTT) — except a `free`, `umr_en` key with
+//!    `translations_octword_actual_size` 0, whose entries a UMR WQE will write (mlx5_ib's
+//!    registration without its MR cache, as on a VF); each entry, its low 12
 //!    bits (Linux's read/write flag bits) masked, is aligned to the page (MKEY_MTT_UNALIGNED)
 //!    and the part of its page the range uses lies inside one DMA mapping (MKEY_MTT_UNMAPPED
 //!    and a [`DmaFaultKind::MttNotMapped`] record);
@@ -83,6 +85,15 @@ fn mtt(
     if c.get(Mkc::TRANSLATIONS_OCTWORD_SIZE).saturating_mul(2) < n {
         return Err(bad_param(syn::MKEY_MTT_SIZE));
     }
+    // A free key UMR will enable may come without its list (`translations_octword_actual_size`
+    // 0): mlx5_ib registers every user MR so when its MR cache is off (on a VF: `reg_create`
+    // with no page list, then a UMR WQE with the translations). Its entries are absent until
+    // then (the UMR grows the table, within the simulator's translation budget); the key is
+    // unusable anyway while `free`.
+    let actual = input::<CreateMkeyIn>(req)?.get(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE);
+    if actual == 0 && c.get(Mkc::FREE) == 1 && c.get(Mkc::UMR_EN) == 1 {
+        return Ok((shift, Vec::new()));
+    }
     let off = CreateMkeyIn::KLM_PAS_MTT.offset();
     let need = usize::try_from(n)
         .ok()
@@ -95,7 +106,6 @@ fn mtt(
     // The input carries `translations_octword_actual_size` whole octwords of MTT (two entries
     // each: an odd page count is padded to an even one, as Linux and rdma-core do); an input
     // shorter than the octwords it announces is refused.
-    let actual = input::<CreateMkeyIn>(req)?.get(CreateMkeyIn::TRANSLATIONS_OCTWORD_ACTUAL_SIZE);
     let announced = usize::try_from(actual)
         .ok()
         .and_then(|o| o.checked_mul(16))
