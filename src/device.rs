@@ -136,6 +136,8 @@ pub struct Device<P: Platform> {
     fw: FwVersion,
     issi: u16,
     embedded_cpu: bool,
+    /// A virtual function (its PCI device id, [`Platform::pci_device_id`]).
+    vf: bool,
     uar: Option<Uar>,
     async_eq: Option<Eq>,
     comp_eq: Option<Eq>,
@@ -249,6 +251,9 @@ impl<P: Platform> Device<P> {
         }
         let embedded_cpu =
             platform.bar_read32(u64::from(regs::INITIALIZING)).get() & regs::EMBEDDED_CPU_BIT != 0;
+        let vf = platform
+            .pci_device_id()
+            .is_some_and(mlx5_ifc::consts::pci_id::is_vf);
         let cmd = CmdQueue::new(&platform, log_stride, config.cmd_timeout_ms)?;
         let addr = cmd.iova();
         platform.bar_write32(u64::from(regs::CMDQ_ADDR_H), Be32::new((addr >> 32) as u32));
@@ -296,9 +301,12 @@ impl<P: Platform> Device<P> {
             },
             vport: VportInfo {
                 mac: [0; 6],
+                random_mac: false,
+                node_guid: 0,
                 mtu: 0,
                 roce_en: false,
             },
+            vf,
             gid0: None,
             gids: spin::Mutex::new(heapless::Vec::new()),
             stale_uars: spin::Mutex::new(heapless::Vec::new()),
@@ -351,14 +359,17 @@ impl<P: Platform> Device<P> {
             let (io, pages) = cmd.io_and_pages();
             pages.satisfy(io, p, PageRequest::Boot)?
         };
-        // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 1).
-        let mut he = [0u8; RegisterHostEndianness::BYTES];
-        ViewMut::<RegisterHostEndianness>::new(&mut he)?.set(
-            RegisterHostEndianness::HE,
-            u64::from(cfg!(target_endian = "big")),
-        )?;
-        if let Err(e) = hca::access_reg(cmd, p, reg::HOST_ENDIANNESS, 0, true, &mut he) {
-            log::warn!("HOST_ENDIANNESS not accepted ({e}); continuing");
+        // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 1) — a PF
+        // only, as Linux (`set_hca_ctrl` returns early on a VF).
+        if !self.vf {
+            let mut he = [0u8; RegisterHostEndianness::BYTES];
+            ViewMut::<RegisterHostEndianness>::new(&mut he)?.set(
+                RegisterHostEndianness::HE,
+                u64::from(cfg!(target_endian = "big")),
+            )?;
+            if let Err(e) = hca::access_reg(cmd, p, reg::HOST_ENDIANNESS, 0, true, &mut he) {
+                log::warn!("HOST_ENDIANNESS not accepted ({e}); continuing");
+            }
         }
         let negotiated = negotiate::negotiate(cmd, p, self.config.log_max_qp)?;
         self.bringup.init_pages = {
@@ -434,12 +445,25 @@ impl<P: Platform> Device<P> {
         vport::set_roce_en(cmd, p, true)?;
         self.stage = Some(Stage::RoceEnabled);
         self.vport = vport::query_nic_vport(cmd, p)?;
+        if self.vf && self.vport.mac == [0; 6] {
+            // No MAC from the hypervisor: a random one, in the vport's address list (Linux's
+            // mlx5e: "Assigned random MAC address").
+            let seed = p.now_ns() ^ self.vport.node_guid.rotate_left(17) ^ cmd.iova();
+            self.vport.mac = vport::random_mac(seed);
+            self.vport.random_mac = true;
+            vport::set_uc_list(cmd, p, Some(self.vport.mac))?;
+            log::info!("VF: assigned random MAC address {:02x?}", self.vport.mac);
+        }
         let gid = GidEntry::link_local(self.vport.mac);
         vport::set_roce_address(cmd, p, 0, Some(&gid), self.caps.roce_port())?;
         self.gid0 = Some(gid);
         let _ = self.gids.get_mut().push((0, gid));
         self.stage = Some(Stage::Gid);
-        vport::ensure_port_up(cmd, p)?;
+        // A VF's link is its vport's (the hypervisor's e-switch sets it): it writes no port
+        // register.
+        if !self.vf {
+            vport::ensure_port_up(cmd, p)?;
+        }
         self.pd = Pd::alloc(cmd, p)?;
         self.stage = Some(Stage::Pd);
         *self.last_heartbeat.get_mut() = p.bar_read32(u64::from(regs::HEALTH_COUNTER)).get();
@@ -629,6 +653,11 @@ impl<P: Platform> Device<P> {
     /// The special memory keys.
     pub fn special_keys(&self) -> SpecialKeys {
         self.keys
+    }
+
+    /// Whether the function is a virtual function (known by its PCI device id).
+    pub fn is_vf(&self) -> bool {
+        self.vf
     }
 
     /// What the vport reported at bring-up (MAC, MTU, RoCE).

@@ -19,8 +19,14 @@ use crate::io::platform::Platform;
 /// What the NIC vport context says about the port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VportInfo {
-    /// The port's permanent MAC address.
+    /// The function's MAC address: the permanent one, or — on a virtual function whose
+    /// hypervisor assigned none — the random one the driver chose and put in the vport's
+    /// address list.
     pub mac: [u8; 6],
+    /// The MAC is the driver's random choice (the vport's `permanent_address` reads zero).
+    pub random_mac: bool,
+    /// The vport's node GUID.
+    pub node_guid: u64,
     /// The vport MTU (Ethernet payload bytes).
     pub mtu: u16,
     /// Whether RoCE is enabled on the vport.
@@ -63,9 +69,63 @@ pub(crate) fn query_nic_vport<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<
     }
     Ok(VportInfo {
         mac,
+        random_mac: false,
+        node_guid: ctx.get(NicVportContext::NODE_GUID),
         mtu: ctx.get(NicVportContext::MTU) as u16,
         roce_en: ctx.get(NicVportContext::ROCE_EN) == 1,
     })
+}
+
+/// A random locally administered unicast MAC (a VF's when its hypervisor assigned none, as
+/// Linux's `eth_hw_addr_random`): the Platform has no random source, so it is mixed (splitmix64)
+/// from `seed` — the platform's clock, the vport's node GUID (unique per function) and a DMA
+/// address of this driver instance.
+pub(crate) fn random_mac(seed: u64) -> [u8; 6] {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    let b = z.to_be_bytes();
+    // Locally administered (bit 1), unicast (bit 0 clear).
+    [(b[2] & 0xfc) | 0x02, b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// MODIFY_NIC_VPORT_CONTEXT `addresses_list`: the vport's unicast address list becomes `mac`
+/// (or empty), as mlx5e programs it (list type 0).
+pub(crate) fn set_uc_list<P: Platform>(
+    cmd: &mut CmdQueue,
+    p: &P,
+    mac: Option<[u8; 6]>,
+) -> Result<()> {
+    const LIST_UC: u64 = 0;
+    let at = ModifyNicVportContextIn::NIC_VPORT_CONTEXT.offset()
+        + NicVportContext::CURRENT_UC_MAC_ADDRESS.offset();
+    let mut input = [0u8; ModifyNicVportContextIn::BYTES + 8];
+    {
+        let mut v = ViewMut::<ModifyNicVportContextIn>::new(&mut input)?;
+        v.set(
+            ModifyNicVportContextIn::OPCODE,
+            Opcode::ModifyNicVportContext as u64,
+        )?;
+        v.nested_mut(ModifyNicVportContextIn::FIELD_SELECT)
+            .set(ModifyNicVportFieldSelect::ADDRESSES_LIST, 1)?;
+        v.nested_mut(ModifyNicVportContextIn::NIC_VPORT_CONTEXT)
+            .set(NicVportContext::ALLOWED_LIST_TYPE, LIST_UC)?
+            .set(NicVportContext::ALLOWED_LIST_SIZE, u64::from(mac.is_some()))?;
+    }
+    let len = match mac {
+        Some(m) => {
+            input[at + 2..at + 8].copy_from_slice(&m);
+            at + 8
+        }
+        None => ModifyNicVportContextIn::BYTES,
+    };
+    let mut out = [0u8; ModifyNicVportContextOut::BYTES];
+    cmd.exec(
+        p,
+        &input[..len.max(ModifyNicVportContextIn::BYTES)],
+        &mut out,
+    )
 }
 
 /// A RoCE v2 GID table entry.

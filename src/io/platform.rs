@@ -138,6 +138,13 @@ pub unsafe trait Platform {
     unsafe fn host_free(&self, ptr: NonNull<u8>, len: usize, align: usize);
     /// Monotonic time in nanoseconds; deadlines are computed from it.
     fn now_ns(&self) -> u64;
+    /// The function's PCI device id, if the platform knows it. A virtual function's
+    /// ([`mlx5_ifc::consts::pci_id::is_vf`]) is brought up as Linux brings one up: no
+    /// HOST_ENDIANNESS, no port register writes, a random MAC programmed into the vport when
+    /// the hypervisor assigned none. The default, `None`, is a physical function.
+    fn pci_device_id(&self) -> Option<u16> {
+        None
+    }
     /// Called once per iteration of every polling loop (a pause, a yield, or — in a simulator —
     /// letting device time pass).
     fn relax(&self) {

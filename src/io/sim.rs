@@ -89,6 +89,10 @@ unsafe impl Platform for SimPlatform {
         self.write_combining
     }
 
+    fn pci_device_id(&self) -> Option<u16> {
+        Some(self.dev.profile().pci_device_id())
+    }
+
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
         match self.dev.dma_alloc(len, align) {
             Ok(b) => Ok(DmaRegion {

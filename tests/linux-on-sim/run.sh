@@ -33,7 +33,10 @@
 # skip is one tests/linux-on-sim/pyverbs-expected.txt allows, with its reason; downloads cached
 # under target/linux-on-sim/pyv-debs), PYV_TESTS (with PYVERBS=1: only these tests, comma-separated
 # unittest names such as test_odp or test_odp.OdpTestCase.test_odp_rc_traffic; the skip and count
-# checks then fail, as not every test ran — for a focused look, not for CI).
+# checks then fail, as not every test ran — for a focused look, not for CI), VF (1: the NICs
+# are ConnectX-5 virtual functions, 15b3:1018, as a cloud guest gets them — `mlx5ctl sim --vf`;
+# checked: Linux probes them as VFs), VF_MAC (with VF=1, `unset`: their hypervisor assigned no
+# MAC, so mlx5e picks random ones — checked in dmesg — and programs them into the vports).
 #
 # CI runs it twice: as is (Linux's probe and unload on the real cx5 profile, then mlx5ctl
 # through vfio-pci), and with TRAFFIC=1 UP=1 VFIO=0.
@@ -208,6 +211,11 @@ if [ "${UMR:-1}" = 0 ] && [ -z "${SIM:-}" ]; then
   echo '{"name": "cx5-no-umr", "umr_modify_entity_size_disabled": 1}' > "$WORK/cx5-no-umr.json"
   SIM=$WORK/cx5-no-umr.json
 fi
+# VF=1: the NICs as virtual functions (VF_MAC=unset: with no MAC from the hypervisor).
+if [ "${VF:-0}" = 1 ]; then
+  ARGS+=(--vf)
+  [ "${VF_MAC:-}" = unset ] && ARGS+=(--vf-mac-unset)
+fi
 RUST_LOG=${RUST_LOG:-warn} "$CTL" sim "${ARGS[@]}" --sim "${SIM:-cx5}" --trace "$WORK/trace.jsonl" --pcap "$WORK/wire.pcap" > "$WORK/server.log" 2>&1 &
 SERVER=$!
 for s in "${SOCKS[@]}"; do for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.1; done; done
@@ -246,6 +254,12 @@ check() { if eval "$2"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $
 check "the guest booted and reported" "grep -q '^GUEST-RESULT' '$WORK/guest.log'"
 check "mlx5_core probed every simulated NIC" "grep -q 'GUEST-RESULT probe=ok' '$WORK/guest.log'"
 check "mlx5e registered a netdev" "grep -aq '^GUEST-NETDEV eth[0-9]* .*driver=mlx5_core' '$WORK/guest.log'"
+if [ "${VF:-0}" = 1 ]; then
+  check "the guest sees every simulated NIC as a ConnectX-5 VF (PCI 15b3:1018) and mlx5_core drives it as one (no PF-only PCIe link print)" "[ \$(grep -ac 'pci .*\[15b3:1018\] type 00' '$WORK/guest.log') = $NICS ] && ! grep -aq 'PCIe bandwidth' '$WORK/guest.log'"
+  if [ "${VF_MAC:-}" = unset ]; then
+    check "with no MAC from the hypervisor, mlx5e assigned each VF a random one (dmesg)" "[ \$(grep -ac 'Assigned random MAC address' '$WORK/guest.log') = $NICS ]"
+  fi
+fi
 # mlx5e's receive queue as on a real ConnectX-5 (real-cx5.md row 60): the striding (MPWQE) RQ,
 # 128 strides of 2048 bytes per WQE, its pages mapped by UMR WQEs from an ICOSQ.
 check "mlx5e takes the striding RQ a real ConnectX-5 gets (dmesg: StrdRq(1) RqSz(8) StrdSz(2048))" "grep -aq 'MLX5E: StrdRq(1) RqSz(8) StrdSz(2048)' '$WORK/guest.log'"
@@ -253,7 +267,9 @@ check "mlx5_ib registered an RDMA device" "grep -aq '^GUEST: ibdevs .*mlx5_0' '$
 check "no command failed during the probe (dmesg mlx5_cmd_out_err), no kernel warning" "grep -aq 'GUEST-RESULT .*cmd_errors=0 warnings=0' '$WORK/guest.log'"
 # rdma-core's ibv_devinfo in the guest against this project's mlx5ctl devinfo of the same
 # profile: every device limit both print must agree (GUIDs follow each NIC's MAC: not compared).
-"$CTL" devinfo --json > "$WORK/devinfo.json"
+# (VF=1: the VF profile, whose vendor_part_id is the VF's PCI id, as ibv_devinfo's.)
+if [ "${VF:-0}" = 1 ]; then "$CTL" devinfo --json --sim cx5-vf > "$WORK/devinfo.json"
+else "$CTL" devinfo --json > "$WORK/devinfo.json"; fi
 check "ibv_devinfo (rdma-core in the guest) lists mlx5_0 with the limits mlx5ctl devinfo shows" "python3 - '$WORK/guest.log' '$WORK/devinfo.json' <<'PY'
 import json, re, sys
 ibv = {}
@@ -270,8 +286,8 @@ sys.exit(1 if bad or len(keys) < 20 else 0)
 PY"
 # The real card: `ibv_devinfo -v` in the guest against what public dumps of a real ConnectX-5
 # show (tests/linux-on-sim/real-cx5.txt, from ../shared/reference/real-cx5.md; issue #28).
-check "ibv_devinfo -v in the guest shows what a real ConnectX-5 shows, row by row (known differences listed with their reasons)" "python3 - '$WORK/guest.log' '$HERE/real-cx5.txt' <<'PY'
-import re, sys
+check "ibv_devinfo -v in the guest shows what a real ConnectX-5 shows, row by row (known differences listed with their reasons)" "VF=${VF:-0} python3 - '$WORK/guest.log' '$HERE/real-cx5.txt' <<'PY'
+import os, re, sys
 ibv, flags, lists = {}, set(), {}
 in_flags, in_list = False, None
 for l in open(sys.argv[1], errors='replace'):
@@ -323,6 +339,8 @@ for line in open(sys.argv[2]):
             want, _, reason = re.split(r'\s{2,}', rest, maxsplit=1)[0], None, (re.split(r'\s{2,}', rest, maxsplit=1) + [''])[1]
         else:
             want, reason = rest, ''
+        # A virtual function reports its own PCI device id (0x1018).
+        if key == 'vendor_part_id' and os.environ.get('VF') == '1': want = '4120'
         agree = got == want
     if differs:
         known.append((line.split()[0] if not line.startswith('flag ') else 'flag ' + want, got, reason.strip()))
@@ -501,7 +519,14 @@ with open(sys.argv[2], 'w') as f:
             if r['name'] in keep and r['status'] == 0:
                 f.write(json.dumps({'scenario': tag, 'name': r['name'], 'opcode': r['opcode'], 'op_mod': r['op_mod'], 'input': r['input']}) + '\n')
 PY
+  if [ "${VF:-0}" = 1 ]; then
+    # On a VF mlx5_ib has no MR cache: its keys are created free with no page list and enabled
+    # by UMR (mkc.free, translations_octword_actual_size differ from the PF's); the VF's own
+    # differential table is not written yet (issue #29 item 4), so this run does not compare.
+    say "differential: not run on VFs (issue #29: a VF table in docs/fields.md is still to come)"
+  else
   check "differential: this driver programs CREATE_MKEY/CQ/RMP/QP and every transition (RC, UC, UD, SRQ) as rdma-core did in this run (differences only as docs/fields.md lists them)" "(cd '$ROOT' && MLX5_DIFF_FIXTURE='$WORK/rdma-core-pingpong.jsonl' cargo test --locked -q -p mlx5-tools --test differential 2>&1 | tail -3 | grep -q 'test result: ok')"
+  fi
 fi
 IOMMU_IOVA=$(sed -n 's/^GUEST-VFIO-IOMMU: iommu-check: .*command queue at IOVA \(0x[0-9a-f]*\).*/\1/p' "$WORK/guest.log" | head -1)
 lives() { python3 - "$WORK/server.log" "$1" "${IOMMU_IOVA:-none}" <<'PY'
@@ -539,8 +564,8 @@ check "every life of every NIC ended with no page and no object held (Linux's, t
 check "no DMA fault but the BlueFlame copies of Linux's write-combining test (and iommu-check's own read)" "lives faults"
 if grep -aq '^GUEST-VFIO: bound' "$WORK/guest.log"; then
   check "the guest bound every simulated NIC to vfio-pci behind its IOMMU" "[ \$(grep -ac '^GUEST-VFIO: bound .* driver=vfio-pci iommu_group=[0-9]' '$WORK/guest.log') = $NICS ]"
-  check "mlx5ctl devinfo --vfio in the guest (this driver through a real kernel's VFIO) shows what mlx5ctl devinfo shows on the simulator directly" "python3 - '$WORK/guest.log' '$WORK/devinfo.json' <<'PY'
-import json, sys
+  check "mlx5ctl devinfo --vfio in the guest (this driver through a real kernel's VFIO) shows what mlx5ctl devinfo shows on the simulator directly" "VF_MAC=${VF_MAC:-} python3 - '$WORK/guest.log' '$WORK/devinfo.json' <<'PY'
+import json, os, sys
 lines = [l[len('GUEST-VFIO-DEVINFO: '):] for l in open(sys.argv[1], errors='replace') if l.startswith('GUEST-VFIO-DEVINFO: ')]
 guest = json.loads(''.join(lines)) if lines else {}
 host = json.load(open(sys.argv[2]))
@@ -554,8 +579,18 @@ for d in (host, guest):
 gp = json.loads(''.join(lines)).get('ports', [{}])[0] if lines else {}
 want_gid = 'fe80:0000:0000:0000:00c5:5aff:fe00:0100'
 bad = [(k, host[k], guest.get(k)) for k in keys if host[k] != guest.get(k)]
-if gp.get('mac') != '02:c5:5a:00:01:00' or [g.get('gid') for g in gp.get('gids', [])][:1] != [want_gid]:
-    bad.append(('port mac/gid', '02:c5:5a:00:01:00 ' + want_gid, gp.get('mac'), gp.get('gids')))
+want_mac = '02:c5:5a:00:01:00'
+if os.environ.get('VF_MAC') == 'unset':
+    # A VF with no MAC from the hypervisor: the driver's random locally administered unicast
+    # MAC, its link-local GID the MAC's EUI-64.
+    m = gp.get('mac') or '00:00:00:00:00:00'
+    b = [int(x, 16) for x in m.split(':')]
+    if b[0] & 3 == 2:
+        want_mac = m
+        e = [b[0] ^ 2, b[1], b[2], 0xff, 0xfe, b[3], b[4], b[5]]
+        want_gid = 'fe80:0000:0000:0000:' + ':'.join(f'{e[i]:02x}{e[i+1]:02x}' for i in range(0, 8, 2))
+if gp.get('mac') != want_mac or [g.get('gid') for g in gp.get('gids', [])][:1] != [want_gid]:
+    bad.append(('port mac/gid', want_mac + ' ' + want_gid, gp.get('mac'), gp.get('gids')))
 print(f'linux-on-sim: mlx5ctl devinfo through the guest VFIO vs on the simulator: {len(keys)} fields compared, {len(bad)} differ')
 for b in bad: print('  ', *[str(x)[:120] for x in b])
 sys.exit(1 if bad or not guest else 0)

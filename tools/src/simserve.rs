@@ -37,11 +37,23 @@ pub struct Args {
     /// than the NIC needs the wake-ups saved.
     #[arg(long, value_name = "US", default_value_t = 0)]
     pub busy_poll_us: u64,
+    /// Serve each NIC as a ConnectX-5 virtual function (PCI 15b3:1018, 11 MSI-X vectors, no
+    /// e-switch), as a cloud guest or a VM with a passed-through VF gets it; its hypervisor
+    /// side (the PF and its e-switch) is the simulator's.
+    #[arg(long)]
+    pub vf: bool,
+    /// With --vf: the hypervisor assigned the VFs no MAC (`permanent_address` reads zero;
+    /// Linux's mlx5e then picks a random one and programs it into the vport).
+    #[arg(long, requires = "vf")]
+    pub vf_mac_unset: bool,
 }
 
 /// Serves the NICs until every client has gone.
 pub fn run(a: &Args) -> Result<(), String> {
-    let profile = target::profile(&a.sim)?;
+    let mut profile = target::profile(&a.sim)?;
+    if a.vf {
+        profile = profile.as_vf(a.vf_mac_unset);
+    }
     let fabric = Fabric::new();
     if let Some(p) = &a.pcap {
         let f = std::fs::File::create(p).map_err(|e| format!("pcap {}: {e}", p.display()))?;
@@ -67,7 +79,8 @@ pub fn run(a: &Args) -> Result<(), String> {
             }
         });
         eprintln!(
-            "mlx5ctl sim: ConnectX-5 #{i} ({}) on {}",
+            "mlx5ctl sim: ConnectX-5{} #{i} ({}) on {}",
+            if a.vf { " VF" } else { "" },
             profile.name(),
             socket.display()
         );

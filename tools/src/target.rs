@@ -12,7 +12,7 @@ use mlx5_vfio::{AnyPlatform, VfioError, VfioOptions, VfioPlatform};
 /// Device selection shared by the subcommands.
 #[derive(Args, Debug, Clone)]
 pub struct Target {
-    /// Simulated device: a profile name (cx5, cx5-tight, cx5-sq512) or a JSON caps file whose
+    /// Simulated device: a profile name (cx5, cx5-tight, cx5-sq512, cx5-vf) or a JSON caps file whose
     /// keys are cmd_hca_cap field names.
     #[arg(long, value_name = "PROFILE|CAPS.json", default_value = "cx5")]
     pub sim: String,
@@ -80,11 +80,12 @@ impl Target {
                 return Err(format!("bring-up of the simulated device failed: {e}"));
             }
         };
+        let part_id = sim.profile().pci_device_id();
         Ok(Opened {
             device,
             sim: Some(sim),
             hca_id: format!("mlx5_sim ({name})"),
-            part_id: 0x1017,
+            part_id,
             wall,
         })
     }

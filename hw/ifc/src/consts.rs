@@ -137,6 +137,25 @@ pub mod qp_state {
     pub const SQD: u64 = 7;
 }
 
+/// PCI device ids of mlx5 functions (Linux's `mlx5_pci_table`, where `MLX5_PCI_DEV_IS_VF`
+/// marks the virtual functions: a driver knows a VF by its device id alone).
+pub mod pci_id {
+    /// ConnectX-5.
+    pub const CONNECTX5: u16 = 0x1017;
+    /// ConnectX-5 virtual function.
+    pub const CONNECTX5_VF: u16 = 0x1018;
+    /// The device ids of virtual functions: Connect-IB, ConnectX-4, -4 Lx, -5, -5 Ex, -6 VFs,
+    /// the mlx5Gen VF, BlueField's.
+    pub const VFS: &[u16] = &[
+        0x1012, 0x1014, 0x1016, 0x1018, 0x101a, 0x101c, 0x101e, 0xa2d3,
+    ];
+
+    /// Whether `device` is a virtual function's id.
+    pub fn is_vf(device: u16) -> bool {
+        VFS.contains(&device)
+    }
+}
+
 /// QP service types (`qpc.st`).
 pub mod qp_st {
     /// Reliable connected.

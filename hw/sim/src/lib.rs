@@ -94,7 +94,8 @@ pub use fault::{
     CqeField, DmaFault, DmaFaultKind, EqeField, Fault, FaultEvent, Replay, EQE_DATA_WORDS,
     SPURIOUS_STATUS,
 };
-pub use fw::eq::{EQE_BYTES, MSIX_VECTORS};
+pub use fw::eq::EQE_BYTES;
+pub use profile::MSIX_VECTORS;
 pub use fw::qp::FIRST_QPN;
 pub use fw::resources::FIRST_UAR_INDEX;
 pub use iommu::{DmaBlock, ExternalMemory, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};

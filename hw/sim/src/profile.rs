@@ -3,7 +3,8 @@
 //!
 //! Built-in profiles ([`Profile::names`]): `cx5` (a ConnectX-5 PF, values derived from public
 //! capability dumps, see `mlx5-datapath-sizing.md` §5.4/§6), `cx5-tight` (small queues and object
-//! counts, for limit tests) and `cx5-sq512` (`max_wqe_sz_sq` 512). Each asks for pages at run
+//! counts, for limit tests), `cx5-sq512` (`max_wqe_sz_sq` 512) and `cx5-vf` (the ConnectX-5's
+//! virtual function: PCI 15b3:1018, 11 MSI-X vectors, no e-switch; [`Profile::as_vf`]). Each asks for pages at run
 //! time as a PF's firmware does (a page of ICM per created object, spare pages offered back after
 //! a destroy, seeded requests now and then); [`Profile::with_page_policy`] changes that.
 //!
@@ -11,7 +12,8 @@
 //! `roce_cap.<field>` for RoCE capability fields, `atomic_caps.<field>` for atomic capability
 //! fields, and the profile settings `name` (string;
 //! default `"custom"`), `base` (a built-in profile to start from instead of `cx5`),
-//! `_boot_pages`, `_init_pages` (integers) and `_mac` (`"02:c5:5a:00:00:01"`). For example
+//! `_boot_pages`, `_init_pages` (integers), `_mac` (`"02:c5:5a:00:00:01"`), `_vf` (1: a
+//! virtual function) and `_mac_unset` (1: the hypervisor assigned no MAC). For example
 //! `{"name": "small", "log_max_qp": 4, "roce_cap.roce_address_table_size": 8}`.
 
 use std::path::Path;
@@ -24,6 +26,15 @@ use mlx5_ifc::{Field, Layout, LayoutError, Nested, View, ViewMut};
 
 use crate::model::pages::{PagePolicy, RandomPages};
 use crate::SimError;
+
+/// MSI-X vectors a physical function has (an EQ's `intr` must be below the function's
+/// [`Profile::msix_vectors`]).
+pub const MSIX_VECTORS: u64 = 64;
+
+/// MSI-X vectors of a virtual function. Firmware gives each VF `NUM_VF_MSIX` vectors
+/// (mlxconfig; 11 is the default we recall for ConnectX-5, not verified in the reference): a
+/// VF has far fewer than its PF's 64, and Linux sizes its completion EQs by them.
+const VF_MSIX_VECTORS: u16 = 11;
 
 /// A simulated device model.
 #[derive(Clone, Debug)]
@@ -40,6 +51,11 @@ pub struct Profile {
     init_pages: u32,
     mac: [u8; 6],
     page_policy: PagePolicy,
+    /// A virtual function (PCI device 0x1018) rather than the physical one (0x1017).
+    vf: bool,
+    /// The hypervisor assigned no MAC: QUERY_NIC_VPORT_CONTEXT reports `permanent_address`
+    /// zero (Linux then picks a random one and programs it into the vport's address list).
+    mac_unset: bool,
 }
 
 /// `cmd_hca_cap` (MAX) of the ConnectX-5 profile.
@@ -314,7 +330,7 @@ const TIGHT: &[(Field<C>, u64)] = &[
 /// The `cx5-sq512` overrides.
 const SQ512: &[(Field<C>, u64)] = &[(C::MAX_WQE_SZ_SQ, 512)];
 
-const NAMES: &[&str] = &["cx5", "cx5-tight", "cx5-sq512"];
+const NAMES: &[&str] = &["cx5", "cx5-tight", "cx5-sq512", "cx5-vf"];
 
 fn apply<L: Layout>(buf: &mut [u8], values: &[(Field<L>, u64)]) -> Result<(), LayoutError> {
     let mut v = ViewMut::<L>::new(buf)?;
@@ -385,6 +401,8 @@ impl Profile {
             init_pages: 64,
             mac: [0x02, 0xc5, 0x5a, 0x00, 0x00, 0x01],
             page_policy: pf_pages(),
+            vf: false,
+            mac_unset: false,
         };
         for values in general {
             if let Err(e) = apply::<C>(&mut p.hca_cap, values) {
@@ -420,6 +438,11 @@ impl Profile {
             "cx5" => Some(Self::connectx5()),
             "cx5-tight" => Some(Self::build("cx5-tight", &[CX5_GENERAL, TIGHT])),
             "cx5-sq512" => Some(Self::build("cx5-sq512", &[CX5_GENERAL, SQ512])),
+            "cx5-vf" => {
+                let mut p = Self::connectx5().as_vf(false);
+                p.name = "cx5-vf".to_string();
+                Some(p)
+            }
             _ => None,
         }
     }
@@ -476,6 +499,8 @@ impl Profile {
                     }
                 }
                 "_mac" => p.mac = parse_mac(key, val)?,
+                "_vf" => p.vf = integer(key, val)? != 0,
+                "_mac_unset" => p.mac_unset = integer(key, val)? != 0,
                 k => {
                     let value = integer(k, val)?;
                     if let Some(field) = k.strip_prefix("roce_cap.") {
@@ -607,6 +632,42 @@ impl Profile {
     pub fn with_mac(mut self, mac: [u8; 6]) -> Self {
         self.mac = mac;
         self
+    }
+
+    /// The same profile as a virtual function (PCI 15b3:1018, 11 MSI-X vectors); `mac_unset`: the hypervisor assigned it no MAC (`permanent_address` reads
+    /// zero; the profile's MAC stays the port's identity on the fabric).
+    pub fn as_vf(mut self, mac_unset: bool) -> Self {
+        self.vf = true;
+        self.mac_unset = mac_unset;
+        self
+    }
+
+    /// Whether the device is a virtual function.
+    pub fn is_vf(&self) -> bool {
+        self.vf
+    }
+
+    /// Whether the hypervisor left the function's MAC unassigned.
+    pub fn mac_unset(&self) -> bool {
+        self.mac_unset
+    }
+
+    /// The PCI device ID: 0x1017 (ConnectX-5), 0x1018 (its virtual function).
+    pub fn pci_device_id(&self) -> u16 {
+        if self.vf {
+            0x1018
+        } else {
+            0x1017
+        }
+    }
+
+    /// The MSI-X vectors of the function.
+    pub fn msix_vectors(&self) -> u16 {
+        if self.vf {
+            VF_MSIX_VECTORS
+        } else {
+            MSIX_VECTORS as u16
+        }
     }
 
     /// How the firmware asks for pages at run time (default: never; see [`PagePolicy`]).

@@ -369,7 +369,19 @@ fn profiles_from_json() {
     );
     assert_eq!(err(r#"{"base": "cx9"}"#), "unknown profile \"cx9\"");
     assert!(err("[1]").starts_with("profile is not a JSON object"));
-    assert_eq!(Profile::names(), &["cx5", "cx5-tight", "cx5-sq512"]);
+    assert_eq!(
+        Profile::names(),
+        &["cx5", "cx5-tight", "cx5-sq512", "cx5-vf"]
+    );
+    // A virtual function: PCI 15b3:1018, fewer MSI-X vectors; the hypervisor's MAC unset.
+    let vf = Profile::by_name("cx5-vf").unwrap();
+    assert_eq!(
+        (vf.is_vf(), vf.pci_device_id(), vf.msix_vectors()),
+        (true, 0x1018, 11)
+    );
+    assert_eq!(Profile::connectx5().pci_device_id(), 0x1017);
+    let j = Profile::from_json_str(r#"{"base": "cx5-vf", "_mac_unset": 1}"#).unwrap();
+    assert!(j.is_vf() && j.mac_unset());
     assert!(common::quiet_by_name("cx6").is_none());
     let path = std::env::temp_dir().join(format!("mlx5-sim-profile-{}.json", std::process::id()));
     std::fs::write(&path, r#"{"max_wqe_sz_sq": 512}"#).unwrap();

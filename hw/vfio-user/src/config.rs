@@ -31,14 +31,15 @@ pub struct ConfigSpace {
 }
 
 impl ConfigSpace {
-    /// A ConnectX-5 PF with `msix_vectors` MSI-X vectors.
-    pub fn connectx5(msix_vectors: u16) -> Self {
+    /// A ConnectX-5 function — device `device_id` (0x1017 the PF, 0x1018 a VF) — with
+    /// `msix_vectors` MSI-X vectors.
+    pub fn connectx5(device_id: u16, msix_vectors: u16) -> Self {
         let mut c = ConfigSpace {
             bytes: [0; CONFIG_BYTES],
             writable: [0; CONFIG_BYTES],
         };
         c.le16(0x00, VENDOR_ID);
-        c.le16(0x02, DEVICE_ID);
+        c.le16(0x02, device_id);
         c.le16(0x06, 0x0010); // status: capability list
         c.bytes[0x0b] = 0x02; // class: network controller
         c.bytes[0x0a] = 0x00; // subclass: Ethernet
@@ -130,7 +131,7 @@ mod tests {
 
     #[test]
     fn ids_class_and_the_capability_chain() {
-        let c = ConfigSpace::connectx5(64);
+        let c = ConfigSpace::connectx5(DEVICE_ID, 64);
         assert_eq!((u16_at(&c, 0), u16_at(&c, 2)), (0x15b3, 0x1017));
         let mut class = [0; 3];
         c.read(0x09, &mut class);
@@ -148,7 +149,7 @@ mod tests {
 
     #[test]
     fn only_writable_bits_change_and_flr_is_seen() {
-        let mut c = ConfigSpace::connectx5(64);
+        let mut c = ConfigSpace::connectx5(DEVICE_ID, 64);
         assert!(!c.write(0, &[0xff, 0xff, 0xff, 0xff]));
         assert_eq!((u16_at(&c, 0), u16_at(&c, 2)), (0x15b3, 0x1017));
         c.write(4, &[0x06, 0x00]);

@@ -51,7 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlx5_ifc::{Be32, Be64};
-use mlx5_sim::{InterruptSink, SimDevice, MSIX_VECTORS};
+use mlx5_sim::{InterruptSink, SimDevice};
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, VFIO_IRQ_INFO_EVENTFD, VFIO_IRQ_INFO_NORESIZE, VFIO_IRQ_SET_DATA_EVENTFD,
     VFIO_IRQ_SET_DATA_NONE, VFIO_PCI_BAR0_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX,
@@ -139,9 +139,11 @@ impl Cx5 {
         let v = vectors.clone();
         let sink: InterruptSink = Arc::new(move |vector| signal(&v, vector));
         sim.set_interrupt_sink(Some(sink));
+        let config =
+            ConfigSpace::connectx5(sim.profile().pci_device_id(), sim.profile().msix_vectors());
         Cx5 {
             sim,
-            config: ConfigSpace::connectx5(MSIX_VECTORS as u16),
+            config,
             vectors,
             maps: BTreeMap::new(),
             life: (0, 0, 0),
@@ -208,7 +210,7 @@ impl Cx5 {
 
     /// The interrupts a client is told of: INTx (one, never raised) and MSI-X (the
     /// simulator's vectors, eventfds, not resizable).
-    pub fn irqs() -> Vec<IrqInfo> {
+    pub fn irqs(vectors: u32) -> Vec<IrqInfo> {
         (0..VFIO_PCI_NUM_IRQS)
             .map(|index| match index {
                 VFIO_PCI_INTX_IRQ_INDEX => IrqInfo {
@@ -219,7 +221,7 @@ impl Cx5 {
                 VFIO_PCI_MSIX_IRQ_INDEX => IrqInfo {
                     index,
                     flags: VFIO_IRQ_INFO_EVENTFD | VFIO_IRQ_INFO_NORESIZE,
-                    count: MSIX_VECTORS as u32,
+                    count: vectors,
                 },
                 _ => IrqInfo {
                     index,
@@ -235,7 +237,8 @@ impl Cx5 {
     /// connection with an error, logged and counted ([`contained_panics`]); the process and any
     /// other device it serves go on.
     pub fn serve(mut self, path: &Path) -> Result<(), vfio_user::Error> {
-        let server = Server::new(path, true, Self::irqs(), self.regions())?;
+        let vectors = u32::from(self.sim.profile().msix_vectors());
+        let server = Server::new(path, true, Self::irqs(vectors), self.regions())?;
         log::info!("mlx5-vfio-user: serving a ConnectX-5 on {}", path.display());
         let r = contain(&path.display().to_string(), || server.run(&mut self));
         log::info!("mlx5-vfio-user: client gone ({r:?})");
@@ -464,10 +467,11 @@ impl ServerBackend for Cx5 {
             return Ok(());
         }
         let end = start.saturating_add(count);
-        if end > MSIX_VECTORS as u32 {
+        let vectors = u32::from(self.sim.profile().msix_vectors());
+        if end > vectors {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("SET_IRQS: vectors {start}..{end} of {MSIX_VECTORS}"),
+                format!("SET_IRQS: vectors {start}..{end} of {vectors}"),
             ));
         }
         let mut table = self.vectors.lock().unwrap_or_else(|e| e.into_inner());

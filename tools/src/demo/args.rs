@@ -16,6 +16,10 @@ pub struct Args {
     /// Simulated device profile (both NICs).
     #[arg(long, value_name = "PROFILE|CAPS.json", default_value = "cx5")]
     pub(super) sim: String,
+    /// Two simulated ConnectX-5 virtual functions (PCI 15b3:1018) whose hypervisor assigned
+    /// no MAC: each brings itself up as a VF and picks a random MAC, as in a cloud guest.
+    #[arg(long)]
+    pub(super) vf: bool,
     /// Run each simulated device on its own thread.
     #[arg(long)]
     pub(super) threaded: bool,

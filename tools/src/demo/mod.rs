@@ -30,7 +30,10 @@ pub fn run(a: &Args) -> Result<(), String> {
     if !a.vfio.is_empty() {
         return run_vfio(a);
     }
-    let prof = profile(&a.sim)?;
+    let mut prof = profile(&a.sim)?;
+    if a.vf {
+        prof = prof.as_vf(true);
+    }
     let mode = if a.threaded {
         Mode::Threaded
     } else {
@@ -57,8 +60,23 @@ pub fn run(a: &Args) -> Result<(), String> {
     };
     let na = open(&sa)?;
     let nb = open(&sb)?;
+    if a.vf {
+        for (n, d) in [("A", &na), ("B", &nb)] {
+            let v = d.vport();
+            println!(
+                "NIC {n}: a virtual function, vport 0, MAC {} ({})",
+                v.mac.map(|b| format!("{b:02x}")).join(":"),
+                if v.random_mac {
+                    "random: none assigned"
+                } else {
+                    "assigned"
+                }
+            );
+        }
+    }
     println!(
-        "two simulated ConnectX-5s (fw {}) up in {:.1} ms, {} + {} firmware commands",
+        "two simulated ConnectX-5{} (fw {}) up in {:.1} ms, {} + {} firmware commands",
+        if a.vf { " VFs" } else { "s" },
         na.fw_version(),
         t0.elapsed().as_secs_f64() * 1e3,
         na.bringup().commands,

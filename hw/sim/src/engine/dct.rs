@@ -94,7 +94,7 @@ fn view(hw: &Hw<'_>, c: &View<'_, Dctc>, rx: &Received<'_>, dci: u32, key: u32) 
     let dctn = rx.packet.dqpn;
     let gid = c.get(Dctc::MY_ADDR_INDEX) as usize;
     let route = Route {
-        smac: model.vport.mac(),
+        smac: model.vport.source_mac(gid),
         dmac: rx.route.smac,
         sgid: own_gid(model, gid),
         dgid: rx.route.sgid,

@@ -207,9 +207,9 @@ pub(crate) fn receive(hw: &mut Hw<'_>, bytes: &[u8]) {
         eth_rx::receive(hw, bytes);
         return;
     }
-    // RoCE is received on the port's own MAC (or a group address): a switch floods unicast it
-    // has not learned to every port, and the others' frames are not ours.
-    if bytes.len() >= 6 && bytes[0] & 1 == 0 && bytes[..6] != hw.model.vport.mac() {
+    // RoCE is received on the function's own MACs (or a group address): a switch floods
+    // unicast it has not learned to every port, and the others' frames are not ours.
+    if bytes.len() >= 6 && bytes[0] & 1 == 0 && !hw.model.vport.owns(&bytes[..6]) {
         hw.model.rt.counters.rx_not_ours += 1;
         return;
     }

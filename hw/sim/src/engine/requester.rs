@@ -278,7 +278,7 @@ fn route_of(hw: &Hw<'_>, info: &QpInfo, w: &SendWqe) -> (Route, u32) {
     match &w.av {
         Some(av) => (
             Route {
-                smac: hw.model.vport.mac(),
+                smac: hw.model.vport.source_mac(usize::from(av.sgid_index)),
                 dmac: av.rmac,
                 sgid: crate::model::qp::own_gid(hw.model, usize::from(av.sgid_index)),
                 dgid: av.rgid,

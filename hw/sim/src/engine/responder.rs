@@ -71,7 +71,7 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
     if rx.route.dmac[0] & 1 != 0 {
         return super::ud::multicast(hw, &rx, false);
     }
-    if rx.route.dmac != hw.model.vport.mac() {
+    if !hw.model.vport.owns(&rx.route.dmac) {
         return drop_frame(hw, "not for this port's MAC");
     }
     let p = &rx.packet;

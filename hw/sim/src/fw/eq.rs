@@ -22,8 +22,6 @@ use crate::model::objects::ObjectKind;
 use crate::model::Model;
 use crate::syndrome as syn;
 
-/// MSI-X vectors the device has (`intr` must be below).
-pub const MSIX_VECTORS: u64 = 64;
 /// Bytes of one EQE.
 pub const EQE_BYTES: u64 = Eqe::BYTES as u64;
 
@@ -39,7 +37,7 @@ pub(crate) fn create_eq(
     if log_size > model.cur(CmdHcaCap::LOG_MAX_EQ_SZ) {
         return Err(bad_param(syn::EQ_TOO_BIG));
     }
-    if c.get(Eqc::INTR) >= MSIX_VECTORS {
+    if c.get(Eqc::INTR) >= u64::from(env.profile.msix_vectors()) {
         return Err(bad_param(syn::BAD_EQ_INTR));
     }
     let uar = c.get32(Eqc::UAR_PAGE);

@@ -32,6 +32,9 @@ fn own_vport(other_vport: u64, vport_number: u64) -> CmdResult {
     Ok(())
 }
 
+/// `allowed_list_type` of the unicast address list.
+const LIST_UC: u64 = 0;
+
 pub(crate) fn query_nic_vport_context(
     model: &mut Model,
     _: &mut Env<'_>,
@@ -53,9 +56,23 @@ pub(crate) fn query_nic_vport_context(
     for f in [Ctx::SYSTEM_IMAGE_GUID, Ctx::PORT_GUID, Ctx::NODE_GUID] {
         encoded(c.set(f, vp.eui64()))?;
     }
+    let perm = vp.permanent_address();
     let addr = c.bytes_mut(Ctx::PERMANENT_ADDRESS);
     let n = addr.len();
-    addr[n.saturating_sub(6)..].copy_from_slice(&vp.mac[6usize.saturating_sub(n)..]);
+    addr[n.saturating_sub(6)..].copy_from_slice(&perm[6usize.saturating_sub(n)..]);
+    // The unicast address list, when asked for (`allowed_list_type` 0 with a list size
+    // Linux's PF reads).
+    if i.get(QueryNicVportContextIn::ALLOWED_LIST_TYPE) == LIST_UC {
+        encoded(c.set(Ctx::ALLOWED_LIST_SIZE, vp.uc.len() as u64))?;
+        let uc = vp.uc.clone();
+        let at = QueryNicVportContextOut::NIC_VPORT_CONTEXT.offset()
+            + Ctx::CURRENT_UC_MAC_ADDRESS.offset();
+        for (k, m) in uc.iter().enumerate() {
+            if let Some(slot) = out.get_mut(at + 8 * k..at + 8 * k + 8) {
+                slot[2..].copy_from_slice(m);
+            }
+        }
+    }
     Ok(())
 }
 
@@ -90,7 +107,26 @@ pub(crate) fn modify_nic_vport_context(
         let addr = c.bytes(Ctx::PERMANENT_ADDRESS);
         if let Some(mac) = addr.get(addr.len().saturating_sub(6)..) {
             vp.mac.copy_from_slice(mac);
+            vp.mac_unset = false;
         }
+    }
+    // The address lists: the unicast one is kept (the function receives RoCE for it); the
+    // multicast one reaches the flow tables' business only.
+    if sel.get(Sel::ADDRESSES_LIST) == 1 && c.get(Ctx::ALLOWED_LIST_TYPE) == LIST_UC {
+        let n = c.get(Ctx::ALLOWED_LIST_SIZE) as usize;
+        let max = 1usize << model.cur(CmdHcaCap::LOG_MAX_CURRENT_UC_LIST).min(16);
+        if n > max {
+            return Err(bad_param(syn::BAD_ADDRESS_LIST));
+        }
+        let at = ModIn::NIC_VPORT_CONTEXT.offset() + Ctx::CURRENT_UC_MAC_ADDRESS.offset();
+        let list = req
+            .input
+            .get(at..at + 8 * n)
+            .ok_or(fail(CmdStatus::BadInputLen, syn::INLEN_BELOW_LAYOUT))?;
+        model.vport.uc = list
+            .chunks_exact(8)
+            .map(|e| [e[2], e[3], e[4], e[5], e[6], e[7]])
+            .collect();
     }
     Ok(())
 }

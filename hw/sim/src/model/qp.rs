@@ -54,7 +54,7 @@ impl QpInfo {
         };
         let page = 4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20);
         let route = Route {
-            smac: model.vport.mac(),
+            smac: model.vport.source_mac(a.get(Ads::SRC_ADDR_INDEX) as usize),
             dmac: rmac,
             sgid: own_gid(model, a.get(Ads::SRC_ADDR_INDEX) as usize),
             dgid,

@@ -24,6 +24,13 @@ pub(crate) struct Vport {
     pub(crate) roce_en: bool,
     pub(crate) mtu: u16,
     pub(crate) mac: [u8; 6],
+    /// The hypervisor assigned this function no MAC: `permanent_address` reads zero until
+    /// one is set.
+    pub(crate) mac_unset: bool,
+    /// The unicast addresses the function's driver put in its vport's address list
+    /// (MODIFY_NIC_VPORT_CONTEXT `addresses_list`, list type UC): the function receives RoCE
+    /// for them as for its permanent address.
+    pub(crate) uc: Vec<[u8; 6]>,
     pub(crate) disable_uc_local_lb: bool,
     pub(crate) disable_mc_local_lb: bool,
     pub(crate) gids: Vec<[u8; RoceAddrLayout::BYTES]>,
@@ -50,6 +57,8 @@ impl Vport {
             roce_en: false,
             mtu: DEFAULT_MTU,
             mac: profile.mac(),
+            mac_unset: profile.mac_unset(),
+            uc: Vec::new(),
             disable_uc_local_lb: false,
             disable_mc_local_lb: false,
             gids: vec![[0; RoceAddrLayout::BYTES]; gids],
@@ -81,9 +90,42 @@ impl Vport {
             .collect()
     }
 
-    /// The port's MAC address.
+    /// The port's MAC address: the function's identity on the fabric.
     pub(crate) fn mac(&self) -> [u8; 6] {
         self.mac
+    }
+
+    /// The `permanent_address` QUERY_NIC_VPORT_CONTEXT reports: zero when the hypervisor left
+    /// it unassigned.
+    pub(crate) fn permanent_address(&self) -> [u8; 6] {
+        if self.mac_unset {
+            [0; 6]
+        } else {
+            self.mac
+        }
+    }
+
+    /// Whether unicast `mac` is one of the function's own: its permanent address, an address
+    /// of its UC list, or the source MAC of a RoCE address (GID) it set.
+    pub(crate) fn owns(&self, mac: &[u8]) -> bool {
+        mac == self.mac
+            || self.uc.iter().any(|m| m[..] == *mac)
+            || (0..self.gids.len()).any(|i| self.gid_mac(i).is_some_and(|m| m[..] == *mac))
+    }
+
+    /// The source MAC of RoCE address `index`, if it is set with one.
+    fn gid_mac(&self, index: usize) -> Option<[u8; 6]> {
+        let v = mlx5_ifc::View::<RoceAddrLayout>::new(self.gids.get(index)?).ok()?;
+        let hi = (v.get(RoceAddrLayout::SOURCE_MAC_47_32) as u16).to_be_bytes();
+        let lo = (v.get(RoceAddrLayout::SOURCE_MAC_31_0) as u32).to_be_bytes();
+        let m = [hi[0], hi[1], lo[0], lo[1], lo[2], lo[3]];
+        (m != [0; 6]).then_some(m)
+    }
+
+    /// The source MAC of RoCE packets sent from address `index`: the GID entry's (the
+    /// function's driver names the MAC its GIDs belong to), else the permanent one.
+    pub(crate) fn source_mac(&self, index: usize) -> [u8; 6] {
+        self.gid_mac(index).unwrap_or(self.mac)
     }
 
     /// Whether the host declared itself big-endian (HOST_ENDIANNESS `he` = 1); little-endian

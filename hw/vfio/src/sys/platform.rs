@@ -39,6 +39,10 @@ unsafe impl Platform for VfioPlatform {
         self.bar.write_bf(offset, chunk)
     }
 
+    fn pci_device_id(&self) -> Option<u16> {
+        Some(self.info().function.device)
+    }
+
     /// VFIO maps BAR0 uncached (its region mmap offers no write-combining), so no BlueFlame.
     fn uar_write_combining(&self) -> bool {
         false
@@ -102,6 +106,9 @@ unsafe impl Platform for AnyPlatform {
     }
     fn uar_write_combining(&self) -> bool {
         either!(self, p => p.uar_write_combining())
+    }
+    fn pci_device_id(&self) -> Option<u16> {
+        either!(self, p => p.pci_device_id())
     }
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
         either!(self, p => p.dma_alloc(len, align))
