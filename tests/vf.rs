@@ -5,7 +5,12 @@
 //! programmed into the vport's unicast address list and used for its GIDs — and then RDMA
 //! between two such VFs, whose frames carry those MACs.
 
+mod common;
+
+use common::{cap, connect, nic_with, qp, sge1, wait, write_wr};
 use mlx5::ifc::{consts::reg, Opcode};
+use mlx5::mr::MrAccess;
+use mlx5::qp::{ConnectOpts, QpType};
 use mlx5::sim::{Fabric, Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, SimPlatform};
 
@@ -81,4 +86,44 @@ fn a_pf_writes_its_port_registers_and_keeps_its_mac() {
     assert_eq!(d.vport().mac, Profile::connectx5().mac());
     assert!(register_writes(&s).contains(&reg::HOST_ENDIANNESS));
     drop(d.close());
+}
+
+/// RDMA between two VFs with random MACs, a third NIC (a PF) on the same fabric: the VFs'
+/// frames carry their random MACs, and the switch forwards them by the addresses each VF's
+/// vport lists — the bystander sees none of them (nothing flooded).
+#[test]
+fn two_vfs_with_random_macs_exchange_rdma_switched_by_their_listed_addresses() {
+    let fabric = Fabric::new();
+    let (sa, a) = nic_with(&fabric, Mode::Sync, Profile::connectx5().as_vf(true));
+    let (sb, b) = nic_with(&fabric, Mode::Sync, Profile::connectx5().as_vf(true));
+    let (bystander, _c) = nic_with(&fabric, Mode::Sync, Profile::connectx5());
+    assert!(a.vport().random_mac && b.vport().random_mac);
+    let (cqa, cqb) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+    let (ma, mb) = (
+        a.alloc_mr(a.pd(), 8192, MrAccess::ALL).unwrap(),
+        b.alloc_mr(b.pd(), 8192, MrAccess::ALL).unwrap(),
+    );
+    let mut qa = qp(&a, &cqa, QpType::Rc, cap(16, 4, 1));
+    let mut qb = qp(&b, &cqb, QpType::Rc, cap(16, 4, 1));
+    connect(&mut qa, &mut qb, &ConnectOpts::default());
+    let before = bystander.datapath_counters().rx_frames;
+    let sg = sge1(&ma, 1024);
+    for i in 0..8 {
+        qa.post_send(&[write_wr(&mb, &sg, i)]).unwrap();
+    }
+    let done = wait(&cqa, &a, 8);
+    assert!(
+        done.iter().all(|w| w.status == mlx5::WcStatus::Success),
+        "{done:?}"
+    );
+    assert_eq!(
+        bystander.datapath_counters().rx_frames,
+        before,
+        "no frame of the VFs flooded to the bystander"
+    );
+    assert_eq!(
+        sa.datapath_counters().rx_not_ours + sb.datapath_counters().rx_not_ours,
+        0
+    );
+    drop((qa, qb));
 }

@@ -199,10 +199,10 @@ impl Shared {
                 .store(!hw.model.rt.acks_owed.is_empty(), Ordering::Release);
             let deadline = hw.model.rt.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
-            (r, frames, hw.model.vport.mac())
+            (r, frames, (hw.model.vport.mac(), hw.model.vport.learned()))
         };
         let mut frames = frames;
-        fabric.transmit(port, mac, &mut frames);
+        fabric.transmit(port, (mac.0, &mac.1), &mut frames);
         SPARE_TX.with(|s| *s.borrow_mut() = frames);
         if settle && self.mode == Mode::Sync {
             fabric.run_until_idle();
@@ -300,12 +300,17 @@ impl Shared {
     /// Processes a command doorbell now.
     pub(crate) fn ring(&self, bits: u32) {
         let now = self.now_ns();
-        {
+        let addresses = {
             let mut st = self.lock();
             cmdif::ring(&mut st, &self.profile, now, bits);
             let deadline = st.model.rt.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
-        }
+            (st.model.vport.mac(), st.model.vport.learned())
+        };
+        // The switch learns the addresses a command gave the function (its vport's address
+        // list, its GIDs) at once, as the e-switch installs a vport's rules when it lists them.
+        let (fabric, port) = self.link();
+        fabric.announce(port, (addresses.0, &addresses.1));
         if self.mode == Mode::Sync {
             self.link().0.poll();
         }

@@ -95,7 +95,6 @@ pub use fault::{
     SPURIOUS_STATUS,
 };
 pub use fw::eq::EQE_BYTES;
-pub use profile::MSIX_VECTORS;
 pub use fw::qp::FIRST_QPN;
 pub use fw::resources::FIRST_UAR_INDEX;
 pub use iommu::{DmaBlock, ExternalMemory, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
@@ -107,6 +106,7 @@ pub use model::runtime::DatapathCounters;
 pub use model::vport::{DEFAULT_MTU, MAX_MTU};
 pub use model::HcaState;
 pub use profile::Profile;
+pub use profile::MSIX_VECTORS;
 pub use scribble::{Scribble, MAX_SCRIBBLE_BYTES};
 pub use trace::{TraceRecord, TRACE_CAPACITY};
 

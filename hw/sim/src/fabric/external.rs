@@ -549,7 +549,8 @@ fn reader(fabric: &Fabric, port: usize, link: &Link, responder: bool, stop: &Ato
         }
         let mut smac = [0u8; 6];
         smac.copy_from_slice(&frame[6..12]);
-        fabric.transmit(port, smac, &mut vec![pool::copy(frame)]);
+        let none = super::wire::Addresses::new();
+        fabric.transmit(port, (smac, &none), &mut vec![pool::copy(frame)]);
         if fabric.mode() == Mode::Sync {
             fabric.run_until_idle();
         }

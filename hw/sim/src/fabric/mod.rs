@@ -47,3 +47,5 @@ pub use external::{ExternalCounters, ExternalPort, MAX_NEIGHBOURS};
 pub use pcap::PCAP_MAGIC_NS;
 pub(crate) use wire::Station;
 pub use wire::{Fabric, FabricCounters, WireFault};
+
+pub(crate) use wire::Addresses;

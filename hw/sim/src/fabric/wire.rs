@@ -136,9 +136,19 @@ pub(super) struct Port {
     /// The device; `None` once it is detached.
     dev: Option<Weak<dyn Station>>,
     pub(super) mac: [u8; 6],
+    /// The other unicast addresses the device behind the port owns (its vport's address list,
+    /// its GIDs' MACs): the switch forwards them to this port as it does `mac`, as a legacy
+    /// e-switch's FDB has a `dmac → vport` rule for each address a vport lists.
+    learned: Addresses,
     inbox: VecDeque<(u64, Vec<u8>)>,
     kick: Option<Sender<Work>>,
 }
+
+/// The most addresses a port learns besides its MAC (more are flooded to, as unknown unicast).
+pub(crate) const LEARNED: usize = 16;
+
+/// A port's learned addresses.
+pub(crate) type Addresses = heapless::Vec<[u8; 6], LEARNED>;
 
 impl Port {
     /// The device, if it is attached and alive.
@@ -292,6 +302,7 @@ impl Fabric {
         w.ports.push(Port {
             dev: Some(dev),
             mac,
+            learned: Addresses::new(),
             inbox: VecDeque::new(),
             kick,
         });
@@ -425,9 +436,26 @@ impl Fabric {
         stream.map_or(Ok(0), pcap::Stream::finish)
     }
 
-    /// Puts frames from `port` (whose MAC is now `mac`) on the wire (`frames` is left empty,
-    /// its capacity kept).
-    pub(crate) fn transmit(&self, port: usize, mac: [u8; 6], frames: &mut Vec<Vec<u8>>) {
+    /// The addresses of `port` now: its MAC and the unicast addresses it owns besides (a
+    /// command changed them; the switch forwards them there from now on).
+    pub(crate) fn announce(&self, port: usize, (mac, learned): ([u8; 6], &Addresses)) {
+        let mut w = self.wire();
+        if let Some(p) = w.ports.get_mut(port) {
+            p.mac = mac;
+            if p.learned != *learned {
+                p.learned.clone_from(learned);
+            }
+        }
+    }
+
+    /// Puts frames from `port` (whose MAC is now `mac`, and which owns the unicast addresses
+    /// `learned` too) on the wire (`frames` is left empty, its capacity kept).
+    pub(crate) fn transmit(
+        &self,
+        port: usize,
+        (mac, learned): ([u8; 6], &Addresses),
+        frames: &mut Vec<Vec<u8>>,
+    ) {
         if frames.is_empty() {
             return;
         }
@@ -437,6 +465,9 @@ impl Fabric {
             let mut w = self.wire();
             if let Some(p) = w.ports.get_mut(port) {
                 p.mac = mac;
+                if p.learned != *learned {
+                    p.learned.clone_from(learned);
+                }
             }
             for f in frames.drain(..) {
                 kicks.extend(w.send_one(now, port, f));
@@ -636,10 +667,10 @@ impl Wire {
             self.counters.duplicated += 1;
         }
         let at = now.saturating_add(self.faults.delay);
-        let known = self
-            .ports
-            .iter()
-            .position(|p| p.mac == dmac && p.dev.as_ref().is_some_and(|d| d.strong_count() > 0));
+        let known = self.ports.iter().position(|p| {
+            (p.mac == dmac || p.learned.iter().any(|m| m[..] == *dmac))
+                && p.dev.as_ref().is_some_and(|d| d.strong_count() > 0)
+        });
         let group = dmac[0] & 1 != 0;
         if group || known.is_none() {
             // Broadcast, multicast and unicast to an address no port has (the switch has not

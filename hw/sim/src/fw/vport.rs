@@ -127,6 +127,7 @@ pub(crate) fn modify_nic_vport_context(
             .chunks_exact(8)
             .map(|e| [e[2], e[3], e[4], e[5], e[6], e[7]])
             .collect();
+        model.vport.relearn();
     }
     Ok(())
 }
@@ -171,6 +172,7 @@ pub(crate) fn set_roce_address(
         return Err(bad_param(syn::BAD_ROCE_ADDRESS));
     }
     slot.copy_from_slice(&a.as_bytes()[..RoceAddrLayout::BYTES]);
+    model.vport.relearn();
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! The port and its vport as the model holds them ([`Vport`]: NIC vport context, RoCE address
 //! (GID) table, port registers). The commands on them are [`crate::fw`]'s `vport`.
 
+use crate::fabric::Addresses;
 use mlx5_ifc::prm::caps::RoceCap;
 use mlx5_ifc::prm::hca::RegisterHostEndianness;
 use mlx5_ifc::prm::vport::RoceAddrLayout;
@@ -31,6 +32,8 @@ pub(crate) struct Vport {
     /// (MODIFY_NIC_VPORT_CONTEXT `addresses_list`, list type UC): the function receives RoCE
     /// for them as for its permanent address.
     pub(crate) uc: Vec<[u8; 6]>,
+    /// [`Vport::learned`], kept current by [`Vport::relearn`].
+    learned: Addresses,
     pub(crate) disable_uc_local_lb: bool,
     pub(crate) disable_mc_local_lb: bool,
     pub(crate) gids: Vec<[u8; RoceAddrLayout::BYTES]>,
@@ -59,6 +62,7 @@ impl Vport {
             mac: profile.mac(),
             mac_unset: profile.mac_unset(),
             uc: Vec::new(),
+            learned: Addresses::new(),
             disable_uc_local_lb: false,
             disable_mc_local_lb: false,
             gids: vec![[0; RoceAddrLayout::BYTES]; gids],
@@ -111,6 +115,24 @@ impl Vport {
         mac == self.mac
             || self.uc.iter().any(|m| m[..] == *mac)
             || (0..self.gids.len()).any(|i| self.gid_mac(i).is_some_and(|m| m[..] == *mac))
+    }
+
+    /// The unicast addresses the function owns besides its permanent one (its UC list, its
+    /// GIDs' MACs), as many as a fabric port learns: where the switch forwards them.
+    pub(crate) fn learned(&self) -> Addresses {
+        self.learned.clone()
+    }
+
+    /// Recomputes [`Vport::learned`] after the UC list or a GID changed.
+    pub(crate) fn relearn(&mut self) {
+        let mut out = Addresses::new();
+        let gid_macs = (0..self.gids.len()).filter_map(|i| self.gid_mac(i));
+        for m in self.uc.iter().copied().chain(gid_macs) {
+            if m != self.mac && m[0] & 1 == 0 && !out.contains(&m) && out.push(m).is_err() {
+                break;
+            }
+        }
+        self.learned = out;
     }
 
     /// The source MAC of RoCE address `index`, if it is set with one.
