@@ -127,3 +127,26 @@ fn two_vfs_with_random_macs_exchange_rdma_switched_by_their_listed_addresses() {
     );
     drop((qa, qb));
 }
+
+/// The hypervisor holds a VF's vport down, then lets it follow the uplink again: the VF's link
+/// (QUERY_VPORT_STATE, what its driver reads) follows, `admin_state` says who decided.
+#[test]
+fn the_hypervisor_sets_a_vfs_link() {
+    use mlx5::sim::VportAdmin;
+    let fabric = Fabric::new();
+    let (s, d) = nic_with(&fabric, Mode::Sync, Profile::connectx5().as_vf(false));
+    let st = d.port_state().unwrap();
+    assert_eq!((st.admin, st.oper), (2, 1), "AUTO, up");
+    assert!(!s.set_vport_admin(VportAdmin::Down));
+    let st = d.port_state().unwrap();
+    assert_eq!((st.admin, st.oper), (0, 0), "held down by the hypervisor");
+    assert!(s.set_vport_admin(VportAdmin::Auto));
+    assert_eq!(d.port_state().unwrap().oper, 1);
+    // The assigned MAC, seen at the next bring-up.
+    s.set_assigned_mac(Some([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]));
+    drop(d.close());
+    let d = Device::open(SimPlatform::new(s.clone()), DeviceConfig::default()).unwrap();
+    assert_eq!(d.vport().mac, [0x02, 0x11, 0x22, 0x33, 0x44, 0x55]);
+    assert!(!d.vport().random_mac);
+    drop(d.close());
+}

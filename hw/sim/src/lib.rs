@@ -630,6 +630,38 @@ impl SimDevice {
         self.shared().lock().model.rt.counters.wqes_executed
     }
 
+    /// The hypervisor's side of a virtual function (its PF's e-switch, `ip link set … vf N
+    /// state …`): the vport's administrative state. The function's link is up when its own
+    /// PAOS says so and this is not [`VportAdmin::Down`]; a change of it raises PORT_CHANGE
+    /// (down or active) to the EQs subscribed, as the VF's driver sees it. Returns whether the
+    /// link is up now.
+    pub fn set_vport_admin(&self, state: VportAdmin) -> bool {
+        let v = match state {
+            VportAdmin::Down => model::vport::VPORT_ADMIN_DOWN,
+            VportAdmin::Up => model::vport::VPORT_ADMIN_UP,
+            VportAdmin::Auto => model::vport::VPORT_ADMIN_AUTO,
+        };
+        self.shared().datapath(false, |hw| {
+            hw.model.vport.set_hv_admin(v);
+            fw::vport::after_command(hw);
+            hw.model.vport.oper_up()
+        })
+    }
+
+    /// The hypervisor's side: the MAC it assigns the function (`ip link set … vf N mac …`),
+    /// or none (`permanent_address` reads zero). The function's driver reads it at its next
+    /// bring-up, as on a real VF.
+    pub fn set_assigned_mac(&self, mac: Option<[u8; 6]>) {
+        let mut st = self.shared().lock();
+        match mac {
+            Some(m) => {
+                st.model.vport.mac = m;
+                st.model.vport.mac_unset = false;
+            }
+            None => st.model.vport.mac_unset = true,
+        }
+    }
+
     /// The data path counters (WQEs, CQEs, EQEs, frames, retransmissions, NAKs...).
     pub fn datapath_counters(&self) -> DatapathCounters {
         self.shared().lock().model.rt.counters
@@ -640,6 +672,17 @@ impl SimDevice {
     pub fn dc_connections(&self) -> usize {
         self.shared().lock().model.dc.connections()
     }
+}
+
+/// A vport's administrative state as the hypervisor sets it ([`SimDevice::set_vport_admin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VportAdmin {
+    /// Held down: the function's link is down whatever its own PAOS says.
+    Down,
+    /// Held up.
+    Up,
+    /// Following the uplink (a VF's default).
+    Auto,
 }
 
 /// The MAC of a new device (read before its port exists).

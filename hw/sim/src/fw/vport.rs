@@ -206,11 +206,8 @@ pub(crate) fn query_vport_state(
         i.get(QueryVportStateIn::VPORT_NUMBER),
     )?;
     let mut o = output::<QueryVportStateOut>(out)?;
-    encoded(o.set(QueryVportStateOut::ADMIN_STATE, 1))?;
-    encoded(o.set(
-        QueryVportStateOut::STATE,
-        u64::from(model.vport.paos_admin == PORT_UP),
-    ))?;
+    encoded(o.set(QueryVportStateOut::ADMIN_STATE, model.vport.hv_admin))?;
+    encoded(o.set(QueryVportStateOut::STATE, u64::from(model.vport.oper_up())))?;
     Ok(())
 }
 
@@ -259,22 +256,24 @@ pub(crate) fn access_reg(
                 if admin != PORT_UP && admin != PORT_DOWN {
                     return Err(bad_param(syn::BAD_REGISTER_FIELD));
                 }
-                if admin != vp.paos_admin {
-                    // The link follows at once (the simulated fabric is always there): the
-                    // operational state changes, and the port says so with a PORT_CHANGE
-                    // event, as a real link coming up or going down does.
-                    vp.port_event = Some(if admin == PORT_UP {
+                // The link follows at once (the simulated fabric is always there): if the
+                // operational state changes, the port says so with a PORT_CHANGE event, as a
+                // real link coming up or going down does.
+                let before = vp.oper_up();
+                vp.paos_admin = admin;
+                if vp.oper_up() != before {
+                    vp.port_event = Some(if vp.oper_up() {
                         PORT_CHANGE_ACTIVE
                     } else {
                         PORT_CHANGE_DOWN
                     });
                 }
-                vp.paos_admin = admin;
             }
             let mut w = output::<PaosReg>(reg_out)?;
             encoded(w.set(PaosReg::LOCAL_PORT, 1))?;
             encoded(w.set(PaosReg::ADMIN_STATUS, vp.paos_admin))?;
-            encoded(w.set(PaosReg::OPER_STATUS, vp.paos_admin))?;
+            let oper = if vp.oper_up() { PORT_UP } else { PORT_DOWN };
+            encoded(w.set(PaosReg::OPER_STATUS, oper))?;
         }
         reg::PMTU => {
             let r = view::<PmtuReg>(data)?;

@@ -97,7 +97,11 @@ impl Model {
         self.memic = super::memic::Memic::new(profile);
         self.rates.clear();
         self.delay_drop_ns = None;
+        // What the hypervisor set (the assigned MAC, the vport's admin state) outlives the
+        // function's reset; what its driver set does not.
+        let hv = (self.vport.mac, self.vport.mac_unset, self.vport.hv_admin);
         self.vport = vport::Vport::new(profile);
+        (self.vport.mac, self.vport.mac_unset, self.vport.hv_admin) = hv;
         self.driver_version = None;
     }
 

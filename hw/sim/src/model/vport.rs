@@ -38,6 +38,10 @@ pub(crate) struct Vport {
     pub(crate) disable_mc_local_lb: bool,
     pub(crate) gids: Vec<[u8; RoceAddrLayout::BYTES]>,
     pub(crate) paos_admin: u64,
+    /// The vport's administrative state as the hypervisor's e-switch sets it
+    /// (`MODIFY_VPORT_STATE` on the PF; `ip link set … vf N state`): QUERY_VPORT_STATE's
+    /// `admin_state`. The link is up when the function's own PAOS says so and this is not DOWN.
+    pub(crate) hv_admin: u64,
     /// A PORT_CHANGE event the port owes the driver (its sub-type): the operational state
     /// followed an administrative change; raised when the command that made it completes.
     pub(crate) port_event: Option<u8>,
@@ -47,6 +51,14 @@ pub(crate) struct Vport {
     pub(crate) pfc: (u8, u8),
     pub(crate) host_endianness: [u8; HOST_ENDIANNESS_BYTES],
 }
+
+/// Vport administrative states (`query_vport_state_out.admin_state`, Linux's
+/// `MLX5_VPORT_ADMIN_STATE_*`): down, up, follow the uplink.
+pub(crate) const VPORT_ADMIN_DOWN: u64 = 0;
+/// The hypervisor holds the vport up.
+pub(crate) const VPORT_ADMIN_UP: u64 = 1;
+/// The vport follows the uplink (the default).
+pub(crate) const VPORT_ADMIN_AUTO: u64 = 2;
 
 /// PORT_CHANGE sub-type (the EQE's `event_sub_type`): the port went down.
 pub(crate) const PORT_CHANGE_DOWN: u8 = 1;
@@ -67,6 +79,13 @@ impl Vport {
             disable_mc_local_lb: false,
             gids: vec![[0; RoceAddrLayout::BYTES]; gids],
             paos_admin: PORT_UP,
+            // A VF's vport follows the uplink unless the hypervisor says otherwise (Linux's
+            // legacy e-switch default); a PF's own vport is up.
+            hv_admin: if profile.is_vf() {
+                VPORT_ADMIN_AUTO
+            } else {
+                VPORT_ADMIN_UP
+            },
             port_event: None,
             pmtu_admin: DEFAULT_MTU,
             // Global pause on both ways, no PFC: a ConnectX-5 port's defaults (`ethtool -a`).
@@ -92,6 +111,26 @@ impl Vport {
                 v.bytes(RoceAddrLayout::SOURCE_L3_ADDRESS).try_into().ok()
             })
             .collect()
+    }
+
+    /// Whether the link is up: the function's PAOS admin state up, and its vport not held down
+    /// by the hypervisor (the simulated uplink is always up).
+    pub(crate) fn oper_up(&self) -> bool {
+        self.paos_admin == PORT_UP && self.hv_admin != VPORT_ADMIN_DOWN
+    }
+
+    /// Sets the hypervisor's administrative state of the vport; the PORT_CHANGE the link
+    /// owes if its operational state changed.
+    pub(crate) fn set_hv_admin(&mut self, state: u64) {
+        let before = self.oper_up();
+        self.hv_admin = state;
+        if self.oper_up() != before {
+            self.port_event = Some(if self.oper_up() {
+                PORT_CHANGE_ACTIVE
+            } else {
+                PORT_CHANGE_DOWN
+            });
+        }
     }
 
     /// The port's MAC address: the function's identity on the fabric.
