@@ -49,6 +49,17 @@ if [ -n "$(sed -n 's/.*linuxsim.up=\(1\).*/\1/p' /proc/cmdline)" ]; then
     [ -e "$n" ] && echo "GUEST-LINK $(basename "$n") operstate=$(cat "$n/operstate") carrier=$(cat "$n/carrier" 2>/dev/null)"
   done
 fi
+# linuxsim.vflink=1 (VF=1 UP=1): the hypervisor holds eth0's vport down when it reads "ready"
+# and lets it follow the uplink again at "release"; the carrier must follow.
+if grep -q 'linuxsim.vflink=1' /proc/cmdline && [ -e /sys/class/net/eth0 ]; then
+  echo "GUEST-VFLINK: ready"
+  c=1
+  for _ in $(seq 300); do c=$(cat /sys/class/net/eth0/carrier 2>/dev/null); [ "$c" = 0 ] && break; sleep 0.2; done
+  echo "GUEST-VFLINK: eth0 carrier $c with its vport held down"
+  echo "GUEST-VFLINK: release"
+  for _ in $(seq 300); do c=$(cat /sys/class/net/eth0/carrier 2>/dev/null); [ "$c" = 1 ] && break; sleep 0.2; done
+  echo "GUEST-VFLINK: eth0 carrier $c after the vport follows the uplink again"
+fi
 echo "GUEST: ibdevs $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' ')"
 dmesg | grep -E "mlx5|15b3" | sed 's/^/GUEST-DMESG: /'
 probe=fail

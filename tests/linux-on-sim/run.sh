@@ -212,9 +212,14 @@ if [ "${UMR:-1}" = 0 ] && [ -z "${SIM:-}" ]; then
   SIM=$WORK/cx5-no-umr.json
 fi
 # VF=1: the NICs as virtual functions (VF_MAC=unset: with no MAC from the hypervisor).
+# With UP=1 too (VFLINK): the hypervisor holds NIC 0's vport down and lets it go through
+# mlx5ctl sim's control socket while the guest watches eth0's carrier.
+VFLINK=0
 if [ "${VF:-0}" = 1 ]; then
-  ARGS+=(--vf)
+  ARGS+=(--vf --control "$WORK/control.sock")
+  rm -f "$WORK/control.sock"
   [ "${VF_MAC:-}" = unset ] && ARGS+=(--vf-mac-unset)
+  [ "${UP:-0}" = 1 ] && VFLINK=1
 fi
 RUST_LOG=${RUST_LOG:-warn} "$CTL" sim "${ARGS[@]}" --sim "${SIM:-cx5}" --trace "$WORK/trace.jsonl" --pcap "$WORK/wire.pcap" > "$WORK/server.log" 2>&1 &
 SERVER=$!
@@ -222,14 +227,30 @@ for s in "${SOCKS[@]}"; do for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0
 
 # --- boot -----------------------------------------------------------------------------------
 say "booting $KVER with $NICS simulated ConnectX-5 (TCG)"
+# VFLINK: the hypervisor's side, driven by the guest's markers in its log.
+if [ "$VFLINK" = 1 ]; then
+  rm -f "$WORK/vflink.log"
+  (
+    for step in ready:down release:auto; do
+      for _ in $(seq 1200); do grep -aq "^GUEST-VFLINK: ${step%%:*}" "$WORK/guest.log" 2>/dev/null && break; sleep 0.5; done
+      python3 - "$WORK/control.sock" "0 link ${step#*:}" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall((sys.argv[2] + '\n').encode())
+print('linux-on-sim: hypervisor:', sys.argv[2], '->', s.makefile().readline().strip())
+PY
+    done
+  ) > "$WORK/vflink.log" 2>&1 &
+fi
 set +e
 timeout --kill-after=5 "$TIMEOUT" "$QEMU" -L /usr/share/qemu -L /usr/share/seabios \
   -machine q35,accel=tcg,memory-backend=mem -object memory-backend-memfd,id=mem,size=$MEM,share=on \
   -cpu max -smp 1 -m $MEM -device intel-iommu,intremap=on,caching-mode=on "${DEVS[@]}" \
   -kernel "$KROOT/boot/vmlinuz-$KVER" -initrd "$WORK/initramfs.gz" \
-  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.ping=${PING:-${TRAFFIC:-0}} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} linuxsim.pyverbs=$PYVERBS${PYV_TESTS:+ linuxsim.pyvtests=$PYV_TESTS} log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
+  -append "console=ttyS0 loglevel=6 panic=-1 intel_iommu=on iommu=pt linuxsim.wait=$WAIT linuxsim.up=${UP:-0} linuxsim.vfio=${VFIO:-1} linuxsim.traffic=${TRAFFIC:-0} linuxsim.ping=${PING:-${TRAFFIC:-0}} linuxsim.gid=${GID:-1} linuxsim.dbgpages=${DBGPAGES:-0} linuxsim.pyverbs=$PYVERBS${PYV_TESTS:+ linuxsim.pyvtests=$PYV_TESTS} linuxsim.vflink=$VFLINK log_buf_len=16M linuxsim.demo=${DEMO:-rc,uc,ud}" \
   -nographic -nodefaults -serial stdio -monitor none -no-reboot </dev/null 2>&1 |
-  tr -d '\r' > "$WORK/guest.log"
+  stdbuf -oL tr -d '\r' > "$WORK/guest.log"
 QRC=${PIPESTATUS[0]}
 wait "$SERVER" 2>/dev/null
 set -e
@@ -254,6 +275,11 @@ check() { if eval "$2"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $
 check "the guest booted and reported" "grep -q '^GUEST-RESULT' '$WORK/guest.log'"
 check "mlx5_core probed every simulated NIC" "grep -q 'GUEST-RESULT probe=ok' '$WORK/guest.log'"
 check "mlx5e registered a netdev" "grep -aq '^GUEST-NETDEV eth[0-9]* .*driver=mlx5_core' '$WORK/guest.log'"
+if [ "$VFLINK" = 1 ]; then
+  cat "$WORK/vflink.log" 2>/dev/null
+  check "the hypervisor held NIC 0's vport down (mlx5ctl sim --control): Linux saw eth0's carrier drop (PORT_CHANGE, QUERY_VPORT_STATE)" "grep -aq '^GUEST-VFLINK: eth0 carrier 0 with its vport held down' '$WORK/guest.log'"
+  check "and come back when the vport follows the uplink again" "grep -aq '^GUEST-VFLINK: eth0 carrier 1 after the vport follows the uplink again' '$WORK/guest.log'"
+fi
 if [ "${VF:-0}" = 1 ]; then
   check "the guest sees every simulated NIC as a ConnectX-5 VF (PCI 15b3:1018) and mlx5_core drives it as one (no PF-only PCIe link print)" "[ \$(grep -ac 'pci .*\[15b3:1018\] type 00' '$WORK/guest.log') = $NICS ] && ! grep -aq 'PCIe bandwidth' '$WORK/guest.log'"
   if [ "${VF_MAC:-}" = unset ]; then

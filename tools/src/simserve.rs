@@ -46,6 +46,10 @@ pub struct Args {
     /// Linux's mlx5e then picks a random one and programs it into the vport).
     #[arg(long, requires = "vf")]
     pub vf_mac_unset: bool,
+    /// A UNIX socket (created) on which the hypervisor's orders are taken while the guest runs:
+    /// `<nic> link down|up|auto`, `<nic> mac <mac>|unset` (one a line; see `simctl`).
+    #[arg(long, value_name = "SOCKET")]
+    pub control: Option<PathBuf>,
 }
 
 /// Serves the NICs until every client has gone.
@@ -62,11 +66,13 @@ pub fn run(a: &Args) -> Result<(), String> {
             .map_err(|e| format!("pcap {}: {e}", p.display()))?;
     }
     let mut threads = Vec::new();
+    let mut devs = Vec::new();
     for (i, socket) in a.sockets.iter().enumerate() {
         // Locally administered MACs 02:c5:5a:00:01:<i>, distinct on the fabric.
         let mac = [0x02, 0xc5, 0x5a, 0x00, 0x01, i as u8];
         let dev = SimDevice::new(profile.clone().with_mac(mac), Mode::Threaded);
         dev.set_busy_poll(std::time::Duration::from_micros(a.busy_poll_us));
+        devs.push(dev.clone());
         fabric
             .attach(&dev)
             .map_err(|e| format!("NIC {i}: fabric: {e}"))?;
@@ -127,6 +133,10 @@ pub fn run(a: &Args) -> Result<(), String> {
                 Err(errs.join("; "))
             })
         }));
+    }
+    if let Some(c) = &a.control {
+        crate::simctl::serve(c, devs)?;
+        eprintln!("mlx5ctl sim: the hypervisor's orders on {}", c.display());
     }
     let mut errors = Vec::new();
     for t in threads {
