@@ -105,6 +105,8 @@ ROOMS = {
         ("query_roce_address_out", "QUERY_ROCE_ADDRESS (0x760) output."),
         ("query_vport_state_in", "QUERY_VPORT_STATE (0x750) input."),
         ("query_vport_state_out", "QUERY_VPORT_STATE (0x750) output."),
+        ("modify_vport_state_in", "MODIFY_VPORT_STATE (0x751) input: a vport's administrative state (the e-switch manager's, for another vport)."),
+        ("modify_vport_state_out", "MODIFY_VPORT_STATE (0x751) output."),
         ("query_hca_vport_pkey_in", "QUERY_HCA_VPORT_PKEY (0x765) input."),
         ("query_hca_vport_pkey_out", "QUERY_HCA_VPORT_PKEY (0x765) output; the P_Keys follow."),
         ("pkey", "One P_Key entry."),

@@ -123,6 +123,8 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("query_roce_address_out", vport::QueryRoceAddressOut::BYTES, vport::QueryRoceAddressOut::FIELDS),
     ("query_vport_state_in", vport::QueryVportStateIn::BYTES, vport::QueryVportStateIn::FIELDS),
     ("query_vport_state_out", vport::QueryVportStateOut::BYTES, vport::QueryVportStateOut::FIELDS),
+    ("modify_vport_state_in", vport::ModifyVportStateIn::BYTES, vport::ModifyVportStateIn::FIELDS),
+    ("modify_vport_state_out", vport::ModifyVportStateOut::BYTES, vport::ModifyVportStateOut::FIELDS),
     ("query_hca_vport_pkey_in", vport::QueryHcaVportPkeyIn::BYTES, vport::QueryHcaVportPkeyIn::FIELDS),
     ("query_hca_vport_pkey_out", vport::QueryHcaVportPkeyOut::BYTES, vport::QueryHcaVportPkeyOut::FIELDS),
     ("pkey", vport::Pkey::BYTES, vport::Pkey::FIELDS),

@@ -320,6 +320,48 @@ impl Layout for QueryVportStateOut {
     ];
 }
 
+/// MODIFY_VPORT_STATE (0x751) input: a vport's administrative state (the e-switch manager's, for another vport).
+///
+/// `mlx5_ifc` structure `modify_vport_state_in`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ModifyVportStateIn;
+
+impl ModifyVportStateIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`other_vport`: bit 0x40, width 1, byte 0x8."] pub const OTHER_VPORT: Field<Self> = Field::new("other_vport", 0x40, 1);
+    #[doc = "`vport_number`: bit 0x50, width 16, byte 0xa."] pub const VPORT_NUMBER: Field<Self> = Field::new("vport_number", 0x50, 16);
+    #[doc = "`admin_state`: bit 0x78, width 4, byte 0xf."] pub const ADMIN_STATE: Field<Self> = Field::new("admin_state", 0x78, 4);
+}
+
+impl Layout for ModifyVportStateIn {
+    const NAME: &'static str = "modify_vport_state_in";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::OTHER_VPORT.info, Self::VPORT_NUMBER.info,
+        Self::ADMIN_STATE.info,
+    ];
+}
+
+/// MODIFY_VPORT_STATE (0x751) output.
+///
+/// `mlx5_ifc` structure `modify_vport_state_out`, 16 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct ModifyVportStateOut;
+
+impl ModifyVportStateOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+}
+
+impl Layout for ModifyVportStateOut {
+    const NAME: &'static str = "modify_vport_state_out";
+    const BYTES: usize = 0x10;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info,
+    ];
+}
+
 /// QUERY_HCA_VPORT_PKEY (0x765) input.
 ///
 /// `mlx5_ifc` structure `query_hca_vport_pkey_in`, 16 bytes.

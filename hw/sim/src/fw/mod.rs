@@ -206,6 +206,11 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         vport::query_roce_address,
     ),
+    spec::<v::ModifyVportStateIn, v::ModifyVportStateOut>(
+        Opcode::ModifyVportState,
+        Gate::Initialized,
+        vport::modify_vport_state,
+    ),
     spec::<v::QueryVportStateIn, v::QueryVportStateOut>(
         Opcode::QueryVportState,
         Gate::Initialized,

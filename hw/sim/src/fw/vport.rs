@@ -11,9 +11,9 @@ use mlx5_ifc::prm::hca::{
     AccessRegisterIn, AccessRegisterOut, PaosReg, PcmrReg, PfccReg, PmtuReg, PpcntReg, PtysReg,
 };
 use mlx5_ifc::prm::vport::{
-    ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as Sel, NicVportContext as Ctx,
-    QueryNicVportContextIn, QueryNicVportContextOut, QueryRoceAddressIn, QueryRoceAddressOut,
-    QueryVportStateIn, QueryVportStateOut, RoceAddrLayout, SetRoceAddressIn,
+    ModifyNicVportContextIn as ModIn, ModifyNicVportFieldSelect as Sel, ModifyVportStateIn,
+    NicVportContext as Ctx, QueryNicVportContextIn, QueryNicVportContextOut, QueryRoceAddressIn,
+    QueryRoceAddressOut, QueryVportStateIn, QueryVportStateOut, RoceAddrLayout, SetRoceAddressIn,
 };
 use mlx5_ifc::{CmdStatus, Layout};
 
@@ -208,6 +208,31 @@ pub(crate) fn query_vport_state(
     let mut o = output::<QueryVportStateOut>(out)?;
     encoded(o.set(QueryVportStateOut::ADMIN_STATE, model.vport.hv_admin))?;
     encoded(o.set(QueryVportStateOut::STATE, u64::from(model.vport.oper_up())))?;
+    Ok(())
+}
+
+/// MODIFY_VPORT_STATE: only an e-switch (vport group) manager sets a vport's admin state —
+/// Linux sends it from the PF's e-switch for its VFs (`mlx5_modify_vport_admin_state`,
+/// `other_vport` 1); a function that manages none (a VF, and the simulated PF, which has no
+/// e-switch) is refused (BAD_PARAM NOT_VPORT_MANAGER), another vport first (BAD_VPORT).
+pub(crate) fn modify_vport_state(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    _: &mut [u8],
+) -> CmdResult {
+    let i = input::<ModifyVportStateIn>(req)?;
+    own_vport(
+        i.get(ModifyVportStateIn::OTHER_VPORT),
+        i.get(ModifyVportStateIn::VPORT_NUMBER),
+    )?;
+    if model.cur(CmdHcaCap::VPORT_GROUP_MANAGER) == 0 && model.cur(CmdHcaCap::ESWITCH_MANAGER) == 0
+    {
+        return Err(bad_param(syn::NOT_VPORT_MANAGER));
+    }
+    model
+        .vport
+        .set_hv_admin(i.get(ModifyVportStateIn::ADMIN_STATE));
     Ok(())
 }
 
