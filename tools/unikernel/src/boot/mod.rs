@@ -279,6 +279,7 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
             fail("arena", format_args!("no room for NIC {i}"));
             continue;
         };
+        let p = p.with_pci_device_id(n.f.device);
         let t = x86::rdtsc();
         match bring_up(p, m) {
             Ok(d) => {

@@ -41,6 +41,9 @@ pub struct BareMetal<C: Clock> {
     host_virt: NonNull<u8>,
     host: spin::Mutex<Pool>,
     clock: C,
+    /// The function's PCI device id, as enumeration found it (a VF's makes the driver bring it
+    /// up as one).
+    device_id: Option<u16>,
 }
 
 impl<C: Clock> core::fmt::Debug for BareMetal<C> {
@@ -101,7 +104,14 @@ impl<C: Clock> BareMetal<C> {
             host_virt,
             host: spin::Mutex::new(Pool::new(host_len)),
             clock,
+            device_id: None,
         }
+    }
+
+    /// The same platform, telling the driver the function's PCI device id.
+    pub fn with_pci_device_id(mut self, device: u16) -> Self {
+        self.device_id = Some(device);
+        self
     }
 
     fn device_address(&self, offset: usize) -> u64 {
@@ -169,6 +179,10 @@ unsafe impl<C: Clock> Platform for BareMetal<C> {
 
     fn uar_write_combining(&self) -> bool {
         self.wc.is_some()
+    }
+
+    fn pci_device_id(&self) -> Option<u16> {
+        self.device_id
     }
 
     fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaRegion, PlatformError> {
