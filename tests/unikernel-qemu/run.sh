@@ -25,7 +25,9 @@
 # Knobs: TIMEOUT (the demo's QEMU, default 300 s), UK_TIMEOUT and LINUX_TIMEOUT (the linux
 # phase's two QEMUs, default 400 s each), LINUX (0: demo only), PEER (0: the linux phase boots
 # the Linux guest alone, NIC A served to nobody — to test the guest side), PEER_WAIT (how long
-# each guest step waits for the unikernel, default 120 s), SHARED (default <repo>/../shared).
+# each guest step waits for the unikernel, default 120 s), SHARED (default <repo>/../shared), VF
+# (1: the NICs are ConnectX-5 virtual functions with no MAC from the hypervisor — the image
+# brings them up as VFs, each with a random MAC).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -68,7 +70,7 @@ status() {
 sim() {
   rm -f "$1"-[ab].sock
   RUST_LOG=${RUST_LOG:-warn} "$CTL" sim --vfio-user "$1-a.sock" --vfio-user "$1-b.sock" \
-    --trace "$1-trace.jsonl" --pcap "$1-wire.pcap" > "$1-sim.log" 2>&1 &
+    $([ "${VF:-0}" = 1 ] && echo --vf --vf-mac-unset) --trace "$1-trace.jsonl" --pcap "$1-wire.pcap" > "$1-sim.log" 2>&1 &
   SIM_PID=$!
   for s in "$1-a.sock" "$1-b.sock"; do for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.1; done; done
 }
@@ -143,6 +145,10 @@ checks "$P-serial.txt"
 check demo-exit "QEMU exit status $(status $QRC), not 33" test "$QRC" = 33
 check demo-verdict "no 'unikernel: N passed, 0 failed' with N > 0 matching its CHECK ok lines" verdict "$P-serial.txt"
 check demo-accounts "the simulator's accounts are not clean ($P-sim.log)" lives "$P-sim.log" none "0 1"
+if [ "${VF:-0}" = 1 ]; then
+  check demo-vf "the image did not bring both NICs up as VFs with random MACs" \
+    test "$(grep -c 'CHECK ok device-up: .* (a VF; no MAC assigned: a random one)' "$P-serial.txt")" = 2
+fi
 if [ "$FAILED" != "$F0" ]; then dump "$P-serial.txt" serial; dump "$P-qemu.log" qemu; dump "$P-sim.log" sim; fi
 say "demo: $((SECONDS - T)) s"
 

@@ -286,8 +286,13 @@ fn run(info: &StartInfo, clock: TscClock, t_kmain: u64) -> Option<()> {
                 ok(
                     "device-up",
                     format_args!(
-                        "{}: fw {}, {} firmware commands in {} ms; kmain -> up {} ms; BlueFlame {}",
+                        "{}{}: fw {}, {} firmware commands in {} ms; kmain -> up {} ms; BlueFlame {}",
                         n.f.bdf,
+                        match (d.is_vf(), d.vport().random_mac) {
+                            (true, true) => " (a VF; no MAC assigned: a random one)",
+                            (true, false) => " (a VF)",
+                            _ => "",
+                        },
                         d.fw_version(),
                         d.bringup().commands,
                         us(x86::rdtsc() - t) / 1000,
