@@ -162,8 +162,20 @@ fn ours() -> Vec<Cmd> {
     SCENARIOS.iter().flat_map(run_scenario).collect()
 }
 
+/// `MLX5_DIFF_VF=1`: the fixture was captured on ConnectX-5 virtual functions (linux-on-sim
+/// `VF=1`), so this driver runs on one too, and the VF's own table of differences applies as
+/// well.
+fn on_vf() -> bool {
+    std::env::var("MLX5_DIFF_VF").is_ok_and(|v| v == "1")
+}
+
 fn run_scenario(s: &Scenario) -> Vec<Cmd> {
-    let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
+    let profile = if on_vf() {
+        Profile::connectx5().as_vf(true)
+    } else {
+        Profile::connectx5()
+    };
+    let sim = SimDevice::new(profile, Mode::Sync);
     let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
     let first = sim.trace().len();
     let pd = dev.pd();
@@ -386,10 +398,19 @@ fn decode(c: &Cmd) -> BTreeMap<String, String> {
 /// docs/fields.md (a row's first cell may list several scenarios: `` `rc`, `uc` ``; its "ours"
 /// cell several values: `` `0x1` or `0x2` ``).
 fn documented() -> BTreeMap<(String, String, String), (String, String)> {
+    let mut out = table("# Differential against rdma-core\n");
+    if on_vf() {
+        out.extend(table("# Differential against rdma-core on a VF\n"));
+    }
+    out
+}
+
+/// The rows of the docs/fields.md section headed `heading`.
+fn table(heading: &str) -> BTreeMap<(String, String, String), (String, String)> {
     let doc = include_str!("../../docs/fields.md");
     let start = doc
-        .find("# Differential against rdma-core")
-        .expect("docs/fields.md has a 'Differential against rdma-core' section");
+        .find(heading)
+        .unwrap_or_else(|| panic!("docs/fields.md has a section {heading:?}"));
     let section = &doc[start..];
     let end = section[1..].find("\n# ").map_or(section.len(), |e| e + 1);
     // `a` or `b` in the "ours" cell: either value (one per QP of a scenario).
