@@ -7,6 +7,7 @@
 //! 0 link auto        → ok: NIC 0 link up      (following the uplink again; `up` holds it up)
 //! 1 mac 02:11:22:33:44:55 → ok: NIC 1 mac …  (seen by its driver at its next bring-up)
 //! 1 mac unset        → ok: NIC 1 mac unset
+//! 0 flr now          → ok: NIC 0 reset         (a function-level reset under its driver)
 //! ```
 //!
 //! Anything else is answered `error: …`; a line longer than [`MAX_LINE`] bytes ends the
@@ -61,7 +62,9 @@ fn session(conn: UnixStream, devs: &[SimDevice]) -> std::io::Result<()> {
 pub fn order(line: &str, devs: &[SimDevice]) -> Result<String, String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let [nic, verb, arg] = words[..] else {
-        return Err("expected `<nic> link down|up|auto` or `<nic> mac <mac>|unset`".into());
+        return Err(
+            "expected `<nic> link down|up|auto`, `<nic> mac <mac>|unset` or `<nic> flr now`".into(),
+        );
     };
     let i: usize = nic.parse().map_err(|_| format!("no NIC {nic:?}"))?;
     let dev = devs
@@ -93,6 +96,10 @@ pub fn order(line: &str, devs: &[SimDevice]) -> Result<String, String> {
             dev.set_assigned_mac(Some(mac));
             Ok(format!("ok: NIC {i} mac {m}"))
         }
+        ("flr", "now") => {
+            dev.function_level_reset();
+            Ok(format!("ok: NIC {i} reset"))
+        }
         _ => Err(format!("unknown order {verb:?}")),
     }
 }
@@ -112,6 +119,11 @@ mod tests {
         assert_eq!(order("0 link auto", &devs).unwrap(), "ok: NIC 0 link up");
         assert_eq!(order("0 mac unset", &devs).unwrap(), "ok: NIC 0 mac unset");
         assert!(order("0 mac 02:11:22:33:44:55", &devs).is_ok());
+        assert_eq!(order("0 link down", &devs).unwrap(), "ok: NIC 0 link down");
+        // A function-level reset keeps what the hypervisor set.
+        assert_eq!(order("0 flr now", &devs).unwrap(), "ok: NIC 0 reset");
+        assert_eq!(order("0 link down", &devs).unwrap(), "ok: NIC 0 link down");
+        assert_eq!(order("0 link auto", &devs).unwrap(), "ok: NIC 0 link up");
         for bad in [
             "",
             "0 link",

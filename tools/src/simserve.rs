@@ -47,7 +47,8 @@ pub struct Args {
     #[arg(long, requires = "vf")]
     pub vf_mac_unset: bool,
     /// A UNIX socket (created) on which the hypervisor's orders are taken while the guest runs:
-    /// `<nic> link down|up|auto`, `<nic> mac <mac>|unset` (one a line; see `simctl`).
+    /// `<nic> link down|up|auto`, `<nic> mac <mac>|unset`, `<nic> flr now` (one a line; see
+    /// `simctl`).
     #[arg(long, value_name = "SOCKET")]
     pub control: Option<PathBuf>,
 }

@@ -287,8 +287,14 @@ impl SimDevice {
         let profile = self.shared().profile.clone();
         let mut st = self.shared().lock();
         let iommu = std::mem::replace(&mut st.iommu, iommu::Iommu::new());
+        // What the hypervisor set for the function (its MAC, its vport's admin state) is the
+        // PF's, not the function's: it outlives the reset.
+        let v = &st.model.vport;
+        let hv = (v.mac, v.mac_unset, v.hv_admin);
         *st = state::State::new(&profile);
         st.iommu = iommu;
+        let v = &mut st.model.vport;
+        (v.mac, v.mac_unset, v.hv_admin) = hv;
         st.bar.set_born(now);
         log::info!("mlx5-sim: function-level reset at {now} ns");
     }

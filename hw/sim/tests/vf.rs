@@ -215,4 +215,22 @@ fn a_vfs_own_vport_its_address_list_and_the_hypervisors_state() {
     assert_eq!(state(&mut fx), (0, 0));
     assert!(fx.p.dev.set_vport_admin(VportAdmin::Auto));
     assert_eq!(state(&mut fx), (2, 1));
+    // A function-level reset (the hypervisor's, or the guest's) wipes what the function's
+    // driver set, not what the hypervisor did.
+    fx.p.dev.set_vport_admin(VportAdmin::Down);
+    fx.p.dev.set_assigned_mac(Some([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]));
+    fx.p.dev.function_level_reset();
+    let mut p = common::Poster::new(fx.p.dev.clone());
+    p.init();
+    let out = p.ok(&bare::<QueryVportStateIn>(Opcode::QueryVportState, 0), 0x10);
+    let v = View::<QueryVportStateOut>::new(&out).unwrap();
+    assert_eq!(v.get(QueryVportStateOut::ADMIN_STATE), 0, "still held down");
+    let out = p.ok(
+        &bare::<QueryNicVportContextIn>(Opcode::QueryNicVportContext, 0),
+        QueryNicVportContextOut::BYTES,
+    );
+    let v = View::<QueryNicVportContextOut>::new(&out).unwrap();
+    let c = v.nested(QueryNicVportContextOut::NIC_VPORT_CONTEXT);
+    assert_eq!(c.bytes(Ctx::PERMANENT_ADDRESS)[2..], [0x02, 0x11, 0x22, 0x33, 0x44, 0x55]);
+    assert_eq!(c.get(Ctx::ALLOWED_LIST_SIZE), 0);
 }
