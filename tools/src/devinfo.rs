@@ -110,6 +110,11 @@ fn report(o: &Opened) -> Value {
     };
     json!({
         "hca_id": o.hca_id,
+        // A virtual function (by its PCI id) or the physical one; its vport (a function's own is
+        // 0) and whether its MAC is the hypervisor's or a random one the driver picked.
+        "function": if d.is_vf() { "VF" } else { "PF" },
+        "vport": 0,
+        "mac_origin": if v.random_mac { "random (none assigned)" } else { "assigned" },
         "transport": "InfiniBand (0)",
         "fw_ver": d.fw_version().to_string(),
         "node_guid": guid_text,
@@ -175,6 +180,12 @@ fn print_text(r: &Value) {
         v => v.to_string(),
     };
     println!("hca_id:\t{}", s("hca_id"));
+    println!(
+        "function:\t{}, vport {}, MAC {}",
+        s("function"),
+        s("vport"),
+        s("mac_origin")
+    );
     for k in [
         "transport",
         "fw_ver",

@@ -218,7 +218,8 @@ fn a_vfs_own_vport_its_address_list_and_the_hypervisors_state() {
     // A function-level reset (the hypervisor's, or the guest's) wipes what the function's
     // driver set, not what the hypervisor did.
     fx.p.dev.set_vport_admin(VportAdmin::Down);
-    fx.p.dev.set_assigned_mac(Some([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]));
+    fx.p.dev
+        .set_assigned_mac(Some([0x02, 0x11, 0x22, 0x33, 0x44, 0x55]));
     fx.p.dev.function_level_reset();
     let mut p = common::Poster::new(fx.p.dev.clone());
     p.init();
@@ -231,6 +232,9 @@ fn a_vfs_own_vport_its_address_list_and_the_hypervisors_state() {
     );
     let v = View::<QueryNicVportContextOut>::new(&out).unwrap();
     let c = v.nested(QueryNicVportContextOut::NIC_VPORT_CONTEXT);
-    assert_eq!(c.bytes(Ctx::PERMANENT_ADDRESS)[2..], [0x02, 0x11, 0x22, 0x33, 0x44, 0x55]);
+    assert_eq!(
+        c.bytes(Ctx::PERMANENT_ADDRESS)[2..],
+        [0x02, 0x11, 0x22, 0x33, 0x44, 0x55]
+    );
     assert_eq!(c.get(Ctx::ALLOWED_LIST_SIZE), 0);
 }
