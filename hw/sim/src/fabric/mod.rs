@@ -48,4 +48,4 @@ pub use pcap::PCAP_MAGIC_NS;
 pub(crate) use wire::Station;
 pub use wire::{Fabric, FabricCounters, WireFault};
 
-pub(crate) use wire::Addresses;
+pub(crate) use wire::{Addresses, LEARNED};

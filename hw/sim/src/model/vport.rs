@@ -32,7 +32,10 @@ pub(crate) struct Vport {
     /// (MODIFY_NIC_VPORT_CONTEXT `addresses_list`, list type UC): the function receives RoCE
     /// for them as for its permanent address.
     pub(crate) uc: Vec<[u8; 6]>,
-    /// [`Vport::learned`], kept current by [`Vport::relearn`].
+    /// The unicast addresses the function owns besides its permanent one (UC list, GIDs'
+    /// MACs), kept current by [`Vport::relearn`]: what [`Vport::owns`] looks up per frame.
+    owned: Vec<[u8; 6]>,
+    /// The first of them, as many as a fabric port learns ([`Vport::learned`]).
     learned: Addresses,
     pub(crate) disable_uc_local_lb: bool,
     pub(crate) disable_mc_local_lb: bool,
@@ -74,6 +77,7 @@ impl Vport {
             mac: profile.mac(),
             mac_unset: profile.mac_unset(),
             uc: Vec::new(),
+            owned: Vec::new(),
             learned: Addresses::new(),
             disable_uc_local_lb: false,
             disable_mc_local_lb: false,
@@ -151,9 +155,7 @@ impl Vport {
     /// Whether unicast `mac` is one of the function's own: its permanent address, an address
     /// of its UC list, or the source MAC of a RoCE address (GID) it set.
     pub(crate) fn owns(&self, mac: &[u8]) -> bool {
-        mac == self.mac
-            || self.uc.iter().any(|m| m[..] == *mac)
-            || (0..self.gids.len()).any(|i| self.gid_mac(i).is_some_and(|m| m[..] == *mac))
+        mac == self.mac || self.owned.iter().any(|m| m[..] == *mac)
     }
 
     /// The unicast addresses the function owns besides its permanent one (its UC list, its
@@ -164,14 +166,15 @@ impl Vport {
 
     /// Recomputes [`Vport::learned`] after the UC list or a GID changed.
     pub(crate) fn relearn(&mut self) {
-        let mut out = Addresses::new();
+        let mut owned: Vec<[u8; 6]> = Vec::new();
         let gid_macs = (0..self.gids.len()).filter_map(|i| self.gid_mac(i));
         for m in self.uc.iter().copied().chain(gid_macs) {
-            if m != self.mac && m[0] & 1 == 0 && !out.contains(&m) && out.push(m).is_err() {
-                break;
+            if m != self.mac && m[0] & 1 == 0 && !owned.contains(&m) {
+                owned.push(m);
             }
         }
-        self.learned = out;
+        self.learned = owned.iter().copied().take(crate::fabric::LEARNED).collect();
+        self.owned = owned;
     }
 
     /// The source MAC of RoCE address `index`, if it is set with one.
