@@ -294,7 +294,10 @@ check "no command failed during the probe (dmesg mlx5_cmd_out_err), no kernel wa
 # rdma-core's ibv_devinfo in the guest against this project's mlx5ctl devinfo of the same
 # profile: every device limit both print must agree (GUIDs follow each NIC's MAC: not compared).
 # (VF=1: the VF profile, whose vendor_part_id is the VF's PCI id, as ibv_devinfo's.)
-if [ "${VF:-0}" = 1 ]; then "$CTL" devinfo --json --sim cx5-vf > "$WORK/devinfo.json"
+# (VF_MAC=unset: a VF whose hypervisor assigned no MAC, as the guest's.)
+if [ "${VF:-0}" = 1 ]; then
+  echo "{\"base\": \"cx5-vf\", \"name\": \"cx5-vf\", \"_mac_unset\": $([ "${VF_MAC:-}" = unset ] && echo 1 || echo 0)}" > "$WORK/vf-profile.json"
+  "$CTL" devinfo --json --sim "$WORK/vf-profile.json" > "$WORK/devinfo.json"
 else "$CTL" devinfo --json > "$WORK/devinfo.json"; fi
 check "ibv_devinfo (rdma-core in the guest) lists mlx5_0 with the limits mlx5ctl devinfo shows" "python3 - '$WORK/guest.log' '$WORK/devinfo.json' <<'PY'
 import json, re, sys
