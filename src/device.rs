@@ -20,9 +20,11 @@ const ASYNC_EQ_SIZE: u32 = 128;
 /// Events the pages EQ holds (beyond the spare entries every EQ has).
 const PAGES_EQ_SIZE: u32 = 16;
 
+mod bfregs;
 mod events;
 
 use crate::error::{DeadCause, Error, Result, Wait};
+use crate::fw::bfreg::BfregPool;
 use crate::fw::caps::{Caps, DeviceAttr, CAP_BYTES};
 use crate::fw::cmd::{check_health, CmdStats};
 use crate::fw::cmdq::CmdQueue;
@@ -65,6 +67,11 @@ pub struct DeviceConfig {
     /// How long a call waits for a CQ that another thread holds (a `CqPoller`, or a poll in
     /// progress) before it fails with `Error::Timeout`.
     pub cq_lock_timeout_ms: u64,
+    /// Queues given a BlueFlame register of their own (the first ones created; low latency,
+    /// no lock); clamped to 1024. The rest share registers through the 8-byte doorbell.
+    pub dedicated_bfregs: u32,
+    /// Registers the other queues share (the least used is taken); clamped to 1..=64.
+    pub shared_bfregs: u32,
 }
 
 impl Default for DeviceConfig {
@@ -80,6 +87,8 @@ impl Default for DeviceConfig {
             bar_size: 32 << 20,
             comp_eq_size: 1024,
             cq_lock_timeout_ms: 1_000,
+            dedicated_bfregs: 256,
+            shared_bfregs: 16,
         }
     }
 }
@@ -148,6 +157,8 @@ pub struct Device<P: Platform> {
     vport: VportInfo,
     gid0: Option<GidEntry>,
     gids: spin::Mutex<heapless::Vec<(u16, GidEntry), MAX_GIDS>>,
+    /// The queues' send doorbells.
+    bfregs: spin::Mutex<BfregPool>,
     /// UAR pages whose DEALLOC_UAR failed: still the device's; tried again at close.
     stale_uars: spin::Mutex<heapless::Vec<Uar, MAX_STALE_UARS>>,
     config: DeviceConfig,
@@ -309,6 +320,7 @@ impl<P: Platform> Device<P> {
             vf,
             gid0: None,
             gids: spin::Mutex::new(heapless::Vec::new()),
+            bfregs: spin::Mutex::new(BfregPool::new(0, 1, 0, 0)),
             stale_uars: spin::Mutex::new(heapless::Vec::new()),
             stage: Some(Stage::CmdQueue),
             bringup: BringUp {
@@ -399,6 +411,17 @@ impl<P: Platform> Device<P> {
         }
         let uar = Uar::alloc(cmd, p, self.config.bar_size)?;
         self.uar = Some(uar);
+        let half = if p.uar_write_combining() {
+            crate::fw::bfreg::bf_half(self.caps.bf(), self.caps.log_bf_reg_size())
+        } else {
+            0
+        };
+        *self.bfregs.get_mut() = BfregPool::new(
+            self.config.dedicated_bfregs,
+            self.config.shared_bfregs,
+            self.caps.log_bf_reg_size(),
+            half,
+        );
         self.stage = Some(Stage::Uar);
         self.async_eq = Some(Eq::create(
             cmd,
@@ -497,7 +520,11 @@ impl<P: Platform> Device<P> {
         }
         if alive {
             // UAR pages whose DEALLOC_UAR failed earlier (the QPs that used them are gone).
-            for uar in core::mem::take(self.stale_uars.get_mut()) {
+            let held = self.bfregs.get_mut().drain();
+            for uar in core::mem::take(self.stale_uars.get_mut())
+                .into_iter()
+                .chain(held)
+            {
                 note(uar.free(cmd, p));
             }
             if stage >= Stage::Pd {

@@ -172,6 +172,7 @@ pub use verbs::{cq, mr, pd, qp, srq};
 
 pub use device::{BringUp, Device, DeviceConfig, FwVersion, MAX_GIDS};
 pub use error::{DeadCause, Error, Result, Wait};
+pub use fw::bfreg::BfregUse;
 pub use fw::caps::{AtomicCap, Caps, DeviceAttr};
 pub use fw::eq::Event;
 pub use fw::pages::{PageRequest, PageStats};

@@ -24,14 +24,14 @@ use mlx5_ifc::prm::sq_rq::{
 use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::wqe::eth_cs::{L3_CSUM, L4_CSUM};
 use mlx5_ifc::wqe::{fm_ce_se, opcode, DS, WQEBB};
-use mlx5_ifc::{regs, Be32, Be64, Opcode};
+use mlx5_ifc::{Be32, Be64, Opcode};
 
 use super::tis::Tis;
 use super::wq::{end, WqMem};
 use crate::error::{Error, Result};
+use crate::fw::bfreg::Bfreg;
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{ceil_log2, QueueBuf};
-use crate::fw::uar::Uar;
 use crate::io::platform::Platform;
 use crate::io::{barrier, DmaBuf, SharedTable};
 use crate::qp::Sge;
@@ -97,7 +97,7 @@ pub struct EthSq<'a, P: Platform> {
     dev: &'a Device<P>,
     cq: &'a Cq<'a, P>,
     sqn: u32,
-    uar: Option<Uar>,
+    bfreg: Option<Bfreg>,
     mem: Option<WqMem>,
     /// WQEBBs in the ring.
     bbs: u32,
@@ -164,7 +164,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
         let pd = dev.pd();
         let p = dev.platform();
         let mem = WqMem::alloc(p, sq_table::words(bbs as usize), bbs as usize * WQEBB)?;
-        let uar = match dev.with_cmd(|cmd, p| Uar::alloc(cmd, p, dev.bar_size())) {
+        let bfreg = match dev.take_bfreg() {
             Ok(u) => u,
             Err(e) => {
                 mem.retire(dev, true, "never given to the device");
@@ -175,7 +175,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
             dev,
             cq,
             sqn: 0,
-            uar: Some(uar),
+            bfreg: Some(bfreg),
             mem: Some(mem),
             bbs,
             pi: 0,
@@ -185,7 +185,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
                 _ => 0,
             },
         };
-        let uar_index = sq.uar.as_ref().map_or(0, Uar::index);
+        let uar_index = sq.bfreg.as_ref().map_or(0, |b| b.uar().index());
         let (tisn, cqn, pdn) = (tis.tisn(), cq.cqn(), pd.pdn());
         let (dbr_iova, log_pg) = match &sq.mem {
             Some(m) => (m.dbr.iova(), m.buf.log_page_size()),
@@ -333,7 +333,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
         barrier::dma_wmb();
         dbr.write_be32(4, Be32::new(pi as u32 & 0xffff))?;
         barrier::uar_wc_start();
-        let reg = self.uar.as_ref().map_or(0, Uar::bar_offset) + u64::from(regs::uar::BF_OFFSET);
+        let reg = self.bfreg.as_ref().map_or(0, Bfreg::bar_offset);
         self.dev
             .platform()
             .bar_write64(reg, Be64::from_ne_raw(u64::from_ne_bytes(first)));
@@ -444,8 +444,8 @@ impl<'a, P: Platform> EthSq<'a, P> {
         if let Some(m) = self.mem.take() {
             m.retire(self.dev, done, WHY);
         }
-        if let Some(uar) = self.uar.take() {
-            let _ = self.dev.free_uar(uar);
+        if let Some(b) = self.bfreg.take() {
+            let _ = self.dev.give_bfreg(b);
         }
     }
 

@@ -2,6 +2,7 @@
 //! below the verbs objects. Plumbing: private to the crate; the types callers see are
 //! re-exported at the crate root.
 
+pub(crate) mod bfreg;
 pub(crate) mod caps;
 pub(crate) mod cmd;
 pub(crate) mod cmdq;

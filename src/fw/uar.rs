@@ -50,3 +50,11 @@ impl Uar {
         .map(drop)
     }
 }
+
+#[cfg(test)]
+impl Uar {
+    /// UAR page `index`, as if allocated.
+    pub(crate) fn test_page(index: u32) -> Self {
+        Self { index }
+    }
+}

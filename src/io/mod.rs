@@ -20,11 +20,13 @@ pub(crate) mod raw;
 pub(crate) mod shared;
 #[cfg(feature = "sim")]
 pub(crate) mod sim;
+mod slots;
 #[cfg(all(test, feature = "std"))]
-mod tests;
+pub(crate) mod tests;
 
 pub(crate) use bytes::{be64_words, HostBytes};
 pub use dma::OutOfBounds;
 pub(crate) use dma::{DmaBuf, DmaRing, RingGeometry};
 pub use mmio::MmioRegion;
 pub(crate) use shared::{PairGeometry, PairRing, SharedTable};
+pub(crate) use slots::Slots;

@@ -10,7 +10,7 @@ use std::vec::Vec;
 
 use mlx5_ifc::{Be32, Be64};
 
-use super::{DmaBuf, SharedTable};
+use super::{DmaBuf, SharedTable, Slots};
 
 /// What a test ends with: the first error a step met, instead of a panic.
 type TestResult = Result<(), Failed>;
@@ -39,7 +39,7 @@ use crate::io::platform::{DmaRegion, Platform, PlatformError};
 
 /// DMA and host memory from the heap; no device. Counts what is live.
 #[derive(Default)]
-struct Heap {
+pub(crate) struct Heap {
     dma: RefCell<Vec<(NonNull<u8>, usize, usize)>>,
     host: RefCell<Vec<NonNull<u8>>>,
     /// Every 64-bit BAR store, in order.
@@ -295,5 +295,56 @@ fn an_mmio_blueflame_copy_stores_every_word_inside_the_window_or_nothing() -> Te
         mem.map(|w| Be64::from_ne_raw(w).get()),
         [0, 0, 0xa, 0xb, 0, 0, 0, 0]
     );
+    Ok(())
+}
+
+impl Heap {
+    /// Host allocations not freed yet.
+    pub(crate) fn host_live(&self) -> usize {
+        self.host.borrow().len()
+    }
+}
+
+#[test]
+fn slots_hold_take_and_free_their_values() -> TestResult {
+    let h = Heap::default();
+    let mut s: Slots<(u32, SharedTable)> = Slots::alloc(&h, 8)?;
+    assert_eq!(s.len(), 8);
+    assert!(
+        (0..8).all(|i| s.get(i).is_none()),
+        "every slot starts empty"
+    );
+    let t = SharedTable::alloc(&h, 2)?;
+    t.store(1, 77);
+    assert!(s
+        .put(3, (5, t))
+        .map_err(|_| Failed::Absent("slot 3"))?
+        .is_none());
+    assert_eq!(s.get(3).map(|(n, t)| (*n, t.load(1))), Some((5, 77)));
+    if let Some((n, _)) = s.get_mut(3) {
+        *n = 6;
+    }
+    assert!(
+        s.put(8, (9, SharedTable::alloc(&h, 1)?))
+            .is_err_and(|(_, t)| {
+                t.release(&h);
+                true
+            }),
+        "out of range is refused and the value comes back"
+    );
+    assert!(s.get(8).is_none() && s.take(99).is_none());
+    let (n, t) = s.take(3).ok_or(Failed::Absent("slot 3 taken"))?;
+    assert_eq!(n, 6);
+    t.release(&h);
+    assert!(s.get(3).is_none());
+    s.free(&h);
+    assert_eq!(
+        h.host_live(),
+        0,
+        "the slots and the tables they held are freed"
+    );
+    let e: Slots<u64> = Slots::alloc(&h, 0)?;
+    assert_eq!(e.len(), 0);
+    e.free(&h);
     Ok(())
 }

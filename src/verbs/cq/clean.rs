@@ -49,14 +49,10 @@ impl<P: Platform> Cq<'_, P> {
             end = end.wrapping_add(1);
         }
         barrier::dma_rmb();
-        let srq = s
-            .queues
-            .iter()
-            .find(|q| q.qpn == qpn)
-            .and_then(|q| match q.rq.as_ref() {
-                Some(RecvTable::Srq { table, cnt, .. }) => Some((table, *cnt)),
-                _ => None,
-            });
+        let srq = s.queues.get(qpn).and_then(|q| match q.rq.as_ref() {
+            Some(RecvTable::Srq { table, cnt, .. }) => Some((table, *cnt)),
+            _ => None,
+        });
         let mut removed = 0u32;
         let mut i = end;
         while i != ci {

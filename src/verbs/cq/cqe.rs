@@ -158,7 +158,7 @@ pub(crate) fn poll_ring(
         }
         c = c.wrapping_add(1);
         // (Words are read 8-aligned: bytes 8..24, of which 12..20 are kept.)
-        let rss = if s.flow_tag_rq {
+        let rss = if s.flow_tag_rq.is_some() {
             buf.read_words::<16>(at + CQE_RSS - 4).map(|w| {
                 let mut r = [0u8; 8];
                 r.copy_from_slice(&w[4..12]);
@@ -347,16 +347,11 @@ impl<'s> SqRun<'s> {
     }
 }
 
-/// The queue of QP `qpn` on this CQ; `hint` (an index in the list, checked) is tried first and
-/// updated.
+/// The queue of QP `qpn` on this CQ; `hint` (a slot of the CQ's queue map, checked) is tried
+/// first and updated.
 #[inline(always)]
 fn find<'s>(s: &'s CqShared, qpn: u32, hint: &mut usize) -> Option<&'s Attached> {
-    if let Some(q) = s.queues.get(*hint).filter(|e| e.qpn == qpn) {
-        return Some(q);
-    }
-    let i = s.queues.iter().position(|e| e.qpn == qpn)?;
-    *hint = i;
-    s.queues.get(i)
+    s.queues.find(qpn, hint)
 }
 
 /// A receive completion's length against its receive buffer: a SEND (opcodes 0x2..0x4) must

@@ -175,10 +175,9 @@ impl<'d, P: Platform> Cq<'d, P> {
         // Queues still attached are QPs whose DESTROY_QP failed (every QP borrows its CQs, so
         // none is left alive). Their tables are host memory the device cannot reach, and no
         // poll reads them any more: give the handles back either way.
-        for a in core::mem::take(&mut self.shared.get_mut().queues) {
+        self.shared.get_mut().queues.clear(p, |a| {
             log::debug!("CQ {cqn:#x} releases the tables of QP {:#x}", a.qpn);
-            a.release(p);
-        }
+        });
         r.map(drop)
     }
 }

@@ -14,11 +14,7 @@ use crate::verbs::wr_table::rq_table;
 /// The Ethernet RQ of a CQ that serves one (its receive CQEs name the flow tag, not the RQ).
 #[inline(always)]
 pub(super) fn queue(s: &CqShared) -> Option<&Attached> {
-    if s.flow_tag_rq {
-        s.queues.iter().find(|e| e.flow_tag_rq)
-    } else {
-        None
-    }
+    s.queues.get(s.flow_tag_rq?)
 }
 
 /// The completion of the receive CQE at byte `at` of `buf` whose last word is `hi` (already

@@ -11,7 +11,7 @@
 use mlx5_ifc::{regs, Be32, Be64};
 
 use super::create::Cq;
-use super::state::{Attached, CqShared, MAX_QUEUES_PER_CQ};
+use super::state::{Attached, CqShared};
 use super::wc::Wc;
 use crate::error::{Error, Result, Wait};
 use crate::io::barrier;
@@ -50,12 +50,10 @@ impl<'d, P: Platform> Cq<'d, P> {
     pub(crate) fn attach(&self, a: Attached) -> Result<()> {
         let mut s = self.lock_state()?;
         // An Ethernet RQ's receive CQEs do not name it: it must be the CQ's only receive queue.
-        let rq_here = s.queues.iter().any(|e| e.rq.is_some());
-        let flow_tag_rq_here = s.flow_tag_rq;
-        let same_number = s.queues.iter().any(|e| e.qpn == a.qpn);
-        let onto_flow_tag_rq = s.queues.iter().any(|e| e.qpn == a.qpn && e.flow_tag_rq);
-        if (a.flow_tag_rq && (rq_here || same_number))
-            || (a.rq.is_some() && flow_tag_rq_here)
+        let here = s.queues.get(a.qpn);
+        let onto_flow_tag_rq = here.is_some_and(|e| e.flow_tag_rq);
+        if (a.flow_tag_rq && (s.queues.any_rq() || here.is_some()))
+            || (a.rq.is_some() && s.flow_tag_rq.is_some())
             || onto_flow_tag_rq
         {
             let n = u64::from(a.qpn);
@@ -68,7 +66,7 @@ impl<'d, P: Platform> Cq<'d, P> {
                 limit: "an Ethernet RQ's CQ serves no other receive queue, nor a queue of its number (its CQEs carry the flow tag)",
             });
         }
-        if let Some(e) = s.queues.iter_mut().find(|e| e.qpn == a.qpn) {
+        if let Some(e) = s.queues.get_mut(a.qpn) {
             // Same CQ for both queues of one QP: merge. Two queues of one kind under one
             // number (an Ethernet SQ numbered like a QP on this CQ) would make their CQEs
             // ambiguous: refused.
@@ -88,25 +86,28 @@ impl<'d, P: Platform> Cq<'d, P> {
             }
             if a.rq.is_some() {
                 e.rq = a.rq;
+                s.queues.rq_added();
             }
             return Ok(());
         }
-        s.flow_tag_rq |= a.flow_tag_rq;
-        s.queues.push(a).map_err(|_| Error::Capacity {
-            what: "queues attached to one CQ",
-            limit: MAX_QUEUES_PER_CQ,
+        if a.flow_tag_rq {
+            s.flow_tag_rq = Some(a.qpn);
+        }
+        let qpn = a.qpn;
+        s.queues.insert(self.dev.platform(), a).inspect_err(|_| {
+            if s.flow_tag_rq == Some(qpn) {
+                s.flow_tag_rq = None;
+            }
         })
     }
 
     /// Detaches a QP, returning its table handles.
     pub(crate) fn detach(&self, qpn: u32) -> Result<Option<Attached>> {
         let mut s = self.lock_state()?;
-        let out = s
-            .queues
-            .iter()
-            .position(|e| e.qpn == qpn)
-            .map(|i| s.queues.swap_remove(i));
-        s.flow_tag_rq = s.queues.iter().any(|e| e.flow_tag_rq);
+        let out = s.queues.remove(qpn);
+        if s.flow_tag_rq == Some(qpn) {
+            s.flow_tag_rq = None;
+        }
         Ok(out)
     }
 

@@ -12,6 +12,7 @@ use super::state::QpState;
 use super::write::QpRing;
 use crate::device::Device;
 use crate::error::{Error, Result};
+use crate::fw::bfreg::Bfreg;
 use crate::fw::caps::Caps;
 use crate::fw::cmd::{run, run_create};
 use crate::fw::queue::{alloc_dbr, ceil_log2, QueueBuf};
@@ -86,7 +87,7 @@ pub struct Qp<'a, P: Platform> {
     pub(super) srqn: Option<u32>,
     pub(super) state: QpState,
     pub(super) port: u8,
-    pub(super) uar: Uar,
+    pub(super) bfreg: Bfreg,
     pub(super) ring: Option<QpRing>,
     pub(super) cur_post: u64,
     pub(super) bf_offset: u32,
@@ -158,8 +159,9 @@ impl<P: Platform> Device<P> {
             attr.size_mode,
         )?;
         let (cap, layout) = (sized.cap, sized.layout);
-        // Each QP rings its own UAR page, so its BlueFlame register is never shared.
-        let uar = self.with_cmd(|cmd, p| Uar::alloc(cmd, p, self.bar_size()))?;
+        // A register of its own (BlueFlame) for the first QPs, a shared one (doorbell only)
+        // for the rest.
+        let bfreg = self.take_bfreg()?;
         let made = self.create_qp_memory(&layout).and_then(|ring| {
             let srqn = attr.srq.map(|s| s.srqn());
             let (send_cqn, recv_cqn) = (attr.send_cq.cqn(), attr.recv_cq.cqn());
@@ -174,7 +176,7 @@ impl<P: Platform> Device<P> {
                         c.set(Qpc::ST, st_of(attr.qp_type))?;
                         c.set(Qpc::PM_STATE, mlx5_ifc::consts::pm_state::MIGRATED)?;
                         c.set(Qpc::PD, u64::from(pd.pdn()))?;
-                        c.set(Qpc::UAR_PAGE, u64::from(uar.index()))?;
+                        c.set(Qpc::UAR_PAGE, u64::from(bfreg.uar().index()))?;
                         c.set(Qpc::CQN_SND, u64::from(send_cqn))?;
                         c.set(Qpc::CQN_RCV, u64::from(recv_cqn))?;
                         if layout.sq_wqebb_cnt == 0 {
@@ -227,7 +229,7 @@ impl<P: Platform> Device<P> {
         let (qpn, ring, srqn) = match made {
             Ok(x) => x,
             Err(e) => {
-                let _ = self.free_uar(uar);
+                let _ = self.give_bfreg(bfreg);
                 return Err(e);
             }
         };
@@ -236,13 +238,9 @@ impl<P: Platform> Device<P> {
             attr.qp_type.name()
         );
         let caps = self.caps();
-        // BlueFlame only through a write-combining UAR mapping (as rdma-core: no BlueFlame
-        // for a non-cached UAR); otherwise every send rings the 8-byte doorbell.
-        let bf_half = if self.platform().uar_write_combining() {
-            bf_half(caps.bf(), caps.log_bf_reg_size())
-        } else {
-            0
-        };
+        // BlueFlame only through a dedicated register mapped write-combining (as rdma-core:
+        // no BlueFlame for a non-cached UAR); otherwise every send rings the 8-byte doorbell.
+        let bf_half = bfreg.bf_half();
         let qp = Qp {
             dev: self,
             qpn,
@@ -258,7 +256,7 @@ impl<P: Platform> Device<P> {
             srqn,
             state: QpState::Reset,
             port: 1,
-            uar,
+            bfreg,
             ring,
             cur_post: 0,
             bf_offset: 0,
@@ -361,24 +359,6 @@ impl<P: Platform> Device<P> {
     }
 }
 
-/// The size of one half of the UAR page's BlueFlame register (the driver alternates between the
-/// two), or 0 for no BlueFlame: when the device has none (`bf` 0, `log_bf_reg_size` 0), or
-/// reports a register that would not fit in the UAR page between the BlueFlame offset (0x800)
-/// and the page's end — BlueFlame stores must never land in another UAR page.
-pub(crate) fn bf_half(bf: u8, log_bf_reg_size: u8) -> u32 {
-    let room = mlx5_ifc::regs::UAR_PAGE_SIZE as u32 - mlx5_ifc::regs::uar::BF_OFFSET;
-    if bf != 1 || log_bf_reg_size == 0 {
-        return 0;
-    }
-    match 1u32.checked_shl(u32::from(log_bf_reg_size)) {
-        Some(reg) if reg <= room => reg / 2,
-        _ => {
-            log::warn!("log_bf_reg_size {log_bf_reg_size} does not fit a UAR page: BlueFlame off");
-            0
-        }
-    }
-}
-
 /// Gives a QP's rings back: freed if the device is known to be done with them (`done`), else
 /// quarantined; its work-request tables (host memory) are released either way.
 fn retire_ring<P: Platform>(dev: &Device<P>, ring: Option<QpRing>, done: bool, why: &'static str) {
@@ -449,7 +429,7 @@ impl<'a, P: Platform> Qp<'a, P> {
 
     /// The UAR page of the QP's doorbells.
     pub(crate) fn uar(&self) -> Uar {
-        self.uar
+        self.bfreg.uar()
     }
 
     /// The device.
@@ -492,7 +472,7 @@ impl<'a, P: Platform> Qp<'a, P> {
             }
         }
         retire_ring(self.dev, self.ring.take(), true, "DESTROY_QP");
-        self.dev.free_uar(self.uar)?;
+        self.dev.give_bfreg(self.bfreg)?;
         stuck.map_or(Ok(()), Err)
     }
 }

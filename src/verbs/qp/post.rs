@@ -5,7 +5,7 @@
 //! work-request tables were allocated at `create_qp`; the CQ finds the work-request ids in the
 //! tables it shares with the QP.
 
-use mlx5_ifc::{regs, Be32, Be64};
+use mlx5_ifc::{Be32, Be64};
 
 use super::create::Qp;
 use super::write::{
@@ -145,8 +145,7 @@ impl<P: Platform> Qp<'_, P> {
             .write_be32(4, Be32::new(self.cur_post as u32 & 0xffff))?;
         barrier::uar_wc_start();
         let p = self.dev.platform();
-        let reg =
-            self.uar.bar_offset() + u64::from(regs::uar::BF_OFFSET) + u64::from(self.bf_offset);
+        let reg = self.bfreg.bar_offset() + u64::from(self.bf_offset);
         if bf {
             // BlueFlame: the whole WQE through the register, in one call, from the WQEBBs kept
             // as they were written (`write_wqe`'s stage).
