@@ -18,6 +18,7 @@ pub mod net;
 pub mod perftest;
 pub mod pingpong;
 pub mod rping;
+pub mod scale;
 pub mod simctl;
 pub mod simserve;
 pub mod size;

@@ -4,7 +4,8 @@
 //! firmware version, the raw capabilities that limit QPs, and what the bring-up took.
 
 use mlx5_tools::{
-    createqp, demo, devinfo, iommucheck, list, net, perftest, pingpong, rping, simserve, size,
+    createqp, demo, devinfo, iommucheck, list, net, perftest, pingpong, rping, scale, simserve,
+    size,
 };
 
 use std::process::ExitCode;
@@ -26,6 +27,10 @@ enum Cmd {
     /// Two simulated NICs on a simulated RoCE v2 wire: an RC, UC or UD QP pair (--type), every
     /// operation of the transport verified, then throughput and latency.
     Demo(demo::Args),
+    /// Many RC connections between two simulated NICs (--qps, 10 000 by default), all of a
+    /// NIC's QPs on one CQ: SENDs round robin over every one, every byte verified, and what the
+    /// setup cost per connection (time, commands, memory, UAR pages).
+    Scale(scale::Args),
     /// What create_qp would grant (or why not), without a device: the sizing calculator.
     Size(size::Args),
     /// Create a QP on the device, print the granted caps and its layout, destroy it.
@@ -61,6 +66,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Devinfo(a) => devinfo::run(&a),
         Cmd::Demo(a) => demo::run(&a),
+        Cmd::Scale(a) => scale::run(&a),
         Cmd::Size(a) => size::run(&a),
         Cmd::CreateQp(a) => createqp::run(&a),
         Cmd::List(a) => list::run(&a),

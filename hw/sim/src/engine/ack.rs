@@ -104,6 +104,7 @@ fn on_aeth(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, syndrome: u8) {
             rt.resend_at = Some(hw.now + rnr_timer_ns(syndrome));
             rt.resend_psn = psn;
             rt.timer = None;
+            hw.model.rt.note_timers(info.rt_key);
             return;
         }
         3 => {

@@ -57,31 +57,36 @@ use crate::model::Hw;
 
 /// Services the timers of every QP that are due at `hw.now`.
 pub(crate) fn tick(hw: &mut Hw<'_>) {
-    let due: Vec<u32> = hw
-        .model
-        .rt
-        .qps
+    // Only the QPs with a timer running are looked at.
+    let rt = &mut hw.model.rt;
+    let timed: Vec<u32> = rt.timed.iter().copied().collect();
+    let due: Vec<u32> = timed
         .iter()
-        .filter(|(_, q)| {
-            q.timer.is_some_and(|t| t <= hw.now) || q.resend_at.is_some_and(|t| t <= hw.now)
+        .copied()
+        .filter(|k| {
+            rt.qps.get(k).is_some_and(|q| {
+                q.timer.is_some_and(|t| t <= hw.now) || q.resend_at.is_some_and(|t| t <= hw.now)
+            })
         })
-        .map(|(&n, _)| n)
         .collect();
     for qpn in due {
         ack::on_timer(hw, qpn);
+        hw.model.rt.note_timers(qpn);
     }
     // Send queues resumed after a page fault run again.
-    let resumed: Vec<u32> = hw
-        .model
-        .rt
-        .qps
-        .iter_mut()
-        .filter(|(_, q)| q.resume_at.is_some_and(|t| t <= hw.now))
-        .map(|(&n, q)| {
+    let rt = &mut hw.model.rt;
+    let mut resumed = Vec::new();
+    for k in timed {
+        if let Some(q) = rt
+            .qps
+            .get_mut(&k)
+            .filter(|q| q.resume_at.is_some_and(|t| t <= hw.now))
+        {
             q.resume_at = None;
-            n
-        })
-        .collect();
+            resumed.push(k);
+        }
+        rt.note_timers(k);
+    }
     for qpn in resumed {
         requester::doorbell(hw, qpn);
     }

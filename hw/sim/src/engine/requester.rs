@@ -195,6 +195,7 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
             rt.outstanding.push_back(req);
             if start_timer {
                 rt.timer = timer::ack_timeout_ns(info.ack_timeout).map(|t| hw.now + t);
+                hw.model.rt.note_timers(info.rt_key);
             }
             complete_ready(hw, info);
         }

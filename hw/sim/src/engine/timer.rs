@@ -34,4 +34,5 @@ pub(crate) fn arm_timer(hw: &mut Hw<'_>, info: &QpInfo) {
             rt.retries = 0;
         }
     }
+    hw.model.rt.note_timers(info.qpn);
 }

@@ -43,6 +43,7 @@ pub(crate) fn enter_error(hw: &mut Hw<'_>, qpn: u32, failing: Option<(u16, u8, u
     let outstanding: Vec<SendReq> = rt.outstanding.drain(..).collect();
     let recv = rt.recv.take();
     (rt.timer, rt.resend_at, rt.write) = (None, None, None);
+    hw.model.rt.note_timers(info.rt_key);
     let mut posted = false;
     for r in &outstanding {
         match failing {

@@ -45,7 +45,7 @@ pub(crate) fn page_fault_resume(
     };
     let now = env.now;
     let counters = &mut model.rt.counters;
-    for q in model.rt.qps.values_mut() {
+    for (&key, q) in model.rt.qps.iter_mut() {
         if let Some(f) = q.sq_fault.as_mut().filter(|f| names(f)) {
             if error {
                 f.state = FaultState::Failed;
@@ -53,6 +53,7 @@ pub(crate) fn page_fault_resume(
                 q.sq_fault = None;
             }
             q.resume_at = Some(now);
+            model.rt.timed.insert(key);
         } else if let Some(f) = q.rq_fault.as_mut().filter(|f| names(f)) {
             if error {
                 f.state = FaultState::Failed;

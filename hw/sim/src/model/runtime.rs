@@ -3,7 +3,7 @@
 //! and Ethernet queue its counters, the BlueFlame copies, the frames to put on the wire, the
 //! interrupts raised, the decoded QP contexts and the data path's counters.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use super::mkey::IovaPieces;
@@ -265,6 +265,10 @@ pub(crate) struct CqRt {
 #[derive(Debug, Default)]
 pub(crate) struct Runtime {
     pub(crate) qps: BTreeMap<u32, QpRt>,
+    /// The QPs (runtime keys) with a timer running (`timer`, `resend_at` or `resume_at`), so
+    /// that finding the next deadline looks at them only, as a card's timer list does, not at
+    /// every QP; kept by [`Runtime::note_timers`] wherever a timer starts or stops.
+    pub(crate) timed: BTreeSet<u32>,
     pub(crate) cqs: BTreeMap<u32, CqRt>,
     /// CQs with an open CQE compression session (written at the end of the data path's pass).
     pub(crate) zip: BTreeMap<u32, super::completion::Session>,
@@ -319,6 +323,7 @@ impl Runtime {
         match kind {
             ObjectKind::Qp => {
                 self.qps.remove(&id);
+                self.timed.remove(&id);
             }
             ObjectKind::Cq => {
                 self.cqs.remove(&id);
@@ -343,6 +348,19 @@ impl Runtime {
         }
     }
 
+    /// Records whether QP `key` has a timer running now.
+    pub(crate) fn note_timers(&mut self, key: u32) {
+        let on = self
+            .qps
+            .get(&key)
+            .is_some_and(|q| q.timer.is_some() || q.resend_at.is_some() || q.resume_at.is_some());
+        if on {
+            self.timed.insert(key);
+        } else {
+            self.timed.remove(&key);
+        }
+    }
+
     /// The earliest timer of any QP (device time).
     pub(crate) fn deadline(&self) -> Option<u64> {
         let paced = self
@@ -351,8 +369,9 @@ impl Runtime {
             .filter(|p| p.waiting.is_some())
             .map(|p| p.next_at)
             .chain(self.held.values().map(|h| h.poll_at.min(h.deadline)));
-        self.qps
-            .values()
+        self.timed
+            .iter()
+            .filter_map(|k| self.qps.get(k))
             .flat_map(|q| [q.timer, q.resend_at, q.resume_at])
             .flatten()
             .chain(paced)
