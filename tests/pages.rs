@@ -304,8 +304,12 @@ fn a_give_that_never_completes_ends_in_a_bounded_timeout() {
 
 #[test]
 fn pages_the_driver_cannot_give_fail_the_command_not_the_device() {
-    // More ICM than the driver's pool can ever lend (128 MiB).
-    let (sim, dev) = open(icm(40_000), Mode::Sync, DeviceConfig::default());
+    // More ICM than the driver's pool may lend (configured to 128 MiB).
+    let config = DeviceConfig {
+        fw_pages_max: 32_768,
+        ..DeviceConfig::default()
+    };
+    let (sim, dev) = open(icm(40_000), Mode::Sync, config);
     match dev.create_cq(64) {
         Err(Error::Cmd { opcode, status, .. }) => {
             assert_eq!(opcode, Opcode::CreateCq as u16);

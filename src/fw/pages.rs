@@ -15,6 +15,8 @@
 //! the device's.
 
 use heapless::Vec;
+
+use crate::io::HostVec;
 use mlx5_ifc::consts::{manage_pages, ADAPTER_PAGE_SIZE};
 use mlx5_ifc::prm::hca::{ManagePagesIn, ManagePagesOut, QueryPagesIn, QueryPagesOut};
 use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
@@ -27,8 +29,9 @@ use crate::io::DmaBuf;
 
 /// Pages per DMA chunk (one bit each in a `u64`).
 pub(crate) const CHUNK_PAGES: usize = 64;
-/// Chunks the pool can hold: 512 × 64 pages × 4 KiB = 128 MiB lent to the firmware at most.
-pub(crate) const MAX_CHUNKS: usize = 512;
+/// Pages the pool lends at most unless configured otherwise (`DeviceConfig::fw_pages_max`):
+/// 2 GiB, a page of ICM for each of `max_qp` = 2^18 QPs and as many other objects.
+pub(crate) const DEFAULT_MAX_PAGES: usize = 1 << 19;
 
 #[derive(Debug)]
 struct Chunk {
@@ -59,12 +62,25 @@ pub struct PageStats {
     pub lost: u64,
 }
 
-/// The pages lent to the firmware.
-#[derive(Debug, Default)]
+/// The pages lent to the firmware. The chunk table is host memory from the platform, grown
+/// as the firmware asks for more, up to `max_pages`.
+#[derive(Debug)]
 pub(crate) struct PagePool {
-    chunks: Vec<Chunk, MAX_CHUNKS>,
+    chunks: HostVec<Chunk>,
     held: usize,
+    max_pages: usize,
     pub(crate) stats: PageStats,
+}
+
+impl Default for PagePool {
+    fn default() -> Self {
+        Self {
+            chunks: HostVec::default(),
+            held: 0,
+            max_pages: DEFAULT_MAX_PAGES,
+            stats: PageStats::default(),
+        }
+    }
 }
 
 /// Which QUERY_PAGES request.
@@ -99,7 +115,12 @@ impl PagePool {
             .iter()
             .map(|c| c.lost.count_ones() as usize)
             .sum();
-        (MAX_CHUNKS * CHUNK_PAGES).saturating_sub(self.held + lost)
+        self.max_pages.saturating_sub(self.held + lost)
+    }
+
+    /// The most pages the pool lends (rounded up to whole chunks).
+    pub(crate) fn set_max_pages(&mut self, n: usize) {
+        self.max_pages = n;
     }
 
     /// Asks the firmware how many pages it wants (`num_pages` is signed: negative = it has pages
@@ -159,16 +180,18 @@ impl PagePool {
     }
 
     fn take_free_page<P: Platform>(&mut self, p: &P) -> Result<(usize, usize)> {
-        if let Some(ci) = self.chunks.iter().position(|c| c.used != u64::MAX) {
-            let c = &mut self.chunks[ci];
-            let bit = (!c.used).trailing_zeros() as usize;
-            c.used |= 1 << bit;
-            return Ok((ci, bit));
+        let free = self.chunks.iter().position(|c| c.used != u64::MAX);
+        if let Some(ci) = free {
+            if let Some(c) = self.chunks.get_mut(ci) {
+                let bit = (!c.used).trailing_zeros() as usize;
+                c.used |= 1 << bit;
+                return Ok((ci, bit));
+            }
         }
-        if self.chunks.is_full() {
+        if self.chunks.len() * CHUNK_PAGES >= self.max_pages {
             return Err(Error::Capacity {
                 what: "firmware page pool",
-                limit: MAX_CHUNKS * CHUNK_PAGES,
+                limit: self.max_pages,
             });
         }
         let buf = DmaBuf::alloc(p, CHUNK_PAGES * ADAPTER_PAGE_SIZE, ADAPTER_PAGE_SIZE).map_err(
@@ -183,11 +206,11 @@ impl PagePool {
             used: 1,
             lost: 0,
         };
-        if let Err(chunk) = self.chunks.push(chunk) {
+        if let Err((source, chunk)) = self.chunks.push(p, chunk) {
             let _ = chunk.buf.free(p);
-            return Err(Error::Capacity {
-                what: "firmware page pool",
-                limit: MAX_CHUNKS * CHUNK_PAGES,
+            return Err(Error::Platform {
+                op: "grow the firmware page table",
+                source,
             });
         }
         Ok((self.chunks.len() - 1, 0))
@@ -216,7 +239,8 @@ impl PagePool {
                     }
                 };
                 let _ = picked.push((ci, bit));
-                let addr = self.chunks[ci].buf.iova() + (bit * ADAPTER_PAGE_SIZE) as u64;
+                let base = self.chunks.get(ci).map_or(0, |c| c.buf.iova());
+                let addr = base + (bit * ADAPTER_PAGE_SIZE) as u64;
                 let at = ManagePagesIn::BYTES + k * 8;
                 input[at..at + 8].copy_from_slice(&Be64::new(addr).to_bytes());
             }
@@ -230,9 +254,7 @@ impl PagePool {
                 if e.device_may_hold_memory() {
                     // The device may have taken the pages: they stay its, as far as the pool
                     // knows (reclaimed at teardown, or quarantined with the chunk).
-                    for &(ci, bit) in &picked {
-                        self.chunks[ci].given |= 1 << bit;
-                    }
+                    self.mark_given(&picked);
                     self.held += batch;
                 } else {
                     self.unreserve(&picked);
@@ -240,9 +262,7 @@ impl PagePool {
                 }
                 return Err(e);
             }
-            for &(ci, bit) in &picked {
-                self.chunks[ci].given |= 1 << bit;
-            }
+            self.mark_given(&picked);
             self.held += batch;
             self.stats.given += batch as u64;
             left -= batch;
@@ -258,6 +278,14 @@ impl PagePool {
             .set(ManagePagesIn::OP_MOD, u64::from(manage_pages::ALLOC_FAIL))?;
         let mut out = [0u8; ManagePagesOut::BYTES];
         io.exec(p, slot, &input, &mut out)
+    }
+
+    fn mark_given(&mut self, picked: &[(usize, usize)]) {
+        for &(ci, bit) in picked {
+            if let Some(c) = self.chunks.get_mut(ci) {
+                c.given |= 1 << bit;
+            }
+        }
     }
 
     fn unreserve(&mut self, picked: &[(usize, usize)]) {
@@ -367,7 +395,9 @@ impl PagePool {
         }
         let count = found.len();
         for &(ci, bit) in &found {
-            let c = &mut self.chunks[ci];
+            let Some(c) = self.chunks.get_mut(ci) else {
+                continue;
+            };
             c.given &= !(1 << bit);
             if bad.is_some() {
                 c.lost |= 1 << bit;
@@ -399,9 +429,10 @@ impl PagePool {
             .chunks
             .iter()
             .position(|c| addr >= c.buf.iova() && addr - c.buf.iova() < chunk_bytes)?;
-        let off = addr - self.chunks[ci].buf.iova();
+        let c = self.chunks.get(ci)?;
+        let off = addr - c.buf.iova();
         let bit = (off / ADAPTER_PAGE_SIZE as u64) as usize;
-        let held = self.chunks[ci].given & (1 << bit) != 0;
+        let held = c.given & (1 << bit) != 0;
         (off % ADAPTER_PAGE_SIZE as u64 == 0 && held).then_some((ci, bit))
     }
 
@@ -409,10 +440,10 @@ impl PagePool {
     /// MANAGE_PAGES take: the pages are lost — not the device's by its word, not known to be
     /// unused — and their chunks are quarantined when the pool retires.
     pub(crate) fn forget_all(&mut self) {
-        for c in self.chunks.iter_mut() {
+        self.chunks.for_each_mut(|c| {
             c.lost |= c.given;
             c.given = 0;
-        }
+        });
         self.stats.lost += self.held as u64;
         self.held = 0;
     }
@@ -420,12 +451,12 @@ impl PagePool {
     /// Frees every chunk the device holds no page of and none of whose pages was lost.
     pub(crate) fn free_idle_chunks<P: Platform>(&mut self, p: &P) {
         let mut i = 0;
-        while i < self.chunks.len() {
-            let c = &self.chunks[i];
+        while let Some(c) = self.chunks.get(i) {
             if c.given == 0 && c.lost == 0 && c.used == 0 {
-                let c = self.chunks.swap_remove(i);
-                if let Err(e) = c.buf.free(p) {
-                    log::warn!("freeing a firmware page chunk: {e}");
+                if let Some(c) = self.chunks.swap_remove(i) {
+                    if let Err(e) = c.buf.free(p) {
+                        log::warn!("freeing a firmware page chunk: {e}");
+                    }
                 }
             } else {
                 i += 1;
@@ -438,16 +469,20 @@ impl PagePool {
     pub(crate) fn retire<P: Platform>(&mut self, p: &P, q: &Quarantine) {
         self.free_idle_chunks(p);
         let mut i = 0;
-        while i < self.chunks.len() {
-            if self.chunks[i].given == 0 {
-                let c = self.chunks.swap_remove(i);
-                q.keep(
-                    c.buf,
-                    "firmware pages returned by a MANAGE_PAGES output that made no sense",
-                );
+        while let Some(c) = self.chunks.get(i) {
+            if c.given == 0 {
+                if let Some(c) = self.chunks.swap_remove(i) {
+                    q.keep(
+                        c.buf,
+                        "firmware pages returned by a MANAGE_PAGES output that made no sense",
+                    );
+                }
             } else {
                 i += 1;
             }
+        }
+        if self.chunks.len() == 0 {
+            self.chunks.free(p);
         }
     }
 
@@ -466,8 +501,9 @@ impl PagePool {
                 "firmware pages of an unusable device",
             );
         }
-        // Dropping a DmaBuf never frees its memory (only `DmaBuf::free` does).
-        self.chunks.clear();
+        // Dropping a DmaBuf never frees its memory (only `DmaBuf::free` does). The table's own
+        // memory is left too (no platform here): host memory, never the device's.
+        self.chunks.drain_each(drop);
         self.held = 0;
         held
     }

@@ -29,4 +29,4 @@ pub use dma::OutOfBounds;
 pub(crate) use dma::{DmaBuf, DmaRing, RingGeometry};
 pub use mmio::MmioRegion;
 pub(crate) use shared::{PairGeometry, PairRing, SharedTable};
-pub(crate) use slots::Slots;
+pub(crate) use slots::{HostVec, Slots};

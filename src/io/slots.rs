@@ -125,3 +125,119 @@ impl<T> Slots<T> {
         unsafe { p.host_free(self.base.cast(), bytes, align) };
     }
 }
+
+/// A growable list in host memory ([`Slots`] underneath, doubled when full), for driver tables
+/// that grow at run time on the control path.
+#[derive(Debug)]
+pub(crate) struct HostVec<T> {
+    slots: Slots<T>,
+    len: usize,
+}
+
+impl<T> Default for HostVec<T> {
+    fn default() -> Self {
+        Self {
+            slots: Slots::empty(),
+            len: 0,
+        }
+    }
+}
+
+impl<T> HostVec<T> {
+    /// Entries.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Entry `i`.
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        if i < self.len {
+            self.slots.get(i)
+        } else {
+            None
+        }
+    }
+
+    /// Entry `i`, mutably.
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        if i < self.len {
+            self.slots.get_mut(i)
+        } else {
+            None
+        }
+    }
+
+    /// The entries in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        (0..self.len).filter_map(|i| self.slots.get(i))
+    }
+
+    /// Calls `f` on every entry, mutably.
+    pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&mut T)) {
+        for i in 0..self.len {
+            if let Some(v) = self.slots.get_mut(i) {
+                f(v);
+            }
+        }
+    }
+
+    /// Appends `v`, doubling the memory when full; on failure `v` comes back.
+    pub(crate) fn push<P: Platform + ?Sized>(
+        &mut self,
+        p: &P,
+        v: T,
+    ) -> Result<(), (PlatformError, T)> {
+        if self.len == self.slots.len() {
+            let want = (self.slots.len() * 2).max(8);
+            let mut new = match Slots::alloc(p, want) {
+                Ok(s) => s,
+                Err(e) => return Err((e, v)),
+            };
+            for i in 0..self.len {
+                if let Some(x) = self.slots.take(i) {
+                    // In range and empty: cannot fail.
+                    let _ = new.put(i, x);
+                }
+            }
+            core::mem::replace(&mut self.slots, new).free(p);
+        }
+        match self.slots.put(self.len, v) {
+            Ok(_) => {
+                self.len += 1;
+                Ok(())
+            }
+            Err(v) => Err((PlatformError::OutOfHostMemory { len: 0, align: 8 }, v)),
+        }
+    }
+
+    /// Removes entry `i`, the last one taking its place.
+    pub(crate) fn swap_remove(&mut self, i: usize) -> Option<T> {
+        if i >= self.len {
+            return None;
+        }
+        let out = self.slots.take(i)?;
+        self.len -= 1;
+        if i != self.len {
+            if let Some(last) = self.slots.take(self.len) {
+                let _ = self.slots.put(i, last);
+            }
+        }
+        Some(out)
+    }
+
+    /// Removes every entry, giving each to `f`; the memory stays for reuse.
+    pub(crate) fn drain_each(&mut self, mut f: impl FnMut(T)) {
+        for i in 0..self.len {
+            if let Some(v) = self.slots.take(i) {
+                f(v);
+            }
+        }
+        self.len = 0;
+    }
+
+    /// Frees the memory (entries left are leaked, as if forgotten).
+    pub(crate) fn free<P: Platform + ?Sized>(&mut self, p: &P) {
+        self.len = 0;
+        core::mem::replace(&mut self.slots, Slots::empty()).free(p);
+    }
+}

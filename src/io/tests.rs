@@ -10,7 +10,7 @@ use std::vec::Vec;
 
 use mlx5_ifc::{Be32, Be64};
 
-use super::{DmaBuf, SharedTable, Slots};
+use super::{DmaBuf, HostVec, SharedTable, Slots};
 
 /// What a test ends with: the first error a step met, instead of a panic.
 type TestResult = Result<(), Failed>;
@@ -346,5 +346,38 @@ fn slots_hold_take_and_free_their_values() -> TestResult {
     let e: Slots<u64> = Slots::alloc(&h, 0)?;
     assert_eq!(e.len(), 0);
     e.free(&h);
+    Ok(())
+}
+
+#[test]
+fn a_host_vec_grows_removes_and_frees() -> TestResult {
+    let h = Heap::default();
+    let mut v: HostVec<SharedTable> = HostVec::default();
+    for i in 0..20u64 {
+        let t = SharedTable::alloc(&h, 1)?;
+        t.store(0, i);
+        v.push(&h, t).map_err(|(e, _)| e)?;
+    }
+    assert_eq!(v.len(), 20);
+    assert_eq!(v.get(7).map(|t| t.load(0)), Some(7));
+    let t = v.swap_remove(3).ok_or(Failed::Absent("entry 3"))?;
+    assert_eq!(t.load(0), 3);
+    t.release(&h);
+    assert_eq!(
+        v.get(3).map(|t| t.load(0)),
+        Some(19),
+        "the last took its place"
+    );
+    assert!(v.get(19).is_none() && v.swap_remove(19).is_none());
+    v.for_each_mut(|t| t.store(0, t.load(0) + 100));
+    assert!(v.iter().all(|t| t.load(0) >= 100));
+    let mut n = 0;
+    v.drain_each(|t| {
+        n += 1;
+        t.release(&h);
+    });
+    assert_eq!((n, v.len()), (19, 0));
+    v.free(&h);
+    assert_eq!(h.host_live(), 0, "the list and every table freed");
     Ok(())
 }

@@ -280,7 +280,13 @@ mod tests {
             x ^= x << 5;
             x
         };
-        for round in 0..40_000u32 {
+        // Miri runs the crate's unit tests: a smaller run there.
+        let (rounds, most) = if cfg!(miri) {
+            (300, 80)
+        } else {
+            (40_000, 12_000)
+        };
+        for round in 0..rounds {
             // Numbers clustered (consecutive QPNs, as the device hands them out) and scattered.
             let r = step();
             let qpn = if r & 1 == 0 {
@@ -288,7 +294,7 @@ mod tests {
             } else {
                 r >> 8 & 0xff_ffff
             };
-            let remove = round > 20_000 && r & 6 == 0 || model.len() > 12_000;
+            let remove = round > rounds / 2 && r & 6 == 0 || model.len() > most;
             if remove {
                 let k = model
                     .keys()
@@ -308,7 +314,7 @@ mod tests {
             }
             assert_eq!(m.len(), model.len());
             assert_eq!(m.any_rq(), model.values().any(|&r| r));
-            if round % 997 == 0 {
+            if round % 97 == 0 {
                 let mut hint = 0;
                 for (&k, &rq) in &model {
                     let a = m.find(k, &mut hint).expect("found");
@@ -316,7 +322,7 @@ mod tests {
                 }
             }
         }
-        assert!(m.len() > 10_000 || model.len() == m.len());
+        assert_eq!(m.len(), model.len());
         let mut seen = 0;
         m.clear(&h, |_| seen += 1);
         assert_eq!(seen, model.len());
