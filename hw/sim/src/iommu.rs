@@ -51,8 +51,10 @@ pub const IOVA_BASE: u64 = 0x1_0000_0000;
 pub(crate) const IOVA_PAGE: u64 = 4096;
 /// The largest alignment `dma_alloc` honours.
 pub const MAX_DMA_ALIGN: usize = 2 << 20;
-/// The most DMA memory one simulated device maps at once.
-pub const MAX_DMA_BYTES: usize = 1 << 30;
+/// The most DMA memory one simulated device maps at once: 4 GiB, room for `max_qp` (2^18) QPs
+/// with a page of work queue and a doorbell record each, their page of ICM, and their CQs.
+/// (Only what an allocation asks for is host memory; the count is of whole IOVA pages.)
+pub const MAX_DMA_BYTES: usize = 1 << 32;
 
 /// A block of DMA memory: the device sees it at `iova`, the host at `host`.
 ///

@@ -18,7 +18,7 @@ pub struct Nullable {
     pub null: std::sync::Arc<AtomicBool>,
     pub sink: std::sync::Arc<AtomicU64>,
     /// Every DMA region handed out, in order (the poll bench finds its CQ ring here).
-    pub allocs: std::sync::Arc<std::sync::Mutex<Vec<DmaRegion>>>,
+    pub allocs: std::sync::Arc<Allocs>,
 }
 
 impl Nullable {
@@ -31,6 +31,23 @@ impl Nullable {
         }
     }
 }
+
+/// The regions handed out: addresses only, never dereferenced here.
+#[derive(Default)]
+pub struct Allocs(std::sync::Mutex<Vec<DmaRegion>>);
+
+impl std::ops::Deref for Allocs {
+    type Target = std::sync::Mutex<Vec<DmaRegion>>;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+// SAFETY: the list holds region descriptors (addresses and lengths) behind a mutex; nothing
+// here dereferences them, so sharing the list between threads shares no memory access.
+unsafe impl Sync for Allocs {}
+// SAFETY: as above.
+unsafe impl Send for Allocs {}
 
 // SAFETY: every call forwards to `SimPlatform`, which upholds the contract; in null mode the
 // 64-bit BAR stores go to an atomic in host memory instead, touching no DMA memory.
