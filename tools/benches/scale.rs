@@ -85,6 +85,19 @@ fn create(c: &mut Criterion) {
     dev.close().unwrap();
 }
 
+/// A CQ of 2^`LOG_CQ` slots and its ring: the first region of the ring's size that its creation
+/// allocated (a firmware page chunk has the same size, so earlier regions are not looked at).
+fn ring_cq<'d>(plat: &Nullable, dev: &'d Dev) -> (Cq<'d>, Ring) {
+    let before = plat.allocs.lock().unwrap().len();
+    let cq = dev.create_cq((1 << LOG_CQ) - 1).unwrap();
+    let ring = plat.allocs.lock().unwrap()[before..]
+        .iter()
+        .copied()
+        .find(|r| r.len == 64 << LOG_CQ)
+        .expect("the CQ ring's DMA region");
+    (cq, Ring(ring))
+}
+
 /// A CQ ring the bench writes CQEs into, as the device would.
 #[derive(Clone, Copy)]
 struct Ring(DmaRegion);
@@ -109,18 +122,10 @@ struct Active<'a> {
 impl<'a> Active<'a> {
     fn new(
         dev: &'a Dev,
-        plat: &Nullable,
+        ring: Ring,
         cq: &'a Cq<'a>,
         mr: &mlx5::MemoryRegion<'a, Nullable>,
     ) -> Self {
-        let ring = plat
-            .allocs
-            .lock()
-            .unwrap()
-            .iter()
-            .copied()
-            .find(|r| r.len == 64 << LOG_CQ)
-            .expect("the CQ ring's DMA region");
         let mut attr = QpInitAttr::new(QpType::Rc, cq, cq, small());
         attr.send_ops = Some(SendOps::SEND);
         let qps = (0..ACTIVE)
@@ -134,7 +139,7 @@ impl<'a> Active<'a> {
         Active {
             qps,
             cq,
-            ring: Ring(ring),
+            ring,
             pi: 0,
             wqe: vec![0; ACTIVE],
             sge: [Sge {
@@ -175,13 +180,13 @@ fn post_poll(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(3));
     for idle in [0usize, 10_000] {
         let (plat, dev) = open();
-        let cq = dev.create_cq((1 << LOG_CQ) - 1).unwrap();
+        let (cq, ring) = ring_cq(&plat, &dev);
         let mr = dev
             .alloc_mr(dev.pd(), 4096, mlx5::mr::MrAccess::ALL)
             .unwrap();
         // Idle QPs first and after: the active ones' numbers sit among them.
         let mut others = idle_qps(&dev, &cq, idle / 2);
-        let mut act = Active::new(&dev, &plat, &cq, &mr);
+        let mut act = Active::new(&dev, ring, &cq, &mr);
         others.extend(idle_qps(&dev, &cq, idle - idle / 2));
         plat.null.store(true, Ordering::Relaxed);
         let name = if idle == 0 {
@@ -207,26 +212,13 @@ const THREAD_QPS: u64 = 64;
 
 fn threads(c: &mut Criterion) {
     let (plat, dev) = open();
-    let cqs = [0, 1].map(|_| {
-        let before = plat.allocs.lock().unwrap().len();
-        let cq = dev.create_cq((1 << LOG_CQ) - 1).unwrap();
-        (cq, before)
-    });
+    let cqs = [0, 1].map(|_| ring_cq(&plat, &dev));
     let mr = dev
         .alloc_mr(dev.pd(), 4096, mlx5::mr::MrAccess::ALL)
         .unwrap();
     let mut acts: Vec<Active<'_>> = cqs
         .iter()
-        .map(|(cq, before)| {
-            let ring = plat.allocs.lock().unwrap()[*before..]
-                .iter()
-                .copied()
-                .find(|r| r.len == 64 << LOG_CQ)
-                .expect("the CQ ring");
-            let mut a = Active::new(&dev, &plat, cq, &mr);
-            a.ring = Ring(ring);
-            a
-        })
+        .map(|(cq, ring)| Active::new(&dev, *ring, cq, &mr))
         .collect();
     plat.null.store(true, Ordering::Relaxed);
     let mut g = c.benchmark_group("scale/threads");
