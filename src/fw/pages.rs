@@ -69,6 +69,8 @@ pub(crate) struct PagePool {
     chunks: HostVec<Chunk>,
     held: usize,
     max_pages: usize,
+    /// A chunk that had a free page last time one was looked for or freed (checked first).
+    hint: usize,
     pub(crate) stats: PageStats,
 }
 
@@ -78,6 +80,7 @@ impl Default for PagePool {
             chunks: HostVec::default(),
             held: 0,
             max_pages: DEFAULT_MAX_PAGES,
+            hint: 0,
             stats: PageStats::default(),
         }
     }
@@ -110,12 +113,8 @@ impl PagePool {
 
     /// Pages the pool can still lend.
     pub(crate) fn room(&self) -> usize {
-        let lost: usize = self
-            .chunks
-            .iter()
-            .map(|c| c.lost.count_ones() as usize)
-            .sum();
-        self.max_pages.saturating_sub(self.held + lost)
+        self.max_pages
+            .saturating_sub(self.held.saturating_add(self.stats.lost as usize))
     }
 
     /// The most pages the pool lends (rounded up to whole chunks).
@@ -180,9 +179,20 @@ impl PagePool {
     }
 
     fn take_free_page<P: Platform>(&mut self, p: &P) -> Result<(usize, usize)> {
-        let free = self.chunks.iter().position(|c| c.used != u64::MAX);
+        // The hint first: with thousands of chunks a scan per page would make every object's
+        // creation cost grow with the objects alive.
+        let hinted = self
+            .chunks
+            .get(self.hint)
+            .is_some_and(|c| c.used != u64::MAX);
+        let free = if hinted {
+            Some(self.hint)
+        } else {
+            self.chunks.iter().position(|c| c.used != u64::MAX)
+        };
         if let Some(ci) = free {
             if let Some(c) = self.chunks.get_mut(ci) {
+                self.hint = ci;
                 let bit = (!c.used).trailing_zeros() as usize;
                 c.used |= 1 << bit;
                 return Ok((ci, bit));
@@ -320,7 +330,7 @@ impl PagePool {
                 p.relax();
             }
         }
-        self.free_idle_chunks(p);
+        self.free_every_idle_chunk(p);
         Ok(())
     }
 
@@ -403,6 +413,7 @@ impl PagePool {
                 c.lost |= 1 << bit;
             } else {
                 c.used &= !(1 << bit);
+                self.hint = ci;
             }
         }
         self.held -= count;
@@ -425,10 +436,13 @@ impl PagePool {
     /// The chunk and page of `addr`, if it is a page the device holds.
     fn locate(&self, addr: u64) -> Option<(usize, usize)> {
         let chunk_bytes = (CHUNK_PAGES * ADAPTER_PAGE_SIZE) as u64;
-        let ci = self
-            .chunks
-            .iter()
-            .position(|c| addr >= c.buf.iova() && addr - c.buf.iova() < chunk_bytes)?;
+        let inside = |c: &Chunk| addr >= c.buf.iova() && addr - c.buf.iova() < chunk_bytes;
+        // The chunk pages were last given from first (a page given back is often that one).
+        let ci = if self.chunks.get(self.hint).is_some_and(inside) {
+            self.hint
+        } else {
+            self.chunks.iter().position(inside)?
+        };
         let c = self.chunks.get(ci)?;
         let off = addr - c.buf.iova();
         let bit = (off / ADAPTER_PAGE_SIZE as u64) as usize;
@@ -448,8 +462,19 @@ impl PagePool {
         self.held = 0;
     }
 
-    /// Frees every chunk the device holds no page of and none of whose pages was lost.
+    /// Frees every chunk the device holds no page of and none of whose pages was lost — when
+    /// the pool has at least two chunks more than the pages in use need (so a device that
+    /// gives a page back and asks for it again does not make a chunk go and come, and the
+    /// chunks are not scanned after every page).
     pub(crate) fn free_idle_chunks<P: Platform>(&mut self, p: &P) {
+        let in_use = self.held.saturating_add(self.stats.lost as usize);
+        if self.chunks.len() * CHUNK_PAGES >= in_use + 2 * CHUNK_PAGES {
+            self.free_every_idle_chunk(p);
+        }
+    }
+
+    /// Frees every chunk the device holds no page of and none of whose pages was lost.
+    fn free_every_idle_chunk<P: Platform>(&mut self, p: &P) {
         let mut i = 0;
         while let Some(c) = self.chunks.get(i) {
             if c.given == 0 && c.lost == 0 && c.used == 0 {
@@ -467,7 +492,7 @@ impl PagePool {
     /// After the device returned its pages: frees the idle chunks and quarantines those with
     /// lost pages.
     pub(crate) fn retire<P: Platform>(&mut self, p: &P, q: &Quarantine) {
-        self.free_idle_chunks(p);
+        self.free_every_idle_chunk(p);
         let mut i = 0;
         while let Some(c) = self.chunks.get(i) {
             if c.given == 0 {
