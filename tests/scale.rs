@@ -117,3 +117,61 @@ fn more_qps_than_uar_pages_on_one_cq() {
     let faults = sim.dma_faults();
     assert!(faults.is_empty(), "{faults:?}");
 }
+
+/// A device is shared by threads; its queues move between them.
+#[test]
+fn a_device_is_sync_and_its_objects_send() {
+    fn sync_send<T: Sync + Send>() {}
+    fn send<T: Send>() {}
+    sync_send::<mlx5::Device<SimPlatform>>();
+    sync_send::<mlx5::cq::Cq<'static, SimPlatform>>();
+    send::<Qp<'static, SimPlatform>>();
+    send::<mlx5::MemoryRegion<'static, SimPlatform>>();
+}
+
+/// Two threads, each with its own CQ and QPs on one device, post and poll at the same time;
+/// every byte arrives.
+#[test]
+fn two_threads_post_and_poll_on_one_device() {
+    let fabric = Fabric::new();
+    let (sim, dev) = nic(&fabric, Mode::Sync);
+    // Of the four QPs the threads create, two get the last two dedicated registers and two
+    // shared ones (which thread gets which depends on who comes first).
+    let cq0 = dev.create_cq(64).unwrap();
+    let filler: Vec<Qp<'_, SimPlatform>> = (0..dev.config().dedicated_bfregs - 2)
+        .map(|_| {
+            dev.create_qp(
+                dev.pd(),
+                &QpInitAttr::new(QpType::Rc, &cq0, &cq0, cap(1, 1, 1)),
+            )
+            .unwrap()
+        })
+        .collect();
+    let dev = &dev;
+    std::thread::scope(|s| {
+        for t in 0..2u8 {
+            s.spawn(move || {
+                let cq = dev.create_cq(64).unwrap();
+                let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::ALL).unwrap();
+                let attr = QpInitAttr::new(QpType::Rc, &cq, &cq, cap(4, 4, 1));
+                let mut a = dev.create_qp(dev.pd(), &attr).unwrap();
+                let mut b = dev.create_qp(dev.pd(), &attr).unwrap();
+                connect(&mut a, &mut b, &ConnectOpts::default());
+                for round in 0..200u64 {
+                    let data = [t ^ round as u8; 64];
+                    mr.write(0, &data).unwrap();
+                    send_between(&mut a, &mut b, &cq, dev, &mr, round * 2 + 100);
+                    let mut got = [0u8; 64];
+                    mr.read(1024, &mut got).unwrap();
+                    assert_eq!(got, data, "thread {t}, round {round}");
+                }
+            });
+        }
+    });
+    assert_eq!(
+        dev.bfreg_usage().dedicated,
+        dev.config().dedicated_bfregs - 2
+    );
+    drop(filler);
+    assert!(sim.dma_faults().is_empty());
+}
