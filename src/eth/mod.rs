@@ -8,6 +8,7 @@
 
 mod csum;
 pub(crate) mod flow;
+pub(crate) mod mpw;
 pub(crate) mod port;
 pub(crate) mod rq;
 pub(crate) mod rqt;

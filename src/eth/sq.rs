@@ -96,15 +96,17 @@ impl Checksum {
 pub struct EthSq<'a, P: Platform> {
     dev: &'a Device<P>,
     cq: &'a Cq<'a, P>,
-    sqn: u32,
+    pub(super) sqn: u32,
     bfreg: Option<Bfreg>,
     mem: Option<WqMem>,
     /// WQEBBs in the ring.
-    bbs: u32,
+    pub(super) bbs: u32,
     /// WQEBBs posted (running).
-    pi: u64,
+    pub(super) pi: u64,
     /// Whether the device computes checksums (`csum_cap`).
-    csum: bool,
+    pub(super) csum: bool,
+    /// DS units an enhanced multi-packet send WQE may have (0: the device has none).
+    pub(super) mpw_ds: u32,
     /// The largest TSO send in bytes (2^`max_lso_cap`; 0 without LSO).
     lso_max: u64,
 }
@@ -180,6 +182,11 @@ impl<'a, P: Platform> EthSq<'a, P> {
             bbs,
             pi: 0,
             csum: caps.eth("csum_cap") == Some(1),
+            mpw_ds: if caps.eth("enhanced_multi_pkt_send_wqe") == Some(1) {
+                crate::eth::mpw::max_ds(caps.max_wqe_sz_sq())
+            } else {
+                0
+            },
             lso_max: match caps.eth("max_lso_cap") {
                 Some(l @ 1..=30) => 1 << l,
                 _ => 0,
@@ -327,8 +334,23 @@ impl<'a, P: Platform> EthSq<'a, P> {
         if wrs.is_empty() {
             return Ok(());
         }
-        // The table first (the CQ may see a completion as soon as the device runs), then the
-        // doorbell record, then the doorbell.
+        self.publish(table, dbr, pi, first)?;
+        self.pi = pi;
+        Ok(())
+    }
+
+    /// Makes the WQEs up to WQEBB `pi` the device's (the caller then records `pi`): the table
+    /// first (the CQ may see a
+    /// completion as soon as the device runs), then the doorbell record, then the doorbell
+    /// (`first`: the first 8 bytes of the last WQE).
+    #[inline(always)]
+    pub(super) fn publish(
+        &self,
+        table: &SharedTable,
+        dbr: &DmaBuf,
+        pi: u64,
+        first: [u8; 8],
+    ) -> Result<()> {
         table.store(sq_table::HEAD, pi);
         barrier::dma_wmb();
         dbr.write_be32(4, Be32::new(pi as u32 & 0xffff))?;
@@ -338,7 +360,6 @@ impl<'a, P: Platform> EthSq<'a, P> {
             .platform()
             .bar_write64(reg, Be64::from_ne_raw(u64::from_ne_bytes(first)));
         barrier::uar_wc_flush();
-        self.pi = pi;
         Ok(())
     }
 
@@ -422,7 +443,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
             .map(drop)
     }
 
-    fn parts(&self) -> Option<(&QueueBuf, &DmaBuf, &SharedTable)> {
+    pub(super) fn parts(&self) -> Option<(&QueueBuf, &DmaBuf, &SharedTable)> {
         self.mem.as_ref().map(|m| (&m.buf, &m.dbr, &m.table))
     }
 

@@ -6,6 +6,9 @@
 //!   baseline of the bare stores of the same WQE bytes — 32 × 64 bytes into ring memory as
 //!   eight 64-bit stores each (the io module's fastest WQEBB store), the doorbell record, the
 //!   8-byte doorbell — with the same barriers, in the same run. Reported per frame.
+//! - `eth post_burst`: the same 32 frames, whole in memory, as one enhanced multi-packet send
+//!   WQE (ENHANCED_MPSW: a data segment per frame, 9 WQEBBs) with one completion, beside the
+//!   same baseline.
 //! - `eth poll`: 256 receive completions of 64-byte IPv4/UDP frames (checksums good), written
 //!   into the RQ's CQ ring as the device writes them, polled in one call (and in calls of 32);
 //!   reported per frame.
@@ -18,7 +21,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use mlx5::ifc::{Be32, Be64};
 use mlx5::mr::MrAccess;
 use mlx5::qp::{RecvWr, Sge};
-use mlx5::raw::eth::{Checksum, EthRq, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
+use mlx5::raw::eth::{Checksum, EthBurst, EthRq, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
 use mlx5::raw::{barrier, DmaBuf};
 use mlx5::sim::{Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, Platform, WcFlags};
@@ -52,6 +55,21 @@ fn post(c: &mut Criterion) {
     let mr = dev.alloc_mr(dev.pd(), 4096, MrAccess::default()).unwrap();
     let f = frame();
     mr.write(0, &f[L2_INLINE..]).unwrap();
+    // The whole frame too, for the bursts (no header inline).
+    mr.write(1024, &f).unwrap();
+    let whole: Vec<Sge> = (0..BATCH)
+        .map(|_| Sge {
+            addr: mr.addr() + 1024,
+            length: f.len() as u32,
+            lkey: mr.lkey(),
+        })
+        .collect();
+    let burst = EthBurst {
+        wr_id: 1,
+        frames: &whole,
+        checksum: Checksum::ALL,
+        signaled: true,
+    };
     let sge = [Sge {
         addr: mr.addr(),
         length: (f.len() - L2_INLINE) as u32,
@@ -116,25 +134,33 @@ fn post(c: &mut Criterion) {
             })
         },
     );
-    g.bench_function(
-        "post_send: 32 frames of 64 bytes behind one doorbell",
-        |b| {
+    // Each post timed alone; the null device completes nothing, so a fresh SQ (untimed)
+    // replaces one whose ring is full.
+    let mut timed = |name: &str, post: &dyn Fn(&mut EthSq<'_, Nullable>)| {
+        g.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let mut spent = Duration::ZERO;
                 for _ in 0..iters {
                     if sq.as_ref().is_some_and(|s| s.room() < BATCH as u32) {
-                        // The null device completes nothing: a fresh SQ (untimed).
                         sq.take().unwrap().destroy().unwrap();
                         sq = Some(EthSq::create(&dev, &cq, &tis, SQ_DEPTH).unwrap());
                     }
                     let s = sq.as_mut().unwrap();
                     let t = Instant::now();
-                    s.post_send(black_box(&wrs)).unwrap();
+                    post(s);
                     spent += t.elapsed();
                 }
                 spent
             })
-        },
+        });
+    };
+    timed(
+        "post_send: 32 frames of 64 bytes behind one doorbell",
+        &|s| s.post_send(black_box(&wrs)).unwrap(),
+    );
+    timed(
+        "post_burst: 32 frames of 64 bytes in one enhanced multi-packet send WQE",
+        &|s| s.post_burst(black_box(&burst)).unwrap(),
     );
     g.finish();
     plat.null.store(false, Ordering::Relaxed);
