@@ -539,7 +539,7 @@ impl<P: Platform> Device<P> {
         let (io, pages) = cmd.io_and_pages();
         if pages.held() > 0 || io.dead().is_some() {
             // The device may still write to its pages and to the command queue: never free them.
-            pages.abandon(q);
+            pages.abandon(p, q);
             cmd.abandon(q);
         } else {
             pages.retire(p, q);

@@ -297,8 +297,11 @@ fn a_give_that_never_completes_ends_in_a_bounded_timeout() {
         other => panic!("{:?}", other.err()),
     }
     assert!((sim.now_ns() - t0) / 1_000_000 < 300, "bounded");
+    let plat = dev.platform().clone();
     let (r, q) = dev.close_accounted();
     assert!(r.is_err() && q.bytes > 0);
+    // The pages stay the device's (quarantined); the driver's own table of them does not.
+    assert_eq!(plat.host_bytes_in_use(), 0, "host memory held after close");
     assert!(sim.dma_faults().is_empty(), "{:?}", sim.dma_faults());
 }
 

@@ -513,7 +513,7 @@ impl PagePool {
 
     /// Forgets pages the device may still hold, freeing nothing the device could use: called when
     /// the device is unusable and its pages cannot be reclaimed. Returns the pages leaked.
-    pub(crate) fn abandon(&mut self, q: &Quarantine) -> usize {
+    pub(crate) fn abandon<P: Platform>(&mut self, p: &P, q: &Quarantine) -> usize {
         let held = self.held;
         if held > 0 {
             log::error!("abandoning {held} firmware pages on an unusable device");
@@ -526,9 +526,10 @@ impl PagePool {
                 "firmware pages of an unusable device",
             );
         }
-        // Dropping a DmaBuf never frees its memory (only `DmaBuf::free` does). The table's own
-        // memory is left too (no platform here): host memory, never the device's.
+        // Dropping a DmaBuf never frees its memory (only `DmaBuf::free` does). The table itself
+        // is host memory the device never reaches: freed.
         self.chunks.drain_each(drop);
+        self.chunks.free(p);
         self.held = 0;
         held
     }
