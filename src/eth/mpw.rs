@@ -18,20 +18,6 @@ use crate::verbs::wr_table::{sq_desc, sq_table};
 pub const MIN_BURST_FRAME: u32 = 14;
 /// The longest frame a burst carries (a 9 000-byte MTU's frame with a VLAN tag, rounded up).
 pub const MAX_BURST_FRAME: u32 = 9_216;
-/// DS units of a WQE the control segment's 6-bit `ds` field can name.
-const DS_FIELD_MAX: u32 = 63;
-
-/// DS units an enhanced MPW WQE may have on a device whose send WQEs are at most
-/// `max_wqe_sz_sq` bytes (0: too small for one frame).
-pub(crate) fn max_ds(max_wqe_sz_sq: u32) -> u32 {
-    let ds = (max_wqe_sz_sq / DS as u32).min(DS_FIELD_MAX);
-    if ds < 3 {
-        0
-    } else {
-        ds
-    }
-}
-
 /// Frames sent together ([`EthSq::post_burst`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EthBurst<'a> {

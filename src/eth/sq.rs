@@ -183,7 +183,7 @@ impl<'a, P: Platform> EthSq<'a, P> {
             pi: 0,
             csum: caps.eth("csum_cap") == Some(1),
             mpw_ds: if caps.eth("enhanced_multi_pkt_send_wqe") == Some(1) {
-                crate::eth::mpw::max_ds(caps.max_wqe_sz_sq())
+                mpw_max_ds(caps.max_wqe_sz_sq())
             } else {
                 0
             },
@@ -698,4 +698,18 @@ fn wqe(
         }
     }
     Ok(nbb)
+}
+
+/// DS units of a WQE the control segment's 6-bit `ds` field can name.
+const DS_FIELD_MAX: u32 = 63;
+
+/// DS units an enhanced multi-packet send WQE (`super::mpw`) may have on a device whose send WQEs are at most
+/// `max_wqe_sz_sq` bytes (0: too small for one frame).
+fn mpw_max_ds(max_wqe_sz_sq: u32) -> u32 {
+    let ds = (max_wqe_sz_sq / DS as u32).min(DS_FIELD_MAX);
+    if ds < 3 {
+        0
+    } else {
+        ds
+    }
 }
