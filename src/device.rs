@@ -90,7 +90,7 @@ enum Stage {
 #[derive(Debug)]
 pub struct Device<P: Platform> {
     platform: P,
-    cmd: spin::Mutex<CmdQueue>,
+    cmd: CmdQueue,
     caps: Caps,
     fw: FwVersion,
     issi: u16,
@@ -215,7 +215,7 @@ impl<P: Platform> Device<P> {
         let vf = platform
             .pci_device_id()
             .is_some_and(mlx5_ifc::consts::pci_id::is_vf);
-        let cmd = CmdQueue::new(&platform, log_stride, config.cmd_timeout_ms)?;
+        let cmd = CmdQueue::new(&platform, 1 << log_size, log_stride, config.cmd_timeout_ms)?;
         let addr = cmd.iova();
         platform.bar_write32(u64::from(regs::CMDQ_ADDR_H), Be32::new((addr >> 32) as u32));
         platform.bar_write32(
@@ -242,7 +242,7 @@ impl<P: Platform> Device<P> {
         }
         let mut dev = Device {
             platform,
-            cmd: spin::Mutex::new(cmd),
+            cmd,
             caps: Caps::from_raw(
                 [0; CAP_BYTES],
                 [0; CAP_BYTES],
@@ -283,16 +283,14 @@ impl<P: Platform> Device<P> {
             quarantine: Quarantine::default(),
             config,
         };
-        dev.cmd.get_mut().set_timeout_ms(dev.config.cmd_timeout_ms);
+        dev.cmd.set_timeout_ms(dev.config.cmd_timeout_ms);
+        let max_pages = dev.config.fw_pages_max;
         dev.cmd
-            .get_mut()
-            .io_and_pages()
-            .1
-            .set_max_pages(dev.config.fw_pages_max);
+            .with_pages(|_, pages| pages.set_max_pages(max_pages));
         match dev.bring_up() {
             Ok(()) => {
                 dev.bringup.elapsed_ns = dev.platform.now_ns().saturating_sub(t0);
-                dev.bringup.commands = dev.cmd.get_mut().stats().executed;
+                dev.bringup.commands = dev.cmd.stats().executed;
                 log::info!(
                     "mlx5 up: fw {}, ISSI {}, {} commands, {} + {} pages",
                     dev.fw,
@@ -316,16 +314,14 @@ impl<P: Platform> Device<P> {
     fn bring_up(&mut self) -> Result<()> {
         let p = &self.platform;
         let q = &self.quarantine;
-        let cmd = self.cmd.get_mut();
+        let cmd = &self.cmd;
         wait_not_initializing(p, Wait::FwInit, self.config.fw_init_timeout_ms)?;
         check_health(p)?;
         hca::enable_hca(cmd, p, self.embedded_cpu)?;
         self.stage = Some(Stage::Enabled);
         self.issi = hca::negotiate_issi(cmd, p)?;
-        self.bringup.boot_pages = {
-            let (io, pages) = cmd.io_and_pages();
-            pages.satisfy(io, p, PageRequest::Boot)?
-        };
+        self.bringup.boot_pages =
+            cmd.with_pages(|io, pages| pages.satisfy(io, p, PageRequest::Boot))?;
         // Tell the firmware this host is little-endian (he = 0) or big-endian (he = 1) — a PF
         // only, as Linux (`set_hca_ctrl` returns early on a VF).
         if !self.vf {
@@ -339,10 +335,8 @@ impl<P: Platform> Device<P> {
             }
         }
         let negotiated = negotiate::negotiate(cmd, p, self.config.log_max_qp)?;
-        self.bringup.init_pages = {
-            let (io, pages) = cmd.io_and_pages();
-            pages.satisfy(io, p, PageRequest::Init)?
-        };
+        self.bringup.init_pages =
+            cmd.with_pages(|io, pages| pages.satisfy(io, p, PageRequest::Init))?;
         // A software owner id only where the capability says INIT_HCA takes one (Linux
         // `mlx5_cmd_init_hca`); rdma-core's mlx5_vfio never sends one.
         let owner = negotiated
@@ -456,7 +450,7 @@ impl<P: Platform> Device<P> {
         };
         let p = &self.platform;
         let q = &self.quarantine;
-        let cmd = self.cmd.get_mut();
+        let cmd = &mut self.cmd;
         let mut first: Option<Error> = None;
         let mut note = |r: Result<()>| {
             if let Err(e) = r {
@@ -521,8 +515,8 @@ impl<P: Platform> Device<P> {
                 note(r);
             }
             if torn_down && cmd.dead().is_none() {
-                let (io, pages) = cmd.io_and_pages();
-                note(pages.reclaim_all(io, p, self.config.reclaim_timeout_ms));
+                let ms = self.config.reclaim_timeout_ms;
+                note(cmd.with_pages(|io, pages| pages.reclaim_all(io, p, ms)));
             }
             if stage >= Stage::Enabled && cmd.dead().is_none() {
                 note(hca::disable_hca(cmd, p, self.embedded_cpu));
@@ -536,13 +530,20 @@ impl<P: Platform> Device<P> {
         {
             eq.abandon(q);
         }
-        let (io, pages) = cmd.io_and_pages();
-        if pages.held() > 0 || io.dead().is_some() {
-            // The device may still write to its pages and to the command queue: never free them.
-            pages.abandon(p, q);
+        let kept = cmd.with_pages(|io, pages| {
+            if pages.held() > 0 || io.dead().is_some() {
+                // The device may still write to its pages and to the command queue: never
+                // free them.
+                pages.abandon(p, q);
+                true
+            } else {
+                pages.retire(p, q);
+                false
+            }
+        });
+        if kept {
             cmd.abandon(q);
         } else {
-            pages.retire(p, q);
             cmd.release(p);
         }
         match first {
@@ -700,7 +701,7 @@ impl<P: Platform> Device<P> {
 
     /// Command counters.
     pub fn cmd_stats(&self) -> CmdStats {
-        self.cmd.lock().stats()
+        self.cmd.stats()
     }
 
     /// DMA memory kept from the platform because the device may still use it (a create or
@@ -714,11 +715,10 @@ impl<P: Platform> Device<P> {
         &self.quarantine
     }
 
-    /// Runs `f` with the command queue and the platform. `f` must not call back into the
-    /// device's command queue (the lock is not re-entrant).
-    pub(crate) fn with_cmd<R>(&self, f: impl FnOnce(&mut CmdQueue, &P) -> Result<R>) -> Result<R> {
-        let mut cmd = self.cmd.lock();
-        f(&mut cmd, &self.platform)
+    /// Runs `f` with the command queue and the platform. Any number of threads run commands
+    /// at once, each in an entry of its own.
+    pub(crate) fn with_cmd<R>(&self, f: impl FnOnce(&CmdQueue, &P) -> Result<R>) -> Result<R> {
+        f(&self.cmd, &self.platform)
     }
 
     /// Port state now (QUERY_VPORT_STATE).
@@ -734,7 +734,7 @@ impl<P: Platform> Device<P> {
                 Error::Health { synd, .. } => DeadCause::Fatal { synd },
                 _ => DeadCause::Gone,
             };
-            self.cmd.lock().mark_dead(cause);
+            self.cmd.mark_dead(cause);
             return Err(e);
         }
         let now = self
@@ -767,6 +767,6 @@ impl<P: Platform> Drop for Device<P> {
 /// `io::raw::raw_command` (`mlx5::raw`, feature `raw`), whose safety contract says why.
 impl<P: Platform> RawTarget for Device<P> {
     fn run_raw(&self, _: Accepted, input: &[u8], output: &mut [u8]) -> Result<()> {
-        self.cmd.lock().exec(&self.platform, input, output)
+        self.cmd.exec(&self.platform, input, output)
     }
 }

@@ -20,6 +20,11 @@ pub enum Wait {
         /// Its opcode.
         opcode: u16,
     },
+    /// A free command queue entry (every one in use by other threads' commands).
+    CommandSlot {
+        /// The opcode of the command waiting for one.
+        opcode: u16,
+    },
     /// The firmware returning its pages after TEARDOWN_HCA.
     PageReclaim {
         /// Pages it still held.
@@ -40,6 +45,11 @@ impl fmt::Display for Wait {
             Wait::Command { opcode } => {
                 write!(f, "completion of {} ({opcode:#06x})", opcode_name(opcode))
             }
+            Wait::CommandSlot { opcode } => write!(
+                f,
+                "a free command queue entry for {} ({opcode:#06x})",
+                opcode_name(opcode)
+            ),
             Wait::CqLock { cqn } => write!(
                 f,
                 "CQ {cqn:#x}, held by another thread (a CqPoller, or a poll in progress)"

@@ -39,26 +39,23 @@ impl<P: Platform> Device<P> {
 
     /// The pages EQ (PAGE_REQUEST events only), if the device raises page requests.
     pub(crate) fn pages_eqn(&self) -> Option<u8> {
-        self.cmd.lock().pages_eqn()
+        self.cmd.pages_eqn()
     }
 
-    /// Answers the page requests waiting on the pages EQ, unless another thread is running a
-    /// command (its wait answers them). An error means the device became unusable.
+    /// Answers the page requests waiting on the pages EQ, unless another thread is answering
+    /// them. An error means the device became unusable.
     pub(crate) fn answer_page_requests(&self) -> Result<()> {
-        match self.cmd.try_lock() {
-            Some(mut cmd) => cmd.service_pages(&self.platform),
-            None => Ok(()),
-        }
+        self.cmd.try_service_pages(&self.platform, u64::MAX)
     }
 
     /// Pages the firmware holds.
     pub fn pages_held(&self) -> usize {
-        self.cmd.lock().pages().held()
+        self.cmd.with_pages(|_, pages| pages.held())
     }
 
     /// The firmware pages' counters: held, given, taken, requests answered, failures.
     pub fn page_stats(&self) -> PageStats {
-        self.cmd.lock().pages().stats()
+        self.cmd.with_pages(|_, pages| pages.stats())
     }
 
     /// Answers the page requests on the pages EQ now, then asks the firmware (QUERY_PAGES
@@ -66,21 +63,17 @@ impl<P: Platform> Device<P> {
     /// pages it offers are taken back. Returns the pages given. Nothing needs this — every
     /// command's wait and every event poll answers page requests — but it does no harm.
     pub fn service_page_requests(&self) -> Result<usize> {
-        let mut cmd = self.cmd.lock();
-        cmd.service_pages(&self.platform)?;
-        let (io, pages) = cmd.io_and_pages();
-        let n = crate::fw::pages::PagePool::query(
-            io,
-            &self.platform,
-            Slot::Main,
-            PageRequest::Regular,
-        )?;
-        let req = PageRequestEvent {
-            ec_function: false,
-            release_all: false,
-            function_id: 0,
-            num_pages: n,
-        };
-        page_req::answer(io, pages, &self.platform, Slot::Main, req)
+        self.cmd.service_pages(&self.platform)?;
+        let p = &self.platform;
+        self.cmd.with_pages(|io, pages| {
+            let n = crate::fw::pages::PagePool::query(io, p, Slot::Pages, PageRequest::Regular)?;
+            let req = PageRequestEvent {
+                ec_function: false,
+                release_all: false,
+                function_id: 0,
+                num_pages: n,
+            };
+            page_req::answer(io, pages, p, Slot::Pages, req)
+        })
     }
 }

@@ -1,9 +1,15 @@
-//! The command queue as the driver uses it: the command slots ([`CmdIo`]), the pages lent to
+//! The command queue as the driver uses it: the command entries ([`CmdIo`]), the pages lent to
 //! the firmware and the EQ its page requests arrive on. Every command runs through its
 //! [`Exec`] implementation, which answers page requests while the command waits — the one
 //! recursion of the firmware interface (a command's wait sends MANAGE_PAGES commands), made
 //! explicit: the code below this file (`fw::cmd`, `fw::eq`, `fw::uar`, `fw::pages`) runs
-//! commands through `&mut dyn Exec` and never names this type.
+//! commands through `&dyn Exec` and never names this type.
+//!
+//! The queue is shared by every thread (`&self`): each command claims an entry of its own, so
+//! several run at once. The pages and their EQ sit under one lock, taken by whichever waiting
+//! thread gets it first to answer the requests on the EQ through the pages entry; the others go
+//! on polling their own entries. Only MANAGE_PAGES and QUERY_PAGES run while that lock is held,
+//! and they never wait for pages, so no command waits for a thread that waits for it.
 
 use crate::error::{DeadCause, Result};
 use crate::fw::cmd::{CmdIo, CmdStats, Exec, Slot};
@@ -13,21 +19,32 @@ use crate::fw::pages::PagePool;
 use crate::fw::quarantine::Quarantine;
 use crate::io::platform::Platform;
 
+/// The pages lent to the firmware and the EQ their requests arrive on.
+#[derive(Debug, Default)]
+struct Pages {
+    pool: PagePool,
+    eq: Option<Eq>,
+}
+
 /// The command queue, the firmware's pages and the EQ their requests arrive on.
 #[derive(Debug)]
 pub(crate) struct CmdQueue {
     io: CmdIo,
-    pages: PagePool,
-    pages_eq: Option<Eq>,
+    pages: spin::Mutex<Pages>,
 }
 
 impl CmdQueue {
-    /// Allocates the queue page and mailboxes. The caller writes the queue address to the device.
-    pub(crate) fn new<P: Platform>(p: &P, log_stride: u8, timeout_ms: u64) -> Result<Self> {
+    /// Allocates the queue page and mailboxes for `slots` entries. The caller writes the queue
+    /// address to the device.
+    pub(crate) fn new<P: Platform>(
+        p: &P,
+        slots: usize,
+        log_stride: u8,
+        timeout_ms: u64,
+    ) -> Result<Self> {
         Ok(Self {
-            io: CmdIo::new(p, log_stride, timeout_ms)?,
-            pages: PagePool::default(),
-            pages_eq: None,
+            io: CmdIo::new(p, slots, log_stride, timeout_ms)?,
+            pages: spin::Mutex::new(Pages::default()),
         })
     }
 
@@ -37,13 +54,13 @@ impl CmdQueue {
     }
 
     /// Sets the per-command timeout.
-    pub(crate) fn set_timeout_ms(&mut self, ms: u64) {
+    pub(crate) fn set_timeout_ms(&self, ms: u64) {
         self.io.set_timeout_ms(ms);
     }
 
     /// Whether the firmware verifies signatures (cmd_hca_cap `cmdif_checksum` = 3).
-    pub(crate) fn set_checksum(&mut self, on: bool) {
-        self.io.checksum = on;
+    pub(crate) fn set_checksum(&self, on: bool) {
+        self.io.set_checksum(on);
     }
 
     /// Why the queue no longer issues commands, if it does not.
@@ -52,53 +69,57 @@ impl CmdQueue {
     }
 
     /// Stops issuing commands.
-    pub(crate) fn mark_dead(&mut self, cause: DeadCause) {
+    pub(crate) fn mark_dead(&self, cause: DeadCause) {
         self.io.mark_dead(cause);
     }
 
     /// Counters.
     pub(crate) fn stats(&self) -> CmdStats {
-        self.io.stats
+        self.io.stats()
     }
 
-    /// The pages lent to the firmware.
-    pub(crate) fn pages(&self) -> &PagePool {
-        &self.pages
-    }
-
-    /// The command slots and the page pool, for the pool's own commands (bring-up, teardown).
-    pub(crate) fn io_and_pages(&mut self) -> (&mut CmdIo, &mut PagePool) {
-        (&mut self.io, &mut self.pages)
+    /// Runs `f` with the command entries and the page pool, the pool locked: for the pool's
+    /// own commands (bring-up, teardown, answering requests), which must be MANAGE_PAGES or
+    /// QUERY_PAGES only.
+    pub(crate) fn with_pages<R>(&self, f: impl FnOnce(&CmdIo, &mut PagePool) -> R) -> R {
+        f(&self.io, &mut self.pages.lock().pool)
     }
 
     /// From now on page requests arrive on `eq` (subscribed to PAGE_REQUEST only).
-    pub(crate) fn set_pages_eq(&mut self, eq: Eq) {
-        self.pages_eq = Some(eq);
+    pub(crate) fn set_pages_eq(&self, eq: Eq) {
+        self.pages.lock().eq = Some(eq);
     }
 
     /// The pages EQ, handed over to be destroyed: page requests are no longer answered.
-    pub(crate) fn take_pages_eq(&mut self) -> Option<Eq> {
-        self.pages_eq.take()
+    pub(crate) fn take_pages_eq(&self) -> Option<Eq> {
+        self.pages.lock().eq.take()
     }
 
     /// The pages EQ's number.
     pub(crate) fn pages_eqn(&self) -> Option<u8> {
-        self.pages_eq.as_ref().map(Eq::eqn)
+        self.pages.lock().eq.as_ref().map(Eq::eqn)
     }
 
-    /// Answers the page requests waiting on the pages EQ (none waits: `Ok`). An error means
-    /// the device became unusable while answering.
-    pub(crate) fn service_pages<P: Platform>(&mut self, p: &P) -> Result<()> {
+    /// Answers the page requests waiting on the pages EQ (none waits: `Ok`), waiting for the
+    /// pages lock if another thread holds it. An error means the device became unusable while
+    /// answering.
+    pub(crate) fn service_pages<P: Platform>(&self, p: &P) -> Result<()> {
         if self.io.dead().is_some() {
             return Ok(());
         }
-        page_req::service(
-            &mut self.io,
-            &mut self.pages,
-            self.pages_eq.as_ref(),
-            p,
-            u64::MAX,
-        )
+        let mut g = self.pages.lock();
+        let Pages { pool, eq } = &mut *g;
+        page_req::service(&self.io, pool, eq.as_ref(), p, u64::MAX)
+    }
+
+    /// As [`CmdQueue::service_pages`] until `deadline_ns`, unless another thread is answering
+    /// them (then `Ok` at once).
+    pub(crate) fn try_service_pages<P: Platform>(&self, p: &P, deadline_ns: u64) -> Result<()> {
+        let Some(mut g) = self.pages.try_lock() else {
+            return Ok(());
+        };
+        let Pages { pool, eq } = &mut *g;
+        page_req::service(&self.io, pool, eq.as_ref(), p, deadline_ns)
     }
 
     /// Frees the queue memory; the queue issues no command afterwards. Only call once the
@@ -113,22 +134,18 @@ impl CmdQueue {
         self.io.abandon(q);
     }
 
-    /// Executes one command: `input` (opcode, op_mod, fields) in, `output` filled. The firmware's
-    /// status is checked; a non-OK status is [`Error::Cmd`]. While the command is the device's,
-    /// the firmware's page requests are answered in the second slot.
-    pub(crate) fn exec<P: Platform>(
-        &mut self,
-        p: &P,
-        input: &[u8],
-        output: &mut [u8],
-    ) -> Result<()> {
-        let posted = self.io.post(p, Slot::Main, input, output.len())?;
-        let (pages, eq) = (&mut self.pages, self.pages_eq.as_ref());
-        let deadline = posted.deadline_ns();
-        self.io.wait(p, &posted, |io, p| {
-            page_req::service(io, pages, eq, p, deadline)
-        })?;
-        let r = self.io.collect(&posted, output);
+    /// Executes one command in a free entry: `input` (opcode, op_mod, fields) in, `output`
+    /// filled. The firmware's status is checked; a non-OK status is [`Error::Cmd`]. While the
+    /// command is the device's, the firmware's page requests are answered in the pages entry
+    /// (unless another thread is answering them).
+    ///
+    /// [`Error::Cmd`]: crate::error::Error::Cmd
+    pub(crate) fn exec<P: Platform>(&self, p: &P, input: &[u8], output: &mut [u8]) -> Result<()> {
+        let r = self
+            .io
+            .exec_with(p, Slot::Main, input, output, |p, deadline| {
+                self.try_service_pages(p, deadline)
+            });
         // What the firmware asked for while executing it (a command that completes before the
         // first poll never ran the loop above) is answered now, not at the next wait.
         if let Err(e) = self.service_pages(p) {
@@ -139,7 +156,7 @@ impl CmdQueue {
 }
 
 impl<P: Platform> Exec<P> for CmdQueue {
-    fn exec(&mut self, p: &P, input: &[u8], output: &mut [u8]) -> Result<()> {
+    fn exec(&self, p: &P, input: &[u8], output: &mut [u8]) -> Result<()> {
         CmdQueue::exec(self, p, input, output)
     }
 }

@@ -78,7 +78,7 @@ impl Eq {
     /// MSI-X vector `intr`, doorbells on `uar`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn create<P: Platform>(
-        cmd: &mut dyn Exec<P>,
+        cmd: &dyn Exec<P>,
         p: &P,
         q: &Quarantine,
         caps: &Caps,
@@ -200,7 +200,7 @@ impl Eq {
     /// DESTROY_EQ, then frees the ring (quarantined unless the command succeeded).
     pub(crate) fn destroy<P: Platform>(
         self,
-        cmd: &mut dyn Exec<P>,
+        cmd: &dyn Exec<P>,
         p: &P,
         q: &Quarantine,
     ) -> Result<()> {

@@ -17,7 +17,7 @@ use crate::fw::cmdq::CmdQueue;
 use crate::io::platform::Platform;
 
 /// ENABLE_HCA for the function itself.
-pub(crate) fn enable_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, embedded_cpu: bool) -> Result<()> {
+pub(crate) fn enable_hca<P: Platform>(cmd: &CmdQueue, p: &P, embedded_cpu: bool) -> Result<()> {
     run::<EnableHcaIn, EnableHcaOut, _, _>(cmd, p, Opcode::EnableHca, 0, |v| {
         v.set(EnableHcaIn::EMBEDDED_CPU_FUNCTION, u64::from(embedded_cpu))?;
         Ok(())
@@ -26,11 +26,7 @@ pub(crate) fn enable_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, embedded_cpu: b
 }
 
 /// DISABLE_HCA for the function itself.
-pub(crate) fn disable_hca<P: Platform>(
-    cmd: &mut CmdQueue,
-    p: &P,
-    embedded_cpu: bool,
-) -> Result<()> {
+pub(crate) fn disable_hca<P: Platform>(cmd: &CmdQueue, p: &P, embedded_cpu: bool) -> Result<()> {
     run::<DisableHcaIn, DisableHcaOut, _, _>(cmd, p, Opcode::DisableHca, 0, |v| {
         v.set(DisableHcaIn::EMBEDDED_CPU_FUNCTION, u64::from(embedded_cpu))?;
         Ok(())
@@ -40,7 +36,7 @@ pub(crate) fn disable_hca<P: Platform>(
 
 /// QUERY_ISSI then SET_ISSI: interface step 1 when the firmware supports it, else stay at 0.
 /// Returns the ISSI in use.
-pub(crate) fn negotiate_issi<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u16> {
+pub(crate) fn negotiate_issi<P: Platform>(cmd: &CmdQueue, p: &P) -> Result<u16> {
     let supported =
         match run::<QueryIssiIn, QueryIssiOut, _, _>(cmd, p, Opcode::QueryIssi, 0, |_| Ok(())) {
             Ok(o) => o.get(QueryIssiOut::SUPPORTED_ISSI_DW0) as u32,
@@ -69,7 +65,7 @@ pub(crate) fn negotiate_issi<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u
 /// QUERY_HCA_CAP of `cap_type` (`consts::cap_type`), maximum or current: the first 256 bytes of
 /// the capability.
 pub(crate) fn query_hca_cap<P: Platform>(
-    cmd: &mut CmdQueue,
+    cmd: &CmdQueue,
     p: &P,
     cap_type: u16,
     current: bool,
@@ -93,7 +89,7 @@ pub(crate) fn query_hca_cap<P: Platform>(
 
 /// SET_HCA_CAP of `cap_type` with a 256-byte capability image.
 pub(crate) fn set_hca_cap<P: Platform>(
-    cmd: &mut CmdQueue,
+    cmd: &CmdQueue,
     p: &P,
     cap_type: u16,
     cap: &[u8; CAP_BYTES],
@@ -110,7 +106,7 @@ pub(crate) fn set_hca_cap<P: Platform>(
 
 /// INIT_HCA.
 pub(crate) fn init_hca<P: Platform>(
-    cmd: &mut CmdQueue,
+    cmd: &CmdQueue,
     p: &P,
     sw_owner_id: Option<[u8; 16]>,
 ) -> Result<()> {
@@ -124,7 +120,7 @@ pub(crate) fn init_hca<P: Platform>(
 }
 
 /// TEARDOWN_HCA with `profile` (`consts::teardown_profile`).
-pub(crate) fn teardown_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, profile: u16) -> Result<()> {
+pub(crate) fn teardown_hca<P: Platform>(cmd: &CmdQueue, p: &P, profile: u16) -> Result<()> {
     let out = run::<TeardownHcaIn, TeardownHcaOut, _, _>(cmd, p, Opcode::TeardownHca, 0, |v| {
         v.set(TeardownHcaIn::PROFILE, u64::from(profile))?;
         Ok(())
@@ -141,11 +137,7 @@ pub(crate) fn teardown_hca<P: Platform>(cmd: &mut CmdQueue, p: &P, profile: u16)
 }
 
 /// SET_DRIVER_VERSION with an ASCII string (at most 64 bytes; longer is cut).
-pub(crate) fn set_driver_version<P: Platform>(
-    cmd: &mut CmdQueue,
-    p: &P,
-    version: &str,
-) -> Result<()> {
+pub(crate) fn set_driver_version<P: Platform>(cmd: &CmdQueue, p: &P, version: &str) -> Result<()> {
     run::<SetDriverVersionIn, SetDriverVersionOut, _, _>(cmd, p, Opcode::SetDriverVersion, 0, |v| {
         let dst = v.bytes_mut(SetDriverVersionIn::DRIVER_VERSION);
         let n = version.len().min(dst.len());
@@ -158,7 +150,7 @@ pub(crate) fn set_driver_version<P: Platform>(
 /// ACCESS_REG: writes (`write = true`) or reads register `id` with `argument`; `data` (at most
 /// 0x1f0 bytes) is the register image in and out.
 pub(crate) fn access_reg<P: Platform>(
-    cmd: &mut CmdQueue,
+    cmd: &CmdQueue,
     p: &P,
     id: u16,
     argument: u32,

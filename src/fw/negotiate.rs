@@ -96,11 +96,7 @@ pub(crate) struct Negotiated {
 }
 
 /// QUERY_HCA_CAP and SET_HCA_CAP of the general, atomic and RoCE capabilities.
-pub(crate) fn negotiate<P: Platform>(
-    cmd: &mut CmdQueue,
-    p: &P,
-    log_max_qp: u8,
-) -> Result<Negotiated> {
+pub(crate) fn negotiate<P: Platform>(cmd: &CmdQueue, p: &P, log_max_qp: u8) -> Result<Negotiated> {
     let max = hca::query_hca_cap(cmd, p, cap_type::GENERAL, false)?;
     let cur = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
     hca::set_hca_cap(cmd, p, cap_type::GENERAL, &general(&cur, &max, log_max_qp)?)?;
@@ -129,7 +125,7 @@ pub(crate) fn negotiate<P: Platform>(
 
 /// The current capabilities after INIT_HCA: general, RoCE (when `roce`), atomic (when
 /// `atomic`) and Ethernet offloads (when `eth_net_offloads`).
-pub(crate) fn current<P: Platform>(cmd: &mut CmdQueue, p: &P, general_max: Image) -> Result<Caps> {
+pub(crate) fn current<P: Platform>(cmd: &CmdQueue, p: &P, general_max: Image) -> Result<Caps> {
     let general = hca::query_hca_cap(cmd, p, cap_type::GENERAL, true)?;
     let view = View::<CmdHcaCap>::new(&general)?;
     let roce = if view.get(CmdHcaCap::ROCE) == 1 {

@@ -4,8 +4,9 @@
 //! arrive — and offers pages back when it no longer does. Its requests arrive on the pages EQ
 //! (subscribed to PAGE_REQUEST, type 0x0b, only), which the driver drains
 //!
-//! * on every poll while a command waits in entry 0 ([`crate::fw::cmdq::CmdQueue::exec`]), the
-//!   answers going through entry 1 ([`Slot::Pages`]) — a bare-metal driver's worker;
+//! * on every poll while a command waits in its entry ([`crate::fw::cmdq::CmdQueue::exec`]; the
+//!   waiting thread that holds the pages lock), the answers going through the pages entry
+//!   ([`Slot::Pages`], the last) — a bare-metal driver's worker;
 //! * whenever the driver services events otherwise: `Device::poll_async_events`,
 //!   `Device::poll_completion_events`, `Device::check_health`, `Device::service_page_requests`.
 //!
@@ -78,7 +79,7 @@ impl PageRequestEvent {
 /// platform clock passes `deadline_ns`) and answers each request in [`Slot::Pages`]. An error
 /// means the device is unusable now.
 pub(crate) fn service<P: Platform>(
-    io: &mut CmdIo,
+    io: &CmdIo,
     pool: &mut PagePool,
     eq: Option<&Eq>,
     p: &P,
@@ -112,7 +113,7 @@ pub(crate) fn service<P: Platform>(
 /// Answers one page request through `slot`. Returns the pages given. An error means the device
 /// is unusable now; other failures are counted and logged.
 pub(crate) fn answer<P: Platform>(
-    io: &mut CmdIo,
+    io: &CmdIo,
     pool: &mut PagePool,
     p: &P,
     slot: Slot,
@@ -164,13 +165,7 @@ pub(crate) fn answer<P: Platform>(
 
 /// Gives `n` pages; when they cannot be had (the pool full, the platform out of DMA memory),
 /// tells the firmware so with MANAGE_PAGES op_mod 0.
-fn give<P: Platform>(
-    io: &mut CmdIo,
-    pool: &mut PagePool,
-    p: &P,
-    slot: Slot,
-    n: usize,
-) -> Result<()> {
+fn give<P: Platform>(io: &CmdIo, pool: &mut PagePool, p: &P, slot: Slot, n: usize) -> Result<()> {
     let r = if n > pool.room() {
         Err(Error::Capacity {
             what: "firmware page pool",

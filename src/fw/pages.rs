@@ -125,7 +125,7 @@ impl PagePool {
     /// Asks the firmware how many pages it wants (`num_pages` is signed: negative = it has pages
     /// to give back).
     pub(crate) fn query<P: Platform>(
-        io: &mut CmdIo,
+        io: &CmdIo,
         p: &P,
         slot: Slot,
         which: PageRequest,
@@ -148,7 +148,7 @@ impl PagePool {
     /// offers). Returns the pages given.
     pub(crate) fn satisfy<P: Platform>(
         &mut self,
-        io: &mut CmdIo,
+        io: &CmdIo,
         p: &P,
         which: PageRequest,
     ) -> Result<usize> {
@@ -229,7 +229,7 @@ impl PagePool {
     /// Gives `n` pages to the firmware through `slot`.
     pub(crate) fn give<P: Platform>(
         &mut self,
-        io: &mut CmdIo,
+        io: &CmdIo,
         p: &P,
         slot: Slot,
         n: usize,
@@ -281,7 +281,7 @@ impl PagePool {
     }
 
     /// MANAGE_PAGES op_mod 0 through `slot`: the driver cannot give the pages asked for.
-    pub(crate) fn cannot_give<P: Platform>(io: &mut CmdIo, p: &P, slot: Slot) -> Result<()> {
+    pub(crate) fn cannot_give<P: Platform>(io: &CmdIo, p: &P, slot: Slot) -> Result<()> {
         let mut input = [0u8; ManagePagesIn::BYTES];
         ViewMut::<ManagePagesIn>::new(&mut input)?
             .set(ManagePagesIn::OPCODE, Opcode::ManagePages as u64)?
@@ -309,7 +309,7 @@ impl PagePool {
     /// Takes pages back until the firmware holds none, or `timeout_ms` pass without progress.
     pub(crate) fn reclaim_all<P: Platform>(
         &mut self,
-        io: &mut CmdIo,
+        io: &CmdIo,
         p: &P,
         timeout_ms: u64,
     ) -> Result<()> {
@@ -338,7 +338,7 @@ impl PagePool {
     /// no longer holds any page of. Returns the pages taken.
     pub(crate) fn reclaim<P: Platform>(
         &mut self,
-        io: &mut CmdIo,
+        io: &CmdIo,
         p: &P,
         slot: Slot,
         want: usize,
@@ -365,7 +365,7 @@ impl PagePool {
     /// One MANAGE_PAGES take of up to `want` pages through `slot`; returns how many came back.
     pub(crate) fn take<P: Platform>(
         &mut self,
-        io: &mut CmdIo,
+        io: &CmdIo,
         p: &P,
         slot: Slot,
         want: usize,

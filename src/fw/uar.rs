@@ -25,7 +25,7 @@ impl Uar {
     }
 
     /// ALLOC_UAR; the index is checked against the BAR size.
-    pub(crate) fn alloc<P: Platform>(cmd: &mut dyn Exec<P>, p: &P, bar_size: u64) -> Result<Self> {
+    pub(crate) fn alloc<P: Platform>(cmd: &dyn Exec<P>, p: &P, bar_size: u64) -> Result<Self> {
         let out = run::<AllocUarIn, AllocUarOut, _, _>(cmd, p, Opcode::AllocUar, 0, |_| Ok(()))?;
         let index = out.get(AllocUarOut::UAR) as u32;
         let pages = bar_size / regs::UAR_PAGE_SIZE;
@@ -42,7 +42,7 @@ impl Uar {
     }
 
     /// DEALLOC_UAR.
-    pub(crate) fn free<P: Platform>(self, cmd: &mut dyn Exec<P>, p: &P) -> Result<()> {
+    pub(crate) fn free<P: Platform>(self, cmd: &dyn Exec<P>, p: &P) -> Result<()> {
         run::<DeallocUarIn, DeallocUarOut, _, _>(cmd, p, Opcode::DeallocUar, 0, |v| {
             v.set(DeallocUarIn::UAR, u64::from(self.index))?;
             Ok(())

@@ -34,7 +34,7 @@ pub struct VportInfo {
 }
 
 /// MODIFY_NIC_VPORT_CONTEXT: RoCE on or off.
-pub(crate) fn set_roce_en<P: Platform>(cmd: &mut CmdQueue, p: &P, on: bool) -> Result<()> {
+pub(crate) fn set_roce_en<P: Platform>(cmd: &CmdQueue, p: &P, on: bool) -> Result<()> {
     run::<ModifyNicVportContextIn, ModifyNicVportContextOut, _, _>(
         cmd,
         p,
@@ -52,7 +52,7 @@ pub(crate) fn set_roce_en<P: Platform>(cmd: &mut CmdQueue, p: &P, on: bool) -> R
 }
 
 /// QUERY_NIC_VPORT_CONTEXT of the function's own vport.
-pub(crate) fn query_nic_vport<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<VportInfo> {
+pub(crate) fn query_nic_vport<P: Platform>(cmd: &CmdQueue, p: &P) -> Result<VportInfo> {
     let out = run::<QueryNicVportContextIn, QueryNicVportContextOut, _, _>(
         cmd,
         p,
@@ -92,11 +92,7 @@ pub(crate) fn random_mac(seed: u64) -> [u8; 6] {
 
 /// MODIFY_NIC_VPORT_CONTEXT `addresses_list`: the vport's unicast address list becomes `mac`
 /// (or empty), as mlx5e programs it (list type 0).
-pub(crate) fn set_uc_list<P: Platform>(
-    cmd: &mut CmdQueue,
-    p: &P,
-    mac: Option<[u8; 6]>,
-) -> Result<()> {
+pub(crate) fn set_uc_list<P: Platform>(cmd: &CmdQueue, p: &P, mac: Option<[u8; 6]>) -> Result<()> {
     const LIST_UC: u64 = 0;
     let at = ModifyNicVportContextIn::NIC_VPORT_CONTEXT.offset()
         + NicVportContext::CURRENT_UC_MAC_ADDRESS.offset();
@@ -181,7 +177,7 @@ impl GidEntry {
 
 /// SET_ROCE_ADDRESS: writes GID table entry `index` of port 1 (`None` clears it).
 pub(crate) fn set_roce_address<P: Platform>(
-    cmd: &mut CmdQueue,
+    cmd: &CmdQueue,
     p: &P,
     index: u16,
     entry: Option<&GidEntry>,
@@ -230,7 +226,7 @@ pub struct PortState {
 }
 
 /// QUERY_VPORT_STATE.
-pub(crate) fn query_vport_state<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<PortState> {
+pub(crate) fn query_vport_state<P: Platform>(cmd: &CmdQueue, p: &P) -> Result<PortState> {
     let out = run::<QueryVportStateIn, QueryVportStateOut, _, _>(
         cmd,
         p,
@@ -246,7 +242,7 @@ pub(crate) fn query_vport_state<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Resul
 
 /// Reads PAOS for port 1 and raises the port if it is administratively down (a RoCE-only driver
 /// has no Ethernet driver to do it). Returns the administrative status after the call.
-pub(crate) fn ensure_port_up<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<u8> {
+pub(crate) fn ensure_port_up<P: Platform>(cmd: &CmdQueue, p: &P) -> Result<u8> {
     let mut img = [0u8; PaosReg::BYTES];
     ViewMut::<PaosReg>::new(&mut img)?.set(PaosReg::LOCAL_PORT, 1)?;
     access_reg(cmd, p, reg::PAOS, 0, false, &mut img)?;

@@ -28,7 +28,7 @@ impl Pd {
     }
 
     /// ALLOC_PD.
-    pub(crate) fn alloc<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<Self> {
+    pub(crate) fn alloc<P: Platform>(cmd: &CmdQueue, p: &P) -> Result<Self> {
         let out = run::<AllocPdIn, AllocPdOut, _, _>(cmd, p, Opcode::AllocPd, 0, |_| Ok(()))?;
         Ok(Self {
             pdn: out.get(AllocPdOut::PD) as u32,
@@ -36,7 +36,7 @@ impl Pd {
     }
 
     /// DEALLOC_PD.
-    pub(crate) fn free<P: Platform>(self, cmd: &mut CmdQueue, p: &P) -> Result<()> {
+    pub(crate) fn free<P: Platform>(self, cmd: &CmdQueue, p: &P) -> Result<()> {
         run::<DeallocPdIn, DeallocPdOut, _, _>(cmd, p, Opcode::DeallocPd, 0, |v| {
             v.set(DeallocPdIn::PD, u64::from(self.pdn))?;
             Ok(())
@@ -55,7 +55,7 @@ pub struct SpecialKeys {
 }
 
 /// QUERY_SPECIAL_CONTEXTS.
-pub(crate) fn query_special_keys<P: Platform>(cmd: &mut CmdQueue, p: &P) -> Result<SpecialKeys> {
+pub(crate) fn query_special_keys<P: Platform>(cmd: &CmdQueue, p: &P) -> Result<SpecialKeys> {
     let out = run::<QuerySpecialContextsIn, QuerySpecialContextsOut, _, _>(
         cmd,
         p,

@@ -299,13 +299,24 @@ impl Shared {
 
     /// Processes a command doorbell now.
     pub(crate) fn ring(&self, bits: u32) {
+        self.commands(|st, profile, now| cmdif::ring(st, profile, now, bits));
+    }
+
+    /// Ends the commands `Fault::SlowCommand` keeps; returns how many there were.
+    pub(crate) fn finish_slow(&self) -> usize {
+        self.commands(cmdif::finish_slow)
+    }
+
+    /// Runs `f` on the command interface now, then what follows a command: the next timer
+    /// deadline, the addresses the switch learns, the fabric (in [`Mode::Sync`]).
+    fn commands<R>(&self, f: impl FnOnce(&mut State, &Profile, u64) -> R) -> R {
         let now = self.now_ns();
-        let addresses = {
+        let (r, addresses) = {
             let mut st = self.lock();
-            cmdif::ring(&mut st, &self.profile, now, bits);
+            let r = f(&mut st, &self.profile, now);
             let deadline = st.model.rt.deadline().unwrap_or(u64::MAX);
             self.deadline.store(deadline, Ordering::Release);
-            (st.model.vport.mac(), st.model.vport.learned())
+            (r, (st.model.vport.mac(), st.model.vport.learned()))
         };
         // The switch learns the addresses a command gave the function (its vport's address
         // list, its GIDs) at once, as the e-switch installs a vport's rules when it lists them.
@@ -314,6 +325,7 @@ impl Shared {
         if self.mode == Mode::Sync {
             self.link().0.poll();
         }
+        r
     }
 }
 

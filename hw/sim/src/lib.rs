@@ -441,6 +441,17 @@ impl SimDevice {
         }
     }
 
+    /// Commands [`Fault::SlowCommand`] keeps now (delivered, not executed).
+    pub fn slow_commands(&self) -> usize {
+        self.shared().lock().slow.len()
+    }
+
+    /// Ends the commands [`Fault::SlowCommand`] keeps: each executes and completes now (after
+    /// its pages, if it needs some). Returns how many there were.
+    pub fn finish_slow_commands(&self) -> usize {
+        self.shared().finish_slow()
+    }
+
     /// Drops every pending injected fault and every sticky one (`StuckInitializing`,
     /// `InitSegWord`, `FellOffBus`, armed `CompleteTwice` replays). A fatal health state stays,
     /// and so do the bytes faults have written and [`SimDevice::fault_events`].

@@ -27,6 +27,9 @@ pub(crate) struct State {
     /// Delivered commands waiting for firmware pages, oldest first (their entries stay owned
     /// by the device).
     pub(crate) held: Vec<Held>,
+    /// Delivered commands kept by `Fault::SlowCommand`, oldest first (their entries stay owned
+    /// by the device).
+    pub(crate) slow: Vec<Held>,
 }
 
 impl State {
@@ -39,6 +42,7 @@ impl State {
             dma_faults: Vec::new(),
             commands_executed: 0,
             held: Vec::new(),
+            slow: Vec::new(),
         }
     }
 

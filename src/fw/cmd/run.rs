@@ -11,7 +11,7 @@ use mlx5_ifc::View;
 /// (`crate::fw::cmdq::CmdQueue`), whose wait answers the page requests a command waits for.
 pub(crate) trait Exec<P: Platform> {
     /// Executes one command.
-    fn exec(&mut self, p: &P, input: &[u8], output: &mut [u8]) -> Result<()>;
+    fn exec(&self, p: &P, input: &[u8], output: &mut [u8]) -> Result<()>;
 }
 
 /// Buffer size of [`run`]: covers every fixed-size command layout of the control path.
@@ -46,7 +46,7 @@ impl<O: mlx5_ifc::Layout> Output<O> {
 /// Runs a fixed-size command: input layout `I` (opcode and op_mod set here, the rest by `fill`),
 /// output layout `O`.
 pub(crate) fn run<I, O, P, F>(
-    cmd: &mut dyn Exec<P>,
+    cmd: &dyn Exec<P>,
     p: &P,
     opcode: mlx5_ifc::Opcode,
     op_mod: u16,
@@ -88,7 +88,7 @@ pub(super) const CREATE_CMD_BYTES: usize = 0x110 + crate::fw::queue::MAX_PAS * 8
 /// Runs a create command whose fixed part (layout `I`, 0x110 bytes for every CREATE_* with a
 /// buffer) is followed by the PAS list of `pas`.
 pub(crate) fn run_create<I, O, P, F, Q>(
-    cmd: &mut dyn Exec<P>,
+    cmd: &dyn Exec<P>,
     p: &P,
     opcode: mlx5_ifc::Opcode,
     pas: Option<&Q>,

@@ -108,8 +108,8 @@ pub(crate) fn ring(st: &mut State, profile: &Profile, now: u64, bits: u32) {
 }
 
 fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<String>) {
-    if st.held.iter().any(|h| h.slot == slot) {
-        log::warn!("mlx5-sim: doorbell for slot {slot}, whose command waits for pages; ignored");
+    if st.held.iter().chain(&st.slow).any(|h| h.slot == slot) {
+        log::warn!("mlx5-sim: doorbell for slot {slot}, whose command has not completed; ignored");
         return;
     }
     let Some(base) = st.bar.cmdq_base() else {
@@ -182,6 +182,30 @@ fn run_slot(st: &mut State, profile: &Profile, now: u64, slot: u32, notes: Vec<S
         notes,
         need: page_req::icm_need(&st.model, opcode),
     };
+    if st.model.injected.take_slow(opcode) {
+        let what = format!("{} in slot {slot} kept", opcode_name(opcode));
+        st.model.injected.log.push(now, "SlowCommand", what);
+        st.slow.push(cmd);
+        return;
+    }
+    start(st, profile, now, cmd);
+}
+
+/// Ends every command `Fault::SlowCommand` keeps, oldest first: each executes now (or waits
+/// for pages first, as any command). Returns how many there were.
+pub(crate) fn finish_slow(st: &mut State, profile: &Profile, now: u64) -> usize {
+    let slow = std::mem::take(&mut st.slow);
+    let n = slow.len();
+    for cmd in slow {
+        start(st, profile, now, cmd);
+    }
+    n
+}
+
+/// Executes a delivered command, or holds it until the firmware has the pages it needs.
+fn start(st: &mut State, profile: &Profile, now: u64, cmd: Held) {
+    let slot = cmd.slot;
+    let opcode = cmd.opcode;
     if !page_req::may_run(&st.model, profile, cmd.need) {
         log::debug!(
             "mlx5-sim: {} in slot {slot} waits for {} pages",

@@ -41,6 +41,15 @@ pub enum Fault {
         /// The opcode to swallow.
         opcode: u16,
     },
+    /// The device takes the next entry carrying `opcode`, checks it as it checks every entry,
+    /// and keeps it without executing it until `SimDevice::finish_slow_commands` (a firmware
+    /// busy with one command for as long as a test needs): its entry stays the device's, the
+    /// other slots' commands go on executing. Then it executes (waiting for pages first if it
+    /// needs them) and completes as usual.
+    SlowCommand {
+        /// The opcode to keep.
+        opcode: u16,
+    },
     /// The firmware dies now: health `synd` := `synd`, `rfr` := 1, `time` := now; the health
     /// counter stops and no further command completes.
     FatalHealth {
@@ -177,6 +186,7 @@ impl Fault {
             Fault::StuckInitializing => "StuckInitializing",
             Fault::FailCommand { .. } => "FailCommand",
             Fault::NeverComplete { .. } => "NeverComplete",
+            Fault::SlowCommand { .. } => "SlowCommand",
             Fault::FatalHealth { .. } => "FatalHealth",
             Fault::DmaFault { .. } => "DmaFault",
             Fault::CorruptCqe { .. } => "CorruptCqe",
@@ -198,6 +208,7 @@ impl Fault {
         match *self {
             Fault::FailCommand { opcode, .. }
             | Fault::NeverComplete { opcode }
+            | Fault::SlowCommand { opcode }
             | Fault::DmaFault { opcode }
             | Fault::CorruptOutput { opcode, .. }
             | Fault::CorruptOutputToken { opcode, .. }

@@ -14,6 +14,7 @@
 //! | [`Fault::StuckInitializing`] | `initializing` stays 1; doorbells are ignored | sticky |
 //! | [`Fault::FailCommand`] | next command of the opcode fails with the given status/syndrome, no effect | one-shot |
 //! | [`Fault::NeverComplete`] | next entry of the opcode is swallowed, never handed back | one-shot |
+//! | [`Fault::SlowCommand`] | next entry of the opcode is kept, unexecuted, until `SimDevice::finish_slow_commands` | one-shot |
 //! | [`Fault::FatalHealth`] | health buffer reports a fatal syndrome, heartbeat stops, firmware dead | at once, permanent |
 //! | [`Fault::DmaFault`] | next command's input mailbox read faults (delivery status 0x6) | one-shot |
 //! | [`Fault::CorruptCqe`] | next CQE (any CQ) carries a wrong field | one-shot |

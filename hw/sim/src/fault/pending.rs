@@ -24,6 +24,7 @@ pub(crate) struct Faults {
     pub(crate) stuck_initializing: bool,
     fail: Vec<(u16, u8, u32)>,
     never: Vec<u16>,
+    slow: Vec<u16>,
     dma: Vec<u16>,
     cqe: Vec<(CqeField, u32)>,
     eqe: Vec<(Option<u32>, EqeField, u32)>,
@@ -60,6 +61,7 @@ impl Faults {
                 syndrome,
             } => self.fail.push((opcode, status, syndrome)),
             Fault::NeverComplete { opcode } => self.never.push(opcode),
+            Fault::SlowCommand { opcode } => self.slow.push(opcode),
             Fault::DmaFault { opcode } => self.dma.push(opcode),
             Fault::CorruptCqe { field, value } => self.cqe.push((field, value)),
             Fault::CorruptEqe { eqn, field, value } => self.eqe.push((eqn, field, value)),
@@ -97,6 +99,11 @@ impl Faults {
     /// Consumes a pending `NeverComplete` for `opcode`.
     pub(crate) fn take_never_complete(&mut self, opcode: u16) -> bool {
         take(&mut self.never, opcode)
+    }
+
+    /// Consumes a pending `SlowCommand` for `opcode`.
+    pub(crate) fn take_slow(&mut self, opcode: u16) -> bool {
+        take(&mut self.slow, opcode)
     }
 
     /// Consumes a pending `DmaFault` for `opcode`.
