@@ -83,7 +83,7 @@ pub trait ExternalMemory: Send + Sync {
 
 /// What a mapping's words are.
 enum Backing {
-    /// Allocated by [`Iommu::alloc`] (the simulator's own DMA memory).
+    /// Allocated by [`Zeroed::new`] (the simulator's own DMA memory).
     Owned(Arc<[AtomicU64]>),
     /// Given by [`Iommu::map_external`].
     External(Arc<dyn ExternalMemory>),
@@ -105,6 +105,63 @@ impl Mapping {
         }
     }
 }
+
+/// Zeroed memory for a DMA allocation, made before the device's lock is taken ([`Iommu::map_zeroed`]
+/// maps it): zeroing a large ring does not hold up another thread's commands and doorbells.
+pub(crate) struct Zeroed {
+    words: Arc<[AtomicU64]>,
+    host: NonNull<u8>,
+    skip: usize,
+    len: usize,
+    align: usize,
+}
+
+impl Zeroed {
+    /// `len` zeroed bytes at a host address aligned to `align` (a power of two up to
+    /// [`MAX_DMA_ALIGN`]; `len` from 1 to [`MAX_DMA_BYTES`]).
+    pub(crate) fn new(len: usize, align: usize) -> Result<Self, SimError> {
+        if len == 0 {
+            return Err(SimError::DmaZeroLength);
+        }
+        if !align.is_power_of_two() || align > MAX_DMA_ALIGN {
+            return Err(SimError::DmaBadAlign { align });
+        }
+        if len > MAX_DMA_BYTES {
+            return Err(SimError::DmaExhausted {
+                len,
+                mapped: 0,
+                limit: MAX_DMA_BYTES,
+            });
+        }
+        let host_align = align.max(8);
+        // The host address is aligned as asked too (as a platform's DMA memory is): the block
+        // has room for the words skipped to reach the alignment.
+        let extra = host_align / 8 - 1;
+        let words: Arc<[AtomicU64]> = (0..len.div_ceil(8) + extra)
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        // `Arc::as_ptr` goes through no reference: the pointer has the heap block's provenance.
+        let first = Arc::as_ptr(&words).cast::<u8>().cast_mut();
+        let skip = (first as usize)
+            .next_multiple_of(host_align)
+            .wrapping_sub(first as usize)
+            / 8;
+        // (Never null; the error only avoids a panic path.) `skip <= extra`, so the aligned
+        // address and the `len` bytes after it lie in the block.
+        let host = NonNull::new(first.wrapping_add(skip * 8)).ok_or(SimError::DmaZeroLength)?;
+        Ok(Self {
+            words,
+            host,
+            skip,
+            len,
+            align,
+        })
+    }
+}
+
+/// The memory of an allocation [`Iommu::unmap_owned`] unmapped: dropped by its holder, after
+/// the device's lock is let go.
+pub(crate) struct Freed(#[allow(dead_code)] Backing);
 
 /// A device access hit no live mapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,13 +189,21 @@ impl Iommu {
     /// Allocates and maps `len` zeroed bytes at an IOVA aligned to `max(align, 4 KiB)`, at a
     /// host address aligned to `align` (as a platform's DMA memory is: a ring asked page-aligned
     /// starts a cache line, so a WQEBB or CQE is one line, not two).
+    #[cfg(test)]
     pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
-        if len == 0 {
-            return Err(SimError::DmaZeroLength);
-        }
-        if !align.is_power_of_two() || align > MAX_DMA_ALIGN {
-            return Err(SimError::DmaBadAlign { align });
-        }
+        self.map_zeroed(Zeroed::new(len, align)?)
+    }
+
+    /// Maps memory [`Zeroed::new`] made (outside the device's lock) at an IOVA aligned to
+    /// `max(align, 4 KiB)`.
+    pub(crate) fn map_zeroed(&mut self, z: Zeroed) -> Result<DmaBlock, SimError> {
+        let Zeroed {
+            words,
+            host,
+            skip,
+            len,
+            align,
+        } = z;
         if len > MAX_DMA_BYTES - self.mapped {
             return Err(SimError::DmaExhausted {
                 len,
@@ -146,27 +211,11 @@ impl Iommu {
                 limit: MAX_DMA_BYTES,
             });
         }
-        let host_align = align.max(8);
         let align = (align as u64).max(IOVA_PAGE);
         let iova = self.next.next_multiple_of(align);
         let pages = (len as u64).div_ceil(IOVA_PAGE);
         // One unmapped guard page after every allocation catches overruns into a neighbour.
         self.next = iova + (pages + 1) * IOVA_PAGE;
-        // The host address is aligned as asked too (as a platform's DMA memory is): the block
-        // has room for the words skipped to reach the alignment.
-        let extra = host_align / 8 - 1;
-        let words: Arc<[AtomicU64]> = (0..len.div_ceil(8) + extra)
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        // `Arc::as_ptr` goes through no reference: the pointer has the heap block's provenance.
-        let first = Arc::as_ptr(&words).cast::<u8>().cast_mut();
-        let skip = (first as usize)
-            .next_multiple_of(host_align)
-            .wrapping_sub(first as usize)
-            / 8;
-        // (Never null; the error only avoids a panic path.) `skip <= extra`, so the aligned
-        // address and the `len` bytes after it lie in the block.
-        let host = NonNull::new(first.wrapping_add(skip * 8)).ok_or(SimError::DmaZeroLength)?;
         self.maps.insert(
             iova,
             Mapping {
@@ -181,7 +230,14 @@ impl Iommu {
 
     /// Unmaps and frees the allocation starting at `iova`; returns its length. External
     /// mappings are not the simulator's to free ([`Self::unmap_external`]).
+    #[cfg(test)]
     pub(crate) fn free(&mut self, iova: u64) -> Result<usize, SimError> {
+        self.unmap_owned(iova).map(|(len, _)| len)
+    }
+
+    /// Unmaps the allocation starting at `iova`: its length and its memory, for the caller to
+    /// drop once it has let go of the device's lock.
+    pub(crate) fn unmap_owned(&mut self, iova: u64) -> Result<(usize, Freed), SimError> {
         match self.maps.get(&iova) {
             Some(Mapping {
                 backing: Backing::Owned(_),
@@ -194,7 +250,7 @@ impl Iommu {
             .remove(&iova)
             .ok_or(SimError::DmaUnknownIova { iova })?;
         self.mapped -= m.len;
-        Ok(m.len)
+        Ok((m.len, Freed(m.backing)))
     }
 
     /// Maps `len` bytes of `mem` at `iova` (chosen by whoever maps it: a guest's IOVA): the

@@ -254,7 +254,10 @@ impl SimDevice {
     /// Allocates `len` zeroed bytes of DMA memory, mapped at an IOVA aligned to
     /// `max(align, 4096)`, at a host address aligned to `align` (a power of two up to 2 MiB).
     pub fn dma_alloc(&self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
-        self.shared().lock().iommu.alloc(len, align)
+        // The memory is made and zeroed before the device's lock is taken: another thread's
+        // commands and doorbells do not wait for it.
+        let z = iommu::Zeroed::new(len, align)?;
+        self.shared().lock().iommu.map_zeroed(z)
     }
 
     /// Unmaps and frees the allocation at `iova`. Freeing memory that holds a page the device
@@ -262,7 +265,7 @@ impl SimDevice {
     /// [`DmaFaultKind::HostFreedDevicePage`] in [`SimDevice::dma_faults`].
     pub fn dma_free(&self, iova: u64) -> Result<(), SimError> {
         let mut st = self.shared().lock();
-        let len = st.iommu.free(iova)?;
+        let (len, memory) = st.iommu.unmap_owned(iova)?;
         for page in st.model.pages.held_in(iova, len) {
             log::warn!(
                 "mlx5-sim: host freed DMA memory at {iova:#x} holding device page {page:#x}"
@@ -274,6 +277,9 @@ impl SimDevice {
                 what: "host freed a page the device holds".to_string(),
             });
         }
+        // The memory itself is freed after the device's lock is let go.
+        drop(st);
+        drop(memory);
         Ok(())
     }
 
