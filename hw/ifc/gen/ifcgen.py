@@ -304,6 +304,8 @@ ROOMS = {
         ("fte_match_param", "Match criteria or value: outer headers, misc, inner headers, misc 2-5."),
         ("fte_match_set_lyr_2_4", "Layer 2-4 header fields of a match."),
         ("fte_match_set_misc", "Miscellaneous fields of a match (VXLAN VNI, GRE key, source port, ...)."),
+    ],
+    "flow_counter": [
         ("alloc_flow_counter_in", "ALLOC_FLOW_COUNTER (0x939) input: one counter, or a bulk (`flow_counter_bulk_log_size`: 2^n; `flow_counter_bulk`: 128 × n)."),
         ("alloc_flow_counter_out", "ALLOC_FLOW_COUNTER (0x939) output: the (first) counter id; a bulk is the ids from it on."),
         ("dealloc_flow_counter_in", "DEALLOC_FLOW_COUNTER (0x93a) input: a counter, or a bulk by its first id."),
@@ -312,6 +314,8 @@ ROOMS = {
         ("query_flow_counter_out", "QUERY_FLOW_COUNTER (0x93b) output; a traffic counter per counter from byte 0x10."),
         ("traffic_counter", "A flow counter's packets and octets."),
         ("flow_counter_list", "A counter in a flow table entry's list (after its destinations, their stride)."),
+    ],
+    "reformat": [
         ("alloc_packet_reformat_context_in", "ALLOC_PACKET_REFORMAT_CONTEXT (0x93d) input; the reformat data from byte 0x22."),
         ("alloc_packet_reformat_context_out", "ALLOC_PACKET_REFORMAT_CONTEXT (0x93d) output."),
         ("dealloc_packet_reformat_context_in", "DEALLOC_PACKET_REFORMAT_CONTEXT (0x93e) input."),

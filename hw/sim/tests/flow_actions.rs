@@ -14,11 +14,17 @@ use common::eth_node::*;
 use common::ethernet::{made, ones};
 use common::{cmd, status};
 use mlx5_ifc::prm::flow::{
-    AllocFlowCounterIn, AllocFlowCounterOut, AllocPacketReformatContextIn as ReformatIn,
-    AllocPacketReformatContextOut as ReformatOut, CreateFlowGroupIn, CreateFlowGroupOut,
-    CreateFlowTableIn, CreateFlowTableOut, DeallocFlowCounterIn, DestFormatStruct as Dest,
-    FlowContext, FlowTableContext as Ftc, FteMatchSetLyr24 as L24, PacketReformatContextIn,
-    QueryFlowCounterIn, QueryFlowCounterOut, SetFlowTableRootIn, SetFteIn, TrafficCounter,
+    CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut,
+    DestFormatStruct as Dest, FlowContext, FlowTableContext as Ftc, FteMatchSetLyr24 as L24,
+    SetFlowTableRootIn, SetFteIn,
+};
+use mlx5_ifc::prm::flow_counter::{
+    AllocFlowCounterIn, AllocFlowCounterOut, DeallocFlowCounterIn, QueryFlowCounterIn,
+    QueryFlowCounterOut, TrafficCounter,
+};
+use mlx5_ifc::prm::reformat::{
+    AllocPacketReformatContextIn as ReformatIn, AllocPacketReformatContextOut as ReformatOut,
+    PacketReformatContextIn,
 };
 use mlx5_ifc::prm::tir::{CreateTirIn, CreateTirOut, Tirc};
 use mlx5_ifc::{Layout, Opcode, View, ViewMut};

@@ -37,6 +37,10 @@ pub mod sq_rq;
 #[rustfmt::skip]
 pub mod flow;
 #[rustfmt::skip]
+pub mod flow_counter;
+#[rustfmt::skip]
+pub mod reformat;
+#[rustfmt::skip]
 pub mod odp;
 #[rustfmt::skip]
 pub mod devx;
@@ -302,19 +306,19 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("fte_match_param", flow::FteMatchParam::BYTES, flow::FteMatchParam::FIELDS),
     ("fte_match_set_lyr_2_4", flow::FteMatchSetLyr24::BYTES, flow::FteMatchSetLyr24::FIELDS),
     ("fte_match_set_misc", flow::FteMatchSetMisc::BYTES, flow::FteMatchSetMisc::FIELDS),
-    ("alloc_flow_counter_in", flow::AllocFlowCounterIn::BYTES, flow::AllocFlowCounterIn::FIELDS),
-    ("alloc_flow_counter_out", flow::AllocFlowCounterOut::BYTES, flow::AllocFlowCounterOut::FIELDS),
-    ("dealloc_flow_counter_in", flow::DeallocFlowCounterIn::BYTES, flow::DeallocFlowCounterIn::FIELDS),
-    ("dealloc_flow_counter_out", flow::DeallocFlowCounterOut::BYTES, flow::DeallocFlowCounterOut::FIELDS),
-    ("query_flow_counter_in", flow::QueryFlowCounterIn::BYTES, flow::QueryFlowCounterIn::FIELDS),
-    ("query_flow_counter_out", flow::QueryFlowCounterOut::BYTES, flow::QueryFlowCounterOut::FIELDS),
-    ("traffic_counter", flow::TrafficCounter::BYTES, flow::TrafficCounter::FIELDS),
-    ("flow_counter_list", flow::FlowCounterList::BYTES, flow::FlowCounterList::FIELDS),
-    ("alloc_packet_reformat_context_in", flow::AllocPacketReformatContextIn::BYTES, flow::AllocPacketReformatContextIn::FIELDS),
-    ("alloc_packet_reformat_context_out", flow::AllocPacketReformatContextOut::BYTES, flow::AllocPacketReformatContextOut::FIELDS),
-    ("dealloc_packet_reformat_context_in", flow::DeallocPacketReformatContextIn::BYTES, flow::DeallocPacketReformatContextIn::FIELDS),
-    ("dealloc_packet_reformat_context_out", flow::DeallocPacketReformatContextOut::BYTES, flow::DeallocPacketReformatContextOut::FIELDS),
-    ("packet_reformat_context_in", flow::PacketReformatContextIn::BYTES, flow::PacketReformatContextIn::FIELDS),
+    ("alloc_flow_counter_in", flow_counter::AllocFlowCounterIn::BYTES, flow_counter::AllocFlowCounterIn::FIELDS),
+    ("alloc_flow_counter_out", flow_counter::AllocFlowCounterOut::BYTES, flow_counter::AllocFlowCounterOut::FIELDS),
+    ("dealloc_flow_counter_in", flow_counter::DeallocFlowCounterIn::BYTES, flow_counter::DeallocFlowCounterIn::FIELDS),
+    ("dealloc_flow_counter_out", flow_counter::DeallocFlowCounterOut::BYTES, flow_counter::DeallocFlowCounterOut::FIELDS),
+    ("query_flow_counter_in", flow_counter::QueryFlowCounterIn::BYTES, flow_counter::QueryFlowCounterIn::FIELDS),
+    ("query_flow_counter_out", flow_counter::QueryFlowCounterOut::BYTES, flow_counter::QueryFlowCounterOut::FIELDS),
+    ("traffic_counter", flow_counter::TrafficCounter::BYTES, flow_counter::TrafficCounter::FIELDS),
+    ("flow_counter_list", flow_counter::FlowCounterList::BYTES, flow_counter::FlowCounterList::FIELDS),
+    ("alloc_packet_reformat_context_in", reformat::AllocPacketReformatContextIn::BYTES, reformat::AllocPacketReformatContextIn::FIELDS),
+    ("alloc_packet_reformat_context_out", reformat::AllocPacketReformatContextOut::BYTES, reformat::AllocPacketReformatContextOut::FIELDS),
+    ("dealloc_packet_reformat_context_in", reformat::DeallocPacketReformatContextIn::BYTES, reformat::DeallocPacketReformatContextIn::FIELDS),
+    ("dealloc_packet_reformat_context_out", reformat::DeallocPacketReformatContextOut::BYTES, reformat::DeallocPacketReformatContextOut::FIELDS),
+    ("packet_reformat_context_in", reformat::PacketReformatContextIn::BYTES, reformat::PacketReformatContextIn::FIELDS),
     ("odp_cap", odp::OdpCap::BYTES, odp::OdpCap::FIELDS),
     ("odp_scheme_cap", odp::OdpSchemeCap::BYTES, odp::OdpSchemeCap::FIELDS),
     ("odp_per_transport_service_cap", odp::OdpPerTransportServiceCap::BYTES, odp::OdpPerTransportServiceCap::FIELDS),

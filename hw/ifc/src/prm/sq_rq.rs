@@ -574,19 +574,19 @@ pub struct QueryVportCounterOut;
 impl QueryVportCounterOut {
     #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
     #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
-    #[doc = "`received_errors` (traffic_counter): bit 0x80, width 128, byte 0x10."] pub const RECEIVED_ERRORS: Nested<Self, super::flow::TrafficCounter> = Nested::new("received_errors", 0x80, 128);
-    #[doc = "`transmit_errors` (traffic_counter): bit 0x100, width 128, byte 0x20."] pub const TRANSMIT_ERRORS: Nested<Self, super::flow::TrafficCounter> = Nested::new("transmit_errors", 0x100, 128);
-    #[doc = "`received_ib_unicast` (traffic_counter): bit 0x180, width 128, byte 0x30."] pub const RECEIVED_IB_UNICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("received_ib_unicast", 0x180, 128);
-    #[doc = "`transmitted_ib_unicast` (traffic_counter): bit 0x200, width 128, byte 0x40."] pub const TRANSMITTED_IB_UNICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("transmitted_ib_unicast", 0x200, 128);
-    #[doc = "`received_ib_multicast` (traffic_counter): bit 0x280, width 128, byte 0x50."] pub const RECEIVED_IB_MULTICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("received_ib_multicast", 0x280, 128);
-    #[doc = "`transmitted_ib_multicast` (traffic_counter): bit 0x300, width 128, byte 0x60."] pub const TRANSMITTED_IB_MULTICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("transmitted_ib_multicast", 0x300, 128);
-    #[doc = "`received_eth_broadcast` (traffic_counter): bit 0x380, width 128, byte 0x70."] pub const RECEIVED_ETH_BROADCAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("received_eth_broadcast", 0x380, 128);
-    #[doc = "`transmitted_eth_broadcast` (traffic_counter): bit 0x400, width 128, byte 0x80."] pub const TRANSMITTED_ETH_BROADCAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("transmitted_eth_broadcast", 0x400, 128);
-    #[doc = "`received_eth_unicast` (traffic_counter): bit 0x480, width 128, byte 0x90."] pub const RECEIVED_ETH_UNICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("received_eth_unicast", 0x480, 128);
-    #[doc = "`transmitted_eth_unicast` (traffic_counter): bit 0x500, width 128, byte 0xa0."] pub const TRANSMITTED_ETH_UNICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("transmitted_eth_unicast", 0x500, 128);
-    #[doc = "`received_eth_multicast` (traffic_counter): bit 0x580, width 128, byte 0xb0."] pub const RECEIVED_ETH_MULTICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("received_eth_multicast", 0x580, 128);
-    #[doc = "`transmitted_eth_multicast` (traffic_counter): bit 0x600, width 128, byte 0xc0."] pub const TRANSMITTED_ETH_MULTICAST: Nested<Self, super::flow::TrafficCounter> = Nested::new("transmitted_eth_multicast", 0x600, 128);
-    #[doc = "`local_loopback` (traffic_counter): bit 0x680, width 128, byte 0xd0."] pub const LOCAL_LOOPBACK: Nested<Self, super::flow::TrafficCounter> = Nested::new("local_loopback", 0x680, 128);
+    #[doc = "`received_errors` (traffic_counter): bit 0x80, width 128, byte 0x10."] pub const RECEIVED_ERRORS: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("received_errors", 0x80, 128);
+    #[doc = "`transmit_errors` (traffic_counter): bit 0x100, width 128, byte 0x20."] pub const TRANSMIT_ERRORS: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("transmit_errors", 0x100, 128);
+    #[doc = "`received_ib_unicast` (traffic_counter): bit 0x180, width 128, byte 0x30."] pub const RECEIVED_IB_UNICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("received_ib_unicast", 0x180, 128);
+    #[doc = "`transmitted_ib_unicast` (traffic_counter): bit 0x200, width 128, byte 0x40."] pub const TRANSMITTED_IB_UNICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("transmitted_ib_unicast", 0x200, 128);
+    #[doc = "`received_ib_multicast` (traffic_counter): bit 0x280, width 128, byte 0x50."] pub const RECEIVED_IB_MULTICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("received_ib_multicast", 0x280, 128);
+    #[doc = "`transmitted_ib_multicast` (traffic_counter): bit 0x300, width 128, byte 0x60."] pub const TRANSMITTED_IB_MULTICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("transmitted_ib_multicast", 0x300, 128);
+    #[doc = "`received_eth_broadcast` (traffic_counter): bit 0x380, width 128, byte 0x70."] pub const RECEIVED_ETH_BROADCAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("received_eth_broadcast", 0x380, 128);
+    #[doc = "`transmitted_eth_broadcast` (traffic_counter): bit 0x400, width 128, byte 0x80."] pub const TRANSMITTED_ETH_BROADCAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("transmitted_eth_broadcast", 0x400, 128);
+    #[doc = "`received_eth_unicast` (traffic_counter): bit 0x480, width 128, byte 0x90."] pub const RECEIVED_ETH_UNICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("received_eth_unicast", 0x480, 128);
+    #[doc = "`transmitted_eth_unicast` (traffic_counter): bit 0x500, width 128, byte 0xa0."] pub const TRANSMITTED_ETH_UNICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("transmitted_eth_unicast", 0x500, 128);
+    #[doc = "`received_eth_multicast` (traffic_counter): bit 0x580, width 128, byte 0xb0."] pub const RECEIVED_ETH_MULTICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("received_eth_multicast", 0x580, 128);
+    #[doc = "`transmitted_eth_multicast` (traffic_counter): bit 0x600, width 128, byte 0xc0."] pub const TRANSMITTED_ETH_MULTICAST: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("transmitted_eth_multicast", 0x600, 128);
+    #[doc = "`local_loopback` (traffic_counter): bit 0x680, width 128, byte 0xd0."] pub const LOCAL_LOOPBACK: Nested<Self, super::flow_counter::TrafficCounter> = Nested::new("local_loopback", 0x680, 128);
 }
 
 impl Layout for QueryVportCounterOut {

@@ -26,7 +26,8 @@ use mlx5_ifc::consts::match_criteria::{MISC_PARAMETERS, OUTER_HEADERS};
 use mlx5_ifc::consts::rx_hash_field::{DST_IP, L4_DPORT, L4_SPORT, SRC_IP};
 use mlx5_ifc::consts::{flow_dest_type, rx_hash_fn, tir_disp_type};
 use mlx5_ifc::prm::flow::{CreateFlowGroupIn, FlowContext, FteMatchSetLyr24 as L24};
-use mlx5_ifc::prm::flow::{DestFormatStruct as Dest, FlowCounterList as CounterEntry, SetFteIn};
+use mlx5_ifc::prm::flow::{DestFormatStruct as Dest, SetFteIn};
+use mlx5_ifc::prm::flow_counter::FlowCounterList as CounterEntry;
 use mlx5_ifc::prm::tir::{RqNum, Rqtc, RxHashFieldSelect as Sel, Tirc};
 use mlx5_ifc::{Layout, View, ViewMut};
 

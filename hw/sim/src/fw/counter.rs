@@ -16,7 +16,7 @@
 //!   below one). `clear` zeroes what it read.
 
 use mlx5_ifc::prm::caps::CmdHcaCap;
-use mlx5_ifc::prm::flow::{
+use mlx5_ifc::prm::flow_counter::{
     AllocFlowCounterIn, AllocFlowCounterOut, DeallocFlowCounterIn, QueryFlowCounterIn,
     QueryFlowCounterOut, TrafficCounter,
 };

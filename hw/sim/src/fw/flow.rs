@@ -44,9 +44,9 @@ use mlx5_ifc::prm::caps::{FlowTableNicCap, FlowTablePropLayout as Prop};
 use mlx5_ifc::prm::flow::{
     CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
     DestFormatStruct as Dest, DestroyFlowGroupIn, DestroyFlowTableIn, FlowContext,
-    FlowCounterList as CounterEntry, FlowTableContext as Ftc, ModifyFlowTableIn,
-    SetFlowTableRootIn, SetFteIn,
+    FlowTableContext as Ftc, ModifyFlowTableIn, SetFlowTableRootIn, SetFteIn,
 };
+use mlx5_ifc::prm::flow_counter::FlowCounterList as CounterEntry;
 use mlx5_ifc::{CmdStatus, Field, Layout, View};
 
 use super::cmd::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Failure, Req};

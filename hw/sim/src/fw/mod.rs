@@ -61,8 +61,9 @@ pub(crate) mod vport;
 pub(crate) mod xrc;
 
 use mlx5_ifc::prm::{
-    cq as c, dct as dc, devx as dx, eq as e, flow as f, hca as h, memic as dm, mr as m, odp as pf,
-    pacing as pp, qp as q, sq_rq as w, srq as s, tir as t, uar_pd as u, vport as v,
+    cq as c, dct as dc, devx as dx, eq as e, flow as f, flow_counter as fc, hca as h, memic as dm,
+    mr as m, odp as pf, pacing as pp, qp as q, reformat as rf, sq_rq as w, srq as s, tir as t,
+    uar_pd as u, vport as v,
 };
 use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
 
@@ -484,28 +485,28 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         flow::delete_fte,
     ),
-    spec::<f::AllocFlowCounterIn, f::AllocFlowCounterOut>(
+    spec::<fc::AllocFlowCounterIn, fc::AllocFlowCounterOut>(
         Opcode::AllocFlowCounter,
         Gate::Initialized,
         counter::alloc_flow_counter,
     ),
-    spec::<f::DeallocFlowCounterIn, f::DeallocFlowCounterOut>(
+    spec::<fc::DeallocFlowCounterIn, fc::DeallocFlowCounterOut>(
         Opcode::DeallocFlowCounter,
         Gate::Initialized,
         counter::dealloc_flow_counter,
     ),
-    spec_out::<f::QueryFlowCounterIn>(
+    spec_out::<fc::QueryFlowCounterIn>(
         Opcode::QueryFlowCounter,
         Gate::Initialized,
         counter::query_flow_counter,
-        f::QueryFlowCounterOut::BYTES + f::TrafficCounter::BYTES,
+        fc::QueryFlowCounterOut::BYTES + fc::TrafficCounter::BYTES,
     ),
-    spec::<f::AllocPacketReformatContextIn, f::AllocPacketReformatContextOut>(
+    spec::<rf::AllocPacketReformatContextIn, rf::AllocPacketReformatContextOut>(
         Opcode::AllocPacketReformatContext,
         Gate::Initialized,
         reformat::alloc_packet_reformat_context,
     ),
-    spec::<f::DeallocPacketReformatContextIn, f::DeallocPacketReformatContextOut>(
+    spec::<rf::DeallocPacketReformatContextIn, rf::DeallocPacketReformatContextOut>(
         Opcode::DeallocPacketReformatContext,
         Gate::Initialized,
         reformat::dealloc_packet_reformat_context,

@@ -14,7 +14,7 @@
 
 use mlx5_ifc::consts::reformat_type;
 use mlx5_ifc::prm::caps::FlowTableNicCap;
-use mlx5_ifc::prm::flow::{
+use mlx5_ifc::prm::reformat::{
     AllocPacketReformatContextIn as In, AllocPacketReformatContextOut as Out,
     DeallocPacketReformatContextIn, PacketReformatContextIn as Ctx,
 };

@@ -2,7 +2,7 @@
 //! `id / 4` (ids are multiples of 4: Linux's bulk query rounds a range's first id down to one),
 //! its context the packets and octets it counted (BE64 each, `traffic_counter`'s layout).
 
-use mlx5_ifc::prm::flow::TrafficCounter;
+use mlx5_ifc::prm::flow_counter::TrafficCounter;
 use mlx5_ifc::{Layout, View, ViewMut};
 
 use super::objects::ObjectKind;
