@@ -316,10 +316,21 @@ impl CmdIo {
             }
             spins = spins.wrapping_add(1);
             if spins % HEALTH_EVERY == 0 {
-                check_health(p)?;
+                self.check_health(p)?;
             }
             p.relax();
         }
+    }
+
+    /// The health buffer, read while waiting: a fatal state (or a device gone from the bus)
+    /// leaves the queue unusable.
+    fn check_health<P: Platform>(&self, p: &P) -> Result<()> {
+        check_health(p).inspect_err(|e| {
+            self.mark_dead(match *e {
+                Error::Health { synd, .. } => DeadCause::Fatal { synd },
+                _ => DeadCause::Gone,
+            });
+        })
     }
 
     /// Gives entry `slot` back to the other threads.
@@ -341,6 +352,7 @@ impl CmdIo {
     ) -> Result<()> {
         let head = View::<CmdInHeader>::new(input)?;
         let opcode = head.get(CmdInHeader::OPCODE) as u16;
+        let op_mod = head.get(CmdInHeader::OP_MOD) as u16;
         if let Some(cause) = self.dead() {
             return Err(Error::Unusable { opcode, cause });
         }
@@ -366,13 +378,20 @@ impl CmdIo {
         let start_ns = p.now_ns();
         let blocks = blocks_for(input.len()).max(blocks_for(output.len()));
         let slot = self.claim(p, kind, blocks, opcode, start_ns, timeout_ns)?;
-        let posted = match self.post(p, slot, input, output.len(), start_ns, timeout_ns) {
-            Ok(posted) => posted,
-            Err(e) => {
-                self.unclaim(slot);
-                return Err(e);
-            }
+        let mut posted = Posted {
+            slot,
+            at: slot << self.log_stride,
+            token: 0,
+            opcode,
+            op_mod,
+            out_blocks: blocks_for(output.len()),
+            start_ns,
+            timeout_ns,
         };
+        if let Err(e) = self.post(p, &mut posted, input, output.len()) {
+            self.unclaim(slot);
+            return Err(e);
+        }
         let deadline = posted.deadline_ns();
         match self.wait(p, &posted, |p| between(p, deadline)) {
             Ok(()) => {
@@ -434,28 +453,23 @@ impl CmdIo {
         Ok(())
     }
 
-    /// Writes `input` into entry `slot` (entry, input chain, empty output chain of `outlen`
-    /// bytes; lengths checked by the caller), hands the entry to the device and rings its
-    /// doorbell.
+    /// Writes `input` into the claimed entry of `posted` (entry, input chain, empty output
+    /// chain for `outlen` bytes; lengths checked by the caller), takes its token, hands the
+    /// entry to the device and rings its doorbell.
     fn post<P: Platform>(
         &self,
         p: &P,
-        slot: usize,
+        posted: &mut Posted,
         input: &[u8],
         outlen: usize,
-        start_ns: u64,
-        timeout_ns: u64,
-    ) -> Result<Posted> {
-        let head = View::<CmdInHeader>::new(input)?;
-        let opcode = head.get(CmdInHeader::OPCODE) as u16;
-        let op_mod = head.get(CmdInHeader::OP_MOD) as u16;
+    ) -> Result<()> {
         let Some((mem, (inbox, outbox))) = self
             .mem
             .as_ref()
-            .and_then(|m| m.boxes.get(slot).map(|b| (m, b)))
+            .and_then(|m| m.boxes.get(posted.slot).map(|b| (m, b)))
         else {
             return Err(Error::Unusable {
-                opcode,
+                opcode: posted.opcode,
                 cause: DeadCause::Closed,
             });
         };
@@ -466,8 +480,9 @@ impl CmdIo {
                     Some(next_token(t))
                 });
         let token = next_token(prev);
+        posted.token = token;
         let in_blocks = blocks_for(input.len());
-        let out_blocks = blocks_for(outlen);
+        let out_blocks = posted.out_blocks;
         let tail = input.get(CMD_INLINE_BYTES..).unwrap_or(&[]);
         let checksum = self.checksum.load(Ordering::Relaxed);
         Self::write_chain(checksum, inbox, tail, in_blocks, token)?;
@@ -501,20 +516,10 @@ impl CmdIo {
         e.set(CmdQueueEntry::OWNERSHIP, 1)?;
         entry[0x3d] = !xor8(&entry);
 
-        let at = slot << self.log_stride;
-        mem.queue.write_bytes(at, &entry)?;
+        mem.queue.write_bytes(posted.at, &entry)?;
         barrier::dma_wmb();
-        p.bar_write32(u64::from(regs::CMD_DBELL), Be32::new(1 << slot));
-        Ok(Posted {
-            slot,
-            at,
-            token,
-            opcode,
-            op_mod,
-            out_blocks,
-            start_ns,
-            timeout_ns,
-        })
+        p.bar_write32(u64::from(regs::CMD_DBELL), Be32::new(1 << posted.slot));
+        Ok(())
     }
 
     /// Waits for the device to hand `posted` back: health checked every [`HEALTH_EVERY`]
@@ -534,13 +539,7 @@ impl CmdIo {
             }
             spins = spins.wrapping_add(1);
             if spins % HEALTH_EVERY == 0 {
-                if let Err(e) = check_health(p) {
-                    self.mark_dead(match e {
-                        Error::Health { synd, .. } => DeadCause::Fatal { synd },
-                        _ => DeadCause::Gone,
-                    });
-                    return Err(e);
-                }
+                self.check_health(p)?;
             }
             let waited = p.now_ns().saturating_sub(posted.start_ns);
             if waited > posted.timeout_ns {
