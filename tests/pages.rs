@@ -450,12 +450,7 @@ fn page_requests_that_lie_are_not_trusted() {
     assert_eq!(dev.page_stats().lost, (held + 3) as u64);
     // The device goes on working.
     dev.create_cq(8).unwrap().destroy().unwrap();
-    let (r, q) = dev.close_accounted();
-    r.unwrap();
-    assert!(q.bytes >= ((held + 3) * 4096) as u64, "{q:?}");
-    assert!(
-        sim.dma_faults().is_empty(),
-        "no page the device holds was freed: {:?}",
-        sim.dma_faults()
-    );
+    // At close, after TEARDOWN_HCA, the driver asks for the lost pages too: this firmware did
+    // not release them (the event lied), so it names them all and nothing is quarantined.
+    assert_clean(&sim, dev.close_accounted());
 }

@@ -12,7 +12,9 @@
 //! its pages that the device did hold are **lost** — no longer the device's by its own word,
 //! but not known to be unused either — so their chunk is never reused nor freed, and is
 //! quarantined when the pool retires ([`PagePool::retire`]); the pages it did not name stay
-//! the device's.
+//! the device's. A PAGE_REQUEST with `release_all` loses every page the same way. After
+//! TEARDOWN_HCA, once the device holds none of the pages it admits to, the driver asks for the
+//! lost ones too: those a take names cleanly are freed, the rest quarantined.
 
 use heapless::Vec;
 
@@ -33,6 +35,21 @@ pub(crate) const CHUNK_PAGES: usize = 64;
 /// 2 GiB, a page of ICM for each of `max_qp` = 2^18 QPs and as many other objects.
 pub(crate) const DEFAULT_MAX_PAGES: usize = 1 << 19;
 
+/// A page of the pool a take named.
+#[derive(Debug, Clone, Copy)]
+struct Page {
+    chunk: usize,
+    bit: usize,
+    /// The device held it (otherwise it was lost).
+    given: bool,
+}
+
+impl Page {
+    fn at(&self) -> (usize, usize) {
+        (self.chunk, self.bit)
+    }
+}
+
 #[derive(Debug)]
 struct Chunk {
     buf: DmaBuf,
@@ -40,7 +57,8 @@ struct Chunk {
     given: u64,
     /// Bit i set: page i is in use (given, lost) or reserved.
     used: u64,
-    /// Bit i set: page i came back in an output that made no sense (never reused).
+    /// Bit i set: page i is lost — it came back in an output that made no sense, or the
+    /// firmware said it released it without a take (never reused).
     lost: u64,
 }
 
@@ -58,8 +76,13 @@ pub struct PageStats {
     /// Requests that could not be answered (the pool full, no DMA memory, a refused command,
     /// a take output that made no sense, a request for another function).
     pub failures: u64,
-    /// Pages lost to a take output that made no sense (their chunks are quarantined).
+    /// Pages lost now: returned by a take output that made no sense, or released by the
+    /// firmware's word alone (`release_all`). Their chunks are never reused, and quarantined
+    /// at close unless the device gives them back then.
     pub lost: u64,
+    /// Lost pages a take after TEARDOWN_HCA named cleanly: the device's by its word no longer,
+    /// freed with their chunks.
+    pub recovered: u64,
 }
 
 /// The pages lent to the firmware. The chunk table is host memory from the platform, grown
@@ -315,7 +338,7 @@ impl PagePool {
     ) -> Result<()> {
         let mut last_progress = p.now_ns();
         while self.held > 0 {
-            let got = self.take(io, p, Slot::Main, self.held.min(PAGES_PER_CMD))?;
+            let got = self.take(io, p, Slot::Main, self.held.min(PAGES_PER_CMD), false)?;
             let now = p.now_ns();
             if got > 0 {
                 last_progress = now;
@@ -330,8 +353,37 @@ impl PagePool {
                 p.relax();
             }
         }
+        self.recover_lost(io, p);
         self.free_every_idle_chunk(p);
         Ok(())
+    }
+
+    /// After TEARDOWN_HCA, when the device holds none of the pages it admits to: asks it for
+    /// the lost pages too. A page it names cleanly is known to be done with (the same word every
+    /// take rests on) and is freed with its chunk; the rest stay lost and are quarantined. Best
+    /// effort: the firmware that released them in earnest has nothing to return, and a refused
+    /// take only leaves them quarantined.
+    fn recover_lost<P: Platform>(&mut self, io: &CmdIo, p: &P) {
+        // Every successful take names at least one lost page, so this ends.
+        while self.stats.lost > 0 {
+            let want = (self.stats.lost as usize).min(PAGES_PER_CMD);
+            match self.take(io, p, Slot::Main, want, true) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    log::warn!(
+                        "taking back {want} lost pages at close: {e}; they stay quarantined"
+                    );
+                    break;
+                }
+            }
+        }
+        if self.stats.lost > 0 {
+            log::info!(
+                "{} firmware pages were not given back; their chunks are quarantined",
+                self.stats.lost
+            );
+        }
     }
 
     /// Takes back up to `want` pages the firmware offered, through `slot`; frees the chunks it
@@ -349,7 +401,7 @@ impl PagePool {
             if left == 0 {
                 break Ok(());
             }
-            match self.take(io, p, slot, left.min(PAGES_PER_CMD)) {
+            match self.take(io, p, slot, left.min(PAGES_PER_CMD), false) {
                 Ok(0) => break Ok(()),
                 Ok(n) => {
                     got += n;
@@ -363,12 +415,14 @@ impl PagePool {
     }
 
     /// One MANAGE_PAGES take of up to `want` pages through `slot`; returns how many came back.
+    /// With `lost_too`, the output may also name lost pages (they are recovered).
     pub(crate) fn take<P: Platform>(
         &mut self,
         io: &CmdIo,
         p: &P,
         slot: Slot,
         want: usize,
+        lost_too: bool,
     ) -> Result<usize> {
         let want = want.min(PAGES_PER_CMD);
         let mut input = [0u8; ManagePagesIn::BYTES];
@@ -387,15 +441,15 @@ impl PagePool {
                 limit: want as u64,
             });
         }
-        let mut found: Vec<(usize, usize), PAGES_PER_CMD> = Vec::new();
+        let mut found: Vec<Page, PAGES_PER_CMD> = Vec::new();
         let mut bad = None;
         for k in 0..n as usize {
             let at = ManagePagesOut::BYTES + k * 8;
             let mut b = [0u8; 8];
             b.copy_from_slice(&out[at..at + 8]);
             let addr = Be64::from_bytes(b).get();
-            match self.locate(addr) {
-                Some(page) if !found.contains(&page) => {
+            match self.locate(addr, lost_too) {
+                Some(page) if !found.iter().any(|f| f.at() == page.at()) => {
                     let _ = found.push(page);
                 }
                 _ => {
@@ -403,20 +457,29 @@ impl PagePool {
                 }
             }
         }
-        let count = found.len();
-        for &(ci, bit) in &found {
-            let Some(c) = self.chunks.get_mut(ci) else {
+        let count = found.iter().filter(|f| f.given).count();
+        let recovered = found.len() - count;
+        for f in &found {
+            let Some(c) = self.chunks.get_mut(f.chunk) else {
                 continue;
             };
-            c.given &= !(1 << bit);
+            let m = 1u64 << f.bit;
             if bad.is_some() {
-                c.lost |= 1 << bit;
+                // A given page becomes lost; a lost one stays so.
+                c.given &= !m;
+                c.lost |= m;
             } else {
-                c.used &= !(1 << bit);
-                self.hint = ci;
+                c.given &= !m;
+                c.lost &= !m;
+                c.used &= !m;
+                self.hint = f.chunk;
             }
         }
         self.held -= count;
+        if bad.is_none() {
+            self.stats.lost -= recovered as u64;
+            self.stats.recovered += recovered as u64;
+        }
         if let Some(addr) = bad {
             self.stats.lost += count as u64;
             log::error!(
@@ -430,11 +493,12 @@ impl PagePool {
             });
         }
         self.stats.taken += count as u64;
-        Ok(count)
+        Ok(found.len())
     }
 
-    /// The chunk and page of `addr`, if it is a page the device holds.
-    fn locate(&self, addr: u64) -> Option<(usize, usize)> {
+    /// The chunk and page of `addr`, if it is a page the device holds (or, with `lost_too`, a
+    /// lost page).
+    fn locate(&self, addr: u64, lost_too: bool) -> Option<Page> {
         let chunk_bytes = (CHUNK_PAGES * ADAPTER_PAGE_SIZE) as u64;
         let inside = |c: &Chunk| addr >= c.buf.iova() && addr - c.buf.iova() < chunk_bytes;
         // The chunk pages were last given from first (a page given back is often that one).
@@ -446,8 +510,13 @@ impl PagePool {
         let c = self.chunks.get(ci)?;
         let off = addr - c.buf.iova();
         let bit = (off / ADAPTER_PAGE_SIZE as u64) as usize;
-        let held = c.given & (1 << bit) != 0;
-        (off % ADAPTER_PAGE_SIZE as u64 == 0 && held).then_some((ci, bit))
+        let given = c.given & (1 << bit) != 0;
+        let lost = lost_too && c.lost & (1 << bit) != 0;
+        (off % ADAPTER_PAGE_SIZE as u64 == 0 && (given || lost)).then_some(Page {
+            chunk: ci,
+            bit,
+            given,
+        })
     }
 
     /// The firmware said it released every page (`release_all` in a PAGE_REQUEST) without a
