@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Generates hw/ifc/src/prm/*.rs from reference/mlx5_ifc_offsets.json (the facts: bit offset and
-width of every field of the mlx5_ifc structures we use).
+width of every field of the mlx5_ifc structures we use) and reference/ste-v0.json (the same facts
+for the software-steering entry layouts, STE format v0, which only rdma-core's mlx5_ifc.h has).
 
     python3 hw/ifc/gen/ifcgen.py            # rewrite the generated files
     python3 hw/ifc/gen/ifcgen.py --check    # exit 1 if they are stale (CI)
@@ -16,6 +17,9 @@ ROOT = os.path.dirname(HERE)
 REF = os.path.join(ROOT, "reference", "mlx5_ifc_offsets.json")
 # Fields Linux leaves reserved that rdma-core's PRM layouts name (DevX UMEM ids and offsets).
 NAMES = os.path.join(ROOT, "reference", "rdma-core-names.json")
+# Whole structures Linux's mlx5_ifc.h lacks: STE format v0 (ConnectX-5 software steering), from
+# rdma-core's mlx5_ifc.h and dr_ste.c (made by ste2json.py).
+STE = os.path.join(ROOT, "reference", "ste-v0.json")
 OUT = os.path.join(ROOT, "src", "prm")
 
 # room -> [(struct, doc)]
@@ -298,6 +302,8 @@ ROOMS = {
         ("set_fte_out", "SET_FLOW_TABLE_ENTRY (0x936) output."),
         ("delete_fte_in", "DELETE_FLOW_TABLE_ENTRY (0x938) input."),
         ("delete_fte_out", "DELETE_FLOW_TABLE_ENTRY (0x938) output."),
+        ("query_flow_table_in", "QUERY_FLOW_TABLE (0x932) input."),
+        ("query_flow_table_out", "QUERY_FLOW_TABLE (0x932) output: the table's context (a software-owned table's ICM roots)."),
         ("flow_table_context", "A flow table's properties (in CREATE/MODIFY_FLOW_TABLE)."),
         ("flow_context", "A flow table entry: match value, action and destinations (SET_FLOW_TABLE_ENTRY)."),
         ("dest_format_struct", "One destination of a flow table entry."),
@@ -352,6 +358,51 @@ ROOMS = {
         ("dealloc_memic_in", "DEALLOC_MEMIC (0x206) input."),
         ("dealloc_memic_out", "DEALLOC_MEMIC (0x206) output."),
     ],
+    "general_obj": [
+        ("general_obj_in_cmd_hdr", "The input of CREATE (0xa00), MODIFY (0xa01), QUERY (0xa02) and DESTROY_GENERAL_OBJECT (0xa03): the object's type and id; DESTROY's whole input."),
+        ("general_obj_out_cmd_hdr", "The output of the general object commands: the id of the object created; DESTROY's whole output."),
+        ("general_obj_create_param", "CREATE_GENERAL_OBJECT's `op_param`: an alias, or a range of 2^`log_obj_range` objects."),
+        ("general_obj_query_param", "QUERY_GENERAL_OBJECT's `op_param`: an alias, or the object at `obj_offset` of a range."),
+    ],
+    "sw_icm": [
+        ("sw_icm", "A SW ICM object (general object type 0x8): steering memory the software writes (STEs, rewrite actions), `2^log_sw_icm_size` bytes at `sw_icm_start_addr`."),
+        ("create_sw_icm_in", "CREATE_GENERAL_OBJECT (0xa00) input for a SW ICM object; the output is `general_obj_out_cmd_hdr`."),
+        ("sync_steering_in", "SYNC_STEERING (0xb00) input: the device drops what it cached of software-written steering ICM."),
+        ("sync_steering_out", "SYNC_STEERING (0xb00) output."),
+    ],
+    "ste": [
+        ("dr_hw_ste_format", "A 64-byte steering entry (STE, format v0) in steering ICM: control (bytes 0..31, laid out by `entry_type`: `SteRxSteeringMult`, `SteSxTransmit`, `SteModifyPacket`), then the tag (bytes 32..47) and the mask (bytes 48..63), both laid out by the entry's lookup type (`super::ste_tag`)."),
+        ("ste_general", "The control bytes every STE shares: entry type, its own lookup type, the next table's hash byte mask, lookup type and address. Its `tag_value`/`bit_mask` (12 bytes at bytes 32 and 44) are a leftover of an older format: v0's tag and mask are `DrHwSteFormat::TAG` and `DrHwSteFormat::MASK`, 16 bytes each."),
+        ("ste_rx_steering_mult", "Control of an RX STE (`entry_type` 2): the flow tag (`qp_list_pointer`), tunneling action, flow counter and miss address."),
+        ("ste_sx_transmit", "Control of a TX STE (`entry_type` 1): action type (push VLAN, encap) and its data, flow counter and miss address."),
+        ("ste_modify_packet", "Control of a MODIFY_PKT STE (`entry_type` 6): the rewrite action list (count; pointer in 64-byte units of header-modify ICM), tunneling action, flow counter and miss address."),
+        ("dr_action_hw_set", "An 8-byte SET (0x2) or ADD (0x3) rewrite action of a MODIFY_PKT STE's list: field code, left shift, length (0 means 32), data."),
+        ("dr_action_hw_copy", "An 8-byte COPY (0x1) rewrite action: destination and source field codes and shifts, length."),
+    ],
+    "ste_tag": [
+        ("ste_eth_l2_src", "STE v0 tag (and mask) of lookup ETHL2_SRC (0x08 outer TX, 0x09 inner, 0x1c outer RX): source MAC, EtherType, two VLANs, L3 type, fragment."),
+        ("ste_eth_l2_dst", "STE v0 tag of ETHL2_DST (0x06 / 0x07 / 0x1b): destination MAC, EtherType, two VLANs, L3 type, fragment."),
+        ("ste_eth_l2_src_dst", "STE v0 tag of ETHL2_SRC_DST (0x36 / 0x37 / 0x38): both MACs, L3 type, first VLAN."),
+        ("ste_eth_l2_tnl", "STE v0 tag of ETHL2_TUNNELING_I (0x0a): inner destination MAC and EtherType, the tunnel's network id (VXLAN VNI << 8), inner VLAN."),
+        ("ste_eth_l3_ipv4_5_tuple", "STE v0 tag of ETHL3_IPV4_5_TUPLE (0x11 / 0x12 / 0x20): IPv4 addresses, L4 ports, protocol, DSCP/ECN, TCP flags, fragment."),
+        ("ste_eth_l3_ipv4_misc", "STE v0 tag of ETHL3_IPV4_MISC (0x29 / 0x2a / 0x2b): the IPv4 header's first 12 bytes (IHL, TTL, ...)."),
+        ("ste_eth_l3_ipv6_dst", "STE v0 tag of ETHL3_IPV6_DST (0x0d / 0x0e / 0x1e): the IPv6 destination address."),
+        ("ste_eth_l3_ipv6_src", "STE v0 tag of ETHL3_IPV6_SRC (0x0f / 0x10 / 0x1f; 0x0f is also DONT_CARE): the IPv6 source address."),
+        ("ste_eth_l4", "STE v0 tag of ETHL4 (0x13 / 0x14 / 0x21), the IPv6 L3+L4 lookup: protocol, ports, TCP flags, hop limit, DSCP/ECN, flow label."),
+        ("ste_eth_l4_misc", "STE v0 tag of ETHL4_MISC (0x2c / 0x2d / 0x2e): TCP sequence and acknowledgement numbers, checksum, length, window, urgent pointer."),
+        ("ste_mpls", "STE v0 tag of MPLS_FIRST (0x15 / 0x24 / 0x25): the first MPLS label stack entry, later labels and their qualifiers."),
+        ("ste_gre", "STE v0 tag of GRE (0x16): C/K/S bits, protocol type, key."),
+        ("ste_general_purpose", "STE v0 tag of GENERAL_PURPOSE (0x18): metadata register A."),
+        ("ste_register_0", "STE v0 tag of STEERING_REGISTERS_0 (0x2f): reg_c_0 (`register_0_h`), reg_c_1, reg_c_2, reg_c_3 (`register_1_l`)."),
+        ("ste_register_1", "STE v0 tag of STEERING_REGISTERS_1 (0x30): reg_c_4 (`register_2_h`) to reg_c_7 (`register_3_l`)."),
+        ("ste_src_gvmi_qp", "STE v0 tag of SRC_GVMI_AND_QP (0x05): the sender's gvmi (vhca id), loopback bits, source QP (SQ number)."),
+        ("ste_flex_parser_0", "STE v0 tag of FLEX_PARSER_0 (0x22): flex parsers 3, 2, 1, 0, 32 bits each."),
+        ("ste_flex_parser_1", "STE v0 tag of FLEX_PARSER_1 (0x23): flex parsers 7, 6, 5, 4."),
+        ("ste_flex_parser_tnl_vxlan_gpe", "STE v0 tag of FLEX_PARSER_TNL_HEADER (0x19) for VXLAN-GPE: flags, next protocol, VNI."),
+        ("ste_flex_parser_tnl_geneve", "STE v0 tag of FLEX_PARSER_TNL_HEADER (0x19) for GENEVE: option length, OAM, protocol type, VNI."),
+        ("ste_flex_parser_tnl_gtpu", "STE v0 tag of FLEX_PARSER_TNL_HEADER (0x19) for GTP-U: flags, message type, TEID."),
+        ("ste_tunnel_header", "STE v0 tag of TUNNEL_HEADER (0x34): the tunnel header's first two dwords."),
+    ],
     "pacing": [
         ("qos_cap", "QoS capabilities (HCA_CAP cap_type 0xc): packet pacing (rate-limited send queues) and scheduling."),
         ("set_pp_rate_limit_in", "SET_PP_RATE_LIMIT (0x780) input: one entry of the packet pacing rate table."),
@@ -376,6 +427,15 @@ def const_name(field):
 def main():
     check = "--check" in sys.argv
     facts = json.load(open(REF))
+    source = {s: "mlx5_ifc_offsets.json" for s in facts if not s.startswith("_")}
+    ste = json.load(open(STE))
+    for struct, fields in ste.items():
+        if struct.startswith("_"):
+            continue
+        assert struct not in facts, f"{struct}: in both references"
+        facts[struct] = {f: tuple(v) for f, v in fields.items()}
+        facts["_sizes"][struct] = ste["_sizes"][struct]
+        source[struct] = "ste-v0.json"
     for struct, fields in json.load(open(NAMES)).items():
         if struct.startswith("_"):
             continue
@@ -387,8 +447,9 @@ def main():
     files = {}
     all_entries = []
     for room, structs in ROOMS.items():
+        sources = sorted({source[s] for s, _ in structs}, key=lambda n: n != "mlx5_ifc_offsets.json")
         out = [
-            "// @generated by hw/ifc/gen/ifcgen.py from reference/mlx5_ifc_offsets.json: do not edit.",
+            f"// @generated by hw/ifc/gen/ifcgen.py from reference/{' and reference/'.join(sources)}: do not edit.",
             f"//! Layouts of the `{room}` room.",
             "",
             "#[allow(unused_imports)]",
@@ -422,7 +483,13 @@ def main():
                     continue
                 infos.append(f"Self::{cn}.info")
             out.append(f"/// {doc}")
-            out.append(f"///\n/// `mlx5_ifc` structure `{s}`, {size} bytes.")
+            if source[s] == "mlx5_ifc_offsets.json":
+                origin = f"`mlx5_ifc` structure `{s}`"
+            elif s.startswith("dr_hw_"):
+                origin = f"rdma-core structure `{s}` (dr_ste.c; reference/{source[s]})"
+            else:
+                origin = f"rdma-core `mlx5_ifc` structure `{s}` (reference/{source[s]})"
+            out.append(f"///\n/// {origin}, {size} bytes.")
             out.append("#[derive(Debug, Clone, Copy)]")
             out.append(f"pub struct {ty};")
             out.append("")
@@ -442,7 +509,7 @@ def main():
             all_entries.append(f"    (\"{s}\", {room}::{ty}::BYTES, {room}::{ty}::FIELDS),")
         files[f"{room}.rs"] = "\n".join(out).rstrip() + "\n"
     mod = [
-        "// @generated by hw/ifc/gen/ifcgen.py from reference/mlx5_ifc_offsets.json: do not edit.",
+        "// @generated by hw/ifc/gen/ifcgen.py from reference/mlx5_ifc_offsets.json and reference/ste-v0.json: do not edit.",
         "//! PRM structures as layouts, one module per hardware object (\"room\").",
         "//!",
         "//! Every named field of every structure listed here is a typed constant at its `mlx5_ifc`",

@@ -1,5 +1,7 @@
 //! Enumerated values of command fields (op_mod encodings, states, types).
 
+pub mod ste_v0;
+
 /// `op_mod` of QUERY_HCA_CAP / SET_HCA_CAP: `cap_type << 1 | mode`.
 pub mod cap_type {
     /// General device capabilities (`cmd_hca_cap`).
@@ -333,6 +335,22 @@ pub mod mkey_access_mode {
     /// Device memory (MEMIC): `start_addr` is a BAR0 offset in the MEMIC window and the key is
     /// zero-based — an access at address `a` reaches `start_addr + a`.
     pub const MEMIC: u64 = 5;
+    /// SW ICM: `start_addr` is an address in a SW ICM object (steering or header-modify memory),
+    /// which the software's RDMA writes fill.
+    pub const SW_ICM: u64 = 4;
+}
+
+/// `general_obj_in_cmd_hdr.obj_type`: the general objects (`MLX5_OBJ_TYPE_*`).
+pub mod general_obj_type {
+    /// SW ICM (`sw_icm`): steering memory the software writes.
+    pub const SW_ICM: u64 = 0x8;
+}
+
+/// `cmd_hca_cap.general_obj_types`: bit n set when objects of type n can be created
+/// (`MLX5_GENERAL_OBJ_TYPES_CAP_*`).
+pub mod general_obj_types {
+    /// SW ICM objects ([`super::general_obj_type::SW_ICM`]).
+    pub const SW_ICM: u64 = 1 << super::general_obj_type::SW_ICM;
 }
 
 /// On-demand paging: the flag bits of an MTT entry, the sub-types of a PAGE_FAULT event and the

@@ -2,7 +2,8 @@
 //!
 //! * [`prm`]: every PRM structure the driver and simulator exchange (commands, contexts, the
 //!   initialization segment, mailboxes, capabilities) as typed layouts at their `mlx5_ifc` bit
-//!   offsets, generated from the reference facts in `reference/mlx5_ifc_offsets.json`.
+//!   offsets, generated from the reference facts in `reference/mlx5_ifc_offsets.json` (and
+//!   `reference/ste-v0.json` for the software-steering entries, STE format v0).
 //! * [`cqe`], [`wqe`]: the data path's completion queue entries and work queue entry segments
 //!   as layouts at the offsets of the public `mlx5dv.h` structures (checked against the
 //!   installed header by `tests/mlx5dv.rs`), with their opcodes, syndromes and flag values; the

@@ -152,10 +152,15 @@ opcodes! {
     ModifyFlowTable = 0x93c, "MODIFY_FLOW_TABLE";
     AllocPacketReformatContext = 0x93d, "ALLOC_PACKET_REFORMAT_CONTEXT";
     DeallocPacketReformatContext = 0x93e, "DEALLOC_PACKET_REFORMAT_CONTEXT";
+    CreateGeneralObject = 0xa00, "CREATE_GENERAL_OBJECT";
+    ModifyGeneralObject = 0xa01, "MODIFY_GENERAL_OBJECT";
+    QueryGeneralObject = 0xa02, "QUERY_GENERAL_OBJECT";
+    DestroyGeneralObject = 0xa03, "DESTROY_GENERAL_OBJECT";
     CreateUctx = 0xa04, "CREATE_UCTX";
     DestroyUctx = 0xa06, "DESTROY_UCTX";
     CreateUmem = 0xa08, "CREATE_UMEM";
     DestroyUmem = 0xa0a, "DESTROY_UMEM";
+    SyncSteering = 0xb00, "SYNC_STEERING";
 }
 
 /// The PRM name of a raw opcode, or `"UNKNOWN"`.

@@ -379,6 +379,47 @@ impl Layout for DeleteFteOut {
     ];
 }
 
+/// QUERY_FLOW_TABLE (0x932) input.
+///
+/// `mlx5_ifc` structure `query_flow_table_in`, 64 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryFlowTableIn;
+
+impl QueryFlowTableIn {
+    #[doc = "`opcode`: bit 0x0, width 16, byte 0x0."] pub const OPCODE: Field<Self> = Field::new("opcode", 0x0, 16);
+    #[doc = "`op_mod`: bit 0x30, width 16, byte 0x6."] pub const OP_MOD: Field<Self> = Field::new("op_mod", 0x30, 16);
+    #[doc = "`table_type`: bit 0x80, width 8, byte 0x10."] pub const TABLE_TYPE: Field<Self> = Field::new("table_type", 0x80, 8);
+    #[doc = "`table_id`: bit 0xa8, width 24, byte 0x15."] pub const TABLE_ID: Field<Self> = Field::new("table_id", 0xa8, 24);
+}
+
+impl Layout for QueryFlowTableIn {
+    const NAME: &'static str = "query_flow_table_in";
+    const BYTES: usize = 0x40;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::OPCODE.info, Self::OP_MOD.info, Self::TABLE_TYPE.info, Self::TABLE_ID.info,
+    ];
+}
+
+/// QUERY_FLOW_TABLE (0x932) output: the table's context (a software-owned table's ICM roots).
+///
+/// `mlx5_ifc` structure `query_flow_table_out`, 64 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct QueryFlowTableOut;
+
+impl QueryFlowTableOut {
+    #[doc = "`status`: bit 0x0, width 8, byte 0x0."] pub const STATUS: Field<Self> = Field::new("status", 0x0, 8);
+    #[doc = "`syndrome`: bit 0x20, width 32, byte 0x4."] pub const SYNDROME: Field<Self> = Field::new("syndrome", 0x20, 32);
+    #[doc = "`flow_table_context` (flow_table_context): bit 0xc0, width 320, byte 0x18."] pub const FLOW_TABLE_CONTEXT: Nested<Self, FlowTableContext> = Nested::new("flow_table_context", 0xc0, 320);
+}
+
+impl Layout for QueryFlowTableOut {
+    const NAME: &'static str = "query_flow_table_out";
+    const BYTES: usize = 0x40;
+    const FIELDS: &'static [FieldInfo] = &[
+        Self::STATUS.info, Self::SYNDROME.info, Self::FLOW_TABLE_CONTEXT.info,
+    ];
+}
+
 /// A flow table's properties (in CREATE/MODIFY_FLOW_TABLE).
 ///
 /// `mlx5_ifc` structure `flow_table_context`, 40 bytes.
