@@ -187,7 +187,8 @@ impl Shared {
             let mut st = self.lock();
             let mut hw = st.hw(now);
             let r = f(&mut hw);
-            if !hw.model.rt.looped.is_empty() || !hw.model.rt.eth_looped.is_empty() {
+            let rt = &hw.model.rt;
+            if !rt.looped.is_empty() || !rt.eth_looped.is_empty() || !rt.fl_looped.is_empty() {
                 engine::loop_back(&mut hw);
             }
             // The completions this pass made, compressed where the CQ asks for it.

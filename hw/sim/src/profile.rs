@@ -202,6 +202,8 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     // ConnectX-5 allows is not in any public dump: 2^10 contexts, 2^20 umems here. No
     // `uctx_cap` bits (their firmware meaning is unknown).
     (C::LOG_MAX_UCTX, 10),
+    // Force-loopback RC QPs with RoCE disabled (rdma-core 56.1 reads it here too; `roce_cap`).
+    (C::FL_RC_QP_WHEN_ROCE_DISABLED, 1),
     (C::LOG_MAX_UMEM, 20),
 ];
 
@@ -215,6 +217,11 @@ const CX5_ROCE: &[(Field<R>, u64)] = &[
     // 255 GIDs (`gid_tbl_len` of the ConnectX-5 dumps, real-cx5.md row 55).
     (R::ROCE_ADDRESS_TABLE_SIZE, 255),
     (R::SW_R_ROCE_SRC_UDP_PORT, 1),
+    // Force-loopback RC QPs (path `fl`: requests to `remote_qpn` of the same function, never
+    // the wire), whatever `roce_en`: what mlx5dv direct rules' send ring needs (rdma-core's
+    // `dr_send_allow_fl`).
+    (R::FL_RC_QP_WHEN_ROCE_ENABLED, 1),
+    (R::FL_RC_QP_WHEN_ROCE_DISABLED, 1),
 ];
 
 /// `atomic_caps` (MAX) of the ConnectX-5 profile: 8-byte compare-and-swap and fetch-and-add,

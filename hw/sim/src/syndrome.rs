@@ -111,6 +111,7 @@
 //! | `0x5e030078` BAD_REFORMAT | BAD_PARAM | ALLOC_PACKET_REFORMAT_CONTEXT of a type the device does not offer, or data beyond `max_encap_header_size` or the input |
 //! | `0x5e030079` BAD_ADDRESS_LIST | BAD_PARAM | MODIFY_NIC_VPORT_CONTEXT of a unicast address list longer than `2^log_max_current_uc_list` |
 //! | `0x5e03007a` NOT_VPORT_MANAGER | BAD_PARAM | MODIFY_VPORT_STATE from a function that manages no vport (`vport_group_manager` and `eswitch_manager` 0: a VF, and the simulated PF): a vport's admin state is the e-switch manager's to set |
+//! | `0x5e03007b` FORCE_LOOPBACK | BAD_PARAM | INIT2RTR with the primary path's `fl` (force loopback) on a QP that is not RC, or on a device whose `roce_cap` does not offer it for the current `roce_en` (`fl_rc_qp_when_roce_enabled` / `_disabled`) |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
@@ -431,6 +432,8 @@ syndromes! {
     BAD_ADDRESS_LIST = 0x5e03_0079;
     /// BAD_PARAM: MODIFY_VPORT_STATE from a function that manages no vport.
     NOT_VPORT_MANAGER = 0x5e03_007a;
+    /// BAD_PARAM: force loopback (`fl`) on a QP that is not RC, or not offered.
+    FORCE_LOOPBACK = 0x5e03_007b;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

@@ -107,6 +107,7 @@ fn view(hw: &Hw<'_>, c: &View<'_, Dctc>, rx: &Received<'_>, dci: u32, key: u32) 
         sport: wire_sport(model, 0, dctn),
         ip_id: 0,
         v1: gid_is_v1(model, gid),
+        loopback: false,
     };
     let srqn = c.get32(Dctc::SRQN_XRQN);
     let srq_kind = if model.objects.contains(ObjectKind::Rmp, srqn) {

@@ -192,6 +192,7 @@ fn blueflame(hw: &mut Hw<'_>, off: u64, half: u64, at: u64, value: u64) {
 /// through the receive flow tables, past the TIRs of the sender's transport domain that block
 /// self-loopback of its kind ([`eth_rx::looped_back`]).
 pub(crate) fn loop_back(hw: &mut Hw<'_>) {
+    force_loopback(hw);
     let frames = std::mem::take(&mut hw.model.rt.looped);
     for f in &frames {
         if let Ok(rx) = frame::decode(f) {
@@ -202,6 +203,36 @@ pub(crate) fn loop_back(hw: &mut Hw<'_>) {
     for (f, td) in &frames {
         hw.model.rt.counters.rx_frames += 1;
         eth_rx::looped_back(hw, f, *td);
+    }
+}
+
+/// The most force-loopback frames one pass of the data path takes in (a bound on what a
+/// misbehaving pair of QPs could make it do; the rest wait for the next pass).
+const FL_FRAMES_PER_PASS: usize = 1 << 20;
+
+/// Force-loopback RC QPs (path `fl`): their requests, responses and ACKs go straight to the
+/// function's own receive side, until none is left — the requester's completions are written
+/// before the pass ends (a DR send ring waits for them at the doorbell). The ACKs such a QP
+/// owes leave as soon as its frames are in.
+fn force_loopback(hw: &mut Hw<'_>) {
+    let mut budget = FL_FRAMES_PER_PASS;
+    loop {
+        if hw.model.rt.fl_looped.is_empty() {
+            verdict::owed_looped_acks(hw);
+        }
+        let frames = std::mem::take(&mut hw.model.rt.fl_looped);
+        if frames.is_empty() || budget == 0 {
+            hw.model.rt.fl_looped = frames;
+            return;
+        }
+        for f in frames {
+            budget = budget.saturating_sub(1);
+            match frame::decode(&f) {
+                Ok(rx) => responder::dispatch_looped(hw, rx),
+                Err(e) => log::warn!("mlx5-sim: a force-loopback frame did not decode: {e:?}"),
+            }
+            crate::fabric::pool::give(f);
+        }
     }
 }
 

@@ -289,6 +289,7 @@ fn route_of(hw: &Hw<'_>, info: &QpInfo, w: &SendWqe) -> (Route, u32) {
                 sport: crate::model::qp::wire_sport(hw.model, av.sport, info.qpn),
                 ip_id: 0,
                 v1: crate::model::qp::gid_is_v1(hw.model, usize::from(av.sgid_index)),
+                loopback: false,
             },
             av.dqpn,
         ),
@@ -515,7 +516,8 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
         }
         return 0;
     };
-    let before = hw.model.rt.counters.tx_frames;
+    let sent = |hw: &Hw<'_>| hw.model.rt.counters.tx_frames + hw.model.rt.counters.fl_frames;
+    let before = sent(hw);
     let opcode = View::<CtrlSeg>::new(&bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
     let failed = match wqe::parse_send(&bytes, info.st) {
         Ok(w) if w.qpn == info.qpn => match w.opcode {
@@ -548,7 +550,7 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
     if let Some((s, vendor)) = failed {
         flush::enter_error(hw, info.qpn, Some((cc, opcode, s, vendor)));
     }
-    hw.model.rt.counters.tx_frames - before
+    sent(hw) - before
 }
 
 /// Writes the CQEs of the finished requests at the front of the queue, in order.

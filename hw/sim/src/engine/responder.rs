@@ -74,9 +74,20 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
     if !hw.model.vport.owns(&rx.route.dmac) {
         return drop_frame(hw, "not for this port's MAC");
     }
+    to_qp(hw, &rx);
+}
+
+/// Routes a frame a force-loopback QP of this function sent (path `fl`): to the QP its BTH
+/// names, with no address checked — it never left the device.
+pub(crate) fn dispatch_looped(hw: &mut Hw<'_>, rx: Received) {
+    to_qp(hw, &rx);
+}
+
+/// Routes a unicast frame for this function to its QP.
+fn to_qp(hw: &mut Hw<'_>, rx: &Received) {
     let p = &rx.packet;
     if p.opcode & 0xe0 == op::DC {
-        return dc(hw, &rx);
+        return dc(hw, rx);
     }
     // QP number 1 on the wire is the GSI QP, whatever number CREATE_QP gave it.
     let dqpn = match p.dqpn {
@@ -105,7 +116,7 @@ pub(crate) fn dispatch(hw: &mut Hw<'_>, rx: Received) {
         return drop_frame(hw, "QP not ready to receive");
     }
     match info.st {
-        qp_st::UD => super::ud::receive(hw, &info, &rx),
+        qp_st::UD => super::ud::receive(hw, &info, rx),
         qp_st::UC => uc(hw, &info, p),
         qp_st::XRC => xrc(hw, &info, p),
         _ => rc(hw, &info, p),

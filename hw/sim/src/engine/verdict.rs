@@ -116,3 +116,26 @@ pub(crate) fn owed_acks(hw: &mut Hw<'_>) {
         hw.model.rt.acks_owed = owed;
     }
 }
+
+/// Sends the ACKs the force-loopback QPs owe (path `fl`): their requester is in this device,
+/// so nothing more is coming for them in this pass — waiting for the wire to go idle would
+/// only delay their completions.
+pub(crate) fn owed_looped_acks(hw: &mut Hw<'_>) {
+    let owed = std::mem::take(&mut hw.model.rt.acks_owed);
+    let mut kept = Vec::with_capacity(owed.len());
+    for qpn in owed {
+        match QpInfo::load(hw.model, qpn) {
+            Some(info) if info.route.loopback => {
+                if matches!(info.state, qp_state::RTR | qp_state::RTS | qp_state::SQD) {
+                    flush_ack(hw, &info);
+                } else if let Some(rt) = hw.model.rt.qps.get_mut(&qpn) {
+                    rt.ack_owed = None;
+                }
+            }
+            _ => kept.push(qpn),
+        }
+    }
+    // Flushing owes nothing new; anything owed meanwhile is kept too.
+    kept.append(&mut hw.model.rt.acks_owed);
+    hw.model.rt.acks_owed = kept;
+}

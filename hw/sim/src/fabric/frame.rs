@@ -48,6 +48,10 @@ pub(crate) struct Route {
     pub(crate) ip_id: u16,
     /// RoCE (v1) framing: ethertype 0x8915 and a GRH instead of IP and UDP.
     pub(crate) v1: bool,
+    /// Force loopback (a QP path's `fl`): the frame never reaches the wire; the function's own
+    /// receive side takes it ([`crate::model::runtime::Runtime::send`]). Not on the wire, so a
+    /// decoded frame never has it.
+    pub(crate) loopback: bool,
 }
 
 /// Whether a GID is an IPv4-mapped address.

@@ -28,7 +28,7 @@
 //! any on UD — are refused when set (QP_ACCESS_NOT_SUPPORTED).
 
 use mlx5_ifc::consts::{atomic_mode, pm_state, port_type, qp_opt_param as opt, qp_st, qp_state};
-use mlx5_ifc::prm::caps::CmdHcaCap;
+use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
 use mlx5_ifc::prm::qp::{
     Ads, Init2initQpIn, Init2rtrQpIn, Qp2errIn, Qp2rstIn, Qpc, Rst2initQpIn, Rtr2rtsQpIn,
     Rts2rtsQpIn,
@@ -255,6 +255,26 @@ fn roce_path(model: &Model, a: &View<'_, Ads>) -> CmdResult {
     }
 }
 
+/// A primary path with `fl` (force loopback: the QP's packets go to `remote_qpn` of this
+/// function, never the wire, so no `rmac` or GID is needed): an RC QP only, on a device whose
+/// `roce_cap` offers it for the vport's current `roce_en` (`fl_rc_qp_when_roce_enabled` /
+/// `_disabled`); else BAD_PARAM FORCE_LOOPBACK.
+fn force_loopback(model: &Model, st: u64) -> CmdResult {
+    let cap = if model.vport.roce_en {
+        RoceCap::FL_RC_QP_WHEN_ROCE_ENABLED
+    } else {
+        RoceCap::FL_RC_QP_WHEN_ROCE_DISABLED
+    };
+    // The general capabilities carry `fl_rc_qp_when_roce_disabled` too (rdma-core 56.1 takes
+    // either).
+    let offered = View::<RoceCap>::new(&model.cur_roce).is_ok_and(|v| v.get(cap) == 1)
+        || (!model.vport.roce_en && model.cur(CmdHcaCap::FL_RC_QP_WHEN_ROCE_DISABLED) == 1);
+    if st != qp_st::RC || !offered {
+        return Err(bad_param(syn::FORCE_LOOPBACK));
+    }
+    Ok(())
+}
+
 /// The `pm_state` encoding no state has (ARMED 0, REARM 1, MIGRATED 3).
 const PM_STATE_RESERVED: u64 = 2;
 
@@ -327,7 +347,11 @@ fn init2rtr(
         if src.get(Qpc::REMOTE_QPN) < 2 {
             return Err(bad_param(syn::BAD_REMOTE_QPN));
         }
-        roce_path(model, &src.nested(Qpc::PRIMARY_ADDRESS_PATH))?;
+        if path(src, Ads::FL) == 1 {
+            force_loopback(model, st)?;
+        } else {
+            roce_path(model, &src.nested(Qpc::PRIMARY_ADDRESS_PATH))?;
+        }
         if reliable(st) && src.get(Qpc::LOG_RRA_MAX) > model.cur(CmdHcaCap::LOG_MAX_RA_RES_QP) {
             return Err(bad_param(syn::RRA_MAX_TOO_BIG));
         }

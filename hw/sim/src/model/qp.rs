@@ -53,17 +53,31 @@ impl QpInfo {
             t => t,
         };
         let page = 4096u64 << c.get(Qpc::LOG_PAGE_SIZE).min(20);
-        let route = Route {
-            smac: model.vport.source_mac(a.get(Ads::SRC_ADDR_INDEX) as usize),
-            dmac: rmac,
-            sgid: own_gid(model, a.get(Ads::SRC_ADDR_INDEX) as usize),
-            dgid,
-            tclass,
-            flow_label: a.get(Ads::FLOW_LABEL) as u32,
-            hop_limit: a.get(Ads::HOP_LIMIT) as u8,
-            sport: wire_sport(model, a.get(Ads::UDP_SPORT) as u16, qpn),
-            ip_id: 0,
-            v1: gid_is_v1(model, a.get(Ads::SRC_ADDR_INDEX) as usize),
+        let route = if a.get(Ads::FL) == 1 {
+            // Force loopback: no addresses — the frames stay in the function.
+            let mac = model.vport.mac();
+            Route {
+                smac: mac,
+                dmac: mac,
+                hop_limit: 64,
+                sport: wire_sport(model, a.get(Ads::UDP_SPORT) as u16, qpn),
+                loopback: true,
+                ..Route::default()
+            }
+        } else {
+            Route {
+                smac: model.vport.source_mac(a.get(Ads::SRC_ADDR_INDEX) as usize),
+                dmac: rmac,
+                sgid: own_gid(model, a.get(Ads::SRC_ADDR_INDEX) as usize),
+                dgid,
+                tclass,
+                flow_label: a.get(Ads::FLOW_LABEL) as u32,
+                hop_limit: a.get(Ads::HOP_LIMIT) as u8,
+                sport: wire_sport(model, a.get(Ads::UDP_SPORT) as u16, qpn),
+                ip_id: 0,
+                v1: gid_is_v1(model, a.get(Ads::SRC_ADDR_INDEX) as usize),
+                loopback: false,
+            }
         };
         Some(QpInfo {
             qpn,

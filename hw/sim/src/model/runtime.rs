@@ -35,6 +35,9 @@ pub struct DatapathCounters {
     pub eqes_dropped: u64,
     /// Frames handed to the wire.
     pub tx_frames: u64,
+    /// RoCE frames of force-loopback QPs (path `fl`): kept in the function and taken by its own
+    /// receive side, never on the wire (not in `tx_frames` or `rx_frames`).
+    pub fl_frames: u64,
     /// Ethernet frames Ethernet send queues put on the wire (a TSO WQE's segments each count).
     pub eth_tx_frames: u64,
     /// Received frames that were not RoCE (they go to the receive flow tables).
@@ -298,6 +301,9 @@ pub(crate) struct Runtime {
     /// domain: the port receives them too unless its vport disables multicast local loopback
     /// ([`crate::engine::loop_back`]).
     pub(crate) eth_looped: Vec<(Vec<u8>, u32)>,
+    /// The frames of force-loopback QPs, which the function's own receive side takes
+    /// ([`crate::engine::loop_back`]) and the wire never sees.
+    pub(crate) fl_looped: Vec<Vec<u8>>,
     /// MSI-X vectors raised and not yet delivered (an EQE written to an armed EQ raises its
     /// `intr`); [`crate::SimDevice::set_interrupt_sink`] gets them once the state is unlocked.
     pub(crate) irqs: Vec<u16>,
@@ -398,7 +404,7 @@ impl Runtime {
         self.tx.push(f);
     }
 
-    /// Queues a frame of `p` on `route`.
+    /// Queues a frame of `p` on `route` (a force-loopback route's for the function itself).
     pub(crate) fn send(&mut self, route: &Route, p: &Packet<'_>) {
         self.ip_id = self.ip_id.wrapping_add(1);
         let r = Route {
@@ -407,6 +413,11 @@ impl Runtime {
         };
         let mut f = pool::take();
         frame::encode_into(&mut f, &r, p);
+        if r.loopback {
+            self.counters.fl_frames += 1;
+            self.fl_looped.push(f);
+            return;
+        }
         self.counters.tx_frames += 1;
         self.counters.tx_bytes += f.len() as u64;
         if r.dmac[0] & 1 != 0 {
