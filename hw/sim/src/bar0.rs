@@ -136,6 +136,11 @@ impl SimDevice {
         self.shared().lock().model.memic.live()
     }
 
+    /// SW ICM accounts: live SW ICM objects, the bytes they cover, the pages backed.
+    pub fn sw_icm_accounts(&self) -> crate::SwIcmAccounts {
+        self.shared().lock().model.icm.accounts()
+    }
+
     /// Size of BAR0 (32 MiB).
     pub fn bar_size(&self) -> u64 {
         BAR_SIZE

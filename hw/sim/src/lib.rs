@@ -99,6 +99,7 @@ pub use fw::qp::FIRST_QPN;
 pub use fw::resources::FIRST_UAR_INDEX;
 pub use iommu::{DmaBlock, ExternalMemory, IOVA_BASE, MAX_DMA_ALIGN, MAX_DMA_BYTES};
 pub use mode::Mode;
+pub use model::icm::SwIcmAccounts;
 pub use model::mkey::{NULL_MKEY, RESD_LKEY};
 pub use model::objects::ObjectKind;
 pub use model::pages::{PagePolicy, PageStats, RandomPages};

@@ -204,6 +204,9 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::LOG_MAX_UCTX, 10),
     // Force-loopback RC QPs with RoCE disabled (rdma-core 56.1 reads it here too; `roce_cap`).
     (C::FL_RC_QP_WHEN_ROCE_DISABLED, 1),
+    // General objects: SW ICM only (CREATE/DESTROY_GENERAL_OBJECT type 8, `device_mem_cap`'s
+    // regions; Linux's DM verbs and SW ICM allocator need it).
+    (C::GENERAL_OBJ_TYPES, mlx5_ifc::consts::general_obj_types::SW_ICM),
     (C::LOG_MAX_UMEM, 20),
 ];
 
@@ -252,15 +255,24 @@ pub const BAR_SIZE: u64 = 32 << 20;
 /// (`max_dm_size` 131072 on every dump, real-cx5.md row 47).
 pub(crate) const MEMIC_BYTES: u64 = 128 << 10;
 
-/// `device_mem_cap` of the ConnectX-5 profile: MEMIC only (no SW ICM, no MEMIC operations), a
-/// window of [`MEMIC_BYTES`] at the top of BAR0 (where no UAR page is handed out), allocations
-/// aligned up to 4 KiB (64 << 6). Where the real card puts its window is not public.
+/// `device_mem_cap` of the ConnectX-5 profile: MEMIC (no MEMIC operations), a window of
+/// [`MEMIC_BYTES`] at the top of BAR0 (where no UAR page is handed out), allocations aligned
+/// up to 4 KiB (64 << 6); and SW ICM for software steering (`model/icm.rs`): 128 MiB of
+/// steering ICM and 1 MiB of header-modify ICM, each aligned to its size, below 2^40 and above
+/// the firmware's own ICM, allocated in 4 KiB blocks. Where the real card puts any of it, and
+/// its sizes, are not public; these satisfy every check of rdma-core 44/56 and Linux 6.1
+/// (steering ≥ 2^26, header modify ≥ 2^15).
 const CX5_DEV_MEM: &[(Field<D>, u64)] = &[
     (D::MEMIC, 1),
     (D::LOG_MAX_MEMIC_ADDR_ALIGNMENT, 6),
     (D::MEMIC_BAR_START_ADDR, BAR_SIZE - MEMIC_BYTES),
     (D::MEMIC_BAR_SIZE, MEMIC_BYTES),
     (D::MAX_MEMIC_SIZE, MEMIC_BYTES),
+    (D::STEERING_SW_ICM_START_ADDRESS, 0x40_0000_0000),
+    (D::LOG_STEERING_SW_ICM_SIZE, 27),
+    (D::HEADER_MODIFY_SW_ICM_START_ADDRESS, 0x48_0000_0000),
+    (D::LOG_HEADER_MODIFY_SW_ICM_SIZE, 20),
+    (D::LOG_SW_ICM_ALLOC_GRANULARITY, 12),
 ];
 
 /// A transport's operations in `odp_cap`'s transport page-fault scheme.

@@ -112,6 +112,9 @@
 //! | `0x5e030079` BAD_ADDRESS_LIST | BAD_PARAM | MODIFY_NIC_VPORT_CONTEXT of a unicast address list longer than `2^log_max_current_uc_list` |
 //! | `0x5e03007a` NOT_VPORT_MANAGER | BAD_PARAM | MODIFY_VPORT_STATE from a function that manages no vport (`vport_group_manager` and `eswitch_manager` 0: a VF, and the simulated PF): a vport's admin state is the e-switch manager's to set |
 //! | `0x5e03007b` FORCE_LOOPBACK | BAD_PARAM | INIT2RTR with the primary path's `fl` (force loopback) on a QP that is not RC, or on a device whose `roce_cap` does not offer it for the current `roce_en` (`fl_rc_qp_when_roce_enabled` / `_disabled`) |
+//! | `0x5e03007c` GENERAL_OBJ_TYPE | BAD_PARAM | CREATE/DESTROY_GENERAL_OBJECT of an `obj_type` the device does not offer in `general_obj_types` (it offers SW_ICM only) |
+//! | `0x5e03007d` SW_ICM_PARAM | BAD_PARAM | CREATE_GENERAL_OBJECT SW_ICM: a size below the granularity (`2^log_sw_icm_alloc_granularity`), a start not aligned to it, or a range not inside the steering or the header-modify SW ICM region |
+//! | `0x5e03007e` SW_ICM_OVERLAP | BAD_PARAM | CREATE_GENERAL_OBJECT SW_ICM of a range overlapping a live SW ICM object |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
@@ -145,6 +148,7 @@
 //! | `0x5e050014` UNKNOWN_UMEM | BAD_RES | a umem that is not registered (or another context's) |
 //! | `0x5e050015` UNKNOWN_DCT | BAD_RES | a DCT number that is not a live DCT (DESTROY/DRAIN/QUERY_DCT, ARM_DCT_FOR_KEY_VIOLATION) |
 //! | `0x5e050016` UNKNOWN_FLOW_COUNTER | BAD_RES | a flow counter that is not allocated (DEALLOC/QUERY_FLOW_COUNTER, an FTE's counter list) |
+//! | `0x5e050018` UNKNOWN_GENERAL_OBJECT | BAD_RES | DESTROY_GENERAL_OBJECT of an `obj_id` that is no live object of its type (or another context's) |
 //! | `0x5e050017` UNKNOWN_PACKET_REFORMAT | BAD_RES | a packet reformat context that is not allocated (DEALLOC, an FTE's `packet_reformat_id`) |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
@@ -164,6 +168,7 @@
 //! | `0x5e060010` UCTX_IN_USE | RES_BUSY | DESTROY_UCTX of a context that still owns objects |
 //! | `0x5e060011` UMEM_IN_USE | RES_BUSY | DESTROY_UMEM of a umem an object lives in |
 //! | `0x5e060012` FLOW_COUNTER_IN_USE | RES_BUSY | DEALLOC_FLOW_COUNTER of a counter a flow table entry counts in |
+//! | `0x5e060014` SW_ICM_IN_USE | RES_BUSY | DESTROY_GENERAL_OBJECT of a SW ICM object a SW_ICM mkey reaches |
 //! | `0x5e060013` PACKET_REFORMAT_IN_USE | RES_BUSY | DEALLOC_PACKET_REFORMAT_CONTEXT of a context an entry uses |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
@@ -178,6 +183,7 @@
 //! | `0x5e08000b` UCTX_EXHAUSTED | EXCEED_LIM | `2^log_max_uctx - 1` user contexts live |
 //! | `0x5e08000c` UMEM_EXHAUSTED | EXCEED_LIM | `2^log_max_umem - 1` umems registered |
 //! | `0x5e08000d` FLOW_COUNTER_EXHAUSTED | EXCEED_LIM | `max_flow_counter` counters allocated |
+//! | `0x5e08000f` SW_ICM_EXHAUSTED | EXCEED_LIM | no general object handle left for a SW ICM object |
 //! | `0x5e08000e` PACKET_REFORMAT_EXHAUSTED | EXCEED_LIM | `2^log_max_packet_reformat_context - 1` reformat contexts allocated |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
@@ -434,6 +440,12 @@ syndromes! {
     NOT_VPORT_MANAGER = 0x5e03_007a;
     /// BAD_PARAM: force loopback (`fl`) on a QP that is not RC, or not offered.
     FORCE_LOOPBACK = 0x5e03_007b;
+    /// BAD_PARAM: a general object type the device does not offer.
+    GENERAL_OBJ_TYPE = 0x5e03_007c;
+    /// BAD_PARAM: a SW ICM range of a bad size or alignment, or outside the regions.
+    SW_ICM_PARAM = 0x5e03_007d;
+    /// BAD_PARAM: a SW ICM range overlapping a live object.
+    SW_ICM_OVERLAP = 0x5e03_007e;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -494,6 +506,8 @@ syndromes! {
     UNKNOWN_FLOW_COUNTER = 0x5e05_0016;
     /// BAD_RES: no such packet reformat context.
     UNKNOWN_PACKET_REFORMAT = 0x5e05_0017;
+    /// BAD_RES: no such general object.
+    UNKNOWN_GENERAL_OBJECT = 0x5e05_0018;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -532,6 +546,8 @@ syndromes! {
     FLOW_COUNTER_IN_USE = 0x5e06_0012;
     /// RES_BUSY: DEALLOC_PACKET_REFORMAT_CONTEXT of a context an entry uses.
     PACKET_REFORMAT_IN_USE = 0x5e06_0013;
+    /// RES_BUSY: a SW ICM object a SW_ICM key reaches.
+    SW_ICM_IN_USE = 0x5e06_0014;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.
@@ -560,6 +576,8 @@ syndromes! {
     FLOW_COUNTER_EXHAUSTED = 0x5e08_000d;
     /// EXCEED_LIM: every packet reformat context is allocated.
     PACKET_REFORMAT_EXHAUSTED = 0x5e08_000e;
+    /// EXCEED_LIM: no general object handle left for a SW ICM object.
+    SW_ICM_EXHAUSTED = 0x5e08_000f;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.

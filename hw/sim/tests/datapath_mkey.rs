@@ -114,10 +114,10 @@ fn refusals() {
     };
     let cases: Vec<(Vec<u8>, (u8, u32))> = vec![
         (
-            // SW_ICM (4: `access_mode_4_2` 1): an access mode the simulator does not model
-            // (PA, MTT, KLMS and KSM it does).
+            // 6 (`access_mode_4_2` 1, `access_mode_1_0` 2): an access mode the simulator does
+            // not model (PA, MTT, KLMS, KSM, SW_ICM and MEMIC it does).
             mkey_in(pd, 0, 8192, &pages, |c| {
-                c.set(Mkc::ACCESS_MODE_1_0, 0).unwrap();
+                c.set(Mkc::ACCESS_MODE_1_0, 2).unwrap();
                 c.set(Mkc::ACCESS_MODE_4_2, 1).unwrap();
             }),
             (BAD_PARAM, syn::MKEY_ACCESS_MODE),

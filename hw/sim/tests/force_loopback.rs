@@ -5,11 +5,10 @@
 
 mod common;
 
-use common::datapath::{fill, pair, read, Node, Qp, Seg};
-use common::queues::Step;
+use common::datapath::{fill, pair, read, Node, Seg};
+use common::dr::connect_fl;
 use mlx5_ifc::consts::{cap_mode, cap_type, qp_st};
 use mlx5_ifc::prm::caps::{CmdHcaCap, RoceCap};
-use mlx5_ifc::prm::qp::{Ads, Qpc};
 use mlx5_ifc::View;
 use mlx5_sim::syndrome as syn;
 use mlx5_sim::{Mode, Profile};
@@ -18,42 +17,6 @@ const SEND: u8 = 0x0a;
 const WRITE: u8 = 0x08;
 const READ: u8 = 0x10;
 const SIGNALED: u8 = 0x08;
-
-/// RST2INIT, INIT2RTR and RTR2RTS as rdma-core's `dr_devx_modify_qp_*` send them: port 1,
-/// `rre`/`rwe`; MTU 1024, `log_msg_max` 24, `remote_qpn`, `fl` and `min_rnr_nak` 1 (no `rmac`,
-/// no GID); retry and RNR retry 7, `ack_timeout` 8. The statuses of the three.
-fn connect_fl(n: &mut Node, qp: &Qp, remote: u32, fl: u64) -> [(u8, u32); 3] {
-    let port = |c: &mut mlx5_ifc::ViewMut<'_, Qpc>| {
-        c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
-            .set(Ads::VHCA_PORT_NUM, 1)
-            .unwrap();
-    };
-    let rc = qp.st == qp_st::RC;
-    let init = n.modify(Step::Rst2Init, qp.qpn, |c| {
-        port(c);
-        c.set(Qpc::PM_STATE, 3).unwrap();
-        c.set(Qpc::RRE, rc.into()).unwrap();
-        c.set(Qpc::RWE, 1).unwrap();
-    });
-    let rtr = n.modify(Step::Init2Rtr, qp.qpn, |c| {
-        port(c);
-        c.set(Qpc::MTU, 3).unwrap();
-        c.set(Qpc::LOG_MSG_MAX, 24).unwrap();
-        c.set(Qpc::REMOTE_QPN, remote.into()).unwrap();
-        c.set(Qpc::MIN_RNR_NAK, 1).unwrap();
-        c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
-            .set(Ads::FL, fl)
-            .unwrap();
-    });
-    let rts = n.modify(Step::Rtr2Rts, qp.qpn, |c| {
-        c.set(Qpc::RETRY_COUNT, 7).unwrap();
-        c.set(Qpc::RNR_RETRY, 7).unwrap();
-        c.nested_mut(Qpc::PRIMARY_ADDRESS_PATH)
-            .set(Ads::ACK_TIMEOUT, 8)
-            .unwrap();
-    });
-    [init, rtr, rts]
-}
 
 #[test]
 fn the_profile_offers_force_loopback_whatever_roce_en() {

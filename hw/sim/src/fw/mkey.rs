@@ -6,7 +6,9 @@
 //!    an indirect key: mlx5_ib's memory windows) or KSM (3, fixed-size entities of
 //!    `2^log_page_size` bytes, 12 to 30: mlx5_ib's implicit ODP parents) or MEMIC (5, device
 //!    memory: `start_addr` a BAR0 offset, the key zero-based; `[start_addr, + len)` inside one
-//!    ALLOC_MEMIC allocation, MKEY_LENGTH) (BAD_PARAM MKEY_ACCESS_MODE, MKEY_PAGE_SIZE);
+//!    ALLOC_MEMIC allocation, MKEY_LENGTH) or SW_ICM (4, software steering's memory:
+//!    `start_addr` an ICM address, the key zero-based; `[start_addr, + len)` inside one live SW
+//!    ICM object, MKEY_LENGTH) (BAD_PARAM MKEY_ACCESS_MODE, MKEY_PAGE_SIZE);
 //! 2. `pd` allocated (BAD_RES UNKNOWN_PD);
 //! 3. the range: MTT with `length64` set, or `start_addr + len` past 2^64 (BAD_PARAM
 //!    MKEY_LENGTH). PA with `length64` covers the whole IOVA space;
@@ -204,7 +206,7 @@ pub(crate) fn create_mkey(
     let i = input::<CreateMkeyIn>(req)?;
     let c = i.nested(CreateMkeyIn::MEMORY_KEY_MKEY_ENTRY);
     let mode = (c.get(Mkc::ACCESS_MODE_4_2) << 2) | c.get(Mkc::ACCESS_MODE_1_0);
-    if mode > mkey_access_mode::MEMIC || mode == mkey_access_mode::MEMIC - 1 {
+    if mode > mkey_access_mode::MEMIC {
         return Err(bad_param(syn::MKEY_ACCESS_MODE));
     }
     let pd = c.get32(Mkc::PD);
@@ -237,6 +239,11 @@ pub(crate) fn create_mkey(
     if memic && (whole || !model.memic.allocated(start, len.max(1))) {
         return Err(bad_param(syn::MKEY_LENGTH));
     }
+    // SW ICM likewise: inside one live SW ICM object.
+    let icm = mode == mkey_access_mode::SW_ICM;
+    if icm && (whole || model.icm.object_at(start, len.max(1)).is_none()) {
+        return Err(bad_param(syn::MKEY_LENGTH));
+    }
     let log_max = queue::log_max(model, CmdHcaCap::LOG_MAX_MKEY);
     // The reserved lkey and the null mkey count against the limit.
     if !queue::below_limit(model.objects.count(ObjectKind::Mkey) + 2, log_max) {
@@ -259,6 +266,7 @@ pub(crate) fn create_mkey(
         klm,
         ksm,
         memic,
+        icm,
         qpn: c.get32(Mkc::QPN),
         free: c.get(Mkc::FREE) == 1,
         rinval: c.get(Mkc::EN_RINVAL) == 1,
@@ -280,10 +288,20 @@ pub(crate) fn create_mkey(
     Ok(())
 }
 
+/// Whether a live SW_ICM key reaches ICM `[start, start + size)`.
+pub(crate) fn sw_icm_in_use(model: &Model, start: u64, size: u64) -> bool {
+    reached(model, |m| m.icm, start, size)
+}
+
 /// Whether a live MEMIC key reaches device memory `[start, start + size)`.
 pub(crate) fn memic_in_use(model: &Model, start: u64, size: u64) -> bool {
+    reached(model, |m| m.memic, start, size)
+}
+
+/// Whether a live key of the kind `of` picks reaches `[start, start + size)` of its memory.
+fn reached(model: &Model, of: fn(&Mkey) -> bool, start: u64, size: u64) -> bool {
     model.objects.mkeys().any(|m| {
-        m.memic
+        of(m)
             && m.start < start.saturating_add(size)
             && start < m.start.saturating_add(m.len.max(1))
     })

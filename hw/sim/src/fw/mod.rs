@@ -55,15 +55,16 @@ pub(crate) mod queue;
 pub(crate) mod reformat;
 pub(crate) mod resources;
 pub(crate) mod sq_rq;
+pub(crate) mod sw_icm;
 pub(crate) mod srq;
 pub(crate) mod tir;
 pub(crate) mod vport;
 pub(crate) mod xrc;
 
 use mlx5_ifc::prm::{
-    cq as c, dct as dc, devx as dx, eq as e, flow as f, flow_counter as fc, hca as h, memic as dm,
-    mr as m, odp as pf, pacing as pp, qp as q, reformat as rf, sq_rq as w, srq as s, tir as t,
-    uar_pd as u, vport as v,
+    cq as c, dct as dc, devx as dx, eq as e, flow as f, flow_counter as fc, general_obj as go,
+    hca as h, memic as dm, mr as m, odp as pf, pacing as pp, qp as q, reformat as rf, sq_rq as w,
+    srq as s, sw_icm as si, tir as t, uar_pd as u, vport as v,
 };
 use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
 
@@ -237,6 +238,21 @@ const SPECS: &[Spec] = &[
         Opcode::DeallocMemic,
         Gate::Initialized,
         memic::dealloc_memic,
+    ),
+    spec::<go::GeneralObjInCmdHdr, go::GeneralObjOutCmdHdr>(
+        Opcode::CreateGeneralObject,
+        Gate::Initialized,
+        sw_icm::create_general_object,
+    ),
+    spec::<go::GeneralObjInCmdHdr, go::GeneralObjOutCmdHdr>(
+        Opcode::DestroyGeneralObject,
+        Gate::Initialized,
+        sw_icm::destroy_general_object,
+    ),
+    spec::<si::SyncSteeringIn, si::SyncSteeringOut>(
+        Opcode::SyncSteering,
+        Gate::Initialized,
+        sw_icm::sync_steering,
     ),
     spec::<w::SetDelayDropParamsIn, w::SetDelayDropParamsOut>(
         Opcode::SetDelayDropParams,

@@ -49,6 +49,8 @@ pub(crate) struct Model {
     pub(crate) dc: super::dc::Dc,
     /// Device memory (MEMIC) and its allocations.
     pub(crate) memic: super::memic::Memic,
+    /// SW ICM: its regions, the SW ICM objects and their bytes.
+    pub(crate) icm: super::icm::Icm,
     /// Delay drop (SET_DELAY_DROP_PARAMS): how long an RQ with `delay_drop_en` holds frames
     /// while it has no WQE; `None` when disarmed (at start, after a timeout, or set to 0).
     pub(crate) delay_drop_ns: Option<u64>,
@@ -79,6 +81,7 @@ impl Model {
             rates: std::collections::BTreeMap::new(),
             delay_drop_ns: None,
             memic: super::memic::Memic::new(profile),
+            icm: super::icm::Icm::new(profile),
             rt: Runtime::default(),
             injected: Faults::default(),
         }
@@ -95,6 +98,7 @@ impl Model {
         self.cur_atomic = *profile.atomic_cap();
         self.cur_odp = profile.odp_cap_initial();
         self.memic = super::memic::Memic::new(profile);
+        self.icm = super::icm::Icm::new(profile);
         self.rates.clear();
         self.delay_drop_ns = None;
         // What the hypervisor set (the assigned MAC, the vport's admin state) outlives the

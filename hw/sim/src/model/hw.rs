@@ -1,7 +1,8 @@
 //! The handle the data path and the event writers work with: the model, host memory through the
 //! IOMMU, the DMA fault record and the device time ([`Hw`]); the data path's reads and writes
-//! of payload go through it, to host memory or to device memory.
+//! of payload go through it, to host memory, to device memory (MEMIC) or to SW ICM.
 
+use super::icm::ICM_SPACE;
 use super::memic::DM_SPACE;
 use super::Model;
 use crate::fault::DmaFault;
@@ -15,30 +16,44 @@ pub(crate) struct Hw<'a> {
     pub(crate) now: u64,
 }
 
+/// Where a data-path address lies.
+enum Space {
+    Host(u64),
+    /// A BAR0 offset in the MEMIC window.
+    DeviceMemory(u64),
+    /// An ICM address of a SW ICM object.
+    Icm(u64),
+}
+
+fn space(addr: u64) -> Space {
+    if addr & DM_SPACE != 0 {
+        Space::DeviceMemory(addr & !DM_SPACE)
+    } else if addr & ICM_SPACE != 0 {
+        Space::Icm(addr & !ICM_SPACE)
+    } else {
+        Space::Host(addr)
+    }
+}
+
 impl Hw<'_> {
     /// Reads data-path bytes at `addr`: device memory for a [`DM_SPACE`] address (the MEMIC
-    /// window), host memory through the IOMMU otherwise.
+    /// window), SW ICM for an [`ICM_SPACE`] one, host memory through the IOMMU otherwise.
     pub(crate) fn dma_read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Unmapped> {
-        if addr & DM_SPACE != 0 {
-            return self
-                .model
-                .memic
-                .read(addr & !DM_SPACE, buf)
-                .map_err(|()| Unmapped);
+        match space(addr) {
+            Space::Host(a) => self.iommu.read(a, buf),
+            Space::DeviceMemory(off) => self.model.memic.read(off, buf).map_err(|()| Unmapped),
+            Space::Icm(a) => self.model.icm.read(a, buf).map_err(|()| Unmapped),
         }
-        self.iommu.read(addr, buf)
     }
 
-    /// Writes data-path bytes at `addr` (device memory or host memory, as [`Hw::dma_read`]).
+    /// Writes data-path bytes at `addr` (device memory, SW ICM or host memory, as
+    /// [`Hw::dma_read`]).
     pub(crate) fn dma_write(&mut self, addr: u64, data: &[u8]) -> Result<(), Unmapped> {
-        if addr & DM_SPACE != 0 {
-            return self
-                .model
-                .memic
-                .write(addr & !DM_SPACE, data)
-                .map_err(|()| Unmapped);
+        match space(addr) {
+            Space::Host(a) => self.iommu.write(a, data),
+            Space::DeviceMemory(off) => self.model.memic.write(off, data).map_err(|()| Unmapped),
+            Space::Icm(a) => self.model.icm.write(a, data).map_err(|()| Unmapped),
         }
-        self.iommu.write(addr, data)
     }
 
     /// An atomic read-modify-write of the 8-byte word at `addr` (8-aligned; in the byte order
@@ -49,15 +64,15 @@ impl Hw<'_> {
         big_endian: bool,
         f: impl Fn(u64) -> u64,
     ) -> Result<u64, Unmapped> {
-        if addr & DM_SPACE == 0 {
-            return self.iommu.fetch_update_u64(addr, big_endian, f);
+        if let Space::Host(a) = space(addr) {
+            return self.iommu.fetch_update_u64(a, big_endian, f);
         }
-        let off = addr & !DM_SPACE;
+        // Device memory and SW ICM: the device's own, nothing else writes it meanwhile.
         let mut b = [0u8; 8];
-        if off % 8 != 0 {
+        if addr % 8 != 0 {
             return Err(Unmapped);
         }
-        self.model.memic.read(off, &mut b).map_err(|()| Unmapped)?;
+        self.dma_read(addr, &mut b)?;
         let old = if big_endian {
             u64::from_be_bytes(b)
         } else {
@@ -69,7 +84,7 @@ impl Hw<'_> {
         } else {
             new.to_le_bytes()
         };
-        self.model.memic.write(off, &nb).map_err(|()| Unmapped)?;
+        self.dma_write(addr, &nb)?;
         Ok(old)
     }
 }

@@ -60,6 +60,8 @@ pub(crate) struct Mkey {
     pub(crate) ksm: Option<Ksm>,
     /// MEMIC mode: device memory from `start` (a BAR0 offset), zero-based.
     pub(crate) memic: bool,
+    /// SW_ICM mode: SW ICM from `start` (an ICM address), zero-based.
+    pub(crate) icm: bool,
     /// The QP a type 2 memory window is bound to (`qpn`; 0xffffff: none).
     pub(crate) qpn: u32,
     pub(crate) free: bool,

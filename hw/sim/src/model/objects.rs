@@ -67,6 +67,8 @@ pub enum ObjectKind {
     FlowCounter,
     /// A packet reformat context (ALLOC_PACKET_REFORMAT_CONTEXT); its context is the command's.
     PacketReformat,
+    /// A SW ICM range (CREATE_GENERAL_OBJECT, `obj_type` SW_ICM): software steering's memory.
+    SwIcm,
 }
 
 /// The uid of resources shared by every user context (Linux's `MLX5_SHARED_RESOURCE_UID`):
@@ -106,6 +108,8 @@ pub(crate) enum Object {
     Uctx,
     /// Registered user memory.
     Umem(Box<Umem>),
+    /// A SW ICM object: `size` bytes of ICM at `start` ([`super::icm`]).
+    SwIcm { start: u64, size: u64 },
 }
 
 /// A registered umem: its pages (IOVAs), their size, and where the region starts in the first.

@@ -6,6 +6,7 @@ use mlx5_ifc::prm::mr::Mkc;
 use mlx5_ifc::consts::odp;
 use mlx5_ifc::prm::caps::CmdHcaCap;
 
+use super::icm::ICM_SPACE;
 use super::memic::DM_SPACE;
 use super::mkey::{access, IovaPieces, KeyError, Klm, Ksm, Mkey, MTT_FLAGS, NO_QPN, RESD_LKEY};
 use super::Model;
@@ -24,8 +25,8 @@ pub(crate) fn translate(
         if need & !(access::LOCAL_READ | access::LOCAL_WRITE) != 0 {
             return Err(KeyError::Access);
         }
-        // Physical addresses are IOVAs: never the device memory space.
-        if va.checked_add(len).is_none_or(|e| e > DM_SPACE) {
+        // Physical addresses are IOVAs: never the device's own spaces.
+        if va.checked_add(len).is_none_or(|e| e > ICM_SPACE) {
             return Err(KeyError::Bounds);
         }
         return Ok(split(va, len, u64::MAX));
@@ -47,6 +48,13 @@ pub(crate) fn translate(
             return Err(KeyError::Bounds);
         }
         return Ok(split(DM_SPACE | (m.start + va), len, u64::MAX));
+    }
+    if m.icm {
+        // SW ICM, zero-based likewise: ICM address `start_addr + va`.
+        if va.checked_add(len).is_none_or(|e| e > m.len) {
+            return Err(KeyError::Bounds);
+        }
+        return Ok(split(ICM_SPACE | (m.start + va), len, u64::MAX));
     }
     let end = va.checked_add(len).ok_or(KeyError::Bounds)?;
     if !m.whole && (va < m.start || end > m.start.saturating_add(m.len)) {
@@ -158,8 +166,8 @@ fn direct(
     present: Option<u64>,
 ) -> Result<IovaPieces, KeyError> {
     match &m.mtt {
-        // A PA key: IOVAs, never the device memory space.
-        None if end > DM_SPACE => Err(KeyError::Bounds),
+        // A PA key: IOVAs, never the device's own spaces.
+        None if end > ICM_SPACE => Err(KeyError::Bounds),
         None => Ok(split(va, len, u64::MAX)),
         Some((shift, pages)) => {
             let page = 1u64 << shift;
@@ -179,7 +187,7 @@ fn direct(
                     return Err(KeyError::Absent);
                 }
                 let addr = entry & !MTT_FLAGS;
-                if addr >= DM_SPACE {
+                if addr >= ICM_SPACE {
                     return Err(KeyError::Bounds);
                 }
                 let off = at & (page - 1);

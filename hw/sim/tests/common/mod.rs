@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod datapath;
+pub mod dr;
 pub mod eth_node;
 pub mod ethernet;
 pub mod queues;
