@@ -79,7 +79,7 @@
 //! | `0x5e030054` BAD_PM_STATE | BAD_PARAM | RST2INIT `pm_state` not MIGRATED (3): no alternate path exists to arm |
 //! | `0x5e030055` BAD_ATOMIC_MODE | BAD_PARAM | `rae` with `atomic_mode` above 8 (UP_TO_256B) |
 //! | `0x5e030056` SRQ_LIMIT | BAD_PARAM | ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size |
-//! | `0x5e030057` FT_UNSUPPORTED_TYPE | BAD_PARAM | a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a software-owned / reformat / decap / termination table |
+//! | `0x5e030057` FT_UNSUPPORTED_TYPE | BAD_PARAM | a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a reformat table where the type has no `reformat`, a decap or termination table |
 //! | `0x5e030058` FT_LEVEL | BAD_PARAM | CREATE_FLOW_TABLE `level` above `max_ft_level` |
 //! | `0x5e030059` FT_SIZE | BAD_PARAM | CREATE_FLOW_TABLE `log_size` above `log_max_ft_size` |
 //! | `0x5e03005a` FT_MISS_ACTION | BAD_PARAM | `table_miss_action` not 0/1, a miss table of another type or not at a higher level, or MODIFY_FLOW_TABLE of another field |
@@ -115,6 +115,8 @@
 //! | `0x5e03007c` GENERAL_OBJ_TYPE | BAD_PARAM | CREATE/DESTROY_GENERAL_OBJECT of an `obj_type` the device does not offer in `general_obj_types` (it offers SW_ICM only) |
 //! | `0x5e03007d` SW_ICM_PARAM | BAD_PARAM | CREATE_GENERAL_OBJECT SW_ICM: a size below the granularity (`2^log_sw_icm_alloc_granularity`), a start not aligned to it, or a range not inside the steering or the header-modify SW ICM region |
 //! | `0x5e03007e` SW_ICM_OVERLAP | BAD_PARAM | CREATE_GENERAL_OBJECT SW_ICM of a range overlapping a live SW ICM object |
+//! | `0x5e03007f` FT_SW_OWNER_ROOT | BAD_PARAM | CREATE_FLOW_TABLE of a software-owned table (`sw_owner`) whose `sw_owner_icm_root_0` (or a non-zero `_root_1`) is not 64-byte aligned inside a live SW ICM object |
+//! | `0x5e030080` FT_SW_OWNED | BAD_PARAM | CREATE_FLOW_GROUP in a software-owned table (its entries are STEs in ICM, software's to write) |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
@@ -446,6 +448,10 @@ syndromes! {
     SW_ICM_PARAM = 0x5e03_007d;
     /// BAD_PARAM: a SW ICM range overlapping a live object.
     SW_ICM_OVERLAP = 0x5e03_007e;
+    /// BAD_PARAM: a software-owned table's root not in a live SW ICM object.
+    FT_SW_OWNER_ROOT = 0x5e03_007f;
+    /// BAD_PARAM: a flow group in a software-owned table.
+    FT_SW_OWNED = 0x5e03_0080;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.

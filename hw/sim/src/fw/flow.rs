@@ -10,14 +10,25 @@
 //! * CREATE_FLOW_TABLE: `level` ≤ `max_ft_level` (FT_LEVEL); `log_size` ≤ `log_max_ft_size`
 //!   (FT_SIZE); `table_miss_action` 0 (default: the next priority, or drop) or 1 (forward to
 //!   `table_miss_id`, a live table of the same type at a higher level; else FT_MISS_ACTION or
-//!   BAD_RES UNKNOWN_FLOW_TABLE); no software-owned or decap tables, and `reformat_en` only where
+//!   BAD_RES UNKNOWN_FLOW_TABLE); no decap or termination tables, and `reformat_en` only where
 //!   the type offers `reformat` (FT_UNSUPPORTED_TYPE);
-//!   fewer than `2^log_max_ft_num` tables live (EXCEED_LIM FLOW_TABLE_EXHAUSTED).
+//!   fewer than `2^log_max_ft_num` tables live (EXCEED_LIM FLOW_TABLE_EXHAUSTED). A
+//!   software-owned table (`sw_owner` 1, mlx5dv direct rules' DevX table): its
+//!   `sw_owner_icm_root_0` — and `_root_1` unless 0 — 64-byte aligned inside a live SW ICM
+//!   object (BAD_PARAM FT_SW_OWNER_ROOT); a frame forwarded to it is the STE walk's from that
+//!   root ([`crate::model::icm_map::sw_table_root`]). Taken whatever the type's `sw_owner` cap
+//!   says (it stays clear until the walk serves such tables end to end). The output's
+//!   `icm_address_*` is the table's root.
+//! * QUERY_FLOW_TABLE: a live table of that type the command's uid sees (BAD_RES
+//!   UNKNOWN_FLOW_TABLE); its context as created, with `sw_owner_icm_root_0` and `_1` its ICM
+//!   roots — a FW-owned table's firmware address in both (rdma-core 56.1 reads root 0, 44.0
+//!   root 1 for NIC TX) ([`crate::model::icm_map::table_roots`]).
 //! * MODIFY_FLOW_TABLE: `modify_field_select` bit 0 (miss table) only, checked as at create.
 //! * SET_FLOW_TABLE_ROOT: needs `modify_root`; op_mod 0 makes `table_id` (a live table of the
 //!   type) the root, op_mod 1 disconnects the root. Destroying the root table leaves the type
 //!   with none (Linux's unload destroys its anchor table, the root, without disconnecting it).
-//! * CREATE_FLOW_GROUP: a live table (BAD_RES UNKNOWN_FLOW_TABLE); `start_flow_index` ≤
+//! * CREATE_FLOW_GROUP: a live FW-owned table (BAD_RES UNKNOWN_FLOW_TABLE; a software-owned one's
+//!   entries are STEs in ICM: BAD_PARAM FT_SW_OWNED); `start_flow_index` ≤
 //!   `end_flow_index` < the table size, not overlapping another group of the table (FG_RANGE);
 //!   `match_criteria_enable` only outer headers (bit 0) and misc parameters (bit 1) (FG_CRITERIA).
 //! * SET_FLOW_TABLE_ENTRY: op_mod 0 (a new entry; FTE_EXISTS if the index is taken) or 1 (modify:
@@ -44,13 +55,15 @@ use mlx5_ifc::prm::caps::{FlowTableNicCap, FlowTablePropLayout as Prop};
 use mlx5_ifc::prm::flow::{
     CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn,
     DestFormatStruct as Dest, DestroyFlowGroupIn, DestroyFlowTableIn, FlowContext,
-    FlowTableContext as Ftc, ModifyFlowTableIn, SetFlowTableRootIn, SetFteIn,
+    FlowTableContext as Ftc, ModifyFlowTableIn, QueryFlowTableIn, QueryFlowTableOut,
+    SetFlowTableRootIn, SetFteIn,
 };
 use mlx5_ifc::prm::flow_counter::FlowCounterList as CounterEntry;
 use mlx5_ifc::{CmdStatus, Field, Layout, View};
 
 use super::cmd::{bad_param, encoded, fail, input, output, view, CmdResult, Env, Failure, Req};
 use super::queue;
+use crate::model::icm_map;
 use crate::model::objects::ObjectKind;
 use crate::model::Model;
 use crate::syndrome as syn;
@@ -133,7 +146,7 @@ pub(crate) fn create_flow_table(
     let p = props(ty)?;
     let c = i.nested(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
     // A table may reformat (its entries' PACKET_REFORMAT) where the type offers `reformat`.
-    if [Ftc::SW_OWNER, Ftc::DECAP_EN, Ftc::TERMINATION_TABLE]
+    if [Ftc::DECAP_EN, Ftc::TERMINATION_TABLE]
         .iter()
         .any(|&f| c.get(f) != 0)
         || (c.get(Ftc::REFORMAT_EN) == 1 && prop(&p, Prop::REFORMAT) == 0)
@@ -148,6 +161,9 @@ pub(crate) fn create_flow_table(
         return Err(bad_param(syn::FT_SIZE));
     }
     let held = miss(model, ty, level, &c)?;
+    if c.get(Ftc::SW_OWNER) == 1 {
+        sw_roots(model, &c)?;
+    }
     let log_max = prop(&p, Prop::LOG_MAX_FT_NUM).min(24);
     if !queue::below_limit(model.objects.count(ObjectKind::FlowTable), log_max) {
         return Err(fail(CmdStatus::ExceedLim, syn::FLOW_TABLE_EXHAUSTED));
@@ -162,7 +178,51 @@ pub(crate) fn create_flow_table(
         q,
         syn::FLOW_TABLE_EXHAUSTED,
     )?;
-    encoded(output::<CreateFlowTableOut>(out)?.set(CreateFlowTableOut::TABLE_ID, id.into()))?;
+    let icm = icm_map::table_roots(model, id).0;
+    let mut o = output::<CreateFlowTableOut>(out)?;
+    encoded(o.set(CreateFlowTableOut::TABLE_ID, id.into()))?;
+    encoded(o.set(CreateFlowTableOut::ICM_ADDRESS_63_40, icm >> 40))?;
+    encoded(o.set(CreateFlowTableOut::ICM_ADDRESS_39_32, (icm >> 32) & 0xff))?;
+    encoded(o.set(CreateFlowTableOut::ICM_ADDRESS_31_0, icm & 0xffff_ffff))?;
+    Ok(())
+}
+
+/// A software-owned table's roots: `sw_owner_icm_root_0`, and `_root_1` unless 0, each
+/// 64-byte aligned (an STE) inside a live SW ICM object (BAD_PARAM FT_SW_OWNER_ROOT).
+fn sw_roots(model: &Model, c: &View<'_, Ftc>) -> CmdResult {
+    let ste = |a: u64| a % 64 == 0 && model.icm.object_at(a, 64).is_some();
+    let (root0, root1) = (
+        c.get(Ftc::SWS_SW_OWNER_ICM_ROOT_0),
+        c.get(Ftc::SWS_SW_OWNER_ICM_ROOT_1),
+    );
+    if !ste(root0) || (root1 != 0 && !ste(root1)) {
+        return Err(bad_param(syn::FT_SW_OWNER_ROOT));
+    }
+    Ok(())
+}
+
+pub(crate) fn query_flow_table(
+    model: &mut Model,
+    _: &mut Env<'_>,
+    req: &Req<'_>,
+    out: &mut [u8],
+) -> CmdResult {
+    let i = input::<QueryFlowTableIn>(req)?;
+    let ty = i.get(QueryFlowTableIn::TABLE_TYPE);
+    props(ty)?;
+    let id = i.get32(QueryFlowTableIn::TABLE_ID);
+    let q = queue::find_visible(model, ObjectKind::FlowTable, id, syn::UNKNOWN_FLOW_TABLE)?;
+    let v = view::<CreateFlowTableIn>(&q.ctx)?;
+    if v.get(CreateFlowTableIn::TABLE_TYPE) != ty {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+    }
+    let ctx = v.nested(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
+    let (root0, root1) = icm_map::table_roots(model, id);
+    let mut o = output::<QueryFlowTableOut>(out)?;
+    let mut c = o.nested_mut(QueryFlowTableOut::FLOW_TABLE_CONTEXT);
+    queue::put(c.as_bytes(), ctx.as_bytes());
+    encoded(c.set(Ftc::SWS_SW_OWNER_ICM_ROOT_0, root0))?;
+    encoded(c.set(Ftc::SWS_SW_OWNER_ICM_ROOT_1, root1))?;
     Ok(())
 }
 
@@ -294,6 +354,9 @@ pub(crate) fn create_flow_group(
     let (ty, _, log_size) = table(model, tid)?;
     if ty != i.get(CreateFlowGroupIn::TABLE_TYPE) {
         return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_FLOW_TABLE));
+    }
+    if icm_map::sw_table_root(model, tid).is_some() {
+        return Err(bad_param(syn::FT_SW_OWNED));
     }
     let (start, end) = (
         i.get(CreateFlowGroupIn::START_FLOW_INDEX),

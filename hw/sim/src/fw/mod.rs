@@ -475,6 +475,11 @@ const SPECS: &[Spec] = &[
         Gate::Initialized,
         flow::destroy_flow_table,
     ),
+    spec::<f::QueryFlowTableIn, f::QueryFlowTableOut>(
+        Opcode::QueryFlowTable,
+        Gate::Initialized,
+        flow::query_flow_table,
+    ),
     spec::<f::ModifyFlowTableIn, f::ModifyFlowTableOut>(
         Opcode::ModifyFlowTable,
         Gate::Initialized,

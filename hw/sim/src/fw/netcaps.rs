@@ -17,6 +17,7 @@ use mlx5_ifc::prm::hca::{QueryAdapterOut, QueryAdapterParamBlock};
 use mlx5_ifc::{Field, Layout, LayoutError, ViewMut};
 
 use super::cmd::{encoded, output, CmdResult, Env, Req};
+use crate::model::icm_map;
 use crate::model::Model;
 
 /// The Ethernet offload capabilities (`per_protocol_networking_offload_caps`).
@@ -77,13 +78,28 @@ const MATCH: &[Field<Fields>] = &[
 /// The flow table capabilities (`flow_table_nic_cap`): NIC receive and NIC transmit tables,
 /// chained as Linux's fs_core needs (entries modified in place, a table's miss sent to a named
 /// table, MODIFY_FLOW_TABLE, a settable root), flow counters in entries (COUNT) and packet
-/// reformat (L2_TO_L2_TUNNEL: `encap_general_header`, headers up to 128 bytes).
+/// reformat (L2_TO_L2_TUNNEL: `encap_general_header`, headers up to 128 bytes), and the ICM
+/// addresses of software steering's drop and allow targets.
 pub(crate) fn flow_table_caps() -> Vec<u8> {
     let mut img = vec![0u8; FlowTableNicCap::BYTES];
     let r = ViewMut::<FlowTableNicCap>::new(&mut img).and_then(|mut v| {
         v.set(FlowTableNicCap::ENCAP_GENERAL_HEADER, 1)?;
         v.set(FlowTableNicCap::LOG_MAX_PACKET_REFORMAT_CONTEXT, 16)?;
         v.set(FlowTableNicCap::MAX_ENCAP_HEADER_SIZE, MAX_ENCAP_HEADER)?;
+        // Software steering's firmware targets (`model/icm_map.rs`). `sw_owner` stays clear
+        // until the STE walk serves software-owned tables end to end.
+        v.set(
+            FlowTableNicCap::SW_STEERING_NIC_RX_ACTION_DROP_ICM_ADDRESS,
+            icm_map::NIC_RX_DROP,
+        )?;
+        v.set(
+            FlowTableNicCap::SW_STEERING_NIC_TX_ACTION_DROP_ICM_ADDRESS,
+            icm_map::NIC_TX_DROP,
+        )?;
+        v.set(
+            FlowTableNicCap::SW_STEERING_NIC_TX_ACTION_ALLOW_ICM_ADDRESS,
+            icm_map::NIC_TX_ALLOW,
+        )?;
         for ty in [
             FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE,
             FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT,

@@ -13,7 +13,9 @@
 //!   MODIFY_RQT with `bitmask` bit 0 replaces the list, checked the same way.
 //! * CREATE_TIR: `transport_domain` 0 (none) or live; `disp_type` 0 (direct: `inline_rqn` a live RQ) or 1
 //!   (indirect: `indirect_table` a live RQT, `rx_hash_fn` 0 none, 1 XOR8 or 2 Toeplitz); no LRO
-//!   and no TLS (BAD_PARAM TIR_DISP). The TIR holds its domain and its RQ or RQT. MODIFY_TIR
+//!   and no TLS (BAD_PARAM TIR_DISP). The TIR holds its domain and its RQ or RQT. Its output
+//!   carries the TIR's ICM address (`icm_address_*`: where software steering's STEs jump to
+//!   deliver to it; `model/icm_map.rs`). MODIFY_TIR
 //!   takes `bitmask` bits 2 (hash) and 4 (`self_lb_en`); 0 (packet merge, LRO) is refused.
 //!
 //! Every object keeps its context image; a destroy of one another object uses is RES_BUSY.
@@ -298,7 +300,13 @@ pub(crate) fn create_tir(
     let holds = tir_holds(model, &c)?;
     let log_max = model.cur(CmdHcaCap::LOG_MAX_TIR);
     let tirn = insert(model, ObjectKind::Tir, log_max, queue::image(&c)?, holds)?;
-    encoded(output::<CreateTirOut>(out)?.set(CreateTirOut::TIRN, tirn.into()))?;
+    let mut o = output::<CreateTirOut>(out)?;
+    encoded(o.set(CreateTirOut::TIRN, tirn.into()))?;
+    // Where software steering jumps to deliver to it (a raw packet QP's `tir_icm_addr`).
+    let icm = crate::model::icm_map::tir_icm_address(tirn);
+    encoded(o.set(CreateTirOut::ICM_ADDRESS_63_40, icm >> 40))?;
+    encoded(o.set(CreateTirOut::ICM_ADDRESS_39_32, (icm >> 32) & 0xff))?;
+    encoded(o.set(CreateTirOut::ICM_ADDRESS_31_0, icm & 0xffff_ffff))?;
     Ok(())
 }
 

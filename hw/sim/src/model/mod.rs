@@ -9,7 +9,8 @@
 //!   every object, forgotten when the object is destroyed ([`Model::remove`]);
 //! * [`dc`]: the Dynamically Connected transport's connections and DCT events;
 //! * [`mcg`]: multicast groups and the UD QPs attached to them; [`memic`]: device memory;
-//!   [`icm`]: SW ICM (software steering's memory) and the firmware's ICM addresses;
+//!   [`icm`]: SW ICM (software steering's memory); [`icm_map`]: the firmware's ICM addresses
+//!   and what an ICM address names;
 //! * [`status`]: what a failed command or model operation ends with;
 //! * [`hw`]: the handle the data path and the event writers work with (model, IOMMU, DMA
 //!   fault record, time).
@@ -20,6 +21,7 @@ pub(crate) mod flow_counter;
 pub(crate) mod hca;
 pub(crate) mod hw;
 pub(crate) mod icm;
+pub(crate) mod icm_map;
 pub(crate) mod mcg;
 pub(crate) mod memic;
 pub(crate) mod mkey;
