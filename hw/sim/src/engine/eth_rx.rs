@@ -40,6 +40,7 @@ use mlx5_ifc::prm::tir::Tirc;
 use mlx5_ifc::View;
 
 use super::eth_mpw::{Landing, Placed};
+use super::ste_key::Meta;
 use super::wqe::{recv_sges, LocalError};
 use super::{dma, steering};
 use crate::events::cqe::{self, op, syndrome, Cqe, EthRx};
@@ -105,16 +106,28 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
         hw.model.rt.counters.rx_malformed += 1;
         return;
     };
-    let img = steering::image(f, &h);
-    let s = steering::lookup(hw.model, steering::Direction::Rx, &img);
+    let meta = Meta {
+        loopback: origin.is_some(),
+        ..Meta::default()
+    };
+    let s = steering::lookup(hw.model, steering::Direction::Rx, f, &meta);
     for &c in &s.counters {
         crate::model::flow_counter::count(hw.model, c, f.len());
     }
     if let Some(why) = s.dropped {
         log::trace!("mlx5-sim: Ethernet frame dropped by steering: {why:?}");
         hw.model.rt.counters.eth_rx_steering_drops += 1;
+        if why == steering::Dropped::SwSteering {
+            hw.model.rt.counters.sw_steering_errors += 1;
+        }
         return;
     }
+    // Software-steering actions may have rewritten it.
+    let rewritten = s
+        .frame
+        .as_deref()
+        .and_then(|r| packet::parse(r).map(|rh| (r, rh)));
+    let (f, h) = rewritten.unwrap_or((f, h));
     // A receive entry's reformat (a table of a type offering `reformat`) wraps the frame the
     // TIRs get.
     let wrapped = s

@@ -38,14 +38,12 @@ pub(crate) mod recv;
 pub(crate) mod remote;
 pub(crate) mod requester;
 pub(crate) mod responder;
-pub(crate) mod steering;
-// Not yet reached from the flow tables (an `sw_owner` table's root is the next step).
-#[allow(dead_code)]
 pub(crate) mod ste;
 pub(crate) mod ste_action;
 pub(crate) mod ste_key;
 #[cfg(test)]
 mod ste_tests;
+pub(crate) mod steering;
 pub(crate) mod timer;
 pub(crate) mod ud;
 pub(crate) mod umr;

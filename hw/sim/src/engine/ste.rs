@@ -68,7 +68,7 @@ pub(crate) enum Target {
 }
 
 /// The device state a walk reads.
-pub(crate) trait Icm {
+pub(crate) trait SteIcm {
     /// What `addr` (bits 39:0; 64-byte aligned) is.
     fn target(&self, side: Side, addr: u64) -> Target;
     /// Reads steering ICM.
@@ -179,7 +179,7 @@ fn matches(ste: &[u8; STE_BYTES], lu: u64, f: &[u8], meta: &Meta) -> Result<bool
 /// Walks from `start` (the root of an `sw_owner` flow table, or any STE address) with frame
 /// `f` (rewritten by the actions on the way) and its metadata.
 pub(crate) fn walk(
-    icm: &impl Icm,
+    icm: &impl SteIcm,
     side: Side,
     start: u64,
     f: &mut Vec<u8>,
@@ -260,7 +260,7 @@ pub(crate) fn walk(
 
 /// Runs the actions of an STE that hit.
 fn act(
-    icm: &impl Icm,
+    icm: &impl SteIcm,
     ste: &[u8; STE_BYTES],
     entry_type: u64,
     side: Side,
@@ -291,6 +291,7 @@ fn act(
     match tunneling {
         tun::NONE => {}
         tun::POP_VLAN => ste_action::pop_vlan(f),
+        tun::DECAP => ste_action::decap_l2(f)?,
         other => return Err(ActionError::Opcode(other)),
     }
     if entry_type == et::MODIFY_PKT {

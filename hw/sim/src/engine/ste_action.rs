@@ -29,6 +29,61 @@ pub(crate) enum ActionError {
     Field(u64),
     /// A bit range past the field's width.
     Range { field: u64, shift: u32, len: u32 },
+    /// A decapsulation of a packet that is no tunnel the device parses.
+    NotTunneled,
+}
+
+/// UDP ports of the tunnels a ConnectX-5 parses: VXLAN, VXLAN-GPE, GENEVE.
+const VXLAN_PORT: u16 = 4789;
+const VXLAN_GPE_PORT: u16 = 4790;
+const GENEVE_PORT: u16 = 6081;
+/// IP protocol of GRE; the GRE (and GENEVE) protocol type of an Ethernet payload.
+const IPPROTO_GRE: u8 = 47;
+const ETH_P_TEB: u16 = 0x6558;
+/// VXLAN-GPE's next protocol for Ethernet.
+const GPE_ETHERNET: u8 = 3;
+
+/// Where the inner Ethernet frame of an L2 tunnel starts (VXLAN, VXLAN-GPE, GENEVE over UDP;
+/// GRE carrying Ethernet), if `f` is one.
+fn inner_l2(f: &[u8], h: &Headers) -> Option<usize> {
+    let l4 = h.l3_at + h.l3_len;
+    let at = if h.udp() {
+        let t = l4 + 8;
+        let hdr = f.get(t..t + 8)?;
+        match h.dport {
+            VXLAN_PORT => t + 8,
+            VXLAN_GPE_PORT if hdr[3] == GPE_ETHERNET => t + 8,
+            GENEVE_PORT if u16::from_be_bytes([hdr[2], hdr[3]]) == ETH_P_TEB => {
+                t + 8 + 4 * usize::from(hdr[0] & 0x3f)
+            }
+            _ => return None,
+        }
+    } else if h.l3 != L3::None && h.proto == IPPROTO_GRE && !h.frag {
+        let g = f.get(l4..l4 + 4)?;
+        let flags = u16::from_be_bytes([g[0], g[1]]);
+        if u16::from_be_bytes([g[2], g[3]]) != ETH_P_TEB {
+            return None;
+        }
+        // Checksum (+ reserved), key and sequence number words, each when its flag is set.
+        let words = [0x8000, 0x2000, 0x1000]
+            .iter()
+            .filter(|&&b| flags & b != 0)
+            .count();
+        l4 + 4 + 4 * words
+    } else {
+        return None;
+    };
+    (at + 14 <= h.ip_end).then_some(at)
+}
+
+/// Decapsulates an L2 tunnel: the inner Ethernet frame becomes the packet. `Err` when `f` is
+/// no tunnel the device parses (the STE's `fail_on_error` then drops it).
+pub(crate) fn decap_l2(f: &mut Vec<u8>) -> Result<(), ActionError> {
+    let h = packet::parse(f).ok_or(ActionError::NotTunneled)?;
+    let at = inner_l2(f, &h).ok_or(ActionError::NotTunneled)?;
+    f.truncate(h.ip_end);
+    f.drain(..at);
+    Ok(())
 }
 
 /// Removes the outermost VLAN tag, if the frame has one.

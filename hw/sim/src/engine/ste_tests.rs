@@ -12,7 +12,7 @@ use mlx5_ifc::prm::ste::{DrActionHwSet as Set, SteModifyPacket as Mp, SteRxSteer
 use mlx5_ifc::prm::ste_tag::SteEthL2Src as L2Src;
 use mlx5_ifc::ViewMut;
 
-use super::ste::{hash_index, walk, Fate, Icm, Side, Target, WalkError, MAX_HOPS, STE_BYTES};
+use super::ste::{hash_index, walk, Fate, Side, SteIcm, Target, WalkError, MAX_HOPS, STE_BYTES};
 use super::ste_key::{build, Meta};
 use crate::fabric::packet;
 
@@ -30,7 +30,7 @@ struct Fake {
     actions: HashMap<u32, Vec<u8>>,
 }
 
-impl Icm for Fake {
+impl SteIcm for Fake {
     fn target(&self, _side: Side, addr: u64) -> Target {
         match addr {
             DROP => Target::Drop,
@@ -361,5 +361,39 @@ fn lookup_type_0x0f_is_dont_care_without_a_mask_and_ipv6_source_with_one() {
     assert_eq!(
         walk(&icm, Side::Tx, START, &mut f, &mut Meta::default()).fate,
         Fate::Drop
+    );
+}
+
+#[test]
+fn an_l2_decap_leaves_the_inner_frame_and_refuses_what_is_no_tunnel() {
+    let mut icm = Fake::default();
+    let mut s = Ste::new(et::RX, lu::DONT_CARE).to(TIR5);
+    s.rx()
+        .set(Rx::TUNNELING_ACTION, tunneling_action::DECAP)
+        .unwrap();
+    icm.stes.insert(START, s.0);
+    let inner = frame(MAC_A, None);
+    // Outer Ethernet / IPv4 / UDP to 4789 / VXLAN (VNI 7) around it, and a trailer.
+    let mut f = frame(MAC_B, None)[..14].to_vec();
+    let total = (20 + 8 + 8 + inner.len()) as u16;
+    let mut ip = vec![
+        0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 9, 9, 9, 9, 8, 8, 8, 8,
+    ];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0xc0, 0x00, 0x12, 0xb5]);
+    f.extend_from_slice(&(total - 20).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0x08, 0, 0, 0, 0, 0, 7, 0]);
+    f.extend_from_slice(&inner);
+    f.extend_from_slice(&[0xee; 6]);
+    let w = walk(&icm, Side::Rx, START, &mut f, &mut Meta::default());
+    assert_eq!(w.fate, Fate::Tir(5), "{w:?}");
+    assert_eq!(f, inner);
+    // A plain frame is no tunnel: the walk ends in an error, the frame is not delivered.
+    let mut f = frame(MAC_A, None);
+    let w = walk(&icm, Side::Rx, START, &mut f, &mut Meta::default());
+    assert!(
+        matches!(w.fate, Fate::Error(WalkError::Action { .. })),
+        "{w:?}"
     );
 }

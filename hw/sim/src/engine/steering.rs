@@ -31,7 +31,10 @@ use mlx5_ifc::prm::flow_counter::FlowCounterList as CounterEntry;
 use mlx5_ifc::prm::tir::{RqNum, Rqtc, RxHashFieldSelect as Sel, Tirc};
 use mlx5_ifc::{Layout, View, ViewMut};
 
+use super::ste::{self, Fate, Side, SteIcm, Target, STE_BYTES};
+use super::ste_key::Meta;
 use crate::fabric::packet::{Headers, L3};
+use crate::model::icm_map::{self, IcmTarget};
 use crate::model::objects::ObjectKind;
 use crate::model::Model;
 
@@ -47,8 +50,11 @@ pub(crate) enum Dropped {
     NoRoot,
     /// No entry matched and the table's miss drops.
     Miss,
-    /// A matching entry's action is DROP.
+    /// A matching entry's action is DROP (or a software-steering rule's, or the drop address a
+    /// software-owned table's miss leads to).
     Action,
+    /// A software-owned table's STE walk ended in an error (logged).
+    SwSteering,
 }
 
 /// The table types steering walks: NIC receive (0) and NIC transmit (1), the index of their
@@ -68,6 +74,9 @@ pub(crate) struct Steered {
     pub(crate) counters: Vec<u32>,
     pub(crate) reformat: Option<u32>,
     pub(crate) dropped: Option<Dropped>,
+    /// The frame as software-steering actions rewrote it (VLAN pop or push, decapsulation,
+    /// modify header), if they did.
+    pub(crate) frame: Option<Vec<u8>>,
 }
 
 /// The frame's match image (`fte_match_param`'s first two sections).
@@ -178,13 +187,52 @@ fn miss(model: &Model, table: u32) -> Option<u32> {
     (c.get(Ftc::TABLE_MISS_ACTION) == 1).then(|| c.get32(Ftc::TABLE_MISS_ID))
 }
 
-/// Looks the frame's match image up from the root of `dir`'s tables. A matching entry counts
-/// the frame in its counters (COUNT) and names a reformat (PACKET_REFORMAT), then: DROP drops;
-/// ALLOW (or no FWD_DEST) goes on as a miss; FWD_DEST delivers to each TIR and goes on to a
-/// flow table destination if it has one. A miss follows the table's miss table; at the end,
-/// receive drops and transmit lets the frame go to the wire.
-pub(crate) fn lookup(model: &Model, dir: Direction, img: &[u8; IMAGE_BYTES]) -> Steered {
+/// Steering ICM as the STE walk reads it: the firmware's addresses, SW ICM, the header-modify
+/// lists and the packet reformat contexts of the model.
+struct ModelIcm<'a>(&'a Model);
+
+impl SteIcm for ModelIcm<'_> {
+    fn target(&self, side: Side, addr: u64) -> Target {
+        match (icm_map::classify(self.0, addr), side) {
+            (IcmTarget::SwIcm, _) => Target::Ste,
+            (IcmTarget::RxDrop, Side::Rx) | (IcmTarget::TxDrop, Side::Tx) => Target::Drop,
+            (IcmTarget::TxAllow, Side::Tx) => Target::Allow,
+            (IcmTarget::Tir(n), Side::Rx) => Target::Tir(n),
+            (IcmTarget::FlowTable(n), _) => Target::FlowTable(n),
+            _ => Target::Unknown,
+        }
+    }
+    fn read_ste(&self, addr: u64, buf: &mut [u8; STE_BYTES]) -> bool {
+        self.0.icm.read(addr, buf).is_ok()
+    }
+    fn read_actions(&self, index: u32, buf: &mut [u8]) -> bool {
+        let (start, _) = self.0.icm.header_modify_region();
+        self.0
+            .icm
+            .read(start + STE_BYTES as u64 * u64::from(index), buf)
+            .is_ok()
+    }
+    fn encap(&self, id: u32, f: &[u8]) -> Option<Vec<u8>> {
+        let q = self.0.objects.queue(ObjectKind::PacketReformat, id)?;
+        Some(encapsulate(&q.ctx, f))
+    }
+}
+
+/// Looks frame `f` up from the root of `dir`'s tables, by its match image. A matching entry
+/// counts the frame in its counters (COUNT) and names a reformat (PACKET_REFORMAT), then: DROP
+/// drops; ALLOW (or no FWD_DEST) goes on as a miss; FWD_DEST delivers to each TIR and goes on
+/// to a flow table destination if it has one. A miss follows the table's miss table; at the
+/// end, receive drops and transmit lets the frame go to the wire. A software-owned table
+/// (`sw_owner`) is the STE walk from its root ([`ste::walk`]): it ends at a TIR, the drop or
+/// allow address, or a firmware table whose entries are looked up next (with the frame as the
+/// walk's actions left it).
+pub(crate) fn lookup(model: &Model, dir: Direction, f: &[u8], meta: &Meta) -> Steered {
     let mut out = Steered::default();
+    let parsed = |f: &[u8]| crate::fabric::packet::parse(f).map(|h| image(f, &h));
+    let Some(mut img) = parsed(f) else {
+        out.dropped = (dir == Direction::Rx).then_some(Dropped::Miss);
+        return out;
+    };
     let Some(mut table) = model.flow_root[dir as usize] else {
         out.dropped = (dir == Direction::Rx).then_some(Dropped::NoRoot);
         return out;
@@ -196,9 +244,50 @@ pub(crate) fn lookup(model: &Model, dir: Direction, img: &[u8; IMAGE_BYTES]) -> 
     let value_at = FlowContext::MATCH_VALUE.offset();
     let dest_at = FlowContext::DESTINATION.offset();
     for _ in 0..MAX_HOPS {
+        if let Some(root) = icm_map::sw_table_root(model, table) {
+            let side = match dir {
+                Direction::Rx => Side::Rx,
+                Direction::Tx => Side::Tx,
+            };
+            let mut frame = out.frame.take().unwrap_or_else(|| f.to_vec());
+            let mut m = *meta;
+            let w = ste::walk(&ModelIcm(model), side, root, &mut frame, &mut m);
+            out.counters.extend_from_slice(&w.counters);
+            if let Some(tag) = w.flow_tag {
+                out.flow_tag = tag;
+            }
+            if frame != f {
+                out.frame = Some(frame);
+            }
+            match w.fate {
+                Fate::Tir(n) => {
+                    out.tirs.push(n);
+                    return out;
+                }
+                Fate::Allow => return out,
+                Fate::Drop => {
+                    out.dropped = Some(Dropped::Action);
+                    return out;
+                }
+                Fate::FlowTable(t) => {
+                    table = t;
+                    if let Some(i) = out.frame.as_deref().and_then(parsed) {
+                        img = i;
+                    }
+                    continue;
+                }
+                Fate::Error(e) => {
+                    log::warn!("mlx5-sim: software steering from {root:#x} (table {table}): {e:?}; frame dropped");
+                    out.dropped = Some(Dropped::SwSteering);
+                    return out;
+                }
+            }
+        }
         let hit = entries(model, table)
             .into_iter()
-            .find(|(_, en, crit, ctx)| matches(img, crit, ctx.get(value_at..).unwrap_or(&[]), *en));
+            .find(|(_, en, crit, ctx)| {
+                matches(&img, crit, ctx.get(value_at..).unwrap_or(&[]), *en)
+            });
         let Some((_, _, _, ctx)) = hit else {
             match miss(model, table) {
                 Some(t) => table = t,
@@ -344,16 +433,20 @@ pub(crate) fn egress(model: &mut Model, f: Vec<u8>) -> Option<Vec<u8>> {
     if model.flow_root[Direction::Tx as usize].is_none() {
         return Some(f);
     }
-    let Some(h) = crate::fabric::packet::parse(&f) else {
+    if crate::fabric::packet::parse(&f).is_none() {
         return Some(f);
-    };
-    let s = lookup(model, Direction::Tx, &image(&f, &h));
+    }
+    let s = lookup(model, Direction::Tx, &f, &Meta::default());
     for &c in &s.counters {
         crate::model::flow_counter::count(model, c, f.len());
+    }
+    if s.dropped == Some(Dropped::SwSteering) {
+        model.rt.counters.sw_steering_errors += 1;
     }
     if s.dropped.is_some() {
         return None;
     }
+    let f = s.frame.unwrap_or(f);
     match s
         .reformat
         .and_then(|r| model.objects.queue(ObjectKind::PacketReformat, r))

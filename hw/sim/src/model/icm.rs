@@ -216,7 +216,6 @@ impl Icm {
 
     /// The header-modify region: `(start, bytes)` (`header_modify_sw_icm_start_address`, the
     /// base of an STE's `header_re_write_actions_pointer`); 0 bytes: none.
-    #[allow(dead_code)] // For the STE walk (engine/ste.rs), not yet reached from the flow tables.
     pub(crate) fn header_modify_region(&self) -> (u64, u64) {
         self.regions[1]
     }

@@ -22,7 +22,6 @@ use super::objects::ObjectKind;
 use super::Model;
 
 /// The bits of an ICM address an STE carries (39:0).
-#[allow(dead_code)] // For the STE walk (engine/ste.rs), not yet reached from the flow tables.
 pub(crate) const ICM_ADDRESS_MASK: u64 = (1 << 40) - 1;
 
 /// The firmware's own ICM: the steering targets below, then the TIRs' and the FW-owned flow
@@ -52,7 +51,6 @@ pub(crate) fn flow_table_icm_address(id: u32) -> u64 {
 }
 
 /// What an ICM address names, as the firmware knows it.
-#[allow(dead_code)] // For the STE walk (engine/ste.rs), not yet reached from the flow tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IcmTarget {
     /// NIC RX drop (DR's RX miss too).
@@ -73,7 +71,6 @@ pub(crate) enum IcmTarget {
 }
 
 /// What ICM address `addr` names (bits 39:0 are looked at: an STE carries no more).
-#[allow(dead_code)] // For the STE walk (engine/ste.rs), not yet reached from the flow tables.
 pub(crate) fn classify(model: &Model, addr: u64) -> IcmTarget {
     let a = addr & ICM_ADDRESS_MASK;
     match a {

@@ -46,6 +46,10 @@ pub struct DatapathCounters {
     pub eth_rx_delivered: u64,
     /// Ethernet frames the flow tables dropped (no root table, a miss, a DROP entry).
     pub eth_rx_steering_drops: u64,
+    /// Frames (received or sent) whose software-steering walk ended in an error: an address
+    /// nothing lives at, unwritten SW ICM, an STE of the wrong side, a lookup or action not
+    /// modelled, a loop (dropped).
+    pub sw_steering_errors: u64,
     /// Ethernet frames for an RQ with no posted WQE (or not RDY): the Q counter's
     /// `out_of_buffer`.
     pub eth_rx_out_of_buffer: u64,
