@@ -206,7 +206,10 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::FL_RC_QP_WHEN_ROCE_DISABLED, 1),
     // General objects: SW ICM only (CREATE/DESTROY_GENERAL_OBJECT type 8, `device_mem_cap`'s
     // regions; Linux's DM verbs and SW ICM allocator need it).
-    (C::GENERAL_OBJ_TYPES, mlx5_ifc::consts::general_obj_types::SW_ICM),
+    (
+        C::GENERAL_OBJ_TYPES,
+        mlx5_ifc::consts::general_obj_types::SW_ICM,
+    ),
     (C::LOG_MAX_UMEM, 20),
 ];
 

@@ -250,7 +250,10 @@ fn a_sw_icm_key_is_written_and_read_by_the_send_ring() {
         &[Seg::Raddr(len - 32, key), Seg::Inline(vec![1; 64])],
     );
     let c = a.poll().expect("an error completion");
-    assert!(c.opcode == 0xd && [0x05, 0x13].contains(&c.syndrome), "{c:?}");
+    assert!(
+        c.opcode == 0xd && [0x05, 0x13].contains(&c.syndrome),
+        "{c:?}"
+    );
 
     // The object goes only after its key; its bytes with it.
     let ty = general_obj_type::SW_ICM;
