@@ -6,32 +6,21 @@
 
 mod common;
 
+use common::cmd;
 use common::datapath::{pair, Node};
-use common::dr::{as_uid, create_sw_icm, create_uctx};
+use common::dr::{as_uid, create_sw_icm, create_tir, create_uctx, nic_caps, sw_table_in};
 use common::eth_node::posted_rq;
 use common::ethernet::{by_id, fte_in, group_in, made, table_in};
-use common::{bare, cmd};
-use mlx5_ifc::consts::{cap_mode, cap_type, flow_dest_type};
+use mlx5_ifc::consts::{cap_mode, cap_type, flow_dest_type, flow_table_type};
 use mlx5_ifc::prm::caps::{FlowTableNicCap as Nic, FlowTablePropLayout as Prop};
 use mlx5_ifc::prm::flow::{
-    CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut, DeleteFteIn, DestroyFlowTableIn,
+    CreateFlowGroupOut, CreateFlowTableOut, DeleteFteIn, DestroyFlowTableIn,
     FlowTableContext as Ftc, QueryFlowTableIn, QueryFlowTableOut,
 };
-use mlx5_ifc::prm::hca::QueryHcaCapIn;
 use mlx5_ifc::prm::memic::DeviceMemCap as D;
-use mlx5_ifc::prm::tir::{CreateTirIn, CreateTirOut, Tirc};
-use mlx5_ifc::{Layout, Opcode, View, ViewMut};
+use mlx5_ifc::{Layout, Opcode, View};
 use mlx5_sim::syndrome as syn;
 use mlx5_sim::Mode;
-
-/// The whole `flow_table_nic_cap` (4 KiB: the ICM addresses sit at byte 0x400).
-fn nic_caps(n: &mut Node) -> Vec<u8> {
-    let kind = cap_type::FLOW_TABLE << 1 | cap_mode::CUR;
-    let out =
-        n.fx.p
-            .ok(&bare::<QueryHcaCapIn>(Opcode::QueryHcaCap, kind), 0x1010);
-    out[0x10..0x1010].to_vec()
-}
 
 /// The SW ICM regions: `[(start, end)]`.
 fn sw_icm_regions(n: &mut Node) -> [(u64, u64); 2] {
@@ -61,17 +50,7 @@ fn fw_address(a: u64, regions: &[(u64, u64)]) {
 fn tir(n: &mut Node, uid: u16) -> (u32, u64) {
     let mr = n.reg_mr(16 * 2048, false, false, false);
     let (rqn, _, _) = posted_rq(n, &mr, 0, 0);
-    let input = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
-        v.nested_mut(CreateTirIn::CTX)
-            .set(Tirc::INLINE_RQN, rqn.into())
-            .unwrap();
-    });
-    let out = n.fx.p.ok(&as_uid(input, uid), CreateTirOut::BYTES);
-    let o = View::<CreateTirOut>::new(&out).unwrap();
-    let icm = o.get(CreateTirOut::ICM_ADDRESS_63_40) << 40
-        | o.get(CreateTirOut::ICM_ADDRESS_39_32) << 32
-        | o.get(CreateTirOut::ICM_ADDRESS_31_0);
-    (o.get32(CreateTirOut::TIRN), icm)
+    create_tir(n, uid, rqn, 0)
 }
 
 /// QUERY_FLOW_TABLE of NIC RX table `id` for `uid`: the status and
@@ -97,18 +76,11 @@ fn query(n: &mut Node, uid: u16, ty: u64, id: u32) -> ((u8, u32), (u64, u64, u64
 
 /// DR's table (dr_devx_create_flow_table): NIC RX, `level`, `sw_owner` 1, `root_0`.
 fn dr_table_in(level: u64, root0: u64, root1: u64) -> Vec<u8> {
-    let mut input = table_in(level, None);
-    let mut v = ViewMut::<CreateFlowTableIn>::new(&mut input).unwrap();
-    let mut c = v.nested_mut(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
-    c.set(Ftc::LOG_SIZE, 0).unwrap();
-    c.set(Ftc::SW_OWNER, 1).unwrap();
-    c.set(Ftc::SWS_SW_OWNER_ICM_ROOT_0, root0).unwrap();
-    c.set(Ftc::SWS_SW_OWNER_ICM_ROOT_1, root1).unwrap();
-    input
+    sw_table_in(flow_table_type::NIC_RX, level, root0, root1)
 }
 
 #[test]
-fn the_nic_caps_carry_drop_and_allow_addresses_and_keep_sw_owner_clear() {
+fn the_nic_caps_carry_drop_and_allow_addresses_and_offer_sw_owner() {
     let (_fabric, mut a, _b) = pair(Mode::Sync);
     let caps = nic_caps(&mut a);
     let c = View::<Nic>::new(&caps).unwrap();
@@ -127,8 +99,8 @@ fn the_nic_caps_carry_drop_and_allow_addresses_and_keep_sw_owner_clear() {
         Nic::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT,
     ] {
         let p = c.nested(half);
-        // Not advertised until the STE walk serves software-owned tables end to end.
-        assert_eq!([p.get(Prop::SW_OWNER), p.get(Prop::SW_OWNER_V2)], [0, 0]);
+        // STE format v0 (a ConnectX-5): sw_owner; sw_owner_v2 is for later formats.
+        assert_eq!([p.get(Prop::SW_OWNER), p.get(Prop::SW_OWNER_V2)], [1, 0]);
         // Linux's BYPASS namespace needs max_ft_level ≥ 53; its table pool log_max_ft_size ≥ 16.
         assert!(p.get(Prop::MAX_FT_LEVEL) >= 53 && p.get(Prop::LOG_MAX_FT_SIZE) >= 16);
     }

@@ -36,7 +36,8 @@
 //!   `action` one of ALLOW (1), DROP (2) and FWD_DEST (4), with FWD_DEST iff destinations are
 //!   listed, COUNT (8) iff counters are listed, PACKET_REFORMAT (0x10) where the type offers
 //!   `reformat` and not with DROP (FTE_ACTION); at most `2^log_max_destination` destinations,
-//!   each a live TIR (type 2) or a live flow table of the type at a higher level (type 1), at
+//!   each a live TIR (type 2) or a live flow table of the type at a higher level (type 1; a
+//!   software-owned table at any level), at
 //!   most `2^log_max_flow_counter` counters after them at the same 8-byte stride, each a live
 //!   flow counter, no extended destinations (FTE_DEST / BAD_RES UNKNOWN_TIR,
 //!   UNKNOWN_FLOW_TABLE, UNKNOWN_FLOW_COUNTER); `packet_reformat_id` a live context
@@ -476,7 +477,11 @@ fn entry_holds(
             }
             flow_dest_type::FLOW_TABLE => {
                 let (t, l, _) = table(model, id)?;
-                if t != ty || l <= level {
+                // A software-owned table is entered at its root in ICM, whatever its level:
+                // direct rules' firmware tables (a destination array at level 63, an FDB one
+                // at max_ft_level − 1) forward to software tables at max_ft_level − 1.
+                let sw = crate::model::icm_map::sw_table_root(model, id).is_some();
+                if t != ty || (l <= level && !sw) {
                     return Err(bad_param(syn::FTE_DEST));
                 }
                 holds.push((ObjectKind::FlowTable, id));

@@ -86,8 +86,7 @@ pub(crate) fn flow_table_caps() -> Vec<u8> {
         v.set(FlowTableNicCap::ENCAP_GENERAL_HEADER, 1)?;
         v.set(FlowTableNicCap::LOG_MAX_PACKET_REFORMAT_CONTEXT, 16)?;
         v.set(FlowTableNicCap::MAX_ENCAP_HEADER_SIZE, MAX_ENCAP_HEADER)?;
-        // Software steering's firmware targets (`model/icm_map.rs`). `sw_owner` stays clear
-        // until the STE walk serves software-owned tables end to end.
+        // Software steering's firmware targets (`model/icm_map.rs`).
         v.set(
             FlowTableNicCap::SW_STEERING_NIC_RX_ACTION_DROP_ICM_ADDRESS,
             icm_map::NIC_RX_DROP,
@@ -111,6 +110,9 @@ pub(crate) fn flow_table_caps() -> Vec<u8> {
             p.set(Prop::IDENTIFIED_MISS_TABLE_MODE, 1)?;
             p.set(Prop::FLOW_TABLE_MODIFY, 1)?;
             p.set(Prop::REFORMAT, 1)?;
+            // Software steering, STE format v0 (`engine/ste.rs`): tables owned by software,
+            // walked from their root in SW ICM.
+            p.set(Prop::SW_OWNER, 1)?;
             p.set(Prop::MAX_FT_LEVEL, 63)?;
             p.set(Prop::LOG_MAX_FT_SIZE, 16)?;
             p.set(Prop::LOG_MAX_FT_NUM, 8)?;
