@@ -18,6 +18,10 @@ pub const TAG_SIZE: usize = 16;
 pub const MASK_OFFSET: usize = 48;
 /// Bytes of the mask (same layout as the tag).
 pub const MASK_SIZE: usize = 16;
+/// Tag byte 0 of an "always miss" entry (`dr_ste_set_always_miss`, dr_ste.c): under its all-zero
+/// mask an entry hits only with an all-zero tag, so this one never hits and the walk goes on at
+/// its miss address.
+pub const ALWAYS_MISS_TAG: u8 = 0xdc;
 /// `qp_list_pointer` of a receive entry: bit 31 says bits 23..0 are a flow tag for the CQE.
 pub const FLOW_TAG_VALID: u64 = 1 << 31;
 
