@@ -14,7 +14,10 @@
 //!   (the frame on the wire carries the tag), a rule that hits the TX drop address (nothing on
 //!   the wire, the send completes), misses → the allow address (the frame as it was);
 //! * a rule hitting an ICM address nothing lives at drops the frame and counts
-//!   `sw_steering_errors`.
+//!   `sw_steering_errors`;
+//! * rdma-core's `test_dest_array`: a rule hitting a firmware table's root (DR's destination
+//!   array) fans each frame out to 8 RQs of one context, while every send of the other context's
+//!   8 raw SQs on one CQ completes once, naming its SQ by its `user_index`.
 //!
 //! The slot of a rule is computed here from the documented hash (dr-ste-v0-facts.md §2.5), not
 //! asked of the simulator.
@@ -22,24 +25,28 @@
 mod common;
 
 use common::cmd;
-use common::datapath::{Cqe, Mr, Node};
+use common::datapath::{Cq, Cqe, Mr, Node};
 use common::dr::{
     as_uid, create_sw_icm, create_tir, create_uctx, dr_caps, dr_hash_index, sw_icm_key,
     sw_table_in, DrCaps, SendRing, Ste,
 };
-use common::eth_node::{frame, posted_rq, send, sender, transport_domain, Eth, BUF};
-use common::ethernet::{by_id, made};
+use common::eth_node::{
+    frame, posted_rq, posted_rq_on, rdy_sq_on, send, sender, transport_domain, Eth, BUF,
+};
+use common::ethernet::{by_id, fte_in, group_in, made, table_in};
 use mlx5_ifc::consts::flow_table_type::{NIC_RX, NIC_TX};
 use mlx5_ifc::consts::ste_v0::{self, entry_type as et, lu_type as lu};
 use mlx5_ifc::consts::{flow_action, flow_dest_type};
 use mlx5_ifc::prm::flow::{
     CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut,
-    DestFormatStruct as Dest, FlowContext, FlowTableContext as Ftc, SetFlowTableRootIn, SetFteIn,
+    DestFormatStruct as Dest, FlowContext, FlowTableContext as Ftc, QueryFlowTableIn,
+    QueryFlowTableOut, SetFlowTableRootIn, SetFteIn,
 };
+use mlx5_ifc::prm::sq_rq::{Rqc, Sqc};
 use mlx5_ifc::prm::ste_tag::SteEthL2Src as L2Src;
-use mlx5_ifc::prm::tir::DestroyTirIn;
-use mlx5_ifc::{Layout, Opcode, ViewMut};
-use mlx5_sim::{DatapathCounters, Fabric, Mode};
+use mlx5_ifc::prm::tir::{CreateTisIn, CreateTisOut, DestroyTirIn, Tisc};
+use mlx5_ifc::{Layout, Opcode, View, ViewMut};
+use mlx5_sim::{DatapathCounters, DmaBlock, Fabric, Mode};
 
 /// rdma-core's raw traffic (`test_tbl_qp_rule`): to a multicast MAC — the frame goes to the wire
 /// and loops back to the port — from SMAC.
@@ -63,6 +70,8 @@ struct Domain {
     icm: u64,
     log_pool: u64,
     ring: SendRing,
+    /// Where the current table's chunks start in the key ([`Domain::table_at`]).
+    at: u64,
 }
 
 /// `mlx5dv_dr_domain_create` and the first STE chunk: a user context; DR's STE pool of
@@ -85,6 +94,7 @@ fn domain(n: &mut Node) -> Domain {
         icm: start,
         log_pool,
         ring,
+        at: 0,
     }
 }
 
@@ -93,12 +103,19 @@ impl Domain {
     /// side's default address, a force drain, then CREATE_FLOW_TABLE through DevX (the uid):
     /// `sw_owner` 1, level `max_ft_level` − 1, `sw_owner_icm_root_0` the anchor. Its id.
     fn table(&mut self, n: &mut Node, ty: u64) -> u32 {
+        self.table_at(n, ty, 0)
+    }
+
+    /// [`Domain::table`] with its chunks (and those of its matcher and rules, made next) from
+    /// key offset `at` on.
+    fn table_at(&mut self, n: &mut Node, ty: u64, at: u64) -> u32 {
+        self.at = at;
         let (entry, default) = self.side(ty);
         let anchor = Ste::new(entry, lu::DONT_CARE, self.caps.gvmi).always_miss(default);
-        self.ring.write(n, ANCHOR, &anchor.0);
+        self.ring.write(n, at + ANCHOR, &anchor.0);
         self.ring.drain(n);
         let level = self.caps.max_ft_level - 1;
-        let input = sw_table_in(ty, level, self.icm + ANCHOR, 0);
+        let input = sw_table_in(ty, level, self.icm + at + ANCHOR, 0);
         made::<CreateFlowTableOut>(
             &mut n.fx,
             &as_uid(input, self.uid),
@@ -122,25 +139,30 @@ impl Domain {
     fn matcher(&mut self, n: &mut Node, ty: u64, l: u64) {
         let (entry, default) = self.side(ty);
         let gvmi = self.caps.gvmi;
+        let at = self.at;
         let end = Ste::new(entry, lu::DONT_CARE, gvmi).always_miss(default);
-        self.ring.write(n, END, &end.0);
+        self.ring.write(n, at + END, &end.0);
         let slots: Vec<u8> = (0..ENTRIES)
-            .flat_map(|_| Ste::new(entry, l, gvmi).always_miss(self.icm + END).0)
+            .flat_map(|_| Ste::new(entry, l, gvmi).always_miss(self.icm + at + END).0)
             .collect();
-        self.ring.write(n, MATCHER, &slots);
+        self.ring.write(n, at + MATCHER, &slots);
         let byte_mask = smac_ste(entry, l, gvmi, SMAC).byte_mask();
         assert_eq!(byte_mask, 0xfc00, "key bytes 0..5");
-        let anchor =
-            Ste::new(entry, lu::DONT_CARE, gvmi).hit(self.icm + MATCHER, ENTRIES, l, byte_mask);
-        self.ring.write(n, ANCHOR, &anchor.0);
+        let anchor = Ste::new(entry, lu::DONT_CARE, gvmi).hit(
+            self.icm + at + MATCHER,
+            ENTRIES,
+            l,
+            byte_mask,
+        );
+        self.ring.write(n, at + ANCHOR, &anchor.0);
     }
 
     /// `mlx5dv_dr_rule_create`: `rule` (a source MAC STE), missing to the end anchor, into the
     /// slot its tag hashes to. The slot.
     fn rule(&mut self, n: &mut Node, rule: Ste) -> u64 {
         let slot = slot_of(&rule);
-        let rule = rule.miss(self.icm + END);
-        self.ring.write(n, MATCHER + STE * slot, &rule.0);
+        let rule = rule.miss(self.icm + self.at + END);
+        self.ring.write(n, self.at + MATCHER + STE * slot, &rule.0);
         slot
     }
 }
@@ -410,4 +432,197 @@ fn transmit_rules_push_a_vlan_onto_the_wire_and_drop_before_it() {
         (sent, &f[6..12], &f[12..14]),
         (1, &other[..], &[0x08, 0x00][..])
     );
+}
+
+/// One side of `test_dest_array`'s raw traffic, as mlx5_ib makes a context's raw packet QPs:
+/// one CQ for all of them, a transport domain; per QP (its user index `k`, as rdma-core hands
+/// them out from 0 in each context) a TIS, an SQ and an RQ with that user index, and a direct
+/// TIR (the context's uid) over the RQ; the RQs' buffers in one region, QP `k`'s at slot `k`.
+struct RawSide {
+    cq: Cq,
+    sqs: Vec<Eth>,
+    rqs: Vec<(u32, DmaBlock)>,
+    tirs: Vec<(u32, u64)>,
+    rx: Mr,
+    /// Receive WQEs posted and consumed, per RQ.
+    posted: Vec<u16>,
+    landed: Vec<u16>,
+}
+
+impl RawSide {
+    fn new(n: &mut Node, uid: u16, qps: usize) -> RawSide {
+        let cq = n.another_cq();
+        let td = transport_domain(n);
+        let rx = n.reg_mr(qps * 16 * BUF as usize, false, false, false);
+        let (mut sqs, mut rqs, mut tirs) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..qps as u64 {
+            let tis_in = cmd::<CreateTisIn>(Opcode::CreateTis, 0, |v| {
+                v.nested_mut(CreateTisIn::CTX)
+                    .set(Tisc::TRANSPORT_DOMAIN, td.into())
+                    .unwrap();
+            });
+            let tis = made::<CreateTisOut>(&mut n.fx, &tis_in, CreateTisOut::TISN);
+            let mut sq = rdy_sq_on(n, cq.cqn, tis, |c| {
+                c.set(Sqc::USER_INDEX, k).unwrap();
+            });
+            sq.td = td;
+            sqs.push(sq);
+            let (rqn, _, dbr) = posted_rq_on(n, cq.cqn, &rx, k, 0, |c| {
+                c.set(Rqc::USER_INDEX, k).unwrap();
+            });
+            rqs.push((rqn, dbr));
+            tirs.push(create_tir(n, uid, rqn, td));
+        }
+        RawSide {
+            cq,
+            sqs,
+            rqs,
+            tirs,
+            rx,
+            posted: vec![0; qps],
+            landed: vec![0; qps],
+        }
+    }
+
+    /// Posts one receive WQE on RQ `k` (its doorbell record's counter).
+    fn post_recv(&mut self, n: &Node, k: usize) {
+        self.posted[k] = self.posted[k].wrapping_add(1);
+        n.dev()
+            .dma_write(self.rqs[k].1.iova, &u32::from(self.posted[k]).to_be_bytes())
+            .unwrap();
+    }
+}
+
+/// QUERY_FLOW_TABLE of NIC RX table `id` (DR's DevX query): `sw_owner_icm_root_0`.
+fn fw_table_root(n: &mut Node, uid: u16, id: u32) -> u64 {
+    let input = cmd::<QueryFlowTableIn>(Opcode::QueryFlowTable, 0, |v| {
+        v.set(QueryFlowTableIn::TABLE_TYPE, NIC_RX).unwrap();
+        v.set(QueryFlowTableIn::TABLE_ID, id.into()).unwrap();
+    });
+    let out = n.fx.p.ok(&as_uid(input, uid), QueryFlowTableOut::BYTES);
+    View::<QueryFlowTableOut>::new(&out)
+        .unwrap()
+        .nested(QueryFlowTableOut::FLOW_TABLE_CONTEXT)
+        .get(Ftc::SWS_SW_OWNER_ICM_ROOT_0)
+}
+
+/// rdma-core's `test_dest_array` (44.0) on one function: a client and a server context of 8 raw
+/// packet QPs each. The server's NIC RX: the kernel's root table → a DR table whose SMAC rule
+/// hits DR's "always-hit" firmware table (level 63, one FTE: the TIRs of server QPs 0–6 and a
+/// second DR table, whose SMAC rule goes to QP 7's TIR; dr-control-facts.md §4.5). Then
+/// `raw_traffic`: one receive posted on every QP, then 10 rounds of QP 0–7 each sending one
+/// multicast frame (it loops back) with one receive reposted on that server QP.
+///
+/// Every send completes exactly once, on the client's CQ, naming its own SQ — by the SQ's
+/// `user_index` (CQE version 1), by which alone rdma-core finds the QP a send completion
+/// belongs to: with the index missing, the completions of QPs 1–7 were taken for QP 0's and
+/// their send queues (one WQE deep) filled up — `post_send` ENOMEM in the guest. The client's
+/// RQs take nothing (steering never names their TIRs); each server RQ with a posted WQE takes
+/// each frame once, one without drops it (out of buffer) and nothing waits for it.
+#[test]
+fn each_send_of_raw_qps_sharing_a_cq_completes_once_by_its_user_index_under_a_dest_array() {
+    const QPS: usize = 8;
+    let mut n = Node::new(Mode::Sync, 1);
+    let mut d = domain(&mut n);
+    let client_uid = create_uctx(&mut n.fx);
+    let mut client = RawSide::new(&mut n, client_uid, QPS);
+    let mut server = RawSide::new(&mut n, d.uid, QPS);
+
+    // The last table: SMAC → server QP 7.
+    let last = d.table_at(&mut n, NIC_RX, 0x400);
+    d.matcher(&mut n, NIC_RX, lu::ETHL2_SRC_D);
+    d.rule(&mut n, rx_rule(&d, server.tirs[QPS - 1].1));
+    // The destination array: a firmware table made through DevX, its one FTE forwarding to
+    // QPs 0–6 and the last table, and its root as the rule's hit address.
+    let level = 63;
+    let fw = made::<CreateFlowTableOut>(
+        &mut n.fx,
+        &as_uid(table_in(level, None), d.uid),
+        CreateFlowTableOut::TABLE_ID,
+    );
+    let group = made::<CreateFlowGroupOut>(
+        &mut n.fx,
+        &as_uid(group_in(fw, 0, 0), d.uid),
+        CreateFlowGroupOut::GROUP_ID,
+    );
+    let mut dests: Vec<(u64, u32)> = server.tirs[..QPS - 1]
+        .iter()
+        .map(|&(tirn, _)| (flow_dest_type::TIR, tirn))
+        .collect();
+    dests.push((flow_dest_type::FLOW_TABLE, last));
+    n.fx.p
+        .ok(&as_uid(fte_in(fw, group, 0, &dests), d.uid), 0x10);
+    let array = fw_table_root(&mut n, d.uid, fw);
+    // The table the root forwards to: SMAC → the array.
+    let table = d.table_at(&mut n, NIC_RX, 0);
+    d.matcher(&mut n, NIC_RX, lu::ETHL2_SRC_D);
+    let rule = smac_ste(et::RX, lu::ETHL2_SRC_D, d.caps.gvmi, SMAC).to(array);
+    d.rule(&mut n, rule);
+    d.ring.drain(&mut n);
+    root_to(&mut n, NIC_RX, table);
+    n.drain();
+
+    for k in 0..QPS {
+        client.post_recv(&n, k);
+        server.post_recv(&n, k);
+    }
+    let src = n.reg_mr(4096, false, false, false);
+    let before = n.dev().datapath_counters();
+    let (mut sent, mut out_of_buffer) = (0u64, 0u64);
+    for round in 0..10u16 {
+        for k in 0..QPS {
+            let f = frame(DMAC, SMAC, 17, &[k as u8; 100]);
+            let sq = &mut client.sqs[k];
+            let sqn = sq.sqn;
+            send(&n, sq, &src, &f, 14, None);
+            sent += 1;
+            let c = n.drain_cq(&mut client.cq);
+            let got: Vec<_> = c
+                .iter()
+                .map(|c| (c.opcode, c.qpn, c.srqn_uidx, c.wqe_counter))
+                .collect();
+            assert_eq!(
+                got,
+                [(0, sqn, k as u32, round)],
+                "round {round}, QP {k}: one send completion, its SQ's user index"
+            );
+            // The server: every RQ with a WQE left takes the frame, once.
+            let want: Vec<usize> = (0..QPS)
+                .filter(|&j| server.posted[j] != server.landed[j])
+                .collect();
+            out_of_buffer += (QPS - want.len()) as u64;
+            let mut rx: Vec<_> = n
+                .drain_cq(&mut server.cq)
+                .iter()
+                .map(|c| (c.opcode, c.srqn_uidx as usize, c.byte_cnt))
+                .collect();
+            rx.sort();
+            let expect: Vec<_> = want.iter().map(|&j| (2, j, f.len() as u32)).collect();
+            assert_eq!(rx, expect, "round {round}, QP {k}: the server's receives");
+            for &j in &want {
+                let slot = (j as u64) * 16 + u64::from(server.landed[j] % 16);
+                let mut b = vec![0u8; f.len()];
+                n.dev()
+                    .dma_read(server.rx.buf.iova + slot * BUF, &mut b)
+                    .unwrap();
+                assert_eq!((&b[..14], &b[42..]), (&f[..14], &f[42..]), "RQ {j}");
+                server.landed[j] += 1;
+            }
+            server.post_recv(&n, k);
+        }
+    }
+    assert!(n.drain_cq(&mut client.cq).is_empty());
+    assert!(n.drain_cq(&mut server.cq).is_empty());
+    let after = n.dev().datapath_counters();
+    assert_eq!(
+        (
+            after.eth_tx_frames - before.eth_tx_frames,
+            after.eth_rx_out_of_buffer - before.eth_rx_out_of_buffer,
+            after.eth_rx_steering_drops - before.eth_rx_steering_drops,
+            after.sw_steering_errors - before.sw_steering_errors,
+            after.eth_rx_self_lb_blocked - before.eth_rx_self_lb_blocked,
+        ),
+        (sent, out_of_buffer, 0, 0, 0)
+    );
+    assert_eq!(client.landed, [0; QPS], "the client's RQs take nothing");
 }

@@ -9,9 +9,12 @@
 //! enhanced multi-packet send (ENHANCED_MPSW, 0x29: one frame per data segment after the
 //! Ethernet segment, whose checksum flags and VLAN insertion apply to each); UMR, on an SQ made
 //! with `reg_umr` (mlx5e's ICOSQ, mapping a striding RQ's pages), changes a memory key
-//! ([`super::umr`]). Another opcode is a local QP operation error. A WQE with CQ_UPDATE (`fm_ce_se` bit 3) gets a requester CQE on the
-//! SQ's CQ: opcode REQ, the WQE's opcode, the SQN and its WQE counter — what mlx5e's TX and
-//! ICOSQ completion handlers read.
+//! ([`super::umr`]). Another opcode is a local QP operation error. A WQE with CQ_UPDATE
+//! (`fm_ce_se` bit 3) gets a requester CQE on the SQ's CQ: opcode REQ, the WQE's opcode, the SQN
+//! and its WQE counter — what mlx5e's TX and ICOSQ completion handlers read — and, with CQE
+//! version 1, the SQ's `user_index` in `srqn_uidx`, as in every completion of the SQ (errors and
+//! flushes too): mlx5_ib gives a raw packet QP's SQ the QP's user index, and rdma-core finds the
+//! QP of a send completion by that index alone (QPs sharing a CQ each get their own back).
 //!
 //! A SEND or TSO WQE (`mlx5_wqe_eth_seg` after the control segment): `inline_hdr_sz` bytes of
 //! the frame inline from the Ethernet segment's byte 14 on (none at all may be: the device
@@ -63,6 +66,8 @@ const MIN_FRAME: usize = 60;
 struct SqInfo {
     state: u64,
     cqn: u32,
+    /// `user_index`: its completions' `srqn_uidx` (CQE version 1).
+    user_index: u32,
     /// The transport domain of its TIS (what a looped-back frame is blocked by).
     td: u32,
     /// Its ring, in WQEBBs.
@@ -92,6 +97,7 @@ fn info(hw: &Hw<'_>, sqn: u32) -> Option<SqInfo> {
     Some(SqInfo {
         state: c.get(Sqc::STATE),
         cqn: c.get32(Sqc::CQN),
+        user_index: c.get32(Sqc::USER_INDEX),
         td,
         ring,
         rate: (index != 0)
@@ -264,6 +270,7 @@ pub(crate) fn doorbell(hw: &mut Hw<'_>, sqn: u32, last: u16) {
                     wqe_opcode: op_code,
                     qpn: sqn,
                     wqe_counter: cc,
+                    srqn_uidx: cqe::srqn_uidx(hw, sq.user_index, None),
                     ..Cqe::default()
                 },
             );
@@ -329,6 +336,7 @@ fn fail(
             wqe_opcode: op_code,
             qpn: sqn,
             wqe_counter: cc,
+            srqn_uidx: cqe::srqn_uidx(hw, sq.user_index, None),
             syndrome: syn,
             ..Cqe::default()
         },
@@ -371,6 +379,7 @@ fn flush(hw: &mut Hw<'_>, sqn: u32, sq: &SqInfo, mut cc: u16, last: u16) {
                 wqe_opcode: op_code,
                 qpn: sqn,
                 wqe_counter: cc,
+                srqn_uidx: cqe::srqn_uidx(hw, sq.user_index, None),
                 syndrome: syndrome::WR_FLUSH_ERR,
                 ..Cqe::default()
             },

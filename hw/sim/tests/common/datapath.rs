@@ -55,6 +55,60 @@ impl Cqe {
     }
 }
 
+/// A CQ besides the node's own ([`Node::another_cq`]): its number, ring, doorbell record and
+/// consumer counter.
+pub struct Cq {
+    pub cqn: u32,
+    pub buf: DmaBlock,
+    pub dbr: DmaBlock,
+    pub ci: u32,
+}
+
+/// CREATE_CQ of `2^LOG_CQ` 64-byte CQEs (all owned by hardware) on `eqn`, `edit` applied to its
+/// context: `(cqn, ring, doorbell record)`.
+fn make_cq(
+    fx: &mut Fx,
+    eqn: u32,
+    edit: impl FnOnce(&mut ViewMut<'_, Cqc>),
+) -> (u32, DmaBlock, DmaBlock) {
+    let dev = fx.dev();
+    let uar = fx.uar;
+    let cq = dev.dma_alloc(64 << LOG_CQ, 4096).unwrap();
+    for k in 0..1u64 << LOG_CQ {
+        dev.dma_write(cq.iova + k * 64 + 63, &[0xf0]).unwrap();
+    }
+    let cq_dbr = dev.dma_alloc(64, 64).unwrap();
+    let input = cmd::<CreateCqIn>(Opcode::CreateCq, 0, |v| {
+        let mut c = v.nested_mut(CreateCqIn::CQ_CONTEXT);
+        c.set(Cqc::LOG_CQ_SIZE, LOG_CQ.into()).unwrap();
+        c.set(Cqc::UAR_PAGE, uar.into()).unwrap();
+        c.set(Cqc::C_EQN_OR_APU_ELEMENT, eqn.into()).unwrap();
+        c.set(Cqc::DBR_ADDR, cq_dbr.iova).unwrap();
+        edit(&mut c);
+    });
+    let out = fx.p.ok(&with_pas(input, &[cq.iova]), CreateCqOut::BYTES);
+    let cqn = View::<CreateCqOut>::new(&out)
+        .unwrap()
+        .get32(CreateCqOut::CQN);
+    (cqn, cq, cq_dbr)
+}
+
+/// The next CQE of the CQ at `cq` (doorbell record `dbr`, consumer counter `ci`), if the device
+/// has written one: the counter moves past it and goes to the doorbell record.
+fn poll_ring(dev: &SimDevice, cq: &DmaBlock, dbr: &DmaBlock, ci: &mut u32) -> Option<Cqe> {
+    let slot = u64::from(*ci & ((1 << LOG_CQ) - 1));
+    let mut b = [0u8; 64];
+    dev.dma_read(cq.iova + slot * 64, &mut b).unwrap();
+    let owner = (*ci >> LOG_CQ) & 1;
+    if b[63] >> 4 == 0xf || u32::from(b[63] & 1) != owner {
+        return None;
+    }
+    *ci += 1;
+    dev.dma_write(dbr.iova, &(*ci & 0xff_ffff).to_be_bytes())
+        .unwrap();
+    Some(Cqe::from(&b))
+}
+
 /// A memory region: a DMA block registered at `VA_BASE + (iova - first iova)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Mr {
@@ -174,23 +228,7 @@ impl Node {
         let eqn = View::<CreateEqOut>::new(&out)
             .unwrap()
             .get32(CreateEqOut::EQ_NUMBER);
-        let cq = dev.dma_alloc(64 << LOG_CQ, 4096).unwrap();
-        for k in 0..1u64 << LOG_CQ {
-            dev.dma_write(cq.iova + k * 64 + 63, &[0xf0]).unwrap();
-        }
-        let cq_dbr = dev.dma_alloc(64, 64).unwrap();
-        let input = cmd::<CreateCqIn>(Opcode::CreateCq, 0, |v| {
-            let mut c = v.nested_mut(CreateCqIn::CQ_CONTEXT);
-            c.set(Cqc::LOG_CQ_SIZE, LOG_CQ.into()).unwrap();
-            c.set(Cqc::UAR_PAGE, uar.into()).unwrap();
-            c.set(Cqc::C_EQN_OR_APU_ELEMENT, eqn.into()).unwrap();
-            c.set(Cqc::DBR_ADDR, cq_dbr.iova).unwrap();
-            edit(&mut c);
-        });
-        let out = fx.p.ok(&with_pas(input, &[cq.iova]), CreateCqOut::BYTES);
-        let cqn = View::<CreateCqOut>::new(&out)
-            .unwrap()
-            .get32(CreateCqOut::CQN);
+        let (cqn, cq, cq_dbr) = make_cq(&mut fx, eqn, edit);
         Node {
             fx,
             ip,
@@ -370,18 +408,28 @@ impl Node {
 
     /// The next CQE, if the device has written one.
     pub fn poll(&mut self) -> Option<Cqe> {
-        let dev = self.dev();
-        let slot = u64::from(self.cq_ci & ((1 << LOG_CQ) - 1));
-        let mut b = [0u8; 64];
-        dev.dma_read(self.cq.iova + slot * 64, &mut b).unwrap();
-        let owner = (self.cq_ci >> LOG_CQ) & 1;
-        if b[63] >> 4 == 0xf || u32::from(b[63] & 1) != owner {
-            return None;
+        poll_ring(&self.dev(), &self.cq, &self.cq_dbr, &mut self.cq_ci)
+    }
+
+    /// Another CQ of `2^LOG_CQ` 64-byte CQEs on the node's EQ.
+    pub fn another_cq(&mut self) -> Cq {
+        let (cqn, buf, dbr) = make_cq(&mut self.fx, self.eqn, |_| {});
+        Cq {
+            cqn,
+            buf,
+            dbr,
+            ci: 0,
         }
-        self.cq_ci += 1;
-        dev.dma_write(self.cq_dbr.iova, &(self.cq_ci & 0xff_ffff).to_be_bytes())
-            .unwrap();
-        Some(Cqe::from(&b))
+    }
+
+    /// The next CQE of `cq`, if the device has written one.
+    pub fn poll_cq(&self, cq: &mut Cq) -> Option<Cqe> {
+        poll_ring(&self.dev(), &cq.buf, &cq.dbr, &mut cq.ci)
+    }
+
+    /// Every CQE of `cq` available now.
+    pub fn drain_cq(&self, cq: &mut Cq) -> Vec<Cqe> {
+        std::iter::from_fn(|| self.poll_cq(cq)).collect()
     }
 
     /// Every CQE available now.

@@ -101,12 +101,19 @@ pub fn sender(n: &mut Node) -> Eth {
 /// An SQ of 16 WQEBBs on the node's CQ over TIS `tis` (`edit` applied to its context at
 /// creation), RDY.
 pub fn rdy_sq(n: &mut Node, tis: u32, edit: impl FnOnce(&mut ViewMut<'_, Sqc>)) -> Eth {
+    let cqn = n.cqn;
+    rdy_sq_on(n, cqn, tis, edit)
+}
+
+/// Like `rdy_sq`, on CQ `cqn`.
+pub fn rdy_sq_on(
+    n: &mut Node,
+    cqn: u32,
+    tis: u32,
+    edit: impl FnOnce(&mut ViewMut<'_, Sqc>),
+) -> Eth {
     let (r, sq, sq_dbr) = ring(n, 1);
-    let sqn = made::<CreateSqOut>(
-        &mut n.fx,
-        &eth::sq_in(&r, n.cqn, tis, edit),
-        CreateSqOut::SQN,
-    );
+    let sqn = made::<CreateSqOut>(&mut n.fx, &eth::sq_in(&r, cqn, tis, edit), CreateSqOut::SQN);
     n.fx.p.ok(
         &cmd::<ModifySqIn>(Opcode::ModifySq, 0, |v| {
             v.set(ModifySqIn::SQN, sqn.into()).unwrap();
@@ -208,8 +215,21 @@ pub fn posted_rq_with(
     posted: u16,
     edit: impl Fn(&mut ViewMut<'_, Rqc>),
 ) -> (u32, DmaBlock, DmaBlock) {
+    let cqn = n.cqn;
+    posted_rq_on(n, cqn, mr, slot, posted, edit)
+}
+
+/// Like `posted_rq_with`, on CQ `cqn`.
+pub fn posted_rq_on(
+    n: &mut Node,
+    cqn: u32,
+    mr: &Mr,
+    slot: u64,
+    posted: u16,
+    edit: impl Fn(&mut ViewMut<'_, Rqc>),
+) -> (u32, DmaBlock, DmaBlock) {
     let (r, buf, dbr) = ring(n, 1);
-    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, n.cqn, &edit), CreateRqOut::RQN);
+    let rqn = made::<CreateRqOut>(&mut n.fx, &eth::rq_in(&r, cqn, &edit), CreateRqOut::RQN);
     n.fx.p.ok(
         &cmd::<ModifyRqIn>(Opcode::ModifyRq, 0, |v| {
             v.set(ModifyRqIn::RQN, rqn.into()).unwrap();
