@@ -30,7 +30,7 @@
 //! | `0x5e030012` BAD_VPORT | BAD_PARAM | `other_vport` set or `vport_number` not 0 |
 //! | `0x5e030013` BAD_MTU | BAD_PARAM | MODIFY_NIC_VPORT_CONTEXT mtu 0 or above the port maximum |
 //! | `0x5e030014` BAD_UID | BAD_PARAM | `uid` not 0, the shared 0xffff or a live user context (any `uid` ≠ 0 while `log_max_uctx` is 0); CREATE_UMEM with uid 0 |
-//! | `0x5e030015` QUEUE_PAGE_SIZE | BAD_PARAM | queue `log_page_size` (`log_wq_pg_sz`) above 9 (pages above 2 MiB) |
+//! | `0x5e030015` QUEUE_PAGE_SIZE | BAD_PARAM | queue `log_page_size` (`log_wq_pg_sz`) above 31 (wider than the 5-bit field) |
 //! | `0x5e030016` QUEUE_PAGE_OFFSET | BAD_PARAM | queue `page_offset` of 64 or more (it counts 64ths of a page; a defensive check, the fields are at most 6 bits) |
 //! | `0x5e030017` QUEUE_PAS_MISSING | BAD_PARAM | a needed queue PAS entry is 0 (fewer pages than the queue needs) |
 //! | `0x5e030018` QUEUE_PAS_UNALIGNED | BAD_PARAM | a queue PAS entry not aligned to the queue page size |

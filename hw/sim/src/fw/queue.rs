@@ -3,7 +3,7 @@
 //!
 //! Buffer rules, checked in this order, each with its own syndrome:
 //!
-//! * `log_page_size` ≤ 9: a buffer page is `4 KiB << log_page_size`, at most 2 MiB
+//! * `log_page_size` ≤ 31 (the 5-bit field): a buffer page is `4 KiB << log_page_size`
 //!   (QUEUE_PAGE_SIZE); `page_offset` below 64, in 64ths of a page (QUEUE_PAGE_OFFSET);
 //! * the queue needs `ceil(queue_bytes / page)` PAS entries (none for a queue of 0 bytes);
 //!   `input_length` must cover them (BAD_INPUT_LEN, INLEN_QUEUE_PAS); entries beyond are ignored;
@@ -28,8 +28,12 @@ use crate::model::objects::{Object, ObjectKind, Queue};
 use crate::model::Model;
 use crate::syndrome as syn;
 
-/// The largest queue `log_page_size` (2 MiB pages).
-pub(crate) const MAX_LOG_PAGE_SIZE: u64 = 9;
+/// The largest queue `log_page_size`: what the contexts' 5-bit fields hold. Linux takes the
+/// largest page a user buffer's DMA addresses allow (`mlx5_umem_find_best_quantized_pgoff` over
+/// the field's width): 4 MiB from two adjacent 2 MiB huge pages, for one (rdma-core's QPs in
+/// huge pages, `MLX_QP_ALLOC_TYPE=HUGE`). The simulator capped it at 9 (2 MiB) once, and the
+/// guest's XRC QPs failed whenever their huge pages happened to lie side by side.
+pub(crate) const MAX_LOG_PAGE_SIZE: u64 = 31;
 /// The device page size queue pages are counted in.
 const BASE_PAGE: u64 = 4096;
 
