@@ -328,6 +328,15 @@ ROOMS = {
         ("dealloc_packet_reformat_context_out", "DEALLOC_PACKET_REFORMAT_CONTEXT (0x93e) output."),
         ("packet_reformat_context_in", "A packet reformat context: type, parameters, data size; the data follows."),
     ],
+    "modify_header": [
+        ("alloc_modify_header_context_in", "ALLOC_MODIFY_HEADER_CONTEXT (0x940) input; `num_of_actions` 8-byte actions from byte 0x10."),
+        ("alloc_modify_header_context_out", "ALLOC_MODIFY_HEADER_CONTEXT (0x940) output."),
+        ("dealloc_modify_header_context_in", "DEALLOC_MODIFY_HEADER_CONTEXT (0x941) input."),
+        ("dealloc_modify_header_context_out", "DEALLOC_MODIFY_HEADER_CONTEXT (0x941) output."),
+        ("set_action_in", "A SET action (action_type 1): `length` bits (0: 32) of `data` into `field` from bit `offset`."),
+        ("add_action_in", "An ADD action (action_type 2): `data` added to `field`."),
+        ("copy_action_in", "A COPY action (action_type 3): `length` bits (0: 32) of `src_field` from `src_offset` to `dst_field` at `dst_offset`."),
+    ],
     "odp": [
         ("odp_cap", "On-demand paging capabilities (HCA_CAP cap_type 2): the transport page-fault scheme's per-transport operations."),
         ("odp_scheme_cap", "One page-fault scheme of `odp_cap`: which operations of each transport may fault."),

@@ -552,6 +552,8 @@ pub mod flow_action {
     pub const COUNT: u64 = 0x8;
     /// Reformat the packet with the context `packet_reformat_id` names.
     pub const PACKET_REFORMAT: u64 = 0x10;
+    /// Rewrite header fields with the context `modify_header_id` names.
+    pub const MOD_HDR: u64 = 0x40;
 }
 
 /// `packet_reformat_context_in.reformat_type` (`MLX5_REFORMAT_TYPE_*`).

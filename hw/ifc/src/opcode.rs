@@ -152,6 +152,8 @@ opcodes! {
     ModifyFlowTable = 0x93c, "MODIFY_FLOW_TABLE";
     AllocPacketReformatContext = 0x93d, "ALLOC_PACKET_REFORMAT_CONTEXT";
     DeallocPacketReformatContext = 0x93e, "DEALLOC_PACKET_REFORMAT_CONTEXT";
+    AllocModifyHeaderContext = 0x940, "ALLOC_MODIFY_HEADER_CONTEXT";
+    DeallocModifyHeaderContext = 0x941, "DEALLOC_MODIFY_HEADER_CONTEXT";
     CreateGeneralObject = 0xa00, "CREATE_GENERAL_OBJECT";
     ModifyGeneralObject = 0xa01, "MODIFY_GENERAL_OBJECT";
     QueryGeneralObject = 0xa02, "QUERY_GENERAL_OBJECT";

@@ -117,6 +117,7 @@
 //! | `0x5e03007e` SW_ICM_OVERLAP | BAD_PARAM | CREATE_GENERAL_OBJECT SW_ICM of a range overlapping a live SW ICM object |
 //! | `0x5e03007f` FT_SW_OWNER_ROOT | BAD_PARAM | CREATE_FLOW_TABLE of a software-owned table (`sw_owner`) whose `sw_owner_icm_root_0` (or a non-zero `_root_1`) is not 64-byte aligned inside a live SW ICM object |
 //! | `0x5e030080` FT_SW_OWNED | BAD_PARAM | CREATE_FLOW_GROUP in a software-owned table (its entries are STEs in ICM, software's to write) |
+//! | `0x5e030081` BAD_MODIFY_HEADER | BAD_PARAM | ALLOC_MODIFY_HEADER_CONTEXT: `table_type` not NIC RX (0) or NIC TX (1), `num_of_actions` 0 or above `max_modify_header_actions`, an action whose type is not SET/ADD/COPY, whose field is not one the device rewrites, or whose offset + length pass the field |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
 //! | `0x5e03006f` MEMIC_UNKNOWN | BAD_PARAM | DEALLOC_MEMIC of an address and size not handed out |
@@ -152,6 +153,7 @@
 //! | `0x5e050016` UNKNOWN_FLOW_COUNTER | BAD_RES | a flow counter that is not allocated (DEALLOC/QUERY_FLOW_COUNTER, an FTE's counter list) |
 //! | `0x5e050018` UNKNOWN_GENERAL_OBJECT | BAD_RES | DESTROY_GENERAL_OBJECT of an `obj_id` that is no live object of its type (or another context's) |
 //! | `0x5e050017` UNKNOWN_PACKET_REFORMAT | BAD_RES | a packet reformat context that is not allocated (DEALLOC, an FTE's `packet_reformat_id`) |
+//! | `0x5e050019` UNKNOWN_MODIFY_HEADER | BAD_RES | a modify header context that is not allocated (or another context's: DEALLOC), or an FTE's `modify_header_id` of another table type |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
 //! | `0x5e060002` PD_IN_USE | RES_BUSY | DEALLOC_PD of a PD an SRQ, RMP or QP uses |
 //! | `0x5e060003` EQ_IN_USE | RES_BUSY | DESTROY_EQ of an EQ a CQ reports to |
@@ -172,6 +174,7 @@
 //! | `0x5e060012` FLOW_COUNTER_IN_USE | RES_BUSY | DEALLOC_FLOW_COUNTER of a counter a flow table entry counts in |
 //! | `0x5e060014` SW_ICM_IN_USE | RES_BUSY | DESTROY_GENERAL_OBJECT of a SW ICM object a SW_ICM mkey reaches |
 //! | `0x5e060013` PACKET_REFORMAT_IN_USE | RES_BUSY | DEALLOC_PACKET_REFORMAT_CONTEXT of a context an entry uses |
+//! | `0x5e060015` MODIFY_HEADER_IN_USE | RES_BUSY | DEALLOC_MODIFY_HEADER_CONTEXT of a context an entry uses |
 //! | `0x5e080001` UAR_EXHAUSTED | EXCEED_LIM 0x08 | every UAR page of BAR0 is allocated |
 //! | `0x5e080002` PD_EXHAUSTED | EXCEED_LIM | `2^log_max_pd - 1` PDs allocated |
 //! | `0x5e080003` EQ_EXHAUSTED | EXCEED_LIM | `2^log_max_eq - 1` EQs live |
@@ -187,6 +190,7 @@
 //! | `0x5e08000d` FLOW_COUNTER_EXHAUSTED | EXCEED_LIM | `max_flow_counter` counters allocated |
 //! | `0x5e08000f` SW_ICM_EXHAUSTED | EXCEED_LIM | no general object handle left for a SW ICM object |
 //! | `0x5e08000e` PACKET_REFORMAT_EXHAUSTED | EXCEED_LIM | `2^log_max_packet_reformat_context - 1` reformat contexts allocated |
+//! | `0x5e080010` MODIFY_HEADER_EXHAUSTED | EXCEED_LIM | `2^log_max_modify_header_context - 1` modify header contexts allocated |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
 //! | `0x5e090003` DCT_NOT_ACTIVE | BAD_RES_STATE | DRAIN_DCT or ARM_DCT_FOR_KEY_VIOLATION of a DCT draining or drained |
@@ -452,6 +456,10 @@ syndromes! {
     FT_SW_OWNER_ROOT = 0x5e03_007f;
     /// BAD_PARAM: a flow group in a software-owned table.
     FT_SW_OWNED = 0x5e03_0080;
+    /// BAD_PARAM: ALLOC_MODIFY_HEADER_CONTEXT of a table type other than NIC RX/TX, no actions
+    /// or more than `max_modify_header_actions`, or an action of a type, field, offset or length
+    /// the device does not take.
+    BAD_MODIFY_HEADER = 0x5e03_0081;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -514,6 +522,8 @@ syndromes! {
     UNKNOWN_PACKET_REFORMAT = 0x5e05_0017;
     /// BAD_RES: no such general object.
     UNKNOWN_GENERAL_OBJECT = 0x5e05_0018;
+    /// BAD_RES: no such modify header context (or one of another table type, for an FTE).
+    UNKNOWN_MODIFY_HEADER = 0x5e05_0019;
     /// RES_BUSY: DEALLOC_UAR of a UAR in use.
     UAR_IN_USE = 0x5e06_0001;
     /// RES_BUSY: DEALLOC_PD of a PD in use.
@@ -554,6 +564,8 @@ syndromes! {
     PACKET_REFORMAT_IN_USE = 0x5e06_0013;
     /// RES_BUSY: a SW ICM object a SW_ICM key reaches.
     SW_ICM_IN_USE = 0x5e06_0014;
+    /// RES_BUSY: DEALLOC_MODIFY_HEADER_CONTEXT of a context an entry uses.
+    MODIFY_HEADER_IN_USE = 0x5e06_0015;
     /// EXCEED_LIM: no UAR page left.
     UAR_EXHAUSTED = 0x5e08_0001;
     /// EXCEED_LIM: no PD number left.
@@ -584,6 +596,8 @@ syndromes! {
     PACKET_REFORMAT_EXHAUSTED = 0x5e08_000e;
     /// EXCEED_LIM: no general object handle left for a SW ICM object.
     SW_ICM_EXHAUSTED = 0x5e08_000f;
+    /// EXCEED_LIM: `2^log_max_modify_header_context - 1` modify header contexts allocated.
+    MODIFY_HEADER_EXHAUSTED = 0x5e08_0010;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.

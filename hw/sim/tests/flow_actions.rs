@@ -9,14 +9,12 @@
 
 mod common;
 
-use common::datapath::{Mr, Node};
+use common::datapath::Node;
 use common::eth_node::*;
-use common::ethernet::{made, ones};
+use common::ethernet::ones;
 use common::{cmd, status};
 use mlx5_ifc::prm::flow::{
-    CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut,
-    DestFormatStruct as Dest, FlowContext, FlowTableContext as Ftc, FteMatchSetLyr24 as L24,
-    SetFlowTableRootIn, SetFteIn,
+    DestFormatStruct as Dest, FlowContext, FteMatchSetLyr24 as L24, SetFteIn,
 };
 use mlx5_ifc::prm::flow_counter::{
     AllocFlowCounterIn, AllocFlowCounterOut, DeallocFlowCounterIn, QueryFlowCounterIn,
@@ -26,7 +24,6 @@ use mlx5_ifc::prm::reformat::{
     AllocPacketReformatContextIn as ReformatIn, AllocPacketReformatContextOut as ReformatOut,
     PacketReformatContextIn,
 };
-use mlx5_ifc::prm::tir::{CreateTirIn, CreateTirOut, Tirc};
 use mlx5_ifc::{Layout, Opcode, View, ViewMut};
 use mlx5_sim::Mode;
 
@@ -44,39 +41,6 @@ const RES_BUSY: u8 = 0x06;
 const DMAC: [u8; 6] = [0x01, 0x50, 0x56, 0x19, 0x20, 0xa7];
 const SMAC: [u8; 6] = [0x24, 0x8a, 0x07, 0xa5, 0x28, 0xc8];
 const OTHER_SMAC: [u8; 6] = [0x88; 6];
-
-/// A root table of `ty` (level 0) with one group `0..=0` whose criteria are `smac` (outer source
-/// MAC) or nothing (every frame): `(table, group)`.
-fn root(n: &mut Node, ty: u64, by_smac: bool) -> (u32, u32) {
-    let table_in = cmd::<CreateFlowTableIn>(Opcode::CreateFlowTable, 0, |v| {
-        v.set(CreateFlowTableIn::TABLE_TYPE, ty).unwrap();
-        let mut c = v.nested_mut(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
-        c.set(Ftc::LOG_SIZE, 4).unwrap();
-        c.set(Ftc::REFORMAT_EN, u64::from(ty == TX)).unwrap();
-    });
-    let table = made::<CreateFlowTableOut>(&mut n.fx, &table_in, CreateFlowTableOut::TABLE_ID);
-    let mut group_in = cmd::<CreateFlowGroupIn>(Opcode::CreateFlowGroup, 0, |v| {
-        v.set(CreateFlowGroupIn::TABLE_TYPE, ty).unwrap();
-        v.set(CreateFlowGroupIn::TABLE_ID, table.into()).unwrap();
-        v.set(CreateFlowGroupIn::MATCH_CRITERIA_ENABLE, u64::from(by_smac))
-            .unwrap();
-    });
-    if by_smac {
-        let at = CreateFlowGroupIn::MATCH_CRITERIA.offset();
-        let mut c = ViewMut::<L24>::new(&mut group_in[at..at + L24::BYTES]).unwrap();
-        c.set(L24::SMAC_47_16, 0xffff_ffff).unwrap();
-        c.set(L24::SMAC_15_0, 0xffff).unwrap();
-    }
-    let group = made::<CreateFlowGroupOut>(&mut n.fx, &group_in, CreateFlowGroupOut::GROUP_ID);
-    n.fx.p.ok(
-        &cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, 0, |v| {
-            v.set(SetFlowTableRootIn::TABLE_TYPE, ty).unwrap();
-            v.set(SetFlowTableRootIn::TABLE_ID, table.into()).unwrap();
-        }),
-        0x10,
-    );
-    (table, group)
-}
 
 /// SET_FLOW_TABLE_ENTRY at index 0 of `(table, group)` of `ty`: `action`, destinations
 /// `(type, id)`, then counters at the same 8-byte stride, `reformat`, source MAC `smac` to
@@ -155,17 +119,6 @@ fn query(n: &mut Node, id: u32, clear: bool) -> (u64, u64) {
     )
 }
 
-/// A TIR straight to a fresh RQ of 16 posted 2 KiB buffers at `mr` (transport domain `td`).
-fn rx_tir(n: &mut Node, mr: &Mr, td: u32) -> u32 {
-    let (rqn, _, _) = posted_rq(n, mr, 0, 16);
-    let tir_in = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
-        let mut c = v.nested_mut(CreateTirIn::CTX);
-        c.set(Tirc::INLINE_RQN, rqn.into()).unwrap();
-        c.set(Tirc::TRANSPORT_DOMAIN, td.into()).unwrap();
-    });
-    made::<CreateTirOut>(&mut n.fx, &tir_in, CreateTirOut::TIRN)
-}
-
 /// ALLOC_PACKET_REFORMAT_CONTEXT of `ty` with `data`: `(status, syndrome, id)`.
 fn reformat(n: &mut Node, ty: u64, data: &[u8]) -> (u8, u32, u32) {
     let mut input = cmd::<ReformatIn>(Opcode::AllocPacketReformatContext, 0, |v| {
@@ -203,12 +156,7 @@ fn rx_count(n: &mut Node) -> (usize, usize) {
 
 #[test]
 fn transmit_drop_completes_the_send_and_a_receive_drop_counts() {
-    let mut n = Node::new(Mode::Sync, 1);
-    let mr = n.reg_mr(64 * 1024, false, false, false);
-    let src = n.reg_mr(4096, false, false, false);
-    let mut a = sender(&mut n);
-    let other = transport_domain(&mut n);
-    let tir = rx_tir(&mut n, &mr, other);
+    let (mut n, _, src, mut a, tir) = loop_node();
     let (rx_c, tx_c) = (counter(&mut n), counter(&mut n));
     assert_eq!((rx_c % 4, tx_c % 4), (0, 0), "4-aligned ids");
     // Receive: frames from SMAC and OTHER_SMAC are dropped and counted; transmit: frames from
@@ -298,12 +246,7 @@ fn outer(inner: usize) -> Vec<u8> {
 
 #[test]
 fn a_transmit_reformat_wraps_every_frame_in_its_header() {
-    let mut n = Node::new(Mode::Sync, 1);
-    let mr = n.reg_mr(64 * 1024, false, false, false);
-    let src = n.reg_mr(4096, false, false, false);
-    let mut a = sender(&mut n);
-    let other = transport_domain(&mut n);
-    let tir = rx_tir(&mut n, &mr, other);
+    let (mut n, mr, src, mut a, tir) = loop_node();
     let f = frame(DMAC, SMAC, 17, &[9; 200]);
     let h = outer(f.len());
     let (s, _, id) = reformat(&mut n, 2, &h);

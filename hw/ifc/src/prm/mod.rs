@@ -41,6 +41,8 @@ pub mod flow_counter;
 #[rustfmt::skip]
 pub mod reformat;
 #[rustfmt::skip]
+pub mod modify_header;
+#[rustfmt::skip]
 pub mod odp;
 #[rustfmt::skip]
 pub mod devx;
@@ -329,6 +331,13 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("dealloc_packet_reformat_context_in", reformat::DeallocPacketReformatContextIn::BYTES, reformat::DeallocPacketReformatContextIn::FIELDS),
     ("dealloc_packet_reformat_context_out", reformat::DeallocPacketReformatContextOut::BYTES, reformat::DeallocPacketReformatContextOut::FIELDS),
     ("packet_reformat_context_in", reformat::PacketReformatContextIn::BYTES, reformat::PacketReformatContextIn::FIELDS),
+    ("alloc_modify_header_context_in", modify_header::AllocModifyHeaderContextIn::BYTES, modify_header::AllocModifyHeaderContextIn::FIELDS),
+    ("alloc_modify_header_context_out", modify_header::AllocModifyHeaderContextOut::BYTES, modify_header::AllocModifyHeaderContextOut::FIELDS),
+    ("dealloc_modify_header_context_in", modify_header::DeallocModifyHeaderContextIn::BYTES, modify_header::DeallocModifyHeaderContextIn::FIELDS),
+    ("dealloc_modify_header_context_out", modify_header::DeallocModifyHeaderContextOut::BYTES, modify_header::DeallocModifyHeaderContextOut::FIELDS),
+    ("set_action_in", modify_header::SetActionIn::BYTES, modify_header::SetActionIn::FIELDS),
+    ("add_action_in", modify_header::AddActionIn::BYTES, modify_header::AddActionIn::FIELDS),
+    ("copy_action_in", modify_header::CopyActionIn::BYTES, modify_header::CopyActionIn::FIELDS),
     ("odp_cap", odp::OdpCap::BYTES, odp::OdpCap::FIELDS),
     ("odp_scheme_cap", odp::OdpSchemeCap::BYTES, odp::OdpSchemeCap::FIELDS),
     ("odp_per_transport_service_cap", odp::OdpPerTransportServiceCap::BYTES, odp::OdpPerTransportServiceCap::FIELDS),

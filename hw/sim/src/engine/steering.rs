@@ -21,7 +21,7 @@
 //! The Toeplitz hash is Microsoft's RSS hash; the unit tests check it against the verification
 //! vectors of its specification.
 
-use mlx5_ifc::consts::flow_action::{ALLOW, COUNT, DROP, FWD_DEST, PACKET_REFORMAT};
+use mlx5_ifc::consts::flow_action::{ALLOW, COUNT, DROP, FWD_DEST, MOD_HDR, PACKET_REFORMAT};
 use mlx5_ifc::consts::match_criteria::{MISC_PARAMETERS, OUTER_HEADERS};
 use mlx5_ifc::consts::rx_hash_field::{DST_IP, L4_DPORT, L4_SPORT, SRC_IP};
 use mlx5_ifc::consts::{flow_dest_type, rx_hash_fn, tir_disp_type};
@@ -312,6 +312,18 @@ pub(crate) fn lookup(model: &Model, dir: Direction, f: &[u8], meta: &Meta) -> St
         }
         if action & PACKET_REFORMAT != 0 {
             out.reformat = Some(c.get32(FlowContext::PACKET_REFORMAT_ID));
+        }
+        // MOD_HDR rewrites the frame; the tables after this one match it as rewritten.
+        if action & MOD_HDR != 0 {
+            let id = c.get32(FlowContext::MODIFY_HEADER_ID);
+            if let Some(q) = model.objects.queue(ObjectKind::ModifyHeader, id) {
+                let mut frame = out.frame.take().unwrap_or_else(|| f.to_vec());
+                super::mod_hdr::apply(super::mod_hdr::actions(&q.ctx), &mut frame);
+                if let Some(i) = parsed(&frame) {
+                    img = i;
+                }
+                out.frame = Some(frame);
+            }
         }
         if action & DROP != 0 {
             out.dropped = Some(Dropped::Action);

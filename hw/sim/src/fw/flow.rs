@@ -41,7 +41,9 @@
 //!   most `2^log_max_flow_counter` counters after them at the same 8-byte stride, each a live
 //!   flow counter, no extended destinations (FTE_DEST / BAD_RES UNKNOWN_TIR,
 //!   UNKNOWN_FLOW_TABLE, UNKNOWN_FLOW_COUNTER); `packet_reformat_id` a live context
-//!   (UNKNOWN_PACKET_REFORMAT). The entry holds all of them.
+//!   (UNKNOWN_PACKET_REFORMAT); MOD_HDR (0x40) where the type offers `max_modify_header_actions`
+//!   and not with DROP, `modify_header_id` a live context of the table's type
+//!   (UNKNOWN_MODIFY_HEADER). The entry holds all of them.
 //! * DELETE_FLOW_TABLE_ENTRY: a live entry at (`table_id`, `flow_index`) (BAD_RES UNKNOWN_FTE).
 //! * A table with groups, entries forwarding to it or a table missing to it, and a group with
 //!   entries, are RES_BUSY on destroy (FLOW_TABLE_IN_USE, FLOW_GROUP_IN_USE).
@@ -49,7 +51,7 @@
 //! Each object keeps its command input as its context image; an entry holds its group and its
 //! destinations, a group its table, a table its miss table.
 
-use mlx5_ifc::consts::flow_action::{ALLOW, COUNT, DROP, FWD_DEST, PACKET_REFORMAT};
+use mlx5_ifc::consts::flow_action::{ALLOW, COUNT, DROP, FWD_DEST, MOD_HDR, PACKET_REFORMAT};
 use mlx5_ifc::consts::flow_table_type::{NIC_RX, NIC_TX};
 use mlx5_ifc::consts::{flow_dest_type, match_criteria, set_flow_table_root, table_miss_action};
 use mlx5_ifc::prm::caps::{FlowTableNicCap, FlowTablePropLayout as Prop};
@@ -76,7 +78,7 @@ const DEST_LIST: usize =
     SetFteIn::FLOW_CONTEXT.info.bit as usize / 8 + FlowContext::DESTINATION.info.bit as usize / 8;
 
 /// The flow-table properties of `table_type`, or FT_UNSUPPORTED_TYPE.
-fn props(table_type: u64) -> Result<Vec<u8>, Failure> {
+pub(crate) fn props(table_type: u64) -> Result<Vec<u8>, Failure> {
     let caps = super::netcaps::flow_table_caps();
     let v = View::<FlowTableNicCap>::new(&caps).map_err(|_| bad_param(syn::FT_UNSUPPORTED_TYPE))?;
     let half = match table_type {
@@ -91,7 +93,7 @@ fn props(table_type: u64) -> Result<Vec<u8>, Failure> {
     Ok(p)
 }
 
-fn prop(p: &[u8], f: Field<Prop>) -> u64 {
+pub(crate) fn prop(p: &[u8], f: Field<Prop>) -> u64 {
     View::<Prop>::new(p).map_or(0, |v| v.get(f))
 }
 
@@ -448,11 +450,13 @@ fn entry_holds(
     // One of ALLOW, DROP, FWD_DEST (FWD_DEST iff destinations are listed); COUNT iff counters
     // are listed; PACKET_REFORMAT where the type offers `reformat`, not with DROP.
     let primary = action & (ALLOW | DROP | FWD_DEST);
-    if action & !(ALLOW | DROP | FWD_DEST | COUNT | PACKET_REFORMAT) != 0
+    if action & !(ALLOW | DROP | FWD_DEST | COUNT | PACKET_REFORMAT | MOD_HDR) != 0
         || primary.count_ones() != 1
         || (action & FWD_DEST != 0) != (dests > 0)
         || (action & COUNT != 0) != (counters > 0)
         || (action & PACKET_REFORMAT != 0 && (action & DROP != 0 || prop(&p, Prop::REFORMAT) == 0))
+        || (action & MOD_HDR != 0
+            && (action & DROP != 0 || prop(&p, Prop::MAX_MODIFY_HEADER_ACTIONS) == 0))
     {
         return Err(bad_param(syn::FTE_ACTION));
     }
@@ -507,6 +511,18 @@ fn entry_holds(
             syn::UNKNOWN_PACKET_REFORMAT,
         )?;
         holds.push((ObjectKind::PacketReformat, id));
+    }
+    // A live modify header context of the table's type.
+    if action & MOD_HDR != 0 {
+        let id = c.get32(FlowContext::MODIFY_HEADER_ID);
+        let same = model
+            .objects
+            .queue(ObjectKind::ModifyHeader, id)
+            .is_some_and(|q| crate::engine::mod_hdr::table_type(&q.ctx) == ty);
+        if !same {
+            return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_MODIFY_HEADER));
+        }
+        holds.push((ObjectKind::ModifyHeader, id));
     }
     Ok(holds)
 }

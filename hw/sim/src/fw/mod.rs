@@ -44,6 +44,7 @@ pub(crate) mod mad;
 pub(crate) mod mcg;
 pub(crate) mod memic;
 pub(crate) mod mkey;
+pub(crate) mod modify_header;
 pub(crate) mod netcaps;
 pub(crate) mod odp;
 pub(crate) mod pacing;
@@ -63,8 +64,8 @@ pub(crate) mod xrc;
 
 use mlx5_ifc::prm::{
     cq as c, dct as dc, devx as dx, eq as e, flow as f, flow_counter as fc, general_obj as go,
-    hca as h, memic as dm, mr as m, odp as pf, pacing as pp, qp as q, reformat as rf, sq_rq as w,
-    srq as s, sw_icm as si, tir as t, uar_pd as u, vport as v,
+    hca as h, memic as dm, modify_header as mh, mr as m, odp as pf, pacing as pp, qp as q,
+    reformat as rf, sq_rq as w, srq as s, sw_icm as si, tir as t, uar_pd as u, vport as v,
 };
 use mlx5_ifc::{CmdInHeader, CmdStatus, Layout, Opcode};
 
@@ -531,6 +532,16 @@ const SPECS: &[Spec] = &[
         Opcode::DeallocPacketReformatContext,
         Gate::Initialized,
         reformat::dealloc_packet_reformat_context,
+    ),
+    spec::<mh::AllocModifyHeaderContextIn, mh::AllocModifyHeaderContextOut>(
+        Opcode::AllocModifyHeaderContext,
+        Gate::Initialized,
+        modify_header::alloc_modify_header_context,
+    ),
+    spec::<mh::DeallocModifyHeaderContextIn, mh::DeallocModifyHeaderContextOut>(
+        Opcode::DeallocModifyHeaderContext,
+        Gate::Initialized,
+        modify_header::dealloc_modify_header_context,
     ),
 ];
 

@@ -78,7 +78,8 @@ const MATCH: &[Field<Fields>] = &[
 /// The flow table capabilities (`flow_table_nic_cap`): NIC receive and NIC transmit tables,
 /// chained as Linux's fs_core needs (entries modified in place, a table's miss sent to a named
 /// table, MODIFY_FLOW_TABLE, a settable root), flow counters in entries (COUNT) and packet
-/// reformat (L2_TO_L2_TUNNEL: `encap_general_header`, headers up to 128 bytes), and the ICM
+/// reformat (L2_TO_L2_TUNNEL: `encap_general_header`, headers up to 128 bytes), modify header
+/// contexts (up to 32 actions), and the ICM
 /// addresses of software steering's drop and allow targets.
 pub(crate) fn flow_table_caps() -> Vec<u8> {
     let mut img = vec![0u8; FlowTableNicCap::BYTES];
@@ -110,6 +111,10 @@ pub(crate) fn flow_table_caps() -> Vec<u8> {
             p.set(Prop::IDENTIFIED_MISS_TABLE_MODE, 1)?;
             p.set(Prop::FLOW_TABLE_MODIFY, 1)?;
             p.set(Prop::REFORMAT, 1)?;
+            // Modify header contexts (MOD_HDR, `fw/modify_header.rs`): the count and list
+            // length are the simulator's choice, not read from a ConnectX-5.
+            p.set(Prop::LOG_MAX_MODIFY_HEADER_CONTEXT, 16)?;
+            p.set(Prop::MAX_MODIFY_HEADER_ACTIONS, MAX_MODIFY_HEADER_ACTIONS)?;
             // Software steering, STE format v0 (`engine/ste.rs`): tables owned by software,
             // walked from their root in SW ICM.
             p.set(Prop::SW_OWNER, 1)?;
@@ -133,6 +138,9 @@ pub(crate) fn flow_table_caps() -> Vec<u8> {
     }
     img
 }
+
+/// The most actions a modify header context takes (`max_modify_header_actions`).
+const MAX_MODIFY_HEADER_ACTIONS: u64 = 32;
 
 /// The longest header a packet reformat context takes (`max_encap_header_size`).
 const MAX_ENCAP_HEADER: u64 = 128;

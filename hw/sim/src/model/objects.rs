@@ -67,6 +67,9 @@ pub enum ObjectKind {
     FlowCounter,
     /// A packet reformat context (ALLOC_PACKET_REFORMAT_CONTEXT); its context is the command's.
     PacketReformat,
+    /// A modify header context (ALLOC_MODIFY_HEADER_CONTEXT); its context is the table type
+    /// byte, then the actions (8 bytes each).
+    ModifyHeader,
     /// A SW ICM range (CREATE_GENERAL_OBJECT, `obj_type` SW_ICM): software steering's memory.
     SwIcm,
 }

@@ -2,14 +2,17 @@
 //! transport domain, a TIS and an RDY SQ (`sender`), a SEND or TSO WQE of a frame (`send`),
 //! and the IPv4 frames they carry (`frame`).
 
-use mlx5_ifc::prm::flow::{CreateFlowGroupOut, CreateFlowTableOut, SetFlowTableRootIn};
+use mlx5_ifc::prm::flow::{
+    CreateFlowGroupIn, CreateFlowGroupOut, CreateFlowTableIn, CreateFlowTableOut,
+    FlowTableContext as Ftc, FteMatchSetLyr24 as L24, SetFlowTableRootIn,
+};
 use mlx5_ifc::prm::sq_rq::{CreateRqOut, CreateSqOut, ModifyRqIn, ModifySqIn, Rqc, Sqc};
 use mlx5_ifc::prm::srq::Wq;
 use mlx5_ifc::prm::tir::{
     AllocTransportDomainIn, AllocTransportDomainOut, CreateTirIn, CreateTirOut, CreateTisIn,
     CreateTisOut, Tirc, Tisc,
 };
-use mlx5_ifc::{Be64, Opcode, View, ViewMut};
+use mlx5_ifc::{Be64, Layout, Opcode, View, ViewMut};
 use mlx5_sim::DmaBlock;
 
 use super::datapath::{Cqe, Mr, Node};
@@ -358,4 +361,61 @@ pub fn receives(cqes: &[Cqe]) -> Vec<(u16, u16, u32)> {
         .filter(|c| c.opcode == 2)
         .map(|c| (c.wqe_id, c.wqe_counter, c.byte_cnt))
         .collect()
+}
+
+/// A root table of `ty` (level 0) with one group `0..=0` whose criteria are `smac` (outer source
+/// MAC) or nothing (every frame): `(table, group)`.
+pub fn root(n: &mut Node, ty: u64, by_smac: bool) -> (u32, u32) {
+    let table_in = cmd::<CreateFlowTableIn>(Opcode::CreateFlowTable, 0, |v| {
+        v.set(CreateFlowTableIn::TABLE_TYPE, ty).unwrap();
+        let mut c = v.nested_mut(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
+        c.set(Ftc::LOG_SIZE, 4).unwrap();
+        c.set(Ftc::REFORMAT_EN, u64::from(ty == 1)).unwrap(); // NIC TX
+    });
+    let table = made::<CreateFlowTableOut>(&mut n.fx, &table_in, CreateFlowTableOut::TABLE_ID);
+    let mut group_in = cmd::<CreateFlowGroupIn>(Opcode::CreateFlowGroup, 0, |v| {
+        v.set(CreateFlowGroupIn::TABLE_TYPE, ty).unwrap();
+        v.set(CreateFlowGroupIn::TABLE_ID, table.into()).unwrap();
+        v.set(CreateFlowGroupIn::MATCH_CRITERIA_ENABLE, u64::from(by_smac))
+            .unwrap();
+    });
+    if by_smac {
+        let at = CreateFlowGroupIn::MATCH_CRITERIA.offset();
+        let mut c = ViewMut::<L24>::new(&mut group_in[at..at + L24::BYTES]).unwrap();
+        c.set(L24::SMAC_47_16, 0xffff_ffff).unwrap();
+        c.set(L24::SMAC_15_0, 0xffff).unwrap();
+    }
+    let group = made::<CreateFlowGroupOut>(&mut n.fx, &group_in, CreateFlowGroupOut::GROUP_ID);
+    n.fx.p.ok(
+        &cmd::<SetFlowTableRootIn>(Opcode::SetFlowTableRoot, 0, |v| {
+            v.set(SetFlowTableRootIn::TABLE_TYPE, ty).unwrap();
+            v.set(SetFlowTableRootIn::TABLE_ID, table.into()).unwrap();
+        }),
+        0x10,
+    );
+    (table, group)
+}
+
+/// A TIR straight to a fresh RQ of 16 posted 2 KiB buffers at `mr` (transport domain `td`).
+pub fn rx_tir(n: &mut Node, mr: &Mr, td: u32) -> u32 {
+    let (rqn, _, _) = posted_rq(n, mr, 0, 16);
+    let tir_in = cmd::<CreateTirIn>(Opcode::CreateTir, 0, |v| {
+        let mut c = v.nested_mut(CreateTirIn::CTX);
+        c.set(Tirc::INLINE_RQN, rqn.into()).unwrap();
+        c.set(Tirc::TRANSPORT_DOMAIN, td.into()).unwrap();
+    });
+    made::<CreateTirOut>(&mut n.fx, &tir_in, CreateTirOut::TIRN)
+}
+
+/// A node (synchronous) with a 64 KiB receive region, a 4 KiB send region, an Ethernet sender
+/// and a TIR (of another transport domain, so the sender's own frames reach it) straight to a
+/// fresh RQ at the receive region: `(node, receive, send, sender, tir)`.
+pub fn loop_node() -> (Node, Mr, Mr, Eth, u32) {
+    let mut n = Node::new(mlx5_sim::Mode::Sync, 1);
+    let mr = n.reg_mr(64 * 1024, false, false, false);
+    let src = n.reg_mr(4096, false, false, false);
+    let a = sender(&mut n);
+    let other = transport_domain(&mut n);
+    let tir = rx_tir(&mut n, &mr, other);
+    (n, mr, src, a, tir)
 }
