@@ -372,6 +372,7 @@ ROOMS = {
         ("general_obj_out_cmd_hdr", "The output of the general object commands: the id of the object created; DESTROY's whole output."),
         ("general_obj_create_param", "CREATE_GENERAL_OBJECT's `op_param`: an alias, or a range of 2^`log_obj_range` objects."),
         ("general_obj_query_param", "QUERY_GENERAL_OBJECT's `op_param`: an alias, or the object at `obj_offset` of a range."),
+        ("flow_sampler", "A FLOW_SAMPLER object (general object type 0x20), after the `general_obj_in_cmd_hdr` of CREATE_GENERAL_OBJECT and the `general_obj_out_cmd_hdr` of QUERY_GENERAL_OBJECT: one frame in `sample_ratio` also goes to the sample table (a termination table), every frame to the default table; QUERY reports the ICM addresses an STE jumps to."),
     ],
     "sw_icm": [
         ("sw_icm", "A SW ICM object (general object type 0x8): steering memory the software writes (STEs, rewrite actions), `2^log_sw_icm_size` bytes at `sw_icm_start_addr`."),

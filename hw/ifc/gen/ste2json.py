@@ -27,6 +27,9 @@ STRUCTS = [
     "ste_flex_parser_0", "ste_flex_parser_1", "ste_flex_parser_tnl_vxlan_gpe",
     "ste_flex_parser_tnl_geneve", "ste_flex_parser_tnl_gtpu", "ste_tunnel_header",
     "dr_action_hw_set", "dr_action_hw_copy",
+    # Not an STE, but an object DR creates that reference/mlx5_ifc_offsets.json lacks: the
+    # FLOW_SAMPLER general object (0x20), as DR sends and queries it.
+    "flow_sampler",
 ]
 
 
@@ -63,7 +66,8 @@ def main():
     facts = {
         "_source": (
             "rdma-core " + VERSION + ": providers/mlx5/mlx5_ifc.h (the mlx5_ifc_ste_*_bits and "
-            "mlx5_ifc_dr_action_hw_*_bits structures) and providers/mlx5/dr_ste.c (struct "
+            "mlx5_ifc_dr_action_hw_*_bits structures, and mlx5_ifc_flow_sampler_bits, the FLOW_SAMPLER "
+            "general object) and providers/mlx5/dr_ste.c (struct "
             "dr_hw_ste_format, sized by DR_STE_SIZE_CTRL/_TAG/_MASK of mlx5dv_dr.h). Facts only: "
             "the bit offset and width of each field, summed from the declared widths by "
             "hw/ifc/gen/ste2json.py. STE format v0 is ConnectX-5's (steering_format_version 0)."

@@ -344,6 +344,9 @@ pub mod mkey_access_mode {
 pub mod general_obj_type {
     /// SW ICM (`sw_icm`): steering memory the software writes.
     pub const SW_ICM: u64 = 0x8;
+    /// A flow sampler (`flow_sampler`): one frame in `sample_ratio` to a sample table, every
+    /// frame on to a default table.
+    pub const FLOW_SAMPLER: u64 = 0x20;
 }
 
 /// `cmd_hca_cap.general_obj_types`: bit n set when objects of type n can be created
@@ -351,6 +354,8 @@ pub mod general_obj_type {
 pub mod general_obj_types {
     /// SW ICM objects ([`super::general_obj_type::SW_ICM`]).
     pub const SW_ICM: u64 = 1 << super::general_obj_type::SW_ICM;
+    /// Flow samplers ([`super::general_obj_type::FLOW_SAMPLER`]).
+    pub const FLOW_SAMPLER: u64 = 1 << super::general_obj_type::FLOW_SAMPLER;
 }
 
 /// On-demand paging: the flag bits of an MTT entry, the sub-types of a PAGE_FAULT event and the

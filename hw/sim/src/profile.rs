@@ -204,11 +204,13 @@ const CX5_GENERAL: &[(Field<C>, u64)] = &[
     (C::LOG_MAX_UCTX, 10),
     // Force-loopback RC QPs with RoCE disabled (rdma-core 56.1 reads it here too; `roce_cap`).
     (C::FL_RC_QP_WHEN_ROCE_DISABLED, 1),
-    // General objects: SW ICM only (CREATE/DESTROY_GENERAL_OBJECT type 8, `device_mem_cap`'s
-    // regions; Linux's DM verbs and SW ICM allocator need it).
+    // General objects: SW ICM (type 8, `device_mem_cap`'s regions; Linux's DM verbs and SW ICM
+    // allocator need it) and flow samplers (type 0x20: rdma-core's DR samples on a ConnectX-5,
+    // with a restore table in the FDB for its format v0).
     (
         C::GENERAL_OBJ_TYPES,
-        mlx5_ifc::consts::general_obj_types::SW_ICM,
+        mlx5_ifc::consts::general_obj_types::SW_ICM
+            | mlx5_ifc::consts::general_obj_types::FLOW_SAMPLER,
     ),
     (C::LOG_MAX_UMEM, 20),
 ];

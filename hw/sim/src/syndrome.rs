@@ -79,7 +79,7 @@
 //! | `0x5e030054` BAD_PM_STATE | BAD_PARAM | RST2INIT `pm_state` not MIGRATED (3): no alternate path exists to arm |
 //! | `0x5e030055` BAD_ATOMIC_MODE | BAD_PARAM | `rae` with `atomic_mode` above 8 (UP_TO_256B) |
 //! | `0x5e030056` SRQ_LIMIT | BAD_PARAM | ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size |
-//! | `0x5e030057` FT_UNSUPPORTED_TYPE | BAD_PARAM | a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a reformat table where the type has no `reformat`, a decap or termination table |
+//! | `0x5e030057` FT_UNSUPPORTED_TYPE | BAD_PARAM | a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a reformat or termination table where the type has no `reformat` / `termination_table` (NIC TX), a decap table |
 //! | `0x5e030058` FT_LEVEL | BAD_PARAM | CREATE_FLOW_TABLE `level` above `max_ft_level` |
 //! | `0x5e030059` FT_SIZE | BAD_PARAM | CREATE_FLOW_TABLE `log_size` above `log_max_ft_size` |
 //! | `0x5e03005a` FT_MISS_ACTION | BAD_PARAM | `table_miss_action` not 0/1, a miss table of another type or not at a higher level, or MODIFY_FLOW_TABLE of another field |
@@ -112,11 +112,12 @@
 //! | `0x5e030079` BAD_ADDRESS_LIST | BAD_PARAM | MODIFY_NIC_VPORT_CONTEXT of a unicast address list longer than `2^log_max_current_uc_list` |
 //! | `0x5e03007a` NOT_VPORT_MANAGER | BAD_PARAM | MODIFY_VPORT_STATE from a function that manages no vport (`vport_group_manager` and `eswitch_manager` 0: a VF, and the simulated PF): a vport's admin state is the e-switch manager's to set |
 //! | `0x5e03007b` FORCE_LOOPBACK | BAD_PARAM | INIT2RTR with the primary path's `fl` (force loopback) on a QP that is not RC, or on a device whose `roce_cap` does not offer it for the current `roce_en` (`fl_rc_qp_when_roce_enabled` / `_disabled`) |
-//! | `0x5e03007c` GENERAL_OBJ_TYPE | BAD_PARAM | CREATE/DESTROY_GENERAL_OBJECT of an `obj_type` the device does not offer in `general_obj_types` (it offers SW_ICM only) |
+//! | `0x5e03007c` GENERAL_OBJ_TYPE | BAD_PARAM | CREATE/QUERY/DESTROY_GENERAL_OBJECT of an `obj_type` the device does not offer in `general_obj_types` (it offers SW_ICM and FLOW_SAMPLER) |
 //! | `0x5e03007d` SW_ICM_PARAM | BAD_PARAM | CREATE_GENERAL_OBJECT SW_ICM: a size below the granularity (`2^log_sw_icm_alloc_granularity`), a start not aligned to it, or a range not inside the steering or the header-modify SW ICM region |
 //! | `0x5e03007e` SW_ICM_OVERLAP | BAD_PARAM | CREATE_GENERAL_OBJECT SW_ICM of a range overlapping a live SW ICM object |
 //! | `0x5e03007f` FT_SW_OWNER_ROOT | BAD_PARAM | CREATE_FLOW_TABLE of a software-owned table (`sw_owner`) whose `sw_owner_icm_root_0` (or a non-zero `_root_1`) is not 64-byte aligned inside a live SW ICM object |
 //! | `0x5e030080` FT_SW_OWNED | BAD_PARAM | CREATE_FLOW_GROUP in a software-owned table (its entries are STEs in ICM, software's to write) |
+//! | `0x5e030082` BAD_SAMPLER | BAD_PARAM | CREATE_GENERAL_OBJECT FLOW_SAMPLER: a `table_type` other than NIC RX (0), `sample_ratio` 0, or (without `ignore_flow_level`) a default table not above the sampler's `level` |
 //! | `0x5e030081` BAD_MODIFY_HEADER | BAD_PARAM | ALLOC_MODIFY_HEADER_CONTEXT: `table_type` not NIC RX (0) or NIC TX (1), `num_of_actions` 0 or above `max_modify_header_actions`, an action whose type is not SET/ADD/COPY, whose field is not one the device rewrites, or whose offset + length pass the field |
 //! | `0x5e030072` CQE_COMPRESSION | BAD_PARAM | CREATE_CQ with `cqe_comp_en` and no `cqe_compression`; a `mini_cqe_res_format` of 2, or 3 (CSUM_STRIDX) without `mini_cqe_resp_stride_index`; 128-byte CQEs without `cqe_compression_128`; a `cqe_compression_layout` other than 0 (basic) |
 //! | `0x5e030071` STRIDING_RQ | BAD_PARAM | CREATE_RQ of a striding RQ (`wq_type` 2 or 3) without `striding_rq`, a `log_wqe_num_of_strides` that encodes no stride count (an extended one without `ext_stride_num_range`), or a WQE stride below 32 bytes |
@@ -151,7 +152,7 @@
 //! | `0x5e050014` UNKNOWN_UMEM | BAD_RES | a umem that is not registered (or another context's) |
 //! | `0x5e050015` UNKNOWN_DCT | BAD_RES | a DCT number that is not a live DCT (DESTROY/DRAIN/QUERY_DCT, ARM_DCT_FOR_KEY_VIOLATION) |
 //! | `0x5e050016` UNKNOWN_FLOW_COUNTER | BAD_RES | a flow counter that is not allocated (DEALLOC/QUERY_FLOW_COUNTER, an FTE's counter list) |
-//! | `0x5e050018` UNKNOWN_GENERAL_OBJECT | BAD_RES | DESTROY_GENERAL_OBJECT of an `obj_id` that is no live object of its type (or another context's) |
+//! | `0x5e050018` UNKNOWN_GENERAL_OBJECT | BAD_RES | QUERY/DESTROY_GENERAL_OBJECT of an `obj_id` that is no live object of its type (or another context's) |
 //! | `0x5e050017` UNKNOWN_PACKET_REFORMAT | BAD_RES | a packet reformat context that is not allocated (DEALLOC, an FTE's `packet_reformat_id`) |
 //! | `0x5e050019` UNKNOWN_MODIFY_HEADER | BAD_RES | a modify header context that is not allocated (or another context's: DEALLOC), or an FTE's `modify_header_id` of another table type |
 //! | `0x5e060001` UAR_IN_USE | RES_BUSY 0x06 | DEALLOC_UAR of a UAR an EQ, CQ or QP uses |
@@ -191,6 +192,7 @@
 //! | `0x5e08000f` SW_ICM_EXHAUSTED | EXCEED_LIM | no general object handle left for a SW ICM object |
 //! | `0x5e08000e` PACKET_REFORMAT_EXHAUSTED | EXCEED_LIM | `2^log_max_packet_reformat_context - 1` reformat contexts allocated |
 //! | `0x5e080010` MODIFY_HEADER_EXHAUSTED | EXCEED_LIM | `2^log_max_modify_header_context - 1` modify header contexts allocated |
+//! | `0x5e080011` FLOW_SAMPLER_EXHAUSTED | EXCEED_LIM | no general object handle left for a flow sampler (2^24 − 1 live) |
 //! | `0x5e090001` QP_WRONG_STATE | BAD_RES_STATE 0x09 | a QP transition from a state it does not start from |
 //! | `0x5e090002` WQ_WRONG_STATE | BAD_RES_STATE | MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach |
 //! | `0x5e090003` DCT_NOT_ACTIVE | BAD_RES_STATE | DRAIN_DCT or ARM_DCT_FOR_KEY_VIOLATION of a DCT draining or drained |
@@ -370,7 +372,7 @@ syndromes! {
     BAD_ATOMIC_MODE = 0x5e03_0055;
     /// BAD_PARAM: ARM_RQ / MODIFY_RMP `lwm` above the SRQ's size.
     SRQ_LIMIT = 0x5e03_0056;
-    /// BAD_PARAM: a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a software-owned / reformat / decap / termination table.
+    /// BAD_PARAM: a flow table type without `ft_support` (or `modify_root`, `flow_modify_en` for what needs them), or a reformat / termination table the type does not offer, or a decap table.
     FT_UNSUPPORTED_TYPE = 0x5e03_0057;
     /// BAD_PARAM: CREATE_FLOW_TABLE `level` above `max_ft_level`.
     FT_LEVEL = 0x5e03_0058;
@@ -460,6 +462,9 @@ syndromes! {
     /// or more than `max_modify_header_actions`, or an action of a type, field, offset or length
     /// the device does not take.
     BAD_MODIFY_HEADER = 0x5e03_0081;
+    /// BAD_PARAM: a flow sampler of a table type other than NIC RX, a sample ratio of 0, or a
+    /// default table not above its level (without `ignore_flow_level`).
+    BAD_SAMPLER = 0x5e03_0082;
     /// BAD_SYS_STATE: command before ENABLE_HCA.
     NOT_ENABLED = 0x5e04_0001;
     /// BAD_SYS_STATE: ENABLE_HCA while enabled.
@@ -598,6 +603,8 @@ syndromes! {
     SW_ICM_EXHAUSTED = 0x5e08_000f;
     /// EXCEED_LIM: `2^log_max_modify_header_context - 1` modify header contexts allocated.
     MODIFY_HEADER_EXHAUSTED = 0x5e08_0010;
+    /// EXCEED_LIM: no general object handle left for a flow sampler.
+    FLOW_SAMPLER_EXHAUSTED = 0x5e08_0011;
     /// BAD_RES_STATE: QP transition from the wrong state.
     QP_WRONG_STATE = 0x5e09_0001;
     /// BAD_RES_STATE: MODIFY_RQ/SQ from a state the queue is not in, or to one it cannot reach.

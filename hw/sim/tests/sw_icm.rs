@@ -58,8 +58,8 @@ fn the_capabilities_offer_sw_icm_regions_dr_accepts() {
         .get(CmdHcaCap::GENERAL_OBJ_TYPES);
     assert_eq!(
         types,
-        general_obj_types::SW_ICM,
-        "SW ICM, not the argument object (bit 35)"
+        general_obj_types::SW_ICM | general_obj_types::FLOW_SAMPLER,
+        "SW ICM and flow samplers, not the argument object (bit 35)"
     );
 }
 

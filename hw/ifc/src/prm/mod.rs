@@ -366,6 +366,7 @@ pub const ALL: &[(&str, usize, &[FieldInfo])] = &[
     ("general_obj_out_cmd_hdr", general_obj::GeneralObjOutCmdHdr::BYTES, general_obj::GeneralObjOutCmdHdr::FIELDS),
     ("general_obj_create_param", general_obj::GeneralObjCreateParam::BYTES, general_obj::GeneralObjCreateParam::FIELDS),
     ("general_obj_query_param", general_obj::GeneralObjQueryParam::BYTES, general_obj::GeneralObjQueryParam::FIELDS),
+    ("flow_sampler", general_obj::FlowSampler::BYTES, general_obj::FlowSampler::FIELDS),
     ("sw_icm", sw_icm::SwIcm::BYTES, sw_icm::SwIcm::FIELDS),
     ("create_sw_icm_in", sw_icm::CreateSwIcmIn::BYTES, sw_icm::CreateSwIcmIn::FIELDS),
     ("sync_steering_in", sw_icm::SyncSteeringIn::BYTES, sw_icm::SyncSteeringIn::FIELDS),

@@ -114,6 +114,13 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
     for &c in &s.counters {
         crate::model::flow_counter::count(hw.model, c, f.len());
     }
+    // What flow samplers took goes where their sample tables say, whatever becomes of the frame.
+    for copy in &s.sampled {
+        if copy.dropped.is_none() {
+            hw.model.rt.counters.eth_rx_sampled += 1;
+            take(hw, copy, f, &h, origin);
+        }
+    }
     if let Some(why) = s.dropped {
         log::trace!("mlx5-sim: Ethernet frame dropped by steering: {why:?}");
         hw.model.rt.counters.eth_rx_steering_drops += 1;
@@ -122,6 +129,13 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
         }
         return;
     }
+    take(hw, &s, f, &h, origin);
+}
+
+/// Delivers frame `f` (headers `h`) as steering `s` says: rewritten or wrapped as it says, to
+/// each of its TIRs with its flow tag.
+fn take(hw: &mut Hw<'_>, s: &steering::Steered, f: &[u8], h: &Headers, origin: Option<u32>) {
+    let h = *h;
     // Software-steering actions may have rewritten it.
     let rewritten = s
         .frame
@@ -141,7 +155,7 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
         Some((w, wh)) => (w, wh),
         None => (f, h),
     };
-    for tirn in s.tirs {
+    for &tirn in &s.tirs {
         if origin.is_some_and(|td| self_blocked(hw, tirn, td, f)) {
             hw.model.rt.counters.eth_rx_self_lb_blocked += 1;
             continue;

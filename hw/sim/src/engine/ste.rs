@@ -63,6 +63,8 @@ pub(crate) enum Target {
     Tir(u32),
     /// The root of a firmware-owned flow table.
     FlowTable(u32),
+    /// A flow sampler's address.
+    Sampler(u32),
     /// Nothing the firmware handed out.
     Unknown,
 }
@@ -106,6 +108,9 @@ pub(crate) enum Fate {
     Allow,
     Tir(u32),
     FlowTable(u32),
+    /// A flow sampler: the frame goes on to its default table, now and then a copy to its
+    /// sample table.
+    Sampler(u32),
     Error(WalkError),
 }
 
@@ -199,6 +204,7 @@ pub(crate) fn walk(
             Target::Allow => break Fate::Allow,
             Target::Tir(n) => break Fate::Tir(n),
             Target::FlowTable(n) => break Fate::FlowTable(n),
+            Target::Sampler(n) => break Fate::Sampler(n),
             Target::Unknown => break Fate::Error(WalkError::Address(cur)),
         }
         if w.hops >= MAX_HOPS {

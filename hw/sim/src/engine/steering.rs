@@ -42,6 +42,8 @@ use crate::model::Model;
 pub(crate) const IMAGE_BYTES: usize = 2 * L24::BYTES;
 /// Tables a lookup visits at most.
 const MAX_HOPS: usize = 64;
+/// How deep sampled copies nest at most (a sample table's frame meeting another sampler).
+const MAX_SAMPLE_DEPTH: usize = 2;
 
 /// Why steering dropped a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +79,9 @@ pub(crate) struct Steered {
     /// The frame as software-steering actions rewrote it (VLAN pop or push, decapsulation,
     /// modify header), if they did.
     pub(crate) frame: Option<Vec<u8>>,
+    /// Copies flow samplers took on the way, each steered through its sampler's sample table
+    /// (their counters are in [`Steered::counters`]).
+    pub(crate) sampled: Vec<Steered>,
 }
 
 /// The frame's match image (`fte_match_param`'s first two sections).
@@ -199,6 +204,7 @@ impl SteIcm for ModelIcm<'_> {
             (IcmTarget::TxAllow, Side::Tx) => Target::Allow,
             (IcmTarget::Tir(n), Side::Rx) => Target::Tir(n),
             (IcmTarget::FlowTable(n), _) => Target::FlowTable(n),
+            (IcmTarget::Sampler(n), Side::Rx) => Target::Sampler(n),
             _ => Target::Unknown,
         }
     }
@@ -225,16 +231,39 @@ impl SteIcm for ModelIcm<'_> {
 /// end, receive drops and transmit lets the frame go to the wire. A software-owned table
 /// (`sw_owner`) is the STE walk from its root ([`ste::walk`]): it ends at a TIR, the drop or
 /// allow address, or a firmware table whose entries are looked up next (with the frame as the
-/// walk's actions left it).
-pub(crate) fn lookup(model: &Model, dir: Direction, f: &[u8], meta: &Meta) -> Steered {
+/// walk's actions left it), or a flow sampler: the frame goes on to its default table, and
+/// when the sampler takes it a copy is steered from its sample table ([`Steered::sampled`]).
+pub(crate) fn lookup(model: &mut Model, dir: Direction, f: &[u8], meta: &Meta) -> Steered {
     let mut out = Steered::default();
-    let parsed = |f: &[u8]| crate::fabric::packet::parse(f).map(|h| image(f, &h));
-    let Some(mut img) = parsed(f) else {
+    if parsed(f).is_none() {
         out.dropped = (dir == Direction::Rx).then_some(Dropped::Miss);
         return out;
-    };
-    let Some(mut table) = model.flow_root[dir as usize] else {
+    }
+    let Some(table) = model.flow_root[dir as usize] else {
         out.dropped = (dir == Direction::Rx).then_some(Dropped::NoRoot);
+        return out;
+    };
+    from_table(model, dir, table, f, meta, 0)
+}
+
+/// The match image of frame `f`, if it parses.
+fn parsed(f: &[u8]) -> Option<[u8; IMAGE_BYTES]> {
+    crate::fabric::packet::parse(f).map(|h| image(f, &h))
+}
+
+/// [`lookup`] of frame `f` from flow table `table`; `depth` counts the samplers' copies it is
+/// inside.
+fn from_table(
+    model: &mut Model,
+    dir: Direction,
+    mut table: u32,
+    f: &[u8],
+    meta: &Meta,
+    depth: usize,
+) -> Steered {
+    let mut out = Steered::default();
+    let Some(mut img) = parsed(f) else {
+        out.dropped = (dir == Direction::Rx).then_some(Dropped::Miss);
         return out;
     };
     let end = |mut out: Steered| {
@@ -271,6 +300,27 @@ pub(crate) fn lookup(model: &Model, dir: Direction, f: &[u8], meta: &Meta) -> St
                 }
                 Fate::FlowTable(t) => {
                     table = t;
+                    if let Some(i) = out.frame.as_deref().and_then(parsed) {
+                        img = i;
+                    }
+                    continue;
+                }
+                Fate::Sampler(id) => {
+                    let Some((sample, default, take)) = crate::model::sampler::meet(model, id)
+                    else {
+                        out.dropped = Some(Dropped::SwSteering);
+                        return out;
+                    };
+                    if take && depth < MAX_SAMPLE_DEPTH {
+                        let now = out.frame.clone().unwrap_or_else(|| f.to_vec());
+                        let mut copy = from_table(model, dir, sample, &now, meta, depth + 1);
+                        out.counters.append(&mut copy.counters);
+                        if copy.frame.is_none() && now != f {
+                            copy.frame = Some(now);
+                        }
+                        out.sampled.push(copy);
+                    }
+                    table = default;
                     if let Some(i) = out.frame.as_deref().and_then(parsed) {
                         img = i;
                     }

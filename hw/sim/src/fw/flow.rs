@@ -10,8 +10,9 @@
 //! * CREATE_FLOW_TABLE: `level` ≤ `max_ft_level` (FT_LEVEL); `log_size` ≤ `log_max_ft_size`
 //!   (FT_SIZE); `table_miss_action` 0 (default: the next priority, or drop) or 1 (forward to
 //!   `table_miss_id`, a live table of the same type at a higher level; else FT_MISS_ACTION or
-//!   BAD_RES UNKNOWN_FLOW_TABLE); no decap or termination tables, and `reformat_en` only where
-//!   the type offers `reformat` (FT_UNSUPPORTED_TYPE);
+//!   BAD_RES UNKNOWN_FLOW_TABLE); no decap tables, and `reformat_en` and `termination_table`
+//!   only where the type offers `reformat` and `termination_table` (NIC RX: a flow sampler's
+//!   sample table, [`super::sampler`]) (FT_UNSUPPORTED_TYPE);
 //!   fewer than `2^log_max_ft_num` tables live (EXCEED_LIM FLOW_TABLE_EXHAUSTED). A
 //!   software-owned table (`sw_owner` 1, mlx5dv direct rules' DevX table): its
 //!   `sw_owner_icm_root_0` — and `_root_1` unless 0 — 64-byte aligned inside a live SW ICM
@@ -148,11 +149,11 @@ pub(crate) fn create_flow_table(
     let ty = i.get(CreateFlowTableIn::TABLE_TYPE);
     let p = props(ty)?;
     let c = i.nested(CreateFlowTableIn::FLOW_TABLE_CONTEXT);
-    // A table may reformat (its entries' PACKET_REFORMAT) where the type offers `reformat`.
-    if [Ftc::DECAP_EN, Ftc::TERMINATION_TABLE]
-        .iter()
-        .any(|&f| c.get(f) != 0)
+    // A table may reformat (its entries' PACKET_REFORMAT) where the type offers `reformat`, be
+    // a termination table where it offers `termination_table`.
+    if c.get(Ftc::DECAP_EN) != 0
         || (c.get(Ftc::REFORMAT_EN) == 1 && prop(&p, Prop::REFORMAT) == 0)
+        || (c.get(Ftc::TERMINATION_TABLE) == 1 && prop(&p, Prop::TERMINATION_TABLE) == 0)
     {
         return Err(bad_param(syn::FT_UNSUPPORTED_TYPE));
     }

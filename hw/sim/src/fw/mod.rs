@@ -39,6 +39,7 @@ pub(crate) mod dct;
 pub(crate) mod devx;
 pub(crate) mod eq;
 pub(crate) mod flow;
+pub(crate) mod general_object;
 pub(crate) mod hca;
 pub(crate) mod mad;
 pub(crate) mod mcg;
@@ -55,6 +56,7 @@ pub(crate) mod qp_modify;
 pub(crate) mod queue;
 pub(crate) mod reformat;
 pub(crate) mod resources;
+pub(crate) mod sampler;
 pub(crate) mod sq_rq;
 pub(crate) mod srq;
 pub(crate) mod sw_icm;
@@ -243,12 +245,17 @@ const SPECS: &[Spec] = &[
     spec::<go::GeneralObjInCmdHdr, go::GeneralObjOutCmdHdr>(
         Opcode::CreateGeneralObject,
         Gate::Initialized,
-        sw_icm::create_general_object,
+        general_object::create_general_object,
+    ),
+    spec::<go::GeneralObjInCmdHdr, go::GeneralObjOutCmdHdr>(
+        Opcode::QueryGeneralObject,
+        Gate::Initialized,
+        general_object::query_general_object,
     ),
     spec::<go::GeneralObjInCmdHdr, go::GeneralObjOutCmdHdr>(
         Opcode::DestroyGeneralObject,
         Gate::Initialized,
-        sw_icm::destroy_general_object,
+        general_object::destroy_general_object,
     ),
     spec::<si::SyncSteeringIn, si::SyncSteeringOut>(
         Opcode::SyncSteering,

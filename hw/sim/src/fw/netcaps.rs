@@ -100,11 +100,16 @@ pub(crate) fn flow_table_caps() -> Vec<u8> {
             FlowTableNicCap::SW_STEERING_NIC_TX_ACTION_ALLOW_ICM_ADDRESS,
             icm_map::NIC_TX_ALLOW,
         )?;
-        for ty in [
-            FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE,
-            FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT,
+        for (ty, receive) in [
+            (FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_RECEIVE, true),
+            (FlowTableNicCap::FLOW_TABLE_PROPERTIES_NIC_TRANSMIT, false),
         ] {
             let mut p = v.nested_mut(ty);
+            // Termination tables on receive: a flow sampler's sample table
+            // (`fw/sampler.rs`); rdma-core offers samplers on NIC RX, not TX.
+            if receive {
+                p.set(Prop::TERMINATION_TABLE, 1)?;
+            }
             p.set(Prop::FT_SUPPORT, 1)?;
             p.set(Prop::MODIFY_ROOT, 1)?;
             p.set(Prop::FLOW_MODIFY_EN, 1)?;

@@ -1,55 +1,39 @@
-//! SW ICM, software steering's memory: CREATE_GENERAL_OBJECT (0xa00) and
-//! DESTROY_GENERAL_OBJECT (0xa03) of `obj_type` SW_ICM (8), and SYNC_STEERING (0xb00) — as
+//! SW ICM, software steering's memory: CREATE_GENERAL_OBJECT (0xa00), QUERY_GENERAL_OBJECT
+//! (0xa02) and DESTROY_GENERAL_OBJECT (0xa03) of `obj_type` SW_ICM (8) (reached through
+//! [`super::general_object`]), and SYNC_STEERING (0xb00) — as
 //! Linux 6.1's `lib/dm.c` (`mlx5_dm_sw_icm_alloc`, for `mlx5dv_alloc_dm` of type STEERING_SW_ICM
 //! or HEADER_MODIFY_SW_ICM) and mlx5dv direct rules send them (notes: dr-control.md §2, §5.2).
 //! The regions, the objects and their bytes are the model's ([`crate::model::icm`]).
 //!
-//! * CREATE_GENERAL_OBJECT: a type the device offers in `general_obj_types` (only SW_ICM;
-//!   else BAD_PARAM GENERAL_OBJ_TYPE); SW_ICM: the input holds `create_sw_icm_in`
+//! * CREATE_GENERAL_OBJECT: the input holds `create_sw_icm_in`
 //!   (BAD_INPUT_LEN); `2^log_sw_icm_size` bytes at `sw_icm_start_addr`, at least the
 //!   granularity (`2^log_sw_icm_alloc_granularity`), the start aligned to it, inside the
 //!   steering or the header-modify region (BAD_PARAM SW_ICM_PARAM) — Linux picks the range
 //!   with its own bitmap, the firmware checks it —, on no live object (BAD_PARAM
 //!   SW_ICM_OVERLAP). The object belongs to the command's uid (the user context's, for DevX).
 //!   Output: `obj_id`. Its bytes read zero.
+//! * QUERY_GENERAL_OBJECT: a live object the command's uid sees (BAD_RES
+//!   UNKNOWN_GENERAL_OBJECT); the output header, then its `sw_icm` (start and log size).
 //! * DESTROY_GENERAL_OBJECT: a live object of that type, the command's uid's (or uid 0's)
 //!   (BAD_RES UNKNOWN_GENERAL_OBJECT); refused while a SW_ICM key reaches it (RES_BUSY
 //!   SW_ICM_IN_USE: Linux deregisters the DM MR first). Its bytes are gone.
 //! * SYNC_STEERING: the device drops what it cached of software-written ICM; the simulator
 //!   caches nothing, so it only succeeds (its uid checked as every command's).
 
-use mlx5_ifc::consts::{general_obj_type, general_obj_types};
-use mlx5_ifc::prm::caps::CmdHcaCap;
 use mlx5_ifc::prm::general_obj::{GeneralObjInCmdHdr as Hdr, GeneralObjOutCmdHdr as Out};
 use mlx5_ifc::prm::sw_icm::{CreateSwIcmIn, SwIcm};
-use mlx5_ifc::CmdStatus;
+use mlx5_ifc::{CmdStatus, Layout};
 
-use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Failure, Req};
+use super::cmd::{bad_param, encoded, fail, input, output, CmdResult, Env, Req};
 use crate::model::icm::IcmError;
 use crate::model::objects::{Object, ObjectKind};
 use crate::model::Model;
 use crate::syndrome as syn;
 
 /// The handles general objects get (24 bits, as Linux's `obj_id` users keep them).
-const OBJ_IDS: (u32, u32) = (1, 1 << 24);
+pub(super) const OBJ_IDS: (u32, u32) = (1, 1 << 24);
 
-/// The `obj_type` of a general object command, if the device offers that type.
-fn offered(model: &Model, req: &Req<'_>) -> Result<u64, Failure> {
-    let ty = input::<Hdr>(req)?.get(Hdr::OBJ_TYPE);
-    let types = model.cur(CmdHcaCap::GENERAL_OBJ_TYPES);
-    if ty != general_obj_type::SW_ICM || types & general_obj_types::SW_ICM == 0 {
-        return Err(bad_param(syn::GENERAL_OBJ_TYPE));
-    }
-    Ok(ty)
-}
-
-pub(crate) fn create_general_object(
-    model: &mut Model,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    out: &mut [u8],
-) -> CmdResult {
-    offered(model, req)?;
+pub(super) fn create(model: &mut Model, req: &Req<'_>, out: &mut [u8]) -> CmdResult {
     let i = input::<CreateSwIcmIn>(req)?;
     let c = i.nested(CreateSwIcmIn::SW_ICM);
     let (start, log) = (
@@ -74,13 +58,19 @@ pub(crate) fn create_general_object(
     Ok(())
 }
 
-pub(crate) fn destroy_general_object(
-    model: &mut Model,
-    _: &mut Env<'_>,
-    req: &Req<'_>,
-    _: &mut [u8],
-) -> CmdResult {
-    offered(model, req)?;
+pub(super) fn query(model: &Model, req: &Req<'_>, out: &mut [u8]) -> CmdResult {
+    let id = input::<Hdr>(req)?.get32(Hdr::OBJ_ID);
+    super::queue::changeable(model, ObjectKind::SwIcm, id, syn::UNKNOWN_GENERAL_OBJECT)?;
+    let Some(&Object::SwIcm { start, size }) = model.objects.get(ObjectKind::SwIcm, id) else {
+        return Err(fail(CmdStatus::BadRes, syn::UNKNOWN_GENERAL_OBJECT));
+    };
+    let mut o = output::<SwIcm>(out.get_mut(Out::BYTES..).unwrap_or_default())?;
+    encoded(o.set(SwIcm::SW_ICM_START_ADDR, start))?;
+    encoded(o.set(SwIcm::LOG_SW_ICM_SIZE, u64::from(size.trailing_zeros())))?;
+    Ok(())
+}
+
+pub(super) fn destroy(model: &mut Model, req: &Req<'_>) -> CmdResult {
     let id = input::<Hdr>(req)?.get32(Hdr::OBJ_ID);
     super::queue::changeable(model, ObjectKind::SwIcm, id, syn::UNKNOWN_GENERAL_OBJECT)?;
     let Some(&Object::SwIcm { start, size }) = model.objects.get(ObjectKind::SwIcm, id) else {

@@ -9,6 +9,8 @@
 //! * Each FW-owned flow table's root (QUERY_FLOW_TABLE's `sw_owner_icm_root_0` and `_1`: DR's
 //!   "always hit" tables, its dest arrays and root-table anchors); a software-owned table's
 //!   roots are the ones software gave ([`sw_table_roots`]).
+//! * Each flow sampler's receive address (QUERY_GENERAL_OBJECT's `sw_steering_icm_address_rx`:
+//!   DR's sampler action jumps to it).
 //!
 //! Every one is 64-byte aligned (a hit address carries bits 39:5, bit 5 doubling as the size
 //! bit), below 2^40 (the bits an STE carries), distinct, and in a range of its own
@@ -37,6 +39,8 @@ pub(crate) const NIC_TX_ALLOW: u64 = FW_ICM_BASE + 0x80;
 pub(crate) const TIR_ICM_BASE: u64 = FW_ICM_BASE + (1 << 32);
 /// The root of FW-owned flow table `id` is at `FT_ICM_BASE + 64 id`.
 pub(crate) const FT_ICM_BASE: u64 = FW_ICM_BASE + (2 << 32);
+/// The receive address of flow sampler `id` is at `SAMPLER_ICM_BASE + 64 id`.
+pub(crate) const SAMPLER_ICM_BASE: u64 = FW_ICM_BASE + (3 << 32);
 /// Bytes of one firmware ICM entry (an STE's size: the alignment a hit address needs).
 const FW_ENTRY: u64 = 64;
 
@@ -48,6 +52,11 @@ pub(crate) fn tir_icm_address(tirn: u32) -> u64 {
 /// The ICM root address of FW-owned flow table `id`.
 pub(crate) fn flow_table_icm_address(id: u32) -> u64 {
     FT_ICM_BASE + FW_ENTRY * u64::from(id & 0xff_ffff)
+}
+
+/// The ICM address of flow sampler `id` (receive).
+pub(crate) fn sampler_icm_address(id: u32) -> u64 {
+    SAMPLER_ICM_BASE + FW_ENTRY * u64::from(id & 0xff_ffff)
 }
 
 /// What an ICM address names, as the firmware knows it.
@@ -63,6 +72,8 @@ pub(crate) enum IcmTarget {
     Tir(u32),
     /// The root of live FW-owned flow table `id`: steering goes on in its entries.
     FlowTable(u32),
+    /// Live flow sampler `id`.
+    Sampler(u32),
     /// Inside a live SW ICM object: bytes software wrote (an STE, a rewrite action list), read
     /// with [`super::icm::Icm::read`].
     SwIcm,
@@ -89,6 +100,11 @@ pub(crate) fn classify(model: &Model, addr: u64) -> IcmTarget {
     };
     if let Some(n) = entry(TIR_ICM_BASE).filter(|&n| model.objects.contains(ObjectKind::Tir, n)) {
         return IcmTarget::Tir(n);
+    }
+    if let Some(n) =
+        entry(SAMPLER_ICM_BASE).filter(|&n| model.objects.contains(ObjectKind::FlowSampler, n))
+    {
+        return IcmTarget::Sampler(n);
     }
     match entry(FT_ICM_BASE) {
         Some(id)
@@ -170,6 +186,10 @@ mod tests {
             c.set(Ftc::SWS_SW_OWNER_ICM_ROOT_0, steer + 0x40).unwrap();
         });
         let sw = m.objects.alloc(ObjectKind::FlowTable, 4, 5, sw).unwrap();
+        let sampler = m
+            .objects
+            .alloc(ObjectKind::FlowSampler, 2, 3, table(|_| {}))
+            .unwrap();
         // The gvmi an STE keeps in bits 63:48 does not matter.
         let gvmi = 0x1234u64 << 48;
         for (addr, want) in [
@@ -183,6 +203,8 @@ mod tests {
             (flow_table_icm_address(sw), IcmTarget::Unknown),
             (steer + 0x40, IcmTarget::SwIcm),
             (steer + (1 << 16), IcmTarget::Unknown),
+            (sampler_icm_address(sampler), IcmTarget::Sampler(sampler)),
+            (sampler_icm_address(sampler + 1), IcmTarget::Unknown),
         ] {
             assert_eq!(classify(&m, addr), want, "{addr:#x}");
         }
@@ -197,6 +219,7 @@ mod tests {
             NIC_TX_ALLOW,
             tir_icm_address(0xff_ffff),
             flow_table_icm_address(0xff_ffff),
+            sampler_icm_address(0xff_ffff),
         ];
         for a in all {
             assert!(a % 64 == 0 && a < 1 << 40 && !(steer..0x48_0010_0000).contains(&a));

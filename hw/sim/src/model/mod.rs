@@ -30,6 +30,7 @@ pub(crate) mod pages;
 pub(crate) mod qp;
 pub(crate) mod qp_info;
 pub(crate) mod runtime;
+pub(crate) mod sampler;
 pub(crate) mod srq;
 pub(crate) mod status;
 pub(crate) mod translation;

@@ -72,6 +72,9 @@ pub enum ObjectKind {
     ModifyHeader,
     /// A SW ICM range (CREATE_GENERAL_OBJECT, `obj_type` SW_ICM): software steering's memory.
     SwIcm,
+    /// A flow sampler (CREATE_GENERAL_OBJECT, `obj_type` FLOW_SAMPLER); its context is the
+    /// `flow_sampler` it was created with.
+    FlowSampler,
 }
 
 /// The uid of resources shared by every user context (Linux's `MLX5_SHARED_RESOURCE_UID`):

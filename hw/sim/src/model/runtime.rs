@@ -50,6 +50,9 @@ pub struct DatapathCounters {
     /// nothing lives at, unwritten SW ICM, an STE of the wrong side, a lookup or action not
     /// modelled, a loop (dropped).
     pub sw_steering_errors: u64,
+    /// Copies of received Ethernet frames flow samplers took that their sample table kept
+    /// (each then delivered as the table says).
+    pub eth_rx_sampled: u64,
     /// Ethernet frames for an RQ with no posted WQE (or not RDY): the Q counter's
     /// `out_of_buffer`.
     pub eth_rx_out_of_buffer: u64,
@@ -294,6 +297,8 @@ pub(crate) struct Runtime {
     pub(crate) mpw_rqs: BTreeMap<u32, MpwRq>,
     /// EQ producer counters.
     pub(crate) eqs: BTreeMap<u32, u32>,
+    /// Flow samplers: the frames each has met (the sampling count).
+    pub(crate) sampled: BTreeMap<u32, u64>,
     /// BlueFlame halves: BAR offset of the half → the WQE its last doorbell named.
     pub(crate) bf: BTreeMap<u64, BfCopy>,
     /// Frames to put on the wire.
@@ -344,6 +349,9 @@ impl Runtime {
             }
             ObjectKind::Eq => {
                 self.eqs.remove(&id);
+            }
+            ObjectKind::FlowSampler => {
+                self.sampled.remove(&id);
             }
             ObjectKind::Sq => {
                 self.eth_sqs.remove(&id);

@@ -292,6 +292,16 @@ impl Ste {
         self
     }
 
+    /// The flow counter the entry counts in (`counter_trigger`, 24 bits; RX and TX alike).
+    pub fn counter(mut self, id: u32) -> Ste {
+        let mut v = self.ctrl();
+        v.set(Rx::COUNTER_TRIGGER_15_0, u64::from(id & 0xffff))
+            .unwrap();
+        v.set(Rx::COUNTER_TRIGGER_23_16, u64::from(id >> 16 & 0xff))
+            .unwrap();
+        self
+    }
+
     /// A transmit entry's push VLAN: `action_type` PUSH_VLAN, the 4 bytes of the tag (TPID in
     /// bits 31:16, TCI in 15:0) in `encap_pointer_vlan_data`.
     pub fn push_vlan(mut self, tpid: u16, tci: u16) -> Ste {

@@ -5,6 +5,7 @@
 
 pub mod datapath;
 pub mod dr;
+pub mod dr_domain;
 pub mod eth_node;
 pub mod ethernet;
 pub mod queues;
