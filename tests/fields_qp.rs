@@ -57,7 +57,8 @@ fn qpc_of<L: Layout>(
 #[test]
 fn rst2init_pm_state_and_atomic_mode() {
     for (json, want) in [
-        ("{}", 1u64),
+        // The ConnectX-5 profile: masked atomics of 4 to 32 bytes (`atomic_size_qp` 0x3c).
+        ("{}", 5u64),
         (
             r#"{"atomic_caps.atomic_operations": 15, "atomic_caps.atomic_size_qp": 72}"#,
             6,

@@ -221,6 +221,12 @@ pub mod atomic_caps {
     pub const OPS_EXTENDED_FETCH_ADD: u64 = 1 << 3;
     /// `atomic_size_qp` / `atomic_size_dc`: bit n set = operand of 2^n bytes supported.
     pub const SIZE_8_BYTES: u64 = 1 << 3;
+    /// `atomic_size_qp` / `atomic_size_dc`: 4-byte operands (masked atomics).
+    pub const SIZE_4_BYTES: u64 = 1 << 2;
+    /// `atomic_size_qp` / `atomic_size_dc`: 16-byte operands (masked atomics).
+    pub const SIZE_16_BYTES: u64 = 1 << 4;
+    /// `atomic_size_qp` / `atomic_size_dc`: 32-byte operands (masked atomics).
+    pub const SIZE_32_BYTES: u64 = 1 << 5;
     /// `atomic_req_8B_endianness_mode`: the requester writes the returned value big-endian.
     pub const REQ_ENDIANNESS_BIG: u64 = 0;
     /// `atomic_req_8B_endianness_mode`: the requester writes the returned value in host order.

@@ -228,6 +228,32 @@ pub mod opcode {
     pub const MMO: u8 = 0x2f;
 }
 
+/// A masked (extended) atomic's control segment `opmod` (ATOMIC_MASKED_CS / ATOMIC_MASKED_FA)
+/// and its argument block, which follows the remote address segment (MLNX_OFED's libmlx5,
+/// UCX's and NVSHMEM's WQE builders; docs/fields.md "Masked atomics"). Every operand is an
+/// N-byte big-endian value; the block is padded to 16 bytes; a data segment for the N-byte
+/// original value follows it.
+pub mod ext_atomic {
+    /// `opmod` bit 3: an extended atomic, its arguments inline in the WQE.
+    pub const OPMOD_EXT: u8 = 0x08;
+    /// `opmod` bits 2:0: log2 of the argument size in bytes, less 2 (0: 4 bytes .. 3: 32).
+    pub const OPMOD_LOG_SIZE: u8 = 0x07;
+    /// That field's value for arguments behind a pointer: a form whose layout is not public.
+    pub const INDIRECT: u8 = 7;
+
+    /// Bytes of the argument block of a masked compare-and-swap of `n`-byte arguments: swap,
+    /// compare, swap mask, compare mask.
+    pub const fn cmp_swap_block(n: usize) -> usize {
+        4 * n
+    }
+
+    /// Bytes of the argument block of a masked fetch-and-add of `n`-byte arguments: the addend
+    /// and the field boundary mask (padded to 16 in the WQE).
+    pub const fn fetch_add_block(n: usize) -> usize {
+        2 * n
+    }
+}
+
 /// Values of the whole `fm_ce_se` byte ([`CtrlSeg::FM_CE_SE`]), to be ORed together.
 pub mod fm_ce_se {
     /// Solicited event (SE = 1).

@@ -382,6 +382,32 @@ impl Iommu {
         self.store(iova, data, Ordering::Release)
     }
 
+    /// Atomically replaces the `old.len()` bytes at `iova` — inside one 8-byte-aligned word —
+    /// by `f` of them; `old` gets what they were.
+    pub(crate) fn fetch_update_in_word(
+        &self,
+        iova: u64,
+        old: &mut [u8],
+        f: impl Fn(&mut [u8]),
+    ) -> Result<(), Unmapped> {
+        let len = old.len();
+        let (m, off) = self.locate(iova, len).ok_or(Unmapped)?;
+        let at = off % 8;
+        if at + len > 8 {
+            return Err(Unmapped);
+        }
+        let word = m.words().get(off / 8).ok_or(Unmapped)?;
+        let prev = word
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                let mut b = w.to_ne_bytes();
+                f(&mut b[at..at + len]);
+                Some(u64::from_ne_bytes(b))
+            })
+            .unwrap_or_else(|w| w);
+        old.copy_from_slice(&prev.to_ne_bytes()[at..at + len]);
+        Ok(())
+    }
+
     /// Atomically replaces the 64-bit value at `iova` (8-byte aligned), stored big-endian or
     /// little-endian as `big_endian` says, by `f(old)`; returns the old value.
     pub(crate) fn fetch_update_u64(

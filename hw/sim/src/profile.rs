@@ -233,13 +233,17 @@ const CX5_ROCE: &[(Field<R>, u64)] = &[
 ];
 
 /// `atomic_caps` (MAX) of the ConnectX-5 profile: 8-byte compare-and-swap and fetch-and-add,
-/// and the host-order requester mode. (The extended, masked atomics a ConnectX-5 also has are
-/// not simulated, so they are not advertised.)
+/// masked (extended) compare-and-swap and fetch-and-add of 4, 8, 16 and 32 bytes
+/// (`engine/masked_atomic.rs`), and the host-order requester mode. A ConnectX-5's MLNX_OFED
+/// dump shows "masked_log_atomic_arg_sizes (mask) 0x3c" — the AND of `atomic_size_qp` and
+/// `atomic_size_dc` — and EXT_ATOMICS / EXP_MASKED_ATOMICS, which need all four operation
+/// bits (real-cx5.md row 23; docs/fields.md "Masked atomics"). Linux then gives RC QPs with
+/// remote atomics `atomic_mode` 5 (up to 32 bytes).
 const CX5_ATOMIC: &[(Field<A>, u64)] = &[
     (A::SUPPORTED_ATOMIC_REQ_8B_ENDIANNESS_MODE_1, 1),
-    (A::ATOMIC_OPERATIONS, 0x3),
-    (A::ATOMIC_SIZE_QP, 0x8),
-    (A::ATOMIC_SIZE_DC, 0x8),
+    (A::ATOMIC_OPERATIONS, 0xf),
+    (A::ATOMIC_SIZE_QP, 0x3c),
+    (A::ATOMIC_SIZE_DC, 0x3c),
 ];
 
 /// `qos_cap` of the ConnectX-5 profile: packet pacing with a table of 128 rates (Linux: "Rate

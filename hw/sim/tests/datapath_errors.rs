@@ -469,22 +469,7 @@ fn retransmitted_atomics_are_answered_again_not_executed_again() {
     let (mut qa, _qb) = connected(&mut a, &mut b, RC, short_timers(7, 7));
     let la = a.reg_mr(8 * 64, false, false, false);
     let rb = b.reg_mr(4096, false, false, true);
-    for fault in [
-        WireFault::DropRandom {
-            per_million: 100_000,
-            seed: 7,
-        },
-        WireFault::DuplicateRandom {
-            per_million: 100_000,
-            seed: 8,
-        },
-        WireFault::ReorderRandom {
-            per_million: 100_000,
-            seed: 9,
-        },
-    ] {
-        fabric.inject(fault);
-    }
+    lossy(&fabric, 7);
     for round in 0..8u64 {
         for i in 0..8u64 {
             fetch_add_one(&mut a, &mut qa, &rb, &la, (round * 8 + i) * 8);

@@ -32,6 +32,7 @@ pub(crate) mod doorbell;
 pub(crate) mod eth;
 pub(crate) mod eth_mpw;
 pub(crate) mod eth_rx;
+pub(crate) mod masked_atomic;
 pub(crate) mod mod_hdr;
 pub(crate) mod odp;
 pub(crate) mod psn;

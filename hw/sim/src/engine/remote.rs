@@ -1,17 +1,29 @@
 //! RDMA READ and atomics at the responder: the requests answered with data — READ responses
 //! (path MTU sized, one PSN each), an atomic ACK with the original value — after the checks
 //! [`super::responder`]'s module documentation lists. A duplicate READ is executed again; a
-//! duplicate atomic gets its saved value ([`super::responder`]).
+//! duplicate atomic gets its saved value ([`super::responder`], [`respond`]).
+//!
+//! Masked atomics ([`masked`], [`super::masked_atomic`]; the simulator's wire encoding:
+//! [`crate::fabric::frame`]'s `op::MASKED_CMP_SWAP`): a RETH naming N bytes (4, 8, 16 or 32)
+//! and the N-byte operands as payload. Checked: N one the device offers for the operation
+//! (`atomic_operations`, `atomic_size_qp`; `_dc` for a DCT) and the payload exactly the
+//! operands, the address N-aligned, the QP's `atomic_mode` extended (3 and up) and at least N
+//! bytes wide (3: 8, 4: 16, 5: 32) — else NAK invalid request; `rae` and the rkey (ATOMIC
+//! access over the N bytes) as for any atomic. An 8-byte one works on the word in the host's
+//! order, as the standard atomics do; the others on N big-endian bytes.
 
+use mlx5_ifc::consts::atomic_mode;
 use mlx5_ifc::event;
 use mlx5_ifc::prm::odp::OdpPerTransportServiceCap as T;
 
+use super::masked_atomic;
 use super::psn::psn_add;
 use super::verdict::{access_error, flush_ack, invalid, Verdict};
 use crate::fabric::frame::{aeth, op, Packet};
 use crate::model::mkey::{access, KeyError};
 use crate::model::qp::qp_rt;
 use crate::model::qp_info::QpInfo;
+use crate::model::runtime::Original;
 use crate::model::translation;
 use crate::model::Hw;
 
@@ -97,7 +109,28 @@ pub(super) fn read(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
     }
 }
 
-pub(super) fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
+/// Answers an executed (or duplicate) atomic at `psn` with its original value: an ATOMIC
+/// ACKNOWLEDGE for a word, a READ response carrying a masked atomic's N bytes otherwise.
+pub(super) fn respond(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, original: Original) {
+    let (n, bytes) = match original {
+        Original::Word(v) => return atomic_ack(hw, info, psn, v),
+        Original::Bytes(n, bytes) => (usize::from(n).min(bytes.len()), bytes),
+    };
+    flush_ack(hw, info);
+    let msn = qp_rt(&mut hw.model.rt, info).msn;
+    let p = Packet {
+        opcode: info.service() | op::READ_RESP_ONLY,
+        dqpn: info.remote_qpn,
+        psn,
+        aeth: Some((aeth::ACK | aeth::NO_CREDITS, msn)),
+        payload: &bytes[..n],
+        ..Packet::default()
+    };
+    hw.model.rt.counters.acks_sent += 1;
+    hw.model.rt.send(&info.route, &p);
+}
+
+fn atomic_ack(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, value: u64) {
     flush_ack(hw, info);
     let msn = qp_rt(&mut hw.model.rt, info).msn;
     let p = Packet {
@@ -167,15 +200,91 @@ pub(super) fn atomic(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
         );
         return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR));
     };
+    done(hw, info, p.psn, Original::Word(orig))
+}
+
+/// Records an executed atomic's original value for duplicates and answers it.
+fn done(hw: &mut Hw<'_>, info: &QpInfo, psn: u32, original: Original) -> Verdict {
     let rt = qp_rt(&mut hw.model.rt, info);
     rt.msn = psn_add(rt.msn, 1);
     while rt.atomics.len() >= info.rra.max(1) {
         rt.atomics.pop_front();
     }
-    rt.atomics.push_back((p.psn, orig));
-    atomic_ack(hw, info, p.psn, orig);
+    rt.atomics.push_back((psn, original));
+    respond(hw, info, psn, original);
     Verdict::Done {
         psns: 1,
         ack: false,
     }
+}
+
+/// Executes a masked atomic request (see the module documentation).
+pub(super) fn masked(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) -> Verdict {
+    let Some(r) = p.reth else {
+        return invalid(true);
+    };
+    let n = r.len as usize;
+    let cs = p.opcode & 0x1f == op::MASKED_CMP_SWAP;
+    let block = if cs { 4 * n } else { 2 * n };
+    if !masked_atomic::device_offers(hw.model, cs, n, info.dct)
+        || p.payload.len() != block
+        || r.va % n as u64 != 0
+    {
+        return invalid(true);
+    }
+    if !info.rae {
+        return access_error(true);
+    }
+    // Extended responder modes name their widest argument: 3 is 8 bytes, 4 16, 5 32.
+    if info.atomic_mode < atomic_mode::UP_TO_8B as u8 || n > 1 << info.atomic_mode {
+        return invalid(true);
+    }
+    let iova = match translation::translate_remote(
+        hw.model,
+        r.rkey,
+        r.va,
+        n as u64,
+        access::ATOMIC,
+        (info.pd, info.qpn),
+    ) {
+        Ok(pieces) if pieces.len() == 1 => pieces[0].0,
+        Err(KeyError::Absent)
+            if super::odp::rdma_fault(hw, info, (r.rkey, r.va, r.len), 0, T::ATOMIC) =>
+        {
+            return Verdict::Rnr;
+        }
+        _ => return access_error(true),
+    };
+    let ops = p.payload;
+    let apply = |v: &mut [u8]| {
+        if cs {
+            masked_atomic::compare_swap(v, ops);
+        } else {
+            masked_atomic::fetch_add(v, ops);
+        }
+    };
+    let r = if n == 8 {
+        let big_endian = hw.model.vport.host_big_endian();
+        hw.dma_fetch_update_u64(iova, big_endian, |old| {
+            let mut v = old.to_be_bytes();
+            apply(&mut v);
+            u64::from_be_bytes(v)
+        })
+        .map(Original::Word)
+    } else {
+        let mut old = [0u8; 32];
+        hw.dma_fetch_update_bytes(iova, &mut old[..n], apply)
+            .map(|()| Original::Bytes(n as u8, old))
+    };
+    let Ok(original) = r else {
+        crate::memory::queue::dma_fault(
+            hw.faults,
+            iova,
+            n,
+            true,
+            "masked atomic on host memory".to_string(),
+        );
+        return Verdict::Nak(aeth::NAK_REMOTE_OP, Some(event::WQ_CATAS_ERROR));
+    };
+    done(hw, info, p.psn, original)
 }

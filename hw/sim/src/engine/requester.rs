@@ -10,7 +10,10 @@
 //! `max_wqe_sz_sq`, or a control segment naming another QP → LOCAL_QP_OP_ERR; a data segment
 //! whose lkey does not grant local read (or local write, for READ and atomic destinations) or
 //! whose range is outside the key → LOCAL_PROT_ERR; a message above `2^log_msg_max` (UD: above
-//! the path MTU the port allows) or an atomic without an 8-byte destination → LOCAL_LENGTH_ERR.
+//! the path MTU the port allows) or an atomic without an 8-byte destination (a masked one's: N
+//! bytes) → LOCAL_LENGTH_ERR; a masked atomic whose `opmod` lacks the extended flag (0x08) or
+//! names a size the device does not offer (`atomic_size_qp`, `_dc` on a DCI) →
+//! LOCAL_QP_OP_ERR.
 //! An error CQE moves the QP to ERR: the outstanding WQEs before it and every later WQE complete
 //! with WR_FLUSH_ERR, in order, and so do the posted receive WQEs of its RQ.
 //!
@@ -38,7 +41,7 @@ use mlx5_ifc::View;
 use super::psn::psn_add;
 use super::psn::psn_diff;
 use super::wqe::{self, opcode as wop, LocalError, SendWqe};
-use super::{dci, dma, timer};
+use super::{dci, dma, masked_atomic, timer};
 use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
 use crate::events::flush::{self, fetch};
 use crate::events::page_fault;
@@ -169,14 +172,14 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
         return;
     }
     let w = match wqe::parse_send(bytes, info.st) {
-        Ok(w) if w.qpn == info.qpn && !too_big => w,
+        Ok(w) if w.qpn == info.qpn && !too_big && masked_atomic::offered(hw.model, info, &w) => w,
         other => {
             log::info!(
                 "mlx5-sim: QP {:#x} WQE {cc}: {}",
                 info.qpn,
-                other
-                    .err()
-                    .unwrap_or("DS or QPN of the control segment wrong")
+                other.err().unwrap_or(
+                    "DS or QPN of the control segment wrong, or a masked atomic not offered"
+                )
             );
             flush::enter_error(hw, info.qpn, Some((cc, opcode, syn::LOCAL_QP_OP_ERR, 0)));
             return;
@@ -185,7 +188,11 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
     hw.model.rt.counters.wqes_executed += 1;
     let r = match w.opcode {
         wop::NOP => Ok(request(cc, &w, 0)),
-        wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA => remote_read(hw, info, cc, &w),
+        wop::RDMA_READ
+        | wop::ATOMIC_CS
+        | wop::ATOMIC_FA
+        | wop::ATOMIC_MASKED_CS
+        | wop::ATOMIC_MASKED_FA => remote_read(hw, info, cc, &w),
         _ => send_or_write(hw, info, cc, &w),
     };
     match r {
@@ -202,7 +209,7 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
         Err(LocalError::PageFault) if may_fault(hw, info, w.opcode) => {
             // The WQE waits, unexecuted, for PAGE_FAULT_RESUME; the queue stops at it.
             hw.model.rt.counters.wqes_executed -= 1;
-            let kind = if matches!(w.opcode, wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA) {
+            let kind = if w.opcode == wop::RDMA_READ || wqe::is_atomic(w.opcode) {
                 odp::WQE_REQ_READ_OR_ATOMIC
             } else {
                 odp::WQE_REQ_SEND_OR_WRITE
@@ -225,7 +232,7 @@ fn execute(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, bytes: &[u8]) {
 pub(super) fn may_fault(hw: &Hw<'_>, info: &QpInfo, opcode: u8) -> bool {
     let op = match opcode {
         wop::RDMA_READ => T::READ,
-        wop::ATOMIC_CS | wop::ATOMIC_FA => T::ATOMIC,
+        o if wqe::is_atomic(o) => T::ATOMIC,
         _ => T::SEND,
     };
     hw.model.odp_allows(info.odp_transport(), op)
@@ -437,7 +444,9 @@ fn remote_read(
     let local = w.sges();
     let len = dma::capacity(&local);
     let atomic = w.opcode != wop::RDMA_READ;
-    if (atomic && len != 8) || len > info.max_msg() {
+    // An atomic's destination holds its original value: 8 bytes, or a masked one's N.
+    let arg = w.masked.map_or(8, |m| m.n as u64);
+    if (atomic && len != arg) || len > info.max_msg() {
         return Err(LocalError::Length);
     }
     dma::check_writable(hw, info.pd, &local)?;
@@ -472,7 +481,20 @@ fn read_request(hw: &mut Hw<'_>, info: &QpInfo, w: &SendWqe, psn: u32, len: u32,
         dceth,
         ..Packet::default()
     };
-    if atomic {
+    if let Some(m) = w.masked {
+        p.opcode = info.service()
+            | if w.opcode == wop::ATOMIC_MASKED_CS {
+                op::MASKED_CMP_SWAP
+            } else {
+                op::MASKED_FETCH_ADD
+            };
+        p.reth = Some(Reth {
+            va,
+            rkey,
+            len: m.n as u32,
+        });
+        p.payload = m.operands;
+    } else if atomic {
         let (swap_add, compare) = w.atomic.unwrap_or_default();
         p.opcode = info.service()
             | if w.opcode == wop::ATOMIC_CS {
@@ -521,7 +543,7 @@ pub(crate) fn resend(hw: &mut Hw<'_>, info: &QpInfo, cc: u16, first_psn: u32, fr
     let opcode = View::<CtrlSeg>::new(&bytes).map_or(0, |c| c.get(CtrlSeg::OPCODE) as u8);
     let failed = match wqe::parse_send(&bytes, info.st) {
         Ok(w) if w.qpn == info.qpn => match w.opcode {
-            wop::RDMA_READ | wop::ATOMIC_CS | wop::ATOMIC_FA => {
+            o if o == wop::RDMA_READ || wqe::is_atomic(o) => {
                 let len = dma::capacity(&w.sges()) as u32;
                 read_request(hw, info, &w, first_psn, len, true);
                 None

@@ -31,6 +31,10 @@
 //! * CMP_SWAP / FETCH_ADD check `rae`, 8-byte alignment (else NAK invalid request) and the rkey
 //!   (atomic), operate on host memory atomically and answer with an atomic ACK carrying the
 //!   original value.
+//! * The masked atomics (the simulator's own opcodes, [`super::remote::masked`]) check what
+//!   the device offers, N-byte alignment, an extended `atomic_mode` wide enough, `rae` and the
+//!   rkey; an 8-byte one is answered with an atomic ACK, the others with a READ response of
+//!   the N original bytes.
 //!
 //! A NAK invalid request, remote access or remote operational error moves the responder QP to
 //! ERR and posts WQ_INVAL_REQ_ERROR, WQ_ACCESS_ERROR or WQ_CATAS_ERROR to the async EQs; an
@@ -52,7 +56,7 @@ use super::odp::Held;
 use super::psn::psn_add;
 use super::psn::psn_diff;
 use super::recv::{self, drop_frame};
-use super::remote::{atomic, atomic_ack, read};
+use super::remote::{atomic, masked, read, respond};
 use super::verdict::{access_error, invalid, owe_ack, send_aeth, Verdict};
 use super::wqe::{self, LocalError};
 use crate::events::cqe::{self, op as cqe_op, syndrome as syn, Cqe};
@@ -265,6 +269,7 @@ fn request(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet, reliable: bool) -> Verdic
         op::WRITE_FIRST..=op::WRITE_ONLY_IMM => write(hw, info, p, reliable),
         op::READ_REQ => read(hw, info, p),
         op::CMP_SWAP | op::FETCH_ADD => atomic(hw, info, p),
+        op::MASKED_CMP_SWAP | op::MASKED_FETCH_ADD => masked(hw, info, p),
         _ => Verdict::Drop,
     }
 }
@@ -554,7 +559,7 @@ fn duplicate(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
         op::READ_REQ => {
             read(hw, info, p);
         }
-        op::CMP_SWAP | op::FETCH_ADD => {
+        op::CMP_SWAP | op::FETCH_ADD | op::MASKED_CMP_SWAP | op::MASKED_FETCH_ADD => {
             // Answered again from the responder resources; one older than they hold is
             // dropped (the requester had more outstanding than it was allowed).
             let saved = qp_rt(&mut hw.model.rt, info)
@@ -563,7 +568,7 @@ fn duplicate(hw: &mut Hw<'_>, info: &QpInfo, p: &Packet) {
                 .find(|(psn, _)| *psn == p.psn)
                 .copied();
             match saved {
-                Some((psn, value)) => atomic_ack(hw, info, psn, value),
+                Some((psn, value)) => respond(hw, info, psn, value),
                 None => drop_frame(hw, "duplicate atomic older than the responder resources"),
             }
         }

@@ -16,8 +16,8 @@
 use mlx5_ifc::consts::qp_st;
 use mlx5_ifc::prm::srq::{Rmpc, Srqc, Wq, XrcSrqc};
 use mlx5_ifc::wqe::{
-    fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, RaddrSeg, SrqNextSeg, XrcSeg,
-    INVALID_LKEY,
+    ext_atomic, fm_ce_se, AtomicSeg, CtrlSeg, DataSeg, DatagramSeg, InlineSeg, RaddrSeg,
+    SrqNextSeg, XrcSeg, INVALID_LKEY,
 };
 use mlx5_ifc::{Layout, View};
 
@@ -83,6 +83,16 @@ pub(crate) struct Av {
     pub(crate) rgid: [u8; 16],
 }
 
+/// The argument block of a masked (extended) atomic ([`mlx5_ifc::wqe::ext_atomic`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Masked<'a> {
+    /// The argument size N in bytes (4, 8, 16 or 32).
+    pub(crate) n: usize,
+    /// The operands, N bytes each, big-endian: swap, compare, swap mask, compare mask
+    /// (compare-and-swap), or the addend and the field boundary mask (fetch-and-add).
+    pub(crate) operands: &'a [u8],
+}
+
 /// A part of the payload: inline bytes (borrowed from the WQE's bytes) or a data segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Piece<'a> {
@@ -107,6 +117,8 @@ pub(crate) struct SendWqe<'a> {
     pub(crate) raddr: Option<(u64, u32)>,
     /// Atomic segment: `(swap_add, compare)`.
     pub(crate) atomic: Option<(u64, u64)>,
+    /// A masked atomic's argument block.
+    pub(crate) masked: Option<Masked<'a>>,
     pub(crate) av: Option<Av>,
     /// XRC segment: the XRC SRQ at the target.
     pub(crate) xrc_srqn: Option<u32>,
@@ -123,6 +135,7 @@ impl SendWqe<'_> {
             imm: c.get32(CtrlSeg::IMM).to_be_bytes(),
             raddr: None,
             atomic: None,
+            masked: None,
             av: None,
             xrc_srqn: None,
             pieces: Pieces::new(),
@@ -155,6 +168,8 @@ fn valid_for(op: u8, st: u64) -> bool {
                 | RDMA_READ
                 | ATOMIC_CS
                 | ATOMIC_FA
+                | ATOMIC_MASKED_CS
+                | ATOMIC_MASKED_FA
         ),
         qp_st::UC => matches!(op, NOP | RDMA_WRITE | RDMA_WRITE_IMM | SEND | SEND_IMM),
         qp_st::UD => matches!(op, NOP | SEND | SEND_IMM),
@@ -162,10 +177,52 @@ fn valid_for(op: u8, st: u64) -> bool {
         // SEND with invalidate.
         qp_st::DCI => matches!(
             op,
-            NOP | RDMA_WRITE | RDMA_WRITE_IMM | SEND | SEND_IMM | RDMA_READ | ATOMIC_CS | ATOMIC_FA
+            NOP | RDMA_WRITE
+                | RDMA_WRITE_IMM
+                | SEND
+                | SEND_IMM
+                | RDMA_READ
+                | ATOMIC_CS
+                | ATOMIC_FA
+                | ATOMIC_MASKED_CS
+                | ATOMIC_MASKED_FA
         ),
         _ => false,
     }
+}
+
+/// Whether send opcode `op` is an atomic (standard or masked).
+pub(crate) fn is_atomic(op: u8) -> bool {
+    matches!(
+        op,
+        opcode::ATOMIC_CS | opcode::ATOMIC_FA | opcode::ATOMIC_MASKED_CS | opcode::ATOMIC_MASKED_FA
+    )
+}
+
+/// The argument block of a masked atomic at `*at` of WQE `b` (opcode `op`, control segment
+/// `opmod`); moves `*at` past it (its length padded to 16).
+fn masked<'a>(b: &'a [u8], at: &mut usize, op: u8, opmod: u8) -> Result<Masked<'a>, &'static str> {
+    if opmod & !ext_atomic::OPMOD_LOG_SIZE != ext_atomic::OPMOD_EXT {
+        return Err("masked atomic without the extended-atomic opmod");
+    }
+    let log = opmod & ext_atomic::OPMOD_LOG_SIZE;
+    if log > 3 {
+        // 64 bytes and up, and the indirect form (7): no ConnectX-5 offers them.
+        return Err("masked atomic argument size not offered");
+    }
+    let n = 4usize << log;
+    let len = if op == opcode::ATOMIC_MASKED_CS {
+        ext_atomic::cmp_swap_block(n)
+    } else {
+        ext_atomic::fetch_add_block(n)
+    };
+    let start = *at;
+    *at += len.next_multiple_of(16);
+    let operands = b
+        .get(start..start + len)
+        .filter(|_| *at <= b.len())
+        .ok_or("DS too small for the masked atomic's arguments")?;
+    Ok(Masked { n, operands })
 }
 
 /// Parses the `DS × 16` bytes of a send WQE of a QP of type `st`. `Err` names what is wrong
@@ -215,6 +272,8 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe<'_>, &'static str>
             | opcode::RDMA_READ
             | opcode::ATOMIC_CS
             | opcode::ATOMIC_FA
+            | opcode::ATOMIC_MASKED_CS
+            | opcode::ATOMIC_MASKED_FA
     ) {
         let r = seg::<RaddrSeg>(b, &mut at)?;
         w.raddr = Some((r.get(RaddrSeg::RADDR), r.get32(RaddrSeg::RKEY)));
@@ -222,6 +281,9 @@ pub(crate) fn parse_send(b: &[u8], st: u64) -> Result<SendWqe<'_>, &'static str>
     if matches!(op, opcode::ATOMIC_CS | opcode::ATOMIC_FA) {
         let a = seg::<AtomicSeg>(b, &mut at)?;
         w.atomic = Some((a.get(AtomicSeg::SWAP_ADD), a.get(AtomicSeg::COMPARE)));
+    }
+    if matches!(op, opcode::ATOMIC_MASKED_CS | opcode::ATOMIC_MASKED_FA) {
+        w.masked = Some(masked(b, &mut at, op, c.get(CtrlSeg::OPMOD) as u8)?);
     }
     if op == opcode::NOP {
         return Ok(w);

@@ -16,6 +16,16 @@ use super::consts::BTH_BYTES;
 /// (8 bytes), a flags byte (bit 7: connect, on the packets that start a DCI's connection to the
 /// DCT at the PSN they carry) and the initiator's DCI number (24 bits). The BTH names the DCT
 /// on requests and the DCI on responses, which carry no DCETH.
+///
+/// Masked (extended) atomics have no public wire format either: NVIDIA's manual says only that
+/// the extra operands travel in an "extended transport header" and that the response is a
+/// standard atomic response (docs/fields.md "Masked atomics"). The simulated NICs use two RC
+/// operation codes IBTA leaves reserved: [`op::MASKED_CMP_SWAP`] (0x18) and
+/// [`op::MASKED_FETCH_ADD`] (0x19), each a RETH (the remote address, its rkey, the argument
+/// size N as the length) and the argument block as payload — swap, compare, swap mask, compare
+/// mask, or the addend and the field boundary mask, N bytes each, big-endian. An 8-byte one is
+/// answered by an ATOMIC ACKNOWLEDGE, the others by a READ response carrying the N original
+/// bytes (big-endian).
 pub(crate) mod op {
     pub(crate) const SEND_FIRST: u8 = 0x00;
     pub(crate) const SEND_MIDDLE: u8 = 0x01;
@@ -40,6 +50,10 @@ pub(crate) mod op {
     pub(crate) const FETCH_ADD: u8 = 0x14;
     pub(crate) const SEND_LAST_INV: u8 = 0x16;
     pub(crate) const SEND_ONLY_INV: u8 = 0x17;
+    /// A masked compare-and-swap request (the simulator's own encoding, see above).
+    pub(crate) const MASKED_CMP_SWAP: u8 = 0x18;
+    /// A masked fetch-and-add request (the simulator's own encoding, see above).
+    pub(crate) const MASKED_FETCH_ADD: u8 = 0x19;
     /// Service bits: RC.
     pub(crate) const RC: u8 = 0x00;
     /// Service bits: UC.
@@ -145,6 +159,10 @@ fn shape(opcode: u8) -> Option<Shape> {
         },
         op::SEND_LAST_INV | op::SEND_ONLY_INV => Shape {
             ieth: true,
+            ..with_data
+        },
+        op::MASKED_CMP_SWAP | op::MASKED_FETCH_ADD => Shape {
+            reth: true,
             ..with_data
         },
         _ => return None,

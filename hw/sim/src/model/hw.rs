@@ -56,6 +56,27 @@ impl Hw<'_> {
         }
     }
 
+    /// A read-modify-write of the `old.len()` bytes at `addr` by `f` (a masked atomic's);
+    /// `old` gets what they were. Inside one 8-byte word of host memory it is atomic to the
+    /// host as well; wider (16 and 32 bytes), as on the card, only to the device's own
+    /// operations, which the device runs one at a time.
+    pub(crate) fn dma_fetch_update_bytes(
+        &mut self,
+        addr: u64,
+        old: &mut [u8],
+        f: impl Fn(&mut [u8]),
+    ) -> Result<(), Unmapped> {
+        if let Space::Host(a) = space(addr) {
+            if a % 8 + old.len() as u64 <= 8 {
+                return self.iommu.fetch_update_in_word(a, old, f);
+            }
+        }
+        self.dma_read(addr, old)?;
+        let mut new = old.to_vec();
+        f(&mut new);
+        self.dma_write(addr, &new)
+    }
+
     /// An atomic read-modify-write of the 8-byte word at `addr` (8-aligned; in the byte order
     /// `big_endian` says): its old value.
     pub(crate) fn dma_fetch_update_u64(

@@ -245,7 +245,7 @@ pub(crate) struct QpRt {
     /// The atomics executed last, `(PSN, original value)`, oldest first: as many as the QP's
     /// responder resources (`2^log_rra_max`), so that a duplicate of any atomic the requester
     /// may still retransmit gets its original value again instead of being executed twice.
-    pub(crate) atomics: VecDeque<(u32, u64)>,
+    pub(crate) atomics: VecDeque<(u32, Original)>,
     /// Responder: the ACK owed, `(PSN, MSN)` (coalesced: sent when the device goes idle).
     pub(crate) ack_owed: Option<(u32, u32)>,
     /// The send queue's page fault: its WQEs wait from `sq_cc` until it is resumed.
@@ -268,6 +268,15 @@ pub(crate) struct CqRt {
     pub(crate) pi: u32,
     pub(crate) error: bool,
     pub(crate) written: u64,
+}
+
+/// What an executed atomic returned, as its response carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Original {
+    /// A standard or 8-byte masked atomic's original word (an ATOMIC ACKNOWLEDGE).
+    Word(u64),
+    /// A 4-, 16- or 32-byte masked atomic's original bytes, big-endian: `(N, bytes)`.
+    Bytes(u8, [u8; 32]),
 }
 
 /// The data path's runtime of the device's objects (beyond their contexts), kept in the model

@@ -8,7 +8,7 @@ use mlx5_ifc::prm::mr::{CreateMkeyIn, CreateMkeyOut, Mkc};
 use mlx5_ifc::prm::qp::{Ads, CreateQpIn, CreateQpOut, Qpc};
 use mlx5_ifc::prm::vport::{RoceAddrLayout, SetRoceAddressIn};
 use mlx5_ifc::{consts::roce, Be64, Layout, Opcode, View, ViewMut};
-use mlx5_sim::{DmaBlock, Fabric, Mode, Profile, SimDevice};
+use mlx5_sim::{DmaBlock, Fabric, Mode, Profile, SimDevice, WireFault};
 
 use super::cmd;
 use super::queues::{modify_in, with_pas, Fx, Step};
@@ -501,6 +501,19 @@ impl Node {
         imm: [u8; 4],
         segs: &[Seg],
     ) -> (u16, Vec<u8>) {
+        self.write_wqe_opmod(qp, 0, opcode, fm_ce_se, imm, segs)
+    }
+
+    /// [`Node::write_wqe`] with the control segment's `opmod` (byte 0).
+    pub fn write_wqe_opmod(
+        &self,
+        qp: &mut Qp,
+        opmod: u8,
+        opcode: u8,
+        fm_ce_se: u8,
+        imm: [u8; 4],
+        segs: &[Seg],
+    ) -> (u16, Vec<u8>) {
         let mut w = vec![0u8; 16];
         for s in segs {
             match s {
@@ -538,7 +551,8 @@ impl Node {
         }
         let ds = (w.len() / 16) as u32;
         let idx = qp.sq_pi;
-        w[0..4].copy_from_slice(&((u32::from(idx) << 8) | u32::from(opcode)).to_be_bytes());
+        let word = u32::from(opmod) << 24 | u32::from(idx) << 8 | u32::from(opcode);
+        w[0..4].copy_from_slice(&word.to_be_bytes());
         w[4..8].copy_from_slice(&((qp.qpn << 8) | ds).to_be_bytes());
         w[11] = fm_ce_se;
         w[12..16].copy_from_slice(&imm);
@@ -572,6 +586,23 @@ impl Node {
         segs: &[Seg],
     ) -> u16 {
         let (idx, w) = self.write_wqe(qp, opcode, fm_ce_se, imm, segs);
+        let off = self.db_offset(qp);
+        let first = u64::from_be_bytes(w[..8].try_into().unwrap());
+        self.dev().bar_write64(off, Be64::new(first));
+        idx
+    }
+
+    /// [`Node::post_send`] with the control segment's `opmod` (extended atomics: 0x08 | the
+    /// argument size's log2 − 2).
+    pub fn post_send_opmod(
+        &self,
+        qp: &mut Qp,
+        opmod: u8,
+        opcode: u8,
+        fm_ce_se: u8,
+        segs: &[Seg],
+    ) -> u16 {
+        let (idx, w) = self.write_wqe_opmod(qp, opmod, opcode, fm_ce_se, [0; 4], segs);
         let off = self.db_offset(qp);
         let first = u64::from_be_bytes(w[..8].try_into().unwrap());
         self.dev().bar_write64(off, Be64::new(first));
@@ -661,5 +692,26 @@ impl SrqRing {
         self.posted += 1;
         dev.dma_write(self.dbr.iova, &self.posted.to_be_bytes())
             .unwrap();
+    }
+}
+
+/// Loses, duplicates and reorders one frame in ten of `fabric`, both ways (seeds `seed`,
+/// `seed + 1`, `seed + 2`).
+pub fn lossy(fabric: &Fabric, seed: u64) {
+    for fault in [
+        WireFault::DropRandom {
+            per_million: 100_000,
+            seed,
+        },
+        WireFault::DuplicateRandom {
+            per_million: 100_000,
+            seed: seed + 1,
+        },
+        WireFault::ReorderRandom {
+            per_million: 100_000,
+            seed: seed + 2,
+        },
+    ] {
+        fabric.inject(fault);
     }
 }
