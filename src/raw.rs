@@ -26,7 +26,7 @@ pub mod mad {
 pub mod eth {
     pub use crate::eth::flow::{MacSteering, RxFilter, BROADCAST};
     pub use crate::eth::mpw::{EthBurst, MAX_BURST_FRAME, MIN_BURST_FRAME};
-    pub use crate::eth::rq::EthRq;
+    pub use crate::eth::rq::{EthRq, Strides};
     pub use crate::eth::rqt::Rqt;
     pub use crate::eth::rss::{ipv4_input, ipv6_input, toeplitz, MAX_INPUT, MS_RSS_KEY};
     pub use crate::eth::rules::{FlowAction, FlowMatch, FlowRule, FlowTable};

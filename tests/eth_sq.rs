@@ -28,23 +28,6 @@ fn fold(mut s: u32) -> u16 {
     s as u16
 }
 
-/// An Ethernet/IPv4/UDP frame of `payload` bytes from `src` to `dst`, checksums zero.
-fn frame(dst: [u8; 6], src: [u8; 6], payload: usize, seed: u8) -> Vec<u8> {
-    let mut f = Vec::new();
-    f.extend_from_slice(&dst);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&[0x08, 0x00]);
-    let total = (20 + 8 + payload) as u16;
-    f.extend_from_slice(&[0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0]);
-    f[16..18].copy_from_slice(&total.to_be_bytes());
-    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);
-    f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend((0..payload).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)));
-    f
-}
-
 /// Whether the IPv4 header and UDP checksums of `f` are right.
 fn checksums_ok(f: &[u8]) -> bool {
     let ip = &f[14..34];
@@ -71,7 +54,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
     let (ma, mb) = (a.vport().mac, b.vport().mac);
 
     // One frame, checksums by the device: 18 bytes inline, the rest in two pieces.
-    let f = frame(mb, ma, 300, 1);
+    let f = udp_frame(mb, ma, 300, 1);
     mr.write(0, &f[L2_INLINE..]).unwrap();
     let rest = (f.len() - L2_INLINE) as u32;
     let sges = [
@@ -117,7 +100,7 @@ fn frames_go_out_as_posted_with_checksums_offloaded() {
     let mut sent_frames = Vec::new();
     for batch in 0..3u8 {
         let frames: Vec<Vec<u8>> = (0..4)
-            .map(|k| frame(mb, ma, 60 + 40 * k, batch * 4 + k as u8))
+            .map(|k| udp_frame(mb, ma, 60 + 40 * k, batch * 4 + k as u8))
             .collect();
         let mut offs = Vec::new();
         let mut off = 0u64;
@@ -297,10 +280,10 @@ fn frames_to_our_mac_are_steered_into_the_rq_others_dropped() {
     // Three frames to B, one to a MAC nobody steers: three receives, in order, intact.
     let other = [0x02, 0, 0, 0, 0, 0x77];
     let frames = [
-        frame(mb, ma, 100, 1),
-        frame(other, ma, 100, 2),
-        frame(mb, ma, 900, 3),
-        frame(mb, ma, 1400, 4),
+        udp_frame(mb, ma, 100, 1),
+        udp_frame(other, ma, 100, 2),
+        udp_frame(mb, ma, 900, 3),
+        udp_frame(mb, ma, 1400, 4),
     ];
     for (k, f) in frames.iter().enumerate() {
         mr_a.write(k * 2048, &f[L2_INLINE..]).unwrap();
@@ -476,7 +459,7 @@ fn rss_spreads_flows_over_four_rqs_as_the_toeplitz_hash_predicts() {
     let mut frames = Vec::new();
     let mut hashes = Vec::new();
     for k in 0..24u16 {
-        let mut f = frame(mb, ma, 64, k as u8);
+        let mut f = udp_frame(mb, ma, 64, k as u8);
         f[34..36].copy_from_slice(&(4000 + k).to_be_bytes());
         let mut buf = [0u8; MAX_INPUT];
         let input = ipv4_input(
@@ -587,7 +570,7 @@ fn bursts_put_every_frame_on_the_wire_with_one_completion() {
         let n = 70;
         let frames: Vec<Vec<u8>> = (0..n)
             .map(|k| {
-                frame(
+                udp_frame(
                     mb,
                     ma,
                     18 + (k * 37 + round as usize * 11) % 1400,

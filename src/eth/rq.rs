@@ -5,6 +5,17 @@
 //! a stride of 16 bytes and 2^`log_wq_sz` WQEs; then MODIFY_RQ RST → RDY. Completions come on
 //! the CQ as a QP's receives do (a responder CQE; `byte_len` the frame's length), with the
 //! work request's id.
+//!
+//! A **striding** RQ ([`EthRq::create_striding`], PRM "Striding RQ", docs/fields.md "Striding
+//! RQ") is the cyclic multi-packet kind (`wq_type` 3, as mlx5_ib and DPDK make it): each
+//! 32-byte WQE (an unused next segment, then one data segment) is a buffer of `2^log_strides`
+//! strides of `2^log_stride` bytes, and frames land in it one after another, each from a stride
+//! boundary — many frames per posted buffer. Each frame's completion names the buffer's work
+//! request, the frame's offset in it and its length; the last completion of a buffer carries
+//! [`WcFlags::RECV_BUFFER_DONE`](crate::verbs::cq::WcFlags::RECV_BUFFER_DONE) (a frame that
+//! does not fit the rest of a buffer goes to the next one, and the rest comes back as a filler
+//! completion with no bytes). The buffer is the user's again from then on: it reads the frames
+//! and posts it again when it is done with all of them.
 
 use mlx5_ifc::consts::sq_rq_state::{RDY, RST};
 use mlx5_ifc::consts::wq_type;
@@ -35,6 +46,26 @@ pub struct EthRq<'a, P: Platform> {
     mem: Option<WqMem>,
     /// WQEs in the ring.
     cnt: u32,
+    /// A striding RQ's geometry.
+    strides: Option<Strides>,
+}
+
+/// The geometry of a striding RQ's buffers: `2^log_num_strides` strides of
+/// `2^log_stride_bytes` bytes each (PRM `log_wqe_num_of_strides`, `log_wqe_stride_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Strides {
+    /// log2 of a stride's bytes: 6 (64) to 13 (8 KiB).
+    pub log_stride_bytes: u8,
+    /// log2 of the strides of a buffer: 9 (512) to 16; from 3 (8) where the device offers
+    /// `ext_stride_num_range`.
+    pub log_num_strides: u8,
+}
+
+impl Strides {
+    /// Bytes of one receive buffer (every posted buffer must be exactly this long).
+    pub fn buffer_bytes(&self) -> u32 {
+        1 << (self.log_stride_bytes + self.log_num_strides)
+    }
 }
 
 impl<P: Platform> core::fmt::Debug for EthRq<'_, P> {
@@ -51,6 +82,55 @@ impl<'a, P: Platform> EthRq<'a, P> {
     /// must be the RQ's alone (its CQEs name the flow tag, not the RQ, as in mlx5e where each
     /// RQ has its own CQ); send queues may share it.
     pub fn create(dev: &'a Device<P>, cq: &'a Cq<'a, P>, depth: u32) -> Result<Self> {
+        Self::make(dev, cq, depth, None)
+    }
+
+    /// A striding (multi-packet) RQ of at least `depth` receive buffers of `strides`' geometry
+    /// on `cq`, moved to RDY (see the module documentation). Refused where the device offers no
+    /// striding RQ (`striding_rq`), or a geometry it does not: a stride of 64 bytes to 8 KiB,
+    /// 512 to 65 536 strides a buffer — from 8 with `ext_stride_num_range`.
+    pub fn create_striding(
+        dev: &'a Device<P>,
+        cq: &'a Cq<'a, P>,
+        depth: u32,
+        strides: Strides,
+    ) -> Result<Self> {
+        let cap = |n| dev.caps().get(n).unwrap_or(0);
+        if cap("striding_rq") == 0 {
+            return Err(refuse("striding_rq", 1, 0, "striding_rq"));
+        }
+        let min_log = if cap("ext_stride_num_range") == 1 {
+            3
+        } else {
+            9
+        };
+        let n = strides.log_num_strides;
+        if !(min_log..=16).contains(&n) {
+            let limit = if min_log == 3 {
+                "8 to 65536 strides a buffer (ext_stride_num_range)"
+            } else {
+                "512 to 65536 strides a buffer"
+            };
+            return Err(refuse("log_num_strides", u64::from(n), 16, limit));
+        }
+        let b = strides.log_stride_bytes;
+        if !(6..=13).contains(&b) {
+            return Err(refuse(
+                "log_stride_bytes",
+                u64::from(b),
+                13,
+                "a stride of 64 bytes to 8 KiB",
+            ));
+        }
+        Self::make(dev, cq, depth, Some(strides))
+    }
+
+    fn make(
+        dev: &'a Device<P>,
+        cq: &'a Cq<'a, P>,
+        depth: u32,
+        strides: Option<Strides>,
+    ) -> Result<Self> {
         if !core::ptr::eq(cq.device(), dev) {
             return Err(refuse("cq", 0, 0, "the CQ must belong to the RQ's device"));
         }
@@ -66,11 +146,13 @@ impl<'a, P: Platform> EthRq<'a, P> {
         }
         let cnt = 1u32 << log;
         let pd = dev.pd();
-        let mem = WqMem::alloc(
-            dev.platform(),
-            rq_table::words(cnt as usize),
-            (cnt as usize * DS).max(4096),
-        )?;
+        // A striding RQ's WQE: a next segment (unused in a cyclic RQ) before the data segment;
+        // its table has the used-strides word after the slots.
+        let (wqe, words) = match strides {
+            Some(_) => (2 * DS, rq_table::used(cnt as usize) + 1),
+            None => (DS, rq_table::words(cnt as usize)),
+        };
+        let mem = WqMem::alloc(dev.platform(), words, (cnt as usize * wqe).max(4096))?;
         let (dbr_iova, log_pg) = (mem.dbr.iova(), mem.buf.log_page_size());
         let mut rq = EthRq {
             dev,
@@ -78,6 +160,7 @@ impl<'a, P: Platform> EthRq<'a, P> {
             rqn: 0,
             mem: Some(mem),
             cnt,
+            strides,
         };
         let (cqn, pdn) = (cq.cqn(), pd.pdn());
         let made = dev.with_cmd(|cmd, p| {
@@ -92,12 +175,25 @@ impl<'a, P: Platform> EthRq<'a, P> {
                         .set(Rqc::FLUSH_IN_ERROR_EN, 1)?
                         .set(Rqc::STATE, RST)?;
                     let mut w = c.nested_mut(Rqc::WQ);
-                    w.set(Wq::WQ_TYPE, wq_type::CYCLIC)?
-                        .set(Wq::PD, u64::from(pdn))?
+                    w.set(Wq::PD, u64::from(pdn))?
                         .set(Wq::DBR_ADDR, dbr_iova)?
-                        .set(Wq::LOG_WQ_STRIDE, 4)?
                         .set(Wq::LOG_WQ_PG_SZ, u64::from(log_pg))?
                         .set(Wq::LOG_WQ_SZ, log)?;
+                    match strides {
+                        None => {
+                            w.set(Wq::WQ_TYPE, wq_type::CYCLIC)?
+                                .set(Wq::LOG_WQ_STRIDE, 4)?;
+                        }
+                        // Strides: 2^(n - 9) in four bits (8..256: the extended range's
+                        // 0xa..0xf), 2^(b - 6) bytes.
+                        Some(s) => {
+                            let n = (u64::from(s.log_num_strides).wrapping_sub(9)) & 0xf;
+                            w.set(Wq::WQ_TYPE, wq_type::CYCLIC_STRIDING_RQ)?
+                                .set(Wq::LOG_WQ_STRIDE, 5)?
+                                .set(Wq::LOG_WQE_NUM_OF_STRIDES, n)?
+                                .set(Wq::LOG_WQE_STRIDE_SIZE, u64::from(s.log_stride_bytes) - 6)?;
+                        }
+                    }
                     Ok(())
                 },
             )
@@ -127,9 +223,17 @@ impl<'a, P: Platform> EthRq<'a, P> {
             if let Err(e) = cq.attach(Attached {
                 qpn: rqn,
                 sq: None,
-                rq: Some(RecvTable::Rq {
-                    table: t.share(),
-                    cnt,
+                rq: Some(match strides {
+                    None => RecvTable::Rq {
+                        table: t.share(),
+                        cnt,
+                    },
+                    Some(s) => RecvTable::Striding {
+                        table: t.share(),
+                        cnt,
+                        log_stride: u32::from(s.log_stride_bytes),
+                        log_strides: u32::from(s.log_num_strides),
+                    },
                 }),
                 flow_tag_rq: true,
             }) {
@@ -138,7 +242,7 @@ impl<'a, P: Platform> EthRq<'a, P> {
                 return Err(e);
             }
         }
-        log::debug!("Ethernet RQ {rqn:#x}: {cnt} WQEs, CQ {cqn:#x}");
+        log::debug!("Ethernet RQ {rqn:#x}: {cnt} WQEs, CQ {cqn:#x}, strides {strides:?}");
         Ok(rq)
     }
 
@@ -147,8 +251,14 @@ impl<'a, P: Platform> EthRq<'a, P> {
         self.rqn
     }
 
-    /// Posts receive buffers (one SGE each), then the doorbell record. Refused as a whole
-    /// (nothing posted) if one is malformed or the ring lacks room.
+    /// The geometry of a striding RQ's buffers; `None` for a regular RQ.
+    pub fn strides(&self) -> Option<Strides> {
+        self.strides
+    }
+
+    /// Posts receive buffers (one SGE each; on a striding RQ exactly
+    /// [`Strides::buffer_bytes`] long), then the doorbell record. Refused as a whole (nothing
+    /// posted) if one is malformed or the ring lacks room.
     pub fn post_recv(&mut self, wrs: &[RecvWr<'_>]) -> Result<()> {
         let Some(WqMem { buf, dbr, table }) = &self.mem else {
             return Err(refuse(
@@ -165,6 +275,19 @@ impl<'a, P: Platform> EthRq<'a, P> {
                 requested: wr.sg_list.len() as u64,
                 max: 1,
                 limit: "one data segment per Ethernet receive WQE",
+            });
+        }
+        if let Some((wr, s)) = self.strides.and_then(|s| {
+            wrs.iter()
+                .find(|w| w.sg_list[0].length != s.buffer_bytes())
+                .map(|w| (w, s))
+        }) {
+            return Err(Error::InvalidArgument {
+                op: "eth post_recv",
+                field: "length",
+                requested: u64::from(wr.sg_list[0].length),
+                max: u64::from(s.buffer_bytes()),
+                limit: "a striding RQ's buffer is exactly its strides",
             });
         }
         let head = table.load_relaxed(rq_table::HEAD);
@@ -185,7 +308,11 @@ impl<'a, P: Platform> EthRq<'a, P> {
             seg[0..4].copy_from_slice(&s.length.to_be_bytes());
             seg[4..8].copy_from_slice(&s.lkey.to_be_bytes());
             seg[8..16].copy_from_slice(&s.addr.to_be_bytes());
-            buf.buf().write_seg16(slot * DS, &seg)?;
+            match self.strides {
+                None => buf.buf().write_seg16(slot * DS, &seg)?,
+                // After the 16-byte next segment, which a cyclic RQ leaves unused.
+                Some(_) => buf.buf().write_seg16(slot * 2 * DS + DS, &seg)?,
+            }
             table.store_pair_relaxed(rq_table::wrid(slot), wr.wr_id, u64::from(s.length));
         }
         let head = head + wrs.len() as u64;

@@ -57,6 +57,11 @@ pub(crate) mod rq_table {
     pub(crate) const fn words(n: usize) -> usize {
         WRID + 2 * n
     }
+    /// A striding RQ's table of `n` slots has one word more: the strides of the WQE at TAIL
+    /// the device has used.
+    pub(crate) const fn used(n: usize) -> usize {
+        WRID + 2 * n
+    }
 }
 
 /// Word layout of an SRQ table: the freed-WQE ring (consumer, producer, entries = index + 1),

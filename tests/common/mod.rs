@@ -139,3 +139,20 @@ pub fn seed_and_rounds(seed_var: &str, rounds_var: &str, default_rounds: u64) ->
         .unwrap_or(default_rounds);
     (seed, rounds)
 }
+
+/// An Ethernet/IPv4/UDP frame of `payload` bytes from `src` to `dst`, checksums zero.
+pub fn udp_frame(dst: [u8; 6], src: [u8; 6], payload: usize, seed: u8) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&dst);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + 8 + payload) as u16;
+    f.extend_from_slice(&[0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0]);
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&[0x30, 0x39, 0x00, 0x35]);
+    f.extend_from_slice(&((8 + payload) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend((0..payload).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)));
+    f
+}

@@ -9,6 +9,7 @@
 use super::state::{Attached, CqShared, RecvTable};
 use super::{Wc, WcFlags, WcOpcode, WcStatus};
 use crate::io::DmaBuf;
+use crate::io::SharedTable;
 use crate::verbs::wr_table::rq_table;
 
 /// The Ethernet RQ of a CQ that serves one (its receive CQEs name the flow tag, not the RQ).
@@ -25,8 +26,23 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
     if (hi as u8) >> 4 != 0x2 {
         return None;
     }
-    let Some(RecvTable::Rq { table, cnt }) = q.rq.as_ref() else {
-        return None;
+    let (table, cnt) = match q.rq.as_ref()? {
+        RecvTable::Rq { table, cnt } => (table, cnt),
+        RecvTable::Striding {
+            table,
+            cnt,
+            log_stride,
+            log_strides,
+        } => {
+            let s = Strided {
+                table,
+                cnt: *cnt,
+                log_stride: *log_stride,
+                log_strides: *log_strides,
+            };
+            return striding(buf, at, hi, q, &s);
+        }
+        RecvTable::Srq { .. } => return None,
     };
     let tail = table.load(rq_table::TAIL);
     if tail >= table.load(rq_table::HEAD) {
@@ -43,12 +59,7 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
         return None;
     }
     table.store(rq_table::TAIL, tail.wrapping_add(1));
-    let (wc_flags, vlan_tci, rss_hash) = offloads(
-        [
-            rss[4], rss[5], rss[6], rss[7], rss[8], rss[9], rss[10], rss[11],
-        ],
-        [lo[4], lo[5], lo[6], lo[7]],
-    );
+    let (wc_flags, vlan_tci, rss_hash) = offloads_of(&rss, &lo);
     Some(Wc {
         wr_id,
         byte_len,
@@ -59,11 +70,102 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
         vendor_err: 0,
         wc_flags,
         src_qp: 0,
+        offset: 0,
         imm_data: None,
         invalidated_rkey: None,
         vlan_tci,
         rss_hash,
     })
+}
+
+/// A striding RQ's receive table and geometry.
+struct Strided<'t> {
+    table: &'t SharedTable,
+    cnt: u32,
+    log_stride: u32,
+    log_strides: u32,
+}
+
+/// The completion of a striding RQ's receive CQE (PRM "Striding RQ"; docs/fields.md "Striding
+/// RQ"): `wqe_id` (bytes 2–3) the WQE, `wqe_counter` its first stride, `byte_cnt` bit 31 a
+/// filler, bits 30:16 the strides used, 15:0 the frame's bytes. The WQEs of a cyclic striding
+/// RQ fill in order, so the CQE must name the WQE at TAIL and the stride after those already
+/// used, and stay inside the WQE; the frame inside the strides it took. When the WQE's strides
+/// are all used, TAIL moves on and the completion says so ([`WcFlags::RECV_BUFFER_DONE`]); a
+/// filler is such a completion with no bytes. `None` (the general path refuses it) if the CQE
+/// does not add up.
+#[inline(always)]
+fn striding(buf: &DmaBuf, at: usize, hi: u64, q: &Attached, s: &Strided<'_>) -> Option<Wc> {
+    let t = s.table;
+    let tail = t.load(rq_table::TAIL);
+    if tail >= t.load(rq_table::HEAD) {
+        return None;
+    }
+    let slot = tail as u32 & (s.cnt - 1);
+    let head = buf.read_words::<8>(at).ok()?;
+    let wqe_id = u32::from(u16::from_be_bytes([head[2], head[3]]));
+    let first = (hi >> 16) as u32 & 0xffff;
+    let lo = buf.read_words::<24>(at + 24).ok()?;
+    let byte_cnt = u32::from_be_bytes([lo[20], lo[21], lo[22], lo[23]]);
+    let (filler, strides, bytes) = (
+        byte_cnt >> 31 == 1,
+        (byte_cnt >> 16) & 0x7fff,
+        byte_cnt & 0xffff,
+    );
+    let used = t.load_relaxed(rq_table::used(s.cnt as usize));
+    let total = 1u64 << s.log_strides;
+    let end = used + u64::from(strides);
+    if wqe_id != slot
+        || u64::from(first) != used
+        || strides == 0
+        || end > total
+        || (!filler && u64::from(bytes) > u64::from(strides) << s.log_stride)
+    {
+        return None;
+    }
+    let (wr_id, _) = t.load_pair_relaxed(rq_table::wrid(slot as usize))?;
+    let done = end == total;
+    if done {
+        t.store(rq_table::used(s.cnt as usize), 0);
+        t.store(rq_table::TAIL, tail.wrapping_add(1));
+    } else {
+        t.store(rq_table::used(s.cnt as usize), end);
+    }
+    let (mut wc_flags, mut vlan_tci, mut rss_hash) = (WcFlags::empty(), None, None);
+    if !filler {
+        let rss = buf.read_words::<16>(at + 8).ok()?;
+        (wc_flags, vlan_tci, rss_hash) = offloads_of(&rss, &lo);
+    }
+    if done {
+        wc_flags = wc_flags.union(WcFlags::RECV_BUFFER_DONE);
+    }
+    Some(Wc {
+        wr_id,
+        byte_len: if filler { 0 } else { bytes },
+        qp_num: q.qpn,
+        opcode: WcOpcode::Recv,
+        status: WcStatus::Success,
+        grh: false,
+        vendor_err: 0,
+        wc_flags,
+        src_qp: 0,
+        offset: first << s.log_stride,
+        imm_data: None,
+        invalidated_rkey: None,
+        vlan_tci,
+        rss_hash,
+    })
+}
+
+/// [`offloads`] of a CQE's bytes 8..24 (`rss`) and 24..48 (`lo`).
+#[inline(always)]
+fn offloads_of(rss: &[u8; 16], lo: &[u8; 24]) -> (WcFlags, Option<u16>, Option<u32>) {
+    offloads(
+        [
+            rss[4], rss[5], rss[6], rss[7], rss[8], rss[9], rss[10], rss[11],
+        ],
+        [lo[4], lo[5], lo[6], lo[7]],
+    )
 }
 
 /// What a successful Ethernet receive CQE says of its frame, from its bytes 12..20 (`rss`:

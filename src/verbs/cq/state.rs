@@ -22,6 +22,19 @@ pub(crate) enum RecvTable {
         /// WQEs in the SRQ.
         cnt: u32,
     },
+    /// A striding (multi-packet) Ethernet RQ with `cnt` WQEs of `2^log_strides` strides of
+    /// `2^log_stride` bytes each; its table holds the strides used of the WQE at TAIL
+    /// ([`rq_table::used`](crate::verbs::wr_table::rq_table::used)).
+    Striding {
+        /// Table.
+        table: SharedTable,
+        /// WQEs in the RQ.
+        cnt: u32,
+        /// log2 of a stride's bytes.
+        log_stride: u32,
+        /// log2 of the strides of a WQE.
+        log_strides: u32,
+    },
 }
 
 /// One QP attached to a CQ.
@@ -44,7 +57,12 @@ impl Attached {
         if let Some((t, _)) = self.sq {
             t.release(p);
         }
-        if let Some(RecvTable::Rq { table, .. } | RecvTable::Srq { table, .. }) = self.rq {
+        if let Some(
+            RecvTable::Rq { table, .. }
+            | RecvTable::Srq { table, .. }
+            | RecvTable::Striding { table, .. },
+        ) = self.rq
+        {
             table.release(p);
         }
     }

@@ -97,6 +97,12 @@ impl WcFlags {
     /// The message was a SEND with invalidate: the key the peer named was invalidated, and it is
     /// in [`Wc::invalidated_rkey`] (receives).
     pub const WITH_INV: Self = Self(1 << 3);
+    /// The last completion of a striding (multi-packet) receive WQE: the device is done with the
+    /// buffer of [`Wc::wr_id`] and no later completion names it, so it may be posted again once
+    /// its frames are read. Not an `ibv_wc_flags` bit (verbs has no striding receive); a
+    /// completion with only this flag and no bytes is the device's filler for the strides a
+    /// frame did not fit in.
+    pub const RECV_BUFFER_DONE: Self = Self(1 << 7);
 
     /// No flag.
     pub const fn empty() -> Self {
@@ -118,14 +124,20 @@ impl WcFlags {
         self.0 == 0
     }
 
-    /// The `ibv_wc_flags` bits.
+    /// The bits (`ibv_wc_flags`' where verbs has the flag).
     pub const fn bits(self) -> u8 {
         self.0
     }
 
     /// The flags of `bits` this type knows (others dropped).
     pub const fn from_bits_truncate(bits: u8) -> Self {
-        Self(bits & (Self::GRH.0 | Self::WITH_IMM.0 | Self::IP_CSUM_OK.0 | Self::WITH_INV.0))
+        Self(
+            bits & (Self::GRH.0
+                | Self::WITH_IMM.0
+                | Self::IP_CSUM_OK.0
+                | Self::WITH_INV.0
+                | Self::RECV_BUFFER_DONE.0),
+        )
     }
 }
 
@@ -154,6 +166,9 @@ pub struct Wc {
     pub wc_flags: WcFlags,
     /// The source QP (UD receives).
     pub src_qp: u32,
+    /// Where the frame starts in the receive buffer: its first stride's offset on a striding
+    /// Ethernet RQ (`EthRq::create_striding`), else 0.
+    pub offset: u32,
     /// The immediate data of a receive (SEND or RDMA WRITE with immediate), with
     /// [`WcFlags::WITH_IMM`]; `None` otherwise, send completions included.
     pub imm_data: Option<u32>,
@@ -181,6 +196,7 @@ impl Default for Wc {
             vendor_err: 0,
             wc_flags: WcFlags::empty(),
             src_qp: 0,
+            offset: 0,
             imm_data: None,
             invalidated_rkey: None,
             vlan_tci: None,
