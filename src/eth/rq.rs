@@ -18,7 +18,7 @@
 //! and posts it again when it is done with all of them.
 
 use mlx5_ifc::consts::sq_rq_state::{RDY, RST};
-use mlx5_ifc::consts::wq_type;
+use mlx5_ifc::consts::{striding, wq_type};
 use mlx5_ifc::prm::sq_rq::{
     CreateRqIn, CreateRqOut, DestroyRqIn, DestroyRqOut, ModifyRqIn, ModifyRqOut, Rqc,
 };
@@ -99,14 +99,15 @@ impl<'a, P: Platform> EthRq<'a, P> {
         if cap("striding_rq") == 0 {
             return Err(refuse("striding_rq", 1, 0, "striding_rq"));
         }
-        let min_log = if cap("ext_stride_num_range") == 1 {
-            3
+        let ext = cap("ext_stride_num_range") == 1;
+        let min_log = if ext {
+            striding::EXT_MIN_LOG_NUM_STRIDES
         } else {
-            9
+            striding::LOG_NUM_STRIDES_BASE
         };
         let n = strides.log_num_strides;
-        if !(min_log..=16).contains(&n) {
-            let limit = if min_log == 3 {
+        if !(min_log..=16).contains(&u64::from(n)) {
+            let limit = if ext {
                 "8 to 65536 strides a buffer (ext_stride_num_range)"
             } else {
                 "512 to 65536 strides a buffer"
@@ -114,7 +115,7 @@ impl<'a, P: Platform> EthRq<'a, P> {
             return Err(refuse("log_num_strides", u64::from(n), 16, limit));
         }
         let b = strides.log_stride_bytes;
-        if !(6..=13).contains(&b) {
+        if !(striding::LOG_STRIDE_SIZE_BASE..=13).contains(&u64::from(b)) {
             return Err(refuse(
                 "log_stride_bytes",
                 u64::from(b),
@@ -187,11 +188,14 @@ impl<'a, P: Platform> EthRq<'a, P> {
                         // Strides: 2^(n - 9) in four bits (8..256: the extended range's
                         // 0xa..0xf), 2^(b - 6) bytes.
                         Some(s) => {
-                            let n = (u64::from(s.log_num_strides).wrapping_sub(9)) & 0xf;
+                            let n = u64::from(s.log_num_strides)
+                                .wrapping_sub(striding::LOG_NUM_STRIDES_BASE)
+                                & 0xf;
+                            let b = u64::from(s.log_stride_bytes) - striding::LOG_STRIDE_SIZE_BASE;
                             w.set(Wq::WQ_TYPE, wq_type::CYCLIC_STRIDING_RQ)?
                                 .set(Wq::LOG_WQ_STRIDE, 5)?
                                 .set(Wq::LOG_WQE_NUM_OF_STRIDES, n)?
-                                .set(Wq::LOG_WQE_STRIDE_SIZE, u64::from(s.log_stride_bytes) - 6)?;
+                                .set(Wq::LOG_WQE_STRIDE_SIZE, b)?;
                         }
                     }
                     Ok(())

@@ -11,6 +11,7 @@ use super::{Wc, WcFlags, WcOpcode, WcStatus};
 use crate::io::DmaBuf;
 use crate::io::SharedTable;
 use crate::verbs::wr_table::rq_table;
+use mlx5_ifc::consts::striding;
 
 /// The Ethernet RQ of a CQ that serves one (its receive CQEs name the flow tag, not the RQ).
 #[inline(always)]
@@ -107,11 +108,9 @@ fn striding(buf: &DmaBuf, at: usize, hi: u64, q: &Attached, s: &Strided<'_>) -> 
     let first = (hi >> 16) as u32 & 0xffff;
     let lo = buf.read_words::<24>(at + 24).ok()?;
     let byte_cnt = u32::from_be_bytes([lo[20], lo[21], lo[22], lo[23]]);
-    let (filler, strides, bytes) = (
-        byte_cnt >> 31 == 1,
-        (byte_cnt >> 16) & 0x7fff,
-        byte_cnt & 0xffff,
-    );
+    let filler = byte_cnt & striding::CQE_FILLER != 0;
+    let strides = (byte_cnt >> striding::CQE_STRIDES_SHIFT) & 0x7fff;
+    let bytes = byte_cnt & 0xffff;
     let used = t.load_relaxed(rq_table::used(s.cnt as usize));
     let total = 1u64 << s.log_strides;
     let end = used + u64::from(strides);
