@@ -9,11 +9,9 @@ mod common;
 use common::*;
 use mlx5::mr::MrAccess;
 use mlx5::qp::{RecvWr, Sge};
-use mlx5::raw::eth::{
-    Checksum, EthRq, EthSq, EthWr, MacSteering, Strides, Tir, Tis, TransportDomain, L2_INLINE,
-};
+use mlx5::raw::eth::{EthRq, EthSq, MacSteering, Strides, Tir, Tis, TransportDomain};
 use mlx5::sim::{Fabric, Mode, Profile};
-use mlx5::{Error, MemoryRegion, SimPlatform, Wc, WcFlags, WcOpcode, WcStatus};
+use mlx5::{Error, Wc, WcFlags, WcOpcode, WcStatus};
 
 /// An Ethernet/IPv4/UDP frame of `len` bytes in all from `src` to `dst`, checksums zero.
 fn frame(dst: [u8; 6], src: [u8; 6], len: usize, seed: u8) -> Vec<u8> {
@@ -25,40 +23,6 @@ const STRIDES: Strides = Strides {
     log_stride_bytes: 6,
     log_num_strides: 4,
 };
-
-/// Sends `frames` from `sq` (their bytes after the inline header staged in `mr` first), no
-/// checksum offload, and waits for the last one's completion.
-fn send(sq: &mut EthSq<'_, SimPlatform>, mr: &MemoryRegion<'_, SimPlatform>, frames: &[Vec<u8>]) {
-    for (k, f) in frames.iter().enumerate() {
-        mr.write(k * 2048, &f[L2_INLINE..]).unwrap();
-    }
-    let sges: Vec<[Sge; 1]> = frames
-        .iter()
-        .enumerate()
-        .map(|(k, f)| {
-            [Sge {
-                addr: mr.addr() + (k * 2048) as u64,
-                length: (f.len() - L2_INLINE) as u32,
-                lkey: mr.lkey(),
-            }]
-        })
-        .collect();
-    let wrs: Vec<EthWr<'_>> = frames
-        .iter()
-        .zip(&sges)
-        .enumerate()
-        .map(|(k, (f, s))| EthWr {
-            wr_id: k as u64,
-            headers: &f[..L2_INLINE],
-            payload: s,
-            checksum: Checksum::NONE,
-            vlan: None,
-            tso_mss: None,
-            signaled: k + 1 == frames.len(),
-        })
-        .collect();
-    sq.post_send(&wrs).unwrap();
-}
 
 /// `(wr_id, offset, byte_len, done)` of each completion.
 fn seen(wc: &[Wc]) -> Vec<(u64, u32, u32, bool)> {
@@ -123,7 +87,7 @@ fn frames_fill_each_buffer_stride_by_stride_and_the_last_completion_gives_it_bac
         .enumerate()
         .map(|(k, &n)| frame(mb, ma, n, k as u8))
         .collect();
-    send(&mut sq, &mr_a, &frames);
+    send_frames(&mut sq, &mr_a, &frames);
     wait(&cq_a, &a, 1);
     let wc = wait(&cq_b, &b, 6);
     assert_eq!(
@@ -157,7 +121,7 @@ fn frames_fill_each_buffer_stride_by_stride_and_the_last_completion_gives_it_bac
         .enumerate()
         .map(|(k, &n)| frame(mb, ma, n, 10 + k as u8))
         .collect();
-    send(&mut sq, &mr_a, &more);
+    send_frames(&mut sq, &mr_a, &more);
     let wc = wait(&cq_b, &b, 6);
     assert_eq!(
         seen(&wc),

@@ -156,3 +156,41 @@ pub fn udp_frame(dst: [u8; 6], src: [u8; 6], payload: usize, seed: u8) -> Vec<u8
     f.extend((0..payload).map(|i| (i as u8).wrapping_mul(7).wrapping_add(seed)));
     f
 }
+
+/// Sends `frames` from `sq` (their bytes after the inline header staged in `mr` first), no
+/// checksum offload, and waits for the last one's completion.
+pub fn send_frames(
+    sq: &mut mlx5::raw::eth::EthSq<'_, SimPlatform>,
+    mr: &mlx5::MemoryRegion<'_, SimPlatform>,
+    frames: &[Vec<u8>],
+) {
+    for (k, f) in frames.iter().enumerate() {
+        mr.write(k * 2048, &f[mlx5::raw::eth::L2_INLINE..]).unwrap();
+    }
+    let sges: Vec<[mlx5::qp::Sge; 1]> = frames
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            [mlx5::qp::Sge {
+                addr: mr.addr() + (k * 2048) as u64,
+                length: (f.len() - mlx5::raw::eth::L2_INLINE) as u32,
+                lkey: mr.lkey(),
+            }]
+        })
+        .collect();
+    let wrs: Vec<mlx5::raw::eth::EthWr<'_>> = frames
+        .iter()
+        .zip(&sges)
+        .enumerate()
+        .map(|(k, (f, s))| mlx5::raw::eth::EthWr {
+            wr_id: k as u64,
+            headers: &f[..mlx5::raw::eth::L2_INLINE],
+            payload: s,
+            checksum: mlx5::raw::eth::Checksum::NONE,
+            vlan: None,
+            tso_mss: None,
+            signaled: k + 1 == frames.len(),
+        })
+        .collect();
+    sq.post_send(&wrs).unwrap();
+}

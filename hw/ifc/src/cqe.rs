@@ -160,6 +160,33 @@ pub mod format {
     pub const COMPRESSED: u8 = 3;
 }
 
+/// CQE compression (`cqc.cqe_comp_en`; docs/fields.md "CQE compression"): a session is a title
+/// CQE of [`format::COMPRESSED`] whose `byte_cnt` is the number of completions N, its other
+/// fields common to all of them, then arrays of [`mini_cqe::PER_ARRAY`] mini CQEs at slots
+/// title + 1, title + 8, title + 16, …; the session takes N slots, and only the title carries an
+/// owner bit (Linux `mlx5e_decompress_cqes_start` / `_cont`, `struct mlx5_mini_cqe8`).
+pub mod mini_cqe {
+    /// `cqc.mini_cqe_res_format`: the RSS hash and the byte count.
+    pub const FORMAT_HASH: u64 = 0;
+    /// `cqc.mini_cqe_res_format`: the checksum and the byte count.
+    pub const FORMAT_CSUM: u64 = 1;
+    /// `cqc.mini_cqe_res_format`: the checksum, the stride index and the byte count (needs
+    /// `mini_cqe_resp_stride_index`).
+    pub const FORMAT_CSUM_STRIDX: u64 = 3;
+    /// Bytes of a mini CQE.
+    pub const BYTES: usize = 8;
+    /// Mini CQEs in an array (one 64-byte CQE slot).
+    pub const PER_ARRAY: usize = 8;
+    /// Where the RSS hash (BE32; format HASH) is in a mini CQE.
+    pub const RX_HASH_AT: usize = 0;
+    /// Where the checksum (BE16; formats CSUM, CSUM_STRIDX) is in a mini CQE.
+    pub const CHECKSUM_AT: usize = 0;
+    /// Where the stride index (BE16; format CSUM_STRIDX) is in a mini CQE.
+    pub const STRIDX_AT: usize = 2;
+    /// Where the byte count (BE32) is in a mini CQE.
+    pub const BYTE_CNT_AT: usize = 4;
+}
+
 /// Error CQE syndromes ([`Cqe64::SYNDROME`]).
 pub mod syndrome {
     /// Local length error.

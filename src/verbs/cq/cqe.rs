@@ -14,6 +14,7 @@ use crate::fw::queue::ceil_log2;
 use crate::io::{barrier, DmaBuf, DmaRing, PairRing, SharedTable};
 use crate::verbs::cq::state::{Attached, CqShared, RecvTable};
 use crate::verbs::cq::wc::{Wc, WcFlags, WcOpcode, WcStatus};
+use crate::verbs::cq::zip::Session;
 use mlx5_ifc::cqe::Cqe64;
 
 use crate::verbs::wr_table::{rq_table, sq_table, srq_complete, SQ_COMPLETION};
@@ -105,6 +106,7 @@ pub(crate) fn poll_ring(
     s: &CqShared,
     ci: &mut u32,
     hint: &mut usize,
+    session: &mut Option<Session>,
     wc: &mut [Wc],
 ) -> (usize, Option<Error>) {
     let mask = size.wrapping_sub(1);
@@ -118,6 +120,7 @@ pub(crate) fn poll_ring(
     // access itself).
     let ring = buf.ring::<CQE_BYTES>(size as usize);
     let eth_q = super::eth_rx::queue(s);
+    let slot_at = |c: u32| (c & mask) as usize * CQE_BYTES;
     loop {
         if let (Some(ring), Some(wr)) = (ring, run.wr) {
             n += run.retire_many(&ring, wr, log, &mut c, wc.get_mut(n..).unwrap_or_default());
@@ -125,6 +128,42 @@ pub(crate) fn poll_ring(
         let Some(slot) = wc.get_mut(n) else {
             break;
         };
+        // A compressed session open: its next completion, the way of any Ethernet receive.
+        if let (Some(z), Some(sess)) = (s.compression, session.as_mut()) {
+            let striding = eth_q.is_some_and(|q| matches!(q.rq, Some(RecvTable::Striding { .. })));
+            let got = match sess.next(buf, slot_at, z, striding) {
+                Some(Ok(img)) => {
+                    let hi = u64::from_be_bytes(img[CQE_HI..].try_into().unwrap_or_default());
+                    eth_q
+                        .and_then(|q| super::eth_rx::complete(&img, hi, q))
+                        .ok_or_else(|| {
+                            bad(
+                                "a compressed completion the Ethernet RQ cannot take",
+                                u64::from(c),
+                                0,
+                            )
+                        })
+                }
+                Some(Err(e)) => Err(e),
+                None => Err(bad("compressed session past its end", u64::from(c), 0)),
+            };
+            c = c.wrapping_add(1);
+            if sess.finished() {
+                *session = None;
+            }
+            match got {
+                Ok(w) => {
+                    *slot = w;
+                    n += 1;
+                    continue;
+                }
+                Err(e) => {
+                    *session = None;
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
         let at = (c & mask) as usize * CQE_BYTES;
         // The last 8 bytes (QPN, WQE counter, op_own) with acquire: the rest after.
         let hi = match buf.read_u64_acquire(at + CQE_HI) {
@@ -139,6 +178,28 @@ pub(crate) fn poll_ring(
             break;
         }
         barrier::dma_rmb();
+        if Session::titles(op_own) {
+            // Sessions only on a CQ made to compress, of an Ethernet RQ's receives.
+            let opened = match (s.compression, eth_q) {
+                (Some(z), Some(_)) => Session::open(buf, slot_at, c, z),
+                _ => Err(bad(
+                    "compressed CQE (format 3) on a CQ not made to compress",
+                    u64::from(op_own),
+                    0,
+                )),
+            };
+            match opened {
+                Ok(sess) => {
+                    *session = Some(sess);
+                    continue;
+                }
+                Err(e) => {
+                    c = c.wrapping_add(1);
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
         // A successful send completion of another queue: start that queue's run and let the
         // short path take it from the top of the loop (should it refuse the CQE, the run is
         // the CQE's by then and the general path below decides).
@@ -150,7 +211,8 @@ pub(crate) fn poll_ring(
             }
         }
         // An Ethernet RQ's receive: its own short path.
-        if let Some(w) = eth_q.and_then(|q| super::eth_rx::complete(buf, at, hi, q)) {
+        let src = super::eth_rx::InRing { buf, at };
+        if let Some(w) = eth_q.and_then(|q| super::eth_rx::complete(&src, hi, q)) {
             c = c.wrapping_add(1);
             *slot = w;
             n += 1;

@@ -12,6 +12,7 @@ use crate::io::DmaBuf;
 use crate::io::SharedTable;
 use crate::verbs::wr_table::rq_table;
 use mlx5_ifc::consts::striding;
+use mlx5_ifc::cqe::CQE_BYTES;
 
 /// The Ethernet RQ of a CQ that serves one (its receive CQEs name the flow tag, not the RQ).
 #[inline(always)]
@@ -19,10 +20,37 @@ pub(super) fn queue(s: &CqShared) -> Option<&Attached> {
     s.queues.get(s.flow_tag_rq?)
 }
 
-/// The completion of the receive CQE at byte `at` of `buf` whose last word is `hi` (already
-/// loaded with acquire, owner checked), on RQ `q`; `None` to leave it to the general path.
+/// Where a CQE's bytes are read from: the ring ([`InRing`]) or, for a completion of a
+/// compressed session, the image decompressed into ([`super::zip`]).
+pub(super) trait CqeSrc {
+    /// `N` bytes (a multiple of 8) at `off` (8-aligned) of the CQE.
+    fn words<const N: usize>(&self, off: usize) -> Option<[u8; N]>;
+}
+
+/// The CQE at byte `at` of the CQ ring `buf`.
+pub(super) struct InRing<'b> {
+    pub(super) buf: &'b DmaBuf,
+    pub(super) at: usize,
+}
+
+impl CqeSrc for InRing<'_> {
+    #[inline(always)]
+    fn words<const N: usize>(&self, off: usize) -> Option<[u8; N]> {
+        self.buf.read_words::<N>(self.at + off).ok()
+    }
+}
+
+impl CqeSrc for [u8; CQE_BYTES] {
+    #[inline(always)]
+    fn words<const N: usize>(&self, off: usize) -> Option<[u8; N]> {
+        self.get(off..off.checked_add(N)?)?.try_into().ok()
+    }
+}
+
+/// The completion of the receive CQE `buf` whose last word is `hi` (already loaded with
+/// acquire, owner checked), on RQ `q`; `None` to leave it to the general path.
 #[inline(always)]
-pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option<Wc> {
+pub(super) fn complete<S: CqeSrc>(buf: &S, hi: u64, q: &Attached) -> Option<Wc> {
     // RESP_SEND (0x2) only: the opcode is the top nibble of `op_own`.
     if (hi as u8) >> 4 != 0x2 {
         return None;
@@ -41,7 +69,7 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
                 log_stride: *log_stride,
                 log_strides: *log_strides,
             };
-            return striding(buf, at, hi, q, &s);
+            return striding(buf, hi, q, &s);
         }
         RecvTable::Srq { .. } => return None,
     };
@@ -53,8 +81,8 @@ pub(super) fn complete(buf: &DmaBuf, at: usize, hi: u64, q: &Attached) -> Option
         table.load_pair_relaxed(rq_table::wrid((tail as u32 & (cnt - 1)) as usize))?;
     // Bytes 12..20 (RSS hash and its type), 28..32 (header status and types, VLAN), 44..48
     // (byte count): read after the acquire load of `hi`.
-    let rss = buf.read_words::<16>(at + 8).ok()?;
-    let lo = buf.read_words::<24>(at + 24).ok()?;
+    let rss = buf.words::<16>(8)?;
+    let lo = buf.words::<24>(24)?;
     let byte_len = u32::from_be_bytes([lo[20], lo[21], lo[22], lo[23]]);
     if u64::from(byte_len) > cap {
         return None;
@@ -96,17 +124,17 @@ struct Strided<'t> {
 /// filler is such a completion with no bytes. `None` (the general path refuses it) if the CQE
 /// does not add up.
 #[inline(always)]
-fn striding(buf: &DmaBuf, at: usize, hi: u64, q: &Attached, s: &Strided<'_>) -> Option<Wc> {
+fn striding<S: CqeSrc>(buf: &S, hi: u64, q: &Attached, s: &Strided<'_>) -> Option<Wc> {
     let t = s.table;
     let tail = t.load(rq_table::TAIL);
     if tail >= t.load(rq_table::HEAD) {
         return None;
     }
     let slot = tail as u32 & (s.cnt - 1);
-    let head = buf.read_words::<8>(at).ok()?;
+    let head = buf.words::<8>(0)?;
     let wqe_id = u32::from(u16::from_be_bytes([head[2], head[3]]));
     let first = (hi >> 16) as u32 & 0xffff;
-    let lo = buf.read_words::<24>(at + 24).ok()?;
+    let lo = buf.words::<24>(24)?;
     let byte_cnt = u32::from_be_bytes([lo[20], lo[21], lo[22], lo[23]]);
     let filler = byte_cnt & striding::CQE_FILLER != 0;
     let strides = (byte_cnt >> striding::CQE_STRIDES_SHIFT) & 0x7fff;
@@ -132,7 +160,7 @@ fn striding(buf: &DmaBuf, at: usize, hi: u64, q: &Attached, s: &Strided<'_>) -> 
     }
     let (mut wc_flags, mut vlan_tci, mut rss_hash) = (WcFlags::empty(), None, None);
     if !filler {
-        let rss = buf.read_words::<16>(at + 8).ok()?;
+        let rss = buf.words::<16>(8)?;
         (wc_flags, vlan_tci, rss_hash) = offloads_of(&rss, &lo);
     }
     if done {

@@ -12,8 +12,10 @@ mod eth_rx;
 mod poll;
 pub(crate) mod state;
 mod wc;
+pub(crate) mod zip;
 
 pub(crate) use cqe::{CQE_BYTES, CQE_OP_OWN};
 pub use create::{Cq, CqInfo};
 pub use poll::CqPoller;
 pub use wc::{Wc, WcFlags, WcOpcode, WcStatus};
+pub use zip::MiniCqe;

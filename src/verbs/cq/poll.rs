@@ -176,10 +176,17 @@ impl<P: Platform> CqPoller<'_, '_, P> {
             return Ok(0);
         };
         let s = &mut *self.s;
-        let (mut ci, mut hint) = (s.ci, s.hint);
-        let (n, err) =
-            crate::verbs::cq::cqe::poll_ring(buf.buf(), self.cq.cqe + 1, s, &mut ci, &mut hint, wc);
-        (s.ci, s.hint) = (ci, hint);
+        let (mut ci, mut hint, mut session) = (s.ci, s.hint, s.session.take());
+        let (n, err) = crate::verbs::cq::cqe::poll_ring(
+            buf.buf(),
+            self.cq.cqe + 1,
+            s,
+            &mut ci,
+            &mut hint,
+            &mut session,
+            wc,
+        );
+        (s.ci, s.hint, s.session) = (ci, hint, session);
         if n > 0 || err.is_some() {
             barrier::dma_wmb();
             dbr.write_be32(0, Be32::new(ci & 0xff_ffff))?;

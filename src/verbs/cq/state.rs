@@ -78,6 +78,10 @@ pub(crate) struct CqShared {
     /// The Ethernet RQ attached (its receive CQEs do not name it), if any.
     pub(crate) flow_tag_rq: Option<u32>,
     pub(crate) queues: QueueMap,
+    /// A CQ made to compress: its mini CQE format and largest session.
+    pub(crate) compression: Option<super::zip::Compression>,
+    /// The compressed session being given out, across polls.
+    pub(crate) session: Option<super::zip::Session>,
 }
 
 /// The queues attached to a CQ by number: an open-addressing table (linear probing, kept at

@@ -36,13 +36,14 @@ use crate::model::completion::Cqe;
 /// (a bound on what the simulator gathers).
 pub(super) const MAX_SESSION: usize = 1024;
 /// Mini CQEs per array (one 64-byte CQE slot).
-const MINIS: usize = 8;
+const MINIS: usize = mlx5_ifc::cqe::mini_cqe::PER_ARRAY;
 
 /// `cqc.mini_cqe_res_format`.
 pub(super) mod res_format {
-    pub(crate) const HASH: u64 = 0;
-    pub(crate) const CSUM: u64 = 1;
-    pub(crate) const CSUM_STRIDX: u64 = 3;
+    use mlx5_ifc::cqe::mini_cqe;
+    pub(crate) const HASH: u64 = mini_cqe::FORMAT_HASH;
+    pub(crate) const CSUM: u64 = mini_cqe::FORMAT_CSUM;
+    pub(crate) const CSUM_STRIDX: u64 = mini_cqe::FORMAT_CSUM_STRIDX;
 }
 
 /// A completion a mini CQE can stand for: a receive that succeeded, not a filler.
