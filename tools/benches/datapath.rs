@@ -14,60 +14,11 @@ use criterion::{criterion_group, criterion_main, Criterion};
 
 mod null;
 use mlx5::ifc::{Be32, Be64};
-use mlx5::qp::{
-    ConnectOpts, Mtu, Payload, QpAttr, QpAttrMask as M, QpCap, QpInitAttr, QpState, QpType, SendOp,
-    SendOps, SendWr, Sge,
-};
+use mlx5::qp::{Mtu, Payload, QpCap, QpInitAttr, QpType, SendOp, SendWr, Sge};
 use mlx5::raw::{barrier, DmaBuf};
 use mlx5::sim::{Mode, Profile, SimDevice};
 use mlx5::{Device, DeviceConfig, Platform, SimPlatform};
-use null::{evict, write_cqe, Nullable};
-
-/// RESET to RTS, connected to itself (the driver's own sequence of transitions).
-fn to_rts(qp: &mut mlx5::qp::Qp<'_, Nullable>, _gid: [u8; 16], _dest: u32) {
-    let me = qp.endpoint();
-    qp.connect(&me, &ConnectOpts::default()).unwrap();
-}
-
-/// An RC QP for SENDs of 1 SGE on `cq`, in RTS towards itself; and the GID it uses.
-fn send_qp<'a>(
-    dev: &'a Device<Nullable>,
-    pd: &mlx5::pd::Pd,
-    cq: &'a mlx5::cq::Cq<'a, Nullable>,
-    max_send_wr: u32,
-    max_inline_data: u32,
-) -> (mlx5::qp::Qp<'a, Nullable>, [u8; 16]) {
-    let mut attr = QpInitAttr::new(
-        QpType::Rc,
-        cq,
-        cq,
-        QpCap {
-            max_send_wr,
-            max_recv_wr: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data,
-        },
-    );
-    attr.send_ops = Some(SendOps::SEND);
-    let mut qp = dev.create_qp(pd, &attr).unwrap();
-    let gid = dev.gid0().unwrap().gid;
-    let dest = qp.qpn();
-    to_rts(&mut qp, gid, dest);
-    (qp, gid)
-}
-
-fn reset(qp: &mut mlx5::qp::Qp<'_, Nullable>, gid: [u8; 16], dest: u32) {
-    qp.modify(
-        &QpAttr {
-            qp_state: Some(QpState::Reset),
-            ..QpAttr::default()
-        },
-        M::STATE,
-    )
-    .unwrap();
-    to_rts(qp, gid, dest);
-}
+use null::{evict, reset, send_qp, write_cqe, Nullable};
 
 fn post(c: &mut Criterion) {
     let plat = Nullable::new(SimDevice::new(Profile::connectx5(), Mode::Sync));

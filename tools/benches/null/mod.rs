@@ -124,3 +124,49 @@ pub fn evict(r: DmaRegion, offset: usize) {
         core::arch::x86_64::_mm_mfence();
     }
 }
+
+/// RESET to RTS, connected to itself (the driver's own sequence of transitions).
+pub fn to_rts(qp: &mut mlx5::qp::Qp<'_, Nullable>, _gid: [u8; 16], _dest: u32) {
+    let me = qp.endpoint();
+    qp.connect(&me, &mlx5::qp::ConnectOpts::default()).unwrap();
+}
+
+/// An RC QP for SENDs of 1 SGE on `cq`, in RTS towards itself; and the GID it uses.
+pub fn send_qp<'a>(
+    dev: &'a mlx5::Device<Nullable>,
+    pd: &mlx5::pd::Pd,
+    cq: &'a mlx5::cq::Cq<'a, Nullable>,
+    max_send_wr: u32,
+    max_inline_data: u32,
+) -> (mlx5::qp::Qp<'a, Nullable>, [u8; 16]) {
+    let mut attr = mlx5::qp::QpInitAttr::new(
+        mlx5::qp::QpType::Rc,
+        cq,
+        cq,
+        mlx5::qp::QpCap {
+            max_send_wr,
+            max_recv_wr: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data,
+        },
+    );
+    attr.send_ops = Some(mlx5::qp::SendOps::SEND);
+    let mut qp = dev.create_qp(pd, &attr).unwrap();
+    let gid = dev.gid0().unwrap().gid;
+    let dest = qp.qpn();
+    to_rts(&mut qp, gid, dest);
+    (qp, gid)
+}
+
+pub fn reset(qp: &mut mlx5::qp::Qp<'_, Nullable>, gid: [u8; 16], dest: u32) {
+    qp.modify(
+        &mlx5::qp::QpAttr {
+            qp_state: Some(mlx5::qp::QpState::Reset),
+            ..mlx5::qp::QpAttr::default()
+        },
+        mlx5::qp::QpAttrMask::STATE,
+    )
+    .unwrap();
+    to_rts(qp, gid, dest);
+}
