@@ -7,9 +7,10 @@
 
 mod common;
 
-use common::wire::{ipv4_frame, send_raw};
+use common::wire::{ipv4_frame, send_burst, send_raw};
 use common::*;
-use mlx5::eth::{EthPort, EthPortConfig};
+use mlx5::cq::MiniCqe;
+use mlx5::eth::{EthPort, EthPortConfig, Strides};
 use mlx5::sim::{Fabric, Mode};
 use mlx5::SimPlatform;
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet};
@@ -166,17 +167,37 @@ fn big_stack(f: impl FnOnce() + Send + 'static) {
 
 #[test]
 fn arp_ping_tcp_and_udp_between_two_nics() {
-    big_stack(arp_ping_tcp_and_udp);
+    big_stack(|| arp_ping_tcp_and_udp(false));
 }
 
-fn arp_ping_tcp_and_udp() {
+/// The same through striding RQs (2 KiB strides, 8 to a 16 KiB buffer) on compressed CQs
+/// (issue #30 item 7): what smoltcp sees does not change.
+#[test]
+fn arp_ping_tcp_and_udp_through_striding_rqs_and_compressed_cqes() {
+    big_stack(|| arp_ping_tcp_and_udp(true));
+}
+
+fn arp_ping_tcp_and_udp(dataplane: bool) {
     let fabric = Fabric::new();
     fabric.keep_frames(16);
     let (sa, da) = nic(&fabric, Mode::Sync);
     let (sb, db) = nic(&fabric, Mode::Sync);
-    let (txa, rxa) = (da.create_cq(256).unwrap(), da.create_cq(256).unwrap());
-    let (txb, rxb) = (db.create_cq(256).unwrap(), db.create_cq(256).unwrap());
-    let cfg = EthPortConfig::default();
+    fn rx_cq(d: &Dev, compressed: bool) -> mlx5::cq::Cq<'_, SimPlatform> {
+        match compressed {
+            true => d.create_cq_compressed(256, MiniCqe::Checksum).unwrap(),
+            false => d.create_cq(256).unwrap(),
+        }
+    }
+    let (txa, rxa) = (da.create_cq(256).unwrap(), rx_cq(&da, dataplane));
+    let (txb, rxb) = (db.create_cq(256).unwrap(), rx_cq(&db, dataplane));
+    let cfg = EthPortConfig {
+        rx_strides: dataplane.then_some(Strides {
+            log_stride_bytes: 11,
+            log_num_strides: 3,
+        }),
+        rx_depth: if dataplane { 16 } else { 64 },
+        ..EthPortConfig::default()
+    };
     {
         let mut a = Side::new(EthPort::open(&da, &txa, &rxa, &cfg).unwrap(), [10, 0, 0, 1]);
         let mut b = Side::new(EthPort::open(&db, &txb, &rxb, &cfg).unwrap(), [10, 0, 0, 2]);
@@ -293,6 +314,36 @@ fn arp_ping_tcp_and_udp() {
         assert_eq!(echoed.as_deref(), Some(&msg[..]));
         assert_eq!(a.port.stats().rx_checksum_drops, 0);
         assert_eq!(a.port.stats().tx_errors + a.port.stats().rx_errors, 0);
+        if dataplane {
+            // A burst of 8 datagrams behind one doorbell from a third party (10.0.0.9): the
+            // device writes their completions as a compressed session, and smoltcp gets every
+            // one as sent.
+            let burst: Vec<Vec<u8>> = (0..8u8)
+                .map(|k| {
+                    let data = [k; 100];
+                    let mut l4 = vec![0, 9, 0x9c, 0x40, 0, 108, 0, 0];
+                    l4.extend_from_slice(&data);
+                    ipv4_frame(a.port.mac(), b.port.mac(), 17, &l4)
+                })
+                .collect();
+            let before = sa.datapath_counters();
+            send_burst(&db, &burst);
+            let mut got = Vec::new();
+            run(&mut a, &mut b, &mut now, |a, _| {
+                while let Ok((data, _)) = a.sockets.get_mut::<udp::Socket>(ua).recv() {
+                    got.push(data.to_vec());
+                }
+                got.len() == 8
+            });
+            let want: Vec<Vec<u8>> = (0..8u8).map(|k| vec![k; 100]).collect();
+            assert_eq!(got, want);
+            let c = sa.datapath_counters();
+            assert!(
+                c.cqe_sessions > before.cqe_sessions
+                    && c.cqes_compressed >= before.cqes_compressed + 8,
+                "{c:?}"
+            );
+        }
 
         // Teardown: every object of both ports gone, nothing quarantined.
         let Side { port: pa, .. } = a;

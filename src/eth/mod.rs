@@ -22,5 +22,6 @@ pub(crate) mod tis;
 mod wq;
 
 pub use port::{EthPort, EthPortConfig, EthStats, MAX_MTU};
+pub use rq::Strides;
 #[cfg(feature = "smoltcp")]
 pub use smol::{RxToken, TxToken};

@@ -20,7 +20,7 @@
 
 use super::csum::{checksum_ok, offloads};
 use super::flow::{MacSteering, RxFilter};
-use super::rq::EthRq;
+use super::rq::{EthRq, Strides};
 use super::rqt::Rqt;
 use super::rss::MS_RSS_KEY;
 use super::rules::{FlowAction, FlowMatch, FlowTable};
@@ -33,7 +33,7 @@ use crate::io::HostBytes;
 use crate::mr::{MemoryRegion, MrAccess};
 use crate::qp::{RecvWr, Sge};
 use crate::verbs::cq::Cq;
-use crate::{Device, Wc, WcOpcode, WcStatus};
+use crate::{Device, Wc, WcFlags, WcOpcode, WcStatus};
 
 /// Ethernet header bytes (no VLAN tag).
 const ETH_HLEN: usize = 14;
@@ -66,6 +66,12 @@ pub struct EthPortConfig<'m> {
     pub checksum_offload: bool,
     /// The Toeplitz key of RSS (several receive queues; `None`: Microsoft's published key).
     pub rss_key: Option<&'m [u8; 40]>,
+    /// Receive through striding RQs (`None`: one frame a buffer): `rx_depth` buffers a queue
+    /// of this geometry, each holding frames from a stride boundary, one after another —
+    /// fewer receive WQEs to post for the same frames. A buffer must hold a whole frame
+    /// (`mtu + 14` bytes). The receive CQs may be compressed too
+    /// ([`Device::create_cq_compressed`](crate::Device::create_cq_compressed)).
+    pub rx_strides: Option<Strides>,
 }
 
 impl Default for EthPortConfig<'_> {
@@ -81,6 +87,7 @@ impl Default for EthPortConfig<'_> {
             promiscuous: false,
             checksum_offload: true,
             rss_key: None,
+            rx_strides: None,
         }
     }
 }
@@ -147,6 +154,10 @@ pub struct EthPort<'a, P: Platform> {
     pub(crate) mr: Option<MemoryRegion<'a, P>>,
     rx_cqs: &'a [Cq<'a, P>],
     rx_slots: u32,
+    /// Bytes per receive buffer in the region (`slot`, or a striding RQ's buffer).
+    rx_buf: usize,
+    /// Striding receive queues (a buffer goes back once its last stride is used).
+    striding: bool,
     /// The queue polled first next time (round robin).
     next_q: usize,
     /// Frames passed up, per receive queue.
@@ -242,6 +253,18 @@ impl<'a, P: Platform> EthPort<'a, P> {
         let frame_max = usize::from(cfg.mtu) + ETH_HLEN;
         let slot = frame_max.next_multiple_of(64);
         let (tx_slots, rx_slots) = (cfg.tx_depth, cfg.rx_depth);
+        let rx_buf = match cfg.rx_strides {
+            Some(st) if (st.buffer_bytes() as usize) < frame_max => {
+                return Err(refuse(
+                    "rx_strides",
+                    u64::from(st.buffer_bytes()),
+                    frame_max as u64,
+                    "a striding receive buffer holds a whole frame (mtu + 14 bytes)",
+                ));
+            }
+            Some(st) => st.buffer_bytes() as usize,
+            None => slot,
+        };
         let mut port = EthPort {
             dev,
             mac,
@@ -269,6 +292,8 @@ impl<'a, P: Platform> EthPort<'a, P> {
             mr: None,
             rx_cqs,
             rx_slots,
+            rx_buf,
+            striding: cfg.rx_strides.is_some(),
             next_q: 0,
             per_queue: [0; MAX_QUEUES],
             rx_stage: None,
@@ -282,7 +307,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
         };
         port.rx_stage = Some(stage()?);
         port.tx_stage = Some(stage()?);
-        let bytes = slot * (tx_slots as usize + n * rx_slots as usize);
+        let bytes = slot * tx_slots as usize + rx_buf * n * rx_slots as usize;
         let access = MrAccess {
             local_write: true,
             ..MrAccess::default()
@@ -295,7 +320,10 @@ impl<'a, P: Platform> EthPort<'a, P> {
             port.tx.sq = Some(EthSq::create(dev, tx_cq, tis, tx_slots)?);
         }
         for (q, cq) in rx_cqs.iter().enumerate() {
-            let mut rq = EthRq::create(dev, cq, rx_slots)?;
+            let mut rq = match cfg.rx_strides {
+                Some(st) => EthRq::create_striding(dev, cq, rx_slots, st)?,
+                None => EthRq::create(dev, cq, rx_slots)?,
+            };
             for i in 0..rx_slots {
                 post_rx(&mut rq, i, port.rx_sge(q, i)?)?;
             }
@@ -367,7 +395,7 @@ impl<'a, P: Platform> EthPort<'a, P> {
 
     /// Where receive buffer `i` of queue `q` lies in the region.
     fn rx_offset(&self, q: usize, i: u32) -> usize {
-        self.slot * (self.tx.slots as usize + q * self.rx_slots as usize + i as usize)
+        self.slot * self.tx.slots as usize + self.rx_buf * (q * self.rx_slots as usize + i as usize)
     }
 
     /// The TIRs and the steering: one direct TIR, or (several queues) the RQT, the RSS TIRs
@@ -423,7 +451,11 @@ impl<'a, P: Platform> EthPort<'a, P> {
         let mr = self.mr.as_ref().ok_or(GONE)?;
         Ok(Sge {
             addr: mr.addr() + self.rx_offset(q, i) as u64,
-            length: self.frame_max as u32,
+            length: if self.striding {
+                self.rx_buf as u32
+            } else {
+                self.frame_max as u32
+            },
             lkey: mr.lkey(),
         })
     }
@@ -503,21 +535,29 @@ impl<'a, P: Platform> EthPort<'a, P> {
                 }
                 continue;
             }
-            // The driver's CQ path already bounds byte_len by the posted buffer.
+            // The driver's CQ path already bounds byte_len by the posted buffer (a striding RQ's
+            // frame by the strides it took, `offset` inside the buffer).
             let len = (wc.byte_len as usize).min(self.frame_max);
-            let off = self.rx_offset(q, i);
+            let off = self.rx_offset(q, i) + (wc.offset as usize).min(self.rx_buf - len);
             let (Some(mr), Some(stage)) = (self.mr.as_ref(), self.rx_stage.as_mut()) else {
                 return Err(GONE);
             };
             let copied = mr.read(off, &mut stage.as_mut_slice()[..len]);
-            // The buffer goes back whatever the frame holds.
-            let reposted = match (self.rx_sge(q, i), self.rqs.get_mut(q)) {
-                (Ok(sge), Some(rq)) => post_rx(rq, i, sge),
-                (Err(e), _) => Err(e),
-                (_, None) => Err(GONE),
+            // The buffer goes back whatever the frame holds — a striding RQ's once the device
+            // is done with it (its last frame, or the filler for the strides left).
+            let done = !self.striding || wc.wc_flags.contains(WcFlags::RECV_BUFFER_DONE);
+            let reposted = match (done, self.rx_sge(q, i), self.rqs.get_mut(q)) {
+                (false, _, _) => Ok(()),
+                (true, Ok(sge), Some(rq)) => post_rx(rq, i, sge),
+                (true, Err(e), _) => Err(e),
+                (true, _, None) => Err(GONE),
             };
             copied?;
             reposted?;
+            // A filler: no frame, the buffer given back above.
+            if len == 0 && self.striding {
+                continue;
+            }
             let frame = &self.rx_stage.as_ref().ok_or(GONE)?.as_slice()[..len];
             if self.tx.offload && !checksum_ok(frame, wc.wc_flags) {
                 self.tx.stats.rx_checksum_drops += 1;

@@ -236,8 +236,19 @@ pub fn atomic_eth(va: u64, rkey: u32, swap_add: u64, compare: u64) -> Vec<u8> {
     .concat()
 }
 
-/// Sends `frames` raw (no offload: the bytes as given) from `dev` through an SQ of its own.
+/// Sends `frames` raw (no offload: the bytes as given) from `dev` through an SQ of its own,
+/// one doorbell each.
 pub fn send_raw(dev: &super::Dev, frames: &[Vec<u8>]) {
+    send_with(dev, frames, false)
+}
+
+/// Sends `frames` (at most 16) from `dev` through an SQ of its own behind one doorbell, the
+/// device filling their IPv4 and L4 checksums: a burst, as a peer's NIC puts one on the wire.
+pub fn send_burst(dev: &super::Dev, frames: &[Vec<u8>]) {
+    send_with(dev, frames, true)
+}
+
+fn send_with(dev: &super::Dev, frames: &[Vec<u8>], burst: bool) {
     use mlx5::mr::MrAccess;
     use mlx5::qp::Sge;
     use mlx5::raw::eth::{Checksum, EthSq, EthWr, Tis, TransportDomain, L2_INLINE};
@@ -248,24 +259,40 @@ pub fn send_raw(dev: &super::Dev, frames: &[Vec<u8>]) {
     let mr = dev
         .alloc_mr(dev.pd(), 16 * 2048, MrAccess::default())
         .unwrap();
-    for (k, f) in frames.iter().enumerate() {
-        mr.write(k * 2048, &f[L2_INLINE..]).unwrap();
-        let sge = [Sge {
-            addr: mr.addr() + (k * 2048) as u64,
-            length: (f.len() - L2_INLINE) as u32,
-            lkey: mr.lkey(),
-        }];
-        sq.post_send(&[EthWr {
+    let sges: Vec<[Sge; 1]> = frames
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            mr.write(k * 2048, &f[L2_INLINE..]).unwrap();
+            [Sge {
+                addr: mr.addr() + (k * 2048) as u64,
+                length: (f.len() - L2_INLINE) as u32,
+                lkey: mr.lkey(),
+            }]
+        })
+        .collect();
+    let wrs: Vec<EthWr<'_>> = frames
+        .iter()
+        .zip(&sges)
+        .enumerate()
+        .map(|(k, (f, sge))| EthWr {
             wr_id: k as u64,
             headers: &f[..L2_INLINE],
-            payload: &sge,
-            checksum: Checksum::NONE,
+            payload: sge,
+            checksum: if burst { Checksum::ALL } else { Checksum::NONE },
             vlan: None,
             tso_mss: None,
-            signaled: true,
-        }])
-        .unwrap();
+            signaled: !burst || k + 1 == frames.len(),
+        })
+        .collect();
+    if burst {
+        sq.post_send(&wrs).unwrap();
         super::wait(&cq, dev, 1);
+    } else {
+        for wr in &wrs {
+            sq.post_send(std::slice::from_ref(wr)).unwrap();
+            super::wait(&cq, dev, 1);
+        }
     }
     sq.destroy().unwrap();
     tis.destroy().unwrap();
