@@ -138,7 +138,10 @@ fn post(c: &mut Criterion) {
         .collect();
     // One RC SEND per work request, for scale: 32 behind one doorbell, each the 64 bytes of
     // the frame through one SGE.
-    let (mut qp, gid) = send_qp(&dev, dev.pd(), &cq, 8192, 0);
+    // Its own CQ: an Ethernet SQ numbered like the QP may not share one (their CQEs would
+    // name the same number).
+    let rc_cq = dev.create_cq(8192).unwrap();
+    let (mut qp, gid) = send_qp(&dev, dev.pd(), &rc_cq, 8192, 0);
     let dest = qp.qpn();
     let whole1 = [whole[0]];
     let sends: Vec<SendWr<'_>> = (0..BATCH as u64)
@@ -288,6 +291,7 @@ fn post(c: &mut Criterion) {
     let _ = (ring.free(&plat), dbr.free(&plat));
     drop(sq);
     drop(qp);
+    drop(rc_cq);
     drop(mr);
     drop(cq);
     drop(tis);

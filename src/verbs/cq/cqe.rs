@@ -181,7 +181,7 @@ pub(crate) fn poll_ring(
         if Session::titles(op_own) {
             // Sessions only on a CQ made to compress, of an Ethernet RQ's receives.
             let opened = match (s.compression, eth_q) {
-                (Some(z), Some(_)) => Session::open(buf, slot_at, c, z),
+                (Some(z), Some(_)) => Session::open(buf, slot_at, c, size, z),
                 _ => Err(bad(
                     "compressed CQE (format 3) on a CQ not made to compress",
                     u64::from(op_own),
