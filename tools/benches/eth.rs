@@ -49,49 +49,26 @@ fn count_runs() -> u64 {
         .unwrap_or(0)
 }
 
-// One function per operation, for callgrind's inclusive counts.
-#[inline(never)]
-fn count_baseline(f: &mut dyn FnMut()) {
-    // A body of its own: identical functions would be folded into one symbol.
-    black_box(1u8);
-    f()
+// One function per operation, for callgrind's inclusive counts; each with a body of its own
+// (a different constant), as identical functions would be folded into one symbol.
+macro_rules! counted {
+    ($($name:ident = $k:literal),* $(,)?) => {$(
+        #[inline(never)]
+        fn $name(f: &mut dyn FnMut()) {
+            black_box($k as u8);
+            f()
+        }
+    )*};
 }
-#[inline(never)]
-fn count_eth_post_send(f: &mut dyn FnMut()) {
-    // A body of its own: identical functions would be folded into one symbol.
-    black_box(2u8);
-    f()
-}
-#[inline(never)]
-fn count_eth_post_burst(f: &mut dyn FnMut()) {
-    // A body of its own: identical functions would be folded into one symbol.
-    black_box(3u8);
-    f()
-}
-#[inline(never)]
-fn count_rc_post_send(f: &mut dyn FnMut()) {
-    // A body of its own: identical functions would be folded into one symbol.
-    black_box(4u8);
-    f()
-}
-#[inline(never)]
-fn count_poll_plain(f: &mut dyn FnMut()) {
-    // A body of its own: identical functions would be folded into one symbol.
-    black_box(5u8);
-    f()
-}
-#[inline(never)]
-fn count_poll_compressed(f: &mut dyn FnMut()) {
-    // A body of its own: identical functions would be folded into one symbol.
-    black_box(6u8);
-    f()
-}
-#[inline(never)]
-fn count_poll_striding(f: &mut dyn FnMut()) {
-    // A body of its own: identical functions would be folded into one symbol.
-    black_box(7u8);
-    f()
-}
+counted!(
+    count_baseline = 1,
+    count_eth_post_send = 2,
+    count_eth_post_burst = 3,
+    count_rc_post_send = 4,
+    count_poll_plain = 5,
+    count_poll_compressed = 6,
+    count_poll_striding = 7,
+);
 
 /// Frames per post call.
 const BATCH: usize = 32;
