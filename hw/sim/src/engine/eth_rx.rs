@@ -45,11 +45,31 @@ use super::wqe::{recv_sges, LocalError};
 use super::{dma, steering};
 use crate::events::cqe::{self, op, syndrome, Cqe, EthRx};
 use crate::fabric::icrc::crc32;
-use crate::fabric::packet::{self, Headers, L3, TPID_CVLAN};
+use crate::fabric::packet::{self, Addrs, Headers, L3, TPID_CVLAN};
 use crate::memory::queue::{dma_fault, read_be32, WqRing};
 use crate::model::objects::ObjectKind;
 use crate::model::runtime::{HeldFrame, HeldRq, Sge};
 use crate::model::Hw;
+
+/// The port (its MAC) for the trace log.
+struct Port([u8; 6]);
+
+impl Port {
+    fn new(hw: &Hw<'_>) -> Self {
+        Port(hw.model.vport.mac())
+    }
+}
+
+impl core::fmt::Display for Port {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "port {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )
+    }
+}
 
 /// `hds_ip_ext` bits.
 const L3_OK: u8 = 0x2;
@@ -122,7 +142,12 @@ fn receive_from(hw: &mut Hw<'_>, f: &[u8], origin: Option<u32>) {
         }
     }
     if let Some(why) = s.dropped {
-        log::trace!("mlx5-sim: Ethernet frame dropped by steering: {why:?}");
+        log::trace!(
+            "mlx5-sim: {}: Ethernet frame {} dropped by steering at {} ns: {why:?}",
+            Port::new(hw),
+            Addrs(f),
+            hw.now
+        );
         hw.model.rt.counters.eth_rx_steering_drops += 1;
         if why == steering::Dropped::SwSteering {
             hw.model.rt.counters.sw_steering_errors += 1;
@@ -191,6 +216,12 @@ fn deliver(hw: &mut Hw<'_>, tirn: u32, f: &[u8], h: &Headers, flow_tag: u32) {
         return;
     };
     let Some(rq) = info(hw, rqn).filter(|rq| rq.state == RDY) else {
+        log::trace!(
+            "mlx5-sim: {}: Ethernet frame {} for RQ {rqn:#x}, not RDY, dropped at {} ns",
+            Port::new(hw),
+            Addrs(f),
+            hw.now
+        );
         hw.model.rt.counters.eth_rx_out_of_buffer += 1;
         return;
     };
@@ -246,6 +277,14 @@ fn land(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, held: &HeldFrame) -> bool {
         Landing::Lost => return true,
         Landing::At(p) => p,
     };
+    log::trace!(
+        "mlx5-sim: {}: Ethernet frame {} landed in RQ {rqn:#x} WQE {} ({} bytes) at {} ns",
+        Port::new(hw),
+        Addrs(f),
+        p.wqe_counter,
+        p.byte_cnt,
+        hw.now
+    );
     let srqn_uidx = cqe::srqn_uidx(hw, rq.user_index, None);
     let c = match p.wrote {
         Ok(()) => {
@@ -341,6 +380,12 @@ const HELD_POLL_NS: u64 = 10_000;
 /// armed and the RQ has it (at most [`MAX_HELD`] for the RQ, [`MAX_HELD_DEVICE`] for the
 /// device), else dropped (`eth_rx_out_of_buffer`).
 fn hold(hw: &mut Hw<'_>, rqn: u32, rq: &RqInfo, f: HeldFrame) {
+    log::trace!(
+        "mlx5-sim: {}: Ethernet frame {} for RQ {rqn:#x}: no WQE at {} ns",
+        Port::new(hw),
+        Addrs(&f.frame),
+        hw.now
+    );
     let Some(timeout) = hw.model.delay_drop_ns.filter(|_| rq.delay_drop) else {
         hw.model.rt.counters.eth_rx_out_of_buffer += 1;
         return;

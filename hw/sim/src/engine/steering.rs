@@ -295,6 +295,10 @@ fn from_table(
                 }
                 Fate::Allow => return out,
                 Fate::Drop => {
+                    log::trace!(
+                        "mlx5-sim: software steering from {root:#x} (table {table}): dropped after {} STEs",
+                        w.hops
+                    );
                     out.dropped = Some(Dropped::Action);
                     return out;
                 }

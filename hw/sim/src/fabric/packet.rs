@@ -301,6 +301,26 @@ pub(crate) fn segment(f: &[u8], mss: usize) -> Option<Vec<Vec<u8>>> {
     Some(out)
 }
 
+/// A frame's addresses for the trace log: `dmac<-smac/ethertype`.
+pub(crate) struct Addrs<'a>(pub(crate) &'a [u8]);
+
+impl core::fmt::Display for Addrs<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let mac = |m: &[u8]| {
+            m.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":")
+        };
+        match (self.0.get(..6), self.0.get(6..12), self.0.get(12..14)) {
+            (Some(d), Some(s), Some(t)) => {
+                write!(f, "{}<-{}/{:02x}{:02x}", mac(d), mac(s), t[0], t[1])
+            }
+            _ => write!(f, "({} bytes)", self.0.len()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

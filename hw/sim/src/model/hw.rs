@@ -52,7 +52,14 @@ impl Hw<'_> {
         match space(addr) {
             Space::Host(a) => self.iommu.write(a, data),
             Space::DeviceMemory(off) => self.model.memic.write(off, data).map_err(|()| Unmapped),
-            Space::Icm(a) => self.model.icm.write(a, data).map_err(|()| Unmapped),
+            Space::Icm(a) => {
+                log::trace!(
+                    "mlx5-sim: SW ICM write of {} bytes at {a:#x} at {} ns",
+                    data.len(),
+                    self.now
+                );
+                self.model.icm.write(a, data).map_err(|()| Unmapped)
+            }
         }
     }
 

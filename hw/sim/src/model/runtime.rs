@@ -419,8 +419,16 @@ impl Runtime {
         }
         self.counters.tx_frames += 1;
         self.counters.tx_bytes += f.len() as u64;
-        if lb.1 && f.first().is_some_and(|b| b & 1 != 0) {
-            self.eth_looped.push((f.clone(), td));
+        if f.first().is_some_and(|b| b & 1 != 0) {
+            if lb.1 {
+                self.eth_looped.push((f.clone(), td));
+            } else {
+                log::trace!(
+                    target: "mlx5_sim::engine::eth_rx",
+                    "mlx5-sim: Ethernet frame {} not looped back (disable_mc_local_lb)",
+                    crate::fabric::packet::Addrs(&f)
+                );
+            }
         }
         self.tx.push(f);
     }
