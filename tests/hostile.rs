@@ -575,8 +575,23 @@ fn a_uar_whose_dealloc_failed_is_freed_at_close() {
     let sim = SimDevice::new(Profile::connectx5(), Mode::Sync);
     let dev = Device::open(SimPlatform::new(sim.clone()), DeviceConfig::default()).unwrap();
     let cq = dev.create_cq(8).unwrap();
-    let qp = qp(&dev, &cq, QpType::Rc, cap(4, 4, 1));
-    let uar = mlx5::raw::qp_uar(&qp).index();
+    // Five QPs on dedicated registers, four to a page: the fifth's page, once empty, stays as
+    // the spare; the first page's last QP then gives its page back with DEALLOC_UAR.
+    let mut qps: Vec<_> = (0..5)
+        .map(|_| qp(&dev, &cq, QpType::Rc, cap(4, 4, 1)))
+        .collect();
+    let pages: Vec<u32> = qps.iter().map(|q| mlx5::raw::qp_uar(q).index()).collect();
+    assert!(
+        pages[..4].iter().all(|&p| p == pages[0]) && pages[4] != pages[0],
+        "{pages:?}"
+    );
+    qps.pop().unwrap().destroy().unwrap();
+    for q in qps.drain(1..) {
+        q.destroy().unwrap();
+    }
+    let qp = qps.pop().unwrap();
+    drop(qps);
+    let uar = pages[0];
     sim.inject(Fault::FailCommand {
         opcode: mlx5::ifc::Opcode::DeallocUar as u16,
         status: 0x22,

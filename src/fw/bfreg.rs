@@ -14,7 +14,8 @@
 //!
 //! The device checks that a doorbell's queue names the page it is written to (`uar_page`), so a
 //! queue's context names its register's page. Pages are allocated when first needed and given
-//! back (DEALLOC_UAR) when their last queue goes.
+//! back (DEALLOC_UAR) when their last queue goes — but for one empty page, kept as a spare until
+//! close.
 
 use heapless::Vec;
 use mlx5_ifc::regs::{uar, UAR_PAGE_SIZE};
@@ -219,8 +220,11 @@ impl BfregPool {
         }
     }
 
-    /// Gives a queue's register back; returns its page when no queue uses it any more (to be
-    /// freed with DEALLOC_UAR).
+    /// Gives a queue's register back; returns its page when no queue uses it any more and
+    /// another page is empty too (to be freed with DEALLOC_UAR). One empty page stays as a
+    /// spare — as a context keeps its UAR pages — so that a program creating and destroying one
+    /// queue at a time does not pay ALLOC_UAR and DEALLOC_UAR for each; [`Self::drain`] gives
+    /// it back at close.
     pub(crate) fn give(&mut self, b: Bfreg) -> Option<Uar> {
         let i = self.pages.iter().position(|p| p.uar == b.uar)?;
         let p = &mut self.pages[i];
@@ -233,7 +237,14 @@ impl BfregPool {
         if let Some(n) = p.users.get_mut(k) {
             *n = n.saturating_sub(1);
         }
-        if p.users.iter().all(|&n| n == 0) {
+        let empty = |p: &Page| p.users.iter().all(|&n| n == 0);
+        if empty(&self.pages[i])
+            && self
+                .pages
+                .iter()
+                .enumerate()
+                .any(|(j, p)| j != i && empty(p))
+        {
             return Some(self.pages.swap_remove(i).uar);
         }
         None
@@ -327,12 +338,22 @@ mod tests {
         // A freed dedicated register is taken again before any shared one.
         assert_eq!(pool.give(d[1]), None);
         assert_eq!(take(&mut pool, &mut next), d[1]);
-        // The last queue of a page gives the page back.
+        // The last queue of a page gives the page back — unless it is the only empty page,
+        // which stays as a spare.
         assert_eq!(pool.give(d[4]), None);
-        assert_eq!(pool.give(d[5]), Some(Uar::test_page(12)));
-        for b in s {
-            pool.give(b);
+        assert_eq!(pool.give(d[5]), None, "the spare");
+        assert_eq!(pool.usage().pages, 4);
+        let given: std::vec::Vec<Uar> = s.into_iter().filter_map(|b| pool.give(b)).collect();
+        assert_eq!(given.len(), 2, "both shared pages, now that a spare exists");
+        assert_eq!(pool.usage().pages, 2);
+        for b in [d[0], d[1], d[2]] {
+            assert_eq!(pool.give(b), None);
         }
+        assert_eq!(
+            pool.give(d[3]),
+            Some(Uar::test_page(11)),
+            "a second empty page goes"
+        );
         assert_eq!(pool.usage().pages, 1);
         assert_eq!(pool.drain().count(), 1);
     }
