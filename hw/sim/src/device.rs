@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 use crate::engine;
 use crate::error::SimError;
 use crate::fabric::{Fabric, Station};
+use crate::iommu::staged::Staged;
+use crate::iommu::Freed;
 use crate::model::Hw;
 
 use crate::cmdif;
@@ -50,6 +52,11 @@ pub(crate) struct Shared {
     kick: Mutex<Option<Sender<Work>>>,
     /// Where raised MSI-X vectors go ([`crate::SimDevice::set_interrupt_sink`]; a leaf lock).
     irq_sink: Mutex<Option<InterruptSink>>,
+    /// The simulator's own DMA allocations and frees, made without the state lock (a leaf
+    /// lock); applied to the translation table whenever the state lock is taken.
+    staged: Mutex<Staged>,
+    /// Whether `staged` holds changes not applied yet.
+    staged_pending: AtomicBool,
 }
 
 /// Receives the MSI-X vectors the device raises (a vfio-user server writes the vector's
@@ -61,6 +68,8 @@ pub type InterruptSink = std::sync::Arc<dyn Fn(u16) + Send + Sync>;
 pub(crate) struct StateGuard<'a> {
     guard: Option<MutexGuard<'a, State>>,
     shared: &'a Shared,
+    /// Memory unmapped when the guard was taken: freed once the lock is let go.
+    freed: Vec<Freed>,
 }
 
 impl std::ops::Deref for StateGuard<'_> {
@@ -92,6 +101,8 @@ impl Drop for StateGuard<'_> {
             return;
         };
         if g.model.rt.irqs.is_empty() {
+            drop(g);
+            self.freed.clear();
             return;
         }
         let raised = std::mem::take(&mut g.model.rt.irqs);
@@ -136,7 +147,20 @@ impl Shared {
             owes: AtomicBool::new(false),
             kick: Mutex::new(None),
             irq_sink: Mutex::new(None),
+            staged: Mutex::new(Staged::new()),
+            staged_pending: AtomicBool::new(false),
         }
+    }
+
+    /// The allocator of the simulator's own DMA memory (never held with the state lock's
+    /// holder waiting on it: the state lock is taken first, or not at all).
+    pub(crate) fn staged(&self) -> std::sync::MutexGuard<'_, Staged> {
+        self.staged.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Marks staged changes for the next holder of the state lock (after the change is in).
+    pub(crate) fn staged_changed(&self) {
+        self.staged_pending.store(true, Ordering::Release);
     }
 
     /// Sets (or with `None` removes) where raised MSI-X vectors go.
@@ -247,9 +271,30 @@ impl Shared {
 
     /// The state; a panic on another thread while it was held does not make it unusable.
     pub(crate) fn lock(&self) -> StateGuard<'_> {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut freed = Vec::new();
+        if self.staged_pending.swap(false, Ordering::AcqRel) {
+            let ops = self.staged().take();
+            let (gone, memory) = guard.iommu.apply(ops);
+            freed = memory;
+            for (iova, len) in gone {
+                for page in guard.model.pages.held_in(iova, len) {
+                    log::warn!(
+                        "mlx5-sim: host freed DMA memory at {iova:#x} holding device page {page:#x}"
+                    );
+                    guard.dma_faults.push(crate::fault::DmaFault {
+                        iova: page,
+                        len: mlx5_ifc::consts::ADAPTER_PAGE_SIZE,
+                        kind: crate::fault::DmaFaultKind::HostFreedDevicePage,
+                        what: "host freed a page the device holds".to_string(),
+                    });
+                }
+            }
+        }
         StateGuard {
-            guard: Some(self.state.lock().unwrap_or_else(|e| e.into_inner())),
+            guard: Some(guard),
             shared: self,
+            freed,
         }
     }
 

@@ -36,7 +36,8 @@
 //! valid), 4 KiB aligned (or more, up to [`MAX_DMA_ALIGN`]), with an unmapped 4 KiB guard page
 //! after every allocation; freed ranges are never handed out again. A device access is valid
 //! only if it lies entirely inside one live allocation (`[iova, iova + len)`, `len` as asked
-//! for): anything else is a translation fault.
+//! for): anything else is a translation fault. Allocating and freeing does not wait for the
+//! device's lock ([`staged::Staged`]).
 
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
@@ -44,6 +45,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::SimError;
+
+pub(crate) mod staged;
 
 /// The first IOVA the simulator hands out.
 pub const IOVA_BASE: u64 = 0x1_0000_0000;
@@ -106,8 +109,9 @@ impl Mapping {
     }
 }
 
-/// Zeroed memory for a DMA allocation, made before the device's lock is taken ([`Iommu::map_zeroed`]
-/// maps it): zeroing a large ring does not hold up another thread's commands and doorbells.
+/// Zeroed memory for a DMA allocation, made before any lock is taken
+/// ([`staged::Staged::alloc`] maps it): zeroing a large ring does not hold up another thread's
+/// commands and doorbells.
 pub(crate) struct Zeroed {
     words: Arc<[AtomicU64]>,
     host: NonNull<u8>,
@@ -159,8 +163,8 @@ impl Zeroed {
     }
 }
 
-/// The memory of an allocation [`Iommu::unmap_owned`] unmapped: dropped by its holder, after
-/// the device's lock is let go.
+/// The memory of an allocation [`Iommu::apply`] unmapped: dropped by its holder, after the
+/// device's lock is let go.
 pub(crate) struct Freed(#[allow(dead_code)] Backing);
 
 /// A device access hit no live mapping.
@@ -170,9 +174,7 @@ pub(crate) struct Unmapped;
 /// The translation table and the memory behind it.
 pub(crate) struct Iommu {
     maps: BTreeMap<u64, Mapping>,
-    next: u64,
-    mapped: usize,
-    /// Bytes of external mappings (not counted in `mapped`, the simulator's own).
+    /// Bytes of external mappings (the simulator's own are counted in [`staged::Staged`]).
     external: usize,
 }
 
@@ -180,77 +182,8 @@ impl Iommu {
     pub(crate) fn new() -> Self {
         Self {
             maps: BTreeMap::new(),
-            next: IOVA_BASE,
-            mapped: 0,
             external: 0,
         }
-    }
-
-    /// Allocates and maps `len` zeroed bytes at an IOVA aligned to `max(align, 4 KiB)`, at a
-    /// host address aligned to `align` (as a platform's DMA memory is: a ring asked page-aligned
-    /// starts a cache line, so a WQEBB or CQE is one line, not two).
-    #[cfg(test)]
-    pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
-        self.map_zeroed(Zeroed::new(len, align)?)
-    }
-
-    /// Maps memory [`Zeroed::new`] made (outside the device's lock) at an IOVA aligned to
-    /// `max(align, 4 KiB)`.
-    pub(crate) fn map_zeroed(&mut self, z: Zeroed) -> Result<DmaBlock, SimError> {
-        let Zeroed {
-            words,
-            host,
-            skip,
-            len,
-            align,
-        } = z;
-        if len > MAX_DMA_BYTES - self.mapped {
-            return Err(SimError::DmaExhausted {
-                len,
-                mapped: self.mapped,
-                limit: MAX_DMA_BYTES,
-            });
-        }
-        let align = (align as u64).max(IOVA_PAGE);
-        let iova = self.next.next_multiple_of(align);
-        let pages = (len as u64).div_ceil(IOVA_PAGE);
-        // One unmapped guard page after every allocation catches overruns into a neighbour.
-        self.next = iova + (pages + 1) * IOVA_PAGE;
-        self.maps.insert(
-            iova,
-            Mapping {
-                len,
-                backing: Backing::Owned(words),
-                skip,
-            },
-        );
-        self.mapped += len;
-        Ok(DmaBlock { iova, len, host })
-    }
-
-    /// Unmaps and frees the allocation starting at `iova`; returns its length. External
-    /// mappings are not the simulator's to free ([`Self::unmap_external`]).
-    #[cfg(test)]
-    pub(crate) fn free(&mut self, iova: u64) -> Result<usize, SimError> {
-        self.unmap_owned(iova).map(|(len, _)| len)
-    }
-
-    /// Unmaps the allocation starting at `iova`: its length and its memory, for the caller to
-    /// drop once it has let go of the device's lock.
-    pub(crate) fn unmap_owned(&mut self, iova: u64) -> Result<(usize, Freed), SimError> {
-        match self.maps.get(&iova) {
-            Some(Mapping {
-                backing: Backing::Owned(_),
-                ..
-            }) => {}
-            _ => return Err(SimError::DmaUnknownIova { iova }),
-        }
-        let m = self
-            .maps
-            .remove(&iova)
-            .ok_or(SimError::DmaUnknownIova { iova })?;
-        self.mapped -= m.len;
-        Ok((m.len, Freed(m.backing)))
     }
 
     /// Maps `len` bytes of `mem` at `iova` (chosen by whoever maps it: a guest's IOVA): the
@@ -311,11 +244,6 @@ impl Iommu {
     /// Bytes of external memory mapped.
     pub(crate) fn external_bytes(&self) -> usize {
         self.external
-    }
-
-    /// Bytes of DMA memory still allocated.
-    pub(crate) fn mapped_bytes(&self) -> usize {
-        self.mapped
     }
 
     /// Every live allocation of the simulator's own, `(iova, len)`, by IOVA.
@@ -498,13 +426,61 @@ fn partial(word: &AtomicU64, at: usize, data: &[u8], order: Ordering) {
     let _ = word.fetch_update(order, fail, |w| Some((w & !mask) | v));
 }
 
+/// For tests: the allocator and the table together, the changes applied at once.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// The allocator and the table together, the changes applied at once.
+    pub(crate) struct Io {
+        staged: staged::Staged,
+        io: Iommu,
+    }
+
+    impl Io {
+        pub(crate) fn new() -> Self {
+            Io {
+                staged: staged::Staged::new(),
+                io: Iommu::new(),
+            }
+        }
+        pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Result<DmaBlock, SimError> {
+            let b = self.staged.alloc(Zeroed::new(len, align)?)?;
+            let _ = self.io.apply(self.staged.take());
+            Ok(b)
+        }
+        pub(crate) fn free(&mut self, iova: u64) -> Result<usize, SimError> {
+            let len = self.staged.free(iova)?;
+            let _ = self.io.apply(self.staged.take());
+            Ok(len)
+        }
+        pub(crate) fn mapped_bytes(&self) -> usize {
+            self.staged.mapped_bytes()
+        }
+    }
+
+    impl std::ops::Deref for Io {
+        type Target = Iommu;
+        fn deref(&self) -> &Iommu {
+            &self.io
+        }
+    }
+
+    impl std::ops::DerefMut for Io {
+        fn deref_mut(&mut self) -> &mut Iommu {
+            &mut self.io
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::testing::Io;
     use super::*;
 
     #[test]
     fn iovas_are_aligned_guarded_and_never_reused() {
-        let mut io = Iommu::new();
+        let mut io = Io::new();
         let a = io.alloc(100, 1).unwrap();
         assert_eq!(a.iova, IOVA_BASE);
         let b = io.alloc(4096, 64 * 1024).unwrap();
@@ -522,7 +498,7 @@ mod tests {
 
     #[test]
     fn host_addresses_are_aligned_as_asked_and_reach_the_same_bytes() {
-        let mut io = Iommu::new();
+        let mut io = Io::new();
         for align in [1, 8, 64, 4096, 64 * 1024] {
             let a = io.alloc(200, align).unwrap();
             assert_eq!(a.host.as_ptr() as usize % align.max(8), 0, "align {align}");
@@ -540,7 +516,7 @@ mod tests {
 
     #[test]
     fn partial_words_keep_their_neighbours() {
-        let mut io = Iommu::new();
+        let mut io = Io::new();
         let a = io.alloc(24, 8).unwrap();
         io.write(a.iova, &[0xaa; 24]).unwrap();
         io.write(a.iova + 3, &[1, 2, 3, 4, 5, 6, 7]).unwrap();
@@ -561,7 +537,7 @@ mod tests {
     /// exactly its bytes, a read returns exactly them.
     #[test]
     fn every_offset_and_length_reads_and_writes_exactly_its_bytes() {
-        let mut io = Iommu::new();
+        let mut io = Io::new();
         let a = io.alloc(40, 8).unwrap();
         let mut model = [0u8; 40];
         let mut n = 0u8;
@@ -583,7 +559,7 @@ mod tests {
 
     #[test]
     fn bad_requests_are_refused() {
-        let mut io = Iommu::new();
+        let mut io = Io::new();
         assert_eq!(io.alloc(0, 8).unwrap_err(), SimError::DmaZeroLength);
         assert_eq!(
             io.alloc(8, 3).unwrap_err(),
@@ -613,7 +589,7 @@ mod tests {
 
     #[test]
     fn external_memory_is_reached_at_the_iova_it_was_mapped_at() {
-        let mut io = Iommu::new();
+        let mut io = Io::new();
         let g = guest(512);
         io.map_external(0x20_0000, 4096, g.clone()).unwrap();
         assert_eq!(io.external_bytes(), 4096);

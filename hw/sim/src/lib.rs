@@ -258,29 +258,21 @@ impl SimDevice {
         // The memory is made and zeroed before the device's lock is taken: another thread's
         // commands and doorbells do not wait for it.
         let z = iommu::Zeroed::new(len, align)?;
-        self.shared().lock().iommu.map_zeroed(z)
+        let sh = self.shared();
+        let b = sh.staged().alloc(z)?;
+        sh.staged_changed();
+        Ok(b)
     }
 
     /// Unmaps and frees the allocation at `iova`. Freeing memory that holds a page the device
     /// still owns (MANAGE_PAGES give, not taken back) frees it anyway and records a
     /// [`DmaFaultKind::HostFreedDevicePage`] in [`SimDevice::dma_faults`].
     pub fn dma_free(&self, iova: u64) -> Result<(), SimError> {
-        let mut st = self.shared().lock();
-        let (len, memory) = st.iommu.unmap_owned(iova)?;
-        for page in st.model.pages.held_in(iova, len) {
-            log::warn!(
-                "mlx5-sim: host freed DMA memory at {iova:#x} holding device page {page:#x}"
-            );
-            st.dma_faults.push(DmaFault {
-                iova: page,
-                len: mlx5_ifc::consts::ADAPTER_PAGE_SIZE,
-                kind: DmaFaultKind::HostFreedDevicePage,
-                what: "host freed a page the device holds".to_string(),
-            });
-        }
-        // The memory itself is freed after the device's lock is let go.
-        drop(st);
-        drop(memory);
+        // The table drops it (and the device's pages in it are looked for) the next time the
+        // device takes its lock, before it touches memory again.
+        let sh = self.shared();
+        sh.staged().free(iova)?;
+        sh.staged_changed();
         Ok(())
     }
 
@@ -583,7 +575,7 @@ impl SimDevice {
 
     /// Bytes of DMA memory still allocated.
     pub fn dma_bytes_mapped(&self) -> usize {
-        self.shared().lock().iommu.mapped_bytes()
+        self.shared().staged().mapped_bytes()
     }
 
     /// Every DMA violation so far (device translation faults, host frees of device pages).

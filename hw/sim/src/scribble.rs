@@ -77,7 +77,7 @@ mod tests {
     #[test]
     fn random_writes_are_reproducible_and_inside_allocations() {
         let run = |seed| {
-            let mut io = Iommu::new();
+            let mut io = crate::iommu::testing::Io::new();
             let a = io.alloc(100, 8).unwrap();
             let b = io.alloc(4096, 4096).unwrap();
             let s = random(&io, seed, 50);
