@@ -40,6 +40,7 @@ impl SimDevice {
             st.bar.write32(off, v.get())
         };
         if bar::is_uar_access(off, 4) {
+            // (32 bits: an EQ or CQ doorbell; a send doorbell must be 64 bits wide.)
             self.shared()
                 .datapath(false, |hw| engine::uar_write(hw, off, v.get().into(), 32));
         }
@@ -93,26 +94,29 @@ impl SimDevice {
     }
 
     /// The data path's side of 64-bit `words` written from `off` on (recorded already): the
-    /// EQ, CQ and send doorbells among those in UAR pages; a send queue rung executes — inside
-    /// the call in [`Mode::Sync`] (or without a device thread), on the device thread otherwise.
+    /// EQ, CQ and send doorbells among those in UAR pages; a send queue rung (a QP's or an
+    /// Ethernet SQ's) executes — inside the call in [`Mode::Sync`] (or without a device
+    /// thread), on the device thread otherwise, behind every doorbell and command rung before
+    /// it: the device takes doorbells in the order they come, so a raw frame sent after a DR
+    /// send ring's writes meets the steering entries they wrote.
     fn uar_words(&self, off: u64, words: &[Be64]) {
         let sync = self.mode() == Mode::Sync || self.inner.doorbells.is_none();
-        let qpn = self.shared().datapath(sync, |hw| {
-            let mut qpn = None;
+        let rung = self.shared().datapath(sync, |hw| {
+            let mut rung = None;
             for (i, w) in words.iter().enumerate() {
                 let at = off + 8 * i as u64;
                 if bar::is_uar_access(at, 8) {
-                    qpn = engine::uar_write(hw, at, w.get(), 64).or(qpn);
+                    rung = engine::uar_write(hw, at, w.get(), 64).or(rung);
                 }
             }
-            if let (Some(qpn), true) = (qpn, sync) {
-                engine::requester::doorbell(hw, qpn);
+            if let (Some(r), true) = (rung, sync) {
+                engine::ring(hw, r);
             }
-            qpn
+            rung
         });
-        if let (Some(qpn), Some(tx)) = (qpn, &self.inner.doorbells) {
-            if !sync && tx.send(Work::Sq(qpn)).is_err() {
-                self.shared().sq_doorbell(qpn);
+        if let (Some(r), Some(tx)) = (rung, &self.inner.doorbells) {
+            if !sync && tx.send(Work::Sq(r)).is_err() {
+                self.shared().sq_doorbell(r);
             }
         }
     }

@@ -258,9 +258,9 @@ impl Shared {
         self.datapath(false, engine::tick);
     }
 
-    /// Executes the send queue of QP `qpn`.
-    pub(crate) fn sq_doorbell(&self, qpn: u32) {
-        self.datapath(true, |hw| engine::requester::doorbell(hw, qpn));
+    /// Executes the send queue a doorbell rang.
+    pub(crate) fn sq_doorbell(&self, rung: engine::Rung) {
+        self.datapath(true, |hw| engine::ring(hw, rung));
     }
 
     /// Threaded mode: delivers the frames for the port and services the timers.

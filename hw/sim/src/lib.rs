@@ -197,7 +197,7 @@ impl SimDevice {
                         };
                         match next {
                             Ok(Work::Cmd(bits)) => dev.ring(bits),
-                            Ok(Work::Sq(qpn)) => dev.sq_doorbell(qpn),
+                            Ok(Work::Sq(rung)) => dev.sq_doorbell(rung),
                             Ok(Work::Wire) | Err(RecvTimeoutError::Timeout) => {}
                             Ok(Work::Stop) | Err(RecvTimeoutError::Disconnected) => break,
                         }

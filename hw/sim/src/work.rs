@@ -6,10 +6,21 @@
 pub(crate) enum Work {
     /// A command doorbell with these slot bits.
     Cmd(u32),
-    /// A send doorbell for this QP.
-    Sq(u32),
+    /// A send doorbell (a QP's or an Ethernet SQ's): executed in the order the doorbells
+    /// came, with the commands.
+    Sq(Rung),
     /// Frames arrived for the device's port.
     Wire,
     /// The last handle is gone.
     Stop,
+}
+
+/// A send queue a doorbell rang: the device executes it next (`engine::ring`), after what was
+/// rung before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rung {
+    /// A QP's send queue.
+    Qp(u32),
+    /// An Ethernet SQ, through the WQE with this counter.
+    EthSq { sqn: u32, wqe: u16 },
 }

@@ -101,9 +101,20 @@ pub(crate) fn tick(hw: &mut Hw<'_>) {
     eth_rx::held_due(hw);
 }
 
+pub(crate) use crate::work::Rung;
+
+/// Executes the send queue a doorbell rang.
+pub(crate) fn ring(hw: &mut Hw<'_>, rung: Rung) {
+    match rung {
+        Rung::Qp(qpn) => requester::doorbell(hw, qpn),
+        Rung::EthSq { sqn, wqe } => eth::doorbell(hw, sqn, wqe),
+    }
+}
+
 /// A write to a UAR page: EQ and CQ doorbells ([`doorbell`]), send doorbells and
-/// BlueFlame words. Returns the QP whose send queue the device must now execute.
-pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Option<u32> {
+/// BlueFlame words. Returns the send queue the device must now execute — not executed here,
+/// so that the caller keeps the order in which doorbells came ([`ring`]).
+pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Option<Rung> {
     match doorbell::uar_write(hw.model, off, value, width, hw.faults) {
         UarAction::None => None,
         UarAction::CqArmed { cqn, ci } => {
@@ -117,7 +128,7 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
             let copy = bf_copy(hw, qpn, wqe, ds);
             hw.model.rt.bf.insert(half, copy);
             blueflame(hw, off, half, 0, value);
-            Some(qpn)
+            Some(Rung::Qp(qpn))
         }
         UarAction::BlueFlame { half, at } => {
             blueflame(hw, off, half, at, value);
@@ -127,10 +138,7 @@ pub(crate) fn uar_write(hw: &mut Hw<'_>, off: u64, value: u64, width: u8) -> Opt
             crate::events::eqe::eq_arm_check(hw, eqn, ci);
             None
         }
-        UarAction::EthSend { sqn, wqe } => {
-            eth::doorbell(hw, sqn, wqe);
-            None
-        }
+        UarAction::EthSend { sqn, wqe } => Some(Rung::EthSq { sqn, wqe }),
     }
 }
 

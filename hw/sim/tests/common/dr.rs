@@ -437,6 +437,22 @@ impl SendRing {
         }
     }
 
+    /// WQEs posted so far (every `SIGNAL_TH`-th is signalled and awaited).
+    pub fn pending(&self) -> u32 {
+        self.pending
+    }
+
+    /// Whether the next write (a WRITE and a READ) goes unsignalled: nothing waits for it.
+    pub fn next_write_unawaited(&self) -> bool {
+        (1..=2).all(|k| (self.pending + k) % SIGNAL_TH != 0)
+    }
+
+    /// One write of 64 bytes to the sync buffer (moves the signalling along).
+    pub fn pad(&mut self, n: &mut Node) {
+        let remote = Seg::Raddr(self.sync.va(0), self.sync.key);
+        self.write_to(n, remote, &[0xee; 64]);
+    }
+
     /// `dr_send_ring_force_drain`: 8 postsends of 64 bytes to the sync buffer itself — two
     /// signalled WQEs among them, so every WQE before them has completed.
     pub fn drain(&mut self, n: &mut Node) {
