@@ -590,3 +590,40 @@ fn an_rq_with_delay_drop_holds_frames_until_a_wqe_or_the_timeout() {
         "disarmed: dropped at once"
     );
 }
+
+/// A send doorbell names its queue by a 24-bit number alone, a QP's or an Ethernet SQ's: SQs take
+/// their numbers from the QPs' space. They used to be numbered on their own, from 1: after a few
+/// hundred SQs (rdma-core's DR tests run over and over in one guest) an SQ took the number of
+/// mlx5_ib's long-lived UMR QP, whose next doorbell went to the SQ and was refused as a bad
+/// doorbell ("SQ 0x102 uses UAR 0x191, not UAR page 0x9"): the UMR never ran and the guest hung.
+#[test]
+fn sq_numbers_never_take_a_live_qps() {
+    let mut n = Node::new(Mode::Sync, 1);
+    let qp = n.create_qp(mlx5_ifc::consts::qp_st::RC);
+    let td = transport_domain(&mut n);
+    let tis_in = cmd::<mlx5_ifc::prm::tir::CreateTisIn>(Opcode::CreateTis, 0, |v| {
+        v.nested_mut(mlx5_ifc::prm::tir::CreateTisIn::CTX)
+            .set(mlx5_ifc::prm::tir::Tisc::TRANSPORT_DOMAIN, td.into())
+            .unwrap();
+    });
+    let tis = made::<mlx5_ifc::prm::tir::CreateTisOut>(
+        &mut n.fx,
+        &tis_in,
+        mlx5_ifc::prm::tir::CreateTisOut::TISN,
+    );
+    let mut past = false;
+    for _ in 0..400 {
+        let e = rdy_sq(&mut n, tis, |_| {});
+        assert_ne!(e.sqn, qp.qpn, "an SQ took a live QP's number");
+        past |= e.sqn > qp.qpn;
+        n.fx.p.ok(
+            &by_id::<mlx5_ifc::prm::sq_rq::DestroySqIn>(
+                Opcode::DestroySq,
+                mlx5_ifc::prm::sq_rq::DestroySqIn::SQN,
+                e.sqn,
+            ),
+            0x10,
+        );
+    }
+    assert!(past, "the SQ numbers went past the QP's");
+}

@@ -107,7 +107,7 @@ pub(crate) fn create_dct(
     let dctn = queue::insert(
         model,
         ObjectKind::Dct,
-        &[ObjectKind::Qp],
+        &[ObjectKind::Qp, ObjectKind::Sq],
         (FIRST_QPN, end),
         q,
         syn::QP_EXHAUSTED,

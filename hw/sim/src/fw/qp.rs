@@ -261,7 +261,7 @@ pub(crate) fn create_qp(
     let qpn = queue::insert(
         model,
         ObjectKind::Qp,
-        &[ObjectKind::Dct],
+        &[ObjectKind::Dct, ObjectKind::Sq],
         (FIRST_QPN, end),
         q,
         syn::QP_EXHAUSTED,

@@ -202,11 +202,24 @@ pub(crate) fn insert_limited(
     q: Queue,
     exhausted: u32,
 ) -> Result<u32, Failure> {
+    insert_limited_shared(model, kind, &[], log_max, q, exhausted)
+}
+
+/// [`insert_limited`] with a handle not live in `shared` either (a number space shared with
+/// other kinds).
+pub(crate) fn insert_limited_shared(
+    model: &mut Model,
+    kind: ObjectKind,
+    shared: &[ObjectKind],
+    log_max: u64,
+    q: Queue,
+    exhausted: u32,
+) -> Result<u32, Failure> {
     let log_max = log_max.min(24);
     if !below_limit(model.objects.count(kind), log_max) {
         return Err(fail(CmdStatus::ExceedLim, exhausted));
     }
-    insert(model, kind, &[], (1, span(log_max)), q, exhausted)
+    insert(model, kind, shared, (1, span(log_max)), q, exhausted)
 }
 
 /// Replaces what `id` of `kind` holds: the new references are taken, the old ones released.

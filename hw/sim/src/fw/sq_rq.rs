@@ -110,7 +110,13 @@ fn insert(
     q: crate::model::objects::Queue,
 ) -> Result<u32, Failure> {
     let log_max = model.cur(log_max);
-    queue::insert_limited(model, kind, log_max, q, syn::NET_EXHAUSTED)
+    // A send doorbell names its queue by a 24-bit number alone, a QP's or an SQ's: SQs take
+    // their numbers from the QPs' (and DCTs') space, so that one number is one send queue.
+    let shared: &[ObjectKind] = match kind {
+        ObjectKind::Sq => &[ObjectKind::Qp, ObjectKind::Dct],
+        _ => &[],
+    };
+    queue::insert_limited_shared(model, kind, shared, log_max, q, syn::NET_EXHAUSTED)
 }
 
 /// MODIFY_SQ `modify_bitmask` bit 0: the packet pacing rate index (Linux's
