@@ -273,7 +273,10 @@ impl Shared {
     pub(crate) fn lock(&self) -> StateGuard<'_> {
         let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut freed = Vec::new();
-        if self.staged_pending.swap(false, Ordering::AcqRel) {
+        // A load first: the flag's cache line is written only when there is something staged.
+        if self.staged_pending.load(Ordering::Acquire)
+            && self.staged_pending.swap(false, Ordering::AcqRel)
+        {
             let ops = self.staged().take();
             let (gone, memory) = guard.iommu.apply(ops);
             freed = memory;
